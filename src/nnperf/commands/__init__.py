@@ -1,0 +1,1 @@
+"""Thin command-line adapters: parse flags, call the library, write files."""

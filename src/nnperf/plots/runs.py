@@ -1,0 +1,142 @@
+"""Figures of the timed runs: throughput vs batch size, phase breakdown, speedups.
+
+Each function draws one figure for one (device, model) from the tables of
+`nnperf.aggregate` and returns the Figure; saving it is the caller's business. Error bars of
+the throughput figure are the same 95% bootstrap interval of the median as in summary.csv
+(`nnperf.stats.ci95`), so figure and table agree.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from nnperf import stats
+from nnperf.aggregate import BASELINE_VARIANT, REFERENCE_PRECISION
+from nnperf.errors import NnperfError
+from nnperf.timing import PHASES
+
+FIGURE_KINDS = ("throughput", "breakdown", "speedup")
+THROUGHPUT_YLABEL = "throughput (images/s)"
+BATCH_XLABEL = "batch size"
+BREAKDOWN_YLABEL = "median time per step (ms)"
+SPEEDUP_FP32_YLABEL = f"speedup vs {REFERENCE_PRECISION} (x)"
+SPEEDUP_BASELINE_YLABEL = f"speedup vs {BASELINE_VARIANT} variant (x)"
+PRECISION_ORDER = ("fp32", "tf32", "bf16", "fp16")
+
+
+def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.DataFrame:
+    chosen = frame[(frame["device"] == device) & (frame["model"] == model)]
+    if chosen.empty:
+        pairs = sorted({f"{d}/{m}" for d, m in zip(frame["device"], frame["model"])})
+        raise NnperfError(f"{table} has no rows for device/model {device}/{model}; "
+                          f"allowed: {', '.join(pairs)}")
+    return chosen
+
+
+def _precision_order(values) -> list[str]:
+    present = set(values)
+    return [p for p in PRECISION_ORDER if p in present] + sorted(present - set(PRECISION_ORDER))
+
+
+def _batch_axis(ax, batch_sizes) -> None:
+    """Batch sizes are usually powers of two: log2 axis, ticks at the sizes that ran."""
+    sizes = sorted(set(int(b) for b in batch_sizes))
+    if len(sizes) > 1:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([str(s) for s in sizes])
+    ax.minorticks_off()
+
+
+def throughput_figure(runs: pd.DataFrame, device: str, model: str) -> Figure:
+    """Median throughput vs batch size; hue precision, style variant, 95% CI bars; OOM marked."""
+    chosen = _select(runs, device, model, "runs table")
+    ok = chosen[chosen["status"] == "ok"].astype({"throughput_img_s": float})
+    oom = chosen[chosen["status"] == "oom"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    if not ok.empty:
+        sns.lineplot(data=ok, x="batch_size", y="throughput_img_s", hue="precision",
+                     hue_order=_precision_order(ok["precision"]), style="variant",
+                     estimator=np.median, errorbar=stats.ci95, err_style="bars",
+                     markers=True, dashes=True, ax=ax)
+    if not oom.empty:
+        # OOM batch sizes have no throughput; mark them on the axis so they are not missed.
+        ax.scatter(oom["batch_size"].unique(), np.zeros(oom["batch_size"].nunique()),
+                   marker="x", color="black", label="out of memory", zorder=3, clip_on=False)
+        ax.legend()
+    _batch_axis(ax, chosen["batch_size"])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(BATCH_XLABEL)
+    ax.set_ylabel(THROUGHPUT_YLABEL)
+    ax.set_title(f"{model} on {device}: training throughput (median of reps, 95% CI)")
+    return fig
+
+
+def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
+    """Stacked bars of the median per-phase time of a step, one bar per configuration."""
+    chosen = _select(summary, device, model, "summary table")
+    chosen = chosen[chosen["status"] != "oom"].copy()
+    if chosen.empty:
+        raise NnperfError(f"summary table has only out-of-memory rows for {device}/{model}; "
+                          "allowed: at least one configuration that ran")
+    chosen["_order"] = chosen["precision"].map(
+        {p: i for i, p in enumerate(_precision_order(chosen["precision"]))})
+    chosen = chosen.sort_values(["batch_size", "_order", "variant"])
+    labels = [f"bs{b}\n{p}\n{v}" for b, p, v in
+              zip(chosen["batch_size"], chosen["precision"], chosen["variant"])]
+    phase_ms = pd.DataFrame({phase: chosen[f"{phase}_s_median"].to_numpy(dtype=float) * 1e3
+                             for phase in PHASES}, index=labels)
+    width = max(6.4, 0.55 * len(labels) + 2.0)
+    fig, ax = plt.subplots(figsize=(width, 4.6), layout="constrained")
+    phase_ms.plot.bar(stacked=True, ax=ax, color=sns.color_palette("colorblind", len(PHASES)),
+                      width=0.8, rot=0)
+    ax.set_xlabel("configuration (batch size / precision / variant)")
+    ax.set_ylabel(BREAKDOWN_YLABEL)
+    ax.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"{model} on {device}: where a training step's time goes")
+    return fig
+
+
+def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
+    """Two panels: each precision vs fp32, and each variant vs baseline, per batch size."""
+    chosen = _select(summary, device, model, "summary table")
+    chosen = chosen[chosen["status"] != "oom"].copy()
+    chosen["precision / variant"] = chosen["precision"] + " / " + chosen["variant"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained",
+                                      sharey=False)
+    panels = (
+        (left, chosen[chosen["precision"] != REFERENCE_PRECISION], "speedup_vs_fp32",
+         SPEEDUP_FP32_YLABEL, f"precisions vs {REFERENCE_PRECISION} (same variant)"),
+        (right, chosen[chosen["variant"] != BASELINE_VARIANT], "speedup_vs_baseline",
+         SPEEDUP_BASELINE_YLABEL, f"variants vs {BASELINE_VARIANT} (same precision)"),
+    )
+    for ax, data, column, ylabel, title in panels:
+        data = data[np.isfinite(data[column].astype(float))]
+        if data.empty:
+            ax.text(0.5, 0.5, "no comparable configuration in this study",
+                    ha="center", va="center", transform=ax.transAxes)
+        else:
+            sns.barplot(data=data, x="batch_size", y=column, hue="precision / variant",
+                        ax=ax, palette="colorblind", errorbar=None)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xlabel(BATCH_XLABEL)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    fig.suptitle(f"{model} on {device}: speedups of median throughput")
+    return fig
+
+
+def figure_for(kind: str, runs: pd.DataFrame | None, summary: pd.DataFrame | None,
+               device: str, model: str) -> Figure:
+    """Dispatch by kind (what `nnperf plot-runs --kind` names)."""
+    if kind == "throughput":
+        return throughput_figure(runs, device, model)
+    if kind == "breakdown":
+        return breakdown_figure(summary, device, model)
+    if kind == "speedup":
+        return speedup_figure(summary, device, model)
+    raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURE_KINDS)}")

@@ -1,0 +1,261 @@
+"""Phase timers and the timed training loop.
+
+Protocol (DESIGN §3): warm-up steps first (cuDNN autotune, allocator growth, torch.compile),
+then one timed window of `timed_steps` steps. Between the phases of every step a clock is
+marked; marks are shared, so step i's end is step i+1's start and the per-step times add up
+to the window exactly.
+
+* GPU (cuda, mps): a timing event is recorded on the stream at every mark; the host never
+  waits inside the window. One synchronize closes the window, then the events are read.
+  A phase's time is therefore the device-timeline time between its marks: when the host is
+  the bottleneck (a slow DataLoader) the device idles between the marks and that idle time
+  lands in the phase that caused it; when the device is the bottleneck, host work overlaps
+  and costs nothing.
+* CPU: `time.perf_counter` at every mark (CPU ops run synchronously).
+
+Throughput = images in the window / host wall time of the window (synchronised at both ends).
+Warm-up steps are synchronised one by one (they are not measured, except that the first
+step's time is reported as `first_step_time_s`).
+
+What this module is not: it does not build models or data (`nnperf.train`) or write files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+
+from nnperf.errors import NnperfError
+
+PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
+STEP_CSV_COLUMNS = ("step", "data_wait_s", "h2d_s", "forward_s", "backward_s", "optimizer_s",
+                    "step_time_s", "loss")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait until the device has finished all queued work (no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+class HostClock:
+    """perf_counter marks; exact for work that runs synchronously on the host."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+
+class EventClock:
+    """Timing events recorded on the device stream, created up front (none in the loop)."""
+
+    def __init__(self, device: torch.device, n_marks: int):
+        if device.type == "cuda":
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(n_marks)]
+        elif device.type == "mps":
+            self._events = [torch.mps.event.Event(enable_timing=True) for _ in range(n_marks)]
+        else:
+            raise ValueError(f"no timing events on device {device.type}")
+        self._next = 0
+
+    def mark(self):
+        event = self._events[self._next]
+        self._next += 1
+        event.record()
+        return event
+
+    def seconds(self, start, end) -> float:
+        # elapsed_time is in milliseconds; only valid once the window has been synchronised.
+        return start.elapsed_time(end) / 1e3
+
+
+def make_clock(device: torch.device, n_marks: int):
+    """The clock for `device`: events on GPUs, perf_counter on CPU."""
+    return HostClock() if device.type == "cpu" else EventClock(device, n_marks)
+
+
+def marks_per_window(n_steps: int) -> int:
+    return n_steps * len(PHASES) + 1
+
+
+def run_marked_steps(training, clock, n_steps: int) -> tuple[list, list[torch.Tensor]]:
+    """Run `n_steps` steps marking the clock between phases; no host sync in here."""
+    marks = [clock.mark()]
+    losses = []
+    for _ in range(n_steps):
+        batch = training.next_batch()
+        marks.append(clock.mark())
+        inputs, labels = training.to_device(batch)
+        marks.append(clock.mark())
+        loss = training.forward(inputs, labels)
+        marks.append(clock.mark())
+        training.backward(loss)
+        marks.append(clock.mark())
+        training.optimizer_step()
+        marks.append(clock.mark())
+        losses.append(loss.detach())
+    return marks, losses
+
+
+def step_rows(marks: list, clock, losses: list[float]) -> list[dict]:
+    """Per-step phase times from the marks of one window (rows of the per-step CSV)."""
+    n_phases = len(PHASES)
+    rows = []
+    for step, loss in enumerate(losses):
+        base = step * n_phases
+        row = {"step": step}
+        for offset, phase in enumerate(PHASES):
+            row[f"{phase}_s"] = clock.seconds(marks[base + offset], marks[base + offset + 1])
+        row["step_time_s"] = clock.seconds(marks[base], marks[base + n_phases])
+        row["loss"] = loss
+        rows.append(row)
+    return rows
+
+
+class DeviceMemoryTracker:
+    """Peak device memory: the allocator's own peak on CUDA, sampled maxima on MPS.
+
+    MPS has no peak counter, so `sample()` is called at every synchronised point (after each
+    warm-up step and after the window) and the maximum is kept: a lower bound of the true peak.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._mps_peak = 0
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def sample(self) -> None:
+        if self.device.type == "mps":
+            self._mps_peak = max(self._mps_peak, torch.mps.current_allocated_memory())
+
+    def peak_bytes(self) -> int | None:
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        if self.device.type == "mps":
+            return int(self._mps_peak)
+        return None
+
+
+def peak_host_memory_bytes() -> int:
+    """Peak resident set size of this process (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
+
+
+@dataclasses.dataclass
+class TimingResult:
+    """What one warm-up + timed window produced (raw; summarised by `summarize`)."""
+
+    warmup_step_time_s: list[float]
+    window_s: float
+    window_started_at_unix: float
+    window_ended_at_unix: float
+    steps: list[dict]
+    loss_start: float
+    loss_end: float
+    peak_memory_device_bytes: int | None
+
+
+def time_training(training, warmup_steps: int, timed_steps: int) -> TimingResult:
+    """Warm up, then time one window of `timed_steps` steps."""
+    if warmup_steps < 1:
+        raise NnperfError(
+            f"warmup_steps {warmup_steps!r} is not allowed; allowed: an integer >= 1 "
+            "(the first step includes autotuning and compilation)"
+        )
+    if timed_steps < 1:
+        raise NnperfError(f"timed_steps {timed_steps!r} is not allowed; allowed: an integer >= 1")
+    device = training.device
+    memory = DeviceMemoryTracker(device)
+    warmup_times = []
+    first_loss = None
+    for _ in range(warmup_steps):
+        synchronize(device)
+        start = time.perf_counter()
+        loss = training.step()
+        synchronize(device)
+        warmup_times.append(time.perf_counter() - start)
+        memory.sample()
+        if first_loss is None:
+            first_loss = loss
+    clock = make_clock(device, marks_per_window(timed_steps))
+    synchronize(device)
+    window_started_at_unix = time.time()
+    wall_start = time.perf_counter()
+    marks, losses = run_marked_steps(training, clock, timed_steps)
+    synchronize(device)  # the window's one synchronize
+    wall_end = time.perf_counter()
+    window_ended_at_unix = time.time()
+    memory.sample()
+    loss_values = torch.stack(losses).float().cpu().tolist()
+    return TimingResult(
+        warmup_step_time_s=warmup_times,
+        window_s=wall_end - wall_start,
+        window_started_at_unix=window_started_at_unix,
+        window_ended_at_unix=window_ended_at_unix,
+        steps=step_rows(marks, clock, loss_values),
+        loss_start=float(first_loss.float().cpu()),
+        loss_end=float(loss_values[-1]),
+        peak_memory_device_bytes=memory.peak_bytes(),
+    )
+
+
+def describe(values) -> dict:
+    """median, mean, std (sample), min, max, p10, p90 of per-step times."""
+    data = np.asarray(values, dtype=float)
+    return {
+        "median": float(np.median(data)),
+        "mean": float(np.mean(data)),
+        "std": float(np.std(data, ddof=1)) if data.size > 1 else None,
+        "min": float(np.min(data)),
+        "max": float(np.max(data)),
+        "p10": float(np.percentile(data, 10)),
+        "p90": float(np.percentile(data, 90)),
+    }
+
+
+def summarize(result: TimingResult, batch_size: int, compiled: bool) -> dict:
+    """The run JSON's timing fields from one `TimingResult`.
+
+    `compile_time_s` (only with torch.compile) is the warm-up time above steady state:
+    sum(warm-up step times) - warmup_steps x median timed step time. torch.compile compiles
+    lazily inside the first calls (forward, then backward, recompiles, CUDA-graph recording),
+    so this catches all of it without reaching into torch._dynamo's private counters.
+    """
+    step_times = [row["step_time_s"] for row in result.steps]
+    step_stats = describe(step_times)
+    warmup_total = float(sum(result.warmup_step_time_s))
+    compile_time = None
+    if compiled:
+        steady = len(result.warmup_step_time_s) * step_stats["median"]
+        compile_time = max(0.0, warmup_total - steady)
+    images = batch_size * len(result.steps)
+    return {
+        "throughput_img_s": images / result.window_s,
+        "images_timed": images,
+        "timed_window_s": result.window_s,
+        "step_time_s": step_stats,
+        "phase_time_s": {
+            phase: float(np.median([row[f"{phase}_s"] for row in result.steps]))
+            for phase in PHASES
+        },
+        "compile_time_s": compile_time,
+        "first_step_time_s": result.warmup_step_time_s[0],
+        "warmup_time_s": warmup_total,
+        "warmup_step_time_s": list(result.warmup_step_time_s),
+        "loss_start": result.loss_start,
+        "loss_end": result.loss_end,
+        "peak_memory_device_bytes": result.peak_memory_device_bytes,
+        "timed_window_started_at_unix": result.window_started_at_unix,
+        "timed_window_ended_at_unix": result.window_ended_at_unix,
+    }

@@ -1,0 +1,190 @@
+"""One training setup built from a run's keys and variant, split into timeable phases.
+
+`build_training()` turns (model, device, precision, batch size, variant, hyper-parameters,
+data arrays) into a `Training` whose methods are the phases of one SGD step:
+`next_batch` (data wait), `to_device` (host-to-device + input preparation), `forward`,
+`backward`, `optimizer_step`. `nnperf.timing` puts clocks between them and
+`nnperf.profile_step` puts NVTX ranges around them; neither knows how a step is made.
+
+It does not load data or build models by name (the caller passes arrays and a module, so the
+engine runs on anything), and it does not time anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from nnperf import precision as precision_mod
+from nnperf.datapath import InputPreparer, make_feeder
+from nnperf.errors import NnperfError
+from nnperf.variant import VariantSettings
+
+# Messages of allocation failures that PyTorch raises as a plain RuntimeError rather than
+# torch.OutOfMemoryError: the CPU allocator (c10/core/impl/alloc_cpu.cpp), cuBLAS/cuDNN
+# workspace allocation, and the MPS allocator.
+OOM_MESSAGE_MARKERS = (
+    "out of memory",
+    "can't allocate memory",
+    "not enough memory",
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+    "cudnn_status_not_enough_workspace",
+    "mps backend out of memory",
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True when `exc` is an allocation failure (a result to record, not a bug)."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    if isinstance(exc, RuntimeError):
+        message = str(exc).lower()
+        return any(marker in message for marker in OOM_MESSAGE_MARKERS)
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyper:
+    """Optimisation hyper-parameters of the timed runs (config `training:`)."""
+
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    seed: int = 0
+    augment: bool = True
+
+
+def optimizer_kwargs(impl: str) -> dict[str, Any]:
+    """torch.optim.SGD keyword arguments that select an implementation."""
+    return {
+        "default": {},
+        "foreach": {"foreach": True},
+        "fused": {"fused": True},
+        "for-loop": {"foreach": False},
+    }[impl]
+
+
+def resolved_optimizer_impl(impl: str, params: list[torch.Tensor]) -> str:
+    """What `default` turns into on these parameters (torch picks by device)."""
+    if impl != "default":
+        return impl
+    try:
+        # Private helper, but it is exactly the rule SGD applies when foreach/fused are None.
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+
+        fused, foreach = _default_to_fused_or_foreach(params, differentiable=False,
+                                                      use_fused=False)
+    except Exception:  # pragma: no cover - the helper moved; say so instead of guessing
+        return "default (unresolved)"
+    return "fused" if fused else "foreach" if foreach else "for-loop"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch (all devices) and numpy; Python's `random` is not used by the engine."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+class Training:
+    """A model, optimizer and data feeder; each method is one phase of a step."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler | None, feeder, prepare: InputPreparer,
+                 device: torch.device, precision: str):
+        self.model = model
+        self.optimizer = optimizer
+        self.scaler = scaler
+        self.feeder = feeder
+        self.prepare = prepare
+        self.device = device
+        self.precision = precision
+        self.criterion = torch.nn.CrossEntropyLoss()
+
+    def next_batch(self):
+        return self.feeder.next_batch()
+
+    def to_device(self, batch):
+        images, labels = self.feeder.to_device(batch)
+        return self.prepare(images), labels
+
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with precision_mod.autocast(self.device.type, self.precision):
+            return self.criterion(self.model(inputs), labels)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def optimizer_step(self) -> None:
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def step(self) -> torch.Tensor:
+        """One untimed step, all phases; returns the detached loss (no host sync)."""
+        inputs, labels = self.to_device(self.next_batch())
+        loss = self.forward(inputs, labels)
+        self.backward(loss)
+        self.optimizer_step()
+        return loss.detach()
+
+
+def apply_process_settings(device: str, precision: str, settings: VariantSettings) -> None:
+    """Process-global switches: threads, TF32 flags, cudnn.benchmark."""
+    if settings.cpu_threads is not None:
+        torch.set_num_threads(settings.cpu_threads)
+    precision_mod.apply_math_flags(precision)
+    torch.backends.cudnn.benchmark = bool(settings.cudnn_benchmark)
+
+
+def build_training(model: torch.nn.Module, *, device: str, precision: str, batch_size: int,
+                   settings: VariantSettings, hyper: Hyper, images: np.ndarray,
+                   labels: np.ndarray, mean, std, input_size: int) -> Training:
+    """Set the process up for one run and return its `Training`.
+
+    `model` is freshly built (random init) on the CPU; it is seeded here only through the
+    data order, so build it after calling `seed_everything(hyper.seed)`.
+    """
+    if batch_size < 1:
+        raise NnperfError(f"batch_size {batch_size!r} is not allowed; allowed: an integer >= 1")
+    if images.ndim != 4 or images.dtype != np.uint8 or images.shape[-1] != 3:
+        raise NnperfError(
+            f"training images have shape {images.shape} and dtype {images.dtype}; "
+            "allowed: uint8 [N, H, W, 3]"
+        )
+    torch_device = torch.device(device)
+    apply_process_settings(device, precision, settings)
+    memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
+    model = model.to(device=torch_device, memory_format=memory_format)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=hyper.lr, momentum=hyper.momentum,
+                                weight_decay=hyper.weight_decay,
+                                **optimizer_kwargs(settings.optimizer_impl))
+    if settings.compile:
+        mode = None if settings.compile == "default" else settings.compile
+        model = torch.compile(model, mode=mode)
+    feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, hyper.seed,
+                         torch_device)
+    prepare = InputPreparer(mean, std, image_size=images.shape[1], input_size=input_size,
+                            channels_last=settings.channels_last, device=torch_device)
+    scaler = precision_mod.make_grad_scaler(device, precision)
+    return Training(model, optimizer, scaler, feeder, prepare, torch_device, precision)
+
+
+def default_cpu_threads() -> int:
+    """Cores this process may run on (cgroup/affinity aware where the OS says so)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no sched_getaffinity
+        return os.cpu_count() or 1

@@ -35,7 +35,9 @@ def nnperf_command():
         python = "python"
     else:
         python = sys.executable
-    return f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
+    return (
+        f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
+    )
 
 
 NNPERF = nnperf_command()

@@ -52,6 +52,12 @@ class RunRequest:
     timed_steps: int = 20
     hyper: Hyper = Hyper()
 
+    @property
+    def seed(self) -> int:
+        """The run's seed: config `training.seed` plus the rep index (schema: "each rep adds
+        its index"), so reps differ in initial weights and data order as real retrainings do."""
+        return self.hyper.seed + self.rep
+
     def keys(self) -> dict[str, Any]:
         return {
             "model": self.model, "device": self.device, "precision": self.precision,
@@ -66,7 +72,8 @@ class RunRequest:
             "variant_settings": self.settings.to_dict(),
             "warmup_steps": self.warmup_steps,
             "timed_steps": self.timed_steps,
-            **{key: value for key, value in dataclasses.asdict(self.hyper).items()},
+            **dataclasses.asdict(self.hyper),
+            "effective_seed": self.seed,
         }
 
 
@@ -89,12 +96,12 @@ def one_line(exc: BaseException) -> str:
 
 
 def _build(request: RunRequest, model_factory: Callable[[], torch.nn.Module], data: RunData):
-    seed_everything(request.hyper.seed)
+    seed_everything(request.seed)
     model = model_factory()
     training = build_training(
         model, device=request.device, precision=request.precision,
         batch_size=request.batch_size, settings=request.settings, hyper=request.hyper,
-        images=data.images, labels=data.labels, mean=data.mean, std=data.std,
+        seed=request.seed, images=data.images, labels=data.labels, mean=data.mean, std=data.std,
         input_size=data.input_size,
     )
     return training

@@ -13,7 +13,6 @@ engine runs on anything), and it does not time anything.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import numpy as np
@@ -52,6 +51,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
 class Hyper:
     """Optimisation hyper-parameters of the timed runs (config `training:`)."""
 
+    optimizer: str = "sgd"
     lr: float = 0.1
     momentum: float = 0.9
     weight_decay: float = 5e-4
@@ -59,8 +59,11 @@ class Hyper:
     augment: bool = True
 
 
+OPTIMIZERS = ("sgd", "adam")
+
+
 def optimizer_kwargs(impl: str) -> dict[str, Any]:
-    """torch.optim.SGD keyword arguments that select an implementation."""
+    """torch.optim.SGD/Adam keyword arguments that select an implementation."""
     return {
         "default": {},
         "foreach": {"foreach": True},
@@ -70,7 +73,10 @@ def optimizer_kwargs(impl: str) -> dict[str, Any]:
 
 
 def resolved_optimizer_impl(impl: str, params: list[torch.Tensor]) -> str:
-    """What `default` turns into on these parameters (torch picks by device)."""
+    """What `default` turns into on these parameters (torch picks by device).
+
+    SGD and Adam share the rule: foreach when every parameter is on CUDA, else for-loop.
+    """
     if impl != "default":
         return impl
     try:
@@ -139,6 +145,20 @@ class Training:
         return loss.detach()
 
 
+def make_optimizer(params: list[torch.Tensor], hyper: Hyper, impl: str) -> torch.optim.Optimizer:
+    """SGD with momentum (the default) or Adam, in the implementation the variant names."""
+    if hyper.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=hyper.lr, momentum=hyper.momentum,
+                               weight_decay=hyper.weight_decay, **optimizer_kwargs(impl))
+    if hyper.optimizer == "adam":
+        # Adam has no momentum argument: its betas keep torch's defaults (0.9, 0.999).
+        return torch.optim.Adam(params, lr=hyper.lr, weight_decay=hyper.weight_decay,
+                                **optimizer_kwargs(impl))
+    raise NnperfError(
+        f"optimizer {hyper.optimizer!r} is unknown; allowed: {', '.join(OPTIMIZERS)}"
+    )
+
+
 def apply_process_settings(device: str, precision: str, settings: VariantSettings) -> None:
     """Process-global switches: threads, TF32 flags, cudnn.benchmark."""
     if settings.cpu_threads is not None:
@@ -148,12 +168,12 @@ def apply_process_settings(device: str, precision: str, settings: VariantSetting
 
 
 def build_training(model: torch.nn.Module, *, device: str, precision: str, batch_size: int,
-                   settings: VariantSettings, hyper: Hyper, images: np.ndarray,
+                   settings: VariantSettings, hyper: Hyper, seed: int, images: np.ndarray,
                    labels: np.ndarray, mean, std, input_size: int) -> Training:
     """Set the process up for one run and return its `Training`.
 
-    `model` is freshly built (random init) on the CPU; it is seeded here only through the
-    data order, so build it after calling `seed_everything(hyper.seed)`.
+    `model` is freshly built (random init) on the CPU; build it after `seed_everything(seed)`
+    so its initial weights are reproducible. `seed` seeds the data order and augmentation.
     """
     if batch_size < 1:
         raise NnperfError(f"batch_size {batch_size!r} is not allowed; allowed: an integer >= 1")
@@ -168,23 +188,14 @@ def build_training(model: torch.nn.Module, *, device: str, precision: str, batch
     model = model.to(device=torch_device, memory_format=memory_format)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=hyper.lr, momentum=hyper.momentum,
-                                weight_decay=hyper.weight_decay,
-                                **optimizer_kwargs(settings.optimizer_impl))
+    optimizer = make_optimizer(params, hyper, settings.optimizer_impl)
     if settings.compile:
         mode = None if settings.compile == "default" else settings.compile
         model = torch.compile(model, mode=mode)
-    feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, hyper.seed,
-                         torch_device)
+    feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, seed, torch_device)
     prepare = InputPreparer(mean, std, image_size=images.shape[1], input_size=input_size,
                             channels_last=settings.channels_last, device=torch_device)
     scaler = precision_mod.make_grad_scaler(device, precision)
     return Training(model, optimizer, scaler, feeder, prepare, torch_device, precision)
 
 
-def default_cpu_threads() -> int:
-    """Cores this process may run on (cgroup/affinity aware where the OS says so)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS has no sched_getaffinity
-        return os.cpu_count() or 1

@@ -17,7 +17,7 @@ from nnperf.devices import DEVICES, PRECISIONS, require_available, resolve_devic
 from nnperf.errors import NnperfError
 from nnperf.io import write_csv, write_json
 from nnperf.profile_step import CALIBRATION_GEMM_SIZE
-from nnperf.train import Hyper
+from nnperf.train import OPTIMIZERS, Hyper
 from nnperf.variant import load_variant_settings
 
 DEFAULTS = Hyper()
@@ -64,12 +64,15 @@ def add_run_arguments(parser: argparse.ArgumentParser, profile: bool) -> None:
     if not profile:
         train.add_argument("--timed-steps", type=_positive_int, default=20,
                            help="steps in the timed window")
-    train.add_argument("--lr", type=float, default=DEFAULTS.lr, help="SGD learning rate")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, default=DEFAULTS.optimizer,
+                       help="sgd (with --momentum) or adam")
+    train.add_argument("--lr", type=float, default=DEFAULTS.lr, help="learning rate")
     train.add_argument("--momentum", type=float, default=DEFAULTS.momentum, help="SGD momentum")
     train.add_argument("--weight-decay", type=float, default=DEFAULTS.weight_decay,
-                       help="SGD weight decay")
+                       help="weight decay")
     train.add_argument("--seed", type=int, default=DEFAULTS.seed,
-                       help="seed of model init, data order and augmentation")
+                       help="base seed; the run uses seed + rep for model init, data order and "
+                       "augmentation")
     out = parser.add_argument_group("outputs")
     out.add_argument("--out-json", required=True,
                      help="run JSON (with --profile-one-step / `step`: the profile sidecar JSON)")
@@ -119,7 +122,7 @@ def build_request(args):
         model=args.model, device=device, precision=args.precision, batch_size=args.batch_size,
         variant=args.variant, settings=settings, rep=args.rep, dataset=args.dataset,
         warmup_steps=args.warmup_steps, timed_steps=getattr(args, "timed_steps", 0),
-        hyper=Hyper(lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
+        hyper=Hyper(optimizer=args.optimizer, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
                     seed=args.seed, augment=args.augment),
     )
     run_data = RunData(images=images, labels=labels, mean=tuple(spec["mean"]),

@@ -1,0 +1,48 @@
+"""The NVTX-marked step: runs end to end on the CPU, sidecar contents, range names."""
+
+from __future__ import annotations
+
+import pytest
+
+from nnperf import profile_step
+from nnperf.runner import perform_profile_step
+from tiny_training import tiny_data, tiny_model, tiny_request
+
+
+def test_range_names_are_the_contract_with_the_ncu_stream():
+    assert profile_step.STEP_RANGE == "nnperf_step"
+    assert profile_step.CALIBRATION_RANGE == "nnperf_calibration_gemm"
+    assert profile_step.PHASE_RANGES == ("forward", "backward", "optimizer")
+
+
+@pytest.mark.parametrize(("m", "n", "k", "flops"), [(4096, 4096, 4096, 137_438_953_472),
+                                                     (2, 3, 4, 48), (1, 1, 1, 2)])
+def test_gemm_flops_hand_computed(m, n, k, flops):
+    assert profile_step.gemm_flops(m, n, k) == flops
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16", "bfloat16")])
+def test_profile_step_on_cpu_writes_the_sidecar_fields(precision, dtype):
+    document = perform_profile_step(tiny_request(precision), tiny_model, tiny_data(),
+                                    gemm_size=64)
+    assert document["kind"] == "profile_step" and document["status"] == "ok"
+    assert document["nvtx"] == {
+        "api": "torch.cuda.nvtx.range_start/range_end",
+        "active": document["nvtx"]["active"],
+        "step_range": "nnperf_step",
+        "phase_ranges": ["forward", "backward", "optimizer"],
+        "calibration_range": "nnperf_calibration_gemm",
+    }
+    gemm = document["calibration_gemm"]
+    assert (gemm["m"], gemm["n"], gemm["k"]) == (64, 64, 64)
+    assert gemm["flops"] == 2 * 64**3 and gemm["dtype"] == dtype
+    assert gemm["wall_time_s"] > 0
+    assert document["step"]["loss"] > 0 and document["step"]["wall_time_s"] > 0
+    assert document["environment"]["device"] == "cpu"
+
+
+def test_nvtx_range_is_harmless_without_a_profiler():
+    with profile_step.nvtx_range("nnperf_test", enabled=profile_step._nvtx_available()):
+        pass
+    with profile_step.nvtx_range("nnperf_test", enabled=False):
+        pass

@@ -1,0 +1,158 @@
+"""Whole runs on the CPU: the run document, the per-step table, OOM and failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nnperf.runner import perform_run, steps_frame
+from nnperf.timing import PHASES, STEP_CSV_COLUMNS
+from tiny_training import tiny_data, tiny_model, tiny_request
+
+REPO = Path(__file__).resolve().parents[1]
+CONTRACT_KEYS = (
+    "status", "error", "model", "device", "precision", "batch_size", "variant", "rep",
+    "dataset", "variant_settings", "warmup_steps", "timed_steps", "throughput_img_s",
+    "step_time_s", "phase_time_s", "compile_time_s", "first_step_time_s",
+    "peak_memory_device_bytes", "peak_memory_host_bytes", "loss_start", "loss_end",
+    "started_at_unix", "ended_at_unix", "environment",
+)
+ENVIRONMENT_KEYS = (
+    "device_name", "driver", "cuda", "cudnn", "torch", "torchvision", "cpu_model", "cpu_threads",
+    "clocks", "cuda_matmul_allow_tf32", "cudnn_allow_tf32", "float32_matmul_precision",
+    "cudnn_benchmark", "memory_format", "amp_dtype", "compile_mode", "optimizer_impl",
+    "hostname", "slurm", "gpu", "git_commit", "python",
+)
+
+
+@pytest.fixture(scope="module")
+def fp32_run():
+    return perform_run(tiny_request("fp32"), tiny_model, tiny_data(), workflow_dir=REPO)
+
+
+def test_fp32_run_document(fp32_run):
+    document, steps = fp32_run
+    for key in CONTRACT_KEYS:
+        assert key in document, key
+    assert document["status"] == "ok" and document["error"] is None
+    assert (document["model"], document["device"], document["precision"]) == ("tiny", "cpu", "fp32")
+    assert document["batch_size"] == 8 and document["warmup_steps"] == 2
+    assert document["timed_steps"] == 3 and len(steps) == 3
+    assert document["throughput_img_s"] == pytest.approx(24 / document["timed_window_s"])
+    times = sorted(row["step_time_s"] for row in steps)
+    assert document["step_time_s"]["median"] == pytest.approx(times[1])
+    assert document["step_time_s"]["min"] == times[0] and document["step_time_s"]["max"] == times[2]
+    for phase in PHASES:
+        assert document["phase_time_s"][phase] == pytest.approx(
+            sorted(row[f"{phase}_s"] for row in steps)[1])
+    assert document["compile_time_s"] is None
+    assert document["first_step_time_s"] > 0
+    assert document["peak_memory_device_bytes"] is None
+    assert document["peak_memory_host_bytes"] > 50 * 2**20  # torch alone is bigger than that
+    assert document["loss_end"] == steps[-1]["loss"]
+    assert 1.0 < document["loss_start"] < 4.0  # ~ln(10) for 10 random classes at init
+    assert (document["started_at_unix"] <= document["timed_window_started_at_unix"]
+            < document["timed_window_ended_at_unix"] <= document["ended_at_unix"])
+    assert document["seed"] == 0 and document["effective_seed"] == 0
+    json.dumps(document)  # serialisable as is
+
+
+def test_environment_record_on_cpu(fp32_run):
+    environment = fp32_run[0]["environment"]
+    for key in ENVIRONMENT_KEYS:
+        assert key in environment, key
+    assert environment["cuda_matmul_allow_tf32"] is False
+    assert environment["cudnn_allow_tf32"] is False
+    assert environment["float32_matmul_precision"] == "highest"
+    assert environment["amp_dtype"] is None and environment["memory_format"] == "contiguous"
+    assert environment["optimizer_impl"] == "default"
+    assert environment["optimizer_impl_resolved"] == "for-loop"
+    assert environment["cpu_threads"] >= 1 and environment["device_name"]
+    assert environment["gpu"] is None and environment["driver"] is None
+
+
+def test_steps_csv_columns(fp32_run, tmp_path):
+    frame = steps_frame(fp32_run[1])
+    assert tuple(frame.columns) == STEP_CSV_COLUMNS
+    assert frame["step"].tolist() == [0, 1, 2]
+    assert (frame["step_time_s"] > 0).all() and frame["loss"].notna().all()
+    assert tuple(steps_frame([]).columns) == STEP_CSV_COLUMNS  # OOM runs still get a header
+
+
+def test_bf16_run_records_autocast():
+    document, steps = perform_run(tiny_request("bf16"), tiny_model, tiny_data())
+    assert document["status"] == "ok"
+    assert document["environment"]["amp_dtype"] == "bfloat16"
+    assert document["environment"]["grad_scaler"] is False
+    assert document["environment"]["cuda_matmul_allow_tf32"] is False
+    assert all(0 < row["loss"] < 10 for row in steps)
+
+
+def test_tuned_variant_run():
+    settings = {"channels_last": True, "optimizer_impl": "foreach", "data_path": "device_resident",
+                "cpu_threads": 1}
+    document, _ = perform_run(tiny_request("fp32", settings, variant="tuned"), tiny_model,
+                              tiny_data())
+    assert document["status"] == "ok" and document["variant"] == "tuned"
+    assert document["variant_settings"]["data_path"] == "device_resident"
+    environment = document["environment"]
+    assert environment["memory_format"] == "channels_last"
+    assert environment["optimizer_impl"] == environment["optimizer_impl_resolved"] == "foreach"
+    assert environment["data_path"] == "device_resident"
+    assert environment["cpu_threads"] == 1
+
+
+def test_same_rep_is_reproducible_and_reps_differ():
+    first = perform_run(tiny_request(rep=1), tiny_model, tiny_data())[1]
+    again = perform_run(tiny_request(rep=1), tiny_model, tiny_data())[1]
+    other = perform_run(tiny_request(rep=2), tiny_model, tiny_data())[1]
+    assert [r["loss"] for r in first] == [r["loss"] for r in again]
+    assert [r["loss"] for r in first] != [r["loss"] for r in other]
+
+
+def test_other_failures_propagate():
+    def broken_model():
+        raise ValueError("layer config is wrong")
+
+    with pytest.raises(ValueError, match="layer config is wrong"):
+        perform_run(tiny_request(), broken_model, tiny_data())
+
+
+OOM_SCRIPT = textwrap.dedent("""
+    import json, resource, sys
+    sys.path.insert(0, {tests!r})
+    from tiny_training import tiny_data, tiny_model, tiny_request
+    from nnperf.runner import perform_run, steps_frame
+    # Cap the address space at what is mapped now plus 512 MiB: torch's CUDA libraries are
+    # already mapped, and the step below needs far more than the headroom.
+    with open("/proc/self/status") as status:
+        vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + 512 * 2**20, resource.RLIM_INFINITY))
+    # 1024x1024 inputs: the first convolution's output alone is 8 x 8 x 1024^2 x 4 B = 256 MiB.
+    document, steps = perform_run(tiny_request(batch_size=8), tiny_model,
+                                  tiny_data(input_size=1024))
+    print(json.dumps({{"document": document, "n_steps": len(steps)}}))
+""")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_out_of_memory_is_a_result(tmp_path):
+    script = OOM_SCRIPT.format(tests=str(REPO / "tests"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env={"PYTHONPATH": str(REPO / "src"),
+                                                     "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    document = result["document"]
+    assert document["status"] == "oom"
+    assert "can't allocate memory" in document["error"] or "out of memory" in document["error"]
+    assert "\n" not in document["error"]
+    assert document["throughput_img_s"] is None and document["step_time_s"] is None
+    assert document["phase_time_s"] is None and document["loss_end"] is None
+    assert document["environment"]["cpu_model"]
+    assert result["n_steps"] == 0

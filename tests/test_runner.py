@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from nnperf.runner import perform_run, steps_frame
 from nnperf.timing import PHASES, STEP_CSV_COLUMNS
-from tiny_training import tiny_data, tiny_model, tiny_request
+from tiny_training import STUDY_OOM_BATCH, run_out_of_memory, tiny_data, tiny_model, tiny_request
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT_KEYS = (
@@ -123,31 +120,9 @@ def test_other_failures_propagate():
         perform_run(tiny_request(), broken_model, tiny_data())
 
 
-OOM_SCRIPT = textwrap.dedent("""
-    import json, resource, sys
-    sys.path.insert(0, {tests!r})
-    from tiny_training import tiny_data, tiny_model, tiny_request
-    from nnperf.runner import perform_run, steps_frame
-    # Cap the address space at what is mapped now plus 512 MiB: torch's CUDA libraries are
-    # already mapped, and the step below needs far more than the headroom.
-    with open("/proc/self/status") as status:
-        vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
-    resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + 512 * 2**20, resource.RLIM_INFINITY))
-    # 1024x1024 inputs: the first convolution's output alone is 8 x 8 x 1024^2 x 4 B = 256 MiB.
-    document, steps = perform_run(tiny_request(batch_size=8), tiny_model,
-                                  tiny_data(input_size=1024))
-    print(json.dumps({{"document": document, "n_steps": len(steps)}}))
-""")
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
-def test_out_of_memory_is_a_result(tmp_path):
-    script = OOM_SCRIPT.format(tests=str(REPO / "tests"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={"PYTHONPATH": str(REPO / "src"),
-                                                     "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+def test_out_of_memory_is_a_result():
+    result = run_out_of_memory(STUDY_OOM_BATCH)
     document = result["document"]
     assert document["status"] == "oom"
     assert "can't allocate memory" in document["error"] or "out of memory" in document["error"]

@@ -10,7 +10,8 @@ import torch
 from nnperf.errors import NnperfError
 from nnperf.timing import (PHASES, HostClock, TimingResult, describe, marks_per_window,
                            step_rows, summarize, time_training)
-from nnperf.train import Hyper, build_training
+from nnperf.runspec import Hyper
+from nnperf.train import build_training
 from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model
 

@@ -7,7 +7,8 @@ import torch
 
 from nnperf import precision as precision_mod
 from nnperf.errors import NnperfError
-from nnperf.train import (Hyper, build_training, is_out_of_memory, make_optimizer,
+from nnperf.runspec import Hyper
+from nnperf.train import (build_training, is_out_of_memory, make_optimizer,
                           resolved_optimizer_impl)
 from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model

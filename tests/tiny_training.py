@@ -5,11 +5,14 @@ Everything here runs for real on the CPU in milliseconds; nothing is mocked.
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import numpy as np
 import torch
 
-from nnperf.runner import RunData, RunRequest
-from nnperf.train import Hyper
+from nnperf.runner import RunData
+from nnperf.runspec import Hyper, RunRequest
 from nnperf.variant import parse_variant_settings
 
 NUM_IMAGES = 64
@@ -46,3 +49,76 @@ def tiny_request(precision: str = "fp32", settings: dict | None = None, batch_si
                       variant=variant, settings=parse_variant_settings(settings or {}), rep=rep,
                       dataset="synthetic", warmup_steps=warmup_steps, timed_steps=timed_steps,
                       hyper=Hyper(**hyper))
+
+
+OOM_SCRIPT = """
+import json, resource, sys
+sys.path.insert(0, {tests!r})
+from tiny_training import tiny_data, tiny_model, tiny_request
+from nnperf.runner import perform_run
+# Cap the address space at what is mapped now plus 512 MiB: torch's CUDA libraries are
+# already mapped, and the step below needs far more than the headroom.
+with open("/proc/self/status") as status:
+    vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + 512 * 2**20, resource.RLIM_INFINITY))
+# 1024x1024 inputs: the first convolution's output alone is B x 8 x 1024^2 x 4 B >= 256 MiB.
+document, steps = perform_run(tiny_request(batch_size={batch_size}, rep={rep}), tiny_model,
+                              tiny_data(input_size=1024))
+print(json.dumps({{"document": document, "n_steps": len(steps)}}))
+"""
+
+
+def run_out_of_memory(batch_size: int = 8, rep: int = 0) -> dict:
+    """A real out-of-memory run: a subprocess under RLIMIT_AS. Returns {document, n_steps}.
+
+    Cached per session (a fresh copy each call): the subprocess costs a torch import.
+    """
+    return copy.deepcopy(_run_out_of_memory(batch_size, rep))
+
+
+@functools.lru_cache(maxsize=4)
+def _run_out_of_memory(batch_size: int, rep: int) -> dict:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    script = OOM_SCRIPT.format(tests=str(tests), batch_size=batch_size, rep=rep)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=tests.parent,
+                          env={"PYTHONPATH": str(tests.parent / "src"), "PATH": "/usr/bin:/bin"})
+    if done.returncode != 0:
+        raise AssertionError(f"out-of-memory subprocess failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# A small study: (precision, batch_size, variant, settings) x reps 0 and 1, plus one OOM config.
+STUDY = (
+    ("fp32", 4, "baseline", {}),
+    ("fp32", 8, "baseline", {}),
+    ("bf16", 4, "baseline", {}),
+    ("bf16", 8, "baseline", {}),
+    ("fp32", 8, "tuned", {"channels_last": True, "optimizer_impl": "foreach",
+                          "data_path": "device_resident"}),
+)
+STUDY_OOM_BATCH = 16
+
+
+@functools.lru_cache(maxsize=1)
+def _study_documents() -> tuple:
+    from nnperf.runner import perform_run
+
+    documents = []
+    for precision, batch_size, variant, settings in STUDY:
+        for rep in (0, 1):
+            request = tiny_request(precision, settings, batch_size=batch_size, variant=variant,
+                                   rep=rep)
+            documents.append(perform_run(request, tiny_model, tiny_data())[0])
+    documents.append(run_out_of_memory(STUDY_OOM_BATCH)["document"])
+    return tuple(documents)
+
+
+def study_documents() -> list[dict]:
+    """Real run documents of STUDY (computed once per test session; copies each call)."""
+    return copy.deepcopy(list(_study_documents()))

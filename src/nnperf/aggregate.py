@@ -16,7 +16,7 @@ import pandas as pd
 
 from nnperf import stats
 from nnperf.errors import NnperfError
-from nnperf.timing import PHASES
+from nnperf.runspec import PHASES
 
 CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 REP_KEYS = (*CONFIG_KEYS, "rep")
@@ -94,7 +94,7 @@ def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
             # Sorted by start: only later starts before this end can intersect.
             j = i + 1
             while j < len(ordered) and starts[j] < ends[i]:
-                pairs.append((int(index[i]), int(index[j])))
+                pairs.append(tuple(sorted((int(index[i]), int(index[j])))))
                 j += 1
     return sorted(pairs)
 

@@ -11,7 +11,8 @@ Before the step, a GEMM of known size (M=N=K=`CALIBRATION_GEMM_SIZE` by default)
 dtype runs inside `CALIBRATION_RANGE`; its exact FLOP count (2*M*N*K) goes to the sidecar JSON
 so the profile's FLOP counters can be checked against a known answer.
 
-The range names are the contract with the ncu stream; change them only together.
+The range names (defined in nnperf.runspec, re-exported here) are the contract with the ncu
+stream; change them only together.
 Off CUDA the NVTX calls are harmless no-ops (nothing listens), so the whole path runs on CPU.
 """
 
@@ -24,15 +25,11 @@ from typing import Iterator
 import torch
 
 from nnperf.precision import TENSOR_DTYPES
+# The range names live in nnperf.runspec (importable without torch, for the ncu parser).
+from nnperf.runspec import (BACKWARD_RANGE, CALIBRATION_GEMM_SIZE, CALIBRATION_RANGE,
+                            FORWARD_RANGE, OPTIMIZER_RANGE, PHASE_RANGES, STEP_RANGE)
 from nnperf.timing import synchronize
 
-STEP_RANGE = "nnperf_step"
-FORWARD_RANGE = "forward"
-BACKWARD_RANGE = "backward"
-OPTIMIZER_RANGE = "optimizer"
-PHASE_RANGES = (FORWARD_RANGE, BACKWARD_RANGE, OPTIMIZER_RANGE)
-CALIBRATION_RANGE = "nnperf_calibration_gemm"
-CALIBRATION_GEMM_SIZE = 4096
 NVTX_API = "torch.cuda.nvtx.range_start/range_end"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -23,8 +23,9 @@ import torch
 
 from nnperf import profile_step, timing
 from nnperf.envinfo import collect_environment
-from nnperf.train import Hyper, build_training, is_out_of_memory, resolved_optimizer_impl, seed_everything
-from nnperf.variant import VariantSettings
+from nnperf.runspec import CALIBRATION_GEMM_SIZE, STEP_CSV_COLUMNS, RunRequest
+from nnperf.train import (build_training, is_out_of_memory, resolved_optimizer_impl,
+                          seed_everything)
 
 RUN_KIND = "timed_run"
 PROFILE_KIND = "profile_step"
@@ -34,47 +35,6 @@ NULL_TIMING_FIELDS = (
     "loss_end", "peak_memory_device_bytes", "timed_window_started_at_unix",
     "timed_window_ended_at_unix",
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class RunRequest:
-    """The keys and knobs of one run (what `nnperf run` is given)."""
-
-    model: str
-    device: str
-    precision: str
-    batch_size: int
-    variant: str = "baseline"
-    settings: VariantSettings = VariantSettings()
-    rep: int = 0
-    dataset: str = "synthetic"
-    warmup_steps: int = 5
-    timed_steps: int = 20
-    hyper: Hyper = Hyper()
-
-    @property
-    def seed(self) -> int:
-        """The run's seed: config `training.seed` plus the rep index (schema: "each rep adds
-        its index"), so reps differ in initial weights and data order as real retrainings do."""
-        return self.hyper.seed + self.rep
-
-    def keys(self) -> dict[str, Any]:
-        return {
-            "model": self.model, "device": self.device, "precision": self.precision,
-            "batch_size": self.batch_size, "variant": self.variant, "rep": self.rep,
-            "dataset": self.dataset,
-        }
-
-    def header(self) -> dict[str, Any]:
-        """Keys, variant settings and hyper-parameters: the head of every document."""
-        return {
-            **self.keys(),
-            "variant_settings": self.settings.to_dict(),
-            "warmup_steps": self.warmup_steps,
-            "timed_steps": self.timed_steps,
-            **dataclasses.asdict(self.hyper),
-            "effective_seed": self.seed,
-        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,11 +117,11 @@ def perform_run(request: RunRequest, model_factory: Callable[[], torch.nn.Module
 
 def steps_frame(steps: list[dict]) -> pd.DataFrame:
     """The per-step CSV table (exact columns, even when empty)."""
-    return pd.DataFrame(steps, columns=list(timing.STEP_CSV_COLUMNS))
+    return pd.DataFrame(steps, columns=list(STEP_CSV_COLUMNS))
 
 
 def perform_profile_step(request: RunRequest, model_factory: Callable[[], torch.nn.Module],
-                         data: RunData, gemm_size: int = profile_step.CALIBRATION_GEMM_SIZE,
+                         data: RunData, gemm_size: int = CALIBRATION_GEMM_SIZE,
                          workflow_dir=None) -> dict:
     """Warm up and run one NVTX-marked step; returns the sidecar document."""
     started_at = time.time()

@@ -31,10 +31,7 @@ import numpy as np
 import torch
 
 from nnperf.errors import NnperfError
-
-PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
-STEP_CSV_COLUMNS = ("step", "data_wait_s", "h2d_s", "forward_s", "backward_s", "optimizer_s",
-                    "step_time_s", "loss")
+from nnperf.runspec import PHASES, STEP_CSV_COLUMNS  # noqa: F401 - re-exported
 
 
 def synchronize(device: torch.device) -> None:

@@ -12,7 +12,6 @@ engine runs on anything), and it does not time anything.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import torch
 from nnperf import precision as precision_mod
 from nnperf.datapath import InputPreparer, make_feeder
 from nnperf.errors import NnperfError
+from nnperf.runspec import OPTIMIZERS, Hyper
 from nnperf.variant import VariantSettings
 
 # Messages of allocation failures that PyTorch raises as a plain RuntimeError rather than
@@ -45,21 +45,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
         message = str(exc).lower()
         return any(marker in message for marker in OOM_MESSAGE_MARKERS)
     return False
-
-
-@dataclasses.dataclass(frozen=True)
-class Hyper:
-    """Optimisation hyper-parameters of the timed runs (config `training:`)."""
-
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    seed: int = 0
-    augment: bool = True
-
-
-OPTIMIZERS = ("sgd", "adam")
 
 
 def optimizer_kwargs(impl: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nnperf import aggregate, stats
+from nnperf import stats
 from nnperf.errors import NnperfError
 from nnperf.io import read_json, write_csv
 
@@ -47,6 +47,8 @@ def _run_files(entries: list[str]) -> list[Path]:
 
 
 def run(args) -> int:
+    from nnperf import aggregate  # pandas: imported only when this verb runs
+
     if not 0 < args.cv_threshold:
         raise NnperfError(f"--cv-threshold {args.cv_threshold!r} is not allowed; allowed: > 0")
     documents = []

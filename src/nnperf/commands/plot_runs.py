@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
 from nnperf.errors import NnperfError
 from nnperf.io import atomic_path
 
 FIGURE_DPI = 150
 
 
-def register(subparsers) -> None:
-    from nnperf.plots.runs import FIGURE_KINDS
+# The kinds nnperf.plots.runs.figure_for draws (not imported: seaborn is slow to import).
+FIGURE_KINDS = ("throughput", "breakdown", "speedup")
 
+
+def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "plot-runs", help="draw one figure of the timed runs", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -34,7 +34,9 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _read_table(path: str | None, flag: str, kind: str) -> pd.DataFrame:
+def _read_table(path: str | None, flag: str, kind: str):
+    import pandas as pd
+
     if path is None:
         raise NnperfError(f"{flag} is missing; allowed: a CSV path (needed by --kind {kind})")
     try:

@@ -16,8 +16,7 @@ import sys
 from nnperf.devices import DEVICES, PRECISIONS, require_available, resolve_device
 from nnperf.errors import NnperfError
 from nnperf.io import write_csv, write_json
-from nnperf.profile_step import CALIBRATION_GEMM_SIZE
-from nnperf.train import OPTIMIZERS, Hyper
+from nnperf.runspec import CALIBRATION_GEMM_SIZE, OPTIMIZERS, Hyper
 from nnperf.variant import load_variant_settings
 
 DEFAULTS = Hyper()
@@ -101,7 +100,8 @@ def build_request(args):
     """RunRequest + RunData + model factory from parsed flags (loads the dataset)."""
     from nnperf import data as data_mod
     from nnperf import models as models_mod
-    from nnperf.runner import RunData, RunRequest
+    from nnperf.runner import RunData
+    from nnperf.runspec import RunRequest
 
     device = resolve_device(args.device)
     require_available(device, args.precision)

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from nnperf import stats
 from nnperf.aggregate import BASELINE_VARIANT, REFERENCE_PRECISION
 from nnperf.errors import NnperfError
-from nnperf.timing import PHASES
+from nnperf.runspec import PHASES
 
 FIGURE_KINDS = ("throughput", "breakdown", "speedup")
 THROUGHPUT_YLABEL = "throughput (images/s)"

@@ -65,8 +65,12 @@ def throughput_figure(runs: pd.DataFrame, device: str, model: str) -> Figure:
                      markers=True, dashes=True, ax=ax)
     if not oom.empty:
         # OOM batch sizes have no throughput; mark them on the axis so they are not missed.
-        ax.scatter(oom["batch_size"].unique(), np.zeros(oom["batch_size"].nunique()),
-                   marker="x", color="black", label="out of memory", zorder=3, clip_on=False)
+        sizes = sorted(oom["batch_size"].unique())
+        ax.scatter(sizes, np.zeros(len(sizes)), marker="v", s=60, color="firebrick",
+                   label="out of memory (any precision/variant)", zorder=3, clip_on=False)
+        for size in sizes:
+            ax.annotate("OOM", (size, 0), textcoords="offset points", xytext=(0, 8),
+                        ha="center", color="firebrick", fontsize="small")
         ax.legend()
     _batch_axis(ax, chosen["batch_size"])
     ax.set_ylim(bottom=0)

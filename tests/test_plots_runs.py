@@ -1,0 +1,124 @@
+"""Figures of the timed runs, inspected as matplotlib Figures and as files from the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from nnperf import aggregate
+from nnperf.commands import plot_runs as plot_command
+from nnperf.errors import NnperfError
+from nnperf.io import write_csv
+from nnperf.plots import runs as plots
+from nnperf.runspec import PHASES
+from tiny_training import STUDY_OOM_BATCH, study_documents
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tables():
+    runs = aggregate.runs_table([(str(i), d) for i, d in enumerate(study_documents())])
+    return runs, aggregate.summary_table(runs)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_throughput_figure(tables):
+    runs, _ = tables
+    fig = plots.throughput_figure(runs, "cpu", "tiny")
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "batch size"
+    assert ax.get_ylabel() == "throughput (images/s)"
+    assert "tiny on cpu" in ax.get_title()
+    assert [int(t) for t in ax.get_xticks()] == [4, 8, STUDY_OOM_BATCH]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"fp32", "bf16", "baseline", "tuned"} <= set(legend)
+    assert any(label.startswith("out of memory") for label in legend)
+    assert any(t.get_text() == "OOM" for t in ax.texts)
+    # One line per (precision, variant) with points: fp32/baseline, fp32/tuned, bf16/baseline;
+    # their y data are the medians of the reps.
+    medians = runs[runs.status == "ok"].groupby(["precision", "variant", "batch_size"])[
+        "throughput_img_s"].median()
+    drawn = {round(float(y), 6) for line in ax.lines for y in line.get_ydata()
+             if len(line.get_xdata()) and line.get_marker() not in (None, "None", "")}
+    assert {round(float(v), 6) for v in medians} <= drawn
+
+
+def test_breakdown_figure(tables):
+    _, summary = tables
+    fig = plots.breakdown_figure(summary, "cpu", "tiny")
+    (ax,) = fig.axes
+    assert ax.get_ylabel() == "median time per step (ms)"
+    assert ax.get_xlabel().startswith("configuration")
+    n_configs = int((summary.status == "ok").sum())
+    assert len(ax.patches) == n_configs * len(PHASES)  # one stacked segment per phase per bar
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(PHASES)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert "bs8\nfp32\ntuned" in labels and len(labels) == n_configs
+    # Patches come phase by phase (one per bar each); their heights are the phase medians in ms.
+    ok = summary[summary.status == "ok"]
+    for k, phase in enumerate(PHASES):
+        segment = ax.patches[k * n_configs:(k + 1) * n_configs]
+        assert sum(p.get_height() for p in segment) == pytest.approx(
+            ok[f"{phase}_s_median"].sum() * 1e3)
+
+
+def test_speedup_figure(tables):
+    _, summary = tables
+    fig = plots.speedup_figure(summary, "cpu", "tiny")
+    left, right = fig.axes[:2]
+    assert left.get_ylabel() == "speedup vs fp32 (x)"
+    assert right.get_ylabel() == "speedup vs baseline variant (x)"
+    assert left.get_xlabel() == right.get_xlabel() == "batch size"
+    bf16 = summary[(summary.precision == "bf16") & (summary.status == "ok")]
+    heights = sorted(round(p.get_height(), 9) for p in left.patches if p.get_height() > 0)
+    assert heights == sorted(round(v, 9) for v in bf16["speedup_vs_fp32"])
+    tuned = summary[summary.variant == "tuned"]
+    assert [round(p.get_height(), 9) for p in right.patches if p.get_height() > 0] == [
+        round(float(tuned["speedup_vs_baseline"].iloc[0]), 9)]
+
+
+def test_unknown_device_or_model_is_a_clear_error(tables):
+    runs, summary = tables
+    with pytest.raises(NnperfError, match=r"^runs table has no rows for device/model "
+                                          r"cuda/tiny; allowed: cpu/tiny"):
+        plots.throughput_figure(runs, "cuda", "tiny")
+    with pytest.raises(NnperfError, match=r"^figure kind 'pie' is unknown; allowed: "
+                                          r"throughput, breakdown, speedup"):
+        plots.figure_for("pie", runs, summary, "cpu", "tiny")
+    assert plot_command.FIGURE_KINDS == plots.FIGURE_KINDS
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "nnperf", *args], capture_output=True,
+                          text=True, timeout=180, cwd=REPO,
+                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+
+
+def test_plot_runs_cli_writes_one_png_per_call(tables, tmp_path):
+    runs, summary = tables
+    write_csv(tmp_path / "runs.csv", runs)
+    write_csv(tmp_path / "summary.csv", summary)
+    for kind in plots.FIGURE_KINDS:
+        out = tmp_path / "figures" / kind / "cpu" / "tiny.png"
+        done = _cli("plot-runs", "--kind", kind, "--device", "cpu", "--model", "tiny",
+                    "--runs", str(tmp_path / "runs.csv"), "--summary",
+                    str(tmp_path / "summary.csv"), "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        data = out.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+        assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.png"]  # no temp left
+    missing = _cli("plot-runs", "--kind", "breakdown", "--device", "cpu", "--model", "tiny",
+                   "--out", str(tmp_path / "x.png"))
+    assert missing.returncode == 2
+    assert "--summary is missing; allowed: a CSV path (needed by --kind breakdown)" in missing.stderr

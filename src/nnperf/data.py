@@ -135,10 +135,10 @@ def get_spec(name: str) -> DatasetSpec:
 
 @dataclass(frozen=True)
 class SyntheticSettings:
-    """The `dataset.synthetic` config block."""
+    """The `dataset.synthetic` config block (defaults as in the workflow's config schema)."""
 
-    train_images: int = 5000
-    test_images: int = 1000
+    train_images: int = 2048
+    test_images: int = 256
     seed: int = 0
 
     def validate(self) -> SyntheticSettings:

@@ -49,8 +49,7 @@ def cifar_rows(images: np.ndarray) -> np.ndarray:
     layout is stated independently of the code under test.
     """
     rows = [
-        np.concatenate([image[:, :, channel].ravel() for channel in range(3)])
-        for image in images
+        np.concatenate([image[:, :, channel].ravel() for channel in range(3)]) for image in images
     ]
     return np.array(rows, dtype=np.uint8).reshape(len(images), 3072)
 
@@ -284,7 +283,12 @@ def test_cifar_archive_is_verified_extracted_and_read_back(tmp_path, name, as_ur
     assert on_disk == {"schema_version": 1, **manifest}
     assert on_disk["dataset"] == name and on_disk["layout"] == spec.folder
     assert on_disk["source"] == source
-    assert on_disk["md5"] == {"expected": md5, "actual": md5, "origin": "dataset.md5", "verified": True}
+    assert on_disk["md5"] == {
+        "expected": md5,
+        "actual": md5,
+        "origin": "dataset.md5",
+        "verified": True,
+    }
     assert on_disk["images"] == {"train": len(train[1]), "test": len(test[1])}
     assert on_disk["num_classes"] == spec.num_classes
     assert on_disk["image_shape"] == [3, 32, 32]
@@ -389,7 +393,9 @@ def test_truncated_archive_with_matching_md5_fails_to_extract(tmp_path):
     with pytest.raises(NnperfError) as info:
         data.prepare("cifar10", tmp_path / "out", source=truncated.as_uri(), md5=md5)
     message = str(info.value)
-    assert message.startswith(f"{truncated.as_uri()}: not a complete tar archive, cannot extract it (")
+    assert message.startswith(
+        f"{truncated.as_uri()}: not a complete tar archive, cannot extract it ("
+    )
     assert "\n" not in message
     assert listing(tmp_path) == ["src", "truncated.tar.gz"]
 
@@ -541,7 +547,9 @@ def official_snippet_read(path: Path):
     return images, np.array(batch[b"labels"], dtype=np.int64)
 
 
-def test_synthetic_reads_identically_with_torchvision_the_official_snippet_and_the_generator(tmp_path):
+def test_synthetic_reads_identically_with_torchvision_the_official_snippet_and_the_generator(
+    tmp_path,
+):
     from torchvision.datasets import CIFAR10
 
     class TorchvisionCIFAR10(CIFAR10):
@@ -579,7 +587,9 @@ def test_synthetic_is_learnable_a_real_training_loss_goes_down():
     def tensors(split):
         images, labels = data.synthetic_split(config, split)
         x = torch.from_numpy(images).permute(0, 3, 1, 2).float().div(255)
-        mean, std = torch.tensor(spec.mean).view(1, 3, 1, 1), torch.tensor(spec.std).view(1, 3, 1, 1)
+        mean, std = torch.tensor(spec.mean).view(1, 3, 1, 1), torch.tensor(spec.std).view(
+            1, 3, 1, 1
+        )
         return (x - mean) / std, torch.from_numpy(labels)
 
     (x, y), (x_test, y_test) = tensors("train"), tensors("test")
@@ -616,13 +626,17 @@ def test_pickles_have_python2_string_keys_like_the_genuine_files(tmp_path):
     assert opcodes[0] == ("PROTO", 2)
     strings = {arg for name, arg in opcodes if name in ("SHORT_BINSTRING", "BINSTRING")}
     assert {"batch_label", "labels", "data", "filenames"} <= strings
-    assert not any(name in ("BINUNICODE", "SHORT_BINUNICODE") and arg == "data" for name, arg in opcodes)
+    assert not any(
+        name in ("BINUNICODE", "SHORT_BINUNICODE") and arg == "data" for name, arg in opcodes
+    )
     as_bytes = pickle.loads(raw, encoding="bytes")
     as_latin1 = pickle.loads(raw, encoding="latin1")
     assert set(as_bytes) == {b"batch_label", b"labels", b"data", b"filenames"}
     assert set(as_latin1) == {"batch_label", "labels", "data", "filenames"}
     assert as_bytes[b"data"].dtype == np.uint8 and as_bytes[b"data"].shape == (1, 3072)
-    meta = pickle.loads((root / "cifar-10-batches-py" / "batches.meta").read_bytes(), encoding="bytes")
+    meta = pickle.loads(
+        (root / "cifar-10-batches-py" / "batches.meta").read_bytes(), encoding="bytes"
+    )
     assert meta[b"label_names"][0] == b"pattern_0" and meta[b"num_vis"] == 3072
 
 
@@ -653,9 +667,16 @@ def test_py2_pickle_round_trips(tmp_path_factory, rows, labels, names):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.run(
-        [sys.executable, "-m", "nnperf", *args], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-m", "nnperf", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
 
 
@@ -666,10 +687,18 @@ def test_cli_prepares_synthetic_end_to_end(tmp_path):
         "--synthetic-train-images", "12", "--synthetic-test-images", "4", "--seed", "9",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"synthetic: 12 train and 4 test images in {out} (generated with seed 9)\n"
-    assert read_json(out / "manifest.json")["synthetic"] == {"train_images": 12, "test_images": 4, "seed": 9}
+    assert (
+        result.stdout == f"synthetic: 12 train and 4 test images in {out} (generated with seed 9)\n"
+    )
+    assert read_json(out / "manifest.json")["synthetic"] == {
+        "train_images": 12,
+        "test_images": 4,
+        "seed": 9,
+    }
     images, _ = data.load_split(out, "synthetic", "train")
-    np.testing.assert_array_equal(images, data.synthetic_split(data.SyntheticSettings(12, 4, 9), "train")[0])
+    np.testing.assert_array_equal(
+        images, data.synthetic_split(data.SyntheticSettings(12, 4, 9), "train")[0]
+    )
 
 
 def test_cli_reports_a_checksum_failure_on_one_line(tmp_path):
@@ -691,10 +720,23 @@ def test_cli_in_process_cifar100_from_a_path(tmp_path, capsys):
     archive, md5, _, test = build_cifar100_archive(tmp_path / "src")
     out = tmp_path / "cifar100"
     status = cli_main(
-        ["prepare-dataset", "--dataset", "cifar100", "--out", str(out), "--source", str(archive), "--md5", md5.upper()]
+        [
+            "prepare-dataset",
+            "--dataset",
+            "cifar100",
+            "--out",
+            str(out),
+            "--source",
+            str(archive),
+            "--md5",
+            md5.upper(),
+        ]
     )
     assert status == 0
-    assert capsys.readouterr().out == f"cifar100: 6 train and 4 test images in {out} (md5 {md5} verified)\n"
+    assert (
+        capsys.readouterr().out
+        == f"cifar100: 6 train and 4 test images in {out} (md5 {md5} verified)\n"
+    )
     np.testing.assert_array_equal(data.load_split(out, "cifar100", "test")[1], test[1])
 
 

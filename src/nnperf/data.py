@@ -145,7 +145,11 @@ class SyntheticSettings:
         for key in ("train_images", "test_images", "seed"):
             value = getattr(self, key)
             minimum = 0 if key == "seed" else 1
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, np.integer))
+                or value < minimum
+            ):
                 raise NnperfError(
                     f"dataset.synthetic.{key} is {value!r}; allowed: an integer >= {minimum}"
                 )
@@ -180,7 +184,9 @@ def _synthetic_templates(rng: np.random.Generator) -> np.ndarray:
         cycles = rng.uniform(1.5, 3.0)
         phase = rng.uniform(0.0, 2.0 * np.pi)
         channel_weight = rng.uniform(-1.0, 1.0, size=3)
-        wave = np.sin(2 * np.pi * cycles * (xs * np.cos(angle) + ys * np.sin(angle)) / width + phase)
+        wave = np.sin(
+            2 * np.pi * cycles * (xs * np.cos(angle) + ys * np.sin(angle)) / width + phase
+        )
         templates[k] = colour + SYNTHETIC_PATTERN_AMPLITUDE * wave[..., None] * channel_weight
     return templates
 
@@ -206,9 +212,7 @@ def synthetic_split(settings: SyntheticSettings, split: str) -> tuple[np.ndarray
         brightness = rng.standard_normal((len(chunk), 1, 1, 1), dtype=np.float32)
         noise = rng.standard_normal((len(chunk), *templates.shape[1:]), dtype=np.float32)
         pixels = (
-            templates[chunk]
-            + SYNTHETIC_BRIGHTNESS_STD * brightness
-            + SYNTHETIC_NOISE_STD * noise
+            templates[chunk] + SYNTHETIC_BRIGHTNESS_STD * brightness + SYNTHETIC_NOISE_STD * noise
         )
         images[start : start + len(chunk)] = np.clip(np.rint(pixels), 0, 255)
     return images, labels
@@ -310,7 +314,9 @@ def write_cifar10_folder(
     )
 
 
-def _cifar10_batch(batch_label: str, images: np.ndarray, labels: np.ndarray, filenames: list[str]) -> dict:
+def _cifar10_batch(
+    batch_label: str, images: np.ndarray, labels: np.ndarray, filenames: list[str]
+) -> dict:
     return {
         "batch_label": batch_label,
         "labels": [int(label) for label in labels],  # a list of ints, as in the original
@@ -583,7 +589,11 @@ def prepare(
             train = synthetic_split(synthetic, "train")
             test = synthetic_split(synthetic, "test")
             write_cifar10_folder(
-                staging / spec.folder, train, test, SYNTHETIC_LABEL_NAMES, filename_prefix="synthetic"
+                staging / spec.folder,
+                train,
+                test,
+                SYNTHETIC_LABEL_NAMES,
+                filename_prefix="synthetic",
             )
             provenance = {
                 "source": "synthetic",

@@ -15,6 +15,7 @@ from nnperf import __version__
 from nnperf.errors import NnperfError
 
 COMMAND_MODULES = (
+    "ceilings",
 )
 
 

@@ -16,6 +16,7 @@ from nnperf.errors import NnperfError
 
 COMMAND_MODULES = (
     "ceilings",
+    "plot_ceilings",
 )
 
 

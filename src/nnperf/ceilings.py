@@ -385,15 +385,37 @@ def _window_s(fn, device: str, iters: int) -> float:
     return time.perf_counter() - t0
 
 
-def time_per_call(fn, device: str, *, warmup: int, trials: int, min_trial_s: float) -> dict:
-    """Per-call seconds for each trial, after warm-up and a calibration of calls per trial."""
-    # The warm-up calls are timed one by one to calibrate; the first carries one-off costs
-    # (allocation, kernel selection) and a neighbour can stall any one, hence the minimum.
-    singles = [_window_s(fn, device, 1) for _ in range(max(1, warmup))]
-    one = max(min(singles[1:] or singles), 1e-9)
-    iters = int(min(MAX_ITERS_PER_TRIAL, max(1, math.ceil(min_trial_s / one))))
-    times = [_window_s(fn, device, iters) / iters for _ in range(trials)]
-    return {"times_s": times, "iters_per_trial": iters, "trials": trials, **summarize_times(times)}
+def calibrate_iters(fn, device: str, min_trial_s: float) -> int:
+    """Calls per timed window, as timeit.Timer.autorange finds them: double until a window
+    lasts `min_trial_s`. (Calibrating on one call would let a single stalled call shrink
+    every window to a call or two.)"""
+    iters = 1
+    while _window_s(fn, device, iters) < min_trial_s and iters < MAX_ITERS_PER_TRIAL:
+        iters = min(MAX_ITERS_PER_TRIAL, iters * 2)
+    return iters
+
+
+def time_interleaved(fns, device: str, *, warmup: int, trials: int, min_trial_s: float) -> list[dict]:
+    """Per-call seconds of each function in `fns`, trials interleaved round-robin.
+
+    Round-robin (trial 1 of every function, then trial 2, ...) spreads a burst of
+    interference from other processes over one trial of many measurements instead of all
+    trials of one, so best-of-trials stays clean on a shared machine. One untimed call
+    before each window puts that function's data back in the caches the previous
+    function evicted.
+    """
+    iters = []
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+        iters.append(calibrate_iters(fn, device, min_trial_s))
+    times = [[] for _ in fns]
+    for _ in range(trials):
+        for fn, n, out in zip(fns, iters, times):
+            fn()
+            out.append(_window_s(fn, device, n) / n)
+    return [{"times_s": t, "iters_per_trial": n, "trials": trials, **summarize_times(t)}
+            for t, n in zip(times, iters)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -425,23 +447,26 @@ def measure_gemm(device: str, precision: str, sizes, *, warmup: int, trials: int
     """Square GEMM throughput per size; the roof is the best over sizes and trials."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    rows = []
+    generator = torch.Generator(device=device).manual_seed(seed)
+    dtype = torch_dtype(precision)
+    calls = []
+    for size in sizes:
+        # Drawn on the device: an 8192^2 matrix takes ~1 s to draw on a CPU.
+        a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+        b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+        out = torch.empty(size, size, device=device, dtype=dtype)
+        calls.append(lambda a=a, b=b, out=out: torch.matmul(a, b, out=out))
     with float32_matmul_mode(precision):
-        for size in sizes:
-            a = torch.randn(size, size, generator=generator).to(device=device, dtype=torch_dtype(precision))
-            b = torch.randn(size, size, generator=generator).to(device=device, dtype=torch_dtype(precision))
-            out = torch.empty(size, size, device=device, dtype=torch_dtype(precision))
-            timing = time_per_call(lambda: torch.matmul(a, b, out=out), device, warmup=warmup,
-                                   trials=trials, min_trial_s=min_trial_s)
-            flops = gemm_flops(size, size, size)
-            rows.append({
-                "m": size, "n": size, "k": size, "flops": flops,
-                "best_time_s": timing["best_time_s"], "median_time_s": timing["median_time_s"],
-                "best_flop_s": flops / timing["best_time_s"], "median_flop_s": flops / timing["median_time_s"],
-                "trials": trials, "iters_per_trial": timing["iters_per_trial"],
-            })
-            del a, b, out
+        timings = time_interleaved(calls, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
+    rows = []
+    for size, timing in zip(sizes, timings):
+        flops = gemm_flops(size, size, size)
+        rows.append({
+            "m": size, "n": size, "k": size, "flops": flops,
+            "best_time_s": timing["best_time_s"], "median_time_s": timing["median_time_s"],
+            "best_flop_s": flops / timing["best_time_s"], "median_flop_s": flops / timing["median_time_s"],
+            "trials": trials, "iters_per_trial": timing["iters_per_trial"],
+        })
     best = max(rows, key=lambda r: r["best_flop_s"])
     return {"best_flop_s": best["best_flop_s"], "median_flop_s": best["median_flop_s"],
             "best_size": best["m"], "sizes": rows}
@@ -460,9 +485,10 @@ def measure_stream(device: str, array_bytes: int, *, warmup: int, trials: int, m
         "copy": lambda: a.copy_(b),
         "triad": lambda: torch.add(b, c, alpha=TRIAD_SCALAR, out=a),
     }
+    timings = time_interleaved(list(kernels.values()), device, warmup=warmup, trials=trials,
+                               min_trial_s=min_trial_s)
     result = {}
-    for name, fn in kernels.items():
-        timing = time_per_call(fn, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
+    for name, timing in zip(kernels, timings):
         moved = stream_bytes(name, n)
         result[name] = {
             "bytes_per_call": moved,
@@ -471,7 +497,6 @@ def measure_stream(device: str, array_bytes: int, *, warmup: int, trials: int, m
             "best_time_s": timing["best_time_s"], "median_time_s": timing["median_time_s"],
             "trials": trials, "iters_per_trial": timing["iters_per_trial"],
         }
-    del a, b, c
     return result
 
 
@@ -479,24 +504,27 @@ def measure_sweep(device: str, working_sets, *, bytes_per_call: int, warmup: int
                   min_trial_s: float) -> list[dict]:
     """Read bandwidth per working-set size.
 
-    One call sums the rows of `x.expand(R, n)`: R rows that all alias the same n-element
-    working set, so one kernel re-reads it R times from whichever cache holds it. A
-    separate call per pass would time the framework's dispatch (microseconds), not a
-    16 KiB read from L1 (nanoseconds). Read-only, so no write-allocate traffic: the large
-    sizes read higher than the copy/triad roof.
+    One call sums the rows of `x[:n].expand(R, n)`: R rows that all alias the same
+    n-element working set, so one kernel re-reads it R times from whichever cache holds
+    it. A separate call per pass would time the framework's dispatch (microseconds), not
+    a 16 KiB read from L1 (nanoseconds). Every working set is a prefix of one buffer, so
+    all sizes can be timed round-robin without holding one buffer per size. Read-only,
+    hence no write-allocate traffic: the large sizes read faster than the copy/triad roof.
     """
     import torch
 
-    points = []
+    buffer = torch.full((max(working_sets) // ELEMENT_BYTES,), 1.0, device=device)
+    calls, shapes = [], []
     for working_set in working_sets:
         n = max(1, working_set // ELEMENT_BYTES)
-        size = n * ELEMENT_BYTES
-        repeats = sweep_repeats(size, bytes_per_call)
-        x = torch.full((n,), 1.0, device=device)
-        rows = x.expand(repeats, n)
+        repeats = sweep_repeats(n * ELEMENT_BYTES, bytes_per_call)
+        rows = buffer[:n].expand(repeats, n)
         out = torch.empty(repeats, device=device)
-        timing = time_per_call(lambda: torch.sum(rows, dim=1, out=out), device, warmup=warmup,
-                               trials=trials, min_trial_s=min_trial_s)
+        calls.append(lambda rows=rows, out=out: torch.sum(rows, dim=1, out=out))
+        shapes.append((n * ELEMENT_BYTES, repeats))
+    timings = time_interleaved(calls, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
+    points = []
+    for (size, repeats), timing in zip(shapes, timings):
         moved = sweep_call_bytes(size, repeats)
         points.append({
             "working_set_bytes": size,
@@ -505,7 +533,6 @@ def measure_sweep(device: str, working_sets, *, bytes_per_call: int, warmup: int
             "repeats_per_call": repeats, "bytes_per_call": moved,
             "trials": trials, "iters_per_trial": timing["iters_per_trial"],
         })
-        del x, rows, out
     return points
 
 

@@ -17,6 +17,7 @@ from nnperf.errors import NnperfError
 COMMAND_MODULES = (
     "ceilings",
     "plot_ceilings",
+    "prepare_dataset",
 )
 
 

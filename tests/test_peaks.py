@@ -41,8 +41,7 @@ DEVICE_NAMES = {
 
 # A genuine /proc/cpuinfo layout (two processors shown in full, trimmed flags) of a
 # 1-socket, 2-core, 2-thread-per-core Intel machine: 4 logical CPUs, 2 physical cores.
-CPUINFO_SMT = "\n\n".join(
-    f"""processor	: {cpu}
+CPUINFO_SMT = "\n\n".join(f"""processor	: {cpu}
 vendor_id	: GenuineIntel
 cpu family	: 6
 model		: 85
@@ -55,13 +54,10 @@ siblings	: 4
 core id		: {cpu % 2}
 cpu cores	: 2
 flags		: fpu sse sse2 avx fma avx2 avx512f avx512dq avx512bw avx512_vnni
-"""
-    for cpu in range(4)
-)
+""" for cpu in range(4))
 
 # arm64 /proc/cpuinfo: no model name, no core ids, `Features` instead of `flags`.
-CPUINFO_ARM = "\n\n".join(
-    f"""processor	: {cpu}
+CPUINFO_ARM = "\n\n".join(f"""processor	: {cpu}
 BogoMIPS	: 243.75
 Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid
 CPU implementer	: 0x41
@@ -69,9 +65,7 @@ CPU architecture: 8
 CPU variant	: 0x3
 CPU part	: 0xd0c
 CPU revision	: 1
-"""
-    for cpu in range(8)
-)
+""" for cpu in range(8))
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +83,9 @@ def test_every_entry_is_matched_by_a_real_device_name(table):
     assert set(DEVICE_NAMES.values()) == set(table)
 
 
-@pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 3090 Ti", "NVIDIA B200", "Radeon RX 7900", ""])
+@pytest.mark.parametrize(
+    "name", ["NVIDIA GeForce RTX 3090 Ti", "NVIDIA B200", "Radeon RX 7900", ""]
+)
 def test_unknown_device_matches_nothing(table, name):
     assert peaks.match_device("cuda", name, table) is None
 
@@ -117,8 +113,12 @@ def test_dense_tensor_figures_are_at_least_the_fp32_rate(table):
 
 def _entry(**changes):
     base = {
-        "name": "Test GPU", "device": "cuda", "match": ["Test GPU"],
-        "dense_tflop_s": {"fp32": 10, "bf16": 100}, "memory_gb_s": 1000, "source": "Test datasheet",
+        "name": "Test GPU",
+        "device": "cuda",
+        "match": ["Test GPU"],
+        "dense_tflop_s": {"fp32": 10, "bf16": 100},
+        "memory_gb_s": 1000,
+        "source": "Test datasheet",
     }
     base.update(changes)
     return {"devices": {"test_gpu": base}}
@@ -132,12 +132,27 @@ def _entry(**changes):
         ({"devices": {"x": [1, 2]}}, "devices.x is list; expected a mapping"),
         (_entry(source=None), "devices.test_gpu.source is None; expected a non-empty string"),
         (_entry(device="tpu"), "devices.test_gpu.device is 'tpu'; allowed: cpu, cuda, mps"),
-        (_entry(match="Test GPU"), "devices.test_gpu.match is 'Test GPU'; expected a non-empty list"),
-        (_entry(match=["(unclosed"]), "devices.test_gpu.match pattern '(unclosed' is not a valid regular expression"),
-        (_entry(dense_tflop_s={"fp64": 1}), "devices.test_gpu.dense_tflop_s has key 'fp64'; allowed: fp32, tf32, fp16, bf16"),
-        (_entry(dense_tflop_s={"fp32": -1}), "devices.test_gpu.dense_tflop_s.fp32 is -1; expected a positive number or null"),
+        (
+            _entry(match="Test GPU"),
+            "devices.test_gpu.match is 'Test GPU'; expected a non-empty list",
+        ),
+        (
+            _entry(match=["(unclosed"]),
+            "devices.test_gpu.match pattern '(unclosed' is not a valid regular expression",
+        ),
+        (
+            _entry(dense_tflop_s={"fp64": 1}),
+            "devices.test_gpu.dense_tflop_s has key 'fp64'; allowed: fp32, tf32, fp16, bf16",
+        ),
+        (
+            _entry(dense_tflop_s={"fp32": -1}),
+            "devices.test_gpu.dense_tflop_s.fp32 is -1; expected a positive number or null",
+        ),
         (_entry(dense_tflop_s={"fp32": "67e12"}), "devices.test_gpu.dense_tflop_s.fp32 is '67e12'"),
-        (_entry(memory_gb_s=True), "devices.test_gpu.memory_gb_s is True; expected a positive number"),
+        (
+            _entry(memory_gb_s=True),
+            "devices.test_gpu.memory_gb_s is True; expected a positive number",
+        ),
         (_entry(boost_mhz=1980), "devices.test_gpu has unknown key 'boost_mhz'"),
     ],
 )
@@ -208,9 +223,9 @@ def test_parse_cpuinfo_arm_without_core_ids():
         ("avx512f avx2 fma avx512_bf16 amx_bf16 amx_tile", "GenuineIntel", 6, 2, 64, 1024),
         # Xeon Silver: one 512-bit FMA unit; no bf16 instructions -> fp32 rate.
         ("avx512f avx2 fma", "GenuineIntel", 6, 1, 32, 32),
-        ("avx avx2 fma", "GenuineIntel", 6, 2, 32, 32),   # Haswell..: 8 x 2 x 2
-        ("avx sse2", "GenuineIntel", 6, 2, 16, 16),        # Sandy Bridge: 8 lanes x (add + mul)
-        ("sse sse2", "GenuineIntel", 6, 2, 8, 8),          # 4 lanes x (add + mul)
+        ("avx avx2 fma", "GenuineIntel", 6, 2, 32, 32),  # Haswell..: 8 x 2 x 2
+        ("avx sse2", "GenuineIntel", 6, 2, 16, 16),  # Sandy Bridge: 8 lanes x (add + mul)
+        ("sse sse2", "GenuineIntel", 6, 2, 8, 8),  # 4 lanes x (add + mul)
     ],
 )
 def test_cpu_flop_per_cycle_by_hand(flags, vendor, family, fma_units, fp32, bf16):

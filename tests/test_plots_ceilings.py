@@ -21,29 +21,67 @@ H100_DOC = {
         "memory_bandwidth_bytes_s": 2.9e12,
         "memory_bandwidth_kernel": "copy",
         "sweep": [
-            {"working_set_bytes": 64 * KIB, "bandwidth_bytes_s": 20e12, "bandwidth_bytes_s_median": 19e12},
-            {"working_set_bytes": 4 * MIB, "bandwidth_bytes_s": 9e12, "bandwidth_bytes_s_median": 8.5e12},
-            {"working_set_bytes": 256 * MIB, "bandwidth_bytes_s": 3.0e12, "bandwidth_bytes_s_median": 2.9e12},
+            {
+                "working_set_bytes": 64 * KIB,
+                "bandwidth_bytes_s": 20e12,
+                "bandwidth_bytes_s_median": 19e12,
+            },
+            {
+                "working_set_bytes": 4 * MIB,
+                "bandwidth_bytes_s": 9e12,
+                "bandwidth_bytes_s_median": 8.5e12,
+            },
+            {
+                "working_set_bytes": 256 * MIB,
+                "bandwidth_bytes_s": 3.0e12,
+                "bandwidth_bytes_s_median": 2.9e12,
+            },
         ],
     },
-    "datasheet": {"key": "h100_sxm", "name": "NVIDIA H100 SXM5 80GB", "derived": False,
-                  "flop_s": {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12},
-                  "memory_bandwidth_bytes_s": 3.35e12, "source": "NVIDIA H100 datasheet"},
-    "caches": [{"name": "L2", "level": 2, "type": "Unified", "size_bytes": 50 * MIB, "shared_cpu_count": None}],
+    "datasheet": {
+        "key": "h100_sxm",
+        "name": "NVIDIA H100 SXM5 80GB",
+        "derived": False,
+        "flop_s": {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12},
+        "memory_bandwidth_bytes_s": 3.35e12,
+        "source": "NVIDIA H100 datasheet",
+    },
+    "caches": [
+        {
+            "name": "L2",
+            "level": 2,
+            "type": "Unified",
+            "size_bytes": 50 * MIB,
+            "shared_cpu_count": None,
+        }
+    ],
 }
 
 
 @pytest.mark.parametrize(
     "value,unit,text",
-    [(989.5e12, "FLOP/s", "990 TFLOP/s"), (3.35e12, "B/s", "3.35 TB/s"), (192.2e9, "FLOP/s", "192 GFLOP/s"),
-     (5.0, "B/s", "5 B/s"), (0.5, "B/s", "0.5 B/s")],
+    [
+        (989.5e12, "FLOP/s", "990 TFLOP/s"),
+        (3.35e12, "B/s", "3.35 TB/s"),
+        (192.2e9, "FLOP/s", "192 GFLOP/s"),
+        (5.0, "B/s", "5 B/s"),
+        (0.5, "B/s", "0.5 B/s"),
+    ],
 )
 def test_format_si(value, unit, text):
     assert plots.format_si(value, unit) == text
 
 
-@pytest.mark.parametrize("value,text", [(48 * KIB, "48 KiB"), (MIB, "1 MiB"), (32 * MIB, "32 MiB"),
-                                        (1024**3, "1 GiB"), (512, "512 B")])
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (48 * KIB, "48 KiB"),
+        (MIB, "1 MiB"),
+        (32 * MIB, "32 MiB"),
+        (1024**3, "1 GiB"),
+        (512, "512 B"),
+    ],
+)
 def test_format_bytes(value, text):
     assert plots.format_bytes(value) == text
 
@@ -79,12 +117,21 @@ def test_draw_roofs_without_datasheet_draws_only_measured():
 
 
 def test_draw_roofs_derived_cpu_peak_is_labelled_derived():
-    doc = {"measured": {"gemm_flop_s": {"bf16": 6e11}, "memory_bandwidth_bytes_s": 3.4e10},
-           "datasheet": {"derived": True, "flop_s": {"bf16": 6.6e11}, "memory_bandwidth_bytes_s": None}}
+    doc = {
+        "measured": {"gemm_flop_s": {"bf16": 6e11}, "memory_bandwidth_bytes_s": 3.4e10},
+        "datasheet": {
+            "derived": True,
+            "flop_s": {"bf16": 6.6e11},
+            "memory_bandwidth_bytes_s": None,
+        },
+    }
     ax = Figure().add_subplot()
     plots.draw_roofs(ax, doc, "bf16", intensity_range=(1, 100))
     labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["measured: bf16 600 GFLOP/s, memory 34 GB/s", "derived peak: bf16 660 GFLOP/s"]
+    assert labels == [
+        "measured: bf16 600 GFLOP/s, memory 34 GB/s",
+        "derived peak: bf16 660 GFLOP/s",
+    ]
     _, y = ax.get_lines()[1].get_data()
     assert np.all(y == pytest.approx(6.6e11))  # compute roof only: flat
 
@@ -115,9 +162,14 @@ def test_sweep_figure_content(tmp_path):
 
 
 def test_sweep_figure_marks_private_caches_per_core():
-    doc = {**H100_DOC, "datasheet": None,
-           "caches": [{"name": "L1d", "level": 1, "size_bytes": 48 * KIB, "shared_cpu_count": 1},
-                      {"name": "L3", "level": 3, "size_bytes": 32 * MIB, "shared_cpu_count": 2}]}
+    doc = {
+        **H100_DOC,
+        "datasheet": None,
+        "caches": [
+            {"name": "L1d", "level": 1, "size_bytes": 48 * KIB, "shared_cpu_count": 1},
+            {"name": "L3", "level": 3, "size_bytes": 32 * MIB, "shared_cpu_count": 2},
+        ],
+    }
     ax = plots.sweep_figure(doc).axes[0]
     assert sorted(t.get_text() for t in ax.texts) == ["L1d 48 KiB per core", "L3 32 MiB"]
     assert not any(label.startswith("datasheet") for label in ax.get_legend_handles_labels()[1])

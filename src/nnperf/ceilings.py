@@ -51,7 +51,11 @@ KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
 
-DEFAULT_GEMM_SIZES = {"cpu": (512, 1024, 2048), "cuda": (2048, 4096, 8192), "mps": (1024, 2048, 4096)}
+DEFAULT_GEMM_SIZES = {
+    "cpu": (512, 1024, 2048),
+    "cuda": (2048, 4096, 8192),
+    "mps": (1024, 2048, 4096),
+}
 DEFAULT_TRIALS = 5
 DEFAULT_WARMUP = 2
 # Shortest timed window; long enough that perf_counter resolution and the per-call launch
@@ -76,8 +80,19 @@ ELEMENT_BYTES = 4  # bandwidth kernels use fp32 arrays
 # write a).
 STREAM_ARRAYS_TOUCHED = {"copy": 2, "triad": 3}
 TRIAD_SCALAR = 3.0
-BYTE_SUFFIXES = {"": 1, "b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB,
-                 "kb": 1000, "mb": 1000**2, "gb": 1000**3}
+BYTE_SUFFIXES = {
+    "": 1,
+    "b": 1,
+    "k": KIB,
+    "kib": KIB,
+    "m": MIB,
+    "mib": MIB,
+    "g": GIB,
+    "gib": GIB,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+}
 
 # ---------------------------------------------------------------------------------------
 # Formulas (pure)
@@ -91,11 +106,15 @@ def gemm_flops(m: int, n: int, k: int) -> int:
 def stream_bytes(kernel: str, n_elements: int, element_bytes: int = ELEMENT_BYTES) -> int:
     """Bytes one STREAM kernel call moves under the STREAM convention (module docstring)."""
     if kernel not in STREAM_ARRAYS_TOUCHED:
-        raise NnperfError(f"stream kernel {kernel!r} is unknown; allowed: {', '.join(STREAM_ARRAYS_TOUCHED)}")
+        raise NnperfError(
+            f"stream kernel {kernel!r} is unknown; allowed: {', '.join(STREAM_ARRAYS_TOUCHED)}"
+        )
     return STREAM_ARRAYS_TOUCHED[kernel] * n_elements * element_bytes
 
 
-def sweep_call_bytes(working_set_bytes: int, repeats: int, element_bytes: int = ELEMENT_BYTES) -> int:
+def sweep_call_bytes(
+    working_set_bytes: int, repeats: int, element_bytes: int = ELEMENT_BYTES
+) -> int:
     """Bytes of one sweep call: the working set read `repeats` times plus one result per read."""
     return repeats * working_set_bytes + repeats * element_bytes
 
@@ -115,16 +134,20 @@ def sweep_working_sets(min_bytes: int, max_bytes: int, steps_per_octave: int) ->
             f"0 < min <= max with at least one multiple of {SWEEP_ALIGN_BYTES} bytes between them"
         )
     if steps_per_octave < 1:
-        raise NnperfError(f"ceilings.sweep_steps_per_octave is {steps_per_octave}; expected an integer >= 1")
+        raise NnperfError(
+            f"ceilings.sweep_steps_per_octave is {steps_per_octave}; expected an integer >= 1"
+        )
     steps = round(math.log2(high / low) * steps_per_octave)
     sizes = {low, high} | {
-        round(low * 2 ** (i / steps_per_octave) / SWEEP_ALIGN_BYTES) * SWEEP_ALIGN_BYTES for i in range(steps + 1)
+        round(low * 2 ** (i / steps_per_octave) / SWEEP_ALIGN_BYTES) * SWEEP_ALIGN_BYTES
+        for i in range(steps + 1)
     }
     return sorted(size for size in sizes if low <= size <= high)
 
 
-def bandwidth_array_bytes(llc_bytes: int | None, multiple: int = LLC_MULTIPLE,
-                          minimum: int = MIN_BANDWIDTH_ARRAY_BYTES) -> int:
+def bandwidth_array_bytes(
+    llc_bytes: int | None, multiple: int = LLC_MULTIPLE, minimum: int = MIN_BANDWIDTH_ARRAY_BYTES
+) -> int:
     """Bytes per bandwidth array: max(multiple x LLC, minimum), a whole number of MiB."""
     wanted = max(minimum, multiple * (llc_bytes or 0))
     return -(-wanted // MIB) * MIB
@@ -180,13 +203,15 @@ def caches_from_lscpu_json(text: str) -> list[dict]:
         if str(row.get("type", "")).lower() == "instruction":
             continue
         one = row.get("one-size")
-        caches.append({
-            "name": row.get("name"),
-            "level": int(row["level"]),
-            "type": row.get("type"),
-            "size_bytes": int(one) if str(one).isdigit() else parse_cache_size(str(one)),
-            "shared_cpu_count": None,
-        })
+        caches.append(
+            {
+                "name": row.get("name"),
+                "level": int(row["level"]),
+                "type": row.get("type"),
+                "size_bytes": int(one) if str(one).isdigit() else parse_cache_size(str(one)),
+                "shared_cpu_count": None,
+            }
+        )
     return sorted(caches, key=lambda c: c["level"])
 
 
@@ -223,11 +248,15 @@ def ratios(measured: dict, datasheet: dict | None) -> dict:
         gemm[precision] = value / roof if value and roof else None
     sheet_bw = (datasheet or {}).get("memory_bandwidth_bytes_s")
     bw = measured.get("memory_bandwidth_bytes_s")
-    return {"gemm_flop_s": gemm, "memory_bandwidth_bytes_s": bw / sheet_bw if bw and sheet_bw else None}
+    return {
+        "gemm_flop_s": gemm,
+        "memory_bandwidth_bytes_s": bw / sheet_bw if bw and sheet_bw else None,
+    }
 
 
-def notes_for(device: str, device_name: str, datasheet: dict | None, ratio: dict, peaks_path,
-              skipped: dict) -> str:
+def notes_for(
+    device: str, device_name: str, datasheet: dict | None, ratio: dict, peaks_path, skipped: dict
+) -> str:
     """The human note: where the datasheet came from, what is missing, what looks wrong."""
     notes = []
     if datasheet is None:
@@ -241,7 +270,9 @@ def notes_for(device: str, device_name: str, datasheet: dict | None, ratio: dict
             "flags), not a vendor figure; no memory bandwidth can be derived from the flags."
         )
         if not datasheet.get("clock_hz"):
-            notes.append("The CPU clock could not be read (set ceilings.cpu_clock_hz); derived FLOP/s are null.")
+            notes.append(
+                "The CPU clock could not be read (set ceilings.cpu_clock_hz); derived FLOP/s are null."
+            )
     else:
         notes.append(f"Datasheet: {datasheet['name']} ({datasheet['source']}).")
     for precision, value in ratio["gemm_flop_s"].items():
@@ -261,7 +292,9 @@ def notes_for(device: str, device_name: str, datasheet: dict | None, ratio: dict
                 )
     bw_ratio = ratio["memory_bandwidth_bytes_s"]
     if bw_ratio is not None and bw_ratio > 1:
-        notes.append(f"Measured memory bandwidth is {bw_ratio:.2f}x the datasheet value: the arrays may fit in cache.")
+        notes.append(
+            f"Measured memory bandwidth is {bw_ratio:.2f}x the datasheet value: the arrays may fit in cache."
+        )
     for precision, reason in skipped.items():
         notes.append(f"{precision} not measured: {reason}")
     return " ".join(notes)
@@ -285,8 +318,15 @@ def read_sysfs_caches(cache_dir: str | Path = "/sys/devices/system/cpu/cpu0/cach
         except (OSError, ValueError):
             continue
         name = f"L{level}d" if kind == "Data" else f"L{level}"
-        caches.append({"name": name, "level": level, "type": kind, "size_bytes": size,
-                       "shared_cpu_count": shared})
+        caches.append(
+            {
+                "name": name,
+                "level": level,
+                "type": kind,
+                "size_bytes": size,
+                "shared_cpu_count": shared,
+            }
+        )
     return sorted(caches, key=lambda c: c["level"])
 
 
@@ -297,8 +337,13 @@ def probe_cpu_caches() -> tuple[list[dict], str]:
         return caches, "sysfs"
     if shutil.which("lscpu"):
         try:
-            out = subprocess.run(["lscpu", "-B", "-C", "--json"], capture_output=True, text=True,
-                                 timeout=10, check=True).stdout
+            out = subprocess.run(
+                ["lscpu", "-B", "-C", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout
             caches = caches_from_lscpu_json(out)
         except (OSError, subprocess.SubprocessError, ValueError, KeyError):
             caches = []
@@ -320,7 +365,10 @@ def probe_cpu_clock() -> tuple[float | None, str]:
     with contextlib.suppress(OSError):
         mhz = peaks_mod.parse_cpuinfo(Path("/proc/cpuinfo").read_text())["cpu_mhz"]
         if mhz:
-            return mhz * 1e6, "/proc/cpuinfo 'cpu MHz' (current or nominal clock; boost may be higher)"
+            return (
+                mhz * 1e6,
+                "/proc/cpuinfo 'cpu MHz' (current or nominal clock; boost may be higher)",
+            )
     return None, "unreadable"
 
 
@@ -330,10 +378,23 @@ def nvidia_smi_clocks() -> dict | None:
         return None
     fields = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "driver_version")
     try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", "0"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout.strip().splitlines()[0]
+        out = (
+            subprocess.run(
+                [
+                    "nvidia-smi",
+                    f"--query-gpu={','.join(fields)}",
+                    "--format=csv,noheader,nounits",
+                    "-i",
+                    "0",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[0]
+        )
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
     values = [v.strip() for v in out.split(",")]
@@ -346,9 +407,13 @@ def nvidia_smi_clocks() -> dict | None:
         except ValueError:
             return None
 
-    return {"sm_clock_hz": mhz(values[0]), "sm_clock_max_hz": mhz(values[1]),
-            "memory_clock_hz": mhz(values[2]), "memory_clock_max_hz": mhz(values[3]),
-            "driver": values[4]}
+    return {
+        "sm_clock_hz": mhz(values[0]),
+        "sm_clock_max_hz": mhz(values[1]),
+        "memory_clock_hz": mhz(values[2]),
+        "memory_clock_max_hz": mhz(values[3]),
+        "driver": values[4],
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -395,7 +460,9 @@ def calibrate_iters(fn, device: str, min_trial_s: float) -> int:
     return iters
 
 
-def time_interleaved(fns, device: str, *, warmup: int, trials: int, min_trial_s: float) -> list[dict]:
+def time_interleaved(
+    fns, device: str, *, warmup: int, trials: int, min_trial_s: float
+) -> list[dict]:
     """Per-call seconds of each function in `fns`, trials interleaved round-robin.
 
     Round-robin (trial 1 of every function, then trial 2, ...) spreads a burst of
@@ -414,8 +481,10 @@ def time_interleaved(fns, device: str, *, warmup: int, trials: int, min_trial_s:
         for fn, n, out in zip(fns, iters, times):
             fn()
             out.append(_window_s(fn, device, n) / n)
-    return [{"times_s": t, "iters_per_trial": n, "trials": trials, **summarize_times(t)}
-            for t, n in zip(times, iters)]
+    return [
+        {"times_s": t, "iters_per_trial": n, "trials": trials, **summarize_times(t)}
+        for t, n in zip(times, iters)
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -438,12 +507,24 @@ def float32_matmul_mode(precision: str):
 def torch_dtype(precision: str):
     import torch
 
-    return {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-            "bf16": torch.bfloat16}[precision]
+    return {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+    }[precision]
 
 
-def measure_gemm(device: str, precision: str, sizes, *, warmup: int, trials: int,
-                 min_trial_s: float, seed: int = 0) -> dict:
+def measure_gemm(
+    device: str,
+    precision: str,
+    sizes,
+    *,
+    warmup: int,
+    trials: int,
+    min_trial_s: float,
+    seed: int = 0,
+) -> dict:
     """Square GEMM throughput per size; the roof is the best over sizes and trials."""
     import torch
 
@@ -457,22 +538,38 @@ def measure_gemm(device: str, precision: str, sizes, *, warmup: int, trials: int
         out = torch.empty(size, size, device=device, dtype=dtype)
         calls.append(lambda a=a, b=b, out=out: torch.matmul(a, b, out=out))
     with float32_matmul_mode(precision):
-        timings = time_interleaved(calls, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
+        timings = time_interleaved(
+            calls, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s
+        )
     rows = []
     for size, timing in zip(sizes, timings):
         flops = gemm_flops(size, size, size)
-        rows.append({
-            "m": size, "n": size, "k": size, "flops": flops,
-            "best_time_s": timing["best_time_s"], "median_time_s": timing["median_time_s"],
-            "best_flop_s": flops / timing["best_time_s"], "median_flop_s": flops / timing["median_time_s"],
-            "trials": trials, "iters_per_trial": timing["iters_per_trial"],
-        })
+        rows.append(
+            {
+                "m": size,
+                "n": size,
+                "k": size,
+                "flops": flops,
+                "best_time_s": timing["best_time_s"],
+                "median_time_s": timing["median_time_s"],
+                "best_flop_s": flops / timing["best_time_s"],
+                "median_flop_s": flops / timing["median_time_s"],
+                "trials": trials,
+                "iters_per_trial": timing["iters_per_trial"],
+            }
+        )
     best = max(rows, key=lambda r: r["best_flop_s"])
-    return {"best_flop_s": best["best_flop_s"], "median_flop_s": best["median_flop_s"],
-            "best_size": best["m"], "sizes": rows}
+    return {
+        "best_flop_s": best["best_flop_s"],
+        "median_flop_s": best["median_flop_s"],
+        "best_size": best["m"],
+        "sizes": rows,
+    }
 
 
-def measure_stream(device: str, array_bytes: int, *, warmup: int, trials: int, min_trial_s: float) -> dict:
+def measure_stream(
+    device: str, array_bytes: int, *, warmup: int, trials: int, min_trial_s: float
+) -> dict:
     """Copy and triad bandwidth over fp32 arrays of `array_bytes` each (STREAM counting)."""
     import torch
 
@@ -485,8 +582,9 @@ def measure_stream(device: str, array_bytes: int, *, warmup: int, trials: int, m
         "copy": lambda: a.copy_(b),
         "triad": lambda: torch.add(b, c, alpha=TRIAD_SCALAR, out=a),
     }
-    timings = time_interleaved(list(kernels.values()), device, warmup=warmup, trials=trials,
-                               min_trial_s=min_trial_s)
+    timings = time_interleaved(
+        list(kernels.values()), device, warmup=warmup, trials=trials, min_trial_s=min_trial_s
+    )
     result = {}
     for name, timing in zip(kernels, timings):
         moved = stream_bytes(name, n)
@@ -494,14 +592,17 @@ def measure_stream(device: str, array_bytes: int, *, warmup: int, trials: int, m
             "bytes_per_call": moved,
             "best_bandwidth_bytes_s": moved / timing["best_time_s"],
             "median_bandwidth_bytes_s": moved / timing["median_time_s"],
-            "best_time_s": timing["best_time_s"], "median_time_s": timing["median_time_s"],
-            "trials": trials, "iters_per_trial": timing["iters_per_trial"],
+            "best_time_s": timing["best_time_s"],
+            "median_time_s": timing["median_time_s"],
+            "trials": trials,
+            "iters_per_trial": timing["iters_per_trial"],
         }
     return result
 
 
-def measure_sweep(device: str, working_sets, *, bytes_per_call: int, warmup: int, trials: int,
-                  min_trial_s: float) -> list[dict]:
+def measure_sweep(
+    device: str, working_sets, *, bytes_per_call: int, warmup: int, trials: int, min_trial_s: float
+) -> list[dict]:
     """Read bandwidth per working-set size.
 
     One call sums the rows of `x[:n].expand(R, n)`: R rows that all alias the same
@@ -526,13 +627,17 @@ def measure_sweep(device: str, working_sets, *, bytes_per_call: int, warmup: int
     points = []
     for (size, repeats), timing in zip(shapes, timings):
         moved = sweep_call_bytes(size, repeats)
-        points.append({
-            "working_set_bytes": size,
-            "bandwidth_bytes_s": moved / timing["best_time_s"],
-            "bandwidth_bytes_s_median": moved / timing["median_time_s"],
-            "repeats_per_call": repeats, "bytes_per_call": moved,
-            "trials": trials, "iters_per_trial": timing["iters_per_trial"],
-        })
+        points.append(
+            {
+                "working_set_bytes": size,
+                "bandwidth_bytes_s": moved / timing["best_time_s"],
+                "bandwidth_bytes_s_median": moved / timing["median_time_s"],
+                "repeats_per_call": repeats,
+                "bytes_per_call": moved,
+                "trials": trials,
+                "iters_per_trial": timing["iters_per_trial"],
+            }
+        )
     return points
 
 
@@ -544,20 +649,41 @@ def _device_identity(device: str) -> tuple[str, list[dict], str, dict]:
     """(device name, caches, cache source, environment) of the device being measured."""
     import torch
 
-    env = {"torch": torch.__version__, "hostname": platform.node(), "python": platform.python_version()}
+    env = {
+        "torch": torch.__version__,
+        "hostname": platform.node(),
+        "python": platform.python_version(),
+    }
     with contextlib.suppress(OSError):
         cpu = peaks_mod.parse_cpuinfo(Path("/proc/cpuinfo").read_text())
-        env.update(cpu_model=cpu["model_name"], cpu_logical_cpus=cpu["logical_cpus"],
-                   cpu_physical_cores=cpu["physical_cores"])
+        env.update(
+            cpu_model=cpu["model_name"],
+            cpu_logical_cpus=cpu["logical_cpus"],
+            cpu_physical_cores=cpu["physical_cores"],
+        )
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         name = torch.cuda.get_device_name(0)
-        caches = [{"name": "L2", "level": 2, "type": "Unified", "size_bytes": int(props.L2_cache_size),
-                   "shared_cpu_count": None}] if getattr(props, "L2_cache_size", 0) else []
+        caches = (
+            [
+                {
+                    "name": "L2",
+                    "level": 2,
+                    "type": "Unified",
+                    "size_bytes": int(props.L2_cache_size),
+                    "shared_cpu_count": None,
+                }
+            ]
+            if getattr(props, "L2_cache_size", 0)
+            else []
+        )
         env.update(
-            cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
-            capability=f"{props.major}.{props.minor}", multi_processor_count=props.multi_processor_count,
-            total_memory_bytes=props.total_memory, clocks=nvidia_smi_clocks(),
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+            capability=f"{props.major}.{props.minor}",
+            multi_processor_count=props.multi_processor_count,
+            total_memory_bytes=props.total_memory,
+            clocks=nvidia_smi_clocks(),
         )
         return name, caches, "torch.cuda.get_device_properties", env
     caches, source = probe_cpu_caches()
@@ -566,15 +692,26 @@ def _device_identity(device: str) -> tuple[str, list[dict], str, dict]:
     return env.get("cpu_model") or platform.processor() or "unknown CPU", caches, source, env
 
 
-def datasheet_for(device: str, device_name: str, peaks: dict, *, threads: int,
-                  cpu_clock_hz: float | None, cpu_fma_units: int) -> dict | None:
+def datasheet_for(
+    device: str,
+    device_name: str,
+    peaks: dict,
+    *,
+    threads: int,
+    cpu_clock_hz: float | None,
+    cpu_fma_units: int,
+) -> dict | None:
     """The matching peaks.yaml entry; for an unmatched CPU, the derived peak; else None."""
     entry = peaks_mod.match_device(device, device_name, peaks)
     if entry is not None or device != "cpu":
         return entry
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     cpuinfo = peaks_mod.parse_cpuinfo(text)
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    affinity = (
+        os.sched_getaffinity(0)
+        if hasattr(os, "sched_getaffinity")
+        else set(range(os.cpu_count() or 1))
+    )
     cores = min(threads, peaks_mod.physical_cores_of(text, affinity) or len(affinity))
     if cpu_clock_hz:
         clock_hz, clock_source = float(cpu_clock_hz), "ceilings.cpu_clock_hz (config)"
@@ -586,27 +723,41 @@ def datasheet_for(device: str, device_name: str, peaks: dict, *, threads: int,
 def check_settings(*, threads, gemm_sizes, trials, warmup, min_trial_s, cpu_fma_units) -> None:
     """One clear line for each setting a user can get wrong."""
     if threads is not None and threads < 1:
-        raise NnperfError(f"ceilings.threads is {threads}; expected null (torch default) or an integer >= 1")
+        raise NnperfError(
+            f"ceilings.threads is {threads}; expected null (torch default) or an integer >= 1"
+        )
     if not gemm_sizes or any(s < 1 for s in gemm_sizes):
-        raise NnperfError(f"ceilings.gemm_sizes is {list(gemm_sizes)}; expected a non-empty list of integers >= 1")
+        raise NnperfError(
+            f"ceilings.gemm_sizes is {list(gemm_sizes)}; expected a non-empty list of integers >= 1"
+        )
     if trials < 1:
         raise NnperfError(f"ceilings.trials is {trials}; expected an integer >= 1")
     if warmup < 0:
         raise NnperfError(f"ceilings.warmup is {warmup}; expected an integer >= 0")
     if not min_trial_s > 0:
-        raise NnperfError(f"ceilings.min_trial_s is {min_trial_s}; expected a positive number of seconds")
+        raise NnperfError(
+            f"ceilings.min_trial_s is {min_trial_s}; expected a positive number of seconds"
+        )
     if cpu_fma_units < 1:
         raise NnperfError(f"ceilings.cpu_fma_units is {cpu_fma_units}; expected an integer >= 1")
 
 
-def measure_ceilings(device: str, *, threads: int | None = None, gemm_sizes=None,
-                     trials: int = DEFAULT_TRIALS, warmup: int = DEFAULT_WARMUP,
-                     min_trial_s: float | None = None, bandwidth_bytes: int | None = None,
-                     sweep_min_bytes: int = DEFAULT_SWEEP_MIN_BYTES,
-                     sweep_max_bytes: int = DEFAULT_SWEEP_MAX_BYTES,
-                     sweep_steps_per_octave: int = DEFAULT_SWEEP_STEPS_PER_OCTAVE,
-                     peaks_path: str | Path = "config/peaks.yaml", cpu_clock_hz: float | None = None,
-                     cpu_fma_units: int = peaks_mod.DEFAULT_FMA_UNITS) -> dict:
+def measure_ceilings(
+    device: str,
+    *,
+    threads: int | None = None,
+    gemm_sizes=None,
+    trials: int = DEFAULT_TRIALS,
+    warmup: int = DEFAULT_WARMUP,
+    min_trial_s: float | None = None,
+    bandwidth_bytes: int | None = None,
+    sweep_min_bytes: int = DEFAULT_SWEEP_MIN_BYTES,
+    sweep_max_bytes: int = DEFAULT_SWEEP_MAX_BYTES,
+    sweep_steps_per_octave: int = DEFAULT_SWEEP_STEPS_PER_OCTAVE,
+    peaks_path: str | Path = "config/peaks.yaml",
+    cpu_clock_hz: float | None = None,
+    cpu_fma_units: int = peaks_mod.DEFAULT_FMA_UNITS,
+) -> dict:
     """Measure every roof of `device` and return the ceilings document."""
     import torch
 
@@ -614,8 +765,14 @@ def measure_ceilings(device: str, *, threads: int | None = None, gemm_sizes=None
         raise NnperfError(f"device {device!r} is unknown; allowed: {', '.join(DEVICES)}")
     gemm_sizes = list(gemm_sizes or DEFAULT_GEMM_SIZES[device])
     min_trial_s = DEFAULT_MIN_TRIAL_S[device] if min_trial_s is None else min_trial_s
-    check_settings(threads=threads, gemm_sizes=gemm_sizes, trials=trials, warmup=warmup,
-                   min_trial_s=min_trial_s, cpu_fma_units=cpu_fma_units)
+    check_settings(
+        threads=threads,
+        gemm_sizes=gemm_sizes,
+        trials=trials,
+        warmup=warmup,
+        min_trial_s=min_trial_s,
+        cpu_fma_units=cpu_fma_units,
+    )
     working_sets = sweep_working_sets(sweep_min_bytes, sweep_max_bytes, sweep_steps_per_octave)
     peaks = peaks_mod.load_peaks(peaks_path)  # before measuring: a bad file fails in a second
     require_available(device, "fp32")
@@ -632,11 +789,20 @@ def measure_ceilings(device: str, *, threads: int | None = None, gemm_sizes=None
         except NnperfError as exc:
             skipped[precision] = str(exc)
             continue
-        gemm[precision] = measure_gemm(device, precision, gemm_sizes, warmup=warmup, trials=trials,
-                                       min_trial_s=min_trial_s)
-    stream = measure_stream(device, array_bytes, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
-    sweep = measure_sweep(device, working_sets, bytes_per_call=SWEEP_BYTES_PER_CALL[device], warmup=warmup,
-                          trials=trials, min_trial_s=min_trial_s)
+        gemm[precision] = measure_gemm(
+            device, precision, gemm_sizes, warmup=warmup, trials=trials, min_trial_s=min_trial_s
+        )
+    stream = measure_stream(
+        device, array_bytes, warmup=warmup, trials=trials, min_trial_s=min_trial_s
+    )
+    sweep = measure_sweep(
+        device,
+        working_sets,
+        bytes_per_call=SWEEP_BYTES_PER_CALL[device],
+        warmup=warmup,
+        trials=trials,
+        min_trial_s=min_trial_s,
+    )
     best_kernel = max(stream, key=lambda k: stream[k]["best_bandwidth_bytes_s"])
     measured = {
         "gemm_flop_s": {p: g["best_flop_s"] for p, g in gemm.items()},
@@ -649,14 +815,20 @@ def measure_ceilings(device: str, *, threads: int | None = None, gemm_sizes=None
             "array_bytes": array_bytes,
             "element_bytes": ELEMENT_BYTES,
             "convention": "STREAM: each array element read or written counts once (copy 2, triad 3 "
-                          "arrays); write-allocate traffic not counted",
+            "arrays); write-allocate traffic not counted",
             **stream,
         },
         "sweep_kernel": "sum over rows of x.expand(R, n): read-only, R re-reads of the working set per call",
     }
     threads_used = torch.get_num_threads()
-    datasheet = datasheet_for(device, device_name, peaks, threads=threads_used, cpu_clock_hz=cpu_clock_hz,
-                              cpu_fma_units=cpu_fma_units)
+    datasheet = datasheet_for(
+        device,
+        device_name,
+        peaks,
+        threads=threads_used,
+        cpu_clock_hz=cpu_clock_hz,
+        cpu_fma_units=cpu_fma_units,
+    )
     ratio = ratios(measured, datasheet)
     ended = time.time()
     return {
@@ -671,11 +843,19 @@ def measure_ceilings(device: str, *, threads: int | None = None, gemm_sizes=None
         "caches": caches,
         "cache_source": cache_source,
         "settings": {
-            "gemm_sizes": gemm_sizes, "trials": trials, "warmup": warmup, "min_trial_s": min_trial_s,
-            "bandwidth_bytes": array_bytes, "sweep_min_bytes": sweep_min_bytes,
-            "sweep_max_bytes": sweep_max_bytes, "sweep_steps_per_octave": sweep_steps_per_octave,
-            "sweep_bytes_per_call": SWEEP_BYTES_PER_CALL[device], "peaks": str(peaks_path),
-            "cpu_clock_hz": cpu_clock_hz, "cpu_fma_units": cpu_fma_units, "threads": threads,
+            "gemm_sizes": gemm_sizes,
+            "trials": trials,
+            "warmup": warmup,
+            "min_trial_s": min_trial_s,
+            "bandwidth_bytes": array_bytes,
+            "sweep_min_bytes": sweep_min_bytes,
+            "sweep_max_bytes": sweep_max_bytes,
+            "sweep_steps_per_octave": sweep_steps_per_octave,
+            "sweep_bytes_per_call": SWEEP_BYTES_PER_CALL[device],
+            "peaks": str(peaks_path),
+            "cpu_clock_hz": cpu_clock_hz,
+            "cpu_fma_units": cpu_fma_units,
+            "threads": threads,
         },
         "environment": env,
         "started_at_unix": started,

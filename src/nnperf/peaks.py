@@ -72,34 +72,56 @@ def _check_entry(path, key: str, entry) -> dict:
         raise NnperfError(f"{where} is {type(entry).__name__}; expected a mapping of keys")
     for required in ENTRY_KEYS_REQUIRED:
         if required not in entry:
-            raise NnperfError(f"{where} lacks key {required!r}; required: {', '.join(ENTRY_KEYS_REQUIRED)}")
+            raise NnperfError(
+                f"{where} lacks key {required!r}; required: {', '.join(ENTRY_KEYS_REQUIRED)}"
+            )
     unknown = sorted(set(entry) - set(ENTRY_KEYS_REQUIRED))
     if unknown:
-        raise NnperfError(f"{where} has unknown key {unknown[0]!r}; allowed: {', '.join(ENTRY_KEYS_REQUIRED)}")
+        raise NnperfError(
+            f"{where} has unknown key {unknown[0]!r}; allowed: {', '.join(ENTRY_KEYS_REQUIRED)}"
+        )
     if entry["device"] not in DEVICES:
         raise NnperfError(f"{where}.device is {entry['device']!r}; allowed: {', '.join(DEVICES)}")
     for text_key in ("name", "source"):
         if not isinstance(entry[text_key], str) or not entry[text_key].strip():
-            raise NnperfError(f"{where}.{text_key} is {entry[text_key]!r}; expected a non-empty string")
+            raise NnperfError(
+                f"{where}.{text_key} is {entry[text_key]!r}; expected a non-empty string"
+            )
     patterns = entry["match"]
-    if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise NnperfError(f"{where}.match is {patterns!r}; expected a non-empty list of regular expressions")
+    if (
+        not isinstance(patterns, list)
+        or not patterns
+        or not all(isinstance(p, str) and p for p in patterns)
+    ):
+        raise NnperfError(
+            f"{where}.match is {patterns!r}; expected a non-empty list of regular expressions"
+        )
     for pattern in patterns:
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise NnperfError(f"{where}.match pattern {pattern!r} is not a valid regular expression ({exc})") from None
+            raise NnperfError(
+                f"{where}.match pattern {pattern!r} is not a valid regular expression ({exc})"
+            ) from None
     flops = entry["dense_tflop_s"]
     if not isinstance(flops, dict) or not flops:
-        raise NnperfError(f"{where}.dense_tflop_s is {flops!r}; expected a mapping precision -> TFLOP/s")
+        raise NnperfError(
+            f"{where}.dense_tflop_s is {flops!r}; expected a mapping precision -> TFLOP/s"
+        )
     for precision, value in flops.items():
         if precision not in PRECISIONS:
-            raise NnperfError(f"{where}.dense_tflop_s has key {precision!r}; allowed: {', '.join(PRECISIONS)}")
+            raise NnperfError(
+                f"{where}.dense_tflop_s has key {precision!r}; allowed: {', '.join(PRECISIONS)}"
+            )
         if value is not None and not (_is_number(value) and value > 0):
-            raise NnperfError(f"{where}.dense_tflop_s.{precision} is {value!r}; expected a positive number or null")
+            raise NnperfError(
+                f"{where}.dense_tflop_s.{precision} is {value!r}; expected a positive number or null"
+            )
     bandwidth = entry["memory_gb_s"]
     if bandwidth is not None and not (_is_number(bandwidth) and bandwidth > 0):
-        raise NnperfError(f"{where}.memory_gb_s is {bandwidth!r}; expected a positive number (GB/s) or null")
+        raise NnperfError(
+            f"{where}.memory_gb_s is {bandwidth!r}; expected a positive number (GB/s) or null"
+        )
     return {
         "key": key,
         "name": entry["name"],
@@ -119,7 +141,9 @@ def parse_peaks(document, path="peaks.yaml") -> dict[str, dict]:
     unknown = sorted(set(document) - {"devices"})
     if unknown:
         raise NnperfError(f"{path}: unknown top-level key {unknown[0]!r}; allowed: devices")
-    return {str(key): _check_entry(path, str(key), entry) for key, entry in document["devices"].items()}
+    return {
+        str(key): _check_entry(path, str(key), entry) for key, entry in document["devices"].items()
+    }
 
 
 def load_peaks(path: str | Path) -> dict[str, dict]:
@@ -127,7 +151,9 @@ def load_peaks(path: str | Path) -> dict[str, dict]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise NnperfError(f"{path}: file not found (datasheet peaks, see config/peaks.yaml)") from None
+        raise NnperfError(
+            f"{path}: file not found (datasheet peaks, see config/peaks.yaml)"
+        ) from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -190,8 +216,15 @@ def parse_cpuinfo(text: str) -> dict:
     """
     processors = _processors(text)
     if not processors:
-        return {"model_name": None, "vendor": None, "family": None, "flags": [],
-                "logical_cpus": 0, "physical_cores": 0, "cpu_mhz": None}
+        return {
+            "model_name": None,
+            "vendor": None,
+            "family": None,
+            "flags": [],
+            "logical_cpus": 0,
+            "physical_cores": 0,
+            "cpu_mhz": None,
+        }
     first = processors[0]
     flags = (first.get("flags") or first.get("features") or "").split()
     mhz = [float(p["cpu mhz"]) for p in processors if "cpu mhz" in p]
@@ -213,8 +246,9 @@ def physical_cores_of(text: str, cpu_ids) -> int:
     return len({_core_id(p) for p in _processors(text) if int(p["processor"]) in wanted})
 
 
-def cpu_flop_per_cycle(flags, vendor: str | None = None, family: int | None = None,
-                       fma_units: int = DEFAULT_FMA_UNITS) -> dict:
+def cpu_flop_per_cycle(
+    flags, vendor: str | None = None, family: int | None = None, fma_units: int = DEFAULT_FMA_UNITS
+) -> dict:
     """FLOP per cycle per core for fp32 and bf16, from ISA flags; with the reasoning.
 
     fp32 = lanes x FMA units x 2 with FMA (lanes = vector bits / 32); without FMA a core
@@ -228,36 +262,58 @@ def cpu_flop_per_cycle(flags, vendor: str | None = None, family: int | None = No
         if all(f in flag_set for f in required):
             break
     else:
-        return {"fp32": None, "bf16": None, "isa": None,
-                "explanation": "no known vector extension in the CPU flags"}
+        return {
+            "fp32": None,
+            "bf16": None,
+            "isa": None,
+            "explanation": "no known vector extension in the CPU flags",
+        }
     if isa == "avx512f" and (vendor, family) in HALF_WIDTH_AVX512:
         bits, isa = 256, "avx512f (256-bit datapath)"
     lanes = bits // FP32_BITS
     if has_fma:
         fp32 = lanes * fma_units * FLOP_PER_FMA
-        why = f"{isa}: {lanes} fp32 lanes x {fma_units} FMA units x {FLOP_PER_FMA} FLOP/FMA = {fp32}"
+        why = (
+            f"{isa}: {lanes} fp32 lanes x {fma_units} FMA units x {FLOP_PER_FMA} FLOP/FMA = {fp32}"
+        )
     else:
         fp32 = lanes * 2
         why = f"{isa}: {lanes} fp32 lanes x (1 add + 1 multiply pipe) = {fp32}"
     if "amx_bf16" in flag_set:
-        bf16, bf16_why = AMX_BF16_FLOP_PER_CYCLE, f"amx_bf16: {AMX_BF16_FLOP_PER_CYCLE} per core (AMX TMUL)"
+        bf16, bf16_why = (
+            AMX_BF16_FLOP_PER_CYCLE,
+            f"amx_bf16: {AMX_BF16_FLOP_PER_CYCLE} per core (AMX TMUL)",
+        )
     elif "avx512_bf16" in flag_set:
-        bf16, bf16_why = fp32 * AVX512_BF16_SPEEDUP, f"avx512_bf16: {AVX512_BF16_SPEEDUP} x fp32 (VDPBF16PS)"
+        bf16, bf16_why = (
+            fp32 * AVX512_BF16_SPEEDUP,
+            f"avx512_bf16: {AVX512_BF16_SPEEDUP} x fp32 (VDPBF16PS)",
+        )
     else:
         bf16, bf16_why = fp32, "no bf16 arithmetic in the flags: same as fp32"
     return {"fp32": fp32, "bf16": bf16, "isa": isa, "explanation": f"{why}; bf16 {bf16_why}"}
 
 
-def derived_cpu_peak(cpuinfo: dict, cores: int, clock_hz: float | None, clock_source: str,
-                     fma_units: int = DEFAULT_FMA_UNITS) -> dict:
+def derived_cpu_peak(
+    cpuinfo: dict,
+    cores: int,
+    clock_hz: float | None,
+    clock_source: str,
+    fma_units: int = DEFAULT_FMA_UNITS,
+) -> dict:
     """A datasheet-shaped entry computed as cores x clock x FLOP/cycle, labelled derived."""
-    per_cycle = cpu_flop_per_cycle(cpuinfo.get("flags", []), cpuinfo.get("vendor"),
-                                   cpuinfo.get("family"), fma_units)
+    per_cycle = cpu_flop_per_cycle(
+        cpuinfo.get("flags", []), cpuinfo.get("vendor"), cpuinfo.get("family"), fma_units
+    )
     flop_s = {}
     for precision in ("fp32", "bf16"):
         per = per_cycle[precision]
         flop_s[precision] = None if per is None or not clock_hz else cores * clock_hz * per
-    clock_text = f"{clock_hz / GIGA:.3f} GHz ({clock_source})" if clock_hz else f"unknown clock ({clock_source})"
+    clock_text = (
+        f"{clock_hz / GIGA:.3f} GHz ({clock_source})"
+        if clock_hz
+        else f"unknown clock ({clock_source})"
+    )
     return {
         "key": "cpu_derived",
         "name": f"{cpuinfo.get('model_name') or 'unknown CPU'} (derived peak)",

@@ -11,10 +11,14 @@ def register(subparsers) -> None:
         "plot-ceilings",
         help="draw the working-set bandwidth sweep of a ceilings JSON",
         description="Draw bandwidth vs working-set size (log x) from `nnperf ceilings` output, "
-                    "with the cache sizes and the main-memory roof marked.",
+        "with the cache sizes and the main-memory roof marked.",
     )
-    parser.add_argument("--ceilings", required=True, help="ceilings JSON, e.g. results/ceilings/cpu.json")
-    parser.add_argument("--out", required=True, help="output PNG, e.g. results/figures/ceilings/cpu_sweep.png")
+    parser.add_argument(
+        "--ceilings", required=True, help="ceilings JSON, e.g. results/ceilings/cpu.json"
+    )
+    parser.add_argument(
+        "--out", required=True, help="output PNG, e.g. results/figures/ceilings/cpu_sweep.png"
+    )
     parser.set_defaults(func=run)
 
 

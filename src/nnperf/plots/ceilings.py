@@ -47,20 +47,36 @@ def format_bytes(value: float) -> str:
     return f"{value:.3g} B"
 
 
-def _roof_sets(ceilings_doc: dict, dtype: str) -> list[tuple[str, float | None, float | None, dict]]:
+def _roof_sets(
+    ceilings_doc: dict, dtype: str
+) -> list[tuple[str, float | None, float | None, dict]]:
     """(label prefix, compute FLOP/s, memory bytes/s, style) for measured and datasheet roofs."""
     measured = ceilings_doc.get("measured") or {}
-    sets = [("measured", (measured.get("gemm_flop_s") or {}).get(dtype),
-             measured.get("memory_bandwidth_bytes_s"), MEASURED_STYLE)]
+    sets = [
+        (
+            "measured",
+            (measured.get("gemm_flop_s") or {}).get(dtype),
+            measured.get("memory_bandwidth_bytes_s"),
+            MEASURED_STYLE,
+        )
+    ]
     sheet = ceilings_doc.get("datasheet")
     if sheet:
         prefix = "derived peak" if sheet.get("derived") else "datasheet"
-        sets.append((prefix, (sheet.get("flop_s") or {}).get(dtype), sheet.get("memory_bandwidth_bytes_s"),
-                     DATASHEET_STYLE))
+        sets.append(
+            (
+                prefix,
+                (sheet.get("flop_s") or {}).get(dtype),
+                sheet.get("memory_bandwidth_bytes_s"),
+                DATASHEET_STYLE,
+            )
+        )
     return sets
 
 
-def draw_roofs(ax, ceilings_doc: dict, dtype: str, *, intensity_range: tuple[float, float] | None = None) -> list:
+def draw_roofs(
+    ax, ceilings_doc: dict, dtype: str, *, intensity_range: tuple[float, float] | None = None
+) -> list:
     """Draw measured (solid) and datasheet (dashed) roofs of `dtype` on a roofline axes.
 
     x is arithmetic intensity (FLOP/byte), y is FLOP/s, both log. A source with both a
@@ -92,9 +108,18 @@ def draw_roofs(ax, ceilings_doc: dict, dtype: str, *, intensity_range: tuple[flo
         (line,) = ax.plot(intensity, roof, label=f"{prefix}: {', '.join(parts)}", **style)
         artists.append(line)
         if peak is not None:
-            artists.append(ax.annotate(format_si(peak, "FLOP/s"), xy=(high, peak), xytext=(-4, 3),
-                                       textcoords="offset points", ha="right", va="bottom",
-                                       fontsize="small", color=style["color"]))
+            artists.append(
+                ax.annotate(
+                    format_si(peak, "FLOP/s"),
+                    xy=(high, peak),
+                    xytext=(-4, 3),
+                    textcoords="offset points",
+                    ha="right",
+                    va="bottom",
+                    fontsize="small",
+                    color=style["color"],
+                )
+            )
     ax.set_xlim(low, high)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
@@ -108,11 +133,25 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
     frame["bandwidth_gb_s"] = frame["bandwidth_bytes_s"] / 1e9
     fig = Figure(figsize=(7.5, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    sns.lineplot(data=frame, x="working_set_bytes", y="bandwidth_gb_s", marker="o", ax=ax,
-                 label="read, best of trials", color="C0")
+    sns.lineplot(
+        data=frame,
+        x="working_set_bytes",
+        y="bandwidth_gb_s",
+        marker="o",
+        ax=ax,
+        label="read, best of trials",
+        color="C0",
+    )
     if "bandwidth_bytes_s_median" in frame:
-        sns.lineplot(x=frame["working_set_bytes"], y=frame["bandwidth_bytes_s_median"] / 1e9, ax=ax,
-                     label="read, median of trials", color="C0", alpha=0.4, linestyle=":")
+        sns.lineplot(
+            x=frame["working_set_bytes"],
+            y=frame["bandwidth_bytes_s_median"] / 1e9,
+            ax=ax,
+            label="read, median of trials",
+            color="C0",
+            alpha=0.4,
+            linestyle=":",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=2, numticks=40))
@@ -124,24 +163,44 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
         shared = cache.get("shared_cpu_count")
         scope = " per core" if shared == 1 else ""
         ax.axvline(cache["size_bytes"], color="gray", linestyle=":", linewidth=1)
-        ax.annotate(f"{cache.get('name') or 'L' + str(cache['level'])} {format_bytes(cache['size_bytes'])}{scope}",
-                    xy=(cache["size_bytes"], 1), xycoords=("data", "axes fraction"), xytext=(3, -3),
-                    textcoords="offset points", rotation=90, va="top", ha="left", fontsize="small",
-                    color="gray")
+        ax.annotate(
+            f"{cache.get('name') or 'L' + str(cache['level'])} {format_bytes(cache['size_bytes'])}{scope}",
+            xy=(cache["size_bytes"], 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -3),
+            textcoords="offset points",
+            rotation=90,
+            va="top",
+            ha="left",
+            fontsize="small",
+            color="gray",
+        )
     roof = measured.get("memory_bandwidth_bytes_s")
     if roof:
         kernel = measured.get("memory_bandwidth_kernel", "copy/triad")
-        ax.axhline(roof / 1e9, color="black", linewidth=1.5,
-                   label=f"main memory, {kernel} (STREAM counting): {format_si(roof, 'B/s')}")
+        ax.axhline(
+            roof / 1e9,
+            color="black",
+            linewidth=1.5,
+            label=f"main memory, {kernel} (STREAM counting): {format_si(roof, 'B/s')}",
+        )
     sheet = (ceilings_doc.get("datasheet") or {}).get("memory_bandwidth_bytes_s")
     if sheet:
-        ax.axhline(sheet / 1e9, color="dimgray", linestyle="--", linewidth=1.5,
-                   label=f"datasheet memory: {format_si(sheet, 'B/s')}")
+        ax.axhline(
+            sheet / 1e9,
+            color="dimgray",
+            linestyle="--",
+            linewidth=1.5,
+            label=f"datasheet memory: {format_si(sheet, 'B/s')}",
+        )
     ax.set_xlabel("working set")
     ax.set_ylabel("bandwidth (GB/s)")
     thread_text = f", {threads} threads" if threads else ""
-    ax.set_title(f"{ceilings_doc.get('device_name', '?')} ({ceilings_doc.get('device', '?')}{thread_text}): "
-                 "working-set sweep", fontsize="medium")
+    ax.set_title(
+        f"{ceilings_doc.get('device_name', '?')} ({ceilings_doc.get('device', '?')}{thread_text}): "
+        "working-set sweep",
+        fontsize="medium",
+    )
     ax.legend(fontsize="small", loc="lower left")
     return fig
 

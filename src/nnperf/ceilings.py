@@ -271,7 +271,7 @@ def notes_for(
         )
         if not datasheet.get("clock_hz"):
             notes.append(
-                "The CPU clock could not be read (set ceilings.cpu_clock_hz); derived FLOP/s are null."
+                "The CPU clock could not be read (pass --cpu-clock-hz); derived FLOP/s are null."
             )
     else:
         notes.append(f"Datasheet: {datasheet['name']} ({datasheet['source']}).")
@@ -687,6 +687,7 @@ def _device_identity(device: str) -> tuple[str, list[dict], str, dict]:
         )
         return name, caches, "torch.cuda.get_device_properties", env
     caches, source = probe_cpu_caches()
+    env["cpu_clock_hz"], env["cpu_clock_source"] = probe_cpu_clock()
     if device == "mps":
         return f"Apple {platform.machine()} GPU (MPS)", [], "unknown", env
     return env.get("cpu_model") or platform.processor() or "unknown CPU", caches, source, env

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pytest
 
 from nnperf import aggregate
@@ -25,12 +24,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def tables():
     runs = aggregate.runs_table([(str(i), d) for i, d in enumerate(study_documents())])
     return runs, aggregate.summary_table(runs)
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_throughput_figure(tables):

@@ -1,14 +1,14 @@
 """Figures of the timed runs: throughput vs batch size, phase breakdown, speedups.
 
 Each function draws one figure for one (device, model) from the tables of
-`nnperf.aggregate` and returns the Figure; saving it is the caller's business. Error bars of
+`nnperf.aggregate` and returns the Figure (built on `matplotlib.figure.Figure`, never pyplot,
+so no global backend state is touched); saving it is the caller's business. Error bars of
 the throughput figure are the same 95% bootstrap interval of the median as in summary.csv
 (`nnperf.stats.ci95`), so figure and table agree.
 """
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -57,7 +57,8 @@ def throughput_figure(runs: pd.DataFrame, device: str, model: str) -> Figure:
     chosen = _select(runs, device, model, "runs table")
     ok = chosen[chosen["status"] == "ok"].astype({"throughput_img_s": float})
     oom = chosen[chosen["status"] == "oom"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.subplots()
     if not ok.empty:
         sns.lineplot(data=ok, x="batch_size", y="throughput_img_s", hue="precision",
                      hue_order=_precision_order(ok["precision"]), style="variant",
@@ -95,9 +96,16 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     phase_ms = pd.DataFrame({phase: chosen[f"{phase}_s_median"].to_numpy(dtype=float) * 1e3
                              for phase in PHASES}, index=labels)
     width = max(6.4, 0.55 * len(labels) + 2.0)
-    fig, ax = plt.subplots(figsize=(width, 4.6), layout="constrained")
-    phase_ms.plot.bar(stacked=True, ax=ax, color=sns.color_palette("colorblind", len(PHASES)),
-                      width=0.8, rot=0)
+    fig = Figure(figsize=(width, 4.6), layout="constrained")
+    ax = fig.subplots()
+    # seaborn has no stacked bars and pandas' .plot goes through pyplot: stack with ax.bar.
+    bottom = np.zeros(len(labels))
+    positions = np.arange(len(labels))
+    for phase, colour in zip(PHASES, sns.color_palette("colorblind", len(PHASES))):
+        ax.bar(positions, phase_ms[phase].to_numpy(), width=0.8, bottom=bottom, color=colour,
+               label=phase)
+        bottom += phase_ms[phase].to_numpy()
+    ax.set_xticks(positions, labels)
     ax.set_xlabel("configuration (batch size / precision / variant)")
     ax.set_ylabel(BREAKDOWN_YLABEL)
     ax.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -110,8 +118,8 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     chosen = _select(summary, device, model, "summary table")
     chosen = chosen[chosen["status"] != "oom"].copy()
     chosen["precision / variant"] = chosen["precision"] + " / " + chosen["variant"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained",
-                                      sharey=False)
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
     panels = (
         (left, chosen[chosen["precision"] != REFERENCE_PRECISION], "speedup_vs_fp32",
          SPEEDUP_FP32_YLABEL, f"precisions vs {REFERENCE_PRECISION} (same variant)"),

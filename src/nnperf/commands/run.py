@@ -106,13 +106,11 @@ def build_request(args):
     device = resolve_device(args.device)
     require_available(device, args.precision)
     settings = load_variant_settings(args.variant_settings)
-    if args.dataset not in data_mod.DATASETS:
-        raise NnperfError(f"--dataset {args.dataset!r} is unknown; allowed: "
-                          f"{', '.join(sorted(data_mod.DATASETS))}")
-    spec = data_mod.DATASETS[args.dataset]
+    spec = data_mod.get_spec(args.dataset)
+    models_mod.get_spec(args.model)  # an unknown name fails here, before the data is read
     root = args.data_root or os.path.join("resources", "data", args.dataset)
     images, labels = data_mod.load_split(root, args.dataset, "train")
-    num_classes = int(spec["num_classes"])
+    num_classes = int(spec.num_classes)
     input_size = args.input_size or models_mod.input_size(args.model, int(images.shape[1]))
 
     def model_factory():
@@ -125,8 +123,8 @@ def build_request(args):
         hyper=Hyper(optimizer=args.optimizer, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
                     seed=args.seed, augment=args.augment),
     )
-    run_data = RunData(images=images, labels=labels, mean=tuple(spec["mean"]),
-                       std=tuple(spec["std"]), num_classes=num_classes, input_size=input_size)
+    run_data = RunData(images=images, labels=labels, mean=tuple(spec.mean), std=tuple(spec.std),
+                       num_classes=num_classes, input_size=input_size)
     return request, run_data, model_factory
 
 

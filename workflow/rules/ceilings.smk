@@ -7,6 +7,7 @@ rule ceilings:
         "logs/ceilings/{device}.log",
     conda:
         "../../envs/nnperf.yaml"
+    threads: measurement_threads
     resources:
         bench_slot=1,
     params:

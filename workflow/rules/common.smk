@@ -17,9 +17,7 @@ from snakemake.settings.types import DeploymentMethod
 try:
     config = study_config.validate(
         config,
-        study_config.load_schema(
-            Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
-        ),
+        study_config.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
     )
 except NnperfError as error:
     sys.exit(f"nnperf: {error}")
@@ -35,9 +33,7 @@ def nnperf_command():
         python = "python"
     else:
         python = sys.executable
-    return (
-        f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
-    )
+    return f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
 
 
 NNPERF = nnperf_command()
@@ -81,15 +77,16 @@ def complexity_outputs():
     return expand("results/complexity/{model}.json", model=config["models"])
 
 
-def ceilings_threads():
-    """CPU threads for the ceilings: those of the timed runs' reference variant.
+def measurement_threads(wildcards):
+    """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
+    measurement and perturbs it; one on an accelerator (bench_slot serialises those)."""
+    return workflow.cores if wildcards.device == "cpu" else 1
 
-    `baseline` is the reference variant (speedups are measured against it); without one,
-    the first variant. null keeps torch's default, as the timed runs do.
-    """
-    variants = config["variants"]
-    reference = variants["baseline"] if "baseline" in variants else next(iter(variants.values()))
-    return reference["cpu_threads"]
+
+def ceilings_threads():
+    """CPU threads for the ceilings: those of the timed runs' reference variant, `baseline`.
+    null keeps torch's default, as the timed runs do."""
+    return config["variants"]["baseline"]["cpu_threads"]
 
 
 def ceilings_flags():

@@ -13,6 +13,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/complexity.smk"
 include: "workflow/rules/ceilings.smk"
+include: "workflow/rules/timing.smk"
 
 
 rule all:

@@ -77,8 +77,10 @@ def runs_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
 
 def _machine_key(frame: pd.DataFrame) -> pd.Series:
     """Reps compete for the same host (CPU runs) or the same GPU (CUDA runs)."""
-    gpu = frame["gpu_uuid"].where(frame["device"] == "cuda").fillna("")
-    return frame["hostname"].fillna("") + "|" + gpu.astype(str)
+    # object dtype first: read back from CSV, an all-empty column is float NaN.
+    gpu = frame["gpu_uuid"].astype(object).where(frame["device"] == "cuda").fillna("")
+    host = frame["hostname"].astype(object).fillna("")
+    return host.astype(str) + "|" + gpu.astype(str)
 
 
 def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:

@@ -1,6 +1,7 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ sys.path.insert(0, NNPERF_SRC)
 from nnperf import config as study_config
 from nnperf import devices as nnperf_devices
 from nnperf.errors import NnperfError
+from nnperf.config import unique
 from snakemake.settings.types import DeploymentMethod
 
 try:
@@ -119,6 +121,70 @@ def data_outputs():
     return [DATA_DIR]
 
 
+# One timed run: one rep of one configuration. Paths carry the keys in the fixed order.
+RUN_STEM = "results/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}"
+RUN_FIGURE_KINDS = ("throughput", "breakdown", "speedup")
+
+
+def run_outputs():
+    """The run JSON of every rep of every configuration in the matrix."""
+    return [RUN_STEM.format(**key.as_dict(), rep=rep) + ".json" for key in MATRIX for rep in REPS]
+
+
+def timed_run_threads(wildcards):
+    """Cores of a timed run: all on the CPU (measurement_threads); on an accelerator the
+    main process plus the variant's DataLoader workers, so a cluster job is not starved."""
+    if wildcards.device == "cpu":
+        return measurement_threads(wildcards)
+    return 1 + config["variants"][wildcards.variant]["num_workers"]
+
+
+def timed_run_data(wildcards):
+    """The dataset a timed run reads; a path naming an impossible pair fails here, clearly."""
+    study_config.check_runnable(wildcards.device, wildcards.precision)
+    return DATA_DIR
+
+
+def variant_settings_json(wildcards):
+    """The variant's toggles (schema defaults filled in) as one JSON object for the shell."""
+    variants = config["variants"]
+    if wildcards.variant not in variants:
+        raise NnperfError(
+            f"variant {wildcards.variant!r} is not in config variants; "
+            f"allowed: {', '.join(variants)}"
+        )
+    # Values are booleans, integers, null and enum strings: no quote can break the shell.
+    return json.dumps(variants[wildcards.variant], sort_keys=True, separators=(",", ":"))
+
+
+def training_flags():
+    """Command-line flags of `nnperf run` from the `training:` config section."""
+    training = config["training"]
+    return " ".join(
+        [
+            f"--warmup-steps {training['warmup_steps']}",
+            f"--timed-steps {training['timed_steps']}",
+            f"--optimizer {training['optimizer']}",
+            f"--lr {training['lr']}",
+            f"--momentum {training['momentum']}",
+            f"--weight-decay {training['weight_decay']}",
+            f"--seed {training['seed']}",
+            "--augment" if training["augment"] else "--no-augment",
+        ]
+    )
+
+
+def timing_outputs():
+    """Tables of the timed runs and their figures, one set per (device, model)."""
+    pairs = unique((key.device, key.model) for key in MATRIX)
+    figures = [
+        f"results/figures/{kind}/{device}/{model}.png"
+        for kind in RUN_FIGURE_KINDS
+        for device, model in pairs
+    ]
+    return ["results/tables/runs.csv", "results/tables/summary.csv"] + figures
+
+
 def get_final_output():
     """Every file the study asks for; `rule all` builds exactly this."""
-    return data_outputs() + complexity_outputs() + ceilings_outputs()
+    return data_outputs() + complexity_outputs() + ceilings_outputs() + timing_outputs()

@@ -55,7 +55,7 @@ def hand_written_window(model, optimizer, images, labels, batch_size, steps, dev
     order = torch.randperm(len(labels), device=device)
 
     def step(i):
-        index = order[(i * batch_size) % (len(labels) - batch_size + 1):][:batch_size]
+        index = order[(i * batch_size) % (len(labels) - batch_size + 1) :][:batch_size]
         x = (images[index].float() / 255 - mean) / std
         with precision_mod.autocast(device.type, precision):
             loss = criterion(model(x), labels[index])
@@ -78,8 +78,9 @@ def hand_written_window(model, optimizer, images, labels, batch_size, steps, dev
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="resnet18_cifar")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
@@ -87,27 +88,46 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed steps per window")
     parser.add_argument("--rounds", type=int, default=5, help="A/B pairs")
     parser.add_argument("--images", type=int, default=512, help="synthetic training images")
-    parser.add_argument("--cpu-threads", type=int, default=None,
-                        help="torch.set_num_threads (1 avoids OpenMP stalls on a busy machine)")
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads (1 avoids OpenMP stalls on a busy machine)",
+    )
     args = parser.parse_args()
 
     device = torch.device(args.device)
     rng = np.random.default_rng(0)
     images_np = rng.integers(0, 256, size=(args.images, 32, 32, 3), dtype=np.uint8)
     labels_np = rng.integers(0, 10, size=args.images).astype(np.int64)
-    settings = parse_variant_settings({"data_path": "device_resident",
-                                       "cpu_threads": args.cpu_threads})
+    settings = parse_variant_settings(
+        {"data_path": "device_resident", "cpu_threads": args.cpu_threads}
+    )
     hyper = Hyper(augment=False)
 
     seed_everything(0)
-    training = build_training(make_model(args.model, 10), device=args.device,
-                              precision=args.precision, batch_size=args.batch_size,
-                              settings=settings, hyper=hyper, seed=0, images=images_np,
-                              labels=labels_np, mean=MEAN, std=STD, input_size=32)
+    training = build_training(
+        make_model(args.model, 10),
+        device=args.device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        settings=settings,
+        hyper=hyper,
+        seed=0,
+        images=images_np,
+        labels=labels_np,
+        mean=MEAN,
+        std=STD,
+        input_size=32,
+    )
     seed_everything(0)
     plain_model = make_model(args.model, 10).to(device).train()
-    plain_optimizer = torch.optim.SGD(plain_model.parameters(), lr=hyper.lr,
-                                      momentum=hyper.momentum, weight_decay=hyper.weight_decay)
+    plain_optimizer = torch.optim.SGD(
+        plain_model.parameters(),
+        lr=hyper.lr,
+        momentum=hyper.momentum,
+        weight_decay=hyper.weight_decay,
+    )
     images = torch.from_numpy(images_np).to(device).permute(0, 3, 1, 2).contiguous()
     labels = torch.from_numpy(labels_np).to(device)
 
@@ -115,20 +135,36 @@ def main() -> None:
     for round_index in range(args.rounds):
         result = time_training(training, warmup_steps=1, timed_steps=args.steps)
         nnperf_rates.append(args.batch_size * args.steps / result.window_s)
-        plain_rates.append(hand_written_window(plain_model, plain_optimizer, images, labels,
-                                               args.batch_size, args.steps, device,
-                                               args.precision))
-        print(f"round {round_index}: nnperf {nnperf_rates[-1]:8.1f} img/s   "
-              f"hand-written {plain_rates[-1]:8.1f} img/s   "
-              f"ratio {nnperf_rates[-1] / plain_rates[-1]:.3f}", flush=True)
+        plain_rates.append(
+            hand_written_window(
+                plain_model,
+                plain_optimizer,
+                images,
+                labels,
+                args.batch_size,
+                args.steps,
+                device,
+                args.precision,
+            )
+        )
+        print(
+            f"round {round_index}: nnperf {nnperf_rates[-1]:8.1f} img/s   "
+            f"hand-written {plain_rates[-1]:8.1f} img/s   "
+            f"ratio {nnperf_rates[-1] / plain_rates[-1]:.3f}",
+            flush=True,
+        )
     ratio_of_medians = statistics.median(nnperf_rates) / statistics.median(plain_rates)
     pair_ratios = [a / b for a, b in zip(nnperf_rates, plain_rates)]
-    print(f"{args.model} {args.device} {args.precision} bs{args.batch_size}, "
-          f"threads {torch.get_num_threads()}, {args.rounds} x {args.steps} steps each")
-    print(f"throughput ratio nnperf / hand-written: {statistics.median(pair_ratios):.3f} "
-          f"(median of per-round ratios; min {min(pair_ratios):.3f}, "
-          f"max {max(pair_ratios):.3f}; ratio of medians {ratio_of_medians:.3f}); "
-          "target >= 0.98")
+    print(
+        f"{args.model} {args.device} {args.precision} bs{args.batch_size}, "
+        f"threads {torch.get_num_threads()}, {args.rounds} x {args.steps} steps each"
+    )
+    print(
+        f"throughput ratio nnperf / hand-written: {statistics.median(pair_ratios):.3f} "
+        f"(median of per-round ratios; min {min(pair_ratios):.3f}, "
+        f"max {max(pair_ratios):.3f}; ratio of medians {ratio_of_medians:.3f}); "
+        "target >= 0.98"
+    )
 
 
 if __name__ == "__main__":

@@ -42,17 +42,32 @@ def _row(frame, **keys):
 
 def test_runs_table_one_row_per_rep(runs, documents):
     assert len(runs) == len(documents) == 11
-    for column in (*aggregate.REP_KEYS, "status", "throughput_img_s", "step_time_s_median",
-                   "data_wait_s", "h2d_s", "forward_s", "backward_s", "optimizer_s",
-                   "peak_memory_host_bytes", "started_at_unix", "ended_at_unix",
-                   "variant_channels_last", "device_name", "git_commit", "overlap"):
+    for column in (
+        *aggregate.REP_KEYS,
+        "status",
+        "throughput_img_s",
+        "step_time_s_median",
+        "data_wait_s",
+        "h2d_s",
+        "forward_s",
+        "backward_s",
+        "optimizer_s",
+        "peak_memory_host_bytes",
+        "started_at_unix",
+        "ended_at_unix",
+        "variant_channels_last",
+        "device_name",
+        "git_commit",
+        "overlap",
+    ):
         assert column in runs.columns, column
     assert list(runs.columns[:6]) == list(aggregate.REP_KEYS)
     assert set(runs["status"]) == {"ok", "oom"}
     assert not runs["overlap"].any()  # these ran one after another in this process
     row = _row(runs, precision="bf16", batch_size=8, variant="baseline", rep=1)
-    source = next(d for d in documents if (d["precision"], d["batch_size"], d["rep"]) ==
-                  ("bf16", 8, 1))
+    source = next(
+        d for d in documents if (d["precision"], d["batch_size"], d["rep"]) == ("bf16", 8, 1)
+    )
     assert row["throughput_img_s"] == source["throughput_img_s"]
     assert row["forward_s"] == source["phase_time_s"]["forward"]
 
@@ -60,11 +75,24 @@ def test_runs_table_one_row_per_rep(runs, documents):
 def test_summary_rows_statistics_and_speedups(runs):
     summary = aggregate.summary_table(runs, cv_threshold=0.05)
     assert len(summary) == 6
-    for column in ("n_reps", "n_ok", "status", "throughput_img_s_median", "throughput_img_s_q1",
-                   "throughput_img_s_q3", "throughput_img_s_iqr", "throughput_img_s_ci95_low",
-                   "throughput_img_s_ci95_high", "throughput_img_s_cv", "high_variance",
-                   "step_time_s_median", "speedup_vs_fp32", "speedup_vs_baseline",
-                   "data_wait_s_median", "optimizer_s_median"):
+    for column in (
+        "n_reps",
+        "n_ok",
+        "status",
+        "throughput_img_s_median",
+        "throughput_img_s_q1",
+        "throughput_img_s_q3",
+        "throughput_img_s_iqr",
+        "throughput_img_s_ci95_low",
+        "throughput_img_s_ci95_high",
+        "throughput_img_s_cv",
+        "high_variance",
+        "step_time_s_median",
+        "speedup_vs_fp32",
+        "speedup_vs_baseline",
+        "data_wait_s_median",
+        "optimizer_s_median",
+    ):
         assert column in summary.columns, column
     fp32 = _row(summary, precision="fp32", batch_size=8, variant="baseline")
     bf16 = _row(summary, precision="bf16", batch_size=8, variant="baseline")
@@ -77,9 +105,11 @@ def test_summary_rows_statistics_and_speedups(runs):
     assert fp32["speedup_vs_fp32"] == pytest.approx(1.0)
     assert fp32["speedup_vs_baseline"] == pytest.approx(1.0)
     assert bf16["speedup_vs_fp32"] == pytest.approx(
-        bf16["throughput_img_s_median"] / fp32["throughput_img_s_median"])
+        bf16["throughput_img_s_median"] / fp32["throughput_img_s_median"]
+    )
     assert tuned["speedup_vs_baseline"] == pytest.approx(
-        tuned["throughput_img_s_median"] / fp32["throughput_img_s_median"])
+        tuned["throughput_img_s_median"] / fp32["throughput_img_s_median"]
+    )
     oom = _row(summary, batch_size=STUDY_OOM_BATCH)
     assert oom["status"] == "oom" and oom["n_ok"] == 0 and oom["n_reps"] == 1
     assert math.isnan(oom["throughput_img_s_median"])
@@ -110,8 +140,11 @@ def test_overlap_is_found_and_flagged(documents):
     flagged = runs[runs["overlap"]]
     assert set(zip(flagged["batch_size"], flagged["rep"])) >= {(4, 0), (4, 1)}
     assert (flagged["overlapping_reps"] >= 1).all()
-    with pytest.raises(NnperfError, match=r"^reps cpu/tiny/fp32/4/baseline/0 and "
-                                          r"cpu/tiny/fp32/4/baseline/1 overlapped in time"):
+    with pytest.raises(
+        NnperfError,
+        match=r"^reps cpu/tiny/fp32/4/baseline/0 and "
+        r"cpu/tiny/fp32/4/baseline/1 overlapped in time",
+    ):
         aggregate.check_no_overlap(runs)
     summary = aggregate.summary_table(runs)
     assert bool(_row(summary, precision="fp32", batch_size=4, variant="baseline")["overlap"])
@@ -124,12 +157,20 @@ def test_runs_on_other_hosts_do_not_overlap(documents):
 
 
 def test_touching_intervals_do_not_overlap():
-    frame = pd.DataFrame({
-        "device": ["cpu"] * 3, "model": ["m"] * 3, "precision": ["fp32"] * 3,
-        "batch_size": [8] * 3, "variant": ["baseline"] * 3, "rep": [0, 1, 2],
-        "hostname": ["h"] * 3, "gpu_uuid": [None] * 3,
-        "started_at_unix": [0.0, 10.0, 15.0], "ended_at_unix": [10.0, 20.0, 16.0],
-    })
+    frame = pd.DataFrame(
+        {
+            "device": ["cpu"] * 3,
+            "model": ["m"] * 3,
+            "precision": ["fp32"] * 3,
+            "batch_size": [8] * 3,
+            "variant": ["baseline"] * 3,
+            "rep": [0, 1, 2],
+            "hostname": ["h"] * 3,
+            "gpu_uuid": [None] * 3,
+            "started_at_unix": [0.0, 10.0, 15.0],
+            "ended_at_unix": [10.0, 20.0, 16.0],
+        }
+    )
     # rep 0 ends as rep 1 starts (no overlap); rep 2 lies inside rep 1.
     assert aggregate.find_overlaps(frame) == [(1, 2)]
     cuda = frame.assign(device="cuda", gpu_uuid=["GPU-a", "GPU-b", "GPU-c"])
@@ -146,8 +187,15 @@ def test_duplicate_rep_is_refused(documents):
 def _write_study(folder: Path, documents) -> list[Path]:
     paths = []
     for document in documents:
-        path = (folder / document["device"] / document["model"] / document["precision"]
-                / f"bs{document['batch_size']}" / document["variant"] / f"rep{document['rep']}.json")
+        path = (
+            folder
+            / document["device"]
+            / document["model"]
+            / document["precision"]
+            / f"bs{document['batch_size']}"
+            / document["variant"]
+            / f"rep{document['rep']}.json"
+        )
         body = {k: v for k, v in document.items() if k != "schema_version"}
         write_json(path, body)
         paths.append(path)
@@ -155,16 +203,29 @@ def _write_study(folder: Path, documents) -> list[Path]:
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "nnperf", *args], capture_output=True,
-                          text=True, timeout=120, cwd=REPO,
-                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "nnperf", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_aggregate_runs_cli(documents, tmp_path):
     _write_study(tmp_path / "runs", documents)
     out_runs, out_summary = tmp_path / "tables" / "runs.csv", tmp_path / "tables" / "summary.csv"
-    done = _cli("aggregate-runs", str(tmp_path / "runs"), "--out-runs", str(out_runs),
-                "--out-summary", str(out_summary), "--cv-threshold", "0.1")
+    done = _cli(
+        "aggregate-runs",
+        str(tmp_path / "runs"),
+        "--out-runs",
+        str(out_runs),
+        "--out-summary",
+        str(out_summary),
+        "--cv-threshold",
+        "0.1",
+    )
     assert done.returncode == 0, done.stderr
     assert "11 reps, 6 configurations, 1 out of memory, 0 overlapping reps" in done.stdout
     runs = pd.read_csv(out_runs)
@@ -176,8 +237,14 @@ def test_aggregate_runs_cli(documents, tmp_path):
 
 def test_aggregate_runs_cli_fails_on_overlap_when_asked(documents, tmp_path):
     paths = _write_study(tmp_path / "runs", _overlapping(documents, shift_s=0.01))
-    args = ["aggregate-runs", *map(str, paths), "--out-runs", str(tmp_path / "r.csv"),
-            "--out-summary", str(tmp_path / "s.csv")]
+    args = [
+        "aggregate-runs",
+        *map(str, paths),
+        "--out-runs",
+        str(tmp_path / "r.csv"),
+        "--out-summary",
+        str(tmp_path / "s.csv"),
+    ]
     warned = _cli(*args)
     assert warned.returncode == 0 and "warning: reps cpu/tiny/fp32/4/baseline/0" in warned.stderr
     failed = _cli(*args, "--fail-on-overlap")
@@ -188,7 +255,13 @@ def test_aggregate_runs_cli_fails_on_overlap_when_asked(documents, tmp_path):
 def test_aggregate_runs_cli_refuses_other_documents(tmp_path):
     path = tmp_path / "sidecar.json"
     write_json(path, {"kind": "profile_step"})
-    done = _cli("aggregate-runs", str(path), "--out-runs", str(tmp_path / "r.csv"),
-                "--out-summary", str(tmp_path / "s.csv"))
+    done = _cli(
+        "aggregate-runs",
+        str(path),
+        "--out-runs",
+        str(tmp_path / "r.csv"),
+        "--out-summary",
+        str(tmp_path / "s.csv"),
+    )
     assert done.returncode == 2
     assert "kind 'profile_step' is not a timed run" in done.stderr

@@ -7,8 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nnperf.datapath import (DataLoaderFeeder, DeviceResidentFeeder, InputPreparer,
-                             random_crop_flip)
+from nnperf.datapath import DataLoaderFeeder, DeviceResidentFeeder, InputPreparer, random_crop_flip
 from nnperf.errors import NnperfError
 from nnperf.variant import parse_variant_settings
 
@@ -29,9 +28,16 @@ def test_crop_flip_is_a_padded_crop_per_image():
     padded = F.pad(images, (2, 2, 2, 2))
     offsets, flips = set(), set()
     for i in range(len(images)):
-        found = [(dy, dx, flip) for dy in range(5) for dx in range(5) for flip in (False, True)
-                 if torch.equal(out[i], (lambda w: w.flip(-1) if flip else w)(
-                     padded[i, :, dy:dy + 8, dx:dx + 8]))]
+        found = [
+            (dy, dx, flip)
+            for dy in range(5)
+            for dx in range(5)
+            for flip in (False, True)
+            if torch.equal(
+                out[i],
+                (lambda w: w.flip(-1) if flip else w)(padded[i, :, dy : dy + 8, dx : dx + 8]),
+            )
+        ]
         assert found, f"image {i} is not a crop of its padded input"
         offsets.add(found[0][:2])
         flips.add(found[0][2])
@@ -52,7 +58,9 @@ def test_device_resident_cycles_epochs_without_repeats_inside_one():
     seen = [feeder.next_batch()[1] for _ in range(8)]
     first_epoch = torch.cat(seen[:4]).sort().values
     second_epoch = torch.cat(seen[4:]).sort().values
-    assert torch.equal(first_epoch, torch.arange(16)) and torch.equal(second_epoch, torch.arange(16))
+    assert torch.equal(first_epoch, torch.arange(16)) and torch.equal(
+        second_epoch, torch.arange(16)
+    )
     x, y = feeder.to_device(feeder.next_batch())
     # Without augmentation an image is exactly the stored one (NCHW view of the NHWC array).
     assert torch.equal(x[0], torch.from_numpy(images[int(y[0])]).permute(2, 0, 1))
@@ -60,8 +68,15 @@ def test_device_resident_cycles_epochs_without_repeats_inside_one():
 
 def test_dataloader_feeder_restarts_and_keeps_shapes():
     settings = parse_variant_settings({})
-    feeder = DataLoaderFeeder(_images(12), np.arange(12), batch_size=5, settings=settings,
-                              augment=True, seed=0, device=CPU)
+    feeder = DataLoaderFeeder(
+        _images(12),
+        np.arange(12),
+        batch_size=5,
+        settings=settings,
+        augment=True,
+        seed=0,
+        device=CPU,
+    )
     # 12 images, batch 5, drop_last: 2 batches per epoch; the third call starts epoch two.
     batches = [feeder.to_device(feeder.next_batch()) for _ in range(3)]
     for x, y in batches:
@@ -69,8 +84,11 @@ def test_dataloader_feeder_restarts_and_keeps_shapes():
 
 
 def test_batch_larger_than_dataset_is_refused():
-    with pytest.raises(NnperfError, match=r"^batch_size 32 is larger than the training split "
-                                          r"\(16 images\); allowed: at most 16"):
+    with pytest.raises(
+        NnperfError,
+        match=r"^batch_size 32 is larger than the training split "
+        r"\(16 images\); allowed: at most 16",
+    ):
         DeviceResidentFeeder(_images(16), np.arange(16), 32, False, 0, CPU)
 
 

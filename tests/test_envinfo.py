@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import subprocess
 
-from nnperf.envinfo import (collect_environment, cpu_record, git_commit, parse_cpuinfo,
-                            parse_nvidia_smi_csv)
+from nnperf.envinfo import (
+    collect_environment,
+    cpu_record,
+    git_commit,
+    parse_cpuinfo,
+    parse_nvidia_smi_csv,
+)
 from nnperf.variant import parse_variant_settings
 
 # Shape of `nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS> --format=csv,noheader,nounits` on an
@@ -31,8 +36,10 @@ def test_parse_nvidia_smi_rows():
 
 
 def test_parse_cpuinfo():
-    text = ("processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\ncpu MHz\t\t: 2400.000\n"
-            "\nprocessor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\ncpu MHz\t\t: 3700.5\n")
+    text = (
+        "processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\ncpu MHz\t\t: 2400.000\n"
+        "\nprocessor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\ncpu MHz\t\t: 3700.5\n"
+    )
     parsed = parse_cpuinfo(text)
     assert parsed == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_mhz": [2400.0, 3700.5]}
 
@@ -53,8 +60,9 @@ def test_git_commit_of_a_real_repository_and_of_a_plain_folder(tmp_path):
     (repo / "Snakefile").write_text("rule all:\n")
     subprocess.run([*git, "add", "Snakefile"], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     assert git_commit(repo) == {"git_commit": head, "git_dirty": False}
     (repo / "Snakefile").write_text("rule all:\n    input: []\n")
     assert git_commit(repo) == {"git_commit": head, "git_dirty": True}
@@ -66,10 +74,16 @@ def test_git_commit_of_a_real_repository_and_of_a_plain_folder(tmp_path):
 def test_collect_environment_cpu_with_slurm_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURMD_NODENAME", "node07")
-    settings = parse_variant_settings({"channels_last": True, "compile": "default",
-                                       "optimizer_impl": "fused"})
-    record = collect_environment(device="cpu", precision="bf16", settings=settings,
-                                 optimizer_impl_resolved="fused", workflow_dir=tmp_path)
+    settings = parse_variant_settings(
+        {"channels_last": True, "compile": "default", "optimizer_impl": "fused"}
+    )
+    record = collect_environment(
+        device="cpu",
+        precision="bf16",
+        settings=settings,
+        optimizer_impl_resolved="fused",
+        workflow_dir=tmp_path,
+    )
     assert record["slurm"] == {"job_id": "4242", "node": "node07"}
     assert record["memory_format"] == "channels_last"
     assert record["compile_mode"] == "default"

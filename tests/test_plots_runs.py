@@ -40,10 +40,17 @@ def test_throughput_figure(tables):
     assert any(t.get_text() == "OOM" for t in ax.texts)
     # One line per (precision, variant) with points: fp32/baseline, fp32/tuned, bf16/baseline;
     # their y data are the medians of the reps.
-    medians = runs[runs.status == "ok"].groupby(["precision", "variant", "batch_size"])[
-        "throughput_img_s"].median()
-    drawn = {round(float(y), 6) for line in ax.lines for y in line.get_ydata()
-             if len(line.get_xdata()) and line.get_marker() not in (None, "None", "")}
+    medians = (
+        runs[runs.status == "ok"]
+        .groupby(["precision", "variant", "batch_size"])["throughput_img_s"]
+        .median()
+    )
+    drawn = {
+        round(float(y), 6)
+        for line in ax.lines
+        for y in line.get_ydata()
+        if len(line.get_xdata()) and line.get_marker() not in (None, "None", "")
+    }
     assert {round(float(v), 6) for v in medians} <= drawn
 
 
@@ -61,9 +68,10 @@ def test_breakdown_figure(tables):
     # Patches come phase by phase (one per bar each); their heights are the phase medians in ms.
     ok = summary[summary.status == "ok"]
     for k, phase in enumerate(PHASES):
-        segment = ax.patches[k * n_configs:(k + 1) * n_configs]
+        segment = ax.patches[k * n_configs : (k + 1) * n_configs]
         assert sum(p.get_height() for p in segment) == pytest.approx(
-            ok[f"{phase}_s_median"].sum() * 1e3)
+            ok[f"{phase}_s_median"].sum() * 1e3
+        )
 
 
 def test_speedup_figure(tables):
@@ -78,24 +86,34 @@ def test_speedup_figure(tables):
     assert heights == sorted(round(v, 9) for v in bf16["speedup_vs_fp32"])
     tuned = summary[summary.variant == "tuned"]
     assert [round(p.get_height(), 9) for p in right.patches if p.get_height() > 0] == [
-        round(float(tuned["speedup_vs_baseline"].iloc[0]), 9)]
+        round(float(tuned["speedup_vs_baseline"].iloc[0]), 9)
+    ]
 
 
 def test_unknown_device_or_model_is_a_clear_error(tables):
     runs, summary = tables
-    with pytest.raises(NnperfError, match=r"^runs table has no rows for device/model "
-                                          r"cuda/tiny; allowed: cpu/tiny"):
+    with pytest.raises(
+        NnperfError,
+        match=r"^runs table has no rows for device/model " r"cuda/tiny; allowed: cpu/tiny",
+    ):
         plots.throughput_figure(runs, "cuda", "tiny")
-    with pytest.raises(NnperfError, match=r"^figure kind 'pie' is unknown; allowed: "
-                                          r"throughput, breakdown, speedup"):
+    with pytest.raises(
+        NnperfError,
+        match=r"^figure kind 'pie' is unknown; allowed: " r"throughput, breakdown, speedup",
+    ):
         plots.figure_for("pie", runs, summary, "cpu", "tiny")
     assert plot_command.FIGURE_KINDS == plots.FIGURE_KINDS
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "nnperf", *args], capture_output=True,
-                          text=True, timeout=180, cwd=REPO,
-                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "nnperf", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_plot_runs_cli_writes_one_png_per_call(tables, tmp_path):
@@ -104,14 +122,37 @@ def test_plot_runs_cli_writes_one_png_per_call(tables, tmp_path):
     write_csv(tmp_path / "summary.csv", summary)
     for kind in plots.FIGURE_KINDS:
         out = tmp_path / "figures" / kind / "cpu" / "tiny.png"
-        done = _cli("plot-runs", "--kind", kind, "--device", "cpu", "--model", "tiny",
-                    "--runs", str(tmp_path / "runs.csv"), "--summary",
-                    str(tmp_path / "summary.csv"), "--out", str(out))
+        done = _cli(
+            "plot-runs",
+            "--kind",
+            kind,
+            "--device",
+            "cpu",
+            "--model",
+            "tiny",
+            "--runs",
+            str(tmp_path / "runs.csv"),
+            "--summary",
+            str(tmp_path / "summary.csv"),
+            "--out",
+            str(out),
+        )
         assert done.returncode == 0, done.stderr
         data = out.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000
         assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.png"]  # no temp left
-    missing = _cli("plot-runs", "--kind", "breakdown", "--device", "cpu", "--model", "tiny",
-                   "--out", str(tmp_path / "x.png"))
+    missing = _cli(
+        "plot-runs",
+        "--kind",
+        "breakdown",
+        "--device",
+        "cpu",
+        "--model",
+        "tiny",
+        "--out",
+        str(tmp_path / "x.png"),
+    )
     assert missing.returncode == 2
-    assert "--summary is missing; allowed: a CSV path (needed by --kind breakdown)" in missing.stderr
+    assert (
+        "--summary is missing; allowed: a CSV path (needed by --kind breakdown)" in missing.stderr
+    )

@@ -15,16 +15,16 @@ def test_range_names_are_the_contract_with_the_ncu_stream():
     assert profile_step.PHASE_RANGES == ("forward", "backward", "optimizer")
 
 
-@pytest.mark.parametrize(("m", "n", "k", "flops"), [(4096, 4096, 4096, 137_438_953_472),
-                                                     (2, 3, 4, 48), (1, 1, 1, 2)])
+@pytest.mark.parametrize(
+    ("m", "n", "k", "flops"), [(4096, 4096, 4096, 137_438_953_472), (2, 3, 4, 48), (1, 1, 1, 2)]
+)
 def test_gemm_flops_hand_computed(m, n, k, flops):
     assert profile_step.gemm_flops(m, n, k) == flops
 
 
 @pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16", "bfloat16")])
 def test_profile_step_on_cpu_writes_the_sidecar_fields(precision, dtype):
-    document = perform_profile_step(tiny_request(precision), tiny_model, tiny_data(),
-                                    gemm_size=64)
+    document = perform_profile_step(tiny_request(precision), tiny_model, tiny_data(), gemm_size=64)
     assert document["kind"] == "profile_step" and document["status"] == "ok"
     assert document["nvtx"] == {
         "api": "torch.cuda.nvtx.range_start/range_end",

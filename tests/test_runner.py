@@ -13,17 +13,54 @@ from tiny_training import STUDY_OOM_BATCH, run_out_of_memory, tiny_data, tiny_mo
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT_KEYS = (
-    "status", "error", "model", "device", "precision", "batch_size", "variant", "rep",
-    "dataset", "variant_settings", "warmup_steps", "timed_steps", "throughput_img_s",
-    "step_time_s", "phase_time_s", "compile_time_s", "first_step_time_s",
-    "peak_memory_device_bytes", "peak_memory_host_bytes", "loss_start", "loss_end",
-    "started_at_unix", "ended_at_unix", "environment",
+    "status",
+    "error",
+    "model",
+    "device",
+    "precision",
+    "batch_size",
+    "variant",
+    "rep",
+    "dataset",
+    "variant_settings",
+    "warmup_steps",
+    "timed_steps",
+    "throughput_img_s",
+    "step_time_s",
+    "phase_time_s",
+    "compile_time_s",
+    "first_step_time_s",
+    "peak_memory_device_bytes",
+    "peak_memory_host_bytes",
+    "loss_start",
+    "loss_end",
+    "started_at_unix",
+    "ended_at_unix",
+    "environment",
 )
 ENVIRONMENT_KEYS = (
-    "device_name", "driver", "cuda", "cudnn", "torch", "torchvision", "cpu_model", "cpu_threads",
-    "clocks", "cuda_matmul_allow_tf32", "cudnn_allow_tf32", "float32_matmul_precision",
-    "cudnn_benchmark", "memory_format", "amp_dtype", "compile_mode", "optimizer_impl",
-    "hostname", "slurm", "gpu", "git_commit", "python",
+    "device_name",
+    "driver",
+    "cuda",
+    "cudnn",
+    "torch",
+    "torchvision",
+    "cpu_model",
+    "cpu_threads",
+    "clocks",
+    "cuda_matmul_allow_tf32",
+    "cudnn_allow_tf32",
+    "float32_matmul_precision",
+    "cudnn_benchmark",
+    "memory_format",
+    "amp_dtype",
+    "compile_mode",
+    "optimizer_impl",
+    "hostname",
+    "slurm",
+    "gpu",
+    "git_commit",
+    "python",
 )
 
 
@@ -46,15 +83,20 @@ def test_fp32_run_document(fp32_run):
     assert document["step_time_s"]["min"] == times[0] and document["step_time_s"]["max"] == times[2]
     for phase in PHASES:
         assert document["phase_time_s"][phase] == pytest.approx(
-            sorted(row[f"{phase}_s"] for row in steps)[1])
+            sorted(row[f"{phase}_s"] for row in steps)[1]
+        )
     assert document["compile_time_s"] is None
     assert document["first_step_time_s"] > 0
     assert document["peak_memory_device_bytes"] is None
     assert document["peak_memory_host_bytes"] > 50 * 2**20  # torch alone is bigger than that
     assert document["loss_end"] == steps[-1]["loss"]
     assert 1.0 < document["loss_start"] < 4.0  # ~ln(10) for 10 random classes at init
-    assert (document["started_at_unix"] <= document["timed_window_started_at_unix"]
-            < document["timed_window_ended_at_unix"] <= document["ended_at_unix"])
+    assert (
+        document["started_at_unix"]
+        <= document["timed_window_started_at_unix"]
+        < document["timed_window_ended_at_unix"]
+        <= document["ended_at_unix"]
+    )
     assert document["seed"] == 0 and document["effective_seed"] == 0
     json.dumps(document)  # serialisable as is
 
@@ -91,10 +133,15 @@ def test_bf16_run_records_autocast():
 
 
 def test_tuned_variant_run():
-    settings = {"channels_last": True, "optimizer_impl": "foreach", "data_path": "device_resident",
-                "cpu_threads": 1}
-    document, _ = perform_run(tiny_request("fp32", settings, variant="tuned"), tiny_model,
-                              tiny_data())
+    settings = {
+        "channels_last": True,
+        "optimizer_impl": "foreach",
+        "data_path": "device_resident",
+        "cpu_threads": 1,
+    }
+    document, _ = perform_run(
+        tiny_request("fp32", settings, variant="tuned"), tiny_model, tiny_data()
+    )
     assert document["status"] == "ok" and document["variant"] == "tuned"
     assert document["variant_settings"]["data_path"] == "device_resident"
     environment = document["environment"]

@@ -24,7 +24,8 @@ def test_coefficient_of_variation_hand_computed():
     assert stats.coefficient_of_variation([100, 110, 90]) == pytest.approx(0.1)
     # mean 5, sum of squared deviations 32, sample variance 32/7.
     assert stats.coefficient_of_variation([2, 4, 4, 4, 5, 5, 7, 9]) == pytest.approx(
-        math.sqrt(32 / 7) / 5)
+        math.sqrt(32 / 7) / 5
+    )
     assert math.isnan(stats.coefficient_of_variation([5.0]))
 
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from nnperf.errors import NnperfError
-from nnperf.timing import (PHASES, HostClock, TimingResult, describe, marks_per_window,
-                           step_rows, summarize, time_training)
+from nnperf.timing import (
+    PHASES,
+    HostClock,
+    TimingResult,
+    describe,
+    marks_per_window,
+    step_rows,
+    summarize,
+    time_training,
+)
 from nnperf.runspec import Hyper
 from nnperf.train import build_training
 from nnperf.variant import parse_variant_settings
@@ -18,8 +25,19 @@ from tiny_training import tiny_data, tiny_model
 
 def test_step_rows_from_shared_marks():
     """Marks are shared between steps: each step's phases add up to its step time."""
-    marks = [0.0, 0.1, 0.15, 0.45, 1.05, 1.25,  # step 0
-             1.3, 1.32, 1.52, 1.92, 2.02]       # step 1 (starts at step 0's last mark)
+    marks = [
+        0.0,
+        0.1,
+        0.15,
+        0.45,
+        1.05,
+        1.25,  # step 0
+        1.3,
+        1.32,
+        1.52,
+        1.92,
+        2.02,
+    ]  # step 1 (starts at step 0's last mark)
     rows = step_rows(marks, HostClock(), [2.5, 2.25])
     assert [row["step"] for row in rows] == [0, 1]
     assert rows[0]["data_wait_s"] == pytest.approx(0.1)
@@ -46,11 +64,20 @@ def test_describe_hand_computed():
 
 
 def _result(step_times, warmup):
-    steps = [{"step": i, **{f"{p}_s": t / len(PHASES) for p in PHASES}, "step_time_s": t,
-              "loss": 1.0} for i, t in enumerate(step_times)]
-    return TimingResult(warmup_step_time_s=warmup, window_s=sum(step_times),
-                        window_started_at_unix=10.0, window_ended_at_unix=10.0 + sum(step_times),
-                        steps=steps, loss_start=2.3, loss_end=1.0, peak_memory_device_bytes=None)
+    steps = [
+        {"step": i, **{f"{p}_s": t / len(PHASES) for p in PHASES}, "step_time_s": t, "loss": 1.0}
+        for i, t in enumerate(step_times)
+    ]
+    return TimingResult(
+        warmup_step_time_s=warmup,
+        window_s=sum(step_times),
+        window_started_at_unix=10.0,
+        window_ended_at_unix=10.0 + sum(step_times),
+        steps=steps,
+        loss_start=2.3,
+        loss_end=1.0,
+        peak_memory_device_bytes=None,
+    )
 
 
 def test_summary_throughput_and_compile_time_hand_computed():
@@ -68,10 +95,20 @@ def test_summary_throughput_and_compile_time_hand_computed():
 
 def _training(batch_size=4):
     data = tiny_data()
-    return build_training(tiny_model(), device="cpu", precision="fp32", batch_size=batch_size,
-                          settings=parse_variant_settings({}), hyper=Hyper(), seed=0,
-                          images=data.images, labels=data.labels, mean=data.mean, std=data.std,
-                          input_size=32)
+    return build_training(
+        tiny_model(),
+        device="cpu",
+        precision="fp32",
+        batch_size=batch_size,
+        settings=parse_variant_settings({}),
+        hyper=Hyper(),
+        seed=0,
+        images=data.images,
+        labels=data.labels,
+        mean=data.mean,
+        std=data.std,
+        input_size=32,
+    )
 
 
 def test_timed_window_on_cpu_is_consistent():
@@ -90,10 +127,13 @@ def test_timed_window_on_cpu_is_consistent():
     assert result.peak_memory_device_bytes is None  # CPU: the host peak covers it
 
 
-@pytest.mark.parametrize(("warmup", "timed", "message"), [
-    (0, 3, r"^warmup_steps 0 is not allowed; allowed: an integer >= 1"),
-    (1, 0, r"^timed_steps 0 is not allowed; allowed: an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    ("warmup", "timed", "message"),
+    [
+        (0, 3, r"^warmup_steps 0 is not allowed; allowed: an integer >= 1"),
+        (1, 0, r"^timed_steps 0 is not allowed; allowed: an integer >= 1"),
+    ],
+)
 def test_window_sizes_are_checked(warmup, timed, message):
     with pytest.raises(NnperfError, match=message):
         time_training(_training(), warmup_steps=warmup, timed_steps=timed)

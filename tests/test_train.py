@@ -8,8 +8,7 @@ import torch
 from nnperf import precision as precision_mod
 from nnperf.errors import NnperfError
 from nnperf.runspec import Hyper
-from nnperf.train import (build_training, is_out_of_memory, make_optimizer,
-                          resolved_optimizer_impl)
+from nnperf.train import build_training, is_out_of_memory, make_optimizer, resolved_optimizer_impl
 from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model
 
@@ -17,16 +16,31 @@ from tiny_training import tiny_data, tiny_model
 def _build(precision="fp32", settings=None, batch_size=4, **hyper):
     data = tiny_data()
     torch.manual_seed(0)
-    return build_training(tiny_model(), device="cpu", precision=precision,
-                          batch_size=batch_size, settings=parse_variant_settings(settings or {}),
-                          hyper=Hyper(**hyper), seed=0, images=data.images, labels=data.labels,
-                          mean=data.mean, std=data.std, input_size=32)
+    return build_training(
+        tiny_model(),
+        device="cpu",
+        precision=precision,
+        batch_size=batch_size,
+        settings=parse_variant_settings(settings or {}),
+        hyper=Hyper(**hyper),
+        seed=0,
+        images=data.images,
+        labels=data.labels,
+        mean=data.mean,
+        std=data.std,
+        input_size=32,
+    )
 
 
-@pytest.mark.parametrize(("precision", "tf32", "matmul_precision"), [
-    ("fp32", False, "highest"), ("tf32", True, "high"), ("fp16", False, "highest"),
-    ("bf16", False, "highest"),
-])
+@pytest.mark.parametrize(
+    ("precision", "tf32", "matmul_precision"),
+    [
+        ("fp32", False, "highest"),
+        ("tf32", True, "high"),
+        ("fp16", False, "highest"),
+        ("bf16", False, "highest"),
+    ],
+)
 def test_math_flags_per_precision(precision, tf32, matmul_precision):
     precision_mod.apply_math_flags(precision)
     flags = precision_mod.math_flags()
@@ -77,20 +91,24 @@ def test_fp16_on_cpu_uses_the_grad_scaler_for_real():
 
 
 def test_channels_last_variant_converts_model_and_inputs():
-    training = _build("fp32", {"channels_last": True, "data_path": "device_resident",
-                               "optimizer_impl": "foreach"})
+    training = _build(
+        "fp32", {"channels_last": True, "data_path": "device_resident", "optimizer_impl": "foreach"}
+    )
     assert training.model[0].weight.is_contiguous(memory_format=torch.channels_last)
     inputs, _ = training.to_device(training.next_batch())
     assert inputs.is_contiguous(memory_format=torch.channels_last)
     assert training.optimizer.defaults["foreach"] is True
 
 
-@pytest.mark.parametrize(("impl", "foreach", "fused", "resolved"), [
-    ("default", None, None, "for-loop"),  # CPU parameters: torch's default is the loop
-    ("foreach", True, None, "foreach"),
-    ("fused", None, True, "fused"),
-    ("for-loop", False, None, "for-loop"),
-])
+@pytest.mark.parametrize(
+    ("impl", "foreach", "fused", "resolved"),
+    [
+        ("default", None, None, "for-loop"),  # CPU parameters: torch's default is the loop
+        ("foreach", True, None, "foreach"),
+        ("fused", None, True, "fused"),
+        ("for-loop", False, None, "for-loop"),
+    ],
+)
 def test_optimizer_implementations(impl, foreach, fused, resolved):
     params = list(tiny_model().parameters())
     optimizer = make_optimizer(params, Hyper(), impl)
@@ -118,10 +136,20 @@ def test_adam_and_unknown_optimizer():
 def test_images_must_be_uint8_nhwc():
     data = tiny_data()
     with pytest.raises(NnperfError, match=r"allowed: uint8 \[N, H, W, 3\]"):
-        build_training(tiny_model(), device="cpu", precision="fp32", batch_size=4,
-                       settings=parse_variant_settings({}), hyper=Hyper(), seed=0,
-                       images=data.images.astype("float32"), labels=data.labels,
-                       mean=data.mean, std=data.std, input_size=32)
+        build_training(
+            tiny_model(),
+            device="cpu",
+            precision="fp32",
+            batch_size=4,
+            settings=parse_variant_settings({}),
+            hyper=Hyper(),
+            seed=0,
+            images=data.images.astype("float32"),
+            labels=data.labels,
+            mean=data.mean,
+            std=data.std,
+            input_size=32,
+        )
 
 
 def test_out_of_memory_classification_on_a_real_allocation_failure():

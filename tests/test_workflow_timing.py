@@ -15,8 +15,9 @@ pytestmark = pytest.mark.workflow
 
 PROFILE = str(REPO / "workflow" / "profiles" / "default")
 MODEL = "resnet18_cifar"
-FIGURES = [f"results/figures/{kind}/cpu/{MODEL}.png" for kind in ("throughput", "breakdown",
-                                                                  "speedup")]
+FIGURES = [
+    f"results/figures/{kind}/cpu/{MODEL}.png" for kind in ("throughput", "breakdown", "speedup")
+]
 # The tiny config at one batch size: 2 precisions x 2 variants x 2 reps = 8 timed runs.
 OVERRIDES = ("--config", "batch_sizes=4")
 
@@ -27,8 +28,16 @@ def study(tmp_path_factory):
 
     workdir = tmp_path_factory.mktemp("timing_workflow")
     shutil.copytree(REPO / "config", workdir / "config")
-    result = run_snakemake(workdir, "results/tables/summary.csv", *FIGURES, "--profile",
-                           PROFILE, "--configfile", str(TINY_CONFIG), *OVERRIDES)
+    result = run_snakemake(
+        workdir,
+        "results/tables/summary.csv",
+        *FIGURES,
+        "--profile",
+        PROFILE,
+        "--configfile",
+        str(TINY_CONFIG),
+        *OVERRIDES,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return workdir
 
@@ -40,14 +49,19 @@ def test_every_rep_has_its_json_steps_and_log(study):
                 stem = f"cpu/{MODEL}/{precision}/bs4/{variant}/rep{rep}"
                 document = json.loads((study / f"results/runs/{stem}.json").read_text())
                 assert document["status"] == "ok"
-                assert (document["precision"], document["variant"], document["rep"],
-                        document["batch_size"]) == (precision, variant, rep, 4)
+                assert (
+                    document["precision"],
+                    document["variant"],
+                    document["rep"],
+                    document["batch_size"],
+                ) == (precision, variant, rep, 4)
                 assert document["timed_steps"] == 2 and document["warmup_steps"] == 1
                 # The variant's toggles and the training section reached the command.
                 tuned = variant == "tuned"
                 assert document["variant_settings"]["channels_last"] is tuned
                 assert document["variant_settings"]["data_path"] == (
-                    "device_resident" if tuned else "dataloader")
+                    "device_resident" if tuned else "dataloader"
+                )
                 assert document["lr"] == 0.1 and document["momentum"] == 0.9
                 assert document["environment"]["git_commit"] is not None
                 steps = pd.read_csv(study / f"results/runs/{stem}_steps.csv")
@@ -84,4 +98,5 @@ def test_impossible_or_unknown_run_paths_fail_at_dag_build(workdir):
     unknown = run_snakemake(workdir, "-n", f"results/runs/cpu/{MODEL}/fp32/bs4/fast/rep0.json")
     assert unknown.returncode != 0
     assert "variant 'fast' is not in config variants; allowed: baseline, tuned" in (
-        unknown.stderr + unknown.stdout)
+        unknown.stderr + unknown.stdout
+    )

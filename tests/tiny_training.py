@@ -38,17 +38,39 @@ def tiny_data(input_size: int = 32, num_images: int = NUM_IMAGES) -> RunData:
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(num_images, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, NUM_CLASSES, size=num_images).astype(np.int64)
-    return RunData(images=images, labels=labels, mean=MEAN, std=STD, num_classes=NUM_CLASSES,
-                   input_size=input_size)
+    return RunData(
+        images=images,
+        labels=labels,
+        mean=MEAN,
+        std=STD,
+        num_classes=NUM_CLASSES,
+        input_size=input_size,
+    )
 
 
-def tiny_request(precision: str = "fp32", settings: dict | None = None, batch_size: int = 8,
-                 variant: str = "baseline", rep: int = 0, warmup_steps: int = 2,
-                 timed_steps: int = 3, **hyper) -> RunRequest:
-    return RunRequest(model="tiny", device="cpu", precision=precision, batch_size=batch_size,
-                      variant=variant, settings=parse_variant_settings(settings or {}), rep=rep,
-                      dataset="synthetic", warmup_steps=warmup_steps, timed_steps=timed_steps,
-                      hyper=Hyper(**hyper))
+def tiny_request(
+    precision: str = "fp32",
+    settings: dict | None = None,
+    batch_size: int = 8,
+    variant: str = "baseline",
+    rep: int = 0,
+    warmup_steps: int = 2,
+    timed_steps: int = 3,
+    **hyper,
+) -> RunRequest:
+    return RunRequest(
+        model="tiny",
+        device="cpu",
+        precision=precision,
+        batch_size=batch_size,
+        variant=variant,
+        settings=parse_variant_settings(settings or {}),
+        rep=rep,
+        dataset="synthetic",
+        warmup_steps=warmup_steps,
+        timed_steps=timed_steps,
+        hyper=Hyper(**hyper),
+    )
 
 
 OOM_SCRIPT = """
@@ -85,9 +107,14 @@ def _run_out_of_memory(batch_size: int, rep: int) -> dict:
 
     tests = Path(__file__).resolve().parent
     script = OOM_SCRIPT.format(tests=str(tests), batch_size=batch_size, rep=rep)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, cwd=tests.parent,
-                          env={"PYTHONPATH": str(tests.parent / "src"), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tests.parent,
+        env={"PYTHONPATH": str(tests.parent / "src"), "PATH": "/usr/bin:/bin"},
+    )
     if done.returncode != 0:
         raise AssertionError(f"out-of-memory subprocess failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -99,8 +126,12 @@ STUDY = (
     ("fp32", 8, "baseline", {}),
     ("bf16", 4, "baseline", {}),
     ("bf16", 8, "baseline", {}),
-    ("fp32", 8, "tuned", {"channels_last": True, "optimizer_impl": "foreach",
-                          "data_path": "device_resident"}),
+    (
+        "fp32",
+        8,
+        "tuned",
+        {"channels_last": True, "optimizer_impl": "foreach", "data_path": "device_resident"},
+    ),
 )
 STUDY_OOM_BATCH = 16
 
@@ -112,8 +143,9 @@ def _study_documents() -> tuple:
     documents = []
     for precision, batch_size, variant, settings in STUDY:
         for rep in (0, 1):
-            request = tiny_request(precision, settings, batch_size=batch_size, variant=variant,
-                                   rep=rep)
+            request = tiny_request(
+                precision, settings, batch_size=batch_size, variant=variant, rep=rep
+            )
             documents.append(perform_run(request, tiny_model, tiny_data())[0])
     documents.append(run_out_of_memory(STUDY_OOM_BATCH)["document"])
     return tuple(documents)

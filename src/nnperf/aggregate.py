@@ -24,13 +24,31 @@ BASELINE_VARIANT = "baseline"
 REFERENCE_PRECISION = "fp32"
 STEP_STATS = ("median", "mean", "std", "min", "max", "p10", "p90")
 SCALAR_METRICS = (
-    "throughput_img_s", "timed_window_s", "images_timed", "compile_time_s", "first_step_time_s",
-    "warmup_time_s", "peak_memory_device_bytes", "peak_memory_host_bytes", "loss_start",
-    "loss_end", "started_at_unix", "ended_at_unix", "timed_window_started_at_unix",
+    "throughput_img_s",
+    "timed_window_s",
+    "images_timed",
+    "compile_time_s",
+    "first_step_time_s",
+    "warmup_time_s",
+    "peak_memory_device_bytes",
+    "peak_memory_host_bytes",
+    "loss_start",
+    "loss_end",
+    "started_at_unix",
+    "ended_at_unix",
+    "timed_window_started_at_unix",
     "timed_window_ended_at_unix",
 )
-ENVIRONMENT_COLUMNS = ("device_name", "hostname", "torch", "cuda", "cudnn", "driver",
-                       "cpu_threads", "git_commit")
+ENVIRONMENT_COLUMNS = (
+    "device_name",
+    "hostname",
+    "torch",
+    "cuda",
+    "cudnn",
+    "driver",
+    "cpu_threads",
+    "git_commit",
+)
 
 
 def run_row(document: dict, source: str | None = None) -> dict:
@@ -68,9 +86,11 @@ def runs_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
     duplicated = frame.duplicated(list(REP_KEYS), keep=False)
     if duplicated.any():
         first = frame.loc[duplicated, "source"].tolist()[:2]
-        raise NnperfError(f"run files {first} hold the same configuration and rep; "
-                          "allowed: one file per (device, model, precision, batch_size, "
-                          "variant, rep)")
+        raise NnperfError(
+            f"run files {first} hold the same configuration and rep; "
+            "allowed: one file per (device, model, precision, batch_size, "
+            "variant, rep)"
+        )
     frame = frame.sort_values(list(REP_KEYS), kind="stable").reset_index(drop=True)
     return mark_overlaps(frame)
 
@@ -121,9 +141,11 @@ def check_no_overlap(frame: pd.DataFrame) -> None:
             row = frame.loc[i]
             return "/".join(str(row[key]) for key in REP_KEYS)
 
-        raise NnperfError(f"reps {name(a)} and {name(b)} overlapped in time on the same "
-                          f"machine ({len(pairs)} overlapping pair(s)); allowed: none "
-                          "(run timed jobs with the bench_slot resource limited to 1)")
+        raise NnperfError(
+            f"reps {name(a)} and {name(b)} overlapped in time on the same "
+            f"machine ({len(pairs)} overlapping pair(s)); allowed: none "
+            "(run timed jobs with the bench_slot resource limited to 1)"
+        )
 
 
 def _config_row(keys: tuple, group: pd.DataFrame, cv_threshold: float) -> dict:
@@ -148,18 +170,22 @@ def _config_row(keys: tuple, group: pd.DataFrame, cv_threshold: float) -> dict:
 def _speedup(summary: pd.DataFrame, fixed: str, value: str) -> pd.Series:
     """median throughput / that of the same config with `fixed` set to `value`."""
     match_keys = [key for key in (*CONFIG_KEYS, "dataset") if key != fixed]
-    reference = summary.loc[summary[fixed] == value,
-                            [*match_keys, "throughput_img_s_median"]].rename(
-        columns={"throughput_img_s_median": "_reference"})
+    reference = summary.loc[
+        summary[fixed] == value, [*match_keys, "throughput_img_s_median"]
+    ].rename(columns={"throughput_img_s_median": "_reference"})
     merged = summary[match_keys].merge(reference, on=match_keys, how="left")
     return summary["throughput_img_s_median"].to_numpy() / merged["_reference"].to_numpy()
 
 
-def summary_table(runs: pd.DataFrame, cv_threshold: float = stats.DEFAULT_CV_THRESHOLD) -> pd.DataFrame:
+def summary_table(
+    runs: pd.DataFrame, cv_threshold: float = stats.DEFAULT_CV_THRESHOLD
+) -> pd.DataFrame:
     """summary.csv: one row per (device, model, precision, batch_size, variant)."""
     keys = [*CONFIG_KEYS, "dataset"]
-    rows = [_config_row(group_keys, group, cv_threshold)
-            for group_keys, group in runs.groupby(keys, sort=True, dropna=False)]
+    rows = [
+        _config_row(group_keys, group, cv_threshold)
+        for group_keys, group in runs.groupby(keys, sort=True, dropna=False)
+    ]
     summary = pd.DataFrame(rows)
     summary["speedup_vs_fp32"] = _speedup(summary, "precision", REFERENCE_PRECISION)
     summary["speedup_vs_baseline"] = _speedup(summary, "variant", BASELINE_VARIANT)

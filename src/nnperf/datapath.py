@@ -37,14 +37,18 @@ class Uint8ImageDataset(Dataset):
 
     def __init__(self, images: np.ndarray, labels: np.ndarray, augment: bool):
         # One permute/copy up front so __getitem__ only slices.
-        self.images = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).contiguous()
+        self.images = (
+            torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).contiguous()
+        )
         self.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
         height, width = self.images.shape[-2:]
         self.transform = (
-            v2.Compose([
-                v2.RandomCrop((height, width), padding=CROP_PADDING_PX),
-                v2.RandomHorizontalFlip(),
-            ])
+            v2.Compose(
+                [
+                    v2.RandomCrop((height, width), padding=CROP_PADDING_PX),
+                    v2.RandomHorizontalFlip(),
+                ]
+            )
             if augment
             else None
         )
@@ -71,8 +75,16 @@ def check_batch_fits(num_images: int, batch_size: int) -> None:
 class DataLoaderFeeder:
     """Batches from a DataLoader, cycled over epochs (the epoch restart is timed too)."""
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, batch_size: int,
-                 settings: VariantSettings, augment: bool, seed: int, device: torch.device):
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        batch_size: int,
+        settings: VariantSettings,
+        augment: bool,
+        seed: int,
+        device: torch.device,
+    ):
         check_batch_fits(len(labels), batch_size)
         self.device = device
         self.non_blocking = bool(settings.pin_memory)
@@ -104,11 +116,15 @@ class DataLoaderFeeder:
 
     def to_device(self, batch):
         images, labels = batch
-        return (images.to(self.device, non_blocking=self.non_blocking),
-                labels.to(self.device, non_blocking=self.non_blocking))
+        return (
+            images.to(self.device, non_blocking=self.non_blocking),
+            labels.to(self.device, non_blocking=self.non_blocking),
+        )
 
 
-def random_crop_flip(images: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
+def random_crop_flip(
+    images: torch.Tensor, padding: int, generator: torch.Generator
+) -> torch.Tensor:
     """Per-image random crop (zero padding) and horizontal flip of a uint8 NCHW batch.
 
     Done as one gather with per-image row/column indices, so it costs one kernel-sized pass on
@@ -133,14 +149,25 @@ def random_crop_flip(images: torch.Tensor, padding: int, generator: torch.Genera
 class DeviceResidentFeeder:
     """The whole split on the device; batches drawn and augmented there."""
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, batch_size: int, augment: bool,
-                 seed: int, device: torch.device):
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        batch_size: int,
+        augment: bool,
+        seed: int,
+        device: torch.device,
+    ):
         check_batch_fits(len(labels), batch_size)
         self.device = device
         self.batch_size = batch_size
         self.augment = augment
-        self.images = (torch.from_numpy(np.ascontiguousarray(images)).to(device)
-                       .permute(0, 3, 1, 2).contiguous())
+        self.images = (
+            torch.from_numpy(np.ascontiguousarray(images))
+            .to(device)
+            .permute(0, 3, 1, 2)
+            .contiguous()
+        )
         self.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64)).to(device)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
@@ -149,10 +176,11 @@ class DeviceResidentFeeder:
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._position + self.batch_size > len(self.labels):
-            self._order = torch.randperm(len(self.labels), generator=self.generator,
-                                         device=self.device)
+            self._order = torch.randperm(
+                len(self.labels), generator=self.generator, device=self.device
+            )
             self._position = 0
-        index = self._order[self._position:self._position + self.batch_size]
+        index = self._order[self._position : self._position + self.batch_size]
         self._position += self.batch_size
         images = self.images[index]
         if self.augment:
@@ -166,8 +194,9 @@ class DeviceResidentFeeder:
 class InputPreparer:
     """uint8 NCHW batch on the device -> normalised float32 model input."""
 
-    def __init__(self, mean, std, image_size: int, input_size: int, channels_last: bool,
-                 device: torch.device):
+    def __init__(
+        self, mean, std, image_size: int, input_size: int, channels_last: bool, device: torch.device
+    ):
         mean_t = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
         std_t = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
         # (x/255 - mean)/std as one multiply-subtract.
@@ -180,13 +209,21 @@ class InputPreparer:
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         x = images.to(torch.float32).mul_(self.scale).sub_(self.shift)
         if self.resize:
-            x = F.interpolate(x, size=(self.input_size, self.input_size), mode="bilinear",
-                              align_corners=False)
+            x = F.interpolate(
+                x, size=(self.input_size, self.input_size), mode="bilinear", align_corners=False
+            )
         return x.contiguous(memory_format=self.memory_format)
 
 
-def make_feeder(images: np.ndarray, labels: np.ndarray, batch_size: int,
-                settings: VariantSettings, augment: bool, seed: int, device: torch.device):
+def make_feeder(
+    images: np.ndarray,
+    labels: np.ndarray,
+    batch_size: int,
+    settings: VariantSettings,
+    augment: bool,
+    seed: int,
+    device: torch.device,
+):
     """The feeder the variant's `data_path` names."""
     if settings.data_path == "device_resident":
         return DeviceResidentFeeder(images, labels, batch_size, augment, seed, device)

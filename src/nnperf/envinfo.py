@@ -30,10 +30,22 @@ from nnperf.variant import VariantSettings
 
 # Fields asked from `nvidia-smi --query-gpu` (names from `nvidia-smi --help-query-gpu`).
 NVIDIA_SMI_FIELDS = (
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "pstate", "persistence_mode",
-    "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
-    "clocks.applications.graphics", "clocks.applications.memory",
-    "power.limit", "temperature.gpu", "memory.total",
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "driver_version",
+    "pstate",
+    "persistence_mode",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "clocks.applications.graphics",
+    "clocks.applications.memory",
+    "power.limit",
+    "temperature.gpu",
+    "memory.total",
 )
 # With `--format=csv,noheader,nounits` fields are separated by ", " and missing values read
 # "[N/A]" / "[Not Supported]" (nvidia-smi documentation, "CSV output" section).
@@ -57,8 +69,9 @@ def _run(command: list[str], cwd: str | os.PathLike | None = None) -> str | None
     if shutil.which(command[0]) is None:
         return None
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            command, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -74,8 +87,12 @@ def parse_nvidia_smi_csv(text: str, fields=NVIDIA_SMI_FIELDS) -> list[dict[str, 
         if len(values) != len(fields):
             # A GPU name containing ", " would shift columns; refuse rather than misassign.
             continue
-        rows.append({field: (None if value in NVIDIA_SMI_MISSING else value)
-                     for field, value in zip(fields, values)})
+        rows.append(
+            {
+                field: (None if value in NVIDIA_SMI_MISSING else value)
+                for field, value in zip(fields, values)
+            }
+        )
     return rows
 
 
@@ -124,13 +141,13 @@ def cpu_record() -> dict[str, Any]:
             value = text.strip()
             # cpufreq reports kHz (Documentation/admin-guide/pm/cpufreq.rst).
             cpufreq[name if name == "scaling_governor" else f"{name}_khz"] = (
-                value if name == "scaling_governor" else int(value))
+                value if name == "scaling_governor" else int(value)
+            )
     return {
         "cpu_model": model,
         "cpu_count_logical": os.cpu_count(),
         "cpu_affinity_count": affinity,
-        "cpu_mhz": {"mean": sum(mhz) / len(mhz), "min": min(mhz), "max": max(mhz)}
-        if mhz else None,
+        "cpu_mhz": {"mean": sum(mhz) / len(mhz), "min": min(mhz), "max": max(mhz)} if mhz else None,
         "cpufreq": cpufreq or None,
     }
 
@@ -150,8 +167,13 @@ def gpu_record(device: str) -> dict[str, Any] | None:
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "nvidia_smi": None,
         }
-        text = _run(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
-                     "--format=csv,noheader,nounits"])
+        text = _run(
+            [
+                "nvidia-smi",
+                f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
+                "--format=csv,noheader,nounits",
+            ]
+        )
         rows = parse_nvidia_smi_csv(text or "")
         match = [row for row in rows if uuid and row["uuid"] and row["uuid"].endswith(uuid)]
         if match:
@@ -173,8 +195,10 @@ def git_commit(workflow_dir: str | os.PathLike | None) -> dict[str, Any]:
     if head is None:
         return {"git_commit": None, "git_dirty": None}
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=workflow_dir)
-    return {"git_commit": head.strip(), "git_dirty": bool(status.strip()) if status is not None
-            else None}
+    return {
+        "git_commit": head.strip(),
+        "git_dirty": bool(status.strip()) if status is not None else None,
+    }
 
 
 def _version(module_name: str) -> str | None:
@@ -185,9 +209,14 @@ def _version(module_name: str) -> str | None:
     return getattr(module, "__version__", None)
 
 
-def collect_environment(*, device: str, precision: str, settings: VariantSettings,
-                        optimizer_impl_resolved: str | None = None,
-                        workflow_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def collect_environment(
+    *,
+    device: str,
+    precision: str,
+    settings: VariantSettings,
+    optimizer_impl_resolved: str | None = None,
+    workflow_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """The full environment record for one run."""
     from nnperf import __version__ as nnperf_version
 
@@ -235,8 +264,8 @@ def collect_environment(*, device: str, precision: str, settings: VariantSetting
         "data_path": settings.data_path,
         "gpu": gpu,
         "hostname": socket.gethostname(),
-        "slurm": {key: os.environ[var] for key, var in SLURM_VARIABLES.items()
-                  if var in os.environ} or None,
+        "slurm": {key: os.environ[var] for key, var in SLURM_VARIABLES.items() if var in os.environ}
+        or None,
         **git_commit(workflow_dir),
     }
     return record

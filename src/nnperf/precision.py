@@ -62,8 +62,10 @@ def math_flags() -> dict:
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
     }
     # torch >= 2.9 also exposes the newer per-backend `fp32_precision` switches.
-    for name, backend in (("cuda_matmul", torch.backends.cuda.matmul),
-                          ("cudnn", torch.backends.cudnn)):
+    for name, backend in (
+        ("cuda_matmul", torch.backends.cuda.matmul),
+        ("cudnn", torch.backends.cudnn),
+    ):
         value = getattr(backend, "fp32_precision", None)
         if value is not None:
             flags[f"{name}_fp32_precision"] = str(value)

@@ -25,9 +25,17 @@ from typing import Iterator
 import torch
 
 from nnperf.precision import TENSOR_DTYPES
+
 # The range names live in nnperf.runspec (importable without torch, for the ncu parser).
-from nnperf.runspec import (BACKWARD_RANGE, CALIBRATION_GEMM_SIZE, CALIBRATION_RANGE,
-                            FORWARD_RANGE, OPTIMIZER_RANGE, PHASE_RANGES, STEP_RANGE)
+from nnperf.runspec import (
+    BACKWARD_RANGE,
+    CALIBRATION_GEMM_SIZE,
+    CALIBRATION_RANGE,
+    FORWARD_RANGE,
+    OPTIMIZER_RANGE,
+    PHASE_RANGES,
+    STEP_RANGE,
+)
 from nnperf.timing import synchronize
 
 NVTX_API = "torch.cuda.nvtx.range_start/range_end"
@@ -73,7 +81,9 @@ def calibration_gemm(device: torch.device, precision: str, size: int, nvtx: bool
     elapsed = time.perf_counter() - start
     return {
         "range": CALIBRATION_RANGE,
-        "m": size, "n": size, "k": size,
+        "m": size,
+        "n": size,
+        "k": size,
         "dtype": str(dtype).removeprefix("torch."),
         "math": precision,  # tf32 runs the fp32 GEMM with TF32 allowed
         "flops": gemm_flops(size, size, size),

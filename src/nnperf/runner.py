@@ -24,15 +24,24 @@ import torch
 from nnperf import profile_step, timing
 from nnperf.envinfo import collect_environment
 from nnperf.runspec import CALIBRATION_GEMM_SIZE, STEP_CSV_COLUMNS, RunRequest
-from nnperf.train import (build_training, is_out_of_memory, resolved_optimizer_impl,
-                          seed_everything)
+from nnperf.train import build_training, is_out_of_memory, resolved_optimizer_impl, seed_everything
 
 RUN_KIND = "timed_run"
 PROFILE_KIND = "profile_step"
 NULL_TIMING_FIELDS = (
-    "throughput_img_s", "images_timed", "timed_window_s", "step_time_s", "phase_time_s",
-    "compile_time_s", "first_step_time_s", "warmup_time_s", "warmup_step_time_s", "loss_start",
-    "loss_end", "peak_memory_device_bytes", "timed_window_started_at_unix",
+    "throughput_img_s",
+    "images_timed",
+    "timed_window_s",
+    "step_time_s",
+    "phase_time_s",
+    "compile_time_s",
+    "first_step_time_s",
+    "warmup_time_s",
+    "warmup_step_time_s",
+    "loss_start",
+    "loss_end",
+    "peak_memory_device_bytes",
+    "timed_window_started_at_unix",
     "timed_window_ended_at_unix",
 )
 
@@ -59,9 +68,17 @@ def _build(request: RunRequest, model_factory: Callable[[], torch.nn.Module], da
     seed_everything(request.seed)
     model = model_factory()
     training = build_training(
-        model, device=request.device, precision=request.precision,
-        batch_size=request.batch_size, settings=request.settings, hyper=request.hyper,
-        seed=request.seed, images=data.images, labels=data.labels, mean=data.mean, std=data.std,
+        model,
+        device=request.device,
+        precision=request.precision,
+        batch_size=request.batch_size,
+        settings=request.settings,
+        hyper=request.hyper,
+        seed=request.seed,
+        images=data.images,
+        labels=data.labels,
+        mean=data.mean,
+        std=data.std,
         input_size=data.input_size,
     )
     return training
@@ -74,8 +91,12 @@ def _free_after_oom(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def perform_run(request: RunRequest, model_factory: Callable[[], torch.nn.Module],
-                data: RunData, workflow_dir=None) -> tuple[dict, list[dict]]:
+def perform_run(
+    request: RunRequest,
+    model_factory: Callable[[], torch.nn.Module],
+    data: RunData,
+    workflow_dir=None,
+) -> tuple[dict, list[dict]]:
     """Time one rep; returns (run document, per-step rows). OOM -> status "oom"."""
     started_at = time.time()
     optimizer_impl = None
@@ -83,7 +104,8 @@ def perform_run(request: RunRequest, model_factory: Callable[[], torch.nn.Module
         training = _build(request, model_factory, data)
         optimizer_impl = resolved_optimizer_impl(
             request.settings.optimizer_impl,
-            [p for group in training.optimizer.param_groups for p in group["params"]])
+            [p for group in training.optimizer.param_groups for p in group["params"]],
+        )
         result = timing.time_training(training, request.warmup_steps, request.timed_steps)
         fields = timing.summarize(result, request.batch_size, bool(request.settings.compile))
         steps = result.steps
@@ -95,7 +117,8 @@ def perform_run(request: RunRequest, model_factory: Callable[[], torch.nn.Module
         status, error = "oom", one_line(exc)
         fields = {name: None for name in NULL_TIMING_FIELDS}
         steps = []
-        _free_after_oom(request.device)
+    if status == "oom":
+        _free_after_oom(request.device)  # after the except block: its traceback held tensors
     document = {
         "kind": RUN_KIND,
         "status": status,
@@ -107,8 +130,12 @@ def perform_run(request: RunRequest, model_factory: Callable[[], torch.nn.Module
         **fields,
         "peak_memory_host_bytes": timing.peak_host_memory_bytes(),
         "environment": collect_environment(
-            device=request.device, precision=request.precision, settings=request.settings,
-            optimizer_impl_resolved=optimizer_impl, workflow_dir=workflow_dir),
+            device=request.device,
+            precision=request.precision,
+            settings=request.settings,
+            optimizer_impl_resolved=optimizer_impl,
+            workflow_dir=workflow_dir,
+        ),
     }
     document["started_at_unix"] = started_at
     document["ended_at_unix"] = time.time()
@@ -120,9 +147,13 @@ def steps_frame(steps: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(steps, columns=list(STEP_CSV_COLUMNS))
 
 
-def perform_profile_step(request: RunRequest, model_factory: Callable[[], torch.nn.Module],
-                         data: RunData, gemm_size: int = CALIBRATION_GEMM_SIZE,
-                         workflow_dir=None) -> dict:
+def perform_profile_step(
+    request: RunRequest,
+    model_factory: Callable[[], torch.nn.Module],
+    data: RunData,
+    gemm_size: int = CALIBRATION_GEMM_SIZE,
+    workflow_dir=None,
+) -> dict:
     """Warm up and run one NVTX-marked step; returns the sidecar document."""
     started_at = time.time()
     try:
@@ -135,6 +166,7 @@ def perform_profile_step(request: RunRequest, model_factory: Callable[[], torch.
             raise
         status, error = "oom", one_line(exc)
         marked = {"nvtx": None, "calibration_gemm": None, "step": None}
+    if status == "oom":
         _free_after_oom(request.device)
     document = {
         "kind": PROFILE_KIND,
@@ -144,8 +176,11 @@ def perform_profile_step(request: RunRequest, model_factory: Callable[[], torch.
         "input_size": data.input_size,
         **marked,
         "environment": collect_environment(
-            device=request.device, precision=request.precision, settings=request.settings,
-            workflow_dir=workflow_dir),
+            device=request.device,
+            precision=request.precision,
+            settings=request.settings,
+            workflow_dir=workflow_dir,
+        ),
     }
     document["started_at_unix"] = started_at
     document["ended_at_unix"] = time.time()

@@ -68,8 +68,12 @@ class RunRequest:
 
     def keys(self) -> dict[str, Any]:
         return {
-            "model": self.model, "device": self.device, "precision": self.precision,
-            "batch_size": self.batch_size, "variant": self.variant, "rep": self.rep,
+            "model": self.model,
+            "device": self.device,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "variant": self.variant,
+            "rep": self.rep,
             "dataset": self.dataset,
         }
 

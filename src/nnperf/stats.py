@@ -61,9 +61,12 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
     return float(np.std(data, ddof=1) / np.mean(data))
 
 
-def bootstrap_ci_median(values: Sequence[float], confidence: float = CONFIDENCE,
-                        resamples: int = BOOTSTRAP_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+def bootstrap_ci_median(
+    values: Sequence[float],
+    confidence: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of the median (seeded: reproducible)."""
     data = _clean(values)
     if not data.size:
@@ -88,8 +91,11 @@ def is_high_variance(cv: float, threshold: float = DEFAULT_CV_THRESHOLD) -> bool
     return bool(np.isfinite(cv) and cv > threshold)
 
 
-def describe_reps(values: Sequence[float], cv_threshold: float = DEFAULT_CV_THRESHOLD,
-                  prefix: str = "throughput_img_s") -> dict[str, float | bool]:
+def describe_reps(
+    values: Sequence[float],
+    cv_threshold: float = DEFAULT_CV_THRESHOLD,
+    prefix: str = "throughput_img_s",
+) -> dict[str, float | bool]:
     """The summary columns for one metric across reps."""
     q1, q2, q3 = quartiles(values)
     low, high = ci95(values)

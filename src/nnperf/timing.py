@@ -243,8 +243,7 @@ def summarize(result: TimingResult, batch_size: int, compiled: bool) -> dict:
         "timed_window_s": result.window_s,
         "step_time_s": step_stats,
         "phase_time_s": {
-            phase: float(np.median([row[f"{phase}_s"] for row in result.steps]))
-            for phase in PHASES
+            phase: float(np.median([row[f"{phase}_s"] for row in result.steps])) for phase in PHASES
         },
         "compile_time_s": compile_time,
         "first_step_time_s": result.warmup_step_time_s[0],

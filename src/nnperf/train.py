@@ -68,8 +68,7 @@ def resolved_optimizer_impl(impl: str, params: list[torch.Tensor]) -> str:
         # Private helper, but it is exactly the rule SGD applies when foreach/fused are None.
         from torch.optim.optimizer import _default_to_fused_or_foreach
 
-        fused, foreach = _default_to_fused_or_foreach(params, differentiable=False,
-                                                      use_fused=False)
+        fused, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
     except Exception:  # pragma: no cover - the helper moved; say so instead of guessing
         return "default (unresolved)"
     return "fused" if fused else "foreach" if foreach else "for-loop"
@@ -84,9 +83,16 @@ def seed_everything(seed: int) -> None:
 class Training:
     """A model, optimizer and data feeder; each method is one phase of a step."""
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 scaler: torch.amp.GradScaler | None, feeder, prepare: InputPreparer,
-                 device: torch.device, precision: str):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler | None,
+        feeder,
+        prepare: InputPreparer,
+        device: torch.device,
+        precision: str,
+    ):
         self.model = model
         self.optimizer = optimizer
         self.scaler = scaler
@@ -133,15 +139,19 @@ class Training:
 def make_optimizer(params: list[torch.Tensor], hyper: Hyper, impl: str) -> torch.optim.Optimizer:
     """SGD with momentum (the default) or Adam, in the implementation the variant names."""
     if hyper.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=hyper.lr, momentum=hyper.momentum,
-                               weight_decay=hyper.weight_decay, **optimizer_kwargs(impl))
+        return torch.optim.SGD(
+            params,
+            lr=hyper.lr,
+            momentum=hyper.momentum,
+            weight_decay=hyper.weight_decay,
+            **optimizer_kwargs(impl),
+        )
     if hyper.optimizer == "adam":
         # Adam has no momentum argument: its betas keep torch's defaults (0.9, 0.999).
-        return torch.optim.Adam(params, lr=hyper.lr, weight_decay=hyper.weight_decay,
-                                **optimizer_kwargs(impl))
-    raise NnperfError(
-        f"optimizer {hyper.optimizer!r} is unknown; allowed: {', '.join(OPTIMIZERS)}"
-    )
+        return torch.optim.Adam(
+            params, lr=hyper.lr, weight_decay=hyper.weight_decay, **optimizer_kwargs(impl)
+        )
+    raise NnperfError(f"optimizer {hyper.optimizer!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
 
 
 def apply_process_settings(device: str, precision: str, settings: VariantSettings) -> None:
@@ -152,9 +162,21 @@ def apply_process_settings(device: str, precision: str, settings: VariantSetting
     torch.backends.cudnn.benchmark = bool(settings.cudnn_benchmark)
 
 
-def build_training(model: torch.nn.Module, *, device: str, precision: str, batch_size: int,
-                   settings: VariantSettings, hyper: Hyper, seed: int, images: np.ndarray,
-                   labels: np.ndarray, mean, std, input_size: int) -> Training:
+def build_training(
+    model: torch.nn.Module,
+    *,
+    device: str,
+    precision: str,
+    batch_size: int,
+    settings: VariantSettings,
+    hyper: Hyper,
+    seed: int,
+    images: np.ndarray,
+    labels: np.ndarray,
+    mean,
+    std,
+    input_size: int,
+) -> Training:
     """Set the process up for one run and return its `Training`.
 
     `model` is freshly built (random init) on the CPU; build it after `seed_everything(seed)`
@@ -178,9 +200,13 @@ def build_training(model: torch.nn.Module, *, device: str, precision: str, batch
         mode = None if settings.compile == "default" else settings.compile
         model = torch.compile(model, mode=mode)
     feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, seed, torch_device)
-    prepare = InputPreparer(mean, std, image_size=images.shape[1], input_size=input_size,
-                            channels_last=settings.channels_last, device=torch_device)
+    prepare = InputPreparer(
+        mean,
+        std,
+        image_size=images.shape[1],
+        input_size=input_size,
+        channels_last=settings.channels_last,
+        device=torch_device,
+    )
     scaler = precision_mod.make_grad_scaler(device, precision)
     return Training(model, optimizer, scaler, feeder, prepare, torch_device, precision)
-
-

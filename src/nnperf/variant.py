@@ -32,7 +32,7 @@ class VariantSettings:
     data_path: str = "dataloader"
     num_workers: int = 0
     pin_memory: bool = False
-    # None means torch's default (2 when num_workers > 0); DataLoader refuses a value with 0 workers.
+    # None: torch's default (2 when num_workers > 0); DataLoader refuses one with 0 workers.
     prefetch_factor: int | None = None
     cpu_threads: int | None = None
 
@@ -89,8 +89,9 @@ def parse_variant_settings(raw: dict[str, Any] | None) -> VariantSettings:
             value = "default"
         values["compile"] = _check_choice("compile", value, COMPILE_MODES)
     if "optimizer_impl" in raw:
-        values["optimizer_impl"] = _check_choice("optimizer_impl", raw["optimizer_impl"],
-                                                 OPTIMIZER_IMPLS)
+        values["optimizer_impl"] = _check_choice(
+            "optimizer_impl", raw["optimizer_impl"], OPTIMIZER_IMPLS
+        )
     if "data_path" in raw:
         values["data_path"] = _check_choice("data_path", raw["data_path"], DATA_PATHS)
     if "num_workers" in raw:

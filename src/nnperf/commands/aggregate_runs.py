@@ -18,17 +18,31 @@ from nnperf.io import read_json, write_csv
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "aggregate-runs", help="tabulate timed runs: runs.csv and summary.csv",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", metavar="RUN_JSON",
-                        help="run JSON files written by `nnperf run` (or folders holding them)")
+        "aggregate-runs",
+        help="tabulate timed runs: runs.csv and summary.csv",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_JSON",
+        help="run JSON files written by `nnperf run` (or folders holding them)",
+    )
     parser.add_argument("--out-runs", required=True, help="runs.csv to write")
     parser.add_argument("--out-summary", required=True, help="summary.csv to write")
-    parser.add_argument("--cv-threshold", type=float, default=stats.DEFAULT_CV_THRESHOLD,
-                        help="flag configurations whose throughput CV across reps exceeds this "
-                        "(config report.cv_threshold)")
-    parser.add_argument("--fail-on-overlap", action="store_true",
-                        help="exit with an error when two reps on one machine overlapped in time")
+    parser.add_argument(
+        "--cv-threshold",
+        type=float,
+        default=stats.DEFAULT_CV_THRESHOLD,
+        help="flag configurations whose throughput CV across reps exceeds this "
+        "(config report.cv_threshold)",
+    )
+    parser.add_argument(
+        "--fail-on-overlap",
+        action="store_true",
+        help="exit with an error when two reps on one machine overlapped in time",
+    )
     parser.set_defaults(func=run)
 
 
@@ -55,16 +69,20 @@ def run(args) -> int:
     for path in _run_files(args.runs):
         document = read_json(path)
         if document.get("kind", "timed_run") != "timed_run":
-            raise NnperfError(f"{path}: kind {document.get('kind')!r} is not a timed run; "
-                              "allowed: files written by `nnperf run`")
+            raise NnperfError(
+                f"{path}: kind {document.get('kind')!r} is not a timed run; "
+                "allowed: files written by `nnperf run`"
+            )
         documents.append((str(path), document))
     runs = aggregate.runs_table(documents)
     summary = aggregate.summary_table(runs, args.cv_threshold)
     write_csv(args.out_runs, runs)
     write_csv(args.out_summary, summary)
     n_overlap = int(runs["overlap"].sum())
-    print(f"{len(runs)} reps, {len(summary)} configurations, "
-          f"{int((runs['status'] == 'oom').sum())} out of memory, {n_overlap} overlapping reps")
+    print(
+        f"{len(runs)} reps, {len(summary)} configurations, "
+        f"{int((runs['status'] == 'oom').sum())} out of memory, {n_overlap} overlapping reps"
+    )
     if n_overlap:
         try:
             aggregate.check_no_overlap(runs)

@@ -22,14 +22,18 @@ FIGURE_KINDS = ("throughput", "breakdown", "speedup")
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "plot-runs", help="draw one figure of the timed runs", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "plot-runs",
+        help="draw one figure of the timed runs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--kind", required=True, choices=FIGURE_KINDS, help="which figure")
     parser.add_argument("--device", required=True, help="device whose runs are drawn")
     parser.add_argument("--model", required=True, help="model whose runs are drawn")
     parser.add_argument("--runs", default=None, help="runs.csv (needed by --kind throughput)")
-    parser.add_argument("--summary", default=None,
-                        help="summary.csv (needed by --kind breakdown and speedup)")
+    parser.add_argument(
+        "--summary", default=None, help="summary.csv (needed by --kind breakdown and speedup)"
+    )
     parser.add_argument("--out", required=True, help="image file to write (.png, .svg, .pdf)")
     parser.set_defaults(func=run)
 
@@ -49,8 +53,9 @@ def run(args) -> int:
     from nnperf.plots.runs import figure_for
 
     runs = _read_table(args.runs, "--runs", args.kind) if args.kind == "throughput" else None
-    summary = (_read_table(args.summary, "--summary", args.kind)
-               if args.kind != "throughput" else None)
+    summary = (
+        _read_table(args.summary, "--summary", args.kind) if args.kind != "throughput" else None
+    )
     figure = figure_for(args.kind, runs, summary, args.device, args.model)
     suffix = args.out.rsplit(".", 1)[-1] if "." in args.out else "png"
     with atomic_path(args.out) as tmp:

@@ -15,7 +15,10 @@ from nnperf.commands.run import add_run_arguments, profile
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "step", help="run one NVTX-marked training step (for ncu)", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "step",
+        help="run one NVTX-marked training step (for ncu)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_run_arguments(parser, profile=True)
     parser.set_defaults(func=profile)

@@ -32,8 +32,10 @@ def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.Data
     chosen = frame[(frame["device"] == device) & (frame["model"] == model)]
     if chosen.empty:
         pairs = sorted({f"{d}/{m}" for d, m in zip(frame["device"], frame["model"])})
-        raise NnperfError(f"{table} has no rows for device/model {device}/{model}; "
-                          f"allowed: {', '.join(pairs)}")
+        raise NnperfError(
+            f"{table} has no rows for device/model {device}/{model}; "
+            f"allowed: {', '.join(pairs)}"
+        )
     return chosen
 
 
@@ -60,18 +62,43 @@ def throughput_figure(runs: pd.DataFrame, device: str, model: str) -> Figure:
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.subplots()
     if not ok.empty:
-        sns.lineplot(data=ok, x="batch_size", y="throughput_img_s", hue="precision",
-                     hue_order=_precision_order(ok["precision"]), style="variant",
-                     estimator=np.median, errorbar=stats.ci95, err_style="bars",
-                     markers=True, dashes=True, ax=ax)
+        sns.lineplot(
+            data=ok,
+            x="batch_size",
+            y="throughput_img_s",
+            hue="precision",
+            hue_order=_precision_order(ok["precision"]),
+            style="variant",
+            estimator=np.median,
+            errorbar=stats.ci95,
+            err_style="bars",
+            markers=True,
+            dashes=True,
+            ax=ax,
+        )
     if not oom.empty:
         # OOM batch sizes have no throughput; mark them on the axis so they are not missed.
         sizes = sorted(oom["batch_size"].unique())
-        ax.scatter(sizes, np.zeros(len(sizes)), marker="v", s=60, color="firebrick",
-                   label="out of memory (any precision/variant)", zorder=3, clip_on=False)
+        ax.scatter(
+            sizes,
+            np.zeros(len(sizes)),
+            marker="v",
+            s=60,
+            color="firebrick",
+            label="out of memory (any precision/variant)",
+            zorder=3,
+            clip_on=False,
+        )
         for size in sizes:
-            ax.annotate("OOM", (size, 0), textcoords="offset points", xytext=(0, 8),
-                        ha="center", color="firebrick", fontsize="small")
+            ax.annotate(
+                "OOM",
+                (size, 0),
+                textcoords="offset points",
+                xytext=(0, 8),
+                ha="center",
+                color="firebrick",
+                fontsize="small",
+            )
         ax.legend()
     _batch_axis(ax, chosen["batch_size"])
     ax.set_ylim(bottom=0)
@@ -86,15 +113,22 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     chosen = _select(summary, device, model, "summary table")
     chosen = chosen[chosen["status"] != "oom"].copy()
     if chosen.empty:
-        raise NnperfError(f"summary table has only out-of-memory rows for {device}/{model}; "
-                          "allowed: at least one configuration that ran")
+        raise NnperfError(
+            f"summary table has only out-of-memory rows for {device}/{model}; "
+            "allowed: at least one configuration that ran"
+        )
     chosen["_order"] = chosen["precision"].map(
-        {p: i for i, p in enumerate(_precision_order(chosen["precision"]))})
+        {p: i for i, p in enumerate(_precision_order(chosen["precision"]))}
+    )
     chosen = chosen.sort_values(["batch_size", "_order", "variant"])
-    labels = [f"bs{b}\n{p}\n{v}" for b, p, v in
-              zip(chosen["batch_size"], chosen["precision"], chosen["variant"])]
-    phase_ms = pd.DataFrame({phase: chosen[f"{phase}_s_median"].to_numpy(dtype=float) * 1e3
-                             for phase in PHASES}, index=labels)
+    labels = [
+        f"bs{b}\n{p}\n{v}"
+        for b, p, v in zip(chosen["batch_size"], chosen["precision"], chosen["variant"])
+    ]
+    phase_ms = pd.DataFrame(
+        {phase: chosen[f"{phase}_s_median"].to_numpy(dtype=float) * 1e3 for phase in PHASES},
+        index=labels,
+    )
     width = max(6.4, 0.55 * len(labels) + 2.0)
     fig = Figure(figsize=(width, 4.6), layout="constrained")
     ax = fig.subplots()
@@ -102,8 +136,14 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     bottom = np.zeros(len(labels))
     positions = np.arange(len(labels))
     for phase, colour in zip(PHASES, sns.color_palette("colorblind", len(PHASES))):
-        ax.bar(positions, phase_ms[phase].to_numpy(), width=0.8, bottom=bottom, color=colour,
-               label=phase)
+        ax.bar(
+            positions,
+            phase_ms[phase].to_numpy(),
+            width=0.8,
+            bottom=bottom,
+            color=colour,
+            label=phase,
+        )
         bottom += phase_ms[phase].to_numpy()
     ax.set_xticks(positions, labels)
     ax.set_xlabel("configuration (batch size / precision / variant)")
@@ -121,19 +161,42 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     panels = (
-        (left, chosen[chosen["precision"] != REFERENCE_PRECISION], "speedup_vs_fp32",
-         SPEEDUP_FP32_YLABEL, f"precisions vs {REFERENCE_PRECISION} (same variant)"),
-        (right, chosen[chosen["variant"] != BASELINE_VARIANT], "speedup_vs_baseline",
-         SPEEDUP_BASELINE_YLABEL, f"variants vs {BASELINE_VARIANT} (same precision)"),
+        (
+            left,
+            chosen[chosen["precision"] != REFERENCE_PRECISION],
+            "speedup_vs_fp32",
+            SPEEDUP_FP32_YLABEL,
+            f"precisions vs {REFERENCE_PRECISION} (same variant)",
+        ),
+        (
+            right,
+            chosen[chosen["variant"] != BASELINE_VARIANT],
+            "speedup_vs_baseline",
+            SPEEDUP_BASELINE_YLABEL,
+            f"variants vs {BASELINE_VARIANT} (same precision)",
+        ),
     )
     for ax, data, column, ylabel, title in panels:
         data = data[np.isfinite(data[column].astype(float))]
         if data.empty:
-            ax.text(0.5, 0.5, "no comparable configuration in this study",
-                    ha="center", va="center", transform=ax.transAxes)
+            ax.text(
+                0.5,
+                0.5,
+                "no comparable configuration in this study",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
         else:
-            sns.barplot(data=data, x="batch_size", y=column, hue="precision / variant",
-                        ax=ax, palette="colorblind", errorbar=None)
+            sns.barplot(
+                data=data,
+                x="batch_size",
+                y=column,
+                hue="precision / variant",
+                ax=ax,
+                palette="colorblind",
+                errorbar=None,
+            )
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_xlabel(BATCH_XLABEL)
         ax.set_ylabel(ylabel)
@@ -142,8 +205,9 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     return fig
 
 
-def figure_for(kind: str, runs: pd.DataFrame | None, summary: pd.DataFrame | None,
-               device: str, model: str) -> Figure:
+def figure_for(
+    kind: str, runs: pd.DataFrame | None, summary: pd.DataFrame | None, device: str, model: str
+) -> Figure:
     """Dispatch by kind (what `nnperf plot-runs --kind` names)."""
     if kind == "throughput":
         return throughput_figure(runs, device, model)

@@ -15,6 +15,10 @@ from nnperf import __version__
 from nnperf.errors import NnperfError
 
 COMMAND_MODULES = (
+    "ncu_command",
+    "ncu_kernels",
+    "roofline_points",
+    "plot_roofline",
 )
 
 

@@ -179,6 +179,17 @@ def config_from_profile_path(path: str | Path) -> dict:
     return {key: config[key] for key in CONFIG_KEYS}
 
 
+def arch_of_export(raw: pd.DataFrame) -> str:
+    """Architecture of a parsed export, from its `CC` column (one GPU per export)."""
+    source = raw.attrs.get("source", "<ncu csv>")
+    capabilities = sorted(set(raw["cc"])) if "cc" in raw.columns else []
+    if len(capabilities) != 1:
+        raise NnperfError(
+            f"{source}: cannot tell the GPU architecture (CC column: {capabilities or 'absent'})"
+        )
+    return ncu.arch_for_compute_capability(capabilities[0])
+
+
 def kernels_table(
     raw: pd.DataFrame,
     config: dict,
@@ -199,13 +210,7 @@ def kernels_table(
             f"{ncu.STEP_RANGE!r} / {ncu.CALIBRATION_RANGE!r} (start/end ranges)"
         )
     if arch is None:
-        capabilities = sorted(set(raw["cc"])) if "cc" in raw.columns else []
-        if len(capabilities) != 1:
-            raise NnperfError(
-                f"{source}: cannot tell the GPU architecture (CC column: {capabilities or 'absent'});"
-                " pass it explicitly"
-            )
-        arch = ncu.arch_for_compute_capability(capabilities[0])
+        arch = arch_of_export(raw)
     mset = ncu.metric_set(arch)
     missing = [name for name in mset.metrics() if name not in raw.columns]
     if missing:

@@ -57,8 +57,16 @@ def _positive(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)]
 
 
-def roofs_from_ncu(ceilings: Mapping[str, float] | None, precision: str | None) -> list[dict]:
-    """ncu ceilings (from `nnperf.roofline.ncu_ceilings`) as roof dicts."""
+def roofs_from_ncu(
+    ceilings: Mapping[str, float] | None,
+    precision: str | None,
+    tensor_peaks: Mapping[str, float] | None = None,
+) -> list[dict]:
+    """ncu ceilings (from `nnperf.roofline.ncu_ceilings`) as roof dicts.
+
+    The tensor roof is the one of `precision`; `tensor_peaks` (precision -> FLOP/s) adds one
+    per precision for figures that mix precisions.
+    """
     if not ceilings:
         return []
     roofs = []
@@ -67,8 +75,9 @@ def roofs_from_ncu(ceilings: Mapping[str, float] | None, precision: str | None) 
     compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
     if precision in ("tf32", "fp16", "bf16"):
         compute.append((f"tensor {precision}", "peak_flop_s_tensor"))
-    for name, key in compute:
-        value = ceilings.get(key, math.nan)
+    values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
+    values += [(f"tensor {p}", v) for p, v in sorted((tensor_peaks or {}).items())]
+    for name, value in values:
         if value and math.isfinite(value) and value > 0:
             roofs.append({"label": f"ncu {name}{clock_text}", "kind": "compute",
                           "value": float(value), "origin": "ncu"})
@@ -149,14 +158,14 @@ def plot_config_roofline(
 
     kernels = visible[visible["granularity"] == "kernel"].copy()
     if not kernels.empty:
-        kernels["kind_label"] = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
-        kernels["level_label"] = kernels["memory_level"].map(LEVEL_LABELS)
-        kernels["time (s)"] = kernels["time_s"]
+        kernels["kind"] = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
+        kernels["memory level"] = kernels["memory_level"].map(LEVEL_LABELS)
+        kernels["time (µs)"] = kernels["time_s"] * 1e6
         sns.scatterplot(
             data=kernels, x="arithmetic_intensity_flop_per_byte", y="performance_flop_s",
-            hue="kind_label", style="level_label",
+            hue="kind", style="memory level",
             markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
-            size="time (s)", sizes=(15, 250), alpha=0.7, ax=ax, legend="brief",
+            size="time (µs)", sizes=(15, 250), alpha=0.7, ax=ax, legend="brief",
         )
     steps = visible[visible["granularity"] == "step"]
     for row in steps.itertuples(index=False):
@@ -178,6 +187,7 @@ def plot_device_steps(
     device: str,
     json_roofs: Sequence[dict] = (),
     ncu_ceilings: Mapping[str, float] | None = None,
+    ncu_tensor_peaks: Mapping[str, float] | None = None,
 ) -> Figure:
     """Step-level roofline of every config on `device`.
 
@@ -194,17 +204,17 @@ def plot_device_steps(
            | (points["source"] == "analytic"))
     ]
     visible = _positive(steps).copy()
-    roofs = [*roofs_from_ncu(ncu_ceilings, None), *json_roofs]
+    roofs = [*roofs_from_ncu(ncu_ceilings, None, ncu_tensor_peaks), *json_roofs]
     xlim, ylim = _limits(visible, roofs)
     _draw_roofs(ax, roofs, xlim)
     if not visible.empty:
-        visible["source_label"] = np.where(
+        visible["source"] = np.where(
             visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
         )
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
         sns.scatterplot(
             data=visible, x="arithmetic_intensity_flop_per_byte", y="performance_flop_s",
-            hue="model / precision", style="source_label",
+            hue="model / precision", style="source",
             markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
             s=90, ax=ax, legend="brief",
         )
@@ -214,6 +224,6 @@ def plot_device_steps(
                 (row.arithmetic_intensity_flop_per_byte, row.performance_flop_s),
                 textcoords="offset points", xytext=(5, 4), fontsize=6,
             )
-    sources = sorted(set(visible["source"])) if not visible.empty else []
+    sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
     return _finish(ax, fig, xlim, ylim, title)

@@ -42,9 +42,13 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+TEXT_COLUMNS = ("device", "model", "precision", "variant", "source", "granularity", "kernel_name",
+                "kind", "memory_level")
+
+
 def read_points(path: Path) -> pd.DataFrame:
     try:
-        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        frame = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError:
         raise NnperfError(f"{path}: file not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -52,7 +56,8 @@ def read_points(path: Path) -> pd.DataFrame:
     missing = [c for c in roofline.POINT_COLUMNS if c not in frame.columns]
     if missing:
         raise NnperfError(f"{path}: points table lacks columns {', '.join(missing)}")
-    frame["kernel_name"] = frame["kernel_name"].fillna("")
+    for column in TEXT_COLUMNS:
+        frame[column] = frame[column].fillna("")
     return frame
 
 

@@ -42,11 +42,15 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+KERNEL_TEXT_COLUMNS = ("device", "model", "precision", "variant", "kernel_name", "kind", "phase",
+                       "arch", "cc", "clock_control")
+
+
 def read_kernels(path: Path | None) -> pd.DataFrame:
     if path is None:
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(path, dtype={c: str for c in KERNEL_TEXT_COLUMNS})
     except FileNotFoundError:
         raise NnperfError(f"{path}: file not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

@@ -1,0 +1,20 @@
+from snakemake.utils import min_version
+
+min_version("8.10")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/complexity.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        get_final_output(),

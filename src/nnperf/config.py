@@ -1,0 +1,222 @@
+"""The study config: validation with one-line errors, defaults, and the run matrix.
+
+The workflow calls this while Snakemake builds the DAG, so it must be cheap (no torch
+import) and its errors must read as one line naming the key, the value and what is allowed:
+jsonschema's own messages dump the whole schema and instance, which is unreadable for a
+typo in a YAML file.
+
+It is not the place for anything a job does; it only decides *what* runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import jsonschema
+import yaml
+
+from nnperf import devices
+from nnperf.errors import NnperfError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+# Keys that users set with `--config key=value` and that arrive as a scalar or a
+# comma-separated string instead of a YAML list.
+LIST_KEYS = ("models", "devices", "precisions", "batch_sizes")
+
+
+@dataclass(frozen=True, order=True)
+class RunKey:
+    """One configuration of the matrix; a path under results/runs/ names exactly one."""
+
+    device: str
+    model: str
+    precision: str
+    batch_size: int
+    variant: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "model": self.model,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "variant": self.variant,
+        }
+
+
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def normalise(config: dict) -> dict:
+    """Accept the shorthands of the command line before validation.
+
+    `--config models=resnet18_cifar,vgg16_cifar` gives a string, `--config batch_sizes=64`
+    an int and `--config dataset=cifar10` a string where the schema wants a list or a
+    mapping; turn those into the documented shapes so overrides work for the common keys.
+    """
+    result = dict(config)
+    for key in LIST_KEYS:
+        value = result.get(key)
+        if isinstance(value, str):
+            items = [part.strip() for part in value.split(",") if part.strip()]
+            result[key] = [int(v) if key == "batch_sizes" and v.isdigit() else v for v in items]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            result[key] = [value]
+    if isinstance(result.get("dataset"), str):
+        result["dataset"] = {"name": result["dataset"]}
+    if isinstance(result.get("ncu"), (bool, str)):
+        result["ncu"] = {"enabled": result["ncu"]}
+    return result
+
+
+def _with_defaults(validator_class):
+    """jsonschema validator that fills `default:` values in while it validates.
+
+    This is the recipe from jsonschema's FAQ ("Why doesn't my schema's default property set
+    the default on my instance?"), which is also what snakemake.utils.validate does; it is
+    repeated here because the workflow needs the errors in a different shape.
+    """
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema and name not in instance:
+                    default = subschema["default"]
+                    instance[name] = dict(default) if isinstance(default, dict) else (
+                        list(default) if isinstance(default, list) else default
+                    )
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    parts = []
+    for part in error.absolute_path:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(f".{part}" if parts else str(part))
+    return "".join(parts) or "(top level)"
+
+
+def _allowed(schema: dict) -> str:
+    if "enum" in schema:
+        return ", ".join("false" if v is False else "true" if v is True else str(v)
+                         for v in schema["enum"])
+    if "properties" in schema:
+        return ", ".join(schema["properties"])
+    return ""
+
+
+def format_error(error: jsonschema.ValidationError) -> str:
+    """One line: which key, which value, what is allowed."""
+    key = _key_path(error)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        unknown = sorted(k for k in error.instance if k not in allowed)
+        where = "at top level" if key == "(top level)" else f"under '{key}'"
+        return (
+            f"config key '{unknown[0]}' is not allowed {where}; "
+            f"allowed: {', '.join(error.schema.get('properties', {}))}"
+        )
+    if error.validator == "enum":
+        return f"config {key} = {error.instance!r} is not allowed; allowed: {_allowed(error.schema)}"
+    if error.validator in ("minimum", "exclusiveMinimum"):
+        bound = error.validator_value
+        relation = ">=" if error.validator == "minimum" else ">"
+        return f"config {key} = {error.instance!r} is too small; it must be {relation} {bound}"
+    if error.validator == "type":
+        wanted = error.validator_value
+        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
+        return f"config {key} = {error.instance!r} has the wrong type; expected {wanted}"
+    if error.validator == "uniqueItems":
+        return f"config {key} lists a value twice: {error.instance!r}"
+    if error.validator == "minItems":
+        return f"config {key} is empty; give at least {error.validator_value} value"
+    if error.validator == "propertyNames":
+        return (
+            f"config {key}: name {error.instance!r} is not allowed; use lower-case letters, "
+            "digits and underscores, starting with a letter"
+        )
+    return f"config {key} = {error.instance!r}: {error.message}"
+
+
+def validate(config: dict, schema: dict | None = None) -> dict:
+    """Return a validated copy of `config` with every default filled in.
+
+    Raises NnperfError with one line for the first problem found.
+    """
+    schema = schema if schema is not None else load_schema()
+    instance = normalise(config)
+    validator_class = _with_defaults(jsonschema.Draft202012Validator)
+    validator = validator_class(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        # jsonschema reports the deepest, most specific problem best_match finds.
+        raise NnperfError(format_error(jsonschema.exceptions.best_match(errors)))
+    # Variants are an open mapping (additionalProperties), which the defaults recipe does
+    # not descend into; fill each variant's toggles explicitly.
+    toggles = schema["$defs"]["variant"]["properties"]
+    instance["variants"] = {
+        name: {key: spec["default"] for key, spec in toggles.items()} | dict(settings or {})
+        for name, settings in instance["variants"].items()
+    }
+    if "baseline" not in instance["variants"]:
+        raise NnperfError(
+            "config variants has no 'baseline'; it is the reference every speedup is measured "
+            f"against (variants given: {', '.join(instance['variants'])})"
+        )
+    return instance
+
+
+def resolved_devices(config: dict, detect: Callable[[], str] = devices.detect_best_device) -> list[str]:
+    """Devices of the study with `auto` replaced by the best device here, without repeats."""
+    result: list[str] = []
+    for name in config["devices"]:
+        concrete = detect() if name == "auto" else name
+        if concrete not in result:
+            result.append(concrete)
+    return result
+
+
+def expand_matrix(
+    config: dict, detect: Callable[[], str] = devices.detect_best_device
+) -> tuple[list[RunKey], list[str]]:
+    """All runnable configurations, and one note per device/precision pair left out."""
+    keys: list[RunKey] = []
+    notes: list[str] = []
+    for device, precision in itertools.product(resolved_devices(config, detect), config["precisions"]):
+        if not devices.supports(device, precision):
+            allowed = ", ".join(devices.SUPPORTED_PRECISIONS[device])
+            notes.append(
+                f"note: precision {precision} is left out on {device} "
+                f"(it cannot run there; {device} runs: {allowed})"
+            )
+            continue
+        for model, batch_size, variant in itertools.product(
+            config["models"], config["batch_sizes"], config["variants"]
+        ):
+            keys.append(RunKey(device, model, precision, int(batch_size), variant))
+    return sorted(keys), notes
+
+
+def check_runnable(device: str, precision: str) -> None:
+    """Raise a clear error for a path that names a combination that can never run."""
+    if not devices.supports(device, precision):
+        allowed = ", ".join(devices.SUPPORTED_PRECISIONS.get(device, ()))
+        raise NnperfError(
+            f"precision {precision!r} cannot run on device {device!r}; allowed there: {allowed}"
+        )
+
+
+def unique(values: Iterable[Any]) -> list[Any]:
+    """Values in first-seen order without repeats."""
+    return list(dict.fromkeys(values))

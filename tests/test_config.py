@@ -1,0 +1,133 @@
+"""Config validation: defaults, shorthands, one-line errors and the matrix."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from nnperf import config as study_config
+from nnperf.errors import NnperfError
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return study_config.load_schema(REPO / "workflow/schemas/config.schema.yaml")
+
+
+@pytest.fixture
+def default_config():
+    return yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+
+def error_of(config, schema) -> str:
+    with pytest.raises(NnperfError) as info:
+        study_config.validate(config, schema)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_empty_config_gets_every_default(schema):
+    config = study_config.validate({}, schema)
+    assert config["models"] == ["resnet18_cifar"]
+    assert config["devices"] == ["cpu"]
+    assert config["dataset"] == {
+        "name": "synthetic", "source": None, "md5": None,
+        "synthetic": {"train_images": 2048, "test_images": 256, "seed": 0},
+    }
+    assert config["variants"]["baseline"]["channels_last"] is False
+    assert config["variants"]["baseline"]["compile"] is False
+    assert config["training"]["timed_steps"] == 20
+    assert config["ncu"]["enabled"] == "auto"
+    assert config["report"]["extra_results"] == []
+
+
+def test_every_schema_key_has_description_and_default(schema):
+    def walk(node, path):
+        for name, spec in node.get("properties", {}).items():
+            assert "description" in spec, f"{path}{name} lacks a description"
+            assert "default" in spec, f"{path}{name} lacks a default"
+            walk(spec, f"{path}{name}.")
+
+    walk(schema, "")
+    walk(schema["$defs"]["variant"], "variants.*.")
+
+
+def test_default_config_is_valid(default_config, schema):
+    config = study_config.validate(default_config, schema)
+    assert config["variants"]["tuned"]["channels_last"] is True
+    assert config["variants"]["tuned"]["num_workers"] == 0  # filled from the schema
+
+
+def test_schema_model_enum_matches_the_registry(schema):
+    models = pytest.importorskip("nnperf.models")
+    assert sorted(schema["properties"]["models"]["items"]["enum"]) == sorted(models.MODEL_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"models": ["resnet19"]}, "config models[0] = 'resnet19' is not allowed; allowed: mobilenet_v2"),
+        ({"devices": ["tpu"]}, "config devices[0] = 'tpu' is not allowed; allowed: auto, cpu, cuda, mps"),
+        ({"precisions": ["fp8"]}, "config precisions[0] = 'fp8' is not allowed; allowed: fp32, tf32, fp16, bf16"),
+        ({"batch_sizes": [32, 0]}, "config batch_sizes[1] = 0 is too small; it must be >= 1"),
+        ({"reps": 0}, "config reps = 0 is too small; it must be >= 1"),
+        ({"batch_size": [32]}, "config key 'batch_size' is not allowed at top level; allowed: study"),
+        ({"training": {"timed_step": 3}}, "config key 'timed_step' is not allowed under 'training'; allowed: warmup_steps"),
+        ({"variants": {"baseline": {}, "fast": {"channel_last": True}}}, "config key 'channel_last' is not allowed under 'variants.fast'"),
+        ({"variants": {"baseline": {}, "fast": {"compile": "turbo"}}}, "config variants.fast.compile = 'turbo' is not allowed; allowed: false, default, reduce-overhead, max-autotune"),
+        ({"dataset": {"name": "imagenet"}}, "config dataset.name = 'imagenet' is not allowed; allowed: synthetic, cifar10, cifar100"),
+        ({"reps": "three"}, "config reps = 'three' has the wrong type; expected integer"),
+        ({"batch_sizes": [32, 32]}, "config batch_sizes lists a value twice"),
+        ({"variants": {"tuned": {}}}, "config variants has no 'baseline'"),
+        ({"ncu": {"enabled": "sometimes"}}, "config ncu.enabled = 'sometimes' is not allowed; allowed: auto, true, false"),
+    ],
+)
+def test_bad_input_is_one_clear_line(default_config, schema, change, expected):
+    config = copy.deepcopy(default_config)
+    config.update(change)
+    assert error_of(config, schema).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "expected"),
+    [
+        ({"models": "resnet18_cifar,vgg16_cifar"}, "models", ["resnet18_cifar", "vgg16_cifar"]),
+        ({"batch_sizes": 64}, "batch_sizes", [64]),
+        ({"batch_sizes": "16,64"}, "batch_sizes", [16, 64]),
+        ({"devices": "auto"}, "devices", ["auto"]),
+        ({"dataset": "cifar10"}, "dataset", {"name": "cifar10", "source": None, "md5": None,
+                                            "synthetic": {"train_images": 2048, "test_images": 256, "seed": 0}}),
+    ],
+)
+def test_command_line_shorthands(schema, override, key, expected):
+    assert study_config.validate(override, schema)[key] == expected
+
+
+def test_matrix_leaves_out_impossible_pairs_with_a_note(schema):
+    config = study_config.validate(
+        {"devices": ["cpu", "cuda"], "precisions": ["fp32", "tf32"], "batch_sizes": [8, 16],
+         "variants": {"baseline": {}, "tuned": {"channels_last": True}}},
+        schema,
+    )
+    keys, notes = study_config.expand_matrix(config, detect=lambda: "cpu")
+    # cuda: 2 precisions x 2 batch sizes x 2 variants; cpu: fp32 only x 2 x 2
+    assert len(keys) == 2 * 2 * 2 + 1 * 2 * 2
+    assert not any(k.device == "cpu" and k.precision == "tf32" for k in keys)
+    assert notes == ["note: precision tf32 is left out on cpu (it cannot run there; cpu runs: fp32, bf16)"]
+
+
+def test_auto_device_resolves_once(schema):
+    config = study_config.validate({"devices": ["auto", "cuda"]}, schema)
+    assert study_config.resolved_devices(config, detect=lambda: "cuda") == ["cuda"]
+    assert study_config.resolved_devices(config, detect=lambda: "cpu") == ["cpu", "cuda"]
+
+
+def test_check_runnable_names_the_pair():
+    with pytest.raises(NnperfError, match="precision 'tf32' cannot run on device 'cpu'; allowed there: fp32, bf16"):
+        study_config.check_runnable("cpu", "tf32")
+    study_config.check_runnable("cuda", "tf32")

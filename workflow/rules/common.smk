@@ -1,0 +1,90 @@
+# Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
+# input functions. Rule files hold rules only.
+
+import sys
+from pathlib import Path
+
+# Use the library of this checkout, whether or not nnperf is pip-installed: every result
+# must come from the code whose git commit it records. Jobs get the same via NNPERF.
+NNPERF_SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, NNPERF_SRC)
+
+from nnperf import config as study_config
+from nnperf import devices as nnperf_devices
+from nnperf.errors import NnperfError
+from snakemake.settings.types import DeploymentMethod
+
+try:
+    config = study_config.validate(
+        config,
+        study_config.load_schema(
+            Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+        ),
+    )
+except NnperfError as error:
+    sys.exit(f"nnperf: {error}")
+
+
+def nnperf_command():
+    """How jobs call the nnperf CLI.
+
+    Normally the interpreter running Snakemake, so a job never picks up another
+    environment's torch from PATH; under `--sdm conda` the rule's own environment.
+    """
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        python = "python"
+    else:
+        python = sys.executable
+    return (
+        f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
+    )
+
+
+NNPERF = nnperf_command()
+
+DATASET = config["dataset"]["name"]
+DATA_DIR = f"resources/data/{DATASET}"
+MATRIX, MATRIX_NOTES = study_config.expand_matrix(config)
+DEVICES = study_config.resolved_devices(config)
+REPS = list(range(config["reps"]))
+
+for note in MATRIX_NOTES:
+    print(f"nnperf {note}", file=sys.stderr)
+
+
+wildcard_constraints:
+    dataset="synthetic|cifar10|cifar100",
+    device="|".join(nnperf_devices.DEVICES),
+    model=r"[a-z0-9_]+",
+    precision="|".join(nnperf_devices.PRECISIONS),
+    batch_size=r"\d+",
+    variant=r"[a-z][a-z0-9_]*",
+    rep=r"\d+",
+
+
+def dataset_flags():
+    """Command-line flags of `nnperf prepare-dataset` for the configured dataset."""
+    data = config["dataset"]
+    flags = [
+        f"--synthetic-train-images {data['synthetic']['train_images']}",
+        f"--synthetic-test-images {data['synthetic']['test_images']}",
+        f"--seed {data['synthetic']['seed']}",
+    ]
+    if data["source"]:
+        flags.append(f"--source '{data['source']}'")
+    if data["md5"]:
+        flags.append(f"--md5 {data['md5']}")
+    return " ".join(flags)
+
+
+def complexity_outputs():
+    return expand("results/complexity/{model}.json", model=config["models"])
+
+
+def data_outputs():
+    return [DATA_DIR]
+
+
+def get_final_output():
+    """Every file the study asks for; `rule all` builds exactly this."""
+    return data_outputs() + complexity_outputs()

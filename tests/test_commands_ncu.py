@@ -232,3 +232,39 @@ def test_every_flag_is_documented():
              if a.option_strings}
     assert {"--report", "--arch", "--clock-control", "--replay-mode", "--cache-control", "--ncu",
             "--meta", "--dry-run"} <= flags
+
+
+def test_nnperf_step_target_runs_under_this_interpreter(capsys):
+    assert main(["ncu-command", "profile", "--report", "r.ncu-rep", "--arch", "hopper", "--dry-run",
+                 "--nnperf-step", "--", "--model", "resnet18_cifar", "--batch-size", "256"]) == 0
+    argv = shlex.split(capsys.readouterr().out)
+    assert argv[-7:] == [sys.executable, "-m", "nnperf", "step", "--model", "resnet18_cifar",
+                         "--batch-size", "256"][-7:]
+    assert argv[argv.index("-o") + 2:] == [sys.executable, "-m", "nnperf", "step", "--model",
+                                           "resnet18_cifar", "--batch-size", "256"]
+
+
+def test_roofline_points_from_summary_and_empty_config_figure(tmp_path):
+    summary = tmp_path / "summary.csv"
+    pd.DataFrame([
+        {"device": "cpu", "model": "tiny", "precision": "fp32", "batch_size": 4,
+         "variant": "baseline", "status": "ok", "step_time_s_median": 0.25},
+        {"device": "cpu", "model": "tiny", "precision": "fp32", "batch_size": 512,
+         "variant": "baseline", "status": "oom", "step_time_s_median": float("nan")},
+    ]).to_csv(summary, index=False)
+    complexity = tmp_path / "tiny.json"
+    complexity.write_text(json.dumps({
+        "schema_version": 1, "model": "tiny", "train_step_flops_per_image": 1e6,
+        "traffic": {"fp32": {"fixed_bytes": 100, "per_image_bytes": 10}}}))
+    points = tmp_path / "points.csv"
+    assert main(["roofline-points", "--summary", str(summary), "--complexity", str(complexity),
+                 "--output", str(points)]) == 0
+    frame = pd.read_csv(points)
+    assert len(frame) == 1
+    row = frame.iloc[0]
+    assert (row["flops"], row["bytes"], row["time_s"]) == (4e6, 140, 0.25)
+    empty = tmp_path / "oom.png"
+    assert main(["plot-roofline", "--points", str(points), "--device", "cpu", "--model", "tiny",
+                 "--precision", "fp32", "--batch-size", "512", "--variant", "baseline",
+                 "--output", str(empty)]) == 0
+    assert empty.read_bytes()[:4] == b"\x89PNG"

@@ -57,6 +57,9 @@ def register(subparsers) -> None:
                          help="sidecar JSON (default: the report path with .ncu.json)")
     profile.add_argument("--dry-run", action="store_true",
                          help="print the ncu command line and exit without running it")
+    profile.add_argument("--nnperf-step", action="store_true",
+                         help="the target is `nnperf step` run by this same interpreter (so it "
+                              "sees the same nnperf and torch); the words after '--' are its flags")
     profile.add_argument("target", nargs=argparse.REMAINDER,
                          help="the command to profile, after '--' (e.g. nnperf step ...)")
 
@@ -120,6 +123,8 @@ def run_profile(args) -> int:
     target = list(args.target)
     if target and target[0] == "--":
         target = target[1:]
+    if args.nnperf_step:
+        target = [sys.executable, "-m", "nnperf", "step", *target]
     if not str(args.report).endswith(".ncu-rep"):
         raise NnperfError(f"--report {str(args.report)!r} must end in .ncu-rep")
     executable = args.ncu if args.dry_run else _require_ncu(args.ncu)

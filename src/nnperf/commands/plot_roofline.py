@@ -16,7 +16,6 @@ from nnperf import roofline
 from nnperf.commands.roofline_points import read_kernels
 from nnperf.errors import NnperfError
 from nnperf.io import atomic_path, read_json
-from nnperf.kernels import CONFIG_KEYS
 
 
 def register(subparsers) -> None:
@@ -84,15 +83,13 @@ def run(args) -> int:
         if absent:
             raise NnperfError(f"--kind config needs {', '.join(absent)}")
         selected = _select(points, config)
-        if selected.empty:
-            raise NnperfError(
-                f"{args.points}: no points for " + "/".join(str(config[k]) for k in CONFIG_KEYS)
-            )
+        # An out-of-memory config has no point; that is a result, drawn as an empty roofline.
         config_kernels = _select(kernels, config) if kernels is not None else None
         ceilings = (roofline.ncu_ceilings(roofline.step_kernels(config_kernels))
                     if config_kernels is not None and not config_kernels.empty else None)
+        sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
         title = (f"{args.device} {args.model} {args.precision} bs{args.batch_size} {args.variant}: "
-                 f"hierarchical roofline ({', '.join(sorted(set(selected['source'])))})")
+                 f"hierarchical roofline ({sources})")
         figure = plot_config_roofline(
             selected, title=title, ncu_ceilings=ceilings, precision=args.precision,
             json_roofs=roofline.json_ceilings(document, [roofline.PRECISION_DTYPE[args.precision]])

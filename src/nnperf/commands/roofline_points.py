@@ -27,6 +27,9 @@ def register(subparsers) -> None:
                         help="kernels table from ncu-kernels (optional: no ncu points without it)")
     parser.add_argument("--runs", nargs="*", type=Path, default=[],
                         help="run JSONs (rep*.json) whose median step times give analytic points")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="summary.csv of the timed runs; its step_time_s_median gives the "
+                             "analytic points (alternative to --runs)")
     parser.add_argument("--complexity", nargs="*", type=Path, default=[],
                         help="complexity JSONs (results/complexity/{model}.json)")
     parser.add_argument("--output", required=True, type=Path,
@@ -61,6 +64,27 @@ def read_kernels(path: Path | None) -> pd.DataFrame:
     return frame
 
 
+def summary_as_runs(path: Path) -> list[dict]:
+    """Rows of summary.csv with a median step time, in the shape `median_step_times` reads."""
+    try:
+        frame = pd.read_csv(path, dtype={"device": str, "model": str, "precision": str,
+                                         "variant": str})
+    except FileNotFoundError:
+        raise NnperfError(f"{path}: file not found") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise NnperfError(f"{path}: not a summary table ({type(exc).__name__})") from None
+    needed = ["device", "model", "precision", "batch_size", "variant", "step_time_s_median"]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise NnperfError(f"{path}: summary table lacks columns {', '.join(missing)}")
+    runs = []
+    for row in frame.dropna(subset=["step_time_s_median"]).itertuples(index=False):
+        runs.append({"status": "ok", "device": row.device, "model": row.model,
+                     "precision": row.precision, "batch_size": int(row.batch_size),
+                     "variant": row.variant, "step_time_s": {"median": float(row.step_time_s_median)}})
+    return runs
+
+
 def read_complexities(paths: list[Path]) -> dict[str, dict]:
     documents = {}
     for path in paths:
@@ -77,6 +101,8 @@ def run(args) -> int:
             raise NnperfError(f"--{name.replace('_', '-')} {getattr(args, name)} must be positive")
     kernels = read_kernels(args.kernels)
     runs = [read_json(path) for path in args.runs]
+    if args.summary is not None:
+        runs += summary_as_runs(args.summary)
     complexities = read_complexities(args.complexity)
     parts = [roofline.ncu_points(kernels), roofline.analytic_points(complexities, runs)]
     parts = [p for p in parts if not p.empty]

@@ -131,7 +131,10 @@ def _finish(ax, fig: Figure, xlim: tuple, ylim: tuple, title: str) -> Figure:
     ax.set_ylabel(Y_LABEL)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     return fig
 

@@ -72,6 +72,11 @@ def normalise(config: dict) -> dict:
         result["dataset"] = {"name": result["dataset"]}
     if isinstance(result.get("ncu"), (bool, str)):
         result["ncu"] = {"enabled": result["ncu"]}
+    ncu = result.get("ncu")
+    if isinstance(ncu, dict) and isinstance(ncu.get("enabled"), str):
+        # `--config ncu=true` arrives as the string 'true'; the schema's enum has YAML booleans.
+        word = ncu["enabled"].strip().lower()
+        result["ncu"] = {**ncu, "enabled": {"true": True, "false": False}.get(word, ncu["enabled"])}
     return result
 
 

@@ -1,6 +1,7 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,7 +12,10 @@ sys.path.insert(0, NNPERF_SRC)
 
 from nnperf import config as study_config
 from nnperf import devices as nnperf_devices
+from nnperf import ncu as nnperf_ncu
+from nnperf.config import unique
 from nnperf.errors import NnperfError
+from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 try:
@@ -85,6 +89,118 @@ def data_outputs():
     return [DATA_DIR]
 
 
+# --- Nsight Compute profiles and the roofline -------------------------------------------
+
+NCU_ON_PATH = shutil.which("ncu") is not None
+PROFILE = "results/profiles/{device}/{model}/{precision}/bs{batch_size}/{variant}"
+
+for device in DEVICES:
+    reason = nnperf_ncu.ncu_exclusion_reason(config["ncu"]["enabled"], device, NCU_ON_PATH)
+    if reason:
+        print(f"nnperf note: {reason}", file=sys.stderr)
+
+
+def ncu_keys():
+    """Configurations profiled under ncu: CUDA ones where `ncu.enabled` allows it, at the
+    `ncu.batch_sizes` (all batch sizes when null)."""
+    sizes = config["ncu"]["batch_sizes"]
+    return [
+        key
+        for key in MATRIX
+        if nnperf_ncu.ncu_included(config["ncu"]["enabled"], key.device, NCU_ON_PATH)
+        and (sizes is None or key.batch_size in sizes)
+    ]
+
+
+def profile_csvs():
+    return [PROFILE.format(**key.as_dict()) + ".csv" for key in ncu_keys()]
+
+
+def profile_metas():
+    return [PROFILE.format(**key.as_dict()) + ".ncu.json" for key in ncu_keys()]
+
+
+def ncu_step_flags(wildcards):
+    """Flags of `nnperf step` (timing stage) for the profiled configuration."""
+    return (
+        f"--device {wildcards.device} --model {wildcards.model}"
+        f" --precision {wildcards.precision} --batch-size {wildcards.batch_size}"
+        f" --variant {wildcards.variant} --dataset {DATASET} --data-dir {DATA_DIR}"
+        f" --warmup-steps {config['ncu']['warmup_steps']}"
+    )
+
+
+def has_rule(name):
+    """Whether another stage's rule file defined `name` (stages land one at a time)."""
+    try:
+        getattr(rules, name)
+    except (AttributeError, WorkflowError):
+        return False
+    return True
+
+
+def timing_summary():
+    """The timed runs' summary table; empty until the timing stage defines aggregate_runs."""
+    return ["results/tables/summary.csv"] if has_rule("aggregate_runs") else []
+
+
+def ceilings_of(device):
+    """The ceilings JSON of `device`; empty until the ceilings stage defines its rule."""
+    return [f"results/ceilings/{device}.json"] if has_rule("ceilings") else []
+
+
+def roofline_points_inputs(wildcards):
+    inputs = {"summary": timing_summary(), "complexity": complexity_outputs()}
+    if ncu_keys():
+        inputs["kernels"] = "results/tables/kernels.csv"
+    return inputs
+
+
+def roofline_points_flags(wildcards, input):
+    flags = [f"--complexity {' '.join(input.complexity)}"]
+    if input.summary:
+        flags.append(f"--summary {input.summary}")
+    if "kernels" in input.keys():
+        flags.append(f"--kernels {input.kernels}")
+    return " ".join(flags)
+
+
+def plot_roofline_inputs(wildcards):
+    inputs = {
+        "points": "results/tables/roofline_points.csv",
+        "ceilings": ceilings_of(wildcards.device),
+    }
+    if ncu_keys():
+        inputs["kernels"] = "results/tables/kernels.csv"
+    return inputs
+
+
+def plot_roofline_flags(wildcards, input):
+    flags = []
+    if input.ceilings:
+        flags.append(f"--ceilings {input.ceilings}")
+    if "kernels" in input.keys():
+        flags.append(f"--kernels {input.kernels}")
+    return " ".join(flags)
+
+
+def ncu_outputs():
+    return ["results/tables/kernels.csv"] if ncu_keys() else []
+
+
+def roofline_outputs():
+    """Points and figures. The per-config hierarchical roofline is drawn for every profiled
+    configuration; the step-level roofline for every device (analytic on CPU/MPS). Analytic
+    points need timed runs, so without the timing stage only profiled configs are drawn."""
+    if not (timing_summary() or ncu_keys()):
+        return []
+    figure = "results/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.png"
+    figures = [figure.format(**key.as_dict()) for key in ncu_keys()]
+    devices = DEVICES if timing_summary() else unique(key.device for key in ncu_keys())
+    steps = expand("results/figures/roofline_steps/{device}.png", device=devices)
+    return ["results/tables/roofline_points.csv"] + figures + steps
+
+
 def get_final_output():
     """Every file the study asks for; `rule all` builds exactly this."""
-    return data_outputs() + complexity_outputs()
+    return data_outputs() + complexity_outputs() + ncu_outputs() + roofline_outputs()

@@ -74,9 +74,9 @@ def normalise(config: dict) -> dict:
         result["ncu"] = {"enabled": result["ncu"]}
     ncu = result.get("ncu")
     if isinstance(ncu, dict) and isinstance(ncu.get("enabled"), str):
-        # `--config ncu=true` arrives as the string 'true'; the schema's enum has YAML booleans.
-        word = ncu["enabled"].strip().lower()
-        result["ncu"] = {**ncu, "enabled": {"true": True, "false": False}.get(word, ncu["enabled"])}
+        # `--config ncu=true` may arrive as the string "true".
+        words = {"true": True, "false": False}
+        result["ncu"] = {**ncu, "enabled": words.get(ncu["enabled"].lower(), ncu["enabled"])}
     return result
 
 

@@ -1,1 +1,1 @@
-"""Figures: each module turns tidy tables into a matplotlib Figure (Agg), nothing else."""
+"""Figures: one module per figure kind, each returning a matplotlib Figure (Agg, no pyplot)."""

@@ -16,8 +16,19 @@ import math
 PUSH_POP = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 START_END = "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 META_HEADER = [
-    "ID", "Process ID", "Process Name", "Host Name", PUSH_POP, START_END, "Kernel Name",
-    "Context", "Stream", "Block Size", "Grid Size", "Device", "CC",
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    PUSH_POP,
+    START_END,
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
 ]
 
 

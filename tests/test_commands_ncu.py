@@ -24,7 +24,7 @@ from nnperf.io import read_json
 
 DATA = Path(__file__).parent / "data" / "ncu"
 
-FAKE_NCU = '''#!{python}
+FAKE_NCU = """#!{python}
 import json, os, pathlib, subprocess, sys
 args = sys.argv[1:]
 if args == ["--version"]:
@@ -41,7 +41,7 @@ target = args[stem_at + 1:]
 rc = subprocess.call(target)
 pathlib.Path(args[stem_at] + ".ncu-rep").write_bytes(b"fake report")
 sys.exit(rc)
-'''
+"""
 
 
 @pytest.fixture
@@ -61,33 +61,62 @@ def _one_line_error(capsys, verb: str) -> str:
     prefix = f"nnperf {verb}: error: "
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith(prefix)]
     assert len(errors) == 1, errors
-    return errors[0][len(prefix):]
+    return errors[0][len(prefix) :]
 
 
 def test_profile_dry_run_prints_the_command(capsys):
-    rc = main(["ncu-command", "profile", "--report", "r/baseline.ncu-rep", "--arch", "ampere",
-               "--clock-control", "none", "--dry-run", "--", "nnperf", "step", "--batch-size", "8"])
+    rc = main(
+        [
+            "ncu-command",
+            "profile",
+            "--report",
+            "r/baseline.ncu-rep",
+            "--arch",
+            "ampere",
+            "--clock-control",
+            "none",
+            "--dry-run",
+            "--",
+            "nnperf",
+            "step",
+            "--batch-size",
+            "8",
+        ]
+    )
     assert rc == 0
     argv = shlex.split(capsys.readouterr().out)
-    assert argv == ncu.profile_command(["nnperf", "step", "--batch-size", "8"], "r/baseline.ncu-rep",
-                                       ncu.metric_set("ampere").metrics(), clock_control="none")
+    assert argv == ncu.profile_command(
+        ["nnperf", "step", "--batch-size", "8"],
+        "r/baseline.ncu-rep",
+        ncu.metric_set("ampere").metrics(),
+        clock_control="none",
+    )
 
 
 def test_export_dry_run(capsys):
-    assert main(["ncu-command", "export", "--report", "a.ncu-rep", "--csv", "a.csv", "--dry-run"]) == 0
+    assert (
+        main(["ncu-command", "export", "--report", "a.ncu-rep", "--csv", "a.csv", "--dry-run"]) == 0
+    )
     assert capsys.readouterr().out.strip() == "ncu --import a.ncu-rep --csv --page raw"
 
 
 @pytest.mark.parametrize("mode", ["profile", "export"])
 def test_missing_ncu_is_one_clear_line(capsys, tmp_path, mode):
-    args = (["profile", "--report", str(tmp_path / "r.ncu-rep"), "--", "true"] if mode == "profile"
-            else ["export", "--report", str(tmp_path / "r.ncu-rep"), "--csv", str(tmp_path / "r.csv")])
-    rc = main(["ncu-command", *args, "--ncu", "/nonexistent/ncu"] if mode == "export"
-              else ["ncu-command", "profile", "--ncu", "/nonexistent/ncu", *args[1:]])
+    args = (
+        ["profile", "--report", str(tmp_path / "r.ncu-rep"), "--", "true"]
+        if mode == "profile"
+        else ["export", "--report", str(tmp_path / "r.ncu-rep"), "--csv", str(tmp_path / "r.csv")]
+    )
+    rc = main(
+        ["ncu-command", *args, "--ncu", "/nonexistent/ncu"]
+        if mode == "export"
+        else ["ncu-command", "profile", "--ncu", "/nonexistent/ncu", *args[1:]]
+    )
     assert rc == 2
     assert _one_line_error(capsys, "ncu-command") == (
         "ncu executable '/nonexistent/ncu' not found on PATH; install Nsight Compute (CUDA "
-        "toolkit) or set ncu.enabled: false in the config")
+        "toolkit) or set ncu.enabled: false in the config"
+    )
 
 
 def test_profile_runs_the_target_under_ncu_and_records_settings(fake_ncu):
@@ -95,8 +124,20 @@ def test_profile_runs_the_target_under_ncu_and_records_settings(fake_ncu):
     report = profiles / "baseline.ncu-rep"
     marker = fake_ncu / "target_ran.txt"
     target = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('stepped')"]
-    rc = main(["ncu-command", "profile", "--report", str(report), "--arch", "9.0",
-               "--clock-control", "none", "--", *target])
+    rc = main(
+        [
+            "ncu-command",
+            "profile",
+            "--report",
+            str(report),
+            "--arch",
+            "9.0",
+            "--clock-control",
+            "none",
+            "--",
+            *target,
+        ]
+    )
     assert rc == 0
     assert marker.read_text() == "stepped"
     assert report.read_bytes() == b"fake report"
@@ -113,23 +154,52 @@ def test_profile_runs_the_target_under_ncu_and_records_settings(fake_ncu):
 
 
 def test_profile_failure_of_the_target_is_an_error(fake_ncu, capsys):
-    rc = main(["ncu-command", "profile", "--report", str(fake_ncu / "r.ncu-rep"), "--arch", "hopper",
-               "--", sys.executable, "-c", "raise SystemExit(3)"])
+    rc = main(
+        [
+            "ncu-command",
+            "profile",
+            "--report",
+            str(fake_ncu / "r.ncu-rep"),
+            "--arch",
+            "hopper",
+            "--",
+            sys.executable,
+            "-c",
+            "raise SystemExit(3)",
+        ]
+    )
     assert rc == 2
     captured = capsys.readouterr().err.splitlines()
-    assert captured[0].startswith("nnperf ncu-command: ") and "--nvtx-include nnperf_step" in captured[0]
-    assert captured[-1].startswith("nnperf ncu-command: error: ncu exited with status 3 profiling: ")
+    assert (
+        captured[0].startswith("nnperf ncu-command: ")
+        and "--nvtx-include nnperf_step" in captured[0]
+    )
+    assert captured[-1].startswith(
+        "nnperf ncu-command: error: ncu exited with status 3 profiling: "
+    )
 
 
 def test_export_then_kernels_table(fake_ncu):
     profiles = fake_ncu / "results/profiles/cuda/resnet18/bf16/bs256"
     profiles.mkdir(parents=True)
     (profiles / "baseline.ncu-rep").write_bytes(b"fake report")
-    (profiles / "baseline.ncu.json").write_text(json.dumps(
-        {"schema_version": 1, "arch": "hopper", "clock_control": "none"}))
+    (profiles / "baseline.ncu.json").write_text(
+        json.dumps({"schema_version": 1, "arch": "hopper", "clock_control": "none"})
+    )
     csv_path = profiles / "baseline.csv"
-    assert main(["ncu-command", "export", "--report", str(profiles / "baseline.ncu-rep"),
-                 "--csv", str(csv_path)]) == 0
+    assert (
+        main(
+            [
+                "ncu-command",
+                "export",
+                "--report",
+                str(profiles / "baseline.ncu-rep"),
+                "--csv",
+                str(csv_path),
+            ]
+        )
+        == 0
+    )
     assert csv_path.read_text() == (DATA / "h100_bf16_resnet18.csv").read_text()
     out = fake_ncu / "results/tables/kernels.csv"
     assert main(["ncu-kernels", str(csv_path), "--output", str(out)]) == 0
@@ -158,7 +228,10 @@ def test_export_exit_status_is_reported(fake_ncu, capsys, tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_NCU_EXIT", "1")
     report = tmp_path / "r.ncu-rep"
     report.write_bytes(b"x")
-    assert main(["ncu-command", "export", "--report", str(report), "--csv", str(tmp_path / "c.csv")]) == 2
+    assert (
+        main(["ncu-command", "export", "--report", str(report), "--csv", str(tmp_path / "c.csv")])
+        == 2
+    )
     assert "exited with status 1" in _one_line_error(capsys, "ncu-command")
 
 
@@ -171,7 +244,8 @@ def test_ncu_kernels_errors_name_file_and_line(tmp_path, capsys):
     path.write_text("\n".join(lines) + "\n")
     assert main(["ncu-kernels", str(path), "--output", str(tmp_path / "k.csv")]) == 2
     assert _one_line_error(capsys, "ncu-kernels") == (
-        f"{path}:6: column gpu__time_duration.sum: '2.520,00' is not a number or n/a")
+        f"{path}:6: column gpu__time_duration.sum: '2.520,00' is not a number or n/a"
+    )
     wrong = tmp_path / "elsewhere.csv"
     wrong.write_text((DATA / "a100_fp32_resnet18.csv").read_text())
     assert main(["ncu-kernels", str(wrong), "--output", str(tmp_path / "k.csv")]) == 2
@@ -191,25 +265,70 @@ def test_roofline_points_and_plots_from_kernels(tmp_path):
     table = tmp_path / "kernels.csv"
     assert main(["ncu-kernels", str(profile), "--output", str(table)]) == 0
     points, flops = tmp_path / "points.csv", tmp_path / "flops.csv"
-    assert main(["roofline-points", "--kernels", str(table), "--output", str(points),
-                 "--flops-table", str(flops)]) == 0
+    assert (
+        main(
+            [
+                "roofline-points",
+                "--kernels",
+                str(table),
+                "--output",
+                str(points),
+                "--flops-table",
+                str(flops),
+            ]
+        )
+        == 0
+    )
     frame = pd.read_csv(points)
     assert len(frame) == 8 * 3 + 3
     comparison = pd.read_csv(flops).iloc[0]
     assert comparison["calibration_ratio"] == pytest.approx(1.000722, rel=1e-5)
     assert bool(comparison["calibration_ok"])
     figure = tmp_path / "fig.png"
-    assert main(["plot-roofline", "--points", str(points), "--kernels", str(table), "--device", "cuda",
-                 "--model", "resnet18", "--precision", "bf16", "--batch-size", "256",
-                 "--variant", "baseline", "--output", str(figure)]) == 0
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--points",
+                str(points),
+                "--kernels",
+                str(table),
+                "--device",
+                "cuda",
+                "--model",
+                "resnet18",
+                "--precision",
+                "bf16",
+                "--batch-size",
+                "256",
+                "--variant",
+                "baseline",
+                "--output",
+                str(figure),
+            ]
+        )
+        == 0
+    )
     assert figure.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_plot_roofline_errors(tmp_path, capsys):
     points = tmp_path / "points.csv"
     points.write_text(",".join(["device", "model"]) + "\ncpu,m\n")
-    assert main(["plot-roofline", "--points", str(points), "--device", "cpu", "--output",
-                 str(tmp_path / "f.png")]) == 2
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--points",
+                str(points),
+                "--device",
+                "cpu",
+                "--output",
+                str(tmp_path / "f.png"),
+            ]
+        )
+        == 2
+    )
     assert "points table lacks columns" in _one_line_error(capsys, "plot-roofline")
 
 
@@ -221,50 +340,156 @@ def _subparsers(parser):
 
 def test_every_flag_is_documented():
     verbs = dict(_subparsers(build_parser()))
-    parsers = [verbs["ncu-kernels"], verbs["roofline-points"], verbs["plot-roofline"],
-               *dict(_subparsers(verbs["ncu-command"])).values()]
+    parsers = [
+        verbs["ncu-kernels"],
+        verbs["roofline-points"],
+        verbs["plot-roofline"],
+        *dict(_subparsers(verbs["ncu-command"])).values(),
+    ]
     for parser in parsers:
         for action in parser._actions:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
                 continue
             assert action.help and len(action.help) > 10, (parser.prog, action.dest)
-    flags = {a.option_strings[0] for a in dict(_subparsers(verbs["ncu-command"]))["profile"]._actions
-             if a.option_strings}
-    assert {"--report", "--arch", "--clock-control", "--replay-mode", "--cache-control", "--ncu",
-            "--meta", "--dry-run"} <= flags
+    flags = {
+        a.option_strings[0]
+        for a in dict(_subparsers(verbs["ncu-command"]))["profile"]._actions
+        if a.option_strings
+    }
+    assert {
+        "--report",
+        "--arch",
+        "--clock-control",
+        "--replay-mode",
+        "--cache-control",
+        "--ncu",
+        "--meta",
+        "--dry-run",
+    } <= flags
 
 
 def test_nnperf_step_target_runs_under_this_interpreter(capsys):
-    assert main(["ncu-command", "profile", "--report", "r.ncu-rep", "--arch", "hopper", "--dry-run",
-                 "--nnperf-step", "--", "--model", "resnet18_cifar", "--batch-size", "256"]) == 0
+    assert (
+        main(
+            [
+                "ncu-command",
+                "profile",
+                "--report",
+                "r.ncu-rep",
+                "--arch",
+                "hopper",
+                "--dry-run",
+                "--nnperf-step",
+                "--",
+                "--model",
+                "resnet18_cifar",
+                "--batch-size",
+                "256",
+            ]
+        )
+        == 0
+    )
     argv = shlex.split(capsys.readouterr().out)
-    assert argv[-7:] == [sys.executable, "-m", "nnperf", "step", "--model", "resnet18_cifar",
-                         "--batch-size", "256"][-7:]
-    assert argv[argv.index("-o") + 2:] == [sys.executable, "-m", "nnperf", "step", "--model",
-                                           "resnet18_cifar", "--batch-size", "256"]
+    assert (
+        argv[-7:]
+        == [
+            sys.executable,
+            "-m",
+            "nnperf",
+            "step",
+            "--model",
+            "resnet18_cifar",
+            "--batch-size",
+            "256",
+        ][-7:]
+    )
+    assert argv[argv.index("-o") + 2 :] == [
+        sys.executable,
+        "-m",
+        "nnperf",
+        "step",
+        "--model",
+        "resnet18_cifar",
+        "--batch-size",
+        "256",
+    ]
 
 
 def test_roofline_points_from_summary_and_empty_config_figure(tmp_path):
     summary = tmp_path / "summary.csv"
-    pd.DataFrame([
-        {"device": "cpu", "model": "tiny", "precision": "fp32", "batch_size": 4,
-         "variant": "baseline", "status": "ok", "step_time_s_median": 0.25},
-        {"device": "cpu", "model": "tiny", "precision": "fp32", "batch_size": 512,
-         "variant": "baseline", "status": "oom", "step_time_s_median": float("nan")},
-    ]).to_csv(summary, index=False)
+    pd.DataFrame(
+        [
+            {
+                "device": "cpu",
+                "model": "tiny",
+                "precision": "fp32",
+                "batch_size": 4,
+                "variant": "baseline",
+                "status": "ok",
+                "step_time_s_median": 0.25,
+            },
+            {
+                "device": "cpu",
+                "model": "tiny",
+                "precision": "fp32",
+                "batch_size": 512,
+                "variant": "baseline",
+                "status": "oom",
+                "step_time_s_median": float("nan"),
+            },
+        ]
+    ).to_csv(summary, index=False)
     complexity = tmp_path / "tiny.json"
-    complexity.write_text(json.dumps({
-        "schema_version": 1, "model": "tiny", "train_step_flops_per_image": 1e6,
-        "traffic": {"fp32": {"fixed_bytes": 100, "per_image_bytes": 10}}}))
+    complexity.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "model": "tiny",
+                "train_step_flops_per_image": 1e6,
+                "traffic": {"fp32": {"fixed_bytes": 100, "per_image_bytes": 10}},
+            }
+        )
+    )
     points = tmp_path / "points.csv"
-    assert main(["roofline-points", "--summary", str(summary), "--complexity", str(complexity),
-                 "--output", str(points)]) == 0
+    assert (
+        main(
+            [
+                "roofline-points",
+                "--summary",
+                str(summary),
+                "--complexity",
+                str(complexity),
+                "--output",
+                str(points),
+            ]
+        )
+        == 0
+    )
     frame = pd.read_csv(points)
     assert len(frame) == 1
     row = frame.iloc[0]
     assert (row["flops"], row["bytes"], row["time_s"]) == (4e6, 140, 0.25)
     empty = tmp_path / "oom.png"
-    assert main(["plot-roofline", "--points", str(points), "--device", "cpu", "--model", "tiny",
-                 "--precision", "fp32", "--batch-size", "512", "--variant", "baseline",
-                 "--output", str(empty)]) == 0
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--points",
+                str(points),
+                "--device",
+                "cpu",
+                "--model",
+                "tiny",
+                "--precision",
+                "fp32",
+                "--batch-size",
+                "512",
+                "--variant",
+                "baseline",
+                "--output",
+                str(empty),
+            ]
+        )
+        == 0
+    )
     assert empty.read_bytes()[:4] == b"\x89PNG"

@@ -30,14 +30,18 @@ def _lines(ax) -> dict[str, str]:
     return {line.get_label(): line.get_linestyle() for line in ax.get_lines()}
 
 
-JSON_DOC = {"measured": {"gemm_flop_s": {"bf16": 6.5e14}, "memory_bandwidth_bytes_s": 2.9e12},
-            "datasheet": {"flop_s": {"bf16": 9.89e14}, "memory_bandwidth_bytes_s": 3.35e12}}
+JSON_DOC = {
+    "measured": {"gemm_flop_s": {"bf16": 6.5e14}, "memory_bandwidth_bytes_s": 2.9e12},
+    "datasheet": {"flop_s": {"bf16": 9.89e14}, "memory_bandwidth_bytes_s": 3.35e12},
+}
 
 
 def test_config_roofline_figure(h100):
     table, points = h100
     figure = plots.plot_config_roofline(
-        points, title="cuda resnet18 bf16 bs256 baseline", precision="bf16",
+        points,
+        title="cuda resnet18 bf16 bs256 baseline",
+        precision="bf16",
         ncu_ceilings=roofline.ncu_ceilings(roofline.step_kernels(table)),
         json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]),
     )
@@ -58,9 +62,19 @@ def test_config_roofline_figure(h100):
         assert lines["datasheet bf16: 989 TFLOP/s"] == "--"
         assert lines["datasheet memory: 3.35 TB/s"] == "--"
         legend = _legend_texts(ax)
-        for text in ("conv forward", "conv data-grad", "conv weight-grad", "batch-norm",
-                     "optimizer", "DRAM", "L2", "L1", "time (µs)", "ncu step (DRAM)",
-                     "ncu step (L1)"):
+        for text in (
+            "conv forward",
+            "conv data-grad",
+            "conv weight-grad",
+            "batch-norm",
+            "optimizer",
+            "DRAM",
+            "L2",
+            "L1",
+            "time (µs)",
+            "ncu step (DRAM)",
+            "ncu step (L1)",
+        ):
             assert text in legend
         low, high = ax.get_ylim()
         assert high > 989e12 and low < 6e10  # every roof and the reduction kernel in view
@@ -69,15 +83,34 @@ def test_config_roofline_figure(h100):
 
 
 def test_config_roofline_with_analytic_point_only():
-    points = pd.DataFrame([roofline.analytic_point(
-        {"model": "m", "train_step_flops_per_image": 1e9,
-         "traffic": {"fp32": {"fixed_bytes": 1e7, "per_image_bytes": 1e6}}},
-        {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": 32,
-         "variant": "baseline"}, 0.8)])
+    points = pd.DataFrame(
+        [
+            roofline.analytic_point(
+                {
+                    "model": "m",
+                    "train_step_flops_per_image": 1e9,
+                    "traffic": {"fp32": {"fixed_bytes": 1e7, "per_image_bytes": 1e6}},
+                },
+                {
+                    "device": "cpu",
+                    "model": "m",
+                    "precision": "fp32",
+                    "batch_size": 32,
+                    "variant": "baseline",
+                },
+                0.8,
+            )
+        ]
+    )
     figure = plots.plot_config_roofline(
-        points, title="cpu m fp32 bs32 baseline (analytic)", precision="fp32",
-        json_roofs=roofline.json_ceilings({"measured": {"gemm_flop_s": {"fp32": 1e12},
-                                                        "memory_bandwidth_bytes_s": 2e10}}, ["fp32"]))
+        points,
+        title="cpu m fp32 bs32 baseline (analytic)",
+        precision="fp32",
+        json_roofs=roofline.json_ceilings(
+            {"measured": {"gemm_flop_s": {"fp32": 1e12}, "memory_bandwidth_bytes_s": 2e10}},
+            ["fp32"],
+        ),
+    )
     try:
         ax = figure.axes[0]
         assert "analytic step (algorithmic bytes)" in _legend_texts(ax)
@@ -93,15 +126,33 @@ def test_config_roofline_with_analytic_point_only():
 def test_device_step_figure_mixes_ncu_and_analytic(h100):
     table, points = h100
     analytic = roofline.analytic_points(
-        {"resnet18": {"model": "resnet18", "train_step_flops_per_image": 3.6e8,
-                      "traffic": {"bf16": {"fixed_bytes": 4.5e7, "per_image_bytes": 3.0e7}}}},
-        [{"device": "cuda", "model": "resnet18", "precision": "bf16", "batch_size": 256,
-          "variant": "baseline", "status": "ok", "step_time_s": {"median": 0.12}}])
+        {
+            "resnet18": {
+                "model": "resnet18",
+                "train_step_flops_per_image": 3.6e8,
+                "traffic": {"bf16": {"fixed_bytes": 4.5e7, "per_image_bytes": 3.0e7}},
+            }
+        },
+        [
+            {
+                "device": "cuda",
+                "model": "resnet18",
+                "precision": "bf16",
+                "batch_size": 256,
+                "variant": "baseline",
+                "status": "ok",
+                "step_time_s": {"median": 0.12},
+            }
+        ],
+    )
     merged = pd.concat([points, analytic], ignore_index=True)
     figure = plots.plot_device_steps(
-        merged, device="cuda", ncu_ceilings=roofline.ncu_ceilings(table),
+        merged,
+        device="cuda",
+        ncu_ceilings=roofline.ncu_ceilings(table),
         ncu_tensor_peaks={"bf16": roofline.ncu_ceilings(table)["peak_flop_s_tensor"]},
-        json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]))
+        json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]),
+    )
     try:
         ax = figure.axes[0]
         assert ax.get_title() == "cuda: training-step roofline (analytic, ncu)"

@@ -78,10 +78,14 @@ def test_ncu_points_per_kernel_and_step_at_three_levels(h100_kernels):
     assert step["flops"] == pytest.approx(step_kernels["flops_total"].sum())
     assert step["bytes"] == pytest.approx(step_kernels["bytes_dram"].sum())
     assert step["time_s"] == pytest.approx(step_kernels["duration_s"].sum())
-    assert step["arithmetic_intensity_flop_per_byte"] == pytest.approx(step["flops"] / step["bytes"])
+    assert step["arithmetic_intensity_flop_per_byte"] == pytest.approx(
+        step["flops"] / step["bytes"]
+    )
     assert step["performance_flop_s"] == pytest.approx(step["flops"] / step["time_s"])
     assert set(points["source"]) == {"ncu"}
-    conv = kernel_points[(kernel_points["kind"] == "conv_fwd") & (kernel_points["memory_level"] == "l2")].iloc[0]
+    conv = kernel_points[
+        (kernel_points["kind"] == "conv_fwd") & (kernel_points["memory_level"] == "l2")
+    ].iloc[0]
     assert conv["arithmetic_intensity_flop_per_byte"] == pytest.approx(29.6e9 / 611.4e6)
     assert conv["performance_flop_s"] == pytest.approx(29.6e9 / 61.7e-6)
 
@@ -104,38 +108,64 @@ def test_calibration_table(h100_kernels):
     strict = roofline.calibration_table(h100_kernels, tolerance=1e-4).iloc[0]
     assert bool(strict["calibration_ok"]) is False
     without = roofline.calibration_table(h100_kernels[h100_kernels["phase"] != "calibration"])
-    assert math.isnan(without.iloc[0]["calibration_ratio"]) and not without.iloc[0]["calibration_ok"]
+    assert (
+        math.isnan(without.iloc[0]["calibration_ratio"]) and not without.iloc[0]["calibration_ok"]
+    )
 
 
 # ------------------------------------------------------------------ analytic points
 COMPLEXITY = {
-    "model": "tiny", "train_step_flops_per_image": 3.0e6,
-    "traffic": {"fp32": {"fixed_bytes": 1000, "per_image_bytes": 250},
-                "bf16": {"fixed_bytes": 600, "per_image_bytes": 125}},
+    "model": "tiny",
+    "train_step_flops_per_image": 3.0e6,
+    "traffic": {
+        "fp32": {"fixed_bytes": 1000, "per_image_bytes": 250},
+        "bf16": {"fixed_bytes": 600, "per_image_bytes": 125},
+    },
 }
 
 
 def test_analytic_point_against_hand_computed_values():
-    config = {"device": "cpu", "model": "tiny", "precision": "fp32", "batch_size": 8,
-              "variant": "baseline"}
+    config = {
+        "device": "cpu",
+        "model": "tiny",
+        "precision": "fp32",
+        "batch_size": 8,
+        "variant": "baseline",
+    }
     point = roofline.analytic_point(COMPLEXITY, config, step_time_s=0.5)
     assert point["flops"] == 24e6
     assert point["bytes"] == 1000 + 8 * 250
     assert point["arithmetic_intensity_flop_per_byte"] == 24e6 / 3000
     assert point["performance_flop_s"] == 48e6
     assert (point["source"], point["granularity"], point["memory_level"]) == (
-        "analytic", "step", "algorithmic")
+        "analytic",
+        "step",
+        "algorithmic",
+    )
 
 
 def test_analytic_errors_name_the_problem():
-    config = {"device": "cpu", "model": "tiny", "precision": "fp16", "batch_size": 8, "variant": "b"}
+    config = {
+        "device": "cpu",
+        "model": "tiny",
+        "precision": "fp16",
+        "batch_size": 8,
+        "variant": "b",
+    }
     with pytest.raises(NnperfError, match=r"traffic has no precision 'fp16'; present: bf16, fp32"):
         roofline.analytic_point(COMPLEXITY, config, 1.0)
     broken = {**COMPLEXITY, "train_step_flops_per_image": None}
     with pytest.raises(NnperfError, match="train_step_flops_per_image None is not a number"):
         roofline.analytic_point(broken, {**config, "precision": "fp32"}, 1.0)
-    run = {"status": "ok", "step_time_s": {"median": 1.0}, "device": "cpu", "model": "other",
-           "precision": "fp32", "batch_size": 2, "variant": "b"}
+    run = {
+        "status": "ok",
+        "step_time_s": {"median": 1.0},
+        "device": "cpu",
+        "model": "other",
+        "precision": "fp32",
+        "batch_size": 2,
+        "variant": "b",
+    }
     with pytest.raises(NnperfError, match=r"no complexity for model 'other'; have: tiny"):
         roofline.analytic_points({"tiny": COMPLEXITY}, [run])
 
@@ -156,8 +186,13 @@ class Tiny(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.body = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 10))
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(8, 10),
+        )
 
     def forward(self, x):
         return self.body(x)
@@ -172,7 +207,9 @@ def _complexity(model: torch.nn.Module) -> dict:
     with FlopCounterMode(display=False) as backward_counter:
         torch.nn.functional.cross_entropy(out, y).backward()
     saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.nbytes) or t, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(
+        lambda t: saved.append(t.nbytes) or t, lambda t: t
+    ):
         torch.nn.functional.cross_entropy(model(x), y).backward()
     params = sum(p.numel() for p in model.parameters())
     forward_flops = forward_counter.get_total_flops()
@@ -180,14 +217,26 @@ def _complexity(model: torch.nn.Module) -> dict:
     # no-reuse traffic: weights read twice and written once, gradients written and read,
     # momentum read and written; activations written in forward and read in backward
     fixed = params * 4 * 7
-    traffic = {"fp32": {"fixed_bytes": fixed, "per_image_bytes": 2 * sum(saved)},
-               "bf16": {"fixed_bytes": fixed, "per_image_bytes": sum(saved)}}
-    return {"model": "tiny", "dataset": "synthetic", "num_classes": 10, "input_shape": [3, 8, 8],
-            "params": params, "trainable_params": params, "forward_flops_per_image": forward_flops,
-            "backward_flops_per_image": backward_flops,
-            "train_step_flops_per_image": forward_flops + backward_flops,
-            "saved_activation_bytes_per_image": sum(saved), "weight_bytes": params * 4,
-            "gradient_bytes": params * 4, "optimizer_state_bytes": params * 4, "traffic": traffic}
+    traffic = {
+        "fp32": {"fixed_bytes": fixed, "per_image_bytes": 2 * sum(saved)},
+        "bf16": {"fixed_bytes": fixed, "per_image_bytes": sum(saved)},
+    }
+    return {
+        "model": "tiny",
+        "dataset": "synthetic",
+        "num_classes": 10,
+        "input_shape": [3, 8, 8],
+        "params": params,
+        "trainable_params": params,
+        "forward_flops_per_image": forward_flops,
+        "backward_flops_per_image": backward_flops,
+        "train_step_flops_per_image": forward_flops + backward_flops,
+        "saved_activation_bytes_per_image": sum(saved),
+        "weight_bytes": params * 4,
+        "gradient_bytes": params * 4,
+        "optimizer_state_bytes": params * 4,
+        "traffic": traffic,
+    }
 
 
 def _timed_run(model: torch.nn.Module, batch_size: int, rep: int) -> dict:
@@ -205,13 +254,29 @@ def _timed_run(model: torch.nn.Module, batch_size: int, rep: int) -> dict:
         optimizer.step()
         times.append(time.perf_counter() - start)
     timed = times[1:]
-    return {"status": "ok", "error": None, "model": "tiny", "device": "cpu", "precision": "fp32",
-            "batch_size": batch_size, "variant": "baseline", "rep": rep, "dataset": "synthetic",
-            "warmup_steps": 1, "timed_steps": len(timed),
-            "throughput_img_s": batch_size * len(timed) / sum(timed),
-            "step_time_s": {"median": statistics.median(timed), "mean": statistics.mean(timed),
-                            "std": statistics.pstdev(timed), "min": min(timed), "max": max(timed),
-                            "p10": min(timed), "p90": max(timed)}}
+    return {
+        "status": "ok",
+        "error": None,
+        "model": "tiny",
+        "device": "cpu",
+        "precision": "fp32",
+        "batch_size": batch_size,
+        "variant": "baseline",
+        "rep": rep,
+        "dataset": "synthetic",
+        "warmup_steps": 1,
+        "timed_steps": len(timed),
+        "throughput_img_s": batch_size * len(timed) / sum(timed),
+        "step_time_s": {
+            "median": statistics.median(timed),
+            "mean": statistics.mean(timed),
+            "std": statistics.pstdev(timed),
+            "min": min(timed),
+            "max": max(timed),
+            "p10": min(timed),
+            "p90": max(timed),
+        },
+    }
 
 
 def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
@@ -227,15 +292,36 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
             write_json(path, _timed_run(model, batch_size, rep))
             run_paths.append(path)
     oom = tmp_path / "results/runs/cpu/tiny/fp32/bs9999/baseline/rep0.json"
-    write_json(oom, {"status": "oom", "error": "out of memory", "model": "tiny", "device": "cpu",
-                     "precision": "fp32", "batch_size": 9999, "variant": "baseline", "rep": 0,
-                     "step_time_s": None})
+    write_json(
+        oom,
+        {
+            "status": "oom",
+            "error": "out of memory",
+            "model": "tiny",
+            "device": "cpu",
+            "precision": "fp32",
+            "batch_size": 9999,
+            "variant": "baseline",
+            "rep": 0,
+            "step_time_s": None,
+        },
+    )
     run_paths.append(oom)
     points_path = tmp_path / "results/tables/roofline_points.csv"
     flops_path = tmp_path / "results/tables/flops_comparison.csv"
-    rc = main(["roofline-points", "--runs", *map(str, run_paths),
-               "--complexity", str(tmp_path / "results/complexity/tiny.json"),
-               "--output", str(points_path), "--flops-table", str(flops_path)])
+    rc = main(
+        [
+            "roofline-points",
+            "--runs",
+            *map(str, run_paths),
+            "--complexity",
+            str(tmp_path / "results/complexity/tiny.json"),
+            "--output",
+            str(points_path),
+            "--flops-table",
+            str(flops_path),
+        ]
+    )
     assert rc == 0
     points = pd.read_csv(points_path)
     assert list(points.columns) == list(roofline.POINT_COLUMNS)
@@ -245,7 +331,11 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
         median_time = statistics.median(r["step_time_s"]["median"] for r in reps)
         traffic = complexity["traffic"]["fp32"]
         assert (row.source, row.granularity, row.memory_level, row.kind) == (
-            "analytic", "step", "algorithmic", "step")
+            "analytic",
+            "step",
+            "algorithmic",
+            "step",
+        )
         assert row.flops == pytest.approx(complexity["train_step_flops_per_image"] * row.batch_size)
         assert row.bytes == traffic["fixed_bytes"] + row.batch_size * traffic["per_image_bytes"]
         assert row.time_s == pytest.approx(median_time)
@@ -257,29 +347,91 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
     assert list(flops["flops_analytic"]) == pytest.approx(list(points["flops"]))
 
     ceilings = tmp_path / "results/ceilings/cpu.json"
-    write_json(ceilings, {"device": "cpu", "device_name": "test cpu", "threads": 1,
-                          "measured": {"gemm_flop_s": {"fp32": 5.0e10, "bf16": 2.0e10},
-                                       "memory_bandwidth_bytes_s": 1.0e10, "sweep": []},
-                          "datasheet": None, "ratio_measured_to_datasheet": {}, "note": ""})
+    write_json(
+        ceilings,
+        {
+            "device": "cpu",
+            "device_name": "test cpu",
+            "threads": 1,
+            "measured": {
+                "gemm_flop_s": {"fp32": 5.0e10, "bf16": 2.0e10},
+                "memory_bandwidth_bytes_s": 1.0e10,
+                "sweep": [],
+            },
+            "datasheet": None,
+            "ratio_measured_to_datasheet": {},
+            "note": "",
+        },
+    )
     figure = tmp_path / "results/figures/roofline_steps/cpu.png"
-    assert main(["plot-roofline", "--kind", "device", "--device", "cpu", "--points",
-                 str(points_path), "--ceilings", str(ceilings), "--output", str(figure)]) == 0
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--kind",
+                "device",
+                "--device",
+                "cpu",
+                "--points",
+                str(points_path),
+                "--ceilings",
+                str(ceilings),
+                "--output",
+                str(figure),
+            ]
+        )
+        == 0
+    )
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     single = tmp_path / "results/figures/roofline/cpu/tiny/fp32/bs4/baseline.png"
-    assert main(["plot-roofline", "--device", "cpu", "--model", "tiny", "--precision", "fp32",
-                 "--batch-size", "4", "--variant", "baseline", "--points", str(points_path),
-                 "--ceilings", str(ceilings), "--output", str(single)]) == 0
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--device",
+                "cpu",
+                "--model",
+                "tiny",
+                "--precision",
+                "fp32",
+                "--batch-size",
+                "4",
+                "--variant",
+                "baseline",
+                "--points",
+                str(points_path),
+                "--ceilings",
+                str(ceilings),
+                "--output",
+                str(single),
+            ]
+        )
+        == 0
+    )
     assert single.stat().st_size > 10_000
 
 
 def test_merged_points_and_flops_comparison(h100_kernels):
-    config = {"device": "cuda", "model": "resnet18", "precision": "bf16", "batch_size": 256,
-              "variant": "baseline"}
-    complexity = {"model": "resnet18", "train_step_flops_per_image": 3.6e8,
-                  "traffic": {"bf16": {"fixed_bytes": 10, "per_image_bytes": 20}}}
+    config = {
+        "device": "cuda",
+        "model": "resnet18",
+        "precision": "bf16",
+        "batch_size": 256,
+        "variant": "baseline",
+    }
+    complexity = {
+        "model": "resnet18",
+        "train_step_flops_per_image": 3.6e8,
+        "traffic": {"bf16": {"fixed_bytes": 10, "per_image_bytes": 20}},
+    }
     run = {**config, "status": "ok", "step_time_s": {"median": 0.1}}
-    points = pd.concat([roofline.ncu_points(h100_kernels),
-                        roofline.analytic_points({"resnet18": complexity}, [run])], ignore_index=True)
+    points = pd.concat(
+        [
+            roofline.ncu_points(h100_kernels),
+            roofline.analytic_points({"resnet18": complexity}, [run]),
+        ],
+        ignore_index=True,
+    )
     assert set(points["source"]) == {"ncu", "analytic"}
     table = roofline.flops_comparison(points, roofline.calibration_table(h100_kernels))
     row = table.iloc[0]
@@ -289,11 +441,18 @@ def test_merged_points_and_flops_comparison(h100_kernels):
 
 
 def test_json_ceilings_measured_and_datasheet():
-    document = {"measured": {"gemm_flop_s": {"bf16": 7.0e14, "fp32": 5.0e13},
-                             "memory_bandwidth_bytes_s": 3.0e12},
-                "datasheet": {"flop_s": {"bf16": 9.89e14}, "memory_bandwidth_bytes_s": 3.35e12}}
+    document = {
+        "measured": {
+            "gemm_flop_s": {"bf16": 7.0e14, "fp32": 5.0e13},
+            "memory_bandwidth_bytes_s": 3.0e12,
+        },
+        "datasheet": {"flop_s": {"bf16": 9.89e14}, "memory_bandwidth_bytes_s": 3.35e12},
+    }
     roofs = roofline.json_ceilings(document, ["bf16"])
     assert [(r["label"], r["origin"], r["value"]) for r in roofs] == [
-        ("measured bf16", "measured", 7.0e14), ("measured memory", "measured", 3.0e12),
-        ("datasheet bf16", "datasheet", 9.89e14), ("datasheet memory", "datasheet", 3.35e12)]
+        ("measured bf16", "measured", 7.0e14),
+        ("measured memory", "measured", 3.0e12),
+        ("datasheet bf16", "datasheet", 9.89e14),
+        ("datasheet memory", "datasheet", 3.35e12),
+    ]
     assert roofline.json_ceilings({"measured": None, "datasheet": None}, ["fp32"]) == []

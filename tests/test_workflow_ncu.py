@@ -42,7 +42,10 @@ def test_ncu_true_on_a_machine_without_gpu_or_ncu_shows_the_profiling_rules(work
 
 @pytest.mark.parametrize(
     "setting, note",
-    [("ncu=false", "ncu.enabled is false"), ("ncu=auto", "ncu.enabled is auto and ncu is not on PATH here")],
+    [
+        ("ncu=false", "ncu.enabled is false"),
+        ("ncu=auto", "ncu.enabled is auto and ncu is not on PATH here"),
+    ],
 )
 def test_ncu_rules_left_out_with_a_note(workdir, setting, note):
     result = run_snakemake(workdir, "-n", "--config", *CUDA, setting)
@@ -56,4 +59,6 @@ def test_ncu_setting_from_the_command_line_is_normalised():
     assert study_config.normalise({"ncu": "False"})["ncu"] == {"enabled": False}
     assert study_config.normalise({"ncu": "auto"})["ncu"] == {"enabled": "auto"}
     assert study_config.normalise({"ncu": {"enabled": "true", "clock_control": "none"}})["ncu"] == {
-        "enabled": True, "clock_control": "none"}
+        "enabled": True,
+        "clock_control": "none",
+    }

@@ -63,8 +63,13 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     # Optimizers: PyTorch foreach/fused optimizers run `multi_tensor_apply_kernel` with
     # functors such as FusedSgdMathFunctor / FusedAdamMathFunctor; GradScaler's unscale and
     # scale update belong to the optimizer step as well.
-    ("optimizer", _rx(r"multi_tensor_apply|fused_?sgd|fused_?adam|FusedOptimizer|"
-                      r"amp_foreach_non_finite_check_and_unscale|amp_update_scale")),
+    (
+        "optimizer",
+        _rx(
+            r"multi_tensor_apply|fused_?sgd|fused_?adam|FusedOptimizer|"
+            r"amp_foreach_non_finite_check_and_unscale|amp_update_scale"
+        ),
+    ),
     # Batch-norm: cuDNN `cudnn::bn_fw_tr_1C11_kernel_NCHW`, `cudnn::bn_bw_1C11_kernel_new`,
     # `bn_fw_inf_*`; ATen `batch_norm_collect_statistics_kernel`, `batch_norm_backward_kernel`,
     # `batch_norm_elemt_kernel`, `batch_norm_transform_input_kernel`, channels-last variants.
@@ -73,15 +78,22 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     # `sm90_xmma_dgrad_implicit_gemm_*`, `sm86_xmma_wgrad_implicit_gemm_*`; CUTLASS
     # `cutlass_tensorop_s1688fprop_*`, `*_h16816dgrad_*`, `*wgrad*`; cuDNN
     # `cudnn::detail::dgrad_engine`, `dgrad2d_alg1_1`, `wgrad_alg0_engine`.
-    ("conv_wgrad", _rx(r"wgrad|convolve_?(bwd|backward)_?filter|bwd_?filter|"
-                       r"scudnn.*stridedB_splitK")),
+    (
+        "conv_wgrad",
+        _rx(r"wgrad|convolve_?(bwd|backward)_?filter|bwd_?filter|" r"scudnn.*stridedB_splitK"),
+    ),
     ("conv_dgrad", _rx(r"dgrad|convolve_?(bwd|backward)_?data|bwd_?data")),
     ("conv_fwd", _rx(r"fprop")),
     # Convolutions whose name carries no direction: cuDNN `implicit_convolve_sgemm`,
     # `explicit_convolve_sgemm`, `precomputed_convolve_sgemm`, `convolve_common_engine_*`,
     # `*_scudnn_*` / `*_hcudnn_*` kernels, winograd and FFT kernels. Resolved by phase below.
-    ("conv", _rx(r"convolve|[shi]cudnn_|winograd|fft2d|fft_|conv2d|convolution|"
-                 r"implicit_gemm|im2col|col2im")),
+    (
+        "conv",
+        _rx(
+            r"convolve|[shi]cudnn_|winograd|fft2d|fft_|conv2d|convolution|"
+            r"implicit_gemm|im2col|col2im"
+        ),
+    ),
     # GEMM: cuBLAS `ampere_sgemm_128x64_nn`, `volta_sgemm_*`, `ampere_bf16_s16816gemm_*`,
     # `sm80_xmma_gemm_*`, `sm90_xmma_gemm_*_cublas`, Hopper cuBLAS 12 `nvjet_*`, CUTLASS
     # `cutlass::Kernel2<cutlass_80_tensorop_*gemm*>`, GEMV kernels, cuBLASLt split-K reduction.
@@ -89,17 +101,32 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     # Layout changes and dtype casts are data movement: cuDNN `nchwToNhwcKernel`,
     # `nhwcToNchwKernel`, ATen `CatArrayBatchedCopy`, `direct_copy_kernel_cuda` (inside an
     # elementwise kernel's template arguments), `copy_kernel`, transposes.
-    ("copy", _rx(r"nchwToNhwc|nhwcToNchw|CatArrayBatchedCopy|direct_copy_kernel|copy_kernel|"
-                 r"transpose|\bcopy_device_to_device")),
+    (
+        "copy",
+        _rx(
+            r"nchwToNhwc|nhwcToNchw|CatArrayBatchedCopy|direct_copy_kernel|copy_kernel|"
+            r"transpose|\bcopy_device_to_device"
+        ),
+    ),
     # Reductions: ATen `reduce_kernel<...>`, CUB `DeviceReduceKernel`, softmax and loss
     # kernels (`cunn_SoftMaxForward`, `softmax_warp_forward`, `nll_loss_forward_reduce_cuda_
     # kernel_2d`), norms.
-    ("reduction", _rx(r"reduce|softmax|nll_loss|cross_entropy|ClassNLLCriterion|\bnorm_kernel|"
-                      r"DeviceScan|DeviceSegmentedReduce|welford")),
+    (
+        "reduction",
+        _rx(
+            r"reduce|softmax|nll_loss|cross_entropy|ClassNLLCriterion|\bnorm_kernel|"
+            r"DeviceScan|DeviceSegmentedReduce|welford"
+        ),
+    ),
     # Elementwise: ATen `vectorized_elementwise_kernel`, `unrolled_elementwise_kernel`,
     # `elementwise_kernel`, `index_elementwise_kernel`, activation kernels.
-    ("elementwise", _rx(r"elementwise|pointwise|\brelu|threshold|fill_kernel|FillFunctor|"
-                        r"launch_clamp_scalar|\bdropout")),
+    (
+        "elementwise",
+        _rx(
+            r"elementwise|pointwise|\brelu|threshold|fill_kernel|FillFunctor|"
+            r"launch_clamp_scalar|\bdropout"
+        ),
+    ),
 ]
 
 
@@ -218,7 +245,9 @@ def kernels_table(
             f"{source}: metrics of the {mset.arch} set missing from the export: {', '.join(missing)}"
         )
     quantities = ncu.kernel_quantities(raw, mset, precision=config.get("precision"))
-    nvtx = raw["nvtx_start_end"] if "nvtx_start_end" in raw.columns else pd.Series("", index=raw.index)
+    nvtx = (
+        raw["nvtx_start_end"] if "nvtx_start_end" in raw.columns else pd.Series("", index=raw.index)
+    )
     phases = [ncu.phase_of(cell) for cell in nvtx]
     table = pd.DataFrame({key: config[key] for key in CONFIG_KEYS}, index=raw.index)
     table["kernel_index"] = raw["id"].to_numpy()

@@ -75,9 +75,15 @@ TIME_METRIC = "gpu__time_duration.sum"
 # CUDA-core instruction counters, per dtype: (add, mul, fma) thread-level instructions
 # executed with the predicate on (NERSC recipe).
 CUDA_CORE_METRICS = {
-    "fp64": tuple(f"sm__sass_thread_inst_executed_op_d{op}_pred_on.sum" for op in ("add", "mul", "fma")),
-    "fp32": tuple(f"sm__sass_thread_inst_executed_op_f{op}_pred_on.sum" for op in ("add", "mul", "fma")),
-    "fp16": tuple(f"sm__sass_thread_inst_executed_op_h{op}_pred_on.sum" for op in ("add", "mul", "fma")),
+    "fp64": tuple(
+        f"sm__sass_thread_inst_executed_op_d{op}_pred_on.sum" for op in ("add", "mul", "fma")
+    ),
+    "fp32": tuple(
+        f"sm__sass_thread_inst_executed_op_f{op}_pred_on.sum" for op in ("add", "mul", "fma")
+    ),
+    "fp16": tuple(
+        f"sm__sass_thread_inst_executed_op_h{op}_pred_on.sum" for op in ("add", "mul", "fma")
+    ),
 }
 
 # FLOPs per (add, mul, fma) instruction. fp64/fp32: 1, 1, 2 (NERSC). fp16: 2, 2, 4, because the
@@ -246,9 +252,7 @@ def arch_for_compute_capability(capability: str | tuple[int, int]) -> str:
     text = capability if isinstance(capability, str) else f"{capability[0]}.{capability[1]}"
     match = re.fullmatch(r"\s*(?:sm_?)?(\d+)\.?(\d)\s*", str(text))
     if match is None:
-        raise NnperfError(
-            f"compute capability {capability!r} is not of the form '9.0' or 'sm_90'"
-        )
+        raise NnperfError(f"compute capability {capability!r} is not of the form '9.0' or 'sm_90'")
     key = (int(match.group(1)), int(match.group(2)))
     if key not in ARCH_OF_COMPUTE_CAPABILITY:
         known = ", ".join(f"{a}.{b}" for a, b in sorted(ARCH_OF_COMPUTE_CAPABILITY))
@@ -281,9 +285,7 @@ def _normalise_setting(setting: object) -> str:
         return "true" if setting else "false"
     text = str(setting).strip().lower()
     if text not in NCU_SETTINGS:
-        raise NnperfError(
-            f"ncu.enabled {setting!r} is not allowed; allowed: auto, true, false"
-        )
+        raise NnperfError(f"ncu.enabled {setting!r} is not allowed; allowed: auto, true, false")
     return text
 
 
@@ -371,12 +373,17 @@ def profile_command(
     for config in nvtx_include if nvtx_include is not None else nvtx_include_filters():
         argv += ["--nvtx-include", config]
     argv += [
-        "--clock-control", clock_control,
-        "--replay-mode", replay_mode,
-        "--cache-control", cache_control,
-        "--metrics", ",".join(metrics),
+        "--clock-control",
+        clock_control,
+        "--replay-mode",
+        replay_mode,
+        "--cache-control",
+        cache_control,
+        "--metrics",
+        ",".join(metrics),
         "--force-overwrite",
-        "-o", report_stem(report_path),
+        "-o",
+        report_stem(report_path),
     ]
     return argv + list(target)
 
@@ -738,7 +745,9 @@ def kernel_quantities(
     for dtype in ("fp64", "fp32", "fp16"):
         out[f"flops_{dtype}"] = cuda_core_flops(frame, dtype, mset)
     out["flops_tensor"] = tensor_flops(frame, mset)
-    out["flops_total"] = _sum([out[c] for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")])
+    out["flops_total"] = _sum(
+        [out[c] for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")]
+    )
     for level, name in mset.bytes.items():
         out[f"bytes_{level}"] = _column(frame, name)
     out["clock_hz"] = _column(frame, mset.clocks["sm"])
@@ -759,5 +768,7 @@ def kernel_quantities(
     else:
         out["peak_flop_s_tensor"] = math.nan
     for level, peak in mset.bytes_peaks.items():
-        out[f"peak_bytes_s_{level}"] = _column(frame, peak) * out[f"{CLOCK_OF_LEVEL[level]}_clock_hz"]
+        out[f"peak_bytes_s_{level}"] = (
+            _column(frame, peak) * out[f"{CLOCK_OF_LEVEL[level]}_clock_hz"]
+        )
     return out

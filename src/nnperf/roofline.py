@@ -101,8 +101,17 @@ def calibration_ok(ratio: float, tolerance: float = ncu.CALIBRATION_TOLERANCE) -
 # --------------------------------------------------------------------------------------------
 # ncu points.
 # --------------------------------------------------------------------------------------------
-def _point(config: Mapping, source: str, granularity: str, kernel_name: str, kind: str,
-           level: str, flops: float, bytes_moved: float, time_s: float) -> dict:
+def _point(
+    config: Mapping,
+    source: str,
+    granularity: str,
+    kernel_name: str,
+    kind: str,
+    level: str,
+    flops: float,
+    bytes_moved: float,
+    time_s: float,
+) -> dict:
     row = {key: config[key] for key in CONFIG_KEYS}
     row.update(
         source=source,
@@ -134,14 +143,35 @@ def ncu_points(kernels: pd.DataFrame) -> pd.DataFrame:
         config = step.iloc[0]
         for k in step.itertuples(index=False):
             for level in MEMORY_LEVELS:
-                rows.append(_point(config, "ncu", "kernel", k.kernel_name, k.kind, level,
-                                   float(k.flops_total), float(getattr(k, f"bytes_{level}")),
-                                   float(k.duration_s)))
+                rows.append(
+                    _point(
+                        config,
+                        "ncu",
+                        "kernel",
+                        k.kernel_name,
+                        k.kind,
+                        level,
+                        float(k.flops_total),
+                        float(getattr(k, f"bytes_{level}")),
+                        float(k.duration_s),
+                    )
+                )
         flops = float(step["flops_total"].sum())
         time_s = float(step["duration_s"].sum())
         for level in MEMORY_LEVELS:
-            rows.append(_point(config, "ncu", "step", "", "step", level, flops,
-                               float(step[f"bytes_{level}"].sum()), time_s))
+            rows.append(
+                _point(
+                    config,
+                    "ncu",
+                    "step",
+                    "",
+                    "step",
+                    level,
+                    flops,
+                    float(step[f"bytes_{level}"].sum()),
+                    time_s,
+                )
+            )
     return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
 
 
@@ -183,18 +213,31 @@ def calibration_table(
         calib = config_kernels[config_kernels["phase"] == "calibration"]
         row = dict(zip(CONFIG_KEYS, keys))
         if calib.empty:
-            row.update(calibration_flops_measured=math.nan, calibration_flops_expected=expected,
-                       calibration_ratio=math.nan, calibration_ok=False)
+            row.update(
+                calibration_flops_measured=math.nan,
+                calibration_flops_expected=expected,
+                calibration_ratio=math.nan,
+                calibration_ok=False,
+            )
         else:
             measured = float(calib["flops_total"].sum())
             ratio = calibration_ratio(measured, expected)
-            row.update(calibration_flops_measured=measured, calibration_flops_expected=expected,
-                       calibration_ratio=ratio, calibration_ok=calibration_ok(ratio, tolerance))
+            row.update(
+                calibration_flops_measured=measured,
+                calibration_flops_expected=expected,
+                calibration_ratio=ratio,
+                calibration_ok=calibration_ok(ratio, tolerance),
+            )
         rows.append(row)
     return pd.DataFrame(
         rows,
-        columns=[*CONFIG_KEYS, "calibration_flops_measured", "calibration_flops_expected",
-                 "calibration_ratio", "calibration_ok"],
+        columns=[
+            *CONFIG_KEYS,
+            "calibration_flops_measured",
+            "calibration_flops_expected",
+            "calibration_ratio",
+            "calibration_ok",
+        ],
     )
 
 
@@ -235,8 +278,17 @@ def analytic_point(complexity: Mapping, config: Mapping, step_time_s: float) -> 
     batch_size = int(config["batch_size"])
     flops = analytic_flops(complexity, batch_size)
     bytes_moved = analytic_bytes(complexity, config["precision"], batch_size)
-    return _point(config, "analytic", "step", "", "step", "algorithmic", flops, bytes_moved,
-                  float(step_time_s))
+    return _point(
+        config,
+        "analytic",
+        "step",
+        "",
+        "step",
+        "algorithmic",
+        flops,
+        bytes_moved,
+        float(step_time_s),
+    )
 
 
 def median_step_times(runs: Iterable[Mapping]) -> dict[tuple, float]:
@@ -271,10 +323,15 @@ def flops_comparison(points: pd.DataFrame, calibration: pd.DataFrame | None = No
     """Per config: ncu step FLOPs next to analytic FLOPs, and the calibration GEMM's ratio."""
     steps = points[points["granularity"] == "step"]
     ncu_flops = (
-        steps[steps["source"] == "ncu"].groupby(list(CONFIG_KEYS))["flops"].first().rename("flops_ncu")
+        steps[steps["source"] == "ncu"]
+        .groupby(list(CONFIG_KEYS))["flops"]
+        .first()
+        .rename("flops_ncu")
     )
     analytic = (
-        steps[steps["source"] == "analytic"].groupby(list(CONFIG_KEYS))["flops"].first()
+        steps[steps["source"] == "analytic"]
+        .groupby(list(CONFIG_KEYS))["flops"]
+        .first()
         .rename("flops_analytic")
     )
     table = pd.concat([ncu_flops, analytic], axis=1).reset_index()
@@ -284,8 +341,11 @@ def flops_comparison(points: pd.DataFrame, calibration: pd.DataFrame | None = No
     if calibration is not None and not calibration.empty:
         table = table.merge(calibration, on=list(CONFIG_KEYS), how="left")
     else:
-        for column in ("calibration_flops_measured", "calibration_flops_expected",
-                       "calibration_ratio"):
+        for column in (
+            "calibration_flops_measured",
+            "calibration_flops_expected",
+            "calibration_ratio",
+        ):
             table[column] = math.nan
         table["calibration_ok"] = pd.NA
     return table
@@ -311,10 +371,22 @@ def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
         for dtype in wanted:
             value = flop_s.get(dtype)
             if isinstance(value, (int, float)) and value > 0:
-                roofs.append({"label": f"{origin} {dtype}", "kind": "compute",
-                              "value": float(value), "origin": origin})
+                roofs.append(
+                    {
+                        "label": f"{origin} {dtype}",
+                        "kind": "compute",
+                        "value": float(value),
+                        "origin": origin,
+                    }
+                )
         bandwidth = section.get("memory_bandwidth_bytes_s")
         if isinstance(bandwidth, (int, float)) and bandwidth > 0:
-            roofs.append({"label": f"{origin} memory", "kind": "memory",
-                          "value": float(bandwidth), "origin": origin})
+            roofs.append(
+                {
+                    "label": f"{origin} memory",
+                    "kind": "memory",
+                    "value": float(bandwidth),
+                    "origin": origin,
+                }
+            )
     return roofs

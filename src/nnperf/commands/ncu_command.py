@@ -38,37 +38,71 @@ def register(subparsers) -> None:
         help="run a command under ncu (everything after '--' is the command)",
         description="Run a command under ncu; everything after '--' is the command.",
     )
-    profile.add_argument("--report", required=True, type=Path,
-                         help="output report path, ending in .ncu-rep (kept for the Nsight Compute UI)")
-    profile.add_argument("--arch", default="auto",
-                         help="metric set: auto (ask nvidia-smi, then torch, for the compute "
-                              f"capability), one of {', '.join(ncu.ARCHITECTURES)}, or a "
-                              "compute capability such as 9.0 (default: auto)")
-    profile.add_argument("--clock-control", default="base", choices=ncu.CLOCK_CONTROLS,
-                         help="ncu --clock-control: base locks clocks to base (repeatable "
-                              "counters), none leaves boost on; recorded (default: base)")
-    profile.add_argument("--replay-mode", default="kernel", choices=ncu.REPLAY_MODES,
-                         help="ncu --replay-mode (default: kernel)")
-    profile.add_argument("--cache-control", default="all", choices=ncu.CACHE_CONTROLS,
-                         help="ncu --cache-control: all flushes caches between replay passes "
-                              "(default: all)")
+    profile.add_argument(
+        "--report",
+        required=True,
+        type=Path,
+        help="output report path, ending in .ncu-rep (kept for the Nsight Compute UI)",
+    )
+    profile.add_argument(
+        "--arch",
+        default="auto",
+        help="metric set: auto (ask nvidia-smi, then torch, for the compute "
+        f"capability), one of {', '.join(ncu.ARCHITECTURES)}, or a "
+        "compute capability such as 9.0 (default: auto)",
+    )
+    profile.add_argument(
+        "--clock-control",
+        default="base",
+        choices=ncu.CLOCK_CONTROLS,
+        help="ncu --clock-control: base locks clocks to base (repeatable "
+        "counters), none leaves boost on; recorded (default: base)",
+    )
+    profile.add_argument(
+        "--replay-mode",
+        default="kernel",
+        choices=ncu.REPLAY_MODES,
+        help="ncu --replay-mode (default: kernel)",
+    )
+    profile.add_argument(
+        "--cache-control",
+        default="all",
+        choices=ncu.CACHE_CONTROLS,
+        help="ncu --cache-control: all flushes caches between replay passes " "(default: all)",
+    )
     profile.add_argument("--ncu", default="ncu", help="ncu executable (default: ncu on PATH)")
-    profile.add_argument("--meta", type=Path, default=None,
-                         help="sidecar JSON (default: the report path with .ncu.json)")
-    profile.add_argument("--dry-run", action="store_true",
-                         help="print the ncu command line and exit without running it")
-    profile.add_argument("--nnperf-step", action="store_true",
-                         help="the target is `nnperf step` run by this same interpreter (so it "
-                              "sees the same nnperf and torch); the words after '--' are its flags")
-    profile.add_argument("target", nargs=argparse.REMAINDER,
-                         help="the command to profile, after '--' (e.g. nnperf step ...)")
+    profile.add_argument(
+        "--meta",
+        type=Path,
+        default=None,
+        help="sidecar JSON (default: the report path with .ncu.json)",
+    )
+    profile.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the ncu command line and exit without running it",
+    )
+    profile.add_argument(
+        "--nnperf-step",
+        action="store_true",
+        help="the target is `nnperf step` run by this same interpreter (so it "
+        "sees the same nnperf and torch); the words after '--' are its flags",
+    )
+    profile.add_argument(
+        "target",
+        nargs=argparse.REMAINDER,
+        help="the command to profile, after '--' (e.g. nnperf step ...)",
+    )
 
     export = modes.add_parser("export", help="write the raw-page CSV of a report")
     export.add_argument("--report", required=True, type=Path, help="input .ncu-rep")
     export.add_argument("--csv", required=True, type=Path, help="output CSV (raw page)")
     export.add_argument("--ncu", default="ncu", help="ncu executable (default: ncu on PATH)")
-    export.add_argument("--dry-run", action="store_true",
-                        help="print the ncu command line and exit without running it")
+    export.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the ncu command line and exit without running it",
+    )
     parser.set_defaults(func=run)
 
 
@@ -92,7 +126,9 @@ def detect_compute_capability() -> str:
     if smi is not None:
         result = subprocess.run(
             [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
         if result.returncode == 0 and lines:
@@ -131,8 +167,12 @@ def run_profile(args) -> int:
     arch = ncu.metric_set(detect_compute_capability() if args.arch == "auto" else args.arch).arch
     mset = ncu.metric_set(arch)
     argv = ncu.profile_command(
-        target, args.report, mset.metrics(), ncu=executable,
-        clock_control=args.clock_control, replay_mode=args.replay_mode,
+        target,
+        args.report,
+        mset.metrics(),
+        ncu=executable,
+        clock_control=args.clock_control,
+        replay_mode=args.replay_mode,
         cache_control=args.cache_control,
     )
     if args.dry_run:
@@ -145,27 +185,32 @@ def run_profile(args) -> int:
     completed = subprocess.run(argv, check=False)
     wall_time_s = time.perf_counter() - wall_start
     if completed.returncode != 0:
-        raise NnperfError(f"ncu exited with status {completed.returncode} profiling: {shlex.join(target)}")
+        raise NnperfError(
+            f"ncu exited with status {completed.returncode} profiling: {shlex.join(target)}"
+        )
     if not args.report.exists():
         raise NnperfError(
             f"{args.report}: ncu wrote no report; no kernel matched the NVTX ranges "
             f"{ncu.STEP_RANGE!r}/{ncu.CALIBRATION_RANGE!r}"
         )
     meta_path = args.meta or Path(ncu.report_stem(args.report) + ".ncu.json")
-    write_json(meta_path, {
-        "report": str(args.report),
-        "command": argv,
-        "target": target,
-        "arch": arch,
-        "metrics": mset.metrics(),
-        "clock_control": args.clock_control,
-        "replay_mode": args.replay_mode,
-        "cache_control": args.cache_control,
-        "nvtx_include": ncu.nvtx_include_filters(),
-        "ncu_version": _ncu_version(argv[0]),
-        "started_at_unix": started,
-        "wall_time_s": wall_time_s,
-    })
+    write_json(
+        meta_path,
+        {
+            "report": str(args.report),
+            "command": argv,
+            "target": target,
+            "arch": arch,
+            "metrics": mset.metrics(),
+            "clock_control": args.clock_control,
+            "replay_mode": args.replay_mode,
+            "cache_control": args.cache_control,
+            "nvtx_include": ncu.nvtx_include_filters(),
+            "ncu_version": _ncu_version(argv[0]),
+            "started_at_unix": started,
+            "wall_time_s": wall_time_s,
+        },
+    )
     return 0
 
 
@@ -183,7 +228,9 @@ def run_export(args) -> int:
     sys.stderr.write(completed.stderr)
     if completed.returncode != 0:
         last = (completed.stderr.strip().splitlines() or ["no message"])[-1]
-        raise NnperfError(f"ncu --import {args.report} exited with status {completed.returncode}: {last}")
+        raise NnperfError(
+            f"ncu --import {args.report} exited with status {completed.returncode}: {last}"
+        )
     ncu.parse_raw_csv(completed.stdout, source=f"{args.report} (export)")
     with atomic_path(args.csv) as tmp:
         tmp.write_text(completed.stdout, encoding="utf-8")

@@ -79,13 +79,25 @@ def roofs_from_ncu(
     values += [(f"tensor {p}", v) for p, v in sorted((tensor_peaks or {}).items())]
     for name, value in values:
         if value and math.isfinite(value) and value > 0:
-            roofs.append({"label": f"ncu {name}{clock_text}", "kind": "compute",
-                          "value": float(value), "origin": "ncu"})
+            roofs.append(
+                {
+                    "label": f"ncu {name}{clock_text}",
+                    "kind": "compute",
+                    "value": float(value),
+                    "origin": "ncu",
+                }
+            )
     for level in ("dram", "l2", "l1"):
         value = ceilings.get(f"peak_bytes_s_{level}", math.nan)
         if value and math.isfinite(value) and value > 0:
-            roofs.append({"label": f"ncu {LEVEL_LABELS[level]}", "kind": "memory",
-                          "value": float(value), "origin": "ncu"})
+            roofs.append(
+                {
+                    "label": f"ncu {LEVEL_LABELS[level]}",
+                    "kind": "memory",
+                    "value": float(value),
+                    "origin": "ncu",
+                }
+            )
     return roofs
 
 
@@ -165,21 +177,33 @@ def plot_config_roofline(
         kernels["memory level"] = kernels["memory_level"].map(LEVEL_LABELS)
         kernels["time (µs)"] = kernels["time_s"] * 1e6
         sns.scatterplot(
-            data=kernels, x="arithmetic_intensity_flop_per_byte", y="performance_flop_s",
-            hue="kind", style="memory level",
+            data=kernels,
+            x="arithmetic_intensity_flop_per_byte",
+            y="performance_flop_s",
+            hue="kind",
+            style="memory level",
             markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
-            size="time (µs)", sizes=(15, 250), alpha=0.7, ax=ax, legend="brief",
+            size="time (µs)",
+            sizes=(15, 250),
+            alpha=0.7,
+            ax=ax,
+            legend="brief",
         )
     steps = visible[visible["granularity"] == "step"]
     for row in steps.itertuples(index=False):
         analytic = row.source == "analytic"
         level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
-        label = ("analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})")
+        label = "analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})"
         ax.scatter(
-            [row.arithmetic_intensity_flop_per_byte], [row.performance_flop_s],
-            marker="X" if analytic else "*", s=260,
+            [row.arithmetic_intensity_flop_per_byte],
+            [row.performance_flop_s],
+            marker="X" if analytic else "*",
+            s=260,
             color=STEP_COLOURS.get(row.memory_level, "grey"),
-            edgecolor="black", linewidth=0.8, zorder=5, label=label,
+            edgecolor="black",
+            linewidth=0.8,
+            zorder=5,
+            label=label,
         )
     return _finish(ax, fig, xlim, ylim, title)
 
@@ -203,8 +227,10 @@ def plot_device_steps(
     steps = points[
         (points["device"] == device)
         & (points["granularity"] == "step")
-        & (((points["source"] == "ncu") & (points["memory_level"] == "dram"))
-           | (points["source"] == "analytic"))
+        & (
+            ((points["source"] == "ncu") & (points["memory_level"] == "dram"))
+            | (points["source"] == "analytic")
+        )
     ]
     visible = _positive(steps).copy()
     roofs = [*roofs_from_ncu(ncu_ceilings, None, ncu_tensor_peaks), *json_roofs]
@@ -216,16 +242,23 @@ def plot_device_steps(
         )
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
         sns.scatterplot(
-            data=visible, x="arithmetic_intensity_flop_per_byte", y="performance_flop_s",
-            hue="model / precision", style="source",
+            data=visible,
+            x="arithmetic_intensity_flop_per_byte",
+            y="performance_flop_s",
+            hue="model / precision",
+            style="source",
             markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
-            s=90, ax=ax, legend="brief",
+            s=90,
+            ax=ax,
+            legend="brief",
         )
         for row in visible.itertuples(index=False):
             ax.annotate(
                 f"bs{row.batch_size} {row.variant}",
                 (row.arithmetic_intensity_flop_per_byte, row.performance_flop_s),
-                textcoords="offset points", xytext=(5, 4), fontsize=6,
+                textcoords="offset points",
+                xytext=(5, 4),
+                fontsize=6,
             )
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"

@@ -155,7 +155,14 @@ class MetricSet:
 
     @property
     def bytes_peaks(self) -> dict[str, str]:
-        """Per-cycle byte peaks per memory level."""
+        """Per-cycle byte peaks per memory level.
+
+        The `.peak_sustained` of the very counters the points use, so a point and its roof
+        measure the same stage. Nsight Compute's own roofline sections use other L1/L2 peaks
+        (`l1tex__lsu_writeback_active*` x 128 B, `lts__lts2xbar_cycles_active` x 32 B) and
+        NERSC measures L1/L2 roofs with the Empirical Roofline Toolkit; all three differ, so
+        figures label these roofs "ncu" and draw measured roofs separately.
+        """
         return {level: f"{name}.peak_sustained" for level, name in self.bytes.items()}
 
     def metrics(self) -> list[str]:

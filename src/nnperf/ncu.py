@@ -180,8 +180,8 @@ class MetricSet:
         return sorted(names)
 
 
-# Volta (sm_70): no per-dtype tensor counters; NERSC: each warp-level HMMA instruction on the
-# tensor pipe is 512 FLOPs (V100: 8 tensor cores x 64 FMA x 2 / ... per instruction issue).
+# Volta (sm_70): no per-dtype tensor counters. NERSC recipe: 512 FLOPs per warp-level
+# instruction on the tensor pipe (`sm__inst_executed_pipe_tensor.sum`); the calibration GEMM checks it.
 _VOLTA = MetricSet(
     arch="volta",
     tensor={"fp16": ("sm__inst_executed_pipe_tensor.sum",)},

@@ -62,13 +62,18 @@ MIN_JOB_AGE_S = 300
 DECLARED_MIN_MEMORY_MB = 32768
 
 
+def find_binary(name: str) -> str | None:
+    """Path of a SLURM/munge program; daemons live in /usr/sbin, which a non-login PATH lacks."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
 def skip_reason() -> str | None:
     """Why this machine cannot run the cluster, or None when it can."""
     if os.name != "posix" or not hasattr(os, "geteuid"):
         return "SLURM test needs Linux"
     if os.geteuid() != 0:
         return "SLURM test needs root (it starts munged as the munge user and slurmd as root)"
-    missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+    missing = [b for b in REQUIRED_BINARIES if find_binary(b) is None]
     if missing:
         return (
             f"SLURM binaries missing ({', '.join(missing)}): install with `{APT_INSTALL_COMMAND}`"
@@ -96,7 +101,9 @@ def free_port() -> int:
 
 def node_hardware() -> dict[str, str]:
     """This machine as slurmd sees it (``slurmd -C``): CPUs, sockets, cores, RealMemory."""
-    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [find_binary("slurmd"), "-C"], capture_output=True, text=True, check=True
+    ).stdout
     first = out.splitlines()[0]
     fields = dict(item.split("=", 1) for item in first.split())
     keep = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore")
@@ -110,7 +117,9 @@ def node_hardware() -> dict[str, str]:
     return hardware
 
 
-def slurm_conf_text(root: Path, nodename: str, hardware: dict[str, str], ports: dict[str, int]) -> str:
+def slurm_conf_text(
+    root: Path, nodename: str, hardware: dict[str, str], ports: dict[str, int]
+) -> str:
     """slurm.conf for one node, one default partition, no accounting, no cgroups."""
     hw = " ".join(f"{k}={v}" for k, v in hardware.items())
     return f"""{MARKER}
@@ -183,10 +192,14 @@ class SlurmCluster:
 
     def log_tail(self, lines: int = 30) -> str:
         """Last lines of every daemon log: the first thing to read when a start fails."""
+        if self.root is None:
+            return ""
         parts = []
-        for log in sorted((self.root / "log").glob("*.log")):
-            text = log.read_text(errors="replace").splitlines()[-lines:]
-            parts.append(f"--- {log}\n" + "\n".join(text))
+        # daemon logs, their stdout/stderr (config errors land there) and munged's log
+        for log in [*sorted((self.root / "log").glob("*")), self.root / "munge" / "munged.log"]:
+            if log.is_file():
+                text = log.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- {log}\n" + "\n".join(text))
         return "\n".join(parts)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -205,8 +218,10 @@ class SlurmCluster:
                 self._own_root = True
             self._write_config()
             self._start_munged()
-            self._start("slurmctld", ["slurmctld", "-D", "-c", "-f", str(SLURM_CONF_DIR / "slurm.conf")])
-            self._start("slurmd", ["slurmd", "-D", "-N", self.nodename, "-f", str(SLURM_CONF_DIR / "slurm.conf")])
+            conf = str(SLURM_CONF_DIR / "slurm.conf")
+            # -D: stay in the foreground, so the PID we hold is the daemon's; -c: no old state
+            self._start("slurmctld", ["slurmctld", "-D", "-c", "-f", conf])
+            self._start("slurmd", ["slurmd", "-D", "-N", self.nodename, "-f", conf])
             self._record_pids()
             self._wait_idle(timeout_s)
         except BaseException:
@@ -217,7 +232,9 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel our jobs, then stop every daemon we started (by PID) and remove our config."""
         if "slurmctld" in self.procs and self.procs["slurmctld"].poll() is None:
-            subprocess.run(["scancel", "--quiet", "--full", "--user", "root"], capture_output=True, timeout=30)
+            subprocess.run(
+                ["scancel", "--quiet", "--full", "--user", "root"], capture_output=True, timeout=30
+            )
             self._wait_no_running_jobs(15.0)
         # Job steps run in slurmstepd processes that slurmd double-forks into sessions of
         # their own; after the scancel above they normally end by themselves. Any still
@@ -277,13 +294,15 @@ class SlurmCluster:
     def _stop_leftovers(self) -> None:
         """Stop daemons a killed earlier run recorded, if they are still those daemons."""
         record = LOCK_DIR / "daemons.json"
-        if not record.exists():
-            return
-        for pid, cmdline in json.loads(record.read_text()).items():
-            # a recycled PID runs something else: only the exact command line we started counts
-            if _cmdline(int(pid)) == cmdline:
-                _terminate(int(pid))
-        record.unlink()
+        if record.exists():
+            for pid, cmdline in json.loads(record.read_text()).items():
+                # a recycled PID runs something else: only the exact command line counts
+                if _cmdline(int(pid)) == cmdline:
+                    _terminate(int(pid))
+            record.unlink()
+        # run directories of killed runs: nothing uses them while we hold the lock
+        for old_root in LOCK_DIR.glob("run-*"):
+            shutil.rmtree(old_root, ignore_errors=True)
 
     def _record_pids(self) -> None:
         doc = {str(p.pid): _cmdline(p.pid) for p in self.procs.values()}
@@ -331,7 +350,8 @@ class SlurmCluster:
     def _start(self, name: str, argv: list[str], user: str | None = None) -> None:
         log = open(self.root / "log" / f"{name}.stdout", "wb")  # noqa: SIM115 (owned by Popen)
         self.procs[name] = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [find_binary(argv[0]), *argv[1:]],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, user=user,
         )
         log.close()
@@ -341,7 +361,9 @@ class SlurmCluster:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited with {proc.returncode}\n{self.log_tail()}")
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True)
+            out = subprocess.run(
+                ["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True
+            )
             return out.returncode == 0 and out.stdout.split() == [self.nodename, "idle"]
 
         _wait_for(idle, timeout_s, "node idle in sinfo", self)
@@ -369,9 +391,10 @@ def _wait_for(predicate, timeout_s: float, what: str, cluster: SlurmCluster) -> 
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
 def _stat_fields(pid: int) -> tuple[str, list[str]] | None:

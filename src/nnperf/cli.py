@@ -15,6 +15,10 @@ from nnperf import __version__
 from nnperf.errors import NnperfError
 
 COMMAND_MODULES = (
+    "ceilings",
+    "plot_ceilings",
+    "prepare_dataset",
+    "complexity",
 )
 
 

@@ -17,9 +17,7 @@ from snakemake.settings.types import DeploymentMethod
 try:
     config = study_config.validate(
         config,
-        study_config.load_schema(
-            Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
-        ),
+        study_config.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
     )
 except NnperfError as error:
     sys.exit(f"nnperf: {error}")
@@ -35,9 +33,7 @@ def nnperf_command():
         python = "python"
     else:
         python = sys.executable
-    return (
-        f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
-    )
+    return f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
 
 
 NNPERF = nnperf_command()
@@ -81,10 +77,48 @@ def complexity_outputs():
     return expand("results/complexity/{model}.json", model=config["models"])
 
 
+def measurement_threads(wildcards):
+    """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
+    measurement and perturbs it; one on an accelerator (bench_slot serialises those)."""
+    return workflow.cores if wildcards.device == "cpu" else 1
+
+
+def ceilings_threads():
+    """CPU threads for the ceilings: those of the timed runs' reference variant, `baseline`.
+    null keeps torch's default, as the timed runs do."""
+    return config["variants"]["baseline"]["cpu_threads"]
+
+
+def ceilings_flags():
+    """Command-line flags of `nnperf ceilings` from the `ceilings:` config section."""
+    settings = config["ceilings"]
+    flags = [
+        "--gemm-sizes " + " ".join(str(size) for size in settings["gemm_sizes"]),
+        f"--trials {settings['trials']}",
+        f"--sweep-min-bytes {settings['sweep_min_bytes']}",
+        f"--sweep-max-bytes {settings['sweep_max_bytes']}",
+    ]
+    if settings["bandwidth_bytes"] is not None:
+        flags.append(f"--bandwidth-bytes {settings['bandwidth_bytes']}")
+    if ceilings_threads() is not None:
+        flags.append(f"--threads {ceilings_threads()}")
+    return " ".join(flags)
+
+
+def ceilings_outputs():
+    return expand(
+        [
+            "results/ceilings/{device}.json",
+            "results/figures/ceilings/{device}_sweep.png",
+        ],
+        device=DEVICES,
+    )
+
+
 def data_outputs():
     return [DATA_DIR]
 
 
 def get_final_output():
     """Every file the study asks for; `rule all` builds exactly this."""
-    return data_outputs() + complexity_outputs()
+    return data_outputs() + complexity_outputs() + ceilings_outputs()

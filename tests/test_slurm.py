@@ -5,7 +5,7 @@ GPU that does not exist, and runs Snakemake with workflow/profiles/slurm. What i
 the sbatch requests the profile makes (a GPU for CUDA measurements only, a whole node per
 measurement, the GPU type when pinned), that a job failing at job time (CUDA asked for on a
 node without a GPU) surfaces in Snakemake's output with its log paths, that a rerun resumes
-without redoing finished reps, and the study's tables made through SLURM.
+without redoing finished reps, and the study's ceilings and tables made through SLURM.
 
 Skips with the reason when the machine cannot run SLURM (not root, packages missing); with
 NNPERF_REQUIRE_SLURM=1 (CI) that is a failure instead.
@@ -245,6 +245,32 @@ def test_profile_requests_failure_and_resume(slurm_cluster, profile_workflow, tm
 
 
 # -- the study ------------------------------------------------------------------------------
+
+def test_ceilings_through_slurm(slurm_cluster, workdir):
+    """The workflow's own ceilings rule: on CPU it measures with all of the node's cores; on
+    CUDA it is submitted with a GPU request and fails at job time on this GPU-less node."""
+    result = run_on_slurm(
+        workdir, REPO / "Snakefile", "results/ceilings/cpu.json", "results/ceilings/cuda.json",
+        "--configfile", str(TINY_CONFIG),
+    )
+    assert result.returncode != 0, explain(result, slurm_cluster)
+    assert "Error in rule ceilings" in result.stderr, explain(result, slurm_cluster)
+    assert "logs/ceilings/cuda.log" in result.stderr
+    assert re.search(r"\.snakemake/slurm_logs/rule_ceilings/cuda/\d+\.log", result.stderr)
+    assert "device 'cuda' is not available" in (workdir / "logs/ceilings/cuda.log").read_text()
+
+    ceilings = json.loads((workdir / "results/ceilings/cpu.json").read_text())
+    assert ceilings["device"] == "cpu"
+    assert ceilings["threads"] == os.cpu_count()
+    assert ceilings["measured"]["memory_bandwidth_bytes_s"] > 0
+
+    jobs = slurm_jobs(workdir)
+    (cpu_job,) = jobs_of(jobs, "ceilings", device="cpu")
+    (cuda_job,) = jobs_of(jobs, "ceilings", device="cuda")
+    assert cpu_job["JobState"] == "COMPLETED" and cuda_job["JobState"] == "FAILED"
+    assert not requests_gpu(cpu_job) and requests_gpu(cuda_job)
+    assert exclusive(cpu_job) and exclusive(cuda_job)
+
 
 STUDY_RULES = ("timed_run", "aggregate_runs")
 

@@ -83,8 +83,17 @@ def complexity_outputs():
 
 def measurement_threads(wildcards):
     """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
-    measurement and perturbs it; one on an accelerator (bench_slot serialises those)."""
-    return workflow.cores if wildcards.device == "cpu" else 1
+    measurement and perturbs it; one on an accelerator (bench_slot serialises those).
+
+    On a cluster the submitting Snakemake has no core count (workflow.cores raises) and
+    must not ask for the login node's: it asks for one, the slurm profile's --exclusive
+    hands the job its whole node, and inside the job (--cores all) this is the node's count.
+    """
+    if wildcards.device != "cpu":
+        return 1
+    if workflow.non_local_exec and not workflow.remote_exec:
+        return 1
+    return workflow.cores
 
 
 def ceilings_threads():

@@ -83,14 +83,17 @@ def complexity_outputs():
 
 def measurement_threads(wildcards):
     """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
-    measurement and perturbs it; one on an accelerator (bench_slot serialises those).
+    measurement and perturbs it; on an accelerator one, plus the variant's DataLoader
+    workers (bench_slot serialises accelerator measurements).
 
     On a cluster the submitting Snakemake has no core count (workflow.cores raises) and
     must not ask for the login node's: it asks for one, the slurm profile's --exclusive
     hands the job its whole node, and inside the job (--cores all) this is the node's count.
     """
     if wildcards.device != "cpu":
-        return 1
+        # The GPU does the work; the host needs one core plus one per DataLoader worker.
+        variant = config["variants"].get(wildcards.get("variant", "baseline"), {})
+        return 1 + variant.get("num_workers", 0)
     if workflow.non_local_exec and not workflow.remote_exec:
         return 1
     return workflow.cores

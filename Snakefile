@@ -14,6 +14,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/complexity.smk"
 include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/timing.smk"
+include: "workflow/rules/profiling.smk"
+include: "workflow/rules/roofline.smk"
 
 
 rule all:

@@ -8,8 +8,8 @@ rule timed_run:
         "logs/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.log",
     conda:
         "../../envs/nnperf.yaml"
-    # bench_slot: no other measurement overlaps it; threads: see timed_run_threads.
-    threads: timed_run_threads
+    # bench_slot: no other measurement overlaps it; threads: see measurement_threads.
+    threads: measurement_threads
     resources:
         bench_slot=1,
     params:

@@ -210,6 +210,25 @@ def test_step_writes_the_sidecar(data_root, tmp_path):
     assert document["step"]["loss"] > 0
 
 
+def test_step_without_out_json_prints_the_sidecar(data_root, tmp_path, capsys):
+    """How the ncu rule calls it: the sidecar goes to the job log."""
+    flags = profile_flags(data_root, tmp_path / "unused.json")[:-2]
+    assert main(["step", *flags]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    printed = json.loads(next(line for line in lines if line.startswith("{")))
+    assert lines[-1].startswith("profiled one step of resnet18_cifar cpu fp32 bs4 baseline")
+    assert printed["status"] == "ok" and printed["calibration_gemm"]["flops"] == 2 * 128**3
+    assert not (tmp_path / "unused.json").exists()
+
+
+def test_timed_run_needs_out_json(data_root, tmp_path, capsys):
+    flags = run_flags(data_root, tmp_path)
+    index = flags.index("--out-json")
+    del flags[index : index + 2]
+    assert main(["run", *flags]) == 2
+    assert "--out-json is missing; allowed: a path" in capsys.readouterr().err
+
+
 def test_run_profile_one_step_is_the_same_engine(data_root, tmp_path):
     out = tmp_path / "profile.json"
     assert main(["run", "--profile-one-step", *profile_flags(data_root, out)]) == 0

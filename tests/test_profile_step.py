@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from nnperf import profile_step
+from nnperf import ncu, profile_step
 from nnperf.runner import perform_profile_step
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 
 def test_range_names_are_the_contract_with_the_ncu_stream():
-    assert profile_step.STEP_RANGE == "nnperf_step"
-    assert profile_step.CALIBRATION_RANGE == "nnperf_calibration_gemm"
-    assert profile_step.PHASE_RANGES == ("forward", "backward", "optimizer")
+    assert profile_step.STEP_RANGE == ncu.STEP_RANGE == "nnperf_step"
+    assert profile_step.CALIBRATION_RANGE == ncu.CALIBRATION_RANGE == "nnperf_calibration_gemm"
+    assert profile_step.PHASE_RANGES == ncu.PHASE_RANGES == ("forward", "backward", "optimizer")
+    assert profile_step.CALIBRATION_GEMM_MNK == ncu.CALIBRATION_GEMM_MNK
 
 
 @pytest.mark.parametrize(
@@ -24,7 +25,9 @@ def test_gemm_flops_hand_computed(m, n, k, flops):
 
 @pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16", "bfloat16")])
 def test_profile_step_on_cpu_writes_the_sidecar_fields(precision, dtype):
-    document = perform_profile_step(tiny_request(precision), tiny_model, tiny_data(), gemm_size=64)
+    document = perform_profile_step(
+        tiny_request(precision), tiny_model, tiny_data(), gemm_mnk=(64, 64, 64)
+    )
     assert document["kind"] == "profile_step" and document["status"] == "ok"
     assert document["nvtx"] == {
         "api": "torch.cuda.nvtx.range_start/range_end",

@@ -7,12 +7,12 @@ autograd launches from its own worker thread; push/pop ranges are per thread and
 The batch is fetched and copied before the step range opens: its kernels are not part of the
 step that the roofline counts.
 
-Before the step, a GEMM of known size (M=N=K=`CALIBRATION_GEMM_SIZE` by default) in the run's
-dtype runs inside `CALIBRATION_RANGE`; its exact FLOP count (2*M*N*K) goes to the sidecar JSON
-so the profile's FLOP counters can be checked against a known answer.
+Before the step, a GEMM of known size (`CALIBRATION_GEMM_MNK` by default) in the run's dtype
+runs inside `CALIBRATION_RANGE`; its exact FLOP count (2*M*N*K) goes to the sidecar JSON so the
+profile's FLOP counters can be checked against a known answer.
 
-The range names (defined in nnperf.runspec, re-exported here) are the contract with the ncu
-stream; change them only together.
+The range names and the GEMM size are the contract with the Nsight Compute parser; they are
+defined once, in `nnperf.ncu`, and imported here.
 Off CUDA the NVTX calls are harmless no-ops (nothing listens), so the whole path runs on CPU.
 """
 
@@ -24,20 +24,11 @@ from typing import Iterator
 
 import torch
 
+from nnperf.ncu import CALIBRATION_GEMM_MNK, CALIBRATION_RANGE, PHASE_RANGES, STEP_RANGE
 from nnperf.precision import TENSOR_DTYPES
-
-# The range names live in nnperf.runspec (importable without torch, for the ncu parser).
-from nnperf.runspec import (
-    BACKWARD_RANGE,
-    CALIBRATION_GEMM_SIZE,
-    CALIBRATION_RANGE,
-    FORWARD_RANGE,
-    OPTIMIZER_RANGE,
-    PHASE_RANGES,
-    STEP_RANGE,
-)
 from nnperf.timing import synchronize
 
+FORWARD_RANGE, BACKWARD_RANGE, OPTIMIZER_RANGE = PHASE_RANGES
 NVTX_API = "torch.cuda.nvtx.range_start/range_end"
 
 
@@ -66,12 +57,15 @@ def gemm_flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
 
-def calibration_gemm(device: torch.device, precision: str, size: int, nvtx: bool) -> dict:
-    """Run one size^3 GEMM in the run's dtype inside CALIBRATION_RANGE; describe it."""
+def calibration_gemm(
+    device: torch.device, precision: str, mnk: tuple[int, int, int], nvtx: bool
+) -> dict:
+    """Run one [M,K] @ [K,N] GEMM in the run's dtype inside CALIBRATION_RANGE; describe it."""
+    m, n, k = mnk
     dtype = TENSOR_DTYPES[precision]
     generator = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(size, size, device=device, generator=generator).to(dtype)
-    b = torch.randn(size, size, device=device, generator=generator).to(dtype)
+    a = torch.randn(m, k, device=device, generator=generator).to(dtype)
+    b = torch.randn(k, n, device=device, generator=generator).to(dtype)
     torch.mm(a, b)  # outside the range: library handles and heuristics are set up here
     synchronize(device)
     start = time.perf_counter()
@@ -81,24 +75,26 @@ def calibration_gemm(device: torch.device, precision: str, size: int, nvtx: bool
     elapsed = time.perf_counter() - start
     return {
         "range": CALIBRATION_RANGE,
-        "m": size,
-        "n": size,
-        "k": size,
+        "m": m,
+        "n": n,
+        "k": k,
         "dtype": str(dtype).removeprefix("torch."),
         "math": precision,  # tf32 runs the fp32 GEMM with TF32 allowed
-        "flops": gemm_flops(size, size, size),
+        "flops": gemm_flops(m, n, k),
         "wall_time_s": elapsed,
     }
 
 
-def profile_one_step(training, warmup_steps: int, gemm_size: int = CALIBRATION_GEMM_SIZE) -> dict:
+def profile_one_step(
+    training, warmup_steps: int, gemm_mnk: tuple[int, int, int] = CALIBRATION_GEMM_MNK
+) -> dict:
     """Warm up, run the calibration GEMM, then exactly one NVTX-marked training step."""
     device = training.device
     nvtx = _nvtx_available()
     for _ in range(warmup_steps):
         training.step()
     synchronize(device)
-    calibration = calibration_gemm(device, training.precision, gemm_size, nvtx)
+    calibration = calibration_gemm(device, training.precision, gemm_mnk, nvtx)
     inputs, labels = training.to_device(training.next_batch())
     synchronize(device)
     start = time.perf_counter()

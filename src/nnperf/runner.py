@@ -23,7 +23,7 @@ import torch
 
 from nnperf import profile_step, timing
 from nnperf.envinfo import collect_environment
-from nnperf.runspec import CALIBRATION_GEMM_SIZE, STEP_CSV_COLUMNS, RunRequest
+from nnperf.runspec import STEP_CSV_COLUMNS, RunRequest
 from nnperf.train import build_training, is_out_of_memory, resolved_optimizer_impl, seed_everything
 
 RUN_KIND = "timed_run"
@@ -151,14 +151,17 @@ def perform_profile_step(
     request: RunRequest,
     model_factory: Callable[[], torch.nn.Module],
     data: RunData,
-    gemm_size: int = CALIBRATION_GEMM_SIZE,
+    gemm_mnk: tuple[int, int, int] | None = None,
     workflow_dir=None,
 ) -> dict:
-    """Warm up and run one NVTX-marked step; returns the sidecar document."""
+    """Warm up and run one NVTX-marked step; returns the sidecar document.
+
+    `gemm_mnk` overrides the calibration GEMM's (M, N, K) (default: nnperf.ncu's)."""
     started_at = time.time()
     try:
         training = _build(request, model_factory, data)
-        marked = profile_step.profile_one_step(training, request.warmup_steps, gemm_size)
+        mnk = gemm_mnk or profile_step.CALIBRATION_GEMM_MNK
+        marked = profile_step.profile_one_step(training, request.warmup_steps, mnk)
         status, error = "ok", None
         del training
     except Exception as exc:  # noqa: BLE001 - only OOM is swallowed

@@ -1,11 +1,12 @@
 """What one timed run is, and the names its files use; importable without torch.
 
 The run engine (`nnperf.train`, `nnperf.timing`, `nnperf.runner`) and the readers of its files
-(`nnperf.aggregate`, the figures, the ncu stream, the CLI's argument parsing) share these
+(`nnperf.aggregate`, the figures, the CLI's argument parsing) share these
 names. Keeping them here, free of torch, lets the readers start in a fraction of a second.
 
-Holds: the phases of a step and the per-step CSV columns, the NVTX range names of the profiled
-step (the contract with the Nsight Compute parser), the hyper-parameters and the run request.
+Holds: the phases of a step and the per-step CSV columns, the hyper-parameters and the run
+request. (The NVTX range names of the profiled step are defined by the Nsight Compute parser,
+`nnperf.ncu`, and used from there by `nnperf.profile_step`.)
 """
 
 from __future__ import annotations
@@ -18,16 +19,6 @@ from nnperf.variant import VariantSettings
 # Phases of one training step, in order; per-step CSV columns are `<phase>_s`.
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
 STEP_CSV_COLUMNS = ("step", *(f"{phase}_s" for phase in PHASES), "step_time_s", "loss")
-
-# NVTX ranges of `nnperf step` (see nnperf.profile_step). Change only together with the parser
-# of Nsight Compute exports, which selects and tags kernels by these names.
-STEP_RANGE = "nnperf_step"
-FORWARD_RANGE = "forward"
-BACKWARD_RANGE = "backward"
-OPTIMIZER_RANGE = "optimizer"
-PHASE_RANGES = (FORWARD_RANGE, BACKWARD_RANGE, OPTIMIZER_RANGE)
-CALIBRATION_RANGE = "nnperf_calibration_gemm"
-CALIBRATION_GEMM_SIZE = 4096
 
 OPTIMIZERS = ("sgd", "adam")
 

@@ -164,13 +164,11 @@ def variant_settings_json(wildcards):
     return json.dumps(variants[wildcards.variant], sort_keys=True, separators=(",", ":"))
 
 
-def training_flags():
-    """Command-line flags of `nnperf run` from the `training:` config section."""
+def optimizer_flags():
+    """Flags of `nnperf run` and `nnperf step` for the optimiser of the `training:` section."""
     training = config["training"]
     return " ".join(
         [
-            f"--warmup-steps {training['warmup_steps']}",
-            f"--timed-steps {training['timed_steps']}",
             f"--optimizer {training['optimizer']}",
             f"--lr {training['lr']}",
             f"--momentum {training['momentum']}",
@@ -179,6 +177,13 @@ def training_flags():
             "--augment" if training["augment"] else "--no-augment",
         ]
     )
+
+
+def training_flags():
+    """Command-line flags of `nnperf run` from the `training:` config section."""
+    training = config["training"]
+    window = f"--warmup-steps {training['warmup_steps']} --timed-steps {training['timed_steps']}"
+    return f"{window} {optimizer_flags()}"
 
 
 def timing_outputs():
@@ -230,6 +235,7 @@ def ncu_step_flags(wildcards):
         f" --precision {wildcards.precision} --batch-size {wildcards.batch_size}"
         f" --variant {wildcards.variant} --dataset {DATASET} --data-root {DATA_DIR}"
         f" --warmup-steps {config['ncu']['warmup_steps']}"
+        f" --variant-settings '{variant_settings_json(wildcards)}' {optimizer_flags()}"
     )
 
 

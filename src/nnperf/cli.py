@@ -15,6 +15,9 @@ from nnperf import __version__
 from nnperf.errors import NnperfError
 
 COMMAND_MODULES = (
+    "environment_table",
+    "render_report",
+    "compare_machines",
 )
 
 

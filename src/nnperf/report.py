@@ -1,62 +1,37 @@
-"""The written analysis: tables in, findings and report sections out, then HTML/Markdown.
+"""The written summary: findings laid out in sections, then rendered as HTML and Markdown.
 
-Every sentence that states a result is built here from the tables the pipeline wrote
-(summary.csv, runs.csv, roofline_points.csv, kernels.csv, the complexity and ceilings
-JSONs, environment.csv), with its numbers; nothing about the results is fixed prose. The
-tables carry a `machine` column (see `nnperf.machines`), so one report can compare several
-machines. Each section lists the files its numbers came from.
+`build_document` turns the labelled tables (`ReportInputs`) into a `Document`: key findings
+first (what is fastest on each machine and what limits it), then one `Section` per topic —
+environment, study matrix, throughput, speedups, time breakdown, roofline, ceilings, top
+kernels, complexity, machines compared, notes — each with its findings, display tables,
+figures and the files its numbers came from. The numbers and sentences come from
+`nnperf.findings`; this module chooses what a reader sees and in which order.
 
-Functions take frames and return frames, strings or `Section`s; rendering takes a
-`Document` and a function that turns a figure path into an `<img src>` (a data URI for the
-self-contained HTML, a relative path for Markdown). Reading files and writing the report is
-`nnperf.commands.render_report`'s job; drawing the per-stage figures is the other stages'.
+Rendering fills the Jinja templates in `nnperf/templates/` and takes a function that turns a
+figure path into an image source (a data URI for the self-contained HTML, a relative path for
+Markdown). Reading and writing files is `nnperf.commands.render_report`'s job.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 
 from nnperf import machines as machines_mod
-
-CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
-GROUP_KEYS = ("machine",) + CONFIG_KEYS
-PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
-PHASE_LABELS = {"data_wait": "data wait", "h2d": "host-to-device", "forward": "forward",
-                "backward": "backward", "optimizer": "optimizer"}
-PRECISION_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
-REFERENCE_PRECISION = "fp32"
-BASELINE_VARIANT = "baseline"
-MEDIAN, CI_LOW, CI_HIGH = ("throughput_img_s_median", "throughput_img_s_ci95_low",
-                           "throughput_img_s_ci95_high")
-
-# A configuration whose step waits on input (data wait + host-to-device) for a quarter of
-# its time or more is input-bound: no faster kernel can win more than that share back
-# before the input pipeline is fixed, so the report says so before anything else.
-INPUT_BOUND_SHARE = 0.25
-# Below this fraction of the attainable roof a step is far from both roofs: its time goes
-# to launch latency, small kernels and framework overhead rather than to arithmetic or
-# memory traffic (the usual reading of a roofline; Williams et al., CACM 2009).
-FAR_FROM_ROOF = 0.3
-# Throughput within 5% of the best batch size counts as saturated (a run-to-run spread of
-# a few percent is normal, see the CV flag), so larger batches are not worth their memory.
-SATURATION = 0.95
-DEFAULT_TOP_KERNELS = 10
-
-# Where a memory level's bandwidth roof lives: the ceilings JSON has main-memory bandwidth
-# (the algorithmic, no-reuse traffic of analytic points is also main-memory traffic); the
-# profile's own roofs (kernels.csv, ncu peak_sustained x clock) cover every level.
-JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
-PROFILE_COMPUTE_COLUMN = {"fp32": "peak_flop_s_fp32", "tf32": "peak_flop_s_tensor",
-                          "fp16": "peak_flop_s_tensor", "bf16": "peak_flop_s_tensor"}
-LEVEL_LABELS = {"dram": "DRAM", "l2": "L2", "l1": "L1", "algorithmic": "main memory",
-                "compute": "compute"}
-ROOF_ORIGINS = ("profile", "measured", "datasheet")
-
+from nnperf.findings import (
+    BASELINE_VARIANT, CI_HIGH, CI_LOW, DEFAULT_TOP_KERNELS, GROUP_KEYS,
+    LEVEL_LABELS, MEDIAN, PHASE_LABELS, PHASES, REFERENCE_PRECISION, at_largest_batch,
+    batch_scaling, breakdown_findings, ceilings_table, complexity_table, kernel_kind_shares,
+    limiter_sentence, ok_configs, oom_notes, phase_shares, preferred_verdict,
+    roofline_readings, roofline_verdicts, scaling_sentence, sort_configs, sort_notes,
+    speedup_sentence, speedups, top_kernels, variance_notes, verdict_sentence,
+)
+from nnperf.report_format import (
+    config_text, fmt, fmt_pct, fmt_si, fmt_times, missing, throughput_text,
+)
 
 # ------------------------------------------------------------------------------------------
 # Document model.
@@ -110,675 +85,6 @@ class ReportInputs:
 
 
 # ------------------------------------------------------------------------------------------
-# Number formatting: every number in the report goes through these.
-# ------------------------------------------------------------------------------------------
-def _missing(value) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def fmt(value, unit: str = "") -> str:
-    """A readable number: thousands separators above 100, three significant digits below."""
-    if _missing(value):
-        return "n/a"
-    x = float(value)
-    if abs(x) >= 100:
-        text = f"{x:,.0f}"
-    elif abs(x) >= 10:
-        text = f"{x:.1f}"
-    elif abs(x) >= 1:
-        text = f"{x:.2f}"
-    elif x == 0:
-        text = "0"
-    else:
-        text = f"{x:.3g}"
-    return f"{text} {unit}".rstrip()
-
-
-SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-
-
-def fmt_si(value, unit: str) -> str:
-    """`1.23 TFLOP/s`: a decimal SI prefix and three significant digits."""
-    if _missing(value):
-        return "n/a"
-    x = float(value)
-    for scale, prefix in SI_PREFIXES:
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
-def fmt_pct(value) -> str:
-    if _missing(value):
-        return "n/a"
-    x = 100 * float(value)
-    return f"{x:.1f}%" if abs(x) < 10 else f"{x:.0f}%"
-
-
-def fmt_times(value) -> str:
-    return "n/a" if _missing(value) else f"{float(value):.2f}x"
-
-
-def throughput_text(median, low=None, high=None) -> str:
-    """`1,234 img/s (95% CI 1,200–1,260)`; the CI is left out where there is none."""
-    text = fmt(median, "img/s")
-    if not _missing(low) and not _missing(high):
-        text += f" (95% CI {fmt(low)}–{fmt(high)})"
-    return text
-
-
-def config_text(row: Mapping, *, precision: bool = True, batch: bool = True,
-                variant: bool = True) -> str:
-    """`resnet18_cifar bf16 at batch 256 (baseline)`."""
-    text = str(row["model"])
-    if precision:
-        text += f" {row['precision']}"
-    if batch:
-        text += f" at batch {int(row['batch_size'])}"
-    if variant:
-        text += f" ({row['variant']})"
-    return text
-
-
-def _truthy(value) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return (not _missing(value)) and bool(value)
-
-
-# ------------------------------------------------------------------------------------------
-# Throughput, speedups, batch scaling.
-# ------------------------------------------------------------------------------------------
-def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Configurations with a measured median throughput."""
-    if summary is None or summary.empty or MEDIAN not in summary.columns:
-        return pd.DataFrame(columns=[*GROUP_KEYS, MEDIAN, CI_LOW, CI_HIGH])
-    frame = summary.copy()
-    for column in (MEDIAN, CI_LOW, CI_HIGH):
-        if column not in frame.columns:
-            frame[column] = math.nan
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame[frame[MEDIAN].notna() & (frame[MEDIAN] > 0)]
-
-
-def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Machine, device, model, then precision in fp32/tf32/fp16/bf16 order, batch, variant."""
-    if frame.empty:
-        return frame
-    keys = [k for k in GROUP_KEYS if k in frame.columns]
-    ordered = frame.assign(
-        _precision=frame["precision"].map(PRECISION_ORDER).fillna(9) if "precision" in frame else 0,
-        _variant=(frame["variant"] != BASELINE_VARIANT) if "variant" in frame else 0,
-    )
-    by = [k if k not in ("precision", "variant") else f"_{k}" for k in keys]
-    by += [k for k in ("variant",) if k in frame.columns]
-    return ordered.sort_values(by, kind="stable").drop(columns=["_precision", "_variant"])
-
-
-def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.DataFrame:
-    """Each configuration's median throughput over its counterpart with `column=reference`.
-
-    `column` is `precision` (reference fp32) or `variant` (reference baseline). The result
-    keeps both medians and 95% CIs and says whether the CIs overlap: where they do, the
-    difference is within the run-to-run spread.
-    """
-    ok = ok_configs(summary)
-    match = [k for k in GROUP_KEYS if k != column]
-    columns = [*match, column, "reference", MEDIAN, CI_LOW, CI_HIGH,
-               "reference_median", "reference_ci95_low", "reference_ci95_high",
-               "speedup", "ci_overlap"]
-    if ok.empty:
-        return pd.DataFrame(columns=columns)
-    base = ok[ok[column] == reference][[*match, MEDIAN, CI_LOW, CI_HIGH]].rename(columns={
-        MEDIAN: "reference_median", CI_LOW: "reference_ci95_low",
-        CI_HIGH: "reference_ci95_high"})
-    other = ok[ok[column] != reference][[*match, column, MEDIAN, CI_LOW, CI_HIGH]]
-    merged = other.merge(base, on=match, how="inner")
-    merged["reference"] = reference
-    merged["speedup"] = merged[MEDIAN] / merged["reference_median"]
-    known = merged[[CI_LOW, CI_HIGH, "reference_ci95_low", "reference_ci95_high"]].notna().all(axis=1)
-    overlap = (merged[CI_LOW] <= merged["reference_ci95_high"]) & (
-        merged["reference_ci95_low"] <= merged[CI_HIGH])
-    merged["ci_overlap"] = overlap.where(known, other=pd.NA).astype("boolean")
-    return sort_configs(merged[columns]).reset_index(drop=True)
-
-
-def at_largest_batch(table: pd.DataFrame, column: str) -> pd.DataFrame:
-    """One row per compared pair (machine, device, model, the other key, `column`): the one
-    at the largest batch size both ran, where throughput differences matter most."""
-    if table.empty:
-        return table
-    keys = [k for k in GROUP_KEYS if k != "batch_size"]
-    largest = table.groupby(keys)["batch_size"].transform("max")
-    return table[table["batch_size"] == largest]
-
-
-def speedup_sentence(row: Mapping, column: str) -> str:
-    """`bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 256 (baseline) on M: ...`."""
-    ratio = float(row["speedup"])
-    how = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
-    if column == "precision":
-        what = f"{row['precision']} is {how} {row['reference']} for " + config_text(
-            row, precision=False)
-    else:
-        what = f"The {row['variant']} variant is {how} {row['reference']} for " + config_text(
-            row, variant=False)
-    text = (f"{what} on {row['machine']}: "
-            f"{throughput_text(row[MEDIAN], row[CI_LOW], row[CI_HIGH])} vs "
-            f"{throughput_text(row['reference_median'], row['reference_ci95_low'], row['reference_ci95_high'])}")
-    if row.get("ci_overlap") is True:
-        text += "; the 95% CIs overlap, so the difference is within the run-to-run spread"
-    return text + "."
-
-
-def batch_scaling(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Per (machine, device, model, precision, variant): how throughput grows with batch size.
-
-    `gain` is the throughput at the largest batch that ran over that at the smallest;
-    `saturation_batch_size` the smallest batch reaching 95% of the best throughput;
-    `oom_batch_sizes` the batch sizes that ran out of memory.
-    """
-    keys = [k for k in GROUP_KEYS if k != "batch_size"]
-    columns = [*keys, "smallest_batch_size", "largest_batch_size", "smallest_median",
-               "largest_median", "gain", "best_batch_size", "best_median",
-               "saturation_batch_size", "oom_batch_sizes"]
-    ok = ok_configs(summary)
-    rows = []
-    if summary is None or ok.empty:
-        return pd.DataFrame(columns=columns)
-    statuses = summary.assign(_status=summary.get("status", "ok").astype(str))
-    for key, group in ok.groupby(keys, sort=True):
-        group = group.sort_values("batch_size")
-        if len(group) < 2:
-            continue
-        best = group.loc[group[MEDIAN].idxmax()]
-        saturated = group[group[MEDIAN] >= SATURATION * best[MEDIAN]]
-        same = statuses
-        for k, v in zip(keys, key):
-            same = same[same[k] == v]
-        oom = sorted(int(b) for b in same.loc[same["_status"] == "oom", "batch_size"])
-        rows.append({
-            **dict(zip(keys, key)),
-            "smallest_batch_size": int(group["batch_size"].iloc[0]),
-            "largest_batch_size": int(group["batch_size"].iloc[-1]),
-            "smallest_median": float(group[MEDIAN].iloc[0]),
-            "largest_median": float(group[MEDIAN].iloc[-1]),
-            "gain": float(group[MEDIAN].iloc[-1] / group[MEDIAN].iloc[0]),
-            "best_batch_size": int(best["batch_size"]),
-            "best_median": float(best[MEDIAN]),
-            "saturation_batch_size": int(saturated["batch_size"].iloc[0]),
-            "oom_batch_sizes": " ".join(str(b) for b in oom),
-        })
-    return sort_configs(pd.DataFrame(rows, columns=columns))
-
-
-def scaling_sentence(row: Mapping) -> str:
-    text = (f"For {config_text(row, batch=False)} on {row['machine']}, throughput changes "
-            f"{fmt_times(row['gain'])} from batch {row['smallest_batch_size']} "
-            f"({fmt(row['smallest_median'], 'img/s')}) to batch {row['largest_batch_size']} "
-            f"({fmt(row['largest_median'], 'img/s')})")
-    if row["saturation_batch_size"] == row["largest_batch_size"]:
-        text += "; it is still rising at the largest batch size that ran"
-    else:
-        text += (f"; batch {row['saturation_batch_size']} already reaches "
-                 f"{fmt_pct(SATURATION)} of the best ({fmt(row['best_median'], 'img/s')} at "
-                 f"batch {row['best_batch_size']})")
-    if row["oom_batch_sizes"]:
-        text += f"; batch {row['oom_batch_sizes'].replace(' ', ', ')} ran out of memory"
-    return text + "."
-
-
-# ------------------------------------------------------------------------------------------
-# Time breakdown.
-# ------------------------------------------------------------------------------------------
-def phase_columns(columns: Iterable[str]) -> dict[str, str]:
-    """The column holding each phase's median step time (summary.csv: `<phase>_s_median`)."""
-    present = set(columns)
-    found = {}
-    for phase in PHASES:
-        for candidate in (f"{phase}_s_median", f"phase_time_s_{phase}", f"{phase}_s"):
-            if candidate in present:
-                found[phase] = candidate
-                break
-    return found
-
-
-def phase_shares(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per configuration: each phase's median time and its share of the summed phases.
-
-    From summary.csv's phase medians; from the median over ok reps of runs.csv when the
-    summary has none. `input_share` is data wait + host-to-device: the input pipeline.
-    """
-    source = ok_configs(summary)
-    found = phase_columns(source.columns)
-    if not found and runs is not None and not runs.empty:
-        found_runs = phase_columns(runs.columns)
-        ok_runs = runs[runs["status"].astype(str) == "ok"] if "status" in runs else runs
-        if found_runs:
-            source = (ok_runs.groupby(list(GROUP_KEYS), sort=True)[list(found_runs.values())]
-                      .median().reset_index())
-            found = found_runs
-    columns = [*GROUP_KEYS, *(f"{p}_s" for p in PHASES), "phase_total_s",
-               *(f"{p}_share" for p in PHASES), "input_share"]
-    if not found or source.empty:
-        return pd.DataFrame(columns=columns)
-    frame = source[list(GROUP_KEYS)].copy()
-    for phase in PHASES:
-        frame[f"{phase}_s"] = (pd.to_numeric(source[found[phase]], errors="coerce")
-                               if phase in found else 0.0)
-    seconds = frame[[f"{p}_s" for p in PHASES]].fillna(0.0)
-    frame["phase_total_s"] = seconds.sum(axis=1)
-    for phase in PHASES:
-        frame[f"{phase}_share"] = seconds[f"{phase}_s"] / frame["phase_total_s"]
-    frame["input_share"] = frame["data_wait_share"] + frame["h2d_share"]
-    frame = frame[frame["phase_total_s"] > 0]
-    return sort_configs(frame[columns]).reset_index(drop=True)
-
-
-def breakdown_findings(phases: pd.DataFrame, listed: int = 5) -> list[str]:
-    """Per machine: which phase is largest how often, and every input-bound configuration
-    (up to `listed`, then a count), rather than one sentence per row of the table."""
-    findings = []
-    for machine, group in phases.groupby("machine", sort=True):
-        largest = [largest_phase(r)[0] for r in group.to_dict("records")]
-        counts = pd.Series(largest).value_counts()
-        top = counts.index[0]
-        example = group.iloc[largest.index(top)].to_dict()
-        findings.append(
-            f"On {machine}, {PHASE_LABELS[top]} is the largest phase in {counts.iloc[0]} of "
-            f"{len(group)} configurations (e.g. {fmt_pct(example[f'{top}_share'])} of the step for "
-            f"{config_text(example)}).")
-        bound = group[group["input_share"] >= INPUT_BOUND_SHARE].sort_values(
-            "input_share", ascending=False)
-        for row in bound.head(listed).to_dict("records"):
-            findings.append(
-                f"{config_text(row)} on {machine} waits on input for "
-                f"{fmt_pct(row['input_share'])} of each step (data wait "
-                f"{fmt_pct(row['data_wait_share'])}, host-to-device {fmt_pct(row['h2d_share'])}).")
-        if len(bound) > listed:
-            findings.append(f"… and {len(bound) - listed} more input-bound configurations on "
-                            f"{machine} (see the table).")
-    return findings
-
-
-def largest_phase(row: Mapping) -> tuple[str, float]:
-    phase = max(PHASES, key=lambda p: float(row[f"{p}_share"]))
-    return phase, float(row[f"{phase}_share"])
-
-
-def breakdown_sentence(row: Mapping) -> str:
-    parts = ", ".join(f"{PHASE_LABELS[p]} {fmt_pct(row[f'{p}_share'])}" for p in PHASES)
-    return (f"{config_text(row)} on {row['machine']}: {parts} of "
-            f"{fmt(row['phase_total_s'] * 1e3, 'ms')} per step.")
-
-
-# ------------------------------------------------------------------------------------------
-# Roofline reading.
-# ------------------------------------------------------------------------------------------
-def _positive(value) -> float | None:
-    if _missing(value):
-        return None
-    x = float(value)
-    return x if x > 0 else None
-
-
-def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[float | None, dict]:
-    """(compute roof for `precision`, {memory level: bandwidth}) from a ceilings JSON."""
-    section = (ceiling or {}).get(origin) or {}
-    flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
-    bandwidth = _positive(section.get("memory_bandwidth_bytes_s"))
-    levels = {level: bandwidth for level in JSON_BANDWIDTH_LEVELS} if bandwidth else {}
-    return _positive(flop_s.get(precision)), levels
-
-
-def profile_roofs(kernels: pd.DataFrame | None) -> dict[tuple, tuple[float | None, dict]]:
-    """Per configuration: the profile's own roofs (median over its kernels, kernels.csv)."""
-    result: dict[tuple, tuple[float | None, dict]] = {}
-    if kernels is None or kernels.empty:
-        return result
-    for key, group in kernels.groupby(list(GROUP_KEYS), sort=True):
-        row = dict(zip(GROUP_KEYS, key))
-        column = PROFILE_COMPUTE_COLUMN.get(row["precision"])
-
-        def median(name):
-            if name not in group.columns:
-                return None
-            values = pd.to_numeric(group[name], errors="coerce").dropna()
-            return _positive(values.median()) if len(values) else None
-
-        levels = {level: median(f"peak_bytes_s_{level}") for level in ("dram", "l2", "l1")}
-        result[key] = (median(column) if column else None,
-                       {k: v for k, v in levels.items() if v})
-    return result
-
-
-def roofline_readings(points: pd.DataFrame | None, ceilings: Sequence[Mapping],
-                      kernels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per step-level roofline point and roof origin (profile/measured/datasheet).
-
-    For each roof: the compute peak for the run's precision, the bandwidth at the point's
-    memory level, the ridge point (peak / bandwidth), whether the point's arithmetic
-    intensity lies left of it (memory-bound) or right (compute-bound), the attainable
-    performance min(peak, intensity x bandwidth) and the fractions of it and of the peak
-    that the step reached.
-    """
-    columns = [*GROUP_KEYS, "source", "memory_level", "roof", "arithmetic_intensity_flop_per_byte",
-               "performance_flop_s", "peak_flop_s", "bandwidth_bytes_s", "ridge_flop_per_byte",
-               "bound", "attainable_flop_s", "fraction_of_roof", "fraction_of_peak"]
-    if points is None or points.empty:
-        return pd.DataFrame(columns=columns)
-    steps = points[points["granularity"].astype(str) == "step"] if "granularity" in points else points
-    by_machine_device = {(c.get("machine"), c.get("device")): c for c in ceilings}
-    profiles = profile_roofs(kernels)
-    rows = []
-    for point in steps.to_dict("records"):
-        key = tuple(point[k] for k in GROUP_KEYS)
-        ceiling = by_machine_device.get((point["machine"], point["device"]))
-        level = str(point["memory_level"])
-        intensity = _positive(point["arithmetic_intensity_flop_per_byte"])
-        performance = _positive(point["performance_flop_s"])
-        for origin in ROOF_ORIGINS:
-            if origin == "profile":
-                if str(point.get("source")) != "ncu" or key not in profiles:
-                    continue
-                peak, levels = profiles[key]
-            else:
-                peak, levels = json_roofs(ceiling, str(point["precision"]), origin)
-            bandwidth = levels.get(level)
-            if peak is None and bandwidth is None:
-                continue
-            row = {k: point[k] for k in GROUP_KEYS}
-            row.update(source=point.get("source"), memory_level=level, roof=origin,
-                       arithmetic_intensity_flop_per_byte=intensity,
-                       performance_flop_s=performance, peak_flop_s=peak,
-                       bandwidth_bytes_s=bandwidth)
-            ridge = peak / bandwidth if peak and bandwidth else None
-            attainable = None
-            bound = None
-            if intensity is not None and peak and bandwidth:
-                attainable = min(peak, intensity * bandwidth)
-                bound = "memory" if intensity < ridge else "compute"
-            row.update(
-                ridge_flop_per_byte=ridge, bound=bound, attainable_flop_s=attainable,
-                fraction_of_roof=performance / attainable if performance and attainable else None,
-                fraction_of_peak=performance / peak if performance and peak else None,
-            )
-            rows.append(row)
-    return pd.DataFrame(rows, columns=columns)
-
-
-def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration, point source and roof origin: what binds the step.
-
-    The hierarchical reading: of the compute peak and every memory level's
-    intensity x bandwidth, the lowest is the roof the step runs under. `limit` is
-    `compute` or the memory level; `fraction_of_roof` is the step's performance over that
-    lowest roof, `fraction_of_peak` over the compute peak (model FLOP utilisation).
-    """
-    columns = [*GROUP_KEYS, "source", "roof", "limit", "bound", "arithmetic_intensity_flop_per_byte",
-               "ridge_flop_per_byte", "performance_flop_s", "peak_flop_s", "attainable_flop_s",
-               "fraction_of_roof", "fraction_of_peak", "levels"]
-    if readings.empty:
-        return pd.DataFrame(columns=columns)
-    rows = []
-    for key, group in readings.groupby([*GROUP_KEYS, "source", "roof"], sort=True):
-        usable = group.dropna(subset=["attainable_flop_s"])
-        if usable.empty:
-            continue
-        peak = float(usable["peak_flop_s"].iloc[0])
-        performance = float(usable["performance_flop_s"].iloc[0])
-        memory = usable.assign(_roof=usable["arithmetic_intensity_flop_per_byte"]
-                               * usable["bandwidth_bytes_s"])
-        lowest = memory.loc[memory["_roof"].idxmin()]
-        if lowest["_roof"] < peak:
-            limit, attainable = str(lowest["memory_level"]), float(lowest["_roof"])
-        else:
-            limit, attainable = "compute", peak
-        rows.append({
-            **dict(zip([*GROUP_KEYS, "source", "roof"], key)),
-            "limit": limit, "bound": "compute" if limit == "compute" else "memory",
-            "arithmetic_intensity_flop_per_byte": float(lowest["arithmetic_intensity_flop_per_byte"]),
-            "ridge_flop_per_byte": float(lowest["ridge_flop_per_byte"]),
-            "performance_flop_s": performance, "peak_flop_s": peak,
-            "attainable_flop_s": attainable, "fraction_of_roof": performance / attainable,
-            "fraction_of_peak": performance / peak,
-            "levels": " ".join(sorted(usable["memory_level"].astype(str))),
-        })
-    return sort_configs(pd.DataFrame(rows, columns=columns)).reset_index(drop=True)
-
-
-def preferred_verdict(verdicts: pd.DataFrame, row: Mapping) -> Mapping | None:
-    """The verdict a finding quotes for one config: ncu over analytic points, and the
-    profile's own roofs over measured over datasheet ones."""
-    if verdicts.empty:
-        return None
-    match = verdicts
-    for k in GROUP_KEYS:
-        match = match[match[k] == row[k]]
-    if match.empty:
-        return None
-    rank = match.assign(
-        _source=(match["source"].astype(str) != "ncu").astype(int),
-        _roof=match["roof"].map({o: i for i, o in enumerate(ROOF_ORIGINS)}),
-    ).sort_values(["_source", "_roof"])
-    return rank.iloc[0].to_dict()
-
-
-def verdict_sentence(verdict: Mapping) -> str:
-    level = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
-    what = (f"{config_text(verdict)} on {verdict['machine']} ({verdict['source']} step point, "
-            f"{verdict['roof']} roofs): ")
-    if verdict["bound"] == "compute":
-        what += (f"compute-bound — arithmetic intensity "
-                 f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is right of the "
-                 f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})")
-    else:
-        what += (f"memory-bound at {level} — arithmetic intensity "
-                 f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is left of the "
-                 f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})")
-    what += (f"; it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
-             f"{fmt_pct(verdict['fraction_of_roof'])} of the roof above it and "
-             f"{fmt_pct(verdict['fraction_of_peak'])} of the {verdict['precision']} compute peak "
-             f"({fmt_si(verdict['peak_flop_s'], 'FLOP/s')})")
-    return what + "."
-
-
-# ------------------------------------------------------------------------------------------
-# What limits a configuration.
-# ------------------------------------------------------------------------------------------
-def limiter_sentence(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFrame) -> str | None:
-    """One sentence on what limits `config`, from its phase shares and roofline verdict."""
-    phase_row = _match(phases, config)
-    verdict = preferred_verdict(verdicts, config)
-    head = f"What limits {config_text(config)} on {config['machine']}: "
-    if phase_row is not None and phase_row["input_share"] >= INPUT_BOUND_SHARE:
-        return head + (f"the input pipeline — data wait and host-to-device copies take "
-                       f"{fmt_pct(phase_row['input_share'])} of each step "
-                       f"({fmt(phase_row['phase_total_s'] * 1e3, 'ms')}); a device-resident "
-                       "dataset or more DataLoader workers attack that share first.")
-    if verdict is not None:
-        level = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
-        fraction = float(verdict["fraction_of_roof"])
-        if fraction < FAR_FROM_ROOF:
-            text = (f"overheads, not the roofs — the step reaches only {fmt_pct(fraction)} of "
-                    f"the {verdict['roof']} {'compute' if verdict['bound'] == 'compute' else level + ' bandwidth'} "
-                    f"roof above it ({fmt_si(verdict['performance_flop_s'], 'FLOP/s')} of "
-                    f"{fmt_si(verdict['attainable_flop_s'], 'FLOP/s')} attainable), so launch "
-                    "latency, small kernels and framework time dominate; larger batches, "
-                    "torch.compile or CUDA graphs address that.")
-        elif verdict["bound"] == "compute":
-            text = (f"compute — the step is right of the ridge point and reaches "
-                    f"{fmt_pct(verdict['fraction_of_peak'])} of the {verdict['roof']} "
-                    f"{config['precision']} peak; a faster precision or fewer FLOPs help most.")
-        else:
-            text = (f"memory bandwidth at {level} — the step is left of the ridge point and "
-                    f"reaches {fmt_pct(fraction)} of the {verdict['roof']} bandwidth roof; "
-                    "fusing kernels, channels-last or lower precision (fewer bytes) help most.")
-        if phase_row is not None:
-            phase, share = largest_phase(phase_row)
-            text = text[:-1] + f" The largest phase is {PHASE_LABELS[phase]} ({fmt_pct(share)})."
-        return head + text
-    if phase_row is not None:
-        phase, share = largest_phase(phase_row)
-        return head + (f"no roofline point for it; the largest phase is {PHASE_LABELS[phase]} "
-                       f"({fmt_pct(share)} of {fmt(phase_row['phase_total_s'] * 1e3, 'ms')} "
-                       "per step).")
-    return None
-
-
-def _match(frame: pd.DataFrame, config: Mapping) -> Mapping | None:
-    if frame is None or frame.empty:
-        return None
-    match = frame
-    for k in GROUP_KEYS:
-        match = match[match[k] == config[k]]
-    return None if match.empty else match.iloc[0].to_dict()
-
-
-# ------------------------------------------------------------------------------------------
-# Kernels, complexity, ceilings.
-# ------------------------------------------------------------------------------------------
-def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
-    """Per configuration, the `n` kernels (by name) that took the most time in the step.
-
-    Launches of one kernel name are summed; `share` is of the profiled step's kernel time
-    (the calibration GEMM is left out).
-    """
-    columns = [*GROUP_KEYS, "rank", "kernel_name", "kind", "launches", "duration_s", "share",
-               "flops_total", "bytes_dram", "arithmetic_intensity_dram_flop_per_byte",
-               "performance_flop_s"]
-    if kernels is None or kernels.empty:
-        return pd.DataFrame(columns=columns)
-    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
-    step = step.assign(**{c: pd.to_numeric(step[c], errors="coerce") if c in step else math.nan
-                          for c in ("duration_s", "flops_total", "bytes_dram")})
-    rows = []
-    for key, group in step.groupby(list(GROUP_KEYS), sort=True):
-        total = group["duration_s"].sum()
-        per_name = (group.groupby(["kernel_name", "kind"], sort=False, dropna=False)
-                    .agg(launches=("duration_s", "size"), duration_s=("duration_s", "sum"),
-                         flops_total=("flops_total", "sum"), bytes_dram=("bytes_dram", "sum"))
-                    .reset_index().sort_values("duration_s", ascending=False).head(n))
-        for rank, k in enumerate(per_name.to_dict("records"), start=1):
-            rows.append({
-                **dict(zip(GROUP_KEYS, key)), "rank": rank, **k,
-                "share": k["duration_s"] / total if total else math.nan,
-                "arithmetic_intensity_dram_flop_per_byte":
-                    k["flops_total"] / k["bytes_dram"] if k["bytes_dram"] else math.nan,
-                "performance_flop_s": k["flops_total"] / k["duration_s"] if k["duration_s"] else math.nan,
-            })
-    return pd.DataFrame(rows, columns=columns)
-
-
-def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
-    """Per configuration and kernel kind: summed duration and share of the step."""
-    columns = [*GROUP_KEYS, "kind", "duration_s", "share"]
-    if kernels is None or kernels.empty:
-        return pd.DataFrame(columns=columns)
-    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
-    step = step.assign(duration_s=pd.to_numeric(step["duration_s"], errors="coerce"))
-    kinds = step.groupby([*GROUP_KEYS, "kind"], sort=True)["duration_s"].sum().reset_index()
-    totals = kinds.groupby(list(GROUP_KEYS))["duration_s"].transform("sum")
-    kinds["share"] = kinds["duration_s"] / totals
-    return kinds.sort_values([*GROUP_KEYS, "share"], ascending=[True] * len(GROUP_KEYS) + [False])[columns]
-
-
-def complexity_table(documents: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per model: parameters, FLOPs and bytes per image (complexity JSONs)."""
-    rows = []
-    for d in sorted(documents, key=lambda d: str(d.get("model"))):
-        traffic = (d.get("traffic") or {}).get("fp32") or {}
-        rows.append({
-            "model": d.get("model"),
-            "dataset": d.get("dataset"),
-            "input_shape": "x".join(str(v) for v in d.get("input_shape") or []),
-            "params": d.get("params"),
-            "forward_flops_per_image": d.get("forward_flops_per_image"),
-            "train_step_flops_per_image": d.get("train_step_flops_per_image"),
-            "saved_activation_bytes_per_image": d.get("saved_activation_bytes_per_image"),
-            "weight_bytes": d.get("weight_bytes"),
-            "optimizer_state_bytes": d.get("optimizer_state_bytes"),
-            "fp32_traffic_fixed_bytes": traffic.get("fixed_bytes"),
-            "fp32_traffic_per_image_bytes": traffic.get("per_image_bytes"),
-        })
-    return pd.DataFrame(rows)
-
-
-def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
-    """Per machine and device: measured vs datasheet compute (per dtype) and bandwidth."""
-    rows = []
-    for c in sorted(ceilings, key=lambda c: (str(c.get("machine")), str(c.get("device")))):
-        measured = c.get("measured") or {}
-        datasheet = c.get("datasheet") or {}
-        dtypes = list(dict.fromkeys([*(measured.get("gemm_flop_s") or {}),
-                                     *(datasheet.get("flop_s") or {})]))
-        dtypes.sort(key=lambda d: PRECISION_ORDER.get(d, 9))
-        for dtype in dtypes:
-            m = _positive((measured.get("gemm_flop_s") or {}).get(dtype))
-            s = _positive((datasheet.get("flop_s") or {}).get(dtype))
-            rows.append({"machine": c.get("machine"), "device": c.get("device"),
-                         "roof": f"{dtype} GEMM", "unit": "FLOP/s", "measured": m,
-                         "datasheet": s, "measured_over_datasheet": m / s if m and s else None})
-        m = _positive(measured.get("memory_bandwidth_bytes_s"))
-        s = _positive(datasheet.get("memory_bandwidth_bytes_s"))
-        rows.append({"machine": c.get("machine"), "device": c.get("device"),
-                     "roof": "memory bandwidth", "unit": "B/s", "measured": m, "datasheet": s,
-                     "measured_over_datasheet": m / s if m and s else None})
-    return pd.DataFrame(rows, columns=["machine", "device", "roof", "unit", "measured",
-                                       "datasheet", "measured_over_datasheet"])
-
-
-# ------------------------------------------------------------------------------------------
-# Notes: skipped and flagged.
-# ------------------------------------------------------------------------------------------
-def oom_notes(runs: pd.DataFrame | None, summary: pd.DataFrame | None) -> list[str]:
-    """One note per configuration whose reps ran out of memory (runs.csv `status`)."""
-    frame = runs if runs is not None and "status" in (runs.columns if runs is not None else []) else summary
-    if frame is None or frame.empty or "status" not in frame.columns:
-        return []
-    oom = frame[frame["status"].astype(str) == "oom"]
-    notes = []
-    for key, group in oom.groupby(list(GROUP_KEYS), sort=True):
-        row = dict(zip(GROUP_KEYS, key))
-        errors = [e for e in group.get("error", pd.Series(dtype=object)).tolist()
-                  if isinstance(e, str) and e]
-        text = (f"Out of memory: {config_text(row)} on {row['machine']} "
-                f"({len(group)} rep{'s' if len(group) != 1 else ''} with status oom)")
-        if errors:
-            text += f": {errors[0]}"
-        notes.append(text + ".")
-    return sort_notes(notes)
-
-
-def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[str]:
-    """Configurations whose throughput varies across reps more than `cv_threshold` (CV)."""
-    ok = ok_configs(summary)
-    if ok.empty or "throughput_img_s_cv" not in ok.columns:
-        return []
-    cv = pd.to_numeric(ok["throughput_img_s_cv"], errors="coerce")
-    flagged = cv > cv_threshold
-    if "high_variance" in ok.columns:
-        flagged = flagged | ok["high_variance"].map(_truthy)
-    notes = []
-    for row in sort_configs(ok[flagged]).to_dict("records"):
-        notes.append(
-            f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
-            f"{fmt_pct(row['throughput_img_s_cv'])} across {int(row.get('n_ok', 0) or 0)} reps "
-            f"(threshold {fmt_pct(cv_threshold)}); treat its numbers and speedups with care."
-        )
-    return notes
-
-
-def sort_notes(notes: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(notes))
-
-
-# ------------------------------------------------------------------------------------------
 # Display tables (formatted strings, only the columns a reader needs).
 # ------------------------------------------------------------------------------------------
 def _drop_single_machine(frame: pd.DataFrame, machines: Sequence[str]) -> pd.DataFrame:
@@ -805,18 +111,18 @@ def throughput_display(summary: pd.DataFrame | None, cv_threshold: float) -> pd.
         "Reps ok": [f"{_int(a)}/{_int(b)}" for a, b in zip(s.get("n_ok", [None] * len(s)),
                                                        s.get("n_reps", [None] * len(s)))],
         "Median (img/s)": [fmt(v) for v in s.get(MEDIAN, [None] * len(s))],
-        "95% CI (img/s)": [f"{fmt(a)}–{fmt(b)}" if not (_missing(a) or _missing(b)) else "n/a"
+        "95% CI (img/s)": [f"{fmt(a)}–{fmt(b)}" if not (missing(a) or missing(b)) else "n/a"
                            for a, b in zip(s.get(CI_LOW, [None] * len(s)), s.get(CI_HIGH, [None] * len(s)))],
         "IQR (img/s)": [fmt(v) for v in s.get("throughput_img_s_iqr", [None] * len(s))],
         "CV": [fmt_pct(v) for v in (cv if cv is not None else [None] * len(s))],
-        "Flag": ["high variance" if (not _missing(v) and v > cv_threshold) else ""
+        "Flag": ["high variance" if (not missing(v) and v > cv_threshold) else ""
                  for v in (cv if cv is not None else [None] * len(s))],
     })
     return frame
 
 
 def _int(value) -> str:
-    return "?" if _missing(value) else str(int(value))
+    return "?" if missing(value) else str(int(value))
 
 
 def speedup_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -1095,14 +401,16 @@ def build_document(inputs: ReportInputs, *, title: str, description: str,
     if summary is None:
         notes.append("No timed runs: results/tables/summary.csv was not part of this report, so "
                       "there are no throughput, speedup or breakdown numbers.")
-    if inputs.kernels is None:
-        notes.append("No per-kernel table (kernels.csv): Nsight Compute profiles need an NVIDIA "
-                     "GPU and `ncu`; rooflines without them use analytic step points.")
-    if inputs.roofline_points is None:
+    cuda_ran = any(frame is not None and "device" in frame and (frame["device"] == "cuda").any()
+                   for frame in (summary, inputs.environment))
+    if cuda_ran and inputs.kernels is None:
+        notes.append("No per-kernel table (kernels.csv) although CUDA runs were timed: Nsight "
+                     "Compute (ncu) was not part of this run, so CUDA rooflines are analytic.")
+    if summary is not None and inputs.roofline_points is None:
         notes.append("No roofline points (roofline_points.csv) were part of this report.")
-    if not inputs.ceilings:
+    if inputs.roofline_points is not None and not inputs.ceilings:
         notes.append("No ceilings JSON: there are no measured or datasheet roofs to read the "
-                     "roofline against.")
+                     "roofline points against.")
     notes = sort_notes(notes)
 
     sections = []
@@ -1270,7 +578,7 @@ MISSING_CELL = "—"
 def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Every cell as text, missing values as a dash (not `nan`/`None`)."""
     return frame.astype(object).apply(
-        lambda column: [MISSING_CELL if _missing(v) else str(v) for v in column])
+        lambda column: [MISSING_CELL if missing(v) else str(v) for v in column])
 
 
 def table_html(frame: pd.DataFrame) -> str:
@@ -1279,7 +587,7 @@ def table_html(frame: pd.DataFrame) -> str:
 
 def table_markdown(frame: pd.DataFrame) -> str:
     # A `|` inside a cell would end the cell in Markdown.
-    cells = display_cells(frame).replace({r"\|": r"\\|"}, regex=True)
+    cells = display_cells(frame).map(_md_escape).replace({r"\|": r"\\|"}, regex=True)
     cells.columns = [str(c).replace("|", r"\|") for c in cells.columns]
     return cells.to_markdown(index=False)
 
@@ -1304,5 +612,6 @@ def render_markdown(document: Document, figure_src: Callable[[str], str], genera
 
 
 def _md_escape(text: str) -> str:
-    # Underscores inside words are literal in CommonMark, but `*` and a leading `#` are not.
-    return re.sub(r"([*`])", r"\\\1", str(text))
+    """Text safe in Markdown: `*` would start emphasis and `<` an HTML tag (kernel names
+    such as `FillFunctor<float>`); underscores inside words are literal in CommonMark."""
+    return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")

@@ -1,6 +1,7 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -85,6 +86,129 @@ def data_outputs():
     return [DATA_DIR]
 
 
+# Notes for the report's "skipped and flagged" section: what the study left out and why.
+# Stages append theirs while the Snakefile is read (e.g. profiling when there is no `ncu`);
+# the report rule reads the list when the DAG is built.
+REPORT_NOTES = [note.removeprefix("note: ").capitalize() for note in MATRIX_NOTES]
+if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICES:
+    REPORT_NOTES.append(
+        "No GPU: devices 'auto' resolved to cpu on the machine that built the DAG."
+    )
+if "cuda" not in DEVICES:
+    REPORT_NOTES.append(
+        "No CUDA device in this study: no Nsight Compute profiles, so no per-kernel table "
+        "and no measured rooflines; the roofline points are analytic."
+    )
+
+
+def run_json_files(wildcards=None):
+    """The JSON of every timed run of the matrix (none while the timing stage is absent)."""
+    if not workflow.is_rule("timed_run"):
+        return []
+    return [
+        f"results/runs/{key.device}/{key.model}/{key.precision}/bs{key.batch_size}"
+        f"/{key.variant}/rep{rep}.json"
+        for key in MATRIX
+        for rep in REPS
+    ]
+
+
+def environment_outputs():
+    return ["results/tables/environment.csv"] if run_json_files() else []
+
+
+def machine_comparison_outputs():
+    """The cross-machine table and figure, when other machines' results are configured."""
+    if not config["report"]["extra_results"] or not workflow.is_rule("aggregate_runs"):
+        return []
+    return [
+        "results/tables/machines_summary.csv",
+        "results/figures/machines/throughput.png",
+    ]
+
+
+def report_outputs():
+    return (
+        environment_outputs()
+        + machine_comparison_outputs()
+        + ["reports/summary.html", "reports/summary.md"]
+    )
+
+
+# Tables the report reads, and the rule that always writes each when its stage is in the
+# workflow. kernels.csv has none: it exists only where profiling is in the DAG, which the
+# profiling stage says by putting it into get_final_output().
+REPORT_TABLE_RULES = {
+    "runs": "aggregate_runs",
+    "summary": "aggregate_runs",
+    "kernels": None,
+    "roofline_points": "roofline_points",
+}
+
+
+def report_inputs(wildcards):
+    """What render_report reads: every table, JSON and figure the study builds."""
+    study = [path for path in get_final_output() if path not in report_outputs()]
+    inputs = {}
+    for name, rule_name in REPORT_TABLE_RULES.items():
+        path = f"results/tables/{name}.csv"
+        if path in study or (rule_name and workflow.is_rule(rule_name)):
+            inputs[name] = path
+    inputs["environment"] = environment_outputs()
+    inputs["complexity"] = complexity_outputs()
+    inputs["ceilings"] = (
+        expand("results/ceilings/{device}.json", device=DEVICES)
+        if workflow.is_rule("ceilings")
+        else []
+    )
+    inputs["figures"] = [
+        path
+        for path in study + machine_comparison_outputs()
+        if path.startswith("results/figures/") and path.endswith(".png")
+    ]
+    inputs["extra_results"] = config["report"]["extra_results"]
+    return inputs
+
+
+def render_report_flags(wildcards, input):
+    """Command-line flags of `nnperf render-report` for the inputs present."""
+    flags = []
+    for name in ("runs", "summary", "kernels", "roofline_points"):
+        if name in input.keys():
+            flags.append(f"--{name.replace('_', '-')} {shlex.quote(input[name])}")
+    for name, flag in (
+        ("environment", "--environment"),
+        ("complexity", "--complexity"),
+        ("ceilings", "--ceilings"),
+        ("figures", "--figures"),
+        ("extra_results", "--extra-results"),
+    ):
+        paths = list(input[name]) if name in input.keys() else []
+        if name == "environment":
+            flags.extend(f"{flag} {shlex.quote(path)}" for path in paths)
+        elif paths or name == "figures":
+            flags.append(flag + "".join(f" {shlex.quote(path)}" for path in paths))
+    flags += [f"--note {shlex.quote(note)}" for note in REPORT_NOTES]
+    flags += [
+        f"--cv-threshold {config['report']['cv_threshold']}",
+        f"--title {shlex.quote(config['study']['name'])}",
+        f"--description {shlex.quote(config['study']['description'])}",
+    ]
+    return " ".join(flags)
+
+
+def compare_machines_flags(wildcards, input):
+    return " ".join(
+        [
+            f"--summary {shlex.quote(input.summary)}",
+            f"--runs {shlex.quote(input.runs)}",
+            f"--environment {shlex.quote(input.environment)}",
+            "--extra-results",
+            *(shlex.quote(path) for path in input.extra_results),
+        ]
+    )
+
+
 def get_final_output():
     """Every file the study asks for; `rule all` builds exactly this."""
-    return data_outputs() + complexity_outputs()
+    return data_outputs() + complexity_outputs() + report_outputs()

@@ -36,3 +36,16 @@ def test_dry_run_lists_the_first_stages(workdir):
     result = run_snakemake(workdir, "-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr
     assert "prepare_dataset" in result.stdout and "complexity" in result.stdout
+
+
+def test_default_profile_is_found_from_the_repository_root(repo):
+    """`profiles` links to workflow/profiles so a plain `snakemake` applies bench_slot=1."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules"],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "workflow specific profile profiles/default" in result.stdout + result.stderr

@@ -29,6 +29,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        # mkstemp creates 0600 files; results must be readable like any other file the
+        # user writes (shared cluster folders), so apply the umask as open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -18,9 +18,7 @@ from snakemake.settings.types import DeploymentMethod
 try:
     config = study_config.validate(
         config,
-        study_config.load_schema(
-            Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
-        ),
+        study_config.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
     )
 except NnperfError as error:
     sys.exit(f"nnperf: {error}")
@@ -36,9 +34,7 @@ def nnperf_command():
         python = "python"
     else:
         python = sys.executable
-    return (
-        f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
-    )
+    return f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
 
 
 NNPERF = nnperf_command()
@@ -91,9 +87,7 @@ def data_outputs():
 # the report rule reads the list when the DAG is built.
 REPORT_NOTES = [note.removeprefix("note: ").capitalize() for note in MATRIX_NOTES]
 if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICES:
-    REPORT_NOTES.append(
-        "No GPU: devices 'auto' resolved to cpu on the machine that built the DAG."
-    )
+    REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
 if "cuda" not in DEVICES:
     REPORT_NOTES.append(
         "No CUDA device in this study: no Nsight Compute profiles, so no per-kernel table "
@@ -105,12 +99,8 @@ def run_json_files(wildcards=None):
     """The JSON of every timed run of the matrix (none while the timing stage is absent)."""
     if not workflow.is_rule("timed_run"):
         return []
-    return [
-        f"results/runs/{key.device}/{key.model}/{key.precision}/bs{key.batch_size}"
-        f"/{key.variant}/rep{rep}.json"
-        for key in MATRIX
-        for rep in REPS
-    ]
+    pattern = "results/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.json"
+    return [pattern.format(**key.as_dict(), rep=rep) for key in MATRIX for rep in REPS]
 
 
 def environment_outputs():

@@ -12,6 +12,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/complexity.smk"
+include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/report.smk"
 
 

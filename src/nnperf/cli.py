@@ -15,6 +15,8 @@ from nnperf import __version__
 from nnperf.errors import NnperfError
 
 COMMAND_MODULES = (
+    "ceilings",
+    "plot_ceilings",
     "prepare_dataset",
     "complexity",
     "environment_table",

@@ -72,6 +72,11 @@ def normalise(config: dict) -> dict:
         result["dataset"] = {"name": result["dataset"]}
     if isinstance(result.get("ncu"), (bool, str)):
         result["ncu"] = {"enabled": result["ncu"]}
+    ncu = result.get("ncu")
+    if isinstance(ncu, dict) and isinstance(ncu.get("enabled"), str):
+        # `--config ncu=true` may arrive as the string "true".
+        words = {"true": True, "false": False}
+        result["ncu"] = {**ncu, "enabled": words.get(ncu["enabled"].lower(), ncu["enabled"])}
     return result
 
 

@@ -78,6 +78,44 @@ def complexity_outputs():
     return expand("results/complexity/{model}.json", model=config["models"])
 
 
+def measurement_threads(wildcards):
+    """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
+    measurement and perturbs it; one on an accelerator (bench_slot serialises those)."""
+    return workflow.cores if wildcards.device == "cpu" else 1
+
+
+def ceilings_threads():
+    """CPU threads for the ceilings: those of the timed runs' reference variant, `baseline`.
+    null keeps torch's default, as the timed runs do."""
+    return config["variants"]["baseline"]["cpu_threads"]
+
+
+def ceilings_flags():
+    """Command-line flags of `nnperf ceilings` from the `ceilings:` config section."""
+    settings = config["ceilings"]
+    flags = [
+        "--gemm-sizes " + " ".join(str(size) for size in settings["gemm_sizes"]),
+        f"--trials {settings['trials']}",
+        f"--sweep-min-bytes {settings['sweep_min_bytes']}",
+        f"--sweep-max-bytes {settings['sweep_max_bytes']}",
+    ]
+    if settings["bandwidth_bytes"] is not None:
+        flags.append(f"--bandwidth-bytes {settings['bandwidth_bytes']}")
+    if ceilings_threads() is not None:
+        flags.append(f"--threads {ceilings_threads()}")
+    return " ".join(flags)
+
+
+def ceilings_outputs():
+    return expand(
+        [
+            "results/ceilings/{device}.json",
+            "results/figures/ceilings/{device}_sweep.png",
+        ],
+        device=DEVICES,
+    )
+
+
 def data_outputs():
     return [DATA_DIR]
 
@@ -201,4 +239,4 @@ def compare_machines_flags(wildcards, input):
 
 def get_final_output():
     """Every file the study asks for; `rule all` builds exactly this."""
-    return data_outputs() + complexity_outputs() + report_outputs()
+    return data_outputs() + complexity_outputs() + ceilings_outputs() + report_outputs()

@@ -1,0 +1,462 @@
+"""Ceilings: formulas by hand, real (tiny) measurements on this CPU, the JSON and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nnperf import ceilings
+from nnperf.ceilings import GIB, KIB, MIB
+from nnperf.errors import NnperfError
+from nnperf.io import read_json, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+PEAKS_YAML = ROOT / "config" / "peaks.yaml"
+TINY = dict(
+    gemm_sizes=[64, 256],
+    trials=2,
+    warmup=1,
+    min_trial_s=0.002,
+    bandwidth_bytes=4 * MIB,
+    sweep_min_bytes=16 * KIB,
+    sweep_max_bytes=1 * MIB,
+    sweep_steps_per_octave=1,
+    peaks_path=PEAKS_YAML,
+)
+
+# Verbatim output of `lscpu -B -C --json` (util-linux 2.38) on an AMD EPYC VM.
+LSCPU_JSON = """{
+   "caches": [
+      {"name": "L1d", "one-size": "49152", "all-size": "98304", "ways": 12, "type": "Data", "level": 1,
+       "sets": 64, "phy-line": 1, "coherency-size": 64},
+      {"name": "L1i", "one-size": "32768", "all-size": "65536", "ways": 8, "type": "Instruction",
+       "level": 1, "sets": 64, "phy-line": 1, "coherency-size": 64},
+      {"name": "L2", "one-size": "1048576", "all-size": "2097152", "ways": 16, "type": "Unified",
+       "level": 2, "sets": 1024, "phy-line": 1, "coherency-size": 64},
+      {"name": "L3", "one-size": "33554432", "all-size": "33554432", "ways": 16, "type": "Unified",
+       "level": 3, "sets": 32768, "phy-line": 1, "coherency-size": 64}
+   ]
+}"""
+
+
+@pytest.fixture(scope="module")
+def cpu_doc():
+    """One real, tiny measurement of this machine's CPU."""
+    return ceilings.measure_ceilings("cpu", **TINY)
+
+
+# --- formulas ---------------------------------------------------------------------------
+
+
+def test_gemm_flops_by_hand():
+    assert ceilings.gemm_flops(2, 3, 4) == 48  # 2 x 3 outputs, 4 multiply-adds each
+    assert ceilings.gemm_flops(4096, 4096, 4096) == 137_438_953_472
+
+
+@given(st.integers(1, 10_000), st.integers(1, 10_000), st.integers(1, 10_000))
+def test_gemm_flops_is_two_mnk(m, n, k):
+    assert ceilings.gemm_flops(m, n, k) == 2 * m * n * k == ceilings.gemm_flops(n, m, k)
+
+
+def test_stream_bytes_follow_the_stream_convention():
+    n = 1_000_000
+    assert ceilings.stream_bytes("copy", n, 8) == 16_000_000  # read b, write a
+    assert ceilings.stream_bytes("triad", n, 8) == 24_000_000  # read b, c, write a
+    assert ceilings.stream_bytes("copy", n) == 8_000_000  # fp32 arrays by default
+    with pytest.raises(NnperfError, match="stream kernel 'scale' is unknown; allowed: copy, triad"):
+        ceilings.stream_bytes("scale", n)
+
+
+def test_sweep_call_bytes_and_repeats_by_hand():
+    assert ceilings.sweep_repeats(16 * KIB, 64 * MIB) == 4096
+    assert ceilings.sweep_repeats(1 * GIB, 64 * MIB) == 1
+    # 4096 reads of 16 KiB plus 4096 fp32 results written.
+    assert ceilings.sweep_call_bytes(16 * KIB, 4096) == 4096 * 16384 + 4096 * 4
+
+
+def test_sweep_working_sets_default_span():
+    sizes = ceilings.sweep_working_sets(16 * KIB, 1 * GIB, 2)
+    assert sizes[0] == 16 * KIB and sizes[-1] == 1 * GIB and len(sizes) == 33
+    assert sizes[2] == 32 * KIB and sizes[1] == 23296  # 16 KiB x sqrt(2), 256-byte aligned
+
+
+@given(low=st.integers(1, 1 << 24), factor=st.integers(1, 1 << 12), steps=st.integers(1, 4))
+def test_sweep_working_sets_properties(low, factor, steps):
+    high = low * factor + 256
+    sizes = ceilings.sweep_working_sets(low, high, steps)
+    assert sizes == sorted(set(sizes))
+    assert all(s % 256 == 0 and low <= s <= high for s in sizes)
+    assert sizes[0] < low + 256 and sizes[-1] > high - 256
+
+
+def test_sweep_working_sets_rejects_bad_range():
+    with pytest.raises(
+        NnperfError, match="ceilings.sweep_min_bytes..sweep_max_bytes is 2048..1024"
+    ):
+        ceilings.sweep_working_sets(2048, 1024, 1)
+    with pytest.raises(NnperfError, match="ceilings.sweep_steps_per_octave is 0"):
+        ceilings.sweep_working_sets(1024, 2048, 0)
+
+
+def test_bandwidth_array_bytes():
+    assert ceilings.bandwidth_array_bytes(32 * MIB) == 256 * MIB  # 4 x 32 MiB < 256 MiB floor
+    assert ceilings.bandwidth_array_bytes(100 * MIB) == 400 * MIB  # 4 x LLC wins
+    assert ceilings.bandwidth_array_bytes(None) == 256 * MIB
+    assert ceilings.bandwidth_array_bytes(100 * MIB + 1) == 401 * MIB  # rounded up to whole MiB
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("268435456", 268435456),
+        ("256MiB", 256 * MIB),
+        ("256M", 256 * MIB),
+        ("1GiB", GIB),
+        ("64 KiB", 64 * KIB),
+        ("1.5GB", 1_500_000_000),
+        (4096, 4096),
+    ],
+)
+def test_parse_bytes(text, value):
+    assert ceilings.parse_bytes(text) == value
+
+
+@pytest.mark.parametrize("text", ["12XB", "-1", "MiB", "0"])
+def test_parse_bytes_rejects(text):
+    with pytest.raises(NnperfError, match="byte size"):
+        ceilings.parse_bytes(text)
+
+
+@given(st.integers(1, 1 << 40), st.sampled_from(["", "KiB", "MiB", "GiB"]))
+def test_parse_bytes_round_trip(n, unit):
+    scale = {"": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB}[unit]
+    assert ceilings.parse_bytes(f"{n}{unit}") == n * scale
+
+
+def test_cache_parsers():
+    assert ceilings.parse_cache_size("48K\n") == 48 * KIB
+    assert ceilings.parse_cache_size("32768K") == 32 * MIB
+    assert ceilings.parse_cache_size("2M") == 2 * MIB
+    assert ceilings.count_cpu_list("0-3,8,10-11\n") == 7
+    caches = ceilings.caches_from_lscpu_json(LSCPU_JSON)
+    assert [(c["name"], c["level"], c["size_bytes"]) for c in caches] == [
+        ("L1d", 1, 49152),
+        ("L2", 2, 1048576),
+        ("L3", 3, 33554432),
+    ]
+    assert ceilings.last_level_cache_bytes(caches) == 32 * MIB
+    assert ceilings.last_level_cache_bytes([]) is None
+
+
+def test_read_sysfs_caches_from_a_sysfs_tree(tmp_path):
+    # The layout of /sys/devices/system/cpu/cpu0/cache (Linux ABI, sysfs-devices-system-cpu).
+    layout = {
+        "index0": ("1", "Data", "32K", "0-1"),
+        "index1": ("1", "Instruction", "32K", "0-1"),
+        "index2": ("2", "Unified", "1024K", "0-1"),
+        "index3": ("3", "Unified", "16384K", "0-15"),
+    }
+    for index, (level, kind, size, shared) in layout.items():
+        folder = tmp_path / index
+        folder.mkdir()
+        for name, value in (
+            ("level", level),
+            ("type", kind),
+            ("size", size),
+            ("shared_cpu_list", shared),
+        ):
+            (folder / name).write_text(value + "\n")
+    caches = ceilings.read_sysfs_caches(tmp_path)
+    assert [(c["name"], c["size_bytes"], c["shared_cpu_count"]) for c in caches] == [
+        ("L1d", 32 * KIB, 2),
+        ("L2", MIB, 2),
+        ("L3", 16 * MIB, 16),
+    ]
+    assert ceilings.read_sysfs_caches(tmp_path / "absent") == []
+
+
+# --- roofs, ratios, MFU ----------------------------------------------------------------
+
+DOC = {
+    "measured": {
+        "gemm_flop_s": {"bf16": 500e12, "fp32": 50e12},
+        "memory_bandwidth_bytes_s": 3.0e12,
+    },
+    "datasheet": {"flop_s": {"bf16": 1000e12, "fp32": 67e12}, "memory_bandwidth_bytes_s": 3.35e12},
+}
+
+
+def test_fraction_of_roofs():
+    assert ceilings.fraction_of_roofs(250e12, DOC, "bf16") == {"measured": 0.5, "datasheet": 0.25}
+    assert ceilings.fraction_of_roofs(250e12, DOC, "fp16") == {"measured": None, "datasheet": None}
+    assert ceilings.fraction_of_roofs(None, DOC, "bf16") == {"measured": None, "datasheet": None}
+    no_sheet = {**DOC, "datasheet": None}
+    assert ceilings.fraction_of_roofs(100e12, no_sheet, "bf16") == {
+        "measured": 0.2,
+        "datasheet": None,
+    }
+
+
+def test_ratios_and_notes_for_known_and_unknown_devices():
+    ratio = ceilings.ratios(DOC["measured"], DOC["datasheet"])
+    assert ratio["gemm_flop_s"]["bf16"] == pytest.approx(0.5)
+    assert ratio["memory_bandwidth_bytes_s"] == pytest.approx(3.0 / 3.35)
+    none = ceilings.ratios(DOC["measured"], None)
+    assert none == {"gemm_flop_s": {"bf16": None, "fp32": None}, "memory_bandwidth_bytes_s": None}
+    note = ceilings.notes_for("cuda", "NVIDIA B300", None, none, "config/peaks.yaml", {})
+    assert "No entry in config/peaks.yaml matches cuda device name 'NVIDIA B300'" in note
+    sheet = {"name": "X", "source": "X datasheet", "derived": False}
+    over = ceilings.notes_for(
+        "cuda",
+        "X",
+        sheet,
+        {"gemm_flop_s": {"bf16": 1.9}, "memory_bandwidth_bytes_s": 0.9},
+        "p.yaml",
+        {"tf32": "needs 8.0"},
+    )
+    assert (
+        "Measured bf16 GEMM is 1.90x the datasheet value" in over
+        and "tf32 not measured: needs 8.0" in over
+    )
+
+
+def test_note_explains_a_derived_peak_below_measurement():
+    sheet = {"derived": True, "clock_hz": 2.5e9, "clock_source": "/proc/cpuinfo"}
+    note = ceilings.notes_for(
+        "cpu",
+        "CPU",
+        sheet,
+        {"gemm_flop_s": {"bf16": 1.3}, "memory_bandwidth_bytes_s": None},
+        "p.yaml",
+        {},
+    )
+    assert "DERIVED" in note and ">= 3.25 GHz implied" in note
+
+
+def test_unknown_gpu_gives_null_datasheet_without_crashing():
+    table = ceilings.peaks_mod.load_peaks(PEAKS_YAML)
+    assert (
+        ceilings.datasheet_for(
+            "cuda", "NVIDIA Future GPU", table, threads=1, cpu_clock_hz=None, cpu_fma_units=2
+        )
+        is None
+    )
+
+
+# --- real measurements on this CPU -----------------------------------------------------
+
+
+def test_document_has_the_contract_keys(cpu_doc):
+    for key in (
+        "device",
+        "device_name",
+        "threads",
+        "measured",
+        "datasheet",
+        "ratio_measured_to_datasheet",
+        "note",
+    ):
+        assert key in cpu_doc
+    assert cpu_doc["device"] == "cpu" and cpu_doc["threads"] >= 1
+    measured = cpu_doc["measured"]
+    assert set(measured["gemm_flop_s"]) == {"fp32", "bf16"}
+    assert all(v > 0 for v in measured["gemm_flop_s"].values())
+    assert measured["memory_bandwidth_bytes_s"] > 0
+    assert [p["working_set_bytes"] for p in measured["sweep"]] == [
+        16 * KIB,
+        32 * KIB,
+        64 * KIB,
+        128 * KIB,
+        256 * KIB,
+        512 * KIB,
+        MIB,
+    ]
+    assert all(p["bandwidth_bytes_s"] > 0 for p in measured["sweep"])
+    sheet = cpu_doc["datasheet"]
+    assert set(sheet) >= {"key", "name", "flop_s", "memory_bandwidth_bytes_s", "source"}
+    assert set(cpu_doc["ratio_measured_to_datasheet"]) == {
+        "gemm_flop_s",
+        "memory_bandwidth_bytes_s",
+    }
+    assert (
+        cpu_doc["settings"]["gemm_sizes"] == [64, 256]
+        and cpu_doc["settings"]["bandwidth_bytes"] == 4 * MIB
+    )
+
+
+def test_gemm_rows_count_two_mnk_flops(cpu_doc):
+    for precision, gemm in cpu_doc["measured"]["gemm"].items():
+        assert [row["m"] for row in gemm["sizes"]] == [64, 256]
+        for row in gemm["sizes"]:
+            assert row["flops"] == 2 * row["m"] ** 3
+            assert row["best_flop_s"] == pytest.approx(row["flops"] / row["best_time_s"])
+            assert row["best_flop_s"] >= row["median_flop_s"]
+        assert gemm["best_flop_s"] == max(row["best_flop_s"] for row in gemm["sizes"])
+        assert cpu_doc["measured"]["gemm_flop_s"][precision] == gemm["best_flop_s"]
+
+
+def test_bandwidth_counts_stream_bytes(cpu_doc):
+    bandwidth = cpu_doc["measured"]["bandwidth"]
+    n = 4 * MIB // 4
+    assert bandwidth["copy"]["bytes_per_call"] == 2 * n * 4
+    assert bandwidth["triad"]["bytes_per_call"] == 3 * n * 4
+    for kernel in ("copy", "triad"):
+        row = bandwidth[kernel]
+        assert row["best_bandwidth_bytes_s"] == pytest.approx(
+            row["bytes_per_call"] / row["best_time_s"]
+        )
+    kernel = cpu_doc["measured"]["memory_bandwidth_kernel"]
+    assert (
+        cpu_doc["measured"]["memory_bandwidth_bytes_s"]
+        == bandwidth[kernel]["best_bandwidth_bytes_s"]
+    )
+
+
+def test_sweep_counts_repeated_reads(cpu_doc):
+    for point in cpu_doc["measured"]["sweep"]:
+        repeats = ceilings.sweep_repeats(
+            point["working_set_bytes"], ceilings.SWEEP_BYTES_PER_CALL["cpu"]
+        )
+        assert point["repeats_per_call"] == repeats
+        assert point["bytes_per_call"] == ceilings.sweep_call_bytes(
+            point["working_set_bytes"], repeats
+        )
+
+
+def test_measured_fp32_gemm_is_below_the_derived_cpu_peak():
+    # Sizes large enough to be compute-bound. Only fp32 is asserted: the derived peak uses
+    # the clock /proc/cpuinfo reports, which under a hypervisor is the nominal (TSC) clock,
+    # and bf16 GEMMs on a boosting core can exceed it (the note then says so).
+    doc = ceilings.measure_ceilings("cpu", **{**TINY, "gemm_sizes": [512], "trials": 3})
+    peak = doc["datasheet"]["flop_s"]["fp32"]
+    if doc["datasheet"].get("derived") and peak is None:
+        pytest.skip("CPU clock unreadable here: no derived peak to compare with")
+    assert 0 < doc["measured"]["gemm_flop_s"]["fp32"] < peak
+    assert 0 < doc["ratio_measured_to_datasheet"]["gemm_flop_s"]["fp32"] < 1
+
+
+def test_threads_setting_is_applied_and_recorded():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        doc = ceilings.measure_ceilings(
+            "cpu", **{**TINY, "gemm_sizes": [64], "sweep_max_bytes": 16 * KIB}, threads=1
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert doc["threads"] == 1 and doc["settings"]["threads"] == 1
+    if doc["datasheet"].get("derived"):
+        assert doc["datasheet"]["cores"] == 1
+
+
+def test_json_round_trip(cpu_doc, tmp_path):
+    path = tmp_path / "cpu.json"
+    write_json(path, cpu_doc)
+    back = read_json(path)
+    assert (
+        back["schema_version"] == 1
+        and back["measured"]["gemm_flop_s"] == cpu_doc["measured"]["gemm_flop_s"]
+    )
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"trials": 0}, "ceilings.trials is 0; expected an integer >= 1"),
+        ({"gemm_sizes": [0]}, r"ceilings.gemm_sizes is \[0\]"),
+        ({"threads": 0}, "ceilings.threads is 0"),
+        ({"min_trial_s": 0}, "ceilings.min_trial_s is 0"),
+        ({"peaks_path": "missing/peaks.yaml"}, "missing/peaks.yaml: file not found"),
+    ],
+)
+def test_bad_settings_fail_before_measuring(changes, message):
+    with pytest.raises(NnperfError, match=message):
+        ceilings.measure_ceilings("cpu", **{**TINY, **changes})
+
+
+def test_unknown_device_is_rejected():
+    with pytest.raises(NnperfError, match="device 'tpu' is unknown; allowed: cpu, cuda, mps"):
+        ceilings.measure_ceilings("tpu", **TINY)
+
+
+# --- the command line, as the workflow calls it -----------------------------------------
+
+
+def _nnperf(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, "-m", "nnperf", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_ceilings_and_plot(tmp_path):
+    out = tmp_path / "results" / "ceilings" / "cpu.json"
+    result = _nnperf(
+        "ceilings",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+        "--gemm-sizes",
+        "64",
+        "128",
+        "--trials",
+        "2",
+        "--warmup",
+        "1",
+        "--min-trial-s",
+        "0.002",
+        "--bandwidth-bytes",
+        "4MiB",
+        "--sweep-min-bytes",
+        "16KiB",
+        "--sweep-max-bytes",
+        "64KiB",
+        "--sweep-steps-per-octave",
+        "1",
+        "--peaks",
+        str(PEAKS_YAML),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "GFLOP/s" in result.stdout and str(out) in result.stdout
+    doc = json.loads(out.read_text())
+    assert doc["threads"] == 1 and doc["settings"]["gemm_sizes"] == [64, 128]
+    assert [p["working_set_bytes"] for p in doc["measured"]["sweep"]] == [
+        16 * KIB,
+        32 * KIB,
+        64 * KIB,
+    ]
+    png = tmp_path / "results" / "figures" / "ceilings" / "cpu_sweep.png"
+    result = _nnperf("plot-ceilings", "--ceilings", str(out), "--out", str(png), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    result = _nnperf(
+        "ceilings", "--device", "cpu", "--out", "x.json", "--peaks", "nope.yaml", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == "nnperf ceilings: error: nope.yaml: file not found (datasheet peaks, see config/peaks.yaml)"
+    )
+    assert not (tmp_path / "x.json").exists()
+    result = _nnperf("ceilings", "--out", "x.json", "--bandwidth-bytes", "12XB", cwd=tmp_path)
+    assert result.returncode == 2 and "byte size '12XB' is not understood" in result.stderr

@@ -1,0 +1,175 @@
+"""Ceilings figures: the working-set sweep and the roofs helper for roofline axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from nnperf.plots import ceilings as plots
+
+KIB, MIB = 1024, 1024**2
+
+# A ceilings document in the format `nnperf ceilings` writes (values of an H100 SXM run
+# rounded; the sweep shortened).
+H100_DOC = {
+    "device": "cuda",
+    "device_name": "NVIDIA H100 80GB HBM3",
+    "threads": 16,
+    "measured": {
+        "gemm_flop_s": {"fp32": 51e12, "tf32": 380e12, "fp16": 700e12, "bf16": 720e12},
+        "memory_bandwidth_bytes_s": 2.9e12,
+        "memory_bandwidth_kernel": "copy",
+        "sweep": [
+            {
+                "working_set_bytes": 64 * KIB,
+                "bandwidth_bytes_s": 20e12,
+                "bandwidth_bytes_s_median": 19e12,
+            },
+            {
+                "working_set_bytes": 4 * MIB,
+                "bandwidth_bytes_s": 9e12,
+                "bandwidth_bytes_s_median": 8.5e12,
+            },
+            {
+                "working_set_bytes": 256 * MIB,
+                "bandwidth_bytes_s": 3.0e12,
+                "bandwidth_bytes_s_median": 2.9e12,
+            },
+        ],
+    },
+    "datasheet": {
+        "key": "h100_sxm",
+        "name": "NVIDIA H100 SXM5 80GB",
+        "derived": False,
+        "flop_s": {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12},
+        "memory_bandwidth_bytes_s": 3.35e12,
+        "source": "NVIDIA H100 datasheet",
+    },
+    "caches": [
+        {
+            "name": "L2",
+            "level": 2,
+            "type": "Unified",
+            "size_bytes": 50 * MIB,
+            "shared_cpu_count": None,
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "value,unit,text",
+    [
+        (989.5e12, "FLOP/s", "990 TFLOP/s"),
+        (3.35e12, "B/s", "3.35 TB/s"),
+        (192.2e9, "FLOP/s", "192 GFLOP/s"),
+        (5.0, "B/s", "5 B/s"),
+        (0.5, "B/s", "0.5 B/s"),
+    ],
+)
+def test_format_si(value, unit, text):
+    assert plots.format_si(value, unit) == text
+
+
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (48 * KIB, "48 KiB"),
+        (MIB, "1 MiB"),
+        (32 * MIB, "32 MiB"),
+        (1024**3, "1 GiB"),
+        (512, "512 B"),
+    ],
+)
+def test_format_bytes(value, text):
+    assert plots.format_bytes(value) == text
+
+
+def test_draw_roofs_measured_solid_datasheet_dashed_with_values():
+    ax = Figure().add_subplot()
+    artists = plots.draw_roofs(ax, H100_DOC, "bf16", intensity_range=(0.1, 1000.0))
+    lines = ax.get_lines()
+    assert len(lines) == 2
+    measured, sheet = lines
+    assert measured.get_linestyle() == "-" and sheet.get_linestyle() == "--"
+    assert measured.get_label() == "measured: bf16 720 TFLOP/s, memory 2.9 TB/s"
+    assert sheet.get_label() == "datasheet: bf16 990 TFLOP/s, memory 3.35 TB/s"
+    x, y = measured.get_data()
+    # Memory-bound left of the ridge (bandwidth x intensity), compute-bound right of it.
+    assert y[0] == pytest.approx(2.9e12 * 0.1)
+    assert y[-1] == pytest.approx(720e12)
+    ridge = 720e12 / 2.9e12
+    assert np.all(y[x > ridge] == pytest.approx(720e12))
+    _, y_sheet = sheet.get_data()
+    assert y_sheet[-1] == pytest.approx(989.5e12) and y_sheet[0] == pytest.approx(3.35e12 * 0.1)
+    texts = [a.get_text() for a in artists if hasattr(a, "get_text")]
+    assert texts == ["720 TFLOP/s", "990 TFLOP/s"]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_draw_roofs_without_datasheet_draws_only_measured():
+    ax = Figure().add_subplot()
+    plots.draw_roofs(ax, {**H100_DOC, "datasheet": None}, "fp32")
+    (line,) = ax.get_lines()
+    assert line.get_label().startswith("measured: fp32 51 TFLOP/s")
+    assert ax.get_xlim() == pytest.approx(plots.DEFAULT_INTENSITY_RANGE)
+
+
+def test_draw_roofs_derived_cpu_peak_is_labelled_derived():
+    doc = {
+        "measured": {"gemm_flop_s": {"bf16": 6e11}, "memory_bandwidth_bytes_s": 3.4e10},
+        "datasheet": {
+            "derived": True,
+            "flop_s": {"bf16": 6.6e11},
+            "memory_bandwidth_bytes_s": None,
+        },
+    }
+    ax = Figure().add_subplot()
+    plots.draw_roofs(ax, doc, "bf16", intensity_range=(1, 100))
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == [
+        "measured: bf16 600 GFLOP/s, memory 34 GB/s",
+        "derived peak: bf16 660 GFLOP/s",
+    ]
+    _, y = ax.get_lines()[1].get_data()
+    assert np.all(y == pytest.approx(6.6e11))  # compute roof only: flat
+
+
+def test_draw_roofs_for_a_precision_nobody_measured_draws_memory_only():
+    ax = Figure().add_subplot()
+    plots.draw_roofs(ax, {**H100_DOC, "datasheet": None}, "fp8", intensity_range=(1, 10))
+    (line,) = ax.get_lines()
+    assert line.get_label() == "measured: memory 2.9 TB/s"
+
+
+def test_sweep_figure_content(tmp_path):
+    fig = plots.sweep_figure(H100_DOC)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    best = ax.get_lines()[0]
+    np.testing.assert_allclose(best.get_xdata(), [64 * KIB, 4 * MIB, 256 * MIB])
+    np.testing.assert_allclose(best.get_ydata(), [20e3, 9e3, 3e3])  # GB/s
+    labels = ax.get_legend_handles_labels()[1]
+    assert "main memory, copy (STREAM counting): 2.9 TB/s" in labels
+    assert "datasheet memory: 3.35 TB/s" in labels
+    assert any(t.get_text() == "L2 50 MiB" for t in ax.texts)
+    assert "NVIDIA H100 80GB HBM3" in ax.get_title()
+    out = tmp_path / "figures" / "sweep.png"
+    plots.save_figure(fig, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    assert list(out.parent.iterdir()) == [out]  # no temporary file left behind
+
+
+def test_sweep_figure_marks_private_caches_per_core():
+    doc = {
+        **H100_DOC,
+        "datasheet": None,
+        "caches": [
+            {"name": "L1d", "level": 1, "size_bytes": 48 * KIB, "shared_cpu_count": 1},
+            {"name": "L3", "level": 3, "size_bytes": 32 * MIB, "shared_cpu_count": 2},
+        ],
+    }
+    ax = plots.sweep_figure(doc).axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["L1d 48 KiB per core", "L3 32 MiB"]
+    assert not any(label.startswith("datasheet") for label in ax.get_legend_handles_labels()[1])

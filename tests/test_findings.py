@@ -11,8 +11,16 @@ from hypothesis import strategies as st
 
 from nnperf import findings
 from report_tables import (
-    GPU_BOX, LAPTOP, Config, ceilings_document, gpu_configs, gpu_kernels, laptop_configs,
-    roofline_point, runs_rows, summary_rows,
+    GPU_BOX,
+    LAPTOP,
+    Config,
+    ceilings_document,
+    gpu_configs,
+    gpu_kernels,
+    laptop_configs,
+    roofline_point,
+    runs_rows,
+    summary_rows,
 )
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
@@ -45,8 +53,10 @@ def test_precision_speedup_sentence_has_ratio_and_both_cis():
 
 
 def test_slower_precision_and_overlapping_cis_are_said_so():
-    configs = [Config("cpu", "m", "fp32", 8, "baseline", 200.0, (150.0, 250.0)),
-               Config("cpu", "m", "bf16", 8, "baseline", 160.0, (120.0, 210.0))]
+    configs = [
+        Config("cpu", "m", "fp32", 8, "baseline", 200.0, (150.0, 250.0)),
+        Config("cpu", "m", "bf16", 8, "baseline", 160.0, (120.0, 210.0)),
+    ]
     row = findings.speedups(labelled(summary_rows(configs), "box"), "precision", "fp32").iloc[0]
     # 160 / 200 = 0.8 -> 1/0.8 = 1.25x slower; CIs [120, 210] and [150, 250] overlap.
     text = findings.speedup_sentence(row.to_dict(), "precision")
@@ -60,7 +70,8 @@ def test_variant_speedup_against_baseline():
     # 260 / 200 = 1.3 at fp32, batch 64.
     assert table["speedup"].iloc[0] == pytest.approx(1.3)
     assert findings.speedup_sentence(table.iloc[0].to_dict(), "variant").startswith(
-        f"The tuned variant is 1.30x faster than baseline for resnet18_cifar fp32 at batch 64 on {I7}")
+        f"The tuned variant is 1.30x faster than baseline for resnet18_cifar fp32 at batch 64 on {I7}"
+    )
 
 
 def test_batch_scaling_gain_saturation_and_oom():
@@ -101,23 +112,45 @@ def test_input_bound_configuration_is_named_as_such():
     phases = findings.phase_shares(summary)
     best = summary[summary["precision"] == "bf16"].iloc[0].to_dict()
     text = findings.limiter_sentence(best, phases, pd.DataFrame())
-    assert text.startswith(f"What limits resnet18_cifar bf16 at batch 64 (baseline) on {H100}: "
-                           "the input pipeline — data wait and host-to-device copies take 40% "
-                           "of each step (10.0 ms)")
+    assert text.startswith(
+        f"What limits resnet18_cifar bf16 at batch 64 (baseline) on {H100}: "
+        "the input pipeline — data wait and host-to-device copies take 40% "
+        "of each step (10.0 ms)"
+    )
 
 
 def cpu_point(intensity: float, performance: float) -> pd.DataFrame:
     config = laptop_configs()[2]
     flops = performance * 0.1
-    return labelled(pd.DataFrame([roofline_point(config, source="analytic", level="algorithmic",
-                                                 flops=flops, bytes_=flops / intensity,
-                                                 time_s=0.1)]), I7)
+    return labelled(
+        pd.DataFrame(
+            [
+                roofline_point(
+                    config,
+                    source="analytic",
+                    level="algorithmic",
+                    flops=flops,
+                    bytes_=flops / intensity,
+                    time_s=0.1,
+                )
+            ]
+        ),
+        I7,
+    )
 
 
-CPU_CEILINGS = [{**ceilings_document("cpu", LAPTOP[1], gemm={"fp32": 1e11, "bf16": 2e11},
-                                     bandwidth=1e10,
-                                     datasheet={"flop_s": {"fp32": 2e11}, "memory_bandwidth_bytes_s": 2e10}),
-                 "machine": I7}]
+CPU_CEILINGS = [
+    {
+        **ceilings_document(
+            "cpu",
+            LAPTOP[1],
+            gemm={"fp32": 1e11, "bf16": 2e11},
+            bandwidth=1e10,
+            datasheet={"flop_s": {"fp32": 2e11}, "memory_bandwidth_bytes_s": 2e10},
+        ),
+        "machine": I7,
+    }
+]
 
 
 def test_memory_bound_reading_against_measured_and_datasheet_roofs():
@@ -155,9 +188,17 @@ def test_compute_bound_reading():
 
 def test_hierarchical_reading_binds_at_the_lowest_level_roof():
     c = gpu_configs()[1]
-    points = labelled(pd.DataFrame([
-        roofline_point(c, source="ncu", level=level, flops=1e11, bytes_=1e11 / ai, time_s=1e-3)
-        for level, ai in (("dram", 100.0), ("l2", 20.0), ("l1", 5.0))]), H100)
+    points = labelled(
+        pd.DataFrame(
+            [
+                roofline_point(
+                    c, source="ncu", level=level, flops=1e11, bytes_=1e11 / ai, time_s=1e-3
+                )
+                for level, ai in (("dram", 100.0), ("l2", 20.0), ("l1", 5.0))
+            ]
+        ),
+        H100,
+    )
     kernels = labelled(gpu_kernels(), H100)
     readings = findings.roofline_readings(points, [], kernels)
     verdict = findings.roofline_verdicts(readings).iloc[0]
@@ -177,18 +218,42 @@ def test_far_below_the_roofs_reads_as_overheads():
     config = verdicts.iloc[0].to_dict()
     text = findings.limiter_sentence(config, pd.DataFrame(), verdicts)
     # 1e10 of an attainable 1e11: 10% < 30% -> overheads.
-    assert "overheads, not the roofs — the step reaches only 10% of the measured compute roof" in text
+    assert (
+        "overheads, not the roofs — the step reaches only 10% of the measured compute roof" in text
+    )
 
 
-@given(intensity=st.floats(1e-3, 1e4), performance=st.floats(1e6, 1e12),
-       peak=st.floats(1e9, 1e15), bandwidth=st.floats(1e8, 1e13))
+@given(
+    intensity=st.floats(1e-3, 1e4),
+    performance=st.floats(1e6, 1e12),
+    peak=st.floats(1e9, 1e15),
+    bandwidth=st.floats(1e8, 1e13),
+)
 def test_roofline_formulas_are_consistent(intensity, performance, peak, bandwidth):
     config = laptop_configs()[2]
-    point = labelled(pd.DataFrame([roofline_point(
-        config, source="analytic", level="algorithmic", flops=performance,
-        bytes_=performance / intensity, time_s=1.0)]), I7)
-    ceiling = [{"device": "cpu", "machine": I7, "datasheet": None,
-                "measured": {"gemm_flop_s": {"fp32": peak}, "memory_bandwidth_bytes_s": bandwidth}}]
+    point = labelled(
+        pd.DataFrame(
+            [
+                roofline_point(
+                    config,
+                    source="analytic",
+                    level="algorithmic",
+                    flops=performance,
+                    bytes_=performance / intensity,
+                    time_s=1.0,
+                )
+            ]
+        ),
+        I7,
+    )
+    ceiling = [
+        {
+            "device": "cpu",
+            "machine": I7,
+            "datasheet": None,
+            "measured": {"gemm_flop_s": {"fp32": peak}, "memory_bandwidth_bytes_s": bandwidth},
+        }
+    ]
     row = findings.roofline_readings(point, ceiling).iloc[0]
     assert row["attainable_flop_s"] <= peak * (1 + 1e-12)
     assert row["attainable_flop_s"] == pytest.approx(min(peak, intensity * bandwidth))
@@ -200,8 +265,10 @@ def test_roofline_formulas_are_consistent(intensity, performance, peak, bandwidt
 
 def test_top_kernels_sum_launches_and_leave_out_the_calibration_gemm():
     table = findings.top_kernels(labelled(gpu_kernels(), H100), n=2)
-    assert list(table["kernel_name"]) == ["sm90_xmma_gemm_bf16bf16_bf16f32",
-                                          "cudnn::bn_fw_tr_1C11_kernel_NCHW"]
+    assert list(table["kernel_name"]) == [
+        "sm90_xmma_gemm_bf16bf16_bf16f32",
+        "cudnn::bn_fw_tr_1C11_kernel_NCHW",
+    ]
     first = table.iloc[0]
     # Two launches: 300 + 200 us of a 650 us step (the 10 us calibration GEMM is left out).
     assert first["launches"] == 2
@@ -235,3 +302,37 @@ def test_ceilings_table_ratio():
     assert bandwidth["measured_over_datasheet"] == pytest.approx(0.5)
     bf16 = table[table["roof"] == "bf16 GEMM"].iloc[0]
     assert bf16["datasheet"] is None or math.isnan(bf16["datasheet"])
+
+
+def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
+    # Intensity 5 against ridge 10: attainable 5e10, but the step claims 2e11 FLOP/s (4x).
+    readings = findings.roofline_readings(cpu_point(5.0, 2e11), CPU_CEILINGS)
+    verdicts = findings.roofline_verdicts(readings)
+    measured = verdicts.set_index("roof").loc["measured"]
+    assert measured["fraction_of_roof"] == pytest.approx(4.0)
+    text = findings.verdict_sentence(findings.preferred_verdict(verdicts, verdicts.iloc[0]))
+    assert (
+        "it reaches 200 GFLOP/s, 4.00x the roof above it (50 GFLOP/s): a point cannot beat" in text
+    )
+    assert findings.roof_violation_notes(verdicts) == [
+        f"Roof too low: 1 fp32 step point lies above the datasheet roofs on {I7} (worst: "
+        "resnet18_cifar fp32 at batch 64 (baseline) at 200 GFLOP/s, 2.00x the 100 GFLOP/s roof); "
+        "check the datasheet fp32 ceiling of cpu.",
+        f"Roof too low: 1 fp32 step point lies above the measured roofs on {I7} (worst: "
+        "resnet18_cifar fp32 at batch 64 (baseline) at 200 GFLOP/s, 4.00x the 50 GFLOP/s roof); "
+        "check the measured fp32 ceiling of cpu.",
+    ]
+    # No roof holds the point and there is no phase table: nothing is claimed about limits.
+    assert findings.limiter_sentence(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
+
+
+def test_a_peak_without_a_bandwidth_roof_still_gives_the_fraction_of_peak():
+    ceilings = [{**CPU_CEILINGS[0], "datasheet": {"flop_s": {"fp32": 4e11}}}]
+    readings = findings.roofline_readings(cpu_point(5.0, 2.5e10), ceilings)
+    verdicts = findings.roofline_verdicts(readings).set_index("roof")
+    datasheet = verdicts.loc["datasheet"]
+    # 2.5e10 of a 4e11 peak; without bandwidth no bound is read.
+    assert pd.isna(datasheet["bound"]) and datasheet["limit"] == "unknown"
+    assert datasheet["fraction_of_peak"] == pytest.approx(0.0625)
+    preferred = findings.preferred_verdict(verdicts.reset_index(), verdicts.reset_index().iloc[0])
+    assert preferred["roof"] == "measured"

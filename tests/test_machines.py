@@ -14,9 +14,16 @@ I7 = "Intel(R) Core(TM) i7-1185G7 (laptop)"
 
 
 def run_document(device, device_name, hostname, rep=0, **env):
-    return {"status": "ok", "device": device, "model": "m", "precision": "fp32",
-            "batch_size": 8, "variant": "baseline", "rep": rep,
-            "environment": environment(device, device_name, hostname, **env)}
+    return {
+        "status": "ok",
+        "device": device,
+        "model": "m",
+        "precision": "fp32",
+        "batch_size": 8,
+        "variant": "baseline",
+        "rep": rep,
+        "environment": environment(device, device_name, hostname, **env),
+    }
 
 
 def test_environment_frame_flattens_the_record_and_labels_the_machine():
@@ -42,22 +49,28 @@ def test_same_machine_in_two_folders_is_told_apart_by_folder():
 
 
 def test_a_cluster_device_with_two_hosts_lists_both():
-    env = machines.environment_frame([
-        run_document("cuda", "NVIDIA A100-SXM4-80GB", "node1", rep=0),
-        run_document("cuda", "NVIDIA A100-SXM4-80GB", "node2", rep=1),
-    ])
+    env = machines.environment_frame(
+        [
+            run_document("cuda", "NVIDIA A100-SXM4-80GB", "node1", rep=0),
+            run_document("cuda", "NVIDIA A100-SXM4-80GB", "node2", rep=1),
+        ]
+    )
     mapping = machines.machine_map({"results": env})
     assert mapping["machine"].tolist() == [
-        "NVIDIA A100-SXM4-80GB (node1) + NVIDIA A100-SXM4-80GB (node2)"]
+        "NVIDIA A100-SXM4-80GB (node1) + NVIDIA A100-SXM4-80GB (node2)"
+    ]
 
 
 def test_attach_and_combine_give_every_row_its_machine():
-    mapping = pd.DataFrame([
-        {"results_dir": "laptop", "device": "cpu", "machine": I7},
-        {"results_dir": "gpu", "device": "cuda", "machine": H100},
-    ])
-    laptop = machines.attach_machine(pd.DataFrame({"device": ["cpu", "mps"], "x": [1, 2]}),
-                                     mapping, "laptop")
+    mapping = pd.DataFrame(
+        [
+            {"results_dir": "laptop", "device": "cpu", "machine": I7},
+            {"results_dir": "gpu", "device": "cuda", "machine": H100},
+        ]
+    )
+    laptop = machines.attach_machine(
+        pd.DataFrame({"device": ["cpu", "mps"], "x": [1, 2]}), mapping, "laptop"
+    )
     gpu = machines.attach_machine(pd.DataFrame({"device": ["cuda"], "x": [3]}), mapping, "gpu")
     merged = machines.combine([laptop, None, gpu])
     assert merged.columns[:2].tolist() == ["machine", "results_dir"]
@@ -80,8 +93,10 @@ def test_two_results_folders_merge_into_tables_with_a_machine_column(tmp_path):
     assert {c["machine"] for c in loaded.ceilings} == {I7, H100}
     # One complexity document per model, however many folders hold it.
     assert [d["model"] for d in loaded.complexity] == ["resnet18_cifar"]
-    assert loaded.sources["summary"] == [str(laptop / "tables/summary.csv"),
-                                         str(gpu / "tables/summary.csv")]
+    assert loaded.sources["summary"] == [
+        str(laptop / "tables/summary.csv"),
+        str(gpu / "tables/summary.csv"),
+    ]
     # Read as recorded: the compute capability stays "9.0", not 9.
     table = machines.machine_table(loaded.environment)
     assert table.set_index("Field").loc["GPU compute capability", H100] == "9.0"

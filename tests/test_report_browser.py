@@ -51,12 +51,18 @@ def chromium() -> str:
         if found:
             return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("Chromium is not installed and cannot be installed here "
-                    "(needs root and apt-get: apt-get install chromium)")
+        pytest.skip(
+            "Chromium is not installed and cannot be installed here "
+            "(needs root and apt-get: apt-get install chromium)"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = subprocess.run(
         ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
-        capture_output=True, text=True, env=env, timeout=600)
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     found = shutil.which("chromium")
     if install.returncode != 0 or not found:
         last = (install.stderr or install.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -65,10 +71,19 @@ def chromium() -> str:
 
 
 def headless(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-               "--no-first-run", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-               *args]
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT_S)
 
 
@@ -77,10 +92,19 @@ def summary_html(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
     laptop_folder(root / "laptop")
     gpu_folder(root / "gpu")
-    code = main(["render-report", "--results", str(root / "laptop"),
-                 "--extra-results", str(root / "gpu"),
-                 "--out-html", str(root / "reports/summary.html"),
-                 "--out-md", str(root / "reports/summary.md")])
+    code = main(
+        [
+            "render-report",
+            "--results",
+            str(root / "laptop"),
+            "--extra-results",
+            str(root / "gpu"),
+            "--out-html",
+            str(root / "reports/summary.html"),
+            "--out-md",
+            str(root / "reports/summary.md"),
+        ]
+    )
     assert code == 0
     return root / "reports/summary.html"
 
@@ -88,10 +112,13 @@ def summary_html(tmp_path_factory) -> Path:
 def test_every_image_loads_and_the_tables_render(summary_html, tmp_path):
     browser = chromium()
     page = tmp_path / "checked.html"
-    page.write_text(summary_html.read_text(encoding="utf-8").replace(
-        "</body>", CHECK_SCRIPT + "</body>"), encoding="utf-8")
-    done = headless(browser, tmp_path / "profile", "--virtual-time-budget=10000",
-                    "--dump-dom", page.as_uri())
+    page.write_text(
+        summary_html.read_text(encoding="utf-8").replace("</body>", CHECK_SCRIPT + "</body>"),
+        encoding="utf-8",
+    )
+    done = headless(
+        browser, tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()
+    )
     match = re.search(r'data-check="([^"]*)"', done.stdout)
     assert match, f"no check result in the DOM; chromium said: {done.stderr[-2000:]}"
     check = json.loads(html.unescape(match.group(1)))
@@ -108,8 +135,13 @@ def test_every_image_loads_and_the_tables_render(summary_html, tmp_path):
 def test_screenshot_renders(summary_html, tmp_path):
     browser = chromium()
     shot = tmp_path / "summary.png"
-    done = headless(browser, tmp_path / "profile", "--window-size=1280,2000",
-                    f"--screenshot={shot}", summary_html.as_uri())
+    done = headless(
+        browser,
+        tmp_path / "profile",
+        "--window-size=1280,2000",
+        f"--screenshot={shot}",
+        summary_html.as_uri(),
+    )
     assert shot.is_file(), done.stderr[-2000:]
     # A rendered page, not a blank one: a PNG of the requested size with some ink on it.
     data = shot.read_bytes()

@@ -40,8 +40,9 @@ def test_summary_reports_the_complexity_of_every_model(tiny_run):
     complexity = section(md, "Model complexity")
     for path in sorted((tiny_run / "results/complexity").glob("*.json")):
         document = io.read_json(path)
-        row = next(line for line in complexity.splitlines()
-                   if line.startswith(f"| {document['model']} "))
+        row = next(
+            line for line in complexity.splitlines() if line.startswith(f"| {document['model']} ")
+        )
         assert fmt_si(document["params"], "") in row
         assert fmt_si(document["train_step_flops_per_image"], "FLOP") in row
         assert f"`results/complexity/{path.name}`" in complexity
@@ -55,16 +56,23 @@ def test_summary_reports_every_configuration_that_ran(tiny_run):
     throughput = section(md, "Throughput")
     summary = pd.read_csv(summary_csv)
     for row in summary.itertuples():
-        line = next(line for line in throughput.splitlines()
-                    if f"| {row.precision} " in line and f"| {row.variant} " in line
-                    and re.search(rf"\|\s+{row.batch_size} \|", line))
+        line = next(
+            line
+            for line in throughput.splitlines()
+            if f"| {row.precision} " in line
+            and f"| {row.variant} " in line
+            and re.search(rf"\|\s+{row.batch_size} \|", line)
+        )
         if row.status == "ok":
             assert f"| {fmt(row.throughput_img_s_median)} " in line
     environment = pd.read_csv(tiny_run / "results/tables/environment.csv", dtype=str)
     assert len(environment) == len(pd.read_csv(tiny_run / "results/tables/runs.csv"))
     machine = environment["machine"].iloc[0]
-    assert md.split("## Key findings", 1)[1].lstrip().startswith(
-        f"- Fastest configuration on {machine}:")
+    assert (
+        md.split("## Key findings", 1)[1]
+        .lstrip()
+        .startswith(f"- Fastest configuration on {machine}:")
+    )
 
 
 def test_summary_notes_what_was_skipped(tiny_run):
@@ -81,8 +89,9 @@ def test_summary_html_is_self_contained(tiny_run):
 
 
 def test_snakemake_report_works_after_the_run(tiny_run):
-    done = run_snakemake(tiny_run, "--configfile", str(TINY_CONFIG),
-                         "--report", "reports/report.html")
+    done = run_snakemake(
+        tiny_run, "--configfile", str(TINY_CONFIG), "--report", "reports/report.html"
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     report = (tiny_run / "reports/report.html").read_text(encoding="utf-8")
     # Everything is inlined: no script or stylesheet is fetched when it opens.

@@ -53,8 +53,15 @@ MACHINE_FIELDS = (
 
 # Settings recorded per run that follow the variant and precision, not the machine.
 SETTING_FIELDS = (
-    "tf32", "cudnn_benchmark", "memory_format", "amp_dtype", "grad_scaler", "compile_mode",
-    "optimizer_impl", "optimizer_impl_resolved", "data_path",
+    "tf32",
+    "cudnn_benchmark",
+    "memory_format",
+    "amp_dtype",
+    "grad_scaler",
+    "compile_mode",
+    "optimizer_impl",
+    "optimizer_impl_resolved",
+    "data_path",
 )
 
 
@@ -112,8 +119,13 @@ def machine_map(environments: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame
             continue
         for device, group in environment.groupby("device", sort=True):
             labels = sorted(set(group["machine"].dropna().astype(str)))
-            rows.append({"results_dir": results_dir, "device": device,
-                         "machine": " + ".join(labels) or f"{device} ({results_dir})"})
+            rows.append(
+                {
+                    "results_dir": results_dir,
+                    "device": device,
+                    "machine": " + ".join(labels) or f"{device} ({results_dir})",
+                }
+            )
     mapping = pd.DataFrame(rows, columns=["results_dir", "device", "machine"])
     folders_per_label = mapping.groupby("machine")["results_dir"].transform("nunique")
     clash = folders_per_label > 1
@@ -123,8 +135,9 @@ def machine_map(environments: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame
     return mapping
 
 
-def attach_machine(frame: pd.DataFrame | None, mapping: pd.DataFrame,
-                   results_dir: str) -> pd.DataFrame | None:
+def attach_machine(
+    frame: pd.DataFrame | None, mapping: pd.DataFrame, results_dir: str
+) -> pd.DataFrame | None:
     """`frame` (a table from `results_dir`) with `machine` and `results_dir` columns first.
 
     Rows whose device has no environment record are labelled `<device> (<results_dir>)`.
@@ -136,7 +149,9 @@ def attach_machine(frame: pd.DataFrame | None, mapping: pd.DataFrame,
     if "device" in result.columns:
         result = result.merge(here, on="device", how="left")
         missing = result["machine"].isna()
-        result.loc[missing, "machine"] = result.loc[missing, "device"].astype(str) + f" ({results_dir})"
+        result.loc[missing, "machine"] = (
+            result.loc[missing, "device"].astype(str) + f" ({results_dir})"
+        )
     else:
         result["machine"] = " + ".join(here["machine"]) or results_dir
     result["results_dir"] = results_dir
@@ -171,8 +186,10 @@ def machine_table(environment: pd.DataFrame | None) -> pd.DataFrame:
             if field not in group.columns:
                 values.append(None)
                 continue
-            seen = [_display_bytes(v) if field.endswith("_bytes") else _display(v)
-                    for v in group[field].tolist()]
+            seen = [
+                _display_bytes(v) if field.endswith("_bytes") else _display(v)
+                for v in group[field].tolist()
+            ]
             seen = list(dict.fromkeys(v for v in seen if v is not None))
             values.append(", ".join(seen) if seen else None)
         columns[machine] = values
@@ -239,14 +256,28 @@ def plot_throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None 
     if data.empty:
         raise ValueError("no successful runs to plot")
     data["configuration"] = (
-        data["precision"].astype(str) + " bs" + data["batch_size"].astype(int).astype(str)
-        + " " + data["variant"].astype(str)
+        data["precision"].astype(str)
+        + " bs"
+        + data["batch_size"].astype(int).astype(str)
+        + " "
+        + data["variant"].astype(str)
     )
     order = sorted(data["configuration"].unique(), key=_config_sort_key)
     grid = sns.catplot(
-        data=data, kind="bar", x="configuration", y=value, hue="machine", col="model",
-        col_wrap=min(2, data["model"].nunique()), order=order, estimator="median",
-        errorbar=errorbar, sharey=False, height=4, aspect=1.6, legend_out=False,
+        data=data,
+        kind="bar",
+        x="configuration",
+        y=value,
+        hue="machine",
+        col="model",
+        col_wrap=min(2, data["model"].nunique()),
+        order=order,
+        estimator="median",
+        errorbar=errorbar,
+        sharey=False,
+        height=4,
+        aspect=1.6,
+        legend_out=False,
     )
     spread = data.groupby("machine")[value].median()
     if len(spread) > 1 and spread.max() > 20 * spread.min():
@@ -257,9 +288,14 @@ def plot_throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None 
         axis.tick_params(axis="x", rotation=45)
         for label in axis.get_xticklabels():
             label.set_horizontalalignment("right")
-    grid.figure.suptitle("Training throughput per machine (median of reps; whiskers: IQR)"
-                         if errorbar else "Training throughput per machine (median of reps)",
-                         y=1.02)
+    grid.figure.suptitle(
+        (
+            "Training throughput per machine (median of reps; whiskers: IQR)"
+            if errorbar
+            else "Training throughput per machine (median of reps)"
+        ),
+        y=1.02,
+    )
     grid.figure.tight_layout()
     return grid
 

@@ -12,6 +12,7 @@ from typing import Mapping
 
 import pandas as pd
 
+
 def missing(value) -> bool:
     if value is None or value is pd.NA:
         return True
@@ -72,8 +73,9 @@ def throughput_text(median, low=None, high=None) -> str:
     return text
 
 
-def config_text(row: Mapping, *, precision: bool = True, batch: bool = True,
-                variant: bool = True) -> str:
+def config_text(
+    row: Mapping, *, precision: bool = True, batch: bool = True, variant: bool = True
+) -> str:
     """`resnet18_cifar bf16 at batch 256 (baseline)`."""
     text = str(row["model"])
     if precision:

@@ -115,11 +115,15 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     mapping = machines.machine_map(environments)
     for name in TABLE_NAMES:
         if name == "environment":
-            labelled = [_relabel_environment(raw[f.results_dir][name], mapping, f.results_dir)
-                        for f in folders]
+            labelled = [
+                _relabel_environment(raw[f.results_dir][name], mapping, f.results_dir)
+                for f in folders
+            ]
         else:
-            labelled = [machines.attach_machine(raw[f.results_dir][name], mapping, f.results_dir)
-                        for f in folders]
+            labelled = [
+                machines.attach_machine(raw[f.results_dir][name], mapping, f.results_dir)
+                for f in folders
+            ]
         setattr(result, name, machines.combine(labelled))
     seen_models = set()
     for folder in folders:
@@ -147,17 +151,24 @@ def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
         return None
     frame = runs.copy()
     frame["machine"] = [
-        machines.machine_label(h, n, d) for h, n, d in zip(
-            frame.get("hostname", [None] * len(frame)), frame.get("device_name", [None] * len(frame)),
-            frame["device"])
+        machines.machine_label(h, n, d)
+        for h, n, d in zip(
+            frame.get("hostname", [None] * len(frame)),
+            frame.get("device_name", [None] * len(frame)),
+            frame["device"],
+        )
     ]
-    keep = [c for c in (*machines.RUN_KEYS, "status", "machine", *(f for _, f in machines.MACHINE_FIELDS))
-            if c in frame.columns]
+    keep = [
+        c
+        for c in (*machines.RUN_KEYS, "status", "machine", *(f for _, f in machines.MACHINE_FIELDS))
+        if c in frame.columns
+    ]
     return frame[list(dict.fromkeys(keep))]
 
 
-def _relabel_environment(frame: pd.DataFrame | None, mapping: pd.DataFrame,
-                         results_dir: str) -> pd.DataFrame | None:
+def _relabel_environment(
+    frame: pd.DataFrame | None, mapping: pd.DataFrame, results_dir: str
+) -> pd.DataFrame | None:
     """The environment table with the (possibly disambiguated) machine label of the map."""
     if frame is None:
         return None

@@ -24,12 +24,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_flags(parser)
-    parser.add_argument("--out-csv", required=True, metavar="CSV",
-                        help="merged summary with a machine column "
-                             "(results/tables/machines_summary.csv)")
-    parser.add_argument("--out-figure", required=True, metavar="PNG",
-                        help="throughput per machine (results/figures/machines/throughput.png)")
-    parser.add_argument("--dpi", type=int, default=120, help="figure resolution (default %(default)s)")
+    parser.add_argument(
+        "--out-csv",
+        required=True,
+        metavar="CSV",
+        help="merged summary with a machine column " "(results/tables/machines_summary.csv)",
+    )
+    parser.add_argument(
+        "--out-figure",
+        required=True,
+        metavar="PNG",
+        help="throughput per machine (results/figures/machines/throughput.png)",
+    )
+    parser.add_argument(
+        "--dpi", type=int, default=120, help="figure resolution (default %(default)s)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -37,13 +46,17 @@ def run(args: argparse.Namespace) -> int:
     folders = [local_folder(args), *extra_folders(args)]
     loaded = results.load(folders)
     if loaded.summary is None:
-        raise NnperfError("compare-machines: no summary.csv in any results folder; run the "
-                          "timed runs (aggregate_runs) first")
+        raise NnperfError(
+            "compare-machines: no summary.csv in any results folder; run the "
+            "timed runs (aggregate_runs) first"
+        )
     io.write_csv(args.out_csv, loaded.summary)
     grid = machines.plot_throughput_by_machine(loaded.summary, loaded.runs)
     with io.atomic_path(args.out_figure) as tmp:
         grid.figure.savefig(tmp, dpi=args.dpi, bbox_inches="tight", format="png")
     n_machines = loaded.summary["machine"].nunique()
-    print(f"compare-machines: {len(loaded.summary)} configurations on {n_machines} machine(s) "
-          f"-> {args.out_csv}, {args.out_figure}")
+    print(
+        f"compare-machines: {len(loaded.summary)} configurations on {n_machines} machine(s) "
+        f"-> {args.out_csv}, {args.out_figure}"
+    )
     return 0

@@ -22,12 +22,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--runs", nargs="*", default=[], metavar="JSON",
-                        help="run JSON files (rep{rep}.json) to read")
-    parser.add_argument("--runs-dir", default=None, metavar="DIR",
-                        help="also read every run JSON under DIR (the results/runs/ layout)")
-    parser.add_argument("--out", required=True, metavar="CSV",
-                        help="where to write the table (results/tables/environment.csv)")
+    parser.add_argument(
+        "--runs",
+        nargs="*",
+        default=[],
+        metavar="JSON",
+        help="run JSON files (rep{rep}.json) to read",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        default=None,
+        metavar="DIR",
+        help="also read every run JSON under DIR (the results/runs/ layout)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="CSV",
+        help="where to write the table (results/tables/environment.csv)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -42,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         raise NnperfError("environment-table: no run JSON files given; use --runs or --runs-dir")
     frame = machines.environment_frame(io.read_json(path) for path in paths)
     io.write_csv(args.out, frame)
-    print(f"environment-table: {len(frame)} runs on {frame['machine'].nunique()} machine(s) "
-          f"-> {args.out}")
+    print(
+        f"environment-table: {len(frame)} runs on {frame['machine'].nunique()} machine(s) "
+        f"-> {args.out}"
+    )
     return 0

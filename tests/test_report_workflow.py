@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, TINY_CONFIG, run_snakemake
 from nnperf import io
 from nnperf.report_format import fmt, fmt_si
+from report_tables import gpu_folder
 
 pytestmark = pytest.mark.workflow
 
@@ -98,3 +99,27 @@ def test_snakemake_report_works_after_the_run(tiny_run):
     assert not re.search(r"""<(script|link)[^>]+(src|href)\s*=\s*["']https?://""", report)
     assert "summary.html" in report and "summary.md" in report
     assert "resnet18_cifar_layers.csv" in report
+
+
+def test_extra_results_of_another_machine_join_the_summary(tiny_run, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(tiny_run, workdir, symlinks=True)
+    gpu_folder(tmp_path / "gpu" / "results")
+    done = run_snakemake(
+        workdir,
+        "--configfile",
+        str(TINY_CONFIG),
+        "--forcerun",
+        "render_report",
+        "reports/summary.md",
+        "--config",
+        f"report={{extra_results: [{tmp_path / 'gpu' / 'results'}]}}",
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    md = (workdir / "reports/summary.md").read_text(encoding="utf-8")
+    assert "NVIDIA H100 80GB HBM3 (gpu01)" in md.split("## Key findings", 1)[0]
+    assert (
+        "bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on "
+        "NVIDIA H100 80GB HBM3 (gpu01)"
+    ) in md
+    assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'summary.csv'}`" in md

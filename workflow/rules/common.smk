@@ -220,7 +220,7 @@ def render_report_flags(wildcards, input):
     flags += [
         f"--cv-threshold {config['report']['cv_threshold']}",
         f"--title {shlex.quote(config['study']['name'])}",
-        f"--description {shlex.quote(config['study']['description'])}",
+        f"--description {shlex.quote(config['study']['description'].strip())}",
     ]
     return " ".join(flags)
 

@@ -123,3 +123,7 @@ def test_extra_results_of_another_machine_join_the_summary(tiny_run, tmp_path):
         "NVIDIA H100 80GB HBM3 (gpu01)"
     ) in md
     assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'summary.csv'}`" in md
+    if (workdir / "results/tables/summary.csv").exists():
+        # With timed runs here too, the comparison figure is drawn and embedded.
+        assert (workdir / "results/figures/machines/throughput.png").is_file()
+        assert "../results/figures/machines/throughput.png" in md

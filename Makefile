@@ -30,4 +30,4 @@ check: $(VENV)/.installed
 	$(BIN)/snakefmt --check .
 	$(BIN)/snakemake --lint
 	$(BIN)/snakemake --dry-run --quiet --cores 2
-	$(BIN)/snakemake --dry-run --quiet --cores 2 --configfile config/gpu.yaml --config ncu=true
+	$(BIN)/snakemake --dry-run --quiet --cores 2 --configfile config/gpu.yaml --config 'ncu={enabled: true}'

@@ -13,6 +13,8 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/complexity.smk"
 include: "workflow/rules/ceilings.smk"
+include: "workflow/rules/profiling.smk"
+include: "workflow/rules/roofline.smk"
 include: "workflow/rules/report.smk"
 
 

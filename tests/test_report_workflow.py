@@ -79,7 +79,7 @@ def test_summary_reports_every_configuration_that_ran(tiny_run):
 def test_summary_notes_what_was_skipped(tiny_run):
     md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
     notes = section(md, "Notes: skipped and flagged")
-    assert "- No CUDA device in this study: no Nsight Compute profiles" in notes
+    assert "- Device 'cpu': Nsight Compute profiles CUDA devices only; roofline is analytic" in notes
 
 
 def test_summary_html_is_self_contained(tiny_run):

@@ -2,6 +2,7 @@
 # input functions. Rule files hold rules only.
 
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +13,10 @@ sys.path.insert(0, NNPERF_SRC)
 
 from nnperf import config as study_config
 from nnperf import devices as nnperf_devices
+from nnperf import ncu as nnperf_ncu
+from nnperf.config import unique
 from nnperf.errors import NnperfError
+from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 try:
@@ -80,8 +84,20 @@ def complexity_outputs():
 
 def measurement_threads(wildcards):
     """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
-    measurement and perturbs it; one on an accelerator (bench_slot serialises those)."""
-    return workflow.cores if wildcards.device == "cpu" else 1
+    measurement and perturbs it; on an accelerator one, plus the variant's DataLoader
+    workers (bench_slot serialises accelerator measurements).
+
+    On a cluster the submitting Snakemake has no core count (workflow.cores raises) and
+    must not ask for the login node's: it asks for one, the slurm profile's --exclusive
+    hands the job its whole node, and inside the job (--cores all) this is the node's count.
+    """
+    if wildcards.device != "cpu":
+        # The GPU does the work; the host needs one core plus one per DataLoader worker.
+        variant = config["variants"].get(wildcards.get("variant", "baseline"), {})
+        return 1 + variant.get("num_workers", 0)
+    if workflow.non_local_exec and not workflow.remote_exec:
+        return 1
+    return workflow.cores
 
 
 def ceilings_threads():
@@ -123,14 +139,10 @@ def data_outputs():
 # Notes for the report's "skipped and flagged" section: what the study left out and why.
 # Stages append theirs while the Snakefile is read (e.g. profiling when there is no `ncu`);
 # the report rule reads the list when the DAG is built.
-REPORT_NOTES = [note.removeprefix("note: ").capitalize() for note in MATRIX_NOTES]
+REPORT_NOTES = [note.removeprefix("note: ") for note in MATRIX_NOTES]
+REPORT_NOTES = [note[:1].upper() + note[1:] for note in REPORT_NOTES]
 if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICES:
     REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
-if "cuda" not in DEVICES:
-    REPORT_NOTES.append(
-        "No CUDA device in this study: no Nsight Compute profiles, so no per-kernel table "
-        "and no measured rooflines; the roofline points are analytic."
-    )
 
 
 def run_json_files(wildcards=None):
@@ -237,6 +249,126 @@ def compare_machines_flags(wildcards, input):
     )
 
 
+# --- Nsight Compute profiles and the roofline -------------------------------------------
+
+NCU_ON_PATH = shutil.which("ncu") is not None
+PROFILE = "results/profiles/{device}/{model}/{precision}/bs{batch_size}/{variant}"
+
+for device in DEVICES:
+    reason = nnperf_ncu.ncu_exclusion_reason(config["ncu"]["enabled"], device, NCU_ON_PATH)
+    if reason:
+        print(f"nnperf note: {reason}", file=sys.stderr)
+        REPORT_NOTES.append(reason[:1].upper() + reason[1:])
+
+
+def ncu_keys():
+    """Configurations profiled under ncu: CUDA ones where `ncu.enabled` allows it, at the
+    `ncu.batch_sizes` (all batch sizes when null)."""
+    sizes = config["ncu"]["batch_sizes"]
+    return [
+        key
+        for key in MATRIX
+        if nnperf_ncu.ncu_included(config["ncu"]["enabled"], key.device, NCU_ON_PATH)
+        and (sizes is None or key.batch_size in sizes)
+    ]
+
+
+def profile_csvs():
+    return [PROFILE.format(**key.as_dict()) + ".csv" for key in ncu_keys()]
+
+
+def profile_metas():
+    return [PROFILE.format(**key.as_dict()) + ".ncu.json" for key in ncu_keys()]
+
+
+def ncu_step_flags(wildcards):
+    """Flags of `nnperf step` (timing stage) for the profiled configuration."""
+    return (
+        f"--device {wildcards.device} --model {wildcards.model}"
+        f" --precision {wildcards.precision} --batch-size {wildcards.batch_size}"
+        f" --variant {wildcards.variant} --dataset {DATASET} --data-dir {DATA_DIR}"
+        f" --warmup-steps {config['ncu']['warmup_steps']}"
+    )
+
+
+def has_rule(name):
+    """Whether another stage's rule file defined `name` (stages land one at a time)."""
+    try:
+        getattr(rules, name)
+    except (AttributeError, WorkflowError):
+        return False
+    return True
+
+
+def timing_summary():
+    """The timed runs' summary table; empty until the timing stage defines aggregate_runs."""
+    return ["results/tables/summary.csv"] if has_rule("aggregate_runs") else []
+
+
+def ceilings_of(device):
+    """The ceilings JSON of `device`; empty until the ceilings stage defines its rule."""
+    return [f"results/ceilings/{device}.json"] if has_rule("ceilings") else []
+
+
+def roofline_points_inputs(wildcards):
+    inputs = {"summary": timing_summary(), "complexity": complexity_outputs()}
+    if ncu_keys():
+        inputs["kernels"] = "results/tables/kernels.csv"
+    return inputs
+
+
+def roofline_points_flags(wildcards, input):
+    flags = [f"--complexity {' '.join(input.complexity)}"]
+    if input.summary:
+        flags.append(f"--summary {input.summary}")
+    if "kernels" in input.keys():
+        flags.append(f"--kernels {input.kernels}")
+    return " ".join(flags)
+
+
+def plot_roofline_inputs(wildcards):
+    inputs = {
+        "points": "results/tables/roofline_points.csv",
+        "ceilings": ceilings_of(wildcards.device),
+    }
+    if ncu_keys():
+        inputs["kernels"] = "results/tables/kernels.csv"
+    return inputs
+
+
+def plot_roofline_flags(wildcards, input):
+    flags = []
+    if input.ceilings:
+        flags.append(f"--ceilings {input.ceilings}")
+    if "kernels" in input.keys():
+        flags.append(f"--kernels {input.kernels}")
+    return " ".join(flags)
+
+
+def ncu_outputs():
+    return ["results/tables/kernels.csv"] if ncu_keys() else []
+
+
+def roofline_outputs():
+    """Points and figures. The per-config hierarchical roofline is drawn for every profiled
+    configuration; the step-level roofline for every device (analytic on CPU/MPS). Analytic
+    points need timed runs, so without the timing stage only profiled configs are drawn."""
+    if not (timing_summary() or ncu_keys()):
+        return []
+    figure = "results/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.png"
+    figures = [figure.format(**key.as_dict()) for key in ncu_keys()]
+    devices = DEVICES if timing_summary() else unique(key.device for key in ncu_keys())
+    steps = expand("results/figures/roofline_steps/{device}.png", device=devices)
+    return ["results/tables/roofline_points.csv"] + figures + steps
+
+
 def get_final_output():
     """Every file the study asks for; `rule all` builds exactly this."""
-    return data_outputs() + complexity_outputs() + ceilings_outputs() + report_outputs()
+    return (
+        data_outputs()
+        + complexity_outputs()
+        + ceilings_outputs()
+        + ncu_outputs()
+        + roofline_outputs()
+        + report_outputs()
+    )

@@ -1,3 +1,8 @@
+# Compute nodes of a cluster often have no internet: the download runs where Snakemake runs.
+localrules:
+    prepare_dataset,
+
+
 rule prepare_dataset:
     output:
         directory("resources/data/{dataset}"),

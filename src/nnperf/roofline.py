@@ -1,0 +1,392 @@
+"""Roofline arithmetic: points from ncu kernels or from analytic estimates, and their ceilings.
+
+The roofline model bounds a kernel's performance P (FLOP/s) by min(peak FLOP/s, AI x peak
+bandwidth), with arithmetic intensity AI = FLOPs / bytes moved at one memory level. The
+hierarchical variant (NERSC; Yang, Kurth, Williams, CCPE 2020) plots the same FLOPs against the
+bytes at DRAM, L2 and L1, one point per level, so the distance between a kernel's points shows
+where its data comes from.
+
+Two sources of points, always labelled:
+* `ncu`: per kernel and per step from Nsight Compute counters (`nnperf.kernels` table), at
+  each level `dram`, `l2`, `l1`; the step is the sum over the step's kernels (time = sum of
+  kernel durations, i.e. GPU busy time under the profiler, not wall time).
+* `analytic` (CPU, MPS, or any run without a profile): FLOPs = complexity
+  `train_step_flops_per_image` x batch, bytes = algorithmic (no-reuse) traffic
+  `fixed_bytes + batch x per_image_bytes`, time = median step time of the timed runs; memory
+  level `algorithmic`.
+
+Nothing here reads files or draws; see `nnperf.commands.roofline_points` and
+`nnperf.plots.roofline`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from nnperf import ncu
+from nnperf.errors import NnperfError
+from nnperf.kernels import CONFIG_KEYS
+
+MEMORY_LEVELS = ("dram", "l2", "l1")
+SOURCES = ("ncu", "analytic")
+GRANULARITIES = ("kernel", "step")
+POINT_COLUMNS = (
+    *CONFIG_KEYS,
+    "source",
+    "granularity",
+    "kernel_name",
+    "kind",
+    "memory_level",
+    "flops",
+    "bytes",
+    "time_s",
+    "arithmetic_intensity_flop_per_byte",
+    "performance_flop_s",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Formulas.
+# --------------------------------------------------------------------------------------------
+def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
+    """FLOPs per byte; NaN when no bytes were moved (the point has no place on the x axis)."""
+    if not bytes_moved or bytes_moved <= 0 or math.isnan(bytes_moved):
+        return math.nan
+    return flops / bytes_moved
+
+
+def performance(flops: float, time_s: float) -> float:
+    """Achieved FLOP/s; NaN for a zero or missing time."""
+    if not time_s or time_s <= 0 or math.isnan(time_s):
+        return math.nan
+    return flops / time_s
+
+
+def attainable(intensity: float, peak_flop_s: float, bandwidth_bytes_s: float) -> float:
+    """Roofline bound: min(peak, AI x bandwidth)."""
+    return min(peak_flop_s, intensity * bandwidth_bytes_s)
+
+
+def ridge_point(peak_flop_s: float, bandwidth_bytes_s: float) -> float:
+    """AI (FLOP/byte) where the memory roof meets the compute roof."""
+    return peak_flop_s / bandwidth_bytes_s
+
+
+def scaled_peak(peak_per_cycle: float, clock_hz: float) -> float:
+    """A ceiling at the profiled clock: `peak_sustained` (per cycle) x cycles per second."""
+    return peak_per_cycle * clock_hz
+
+
+def calibration_expected_flops(m: int, n: int, k: int, launches: int = 1) -> float:
+    """FLOPs of `launches` GEMMs C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per MAC."""
+    return 2.0 * m * n * k * launches
+
+
+def calibration_ratio(measured_flops: float, expected_flops: float) -> float:
+    """measured / expected FLOPs of the calibration GEMM (1.0 = exact counting)."""
+    if expected_flops <= 0:
+        raise NnperfError(f"calibration expected FLOPs {expected_flops!r} must be positive")
+    return measured_flops / expected_flops
+
+
+def calibration_ok(ratio: float, tolerance: float = ncu.CALIBRATION_TOLERANCE) -> bool:
+    """Within `tolerance` (2 %) of exact."""
+    return bool(abs(ratio - 1.0) <= tolerance)
+
+
+# --------------------------------------------------------------------------------------------
+# ncu points.
+# --------------------------------------------------------------------------------------------
+def _point(
+    config: Mapping,
+    source: str,
+    granularity: str,
+    kernel_name: str,
+    kind: str,
+    level: str,
+    flops: float,
+    bytes_moved: float,
+    time_s: float,
+) -> dict:
+    row = {key: config[key] for key in CONFIG_KEYS}
+    row.update(
+        source=source,
+        granularity=granularity,
+        kernel_name=kernel_name,
+        kind=kind,
+        memory_level=level,
+        flops=flops,
+        bytes=bytes_moved,
+        time_s=time_s,
+        arithmetic_intensity_flop_per_byte=arithmetic_intensity(flops, bytes_moved),
+        performance_flop_s=performance(flops, time_s),
+    )
+    return row
+
+
+def step_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The kernels of the training step: everything ncu profiled except the calibration GEMM."""
+    return kernels[kernels["phase"] != "calibration"]
+
+
+def ncu_points(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per-kernel and per-step points at each memory level from a kernels table."""
+    rows = []
+    for _, config_kernels in kernels.groupby(list(CONFIG_KEYS), sort=True):
+        step = step_kernels(config_kernels)
+        if step.empty:
+            continue
+        config = step.iloc[0]
+        for k in step.itertuples(index=False):
+            for level in MEMORY_LEVELS:
+                rows.append(
+                    _point(
+                        config,
+                        "ncu",
+                        "kernel",
+                        k.kernel_name,
+                        k.kind,
+                        level,
+                        float(k.flops_total),
+                        float(getattr(k, f"bytes_{level}")),
+                        float(k.duration_s),
+                    )
+                )
+        flops = float(step["flops_total"].sum())
+        time_s = float(step["duration_s"].sum())
+        for level in MEMORY_LEVELS:
+            rows.append(
+                _point(
+                    config,
+                    "ncu",
+                    "step",
+                    "",
+                    "step",
+                    level,
+                    flops,
+                    float(step[f"bytes_{level}"].sum()),
+                    time_s,
+                )
+            )
+    return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+
+
+CEILING_KEYS = (
+    "clock_hz",
+    "peak_flop_s_fp64",
+    "peak_flop_s_fp32",
+    "peak_flop_s_fp16",
+    "peak_flop_s_tensor",
+    "peak_bytes_s_dram",
+    "peak_bytes_s_l2",
+    "peak_bytes_s_l1",
+)
+
+
+def ncu_ceilings(kernels: pd.DataFrame) -> dict[str, float]:
+    """The profile's own ceilings: median over its kernels of `peak_sustained x clock`.
+
+    Each kernel reports the clock it ran at; with `--clock-control base` they agree, with
+    `none` they vary with boost, and the median is the typical clock of the profile.
+    """
+    result = {}
+    for key in CEILING_KEYS:
+        values = pd.to_numeric(kernels[key], errors="coerce").dropna() if key in kernels else []
+        result[key] = float(values.median()) if len(values) else math.nan
+    return result
+
+
+def calibration_table(
+    kernels: pd.DataFrame,
+    mnk: tuple[int, int, int] = ncu.CALIBRATION_GEMM_MNK,
+    launches: int = 1,
+    tolerance: float = ncu.CALIBRATION_TOLERANCE,
+) -> pd.DataFrame:
+    """Per config: FLOPs counted in the calibration range vs 2*M*N*K x launches."""
+    expected = calibration_expected_flops(*mnk, launches=launches)
+    rows = []
+    for keys, config_kernels in kernels.groupby(list(CONFIG_KEYS), sort=True):
+        calib = config_kernels[config_kernels["phase"] == "calibration"]
+        row = dict(zip(CONFIG_KEYS, keys))
+        if calib.empty:
+            row.update(
+                calibration_flops_measured=math.nan,
+                calibration_flops_expected=expected,
+                calibration_ratio=math.nan,
+                calibration_ok=False,
+            )
+        else:
+            measured = float(calib["flops_total"].sum())
+            ratio = calibration_ratio(measured, expected)
+            row.update(
+                calibration_flops_measured=measured,
+                calibration_flops_expected=expected,
+                calibration_ratio=ratio,
+                calibration_ok=calibration_ok(ratio, tolerance),
+            )
+        rows.append(row)
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *CONFIG_KEYS,
+            "calibration_flops_measured",
+            "calibration_flops_expected",
+            "calibration_ratio",
+            "calibration_ok",
+        ],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Analytic points.
+# --------------------------------------------------------------------------------------------
+def analytic_flops(complexity: Mapping, batch_size: int) -> float:
+    """Training-step FLOPs at batch B: `train_step_flops_per_image` x B."""
+    try:
+        return float(complexity["train_step_flops_per_image"]) * batch_size
+    except (KeyError, TypeError, ValueError):
+        raise NnperfError(
+            f"complexity of {complexity.get('model', '?')!r}: train_step_flops_per_image "
+            f"{complexity.get('train_step_flops_per_image')!r} is not a number"
+        ) from None
+
+
+def analytic_bytes(complexity: Mapping, precision: str, batch_size: int) -> float:
+    """Algorithmic (no-reuse) traffic of one step: `fixed_bytes + B x per_image_bytes`."""
+    traffic = complexity.get("traffic") or {}
+    if precision not in traffic:
+        raise NnperfError(
+            f"complexity of {complexity.get('model', '?')!r}: traffic has no precision "
+            f"{precision!r}; present: {', '.join(sorted(traffic)) or 'none'}"
+        )
+    entry = traffic[precision]
+    try:
+        return float(entry["fixed_bytes"]) + batch_size * float(entry["per_image_bytes"])
+    except (KeyError, TypeError, ValueError):
+        raise NnperfError(
+            f"complexity of {complexity.get('model', '?')!r}: traffic[{precision!r}] must have "
+            "numeric fixed_bytes and per_image_bytes"
+        ) from None
+
+
+def analytic_point(complexity: Mapping, config: Mapping, step_time_s: float) -> dict:
+    """One `analytic` step point for `config` (the CONFIG_KEYS) at `step_time_s`."""
+    batch_size = int(config["batch_size"])
+    flops = analytic_flops(complexity, batch_size)
+    bytes_moved = analytic_bytes(complexity, config["precision"], batch_size)
+    return _point(
+        config,
+        "analytic",
+        "step",
+        "",
+        "step",
+        "algorithmic",
+        flops,
+        bytes_moved,
+        float(step_time_s),
+    )
+
+
+def median_step_times(runs: Iterable[Mapping]) -> dict[tuple, float]:
+    """Median over the ok reps of each config of the per-rep median step time."""
+    times: dict[tuple, list[float]] = {}
+    for run in runs:
+        if run.get("status") != "ok":
+            continue
+        step = (run.get("step_time_s") or {}).get("median")
+        if step is None:
+            continue
+        key = tuple(run[k] for k in CONFIG_KEYS)
+        times.setdefault(key, []).append(float(step))
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def analytic_points(complexities: Mapping[str, Mapping], runs: Iterable[Mapping]) -> pd.DataFrame:
+    """Analytic step points for every config with ok timed runs (complexity keyed by model)."""
+    rows = []
+    for key, step_time_s in sorted(median_step_times(runs).items()):
+        config = dict(zip(CONFIG_KEYS, key))
+        if config["model"] not in complexities:
+            raise NnperfError(
+                f"no complexity for model {config['model']!r}; have: "
+                f"{', '.join(sorted(complexities)) or 'none'}"
+            )
+        rows.append(analytic_point(complexities[config["model"]], config, step_time_s))
+    return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+
+
+def flops_comparison(points: pd.DataFrame, calibration: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per config: ncu step FLOPs next to analytic FLOPs, and the calibration GEMM's ratio."""
+    steps = points[points["granularity"] == "step"]
+    ncu_flops = (
+        steps[steps["source"] == "ncu"]
+        .groupby(list(CONFIG_KEYS))["flops"]
+        .first()
+        .rename("flops_ncu")
+    )
+    analytic = (
+        steps[steps["source"] == "analytic"]
+        .groupby(list(CONFIG_KEYS))["flops"]
+        .first()
+        .rename("flops_analytic")
+    )
+    table = pd.concat([ncu_flops, analytic], axis=1).reset_index()
+    if table.empty:
+        table = pd.DataFrame(columns=[*CONFIG_KEYS, "flops_ncu", "flops_analytic"])
+    table["ratio_ncu_to_analytic"] = table["flops_ncu"] / table["flops_analytic"]
+    if calibration is not None and not calibration.empty:
+        table = table.merge(calibration, on=list(CONFIG_KEYS), how="left")
+    else:
+        for column in (
+            "calibration_flops_measured",
+            "calibration_flops_expected",
+            "calibration_ratio",
+        ):
+            table[column] = math.nan
+        table["calibration_ok"] = pd.NA
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# Ceilings from the ceilings stage (results/ceilings/{device}.json).
+# --------------------------------------------------------------------------------------------
+PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
+
+
+def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
+    """Roofs from a ceilings JSON: measured (solid) and datasheet (dashed), for `dtypes`.
+
+    Returns dicts `{label, kind: compute|memory, value, origin: measured|datasheet}`; entries
+    the document lacks are left out.
+    """
+    roofs: list[dict] = []
+    wanted = list(dict.fromkeys(dtypes))
+    for origin in ("measured", "datasheet"):
+        section = document.get(origin) or {}
+        flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
+        for dtype in wanted:
+            value = flop_s.get(dtype)
+            if isinstance(value, (int, float)) and value > 0:
+                roofs.append(
+                    {
+                        "label": f"{origin} {dtype}",
+                        "kind": "compute",
+                        "value": float(value),
+                        "origin": origin,
+                    }
+                )
+        bandwidth = section.get("memory_bandwidth_bytes_s")
+        if isinstance(bandwidth, (int, float)) and bandwidth > 0:
+            roofs.append(
+                {
+                    "label": f"{origin} memory",
+                    "kind": "memory",
+                    "value": float(bandwidth),
+                    "origin": origin,
+                }
+            )
+    return roofs

@@ -1,0 +1,495 @@
+"""Tests for the ncu-command, ncu-kernels, roofline-points and plot-roofline verbs.
+
+`ncu` cannot exist here, so `fake_ncu` writes a stand-in on PATH that follows the real CLI's
+interface: `--version` prints the banner shape of ncu, `-o STEM ... target` runs the target for
+real and writes STEM.ncu-rep, `--import X --csv --page raw` prints a raw-page export (one of the
+hand-made fixtures). Everything else (subprocesses, files, parsing) is real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nnperf import kernels, ncu
+from nnperf.cli import build_parser, main
+from nnperf.io import read_json
+
+DATA = Path(__file__).parent / "data" / "ncu"
+
+FAKE_NCU = """#!{python}
+import json, os, pathlib, subprocess, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler")
+    print("Copyright (c) 2018-2024 NVIDIA Corporation")
+    print("Version 2024.3.2.0 (build 34861637) (public-release)")
+    sys.exit(0)
+if "--import" in args:
+    sys.stdout.write(pathlib.Path(os.environ["FAKE_NCU_EXPORT"]).read_text())
+    sys.exit(int(os.environ.get("FAKE_NCU_EXIT", "0")))
+pathlib.Path(os.environ["FAKE_NCU_LOG"]).write_text(json.dumps(args))
+stem_at = args.index("-o") + 1
+target = args[stem_at + 1:]
+rc = subprocess.call(target)
+pathlib.Path(args[stem_at] + ".ncu-rep").write_bytes(b"fake report")
+sys.exit(rc)
+"""
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "ncu"
+    script.write_text(FAKE_NCU.format(python=sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_argv.json"))
+    monkeypatch.setenv("FAKE_NCU_EXPORT", str(DATA / "h100_bf16_resnet18.csv"))
+    return tmp_path
+
+
+def _one_line_error(capsys, verb: str) -> str:
+    prefix = f"nnperf {verb}: error: "
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith(prefix)]
+    assert len(errors) == 1, errors
+    return errors[0][len(prefix) :]
+
+
+def test_profile_dry_run_prints_the_command(capsys):
+    rc = main(
+        [
+            "ncu-command",
+            "profile",
+            "--report",
+            "r/baseline.ncu-rep",
+            "--arch",
+            "ampere",
+            "--clock-control",
+            "none",
+            "--dry-run",
+            "--",
+            "nnperf",
+            "step",
+            "--batch-size",
+            "8",
+        ]
+    )
+    assert rc == 0
+    argv = shlex.split(capsys.readouterr().out)
+    assert argv == ncu.profile_command(
+        ["nnperf", "step", "--batch-size", "8"],
+        "r/baseline.ncu-rep",
+        ncu.metric_set("ampere").metrics(),
+        clock_control="none",
+    )
+
+
+def test_export_dry_run(capsys):
+    assert (
+        main(["ncu-command", "export", "--report", "a.ncu-rep", "--csv", "a.csv", "--dry-run"]) == 0
+    )
+    assert capsys.readouterr().out.strip() == "ncu --import a.ncu-rep --csv --page raw"
+
+
+@pytest.mark.parametrize("mode", ["profile", "export"])
+def test_missing_ncu_is_one_clear_line(capsys, tmp_path, mode):
+    args = (
+        ["profile", "--report", str(tmp_path / "r.ncu-rep"), "--", "true"]
+        if mode == "profile"
+        else ["export", "--report", str(tmp_path / "r.ncu-rep"), "--csv", str(tmp_path / "r.csv")]
+    )
+    rc = main(
+        ["ncu-command", *args, "--ncu", "/nonexistent/ncu"]
+        if mode == "export"
+        else ["ncu-command", "profile", "--ncu", "/nonexistent/ncu", *args[1:]]
+    )
+    assert rc == 2
+    assert _one_line_error(capsys, "ncu-command") == (
+        "ncu executable '/nonexistent/ncu' not found on PATH; install Nsight Compute (CUDA "
+        "toolkit) or set ncu.enabled: false in the config"
+    )
+
+
+def test_profile_runs_the_target_under_ncu_and_records_settings(fake_ncu):
+    profiles = fake_ncu / "results/profiles/cuda/resnet18/bf16/bs256"
+    report = profiles / "baseline.ncu-rep"
+    marker = fake_ncu / "target_ran.txt"
+    target = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('stepped')"]
+    rc = main(
+        [
+            "ncu-command",
+            "profile",
+            "--report",
+            str(report),
+            "--arch",
+            "9.0",
+            "--clock-control",
+            "none",
+            "--",
+            *target,
+        ]
+    )
+    assert rc == 0
+    assert marker.read_text() == "stepped"
+    assert report.read_bytes() == b"fake report"
+    argv = json.loads((fake_ncu / "ncu_argv.json").read_text())
+    assert argv[argv.index("--metrics") + 1].split(",") == ncu.metric_set("hopper").metrics()
+    assert argv[argv.index("-o") + 1] == str(profiles / "baseline")
+    meta = read_json(profiles / "baseline.ncu.json")
+    assert meta["arch"] == "hopper"
+    assert meta["clock_control"] == "none" and meta["replay_mode"] == "kernel"
+    assert meta["nvtx_include"] == ["nnperf_step", "nnperf_calibration_gemm"]
+    assert meta["ncu_version"] == "Version 2024.3.2.0 (build 34861637) (public-release)"
+    assert meta["target"] == target
+    assert 0 < meta["wall_time_s"] < 120
+
+
+def test_profile_failure_of_the_target_is_an_error(fake_ncu, capsys):
+    rc = main(
+        [
+            "ncu-command",
+            "profile",
+            "--report",
+            str(fake_ncu / "r.ncu-rep"),
+            "--arch",
+            "hopper",
+            "--",
+            sys.executable,
+            "-c",
+            "raise SystemExit(3)",
+        ]
+    )
+    assert rc == 2
+    captured = capsys.readouterr().err.splitlines()
+    assert (
+        captured[0].startswith("nnperf ncu-command: ")
+        and "--nvtx-include nnperf_step" in captured[0]
+    )
+    assert captured[-1].startswith(
+        "nnperf ncu-command: error: ncu exited with status 3 profiling: "
+    )
+
+
+def test_export_then_kernels_table(fake_ncu):
+    profiles = fake_ncu / "results/profiles/cuda/resnet18/bf16/bs256"
+    profiles.mkdir(parents=True)
+    (profiles / "baseline.ncu-rep").write_bytes(b"fake report")
+    (profiles / "baseline.ncu.json").write_text(
+        json.dumps({"schema_version": 1, "arch": "hopper", "clock_control": "none"})
+    )
+    csv_path = profiles / "baseline.csv"
+    assert (
+        main(
+            [
+                "ncu-command",
+                "export",
+                "--report",
+                str(profiles / "baseline.ncu-rep"),
+                "--csv",
+                str(csv_path),
+            ]
+        )
+        == 0
+    )
+    assert csv_path.read_text() == (DATA / "h100_bf16_resnet18.csv").read_text()
+    out = fake_ncu / "results/tables/kernels.csv"
+    assert main(["ncu-kernels", str(csv_path), "--output", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert list(table.columns) == list(kernels.KERNEL_COLUMNS)
+    assert len(table) == 9
+    assert set(table["clock_control"]) == {"none"} and set(table["arch"]) == {"hopper"}
+    assert set(table["precision"]) == {"bf16"} and set(table["batch_size"]) == {256}
+
+
+def test_export_of_a_corrupt_csv_fails_and_writes_nothing(fake_ncu, capsys, tmp_path):
+    broken = tmp_path / "broken.csv"
+    lines = (DATA / "a100_fp32_resnet18.csv").read_text().splitlines()
+    broken.write_text("\n".join(lines[:3] + ['"1","2"'] + lines[3:]) + "\n")
+    os.environ["FAKE_NCU_EXPORT"] = str(broken)
+    report = tmp_path / "r.ncu-rep"
+    report.write_bytes(b"x")
+    rc = main(["ncu-command", "export", "--report", str(report), "--csv", str(tmp_path / "r.csv")])
+    assert rc == 2
+    message = _one_line_error(capsys, "ncu-command")
+    assert message.startswith(f"{report} (export):4: row has 2 fields but the header has ")
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_export_exit_status_is_reported(fake_ncu, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_EXIT", "1")
+    report = tmp_path / "r.ncu-rep"
+    report.write_bytes(b"x")
+    assert (
+        main(["ncu-command", "export", "--report", str(report), "--csv", str(tmp_path / "c.csv")])
+        == 2
+    )
+    assert "exited with status 1" in _one_line_error(capsys, "ncu-command")
+
+
+def test_ncu_kernels_errors_name_file_and_line(tmp_path, capsys):
+    path = tmp_path / "cuda/resnet18/fp32/bs256/baseline.csv"
+    path.parent.mkdir(parents=True)
+    lines = (DATA / "a100_fp32_resnet18.csv").read_text().splitlines()
+    assert '"2,520"' in lines[5]
+    lines[5] = lines[5].replace('"2,520"', '"2.520,00"')
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["ncu-kernels", str(path), "--output", str(tmp_path / "k.csv")]) == 2
+    assert _one_line_error(capsys, "ncu-kernels") == (
+        f"{path}:6: column gpu__time_duration.sum: '2.520,00' is not a number or n/a"
+    )
+    wrong = tmp_path / "elsewhere.csv"
+    wrong.write_text((DATA / "a100_fp32_resnet18.csv").read_text())
+    assert main(["ncu-kernels", str(wrong), "--output", str(tmp_path / "k.csv")]) == 2
+    assert "profile path must end in" in _one_line_error(capsys, "ncu-kernels")
+
+
+def test_ncu_kernels_without_profiles_writes_the_header(tmp_path):
+    out = tmp_path / "kernels.csv"
+    assert main(["ncu-kernels", "--output", str(out)]) == 0
+    assert out.read_text().strip() == ",".join(kernels.KERNEL_COLUMNS)
+
+
+def test_roofline_points_and_plots_from_kernels(tmp_path):
+    profile = tmp_path / "results/profiles/cuda/resnet18/bf16/bs256/baseline.csv"
+    profile.parent.mkdir(parents=True)
+    profile.write_text((DATA / "h100_bf16_resnet18.csv").read_text())
+    table = tmp_path / "kernels.csv"
+    assert main(["ncu-kernels", str(profile), "--output", str(table)]) == 0
+    points, flops = tmp_path / "points.csv", tmp_path / "flops.csv"
+    assert (
+        main(
+            [
+                "roofline-points",
+                "--kernels",
+                str(table),
+                "--output",
+                str(points),
+                "--flops-table",
+                str(flops),
+            ]
+        )
+        == 0
+    )
+    frame = pd.read_csv(points)
+    assert len(frame) == 8 * 3 + 3
+    comparison = pd.read_csv(flops).iloc[0]
+    assert comparison["calibration_ratio"] == pytest.approx(1.000722, rel=1e-5)
+    assert bool(comparison["calibration_ok"])
+    figure = tmp_path / "fig.png"
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--points",
+                str(points),
+                "--kernels",
+                str(table),
+                "--device",
+                "cuda",
+                "--model",
+                "resnet18",
+                "--precision",
+                "bf16",
+                "--batch-size",
+                "256",
+                "--variant",
+                "baseline",
+                "--output",
+                str(figure),
+            ]
+        )
+        == 0
+    )
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_roofline_errors(tmp_path, capsys):
+    points = tmp_path / "points.csv"
+    points.write_text(",".join(["device", "model"]) + "\ncpu,m\n")
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--points",
+                str(points),
+                "--device",
+                "cpu",
+                "--output",
+                str(tmp_path / "f.png"),
+            ]
+        )
+        == 2
+    )
+    assert "points table lacks columns" in _one_line_error(capsys, "plot-roofline")
+
+
+def _subparsers(parser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def test_every_flag_is_documented():
+    verbs = dict(_subparsers(build_parser()))
+    parsers = [
+        verbs["ncu-kernels"],
+        verbs["roofline-points"],
+        verbs["plot-roofline"],
+        *dict(_subparsers(verbs["ncu-command"])).values(),
+    ]
+    for parser in parsers:
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert action.help and len(action.help) > 10, (parser.prog, action.dest)
+    flags = {
+        a.option_strings[0]
+        for a in dict(_subparsers(verbs["ncu-command"]))["profile"]._actions
+        if a.option_strings
+    }
+    assert {
+        "--report",
+        "--arch",
+        "--clock-control",
+        "--replay-mode",
+        "--cache-control",
+        "--ncu",
+        "--meta",
+        "--dry-run",
+    } <= flags
+
+
+def test_nnperf_step_target_runs_under_this_interpreter(capsys):
+    assert (
+        main(
+            [
+                "ncu-command",
+                "profile",
+                "--report",
+                "r.ncu-rep",
+                "--arch",
+                "hopper",
+                "--dry-run",
+                "--nnperf-step",
+                "--",
+                "--model",
+                "resnet18_cifar",
+                "--batch-size",
+                "256",
+            ]
+        )
+        == 0
+    )
+    argv = shlex.split(capsys.readouterr().out)
+    assert (
+        argv[-7:]
+        == [
+            sys.executable,
+            "-m",
+            "nnperf",
+            "step",
+            "--model",
+            "resnet18_cifar",
+            "--batch-size",
+            "256",
+        ][-7:]
+    )
+    assert argv[argv.index("-o") + 2 :] == [
+        sys.executable,
+        "-m",
+        "nnperf",
+        "step",
+        "--model",
+        "resnet18_cifar",
+        "--batch-size",
+        "256",
+    ]
+
+
+def test_roofline_points_from_summary_and_empty_config_figure(tmp_path):
+    summary = tmp_path / "summary.csv"
+    pd.DataFrame(
+        [
+            {
+                "device": "cpu",
+                "model": "tiny",
+                "precision": "fp32",
+                "batch_size": 4,
+                "variant": "baseline",
+                "status": "ok",
+                "step_time_s_median": 0.25,
+            },
+            {
+                "device": "cpu",
+                "model": "tiny",
+                "precision": "fp32",
+                "batch_size": 512,
+                "variant": "baseline",
+                "status": "oom",
+                "step_time_s_median": float("nan"),
+            },
+        ]
+    ).to_csv(summary, index=False)
+    complexity = tmp_path / "tiny.json"
+    complexity.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "model": "tiny",
+                "train_step_flops_per_image": 1e6,
+                "traffic": {"fp32": {"fixed_bytes": 100, "per_image_bytes": 10}},
+            }
+        )
+    )
+    points = tmp_path / "points.csv"
+    assert (
+        main(
+            [
+                "roofline-points",
+                "--summary",
+                str(summary),
+                "--complexity",
+                str(complexity),
+                "--output",
+                str(points),
+            ]
+        )
+        == 0
+    )
+    frame = pd.read_csv(points)
+    assert len(frame) == 1
+    row = frame.iloc[0]
+    assert (row["flops"], row["bytes"], row["time_s"]) == (4e6, 140, 0.25)
+    empty = tmp_path / "oom.png"
+    assert (
+        main(
+            [
+                "plot-roofline",
+                "--points",
+                str(points),
+                "--device",
+                "cpu",
+                "--model",
+                "tiny",
+                "--precision",
+                "fp32",
+                "--batch-size",
+                "512",
+                "--variant",
+                "baseline",
+                "--output",
+                str(empty),
+            ]
+        )
+        == 0
+    )
+    assert empty.read_bytes()[:4] == b"\x89PNG"

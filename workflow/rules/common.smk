@@ -227,7 +227,7 @@ def render_report_flags(wildcards, input):
         if name == "environment":
             flags.extend(f"{flag} {shlex.quote(path)}" for path in paths)
         elif paths or name == "figures":
-            flags.append(flag + "".join(f" {shlex.quote(path)}" for path in paths))
+            flags.append(" ".join([flag, *(shlex.quote(path) for path in paths)]))
     flags += [f"--note {shlex.quote(note)}" for note in REPORT_NOTES]
     flags += [
         f"--cv-threshold {config['report']['cv_threshold']}",

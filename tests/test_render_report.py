@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from nnperf.cli import main
-from report_tables import gpu_folder, laptop_folder
+from report_tables import gpu_folder, laptop_folder, write_figure
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
 I7 = "Intel(R) Core(TM) i7-1185G7 (laptop)"
@@ -209,3 +209,21 @@ def test_compare_machines_writes_the_merged_table_and_figure(two_machines):
     assert merged.groupby("machine")["results_dir"].first().to_dict() == {I7: "laptop", H100: "gpu"}
     assert len(merged) == 8
     assert Path("machines.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_large_family_of_figures_is_folded(two_machines):
+    for batch in range(1, 8):
+        write_figure(Path(f"laptop/figures/roofline/cpu/m/fp32/bs{batch}/baseline.png"), "x")
+    assert render() == 0
+    html = Path("reports/summary.html").read_text(encoding="utf-8")
+    roofline = html.split('<section id="roofline">', 1)[1].split("</section>", 1)[0]
+    assert "<details><summary>8 roofline figures (click to show)</summary>" in roofline
+    assert roofline.count("<img ") == 8
+    md = Path("reports/summary.md").read_text(encoding="utf-8")
+    section = md.split("\n## Roofline\n", 1)[1].split("\n## ", 1)[0]
+    assert "8 roofline figures:" in section
+    assert (
+        "- [roofline / cpu / m / fp32 / bs1 / baseline](../laptop/figures/roofline/cpu/m/fp32/bs1/baseline.png)"
+        in section
+    )
+    assert "![" not in section

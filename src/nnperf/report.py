@@ -91,6 +91,15 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    # Large families of figures (a roofline per configuration): folded away in the HTML,
+    # listed as links in Markdown, so the section stays readable.
+    folded: list["FigureGroup"] = field(default_factory=list)
+
+
+@dataclass
+class FigureGroup:
+    title: str
+    figures: list[Figure]
 
 
 @dataclass
@@ -424,6 +433,32 @@ def figure_section(path: str) -> str:
         if keyword in lowered:
             return section
     return "figures"
+
+
+# A section shows at most this many figures of one kind inline; more are folded.
+FOLD_AFTER = 6
+
+
+def figure_kind(path: str) -> str:
+    """The folder right below `figures/` (throughput, roofline, ...)."""
+    parts = path.replace("\\", "/").split("/")
+    if "figures" in parts and parts.index("figures") + 2 < len(parts):
+        return parts[parts.index("figures") + 1]
+    return "figures"
+
+
+def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, list]:
+    """(shown, folded groups): kinds with more than `limit` figures are folded whole."""
+    kinds: dict[str, list[Figure]] = {}
+    for figure in figures:
+        kinds.setdefault(figure_kind(figure.path), []).append(figure)
+    shown = [f for group in kinds.values() if len(group) <= limit for f in group]
+    folded = [
+        FigureGroup(f"{len(group)} {kind.replace('_', ' ')} figures", group)
+        for kind, group in kinds.items()
+        if len(group) > limit
+    ]
+    return shown, folded
 
 
 def figure_caption(path: str) -> str:
@@ -826,7 +861,11 @@ def build_document(
             sources=_sources(inputs, "runs", "summary") + list(inputs.sources.get("notes", [])),
         )
     )
-    sections = [s for s in sections if s.tables or s.figures or s.findings or s.id == "notes"]
+    for section in sections:
+        section.figures, section.folded = fold_figures(section.figures)
+    sections = [
+        s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id == "notes"
+    ]
     findings = key_findings(
         inputs, machines, phases, verdicts, precision_table, variant_table, scaling, notes
     )

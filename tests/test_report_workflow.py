@@ -62,7 +62,7 @@ def test_summary_reports_every_configuration_that_ran(tiny_run):
             for line in throughput.splitlines()
             if f"| {row.precision} " in line
             and f"| {row.variant} " in line
-            and re.search(rf"\|\s+{row.batch_size} \|", line)
+            and re.search(rf"\|\s*{row.batch_size}\s*\|", line)
         )
         if row.status == "ok":
             assert f"| {fmt(row.throughput_img_s_median)} " in line

@@ -297,6 +297,9 @@ def plot_throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None 
         y=1.02,
     )
     grid.figure.tight_layout()
+    # Machine names are long: the legend sits right of the panels, outside them (saving with
+    # bbox_inches="tight" keeps it in the image).
+    sns.move_legend(grid, "upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     return grid
 
 

@@ -27,6 +27,9 @@ COMMAND_MODULES = (
     "step",
     "aggregate_runs",
     "plot_runs",
+    "environment_table",
+    "render_report",
+    "compare_machines",
 )
 
 

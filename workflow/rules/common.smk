@@ -2,6 +2,7 @@
 # input functions. Rule files hold rules only.
 
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -197,6 +198,119 @@ def timing_outputs():
     return ["results/tables/runs.csv", "results/tables/summary.csv"] + figures
 
 
+# Notes for the report's "skipped and flagged" section: what the study left out and why.
+# Stages append theirs while the Snakefile is read (e.g. profiling when there is no `ncu`);
+# the report rule reads the list when the DAG is built.
+REPORT_NOTES = [note.removeprefix("note: ") for note in MATRIX_NOTES]
+REPORT_NOTES = [note[:1].upper() + note[1:] for note in REPORT_NOTES]
+if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICES:
+    REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
+
+
+def run_json_files(wildcards=None):
+    """The JSON of every timed run of the matrix (none while the timing stage is absent)."""
+    if not workflow.is_rule("timed_run"):
+        return []
+    pattern = "results/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.json"
+    return [pattern.format(**key.as_dict(), rep=rep) for key in MATRIX for rep in REPS]
+
+
+def environment_outputs():
+    return ["results/tables/environment.csv"] if run_json_files() else []
+
+
+def machine_comparison_outputs():
+    """The cross-machine table and figure, when other machines' results are configured."""
+    if not config["report"]["extra_results"] or not workflow.is_rule("aggregate_runs"):
+        return []
+    return [
+        "results/tables/machines_summary.csv",
+        "results/figures/machines/throughput.png",
+    ]
+
+
+def report_outputs():
+    return (
+        environment_outputs()
+        + machine_comparison_outputs()
+        + ["reports/summary.html", "reports/summary.md"]
+    )
+
+
+# Tables the report reads, and the rule that always writes each when its stage is in the
+# workflow. kernels.csv has none: it exists only where profiling is in the DAG, which the
+# profiling stage says by putting it into get_final_output().
+REPORT_TABLE_RULES = {
+    "runs": "aggregate_runs",
+    "summary": "aggregate_runs",
+    "kernels": None,
+    "roofline_points": "roofline_points",
+}
+
+
+def report_inputs(wildcards):
+    """What render_report reads: every table, JSON and figure the study builds."""
+    study = [path for path in get_final_output() if path not in report_outputs()]
+    inputs = {}
+    for name, rule_name in REPORT_TABLE_RULES.items():
+        path = f"results/tables/{name}.csv"
+        if path in study or (rule_name and workflow.is_rule(rule_name)):
+            inputs[name] = path
+    inputs["environment"] = environment_outputs()
+    inputs["complexity"] = complexity_outputs()
+    inputs["ceilings"] = (
+        expand("results/ceilings/{device}.json", device=DEVICES)
+        if workflow.is_rule("ceilings")
+        else []
+    )
+    inputs["figures"] = [
+        path
+        for path in study + machine_comparison_outputs()
+        if path.startswith("results/figures/") and path.endswith(".png")
+    ]
+    inputs["extra_results"] = config["report"]["extra_results"]
+    return inputs
+
+
+def render_report_flags(wildcards, input):
+    """Command-line flags of `nnperf render-report` for the inputs present."""
+    flags = []
+    for name in ("runs", "summary", "kernels", "roofline_points"):
+        if name in input.keys():
+            flags.append(f"--{name.replace('_', '-')} {shlex.quote(input[name])}")
+    for name, flag in (
+        ("environment", "--environment"),
+        ("complexity", "--complexity"),
+        ("ceilings", "--ceilings"),
+        ("figures", "--figures"),
+        ("extra_results", "--extra-results"),
+    ):
+        paths = list(input[name]) if name in input.keys() else []
+        if name == "environment":
+            flags.extend(f"{flag} {shlex.quote(path)}" for path in paths)
+        elif paths or name == "figures":
+            flags.append(" ".join([flag, *(shlex.quote(path) for path in paths)]))
+    flags += [f"--note {shlex.quote(note)}" for note in REPORT_NOTES]
+    flags += [
+        f"--cv-threshold {config['report']['cv_threshold']}",
+        f"--title {shlex.quote(config['study']['name'])}",
+        f"--description {shlex.quote(config['study']['description'].strip())}",
+    ]
+    return " ".join(flags)
+
+
+def compare_machines_flags(wildcards, input):
+    return " ".join(
+        [
+            f"--summary {shlex.quote(input.summary)}",
+            f"--runs {shlex.quote(input.runs)}",
+            f"--environment {shlex.quote(input.environment)}",
+            "--extra-results",
+            *(shlex.quote(path) for path in input.extra_results),
+        ]
+    )
+
+
 # --- Nsight Compute profiles and the roofline -------------------------------------------
 
 NCU_ON_PATH = shutil.which("ncu") is not None
@@ -206,6 +320,7 @@ for device in DEVICES:
     reason = nnperf_ncu.ncu_exclusion_reason(config["ncu"]["enabled"], device, NCU_ON_PATH)
     if reason:
         print(f"nnperf note: {reason}", file=sys.stderr)
+        REPORT_NOTES.append(reason[:1].upper() + reason[1:])
 
 
 def ncu_keys():
@@ -319,4 +434,5 @@ def get_final_output():
         + timing_outputs()
         + ncu_outputs()
         + roofline_outputs()
+        + report_outputs()
     )

@@ -1,0 +1,902 @@
+"""What the tables say: speedups, batch scaling, time shares, roofline readings, kernels,
+notes, and the sentences that state them with their numbers.
+
+Input frames are the pipeline's tables (summary.csv, runs.csv, roofline_points.csv,
+kernels.csv) with a `machine` column added by `nnperf.machines`, plus the ceilings and
+complexity JSONs as dicts. Every function returns a frame or a sentence computed from them;
+no sentence about a result is fixed prose. How the findings are laid out in a document and
+rendered is `nnperf.report`'s job.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from nnperf.report_format import (
+    config_text,
+    fmt,
+    fmt_pct,
+    fmt_si,
+    fmt_times,
+    missing,
+    throughput_text,
+    truthy,
+)
+
+CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
+GROUP_KEYS = ("machine",) + CONFIG_KEYS
+PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
+PHASE_LABELS = {
+    "data_wait": "data wait",
+    "h2d": "host-to-device",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer",
+}
+PRECISION_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
+REFERENCE_PRECISION = "fp32"
+BASELINE_VARIANT = "baseline"
+MEDIAN, CI_LOW, CI_HIGH = (
+    "throughput_img_s_median",
+    "throughput_img_s_ci95_low",
+    "throughput_img_s_ci95_high",
+)
+
+# A configuration whose step waits on input (data wait + host-to-device) for a quarter of
+# its time or more is input-bound: no faster kernel can win more than that share back
+# before the input pipeline is fixed, so the report says so before anything else.
+INPUT_BOUND_SHARE = 0.25
+# Below this fraction of the attainable roof a step is far from both roofs: its time goes
+# to launch latency, small kernels and framework overhead rather than to arithmetic or
+# memory traffic (the usual reading of a roofline; Williams et al., CACM 2009).
+FAR_FROM_ROOF = 0.3
+# Throughput within 5% of the best batch size counts as saturated (a run-to-run spread of
+# a few percent is normal, see the CV flag), so larger batches are not worth their memory.
+SATURATION = 0.95
+# A point may sit a little above a roof from timing noise; more than 5% above means the roof
+# (or the point's FLOP count) is wrong, and no bound is read from that roof.
+ROOF_TOLERANCE = 1.05
+DEFAULT_TOP_KERNELS = 10
+
+# Where a memory level's bandwidth roof lives: the ceilings JSON has main-memory bandwidth
+# (the algorithmic, no-reuse traffic of analytic points is also main-memory traffic); the
+# profile's own roofs (kernels.csv, ncu peak_sustained x clock) cover every level.
+JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
+PROFILE_COMPUTE_COLUMN = {
+    "fp32": "peak_flop_s_fp32",
+    "tf32": "peak_flop_s_tensor",
+    "fp16": "peak_flop_s_tensor",
+    "bf16": "peak_flop_s_tensor",
+}
+LEVEL_LABELS = {
+    "dram": "DRAM",
+    "l2": "L2",
+    "l1": "L1",
+    "algorithmic": "main memory",
+    "compute": "compute",
+}
+ROOF_ORIGINS = ("profile", "measured", "datasheet")
+
+
+# ------------------------------------------------------------------------------------------
+# Throughput, speedups, batch scaling.
+# ------------------------------------------------------------------------------------------
+def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
+    """Configurations with a measured median throughput."""
+    if summary is None or summary.empty or MEDIAN not in summary.columns:
+        return pd.DataFrame(columns=[*GROUP_KEYS, MEDIAN, CI_LOW, CI_HIGH])
+    frame = summary.copy()
+    for column in (MEDIAN, CI_LOW, CI_HIGH):
+        if column not in frame.columns:
+            frame[column] = math.nan
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame[frame[MEDIAN].notna() & (frame[MEDIAN] > 0)]
+
+
+def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Machine, device, model, then precision in fp32/tf32/fp16/bf16 order, batch, variant."""
+    if frame.empty:
+        return frame
+    keys = [k for k in GROUP_KEYS if k in frame.columns]
+    ordered = frame.assign(
+        _precision=frame["precision"].map(PRECISION_ORDER).fillna(9) if "precision" in frame else 0,
+        _variant=(frame["variant"] != BASELINE_VARIANT) if "variant" in frame else 0,
+    )
+    by = [k if k not in ("precision", "variant") else f"_{k}" for k in keys]
+    by += [k for k in ("variant",) if k in frame.columns]
+    return ordered.sort_values(by, kind="stable").drop(columns=["_precision", "_variant"])
+
+
+def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.DataFrame:
+    """Each configuration's median throughput over its counterpart with `column=reference`.
+
+    `column` is `precision` (reference fp32) or `variant` (reference baseline). The result
+    keeps both medians and 95% CIs and says whether the CIs overlap: where they do, the
+    difference is within the run-to-run spread.
+    """
+    ok = ok_configs(summary)
+    match = [k for k in GROUP_KEYS if k != column]
+    columns = [
+        *match,
+        column,
+        "reference",
+        MEDIAN,
+        CI_LOW,
+        CI_HIGH,
+        "reference_median",
+        "reference_ci95_low",
+        "reference_ci95_high",
+        "speedup",
+        "ci_overlap",
+    ]
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    base = ok[ok[column] == reference][[*match, MEDIAN, CI_LOW, CI_HIGH]].rename(
+        columns={
+            MEDIAN: "reference_median",
+            CI_LOW: "reference_ci95_low",
+            CI_HIGH: "reference_ci95_high",
+        }
+    )
+    other = ok[ok[column] != reference][[*match, column, MEDIAN, CI_LOW, CI_HIGH]]
+    merged = other.merge(base, on=match, how="inner")
+    merged["reference"] = reference
+    merged["speedup"] = merged[MEDIAN] / merged["reference_median"]
+    known = (
+        merged[[CI_LOW, CI_HIGH, "reference_ci95_low", "reference_ci95_high"]].notna().all(axis=1)
+    )
+    overlap = (merged[CI_LOW] <= merged["reference_ci95_high"]) & (
+        merged["reference_ci95_low"] <= merged[CI_HIGH]
+    )
+    merged["ci_overlap"] = overlap.where(known, other=pd.NA).astype("boolean")
+    return sort_configs(merged[columns]).reset_index(drop=True)
+
+
+def at_largest_batch(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One row per compared pair (machine, device, model, the other key, `column`): the one
+    at the largest batch size both ran, where throughput differences matter most."""
+    if table.empty:
+        return table
+    keys = [k for k in GROUP_KEYS if k != "batch_size"]
+    largest = table.groupby(keys)["batch_size"].transform("max")
+    return table[table["batch_size"] == largest]
+
+
+def speedup_sentence(row: Mapping, column: str) -> str:
+    """`bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 256 (baseline) on M: ...`."""
+    ratio = float(row["speedup"])
+    how = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
+    if column == "precision":
+        what = f"{row['precision']} is {how} {row['reference']} for " + config_text(
+            row, precision=False
+        )
+    else:
+        what = f"The {row['variant']} variant is {how} {row['reference']} for " + config_text(
+            row, variant=False
+        )
+    text = (
+        f"{what} on {row['machine']}: "
+        f"{throughput_text(row[MEDIAN], row[CI_LOW], row[CI_HIGH])} vs "
+        f"{throughput_text(row['reference_median'], row['reference_ci95_low'], row['reference_ci95_high'])}"
+    )
+    if row.get("ci_overlap") is True:
+        text += "; the 95% CIs overlap, so the difference is within the run-to-run spread"
+    return text + "."
+
+
+def batch_scaling(summary: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (machine, device, model, precision, variant): how throughput grows with batch size.
+
+    `gain` is the throughput at the largest batch that ran over that at the smallest;
+    `saturation_batch_size` the smallest batch reaching 95% of the best throughput;
+    `oom_batch_sizes` the batch sizes that ran out of memory.
+    """
+    keys = [k for k in GROUP_KEYS if k != "batch_size"]
+    columns = [
+        *keys,
+        "smallest_batch_size",
+        "largest_batch_size",
+        "smallest_median",
+        "largest_median",
+        "gain",
+        "best_batch_size",
+        "best_median",
+        "saturation_batch_size",
+        "oom_batch_sizes",
+    ]
+    ok = ok_configs(summary)
+    rows = []
+    if summary is None or ok.empty:
+        return pd.DataFrame(columns=columns)
+    statuses = summary.assign(_status=summary.get("status", "ok").astype(str))
+    for key, group in ok.groupby(keys, sort=True):
+        group = group.sort_values("batch_size")
+        if len(group) < 2:
+            continue
+        best = group.loc[group[MEDIAN].idxmax()]
+        saturated = group[group[MEDIAN] >= SATURATION * best[MEDIAN]]
+        same = statuses
+        for k, v in zip(keys, key):
+            same = same[same[k] == v]
+        oom = sorted(int(b) for b in same.loc[same["_status"] == "oom", "batch_size"])
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "smallest_batch_size": int(group["batch_size"].iloc[0]),
+                "largest_batch_size": int(group["batch_size"].iloc[-1]),
+                "smallest_median": float(group[MEDIAN].iloc[0]),
+                "largest_median": float(group[MEDIAN].iloc[-1]),
+                "gain": float(group[MEDIAN].iloc[-1] / group[MEDIAN].iloc[0]),
+                "best_batch_size": int(best["batch_size"]),
+                "best_median": float(best[MEDIAN]),
+                "saturation_batch_size": int(saturated["batch_size"].iloc[0]),
+                "oom_batch_sizes": " ".join(str(b) for b in oom),
+            }
+        )
+    return sort_configs(pd.DataFrame(rows, columns=columns))
+
+
+def scaling_sentence(row: Mapping) -> str:
+    text = (
+        f"For {config_text(row, batch=False)} on {row['machine']}, throughput changes "
+        f"{fmt_times(row['gain'])} from batch {row['smallest_batch_size']} "
+        f"({fmt(row['smallest_median'], 'img/s')}) to batch {row['largest_batch_size']} "
+        f"({fmt(row['largest_median'], 'img/s')})"
+    )
+    if row["saturation_batch_size"] == row["largest_batch_size"]:
+        text += "; it is still rising at the largest batch size that ran"
+    else:
+        text += (
+            f"; batch {row['saturation_batch_size']} already reaches "
+            f"{fmt_pct(SATURATION)} of the best ({fmt(row['best_median'], 'img/s')} at "
+            f"batch {row['best_batch_size']})"
+        )
+    if row["oom_batch_sizes"]:
+        text += f"; batch {row['oom_batch_sizes'].replace(' ', ', ')} ran out of memory"
+    return text + "."
+
+
+# ------------------------------------------------------------------------------------------
+# Time breakdown.
+# ------------------------------------------------------------------------------------------
+def phase_columns(columns: Iterable[str]) -> dict[str, str]:
+    """The column holding each phase's median step time (summary.csv: `<phase>_s_median`)."""
+    present = set(columns)
+    found = {}
+    for phase in PHASES:
+        for candidate in (f"{phase}_s_median", f"phase_time_s_{phase}", f"{phase}_s"):
+            if candidate in present:
+                found[phase] = candidate
+                break
+    return found
+
+
+def phase_shares(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per configuration: each phase's median time and its share of the summed phases.
+
+    From summary.csv's phase medians; from the median over ok reps of runs.csv when the
+    summary has none. `input_share` is data wait + host-to-device: the input pipeline.
+    """
+    source = ok_configs(summary)
+    found = phase_columns(source.columns)
+    if not found and runs is not None and not runs.empty:
+        found_runs = phase_columns(runs.columns)
+        ok_runs = runs[runs["status"].astype(str) == "ok"] if "status" in runs else runs
+        if found_runs:
+            source = (
+                ok_runs.groupby(list(GROUP_KEYS), sort=True)[list(found_runs.values())]
+                .median()
+                .reset_index()
+            )
+            found = found_runs
+    columns = [
+        *GROUP_KEYS,
+        *(f"{p}_s" for p in PHASES),
+        "phase_total_s",
+        *(f"{p}_share" for p in PHASES),
+        "input_share",
+    ]
+    if not found or source.empty:
+        return pd.DataFrame(columns=columns)
+    frame = source[list(GROUP_KEYS)].copy()
+    for phase in PHASES:
+        frame[f"{phase}_s"] = (
+            pd.to_numeric(source[found[phase]], errors="coerce") if phase in found else 0.0
+        )
+    seconds = frame[[f"{p}_s" for p in PHASES]].fillna(0.0)
+    frame["phase_total_s"] = seconds.sum(axis=1)
+    for phase in PHASES:
+        frame[f"{phase}_share"] = seconds[f"{phase}_s"] / frame["phase_total_s"]
+    frame["input_share"] = frame["data_wait_share"] + frame["h2d_share"]
+    frame = frame[frame["phase_total_s"] > 0]
+    return sort_configs(frame[columns]).reset_index(drop=True)
+
+
+def breakdown_findings(phases: pd.DataFrame, listed: int = 5) -> list[str]:
+    """Per machine: which phase is largest how often, and every input-bound configuration
+    (up to `listed`, then a count), rather than one sentence per row of the table."""
+    findings = []
+    for machine, group in phases.groupby("machine", sort=True):
+        largest = [largest_phase(r)[0] for r in group.to_dict("records")]
+        counts = pd.Series(largest).value_counts()
+        top = counts.index[0]
+        example = group.iloc[largest.index(top)].to_dict()
+        findings.append(
+            f"On {machine}, {PHASE_LABELS[top]} is the largest phase in {counts.iloc[0]} of "
+            f"{len(group)} configurations (e.g. {fmt_pct(example[f'{top}_share'])} of the step for "
+            f"{config_text(example)})."
+        )
+        bound = group[group["input_share"] >= INPUT_BOUND_SHARE].sort_values(
+            "input_share", ascending=False
+        )
+        for row in bound.head(listed).to_dict("records"):
+            findings.append(
+                f"{config_text(row)} on {machine} waits on input for "
+                f"{fmt_pct(row['input_share'])} of each step (data wait "
+                f"{fmt_pct(row['data_wait_share'])}, host-to-device {fmt_pct(row['h2d_share'])})."
+            )
+        if len(bound) > listed:
+            findings.append(
+                f"… and {len(bound) - listed} more input-bound configurations on "
+                f"{machine} (see the table)."
+            )
+    return findings
+
+
+def largest_phase(row: Mapping) -> tuple[str, float]:
+    phase = max(PHASES, key=lambda p: float(row[f"{p}_share"]))
+    return phase, float(row[f"{phase}_share"])
+
+
+def breakdown_sentence(row: Mapping) -> str:
+    parts = ", ".join(f"{PHASE_LABELS[p]} {fmt_pct(row[f'{p}_share'])}" for p in PHASES)
+    return (
+        f"{config_text(row)} on {row['machine']}: {parts} of "
+        f"{fmt(row['phase_total_s'] * 1e3, 'ms')} per step."
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Roofline reading.
+# ------------------------------------------------------------------------------------------
+def _positive(value) -> float | None:
+    if missing(value):
+        return None
+    x = float(value)
+    return x if x > 0 else None
+
+
+def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[float | None, dict]:
+    """(compute roof for `precision`, {memory level: bandwidth}) from a ceilings JSON."""
+    section = (ceiling or {}).get(origin) or {}
+    flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
+    bandwidth = _positive(section.get("memory_bandwidth_bytes_s"))
+    levels = {level: bandwidth for level in JSON_BANDWIDTH_LEVELS} if bandwidth else {}
+    return _positive(flop_s.get(precision)), levels
+
+
+def profile_roofs(kernels: pd.DataFrame | None) -> dict[tuple, tuple[float | None, dict]]:
+    """Per configuration: the profile's own roofs (median over its kernels, kernels.csv)."""
+    result: dict[tuple, tuple[float | None, dict]] = {}
+    if kernels is None or kernels.empty:
+        return result
+    for key, group in kernels.groupby(list(GROUP_KEYS), sort=True):
+        row = dict(zip(GROUP_KEYS, key))
+        column = PROFILE_COMPUTE_COLUMN.get(row["precision"])
+
+        def median(name):
+            if name not in group.columns:
+                return None
+            values = pd.to_numeric(group[name], errors="coerce").dropna()
+            return _positive(values.median()) if len(values) else None
+
+        levels = {level: median(f"peak_bytes_s_{level}") for level in ("dram", "l2", "l1")}
+        result[key] = (median(column) if column else None, {k: v for k, v in levels.items() if v})
+    return result
+
+
+def roofline_readings(
+    points: pd.DataFrame | None, ceilings: Sequence[Mapping], kernels: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per step-level roofline point and roof origin (profile/measured/datasheet).
+
+    For each roof: the compute peak for the run's precision, the bandwidth at the point's
+    memory level, the ridge point (peak / bandwidth), whether the point's arithmetic
+    intensity lies left of it (memory-bound) or right (compute-bound), the attainable
+    performance min(peak, intensity x bandwidth) and the fractions of it and of the peak
+    that the step reached.
+    """
+    columns = [
+        *GROUP_KEYS,
+        "source",
+        "memory_level",
+        "roof",
+        "arithmetic_intensity_flop_per_byte",
+        "performance_flop_s",
+        "peak_flop_s",
+        "bandwidth_bytes_s",
+        "ridge_flop_per_byte",
+        "bound",
+        "attainable_flop_s",
+        "fraction_of_roof",
+        "fraction_of_peak",
+    ]
+    if points is None or points.empty:
+        return pd.DataFrame(columns=columns)
+    steps = (
+        points[points["granularity"].astype(str) == "step"] if "granularity" in points else points
+    )
+    by_machine_device = {(c.get("machine"), c.get("device")): c for c in ceilings}
+    profiles = profile_roofs(kernels)
+    rows = []
+    for point in steps.to_dict("records"):
+        key = tuple(point[k] for k in GROUP_KEYS)
+        ceiling = by_machine_device.get((point["machine"], point["device"]))
+        level = str(point["memory_level"])
+        intensity = _positive(point["arithmetic_intensity_flop_per_byte"])
+        performance = _positive(point["performance_flop_s"])
+        for origin in ROOF_ORIGINS:
+            if origin == "profile":
+                if str(point.get("source")) != "ncu" or key not in profiles:
+                    continue
+                peak, levels = profiles[key]
+            else:
+                peak, levels = json_roofs(ceiling, str(point["precision"]), origin)
+            bandwidth = levels.get(level)
+            if peak is None and bandwidth is None:
+                continue
+            row = {k: point[k] for k in GROUP_KEYS}
+            row.update(
+                source=point.get("source"),
+                memory_level=level,
+                roof=origin,
+                arithmetic_intensity_flop_per_byte=intensity,
+                performance_flop_s=performance,
+                peak_flop_s=peak,
+                bandwidth_bytes_s=bandwidth,
+            )
+            ridge = peak / bandwidth if peak and bandwidth else None
+            attainable = None
+            bound = None
+            if intensity is not None and peak and bandwidth:
+                attainable = min(peak, intensity * bandwidth)
+                bound = "memory" if intensity < ridge else "compute"
+            row.update(
+                ridge_flop_per_byte=ridge,
+                bound=bound,
+                attainable_flop_s=attainable,
+                fraction_of_roof=performance / attainable if performance and attainable else None,
+                fraction_of_peak=performance / peak if performance and peak else None,
+            )
+            rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, point source and roof origin: what binds the step.
+
+    The hierarchical reading: of the compute peak and every memory level's
+    intensity x bandwidth, the lowest is the roof the step runs under. `limit` is
+    `compute` or the memory level; `fraction_of_roof` is the step's performance over that
+    lowest roof, `fraction_of_peak` over the compute peak (model FLOP utilisation).
+    """
+    columns = [
+        *GROUP_KEYS,
+        "source",
+        "roof",
+        "limit",
+        "bound",
+        "arithmetic_intensity_flop_per_byte",
+        "ridge_flop_per_byte",
+        "performance_flop_s",
+        "peak_flop_s",
+        "attainable_flop_s",
+        "fraction_of_roof",
+        "fraction_of_peak",
+        "levels",
+    ]
+    if readings.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for key, group in readings.groupby([*GROUP_KEYS, "source", "roof"], sort=True):
+        usable = group.dropna(subset=["attainable_flop_s"])
+        if usable.empty:
+            # A compute peak without a bandwidth roof (a datasheet entry without memory
+            # bandwidth): no bound can be read, but the fraction of the peak still can.
+            peaks = group.dropna(subset=["peak_flop_s", "performance_flop_s"])
+            if not peaks.empty:
+                first = peaks.iloc[0]
+                rows.append(
+                    {
+                        **dict(zip([*GROUP_KEYS, "source", "roof"], key)),
+                        "limit": "unknown",
+                        "bound": None,
+                        "arithmetic_intensity_flop_per_byte": first[
+                            "arithmetic_intensity_flop_per_byte"
+                        ],
+                        "performance_flop_s": first["performance_flop_s"],
+                        "peak_flop_s": first["peak_flop_s"],
+                        "fraction_of_peak": first["performance_flop_s"] / first["peak_flop_s"],
+                        "levels": "",
+                    }
+                )
+            continue
+        peak = float(usable["peak_flop_s"].iloc[0])
+        performance = float(usable["performance_flop_s"].iloc[0])
+        memory = usable.assign(
+            _roof=usable["arithmetic_intensity_flop_per_byte"] * usable["bandwidth_bytes_s"]
+        )
+        lowest = memory.loc[memory["_roof"].idxmin()]
+        if lowest["_roof"] < peak:
+            limit, attainable = str(lowest["memory_level"]), float(lowest["_roof"])
+        else:
+            limit, attainable = "compute", peak
+        rows.append(
+            {
+                **dict(zip([*GROUP_KEYS, "source", "roof"], key)),
+                "limit": limit,
+                "bound": "compute" if limit == "compute" else "memory",
+                "arithmetic_intensity_flop_per_byte": float(
+                    lowest["arithmetic_intensity_flop_per_byte"]
+                ),
+                "ridge_flop_per_byte": float(lowest["ridge_flop_per_byte"]),
+                "performance_flop_s": performance,
+                "peak_flop_s": peak,
+                "attainable_flop_s": attainable,
+                "fraction_of_roof": performance / attainable,
+                "fraction_of_peak": performance / peak,
+                "levels": " ".join(sorted(usable["memory_level"].astype(str))),
+            }
+        )
+    return sort_configs(pd.DataFrame(rows, columns=columns)).reset_index(drop=True)
+
+
+def preferred_verdict(verdicts: pd.DataFrame, row: Mapping) -> Mapping | None:
+    """The verdict a finding quotes for one config: one whose point is not above its roof
+    (see `roof_violation_notes`), ncu over analytic points, and the profile's own roofs over
+    measured over datasheet ones."""
+    if verdicts.empty:
+        return None
+    match = verdicts
+    for k in GROUP_KEYS:
+        match = match[match[k] == row[k]]
+    match = match[match["bound"].notna()]
+    if match.empty:
+        return None
+    rank = match.assign(
+        _above=(match["fraction_of_roof"] > ROOF_TOLERANCE).astype(int),
+        _source=(match["source"].astype(str) != "ncu").astype(int),
+        _roof=match["roof"].map({o: i for i, o in enumerate(ROOF_ORIGINS)}),
+    ).sort_values(["_above", "_source", "_roof"])
+    return rank.iloc[0].drop(["_above", "_source", "_roof"]).to_dict()
+
+
+def verdict_sentence(verdict: Mapping) -> str:
+    level = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
+    what = (
+        f"{config_text(verdict)} on {verdict['machine']} ({verdict['source']} step point, "
+        f"{verdict['roof']} roofs): "
+    )
+    if verdict["fraction_of_roof"] > ROOF_TOLERANCE:
+        return what + (
+            f"it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
+            f"{fmt_times(verdict['fraction_of_roof'])} the roof above it "
+            f"({fmt_si(verdict['attainable_flop_s'], 'FLOP/s')}): a point cannot "
+            "beat its roof, so this roof is too low (or the FLOPs overcounted) and "
+            "no bound is read from it."
+        )
+    if verdict["bound"] == "compute":
+        what += (
+            f"compute-bound — arithmetic intensity "
+            f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is right of the "
+            f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})"
+        )
+    else:
+        what += (
+            f"memory-bound at {level} — arithmetic intensity "
+            f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is left of the "
+            f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})"
+        )
+    what += (
+        f"; it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
+        f"{fmt_pct(verdict['fraction_of_roof'])} of the roof above it and "
+        f"{fmt_pct(verdict['fraction_of_peak'])} of the {verdict['precision']} compute peak "
+        f"({fmt_si(verdict['peak_flop_s'], 'FLOP/s')})"
+    )
+    return what + "."
+
+
+# ------------------------------------------------------------------------------------------
+# What limits a configuration.
+# ------------------------------------------------------------------------------------------
+def limiter_sentence(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFrame) -> str | None:
+    """One sentence on what limits `config`, from its phase shares and roofline verdict."""
+    phase_row = _match(phases, config)
+    verdict = preferred_verdict(verdicts, config)
+    head = f"What limits {config_text(config)} on {config['machine']}: "
+    if phase_row is not None and phase_row["input_share"] >= INPUT_BOUND_SHARE:
+        return head + (
+            f"the input pipeline — data wait and host-to-device copies take "
+            f"{fmt_pct(phase_row['input_share'])} of each step "
+            f"({fmt(phase_row['phase_total_s'] * 1e3, 'ms')}); a device-resident "
+            "dataset or more DataLoader workers attack that share first."
+        )
+    if verdict is not None and verdict["fraction_of_roof"] <= ROOF_TOLERANCE:
+        level = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
+        fraction = float(verdict["fraction_of_roof"])
+        if fraction < FAR_FROM_ROOF:
+            text = (
+                f"overheads, not the roofs — the step reaches only {fmt_pct(fraction)} of "
+                f"the {verdict['roof']} {'compute' if verdict['bound'] == 'compute' else level + ' bandwidth'} "
+                f"roof above it ({fmt_si(verdict['performance_flop_s'], 'FLOP/s')} of "
+                f"{fmt_si(verdict['attainable_flop_s'], 'FLOP/s')} attainable), so launch "
+                "latency, small kernels and framework time dominate; larger batches, "
+                "torch.compile or CUDA graphs address that."
+            )
+        elif verdict["bound"] == "compute":
+            text = (
+                f"compute — the step is right of the ridge point and reaches "
+                f"{fmt_pct(verdict['fraction_of_peak'])} of the {verdict['roof']} "
+                f"{config['precision']} peak; a faster precision or fewer FLOPs help most."
+            )
+        else:
+            text = (
+                f"memory bandwidth at {level} — the step is left of the ridge point and "
+                f"reaches {fmt_pct(fraction)} of the {verdict['roof']} bandwidth roof; "
+                "fusing kernels, channels-last or lower precision (fewer bytes) help most."
+            )
+        if phase_row is not None:
+            phase, share = largest_phase(phase_row)
+            text += f" The largest phase is {PHASE_LABELS[phase]} ({fmt_pct(share)})."
+        return head + text
+    if phase_row is not None:
+        phase, share = largest_phase(phase_row)
+        return head + (
+            f"no roofline point for it; the largest phase is {PHASE_LABELS[phase]} "
+            f"({fmt_pct(share)} of {fmt(phase_row['phase_total_s'] * 1e3, 'ms')} "
+            "per step)."
+        )
+    return None
+
+
+def _match(frame: pd.DataFrame, config: Mapping) -> Mapping | None:
+    if frame is None or frame.empty:
+        return None
+    match = frame
+    for k in GROUP_KEYS:
+        match = match[match[k] == config[k]]
+    return None if match.empty else match.iloc[0].to_dict()
+
+
+# ------------------------------------------------------------------------------------------
+# Kernels, complexity, ceilings.
+# ------------------------------------------------------------------------------------------
+def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
+    """Per configuration, the `n` kernels (by name) that took the most time in the step.
+
+    Launches of one kernel name are summed; `share` is of the profiled step's kernel time
+    (the calibration GEMM is left out).
+    """
+    columns = [
+        *GROUP_KEYS,
+        "rank",
+        "kernel_name",
+        "kind",
+        "launches",
+        "duration_s",
+        "share",
+        "flops_total",
+        "bytes_dram",
+        "arithmetic_intensity_dram_flop_per_byte",
+        "performance_flop_s",
+    ]
+    if kernels is None or kernels.empty:
+        return pd.DataFrame(columns=columns)
+    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
+    step = step.assign(
+        **{
+            c: pd.to_numeric(step[c], errors="coerce") if c in step else math.nan
+            for c in ("duration_s", "flops_total", "bytes_dram")
+        }
+    )
+    rows = []
+    for key, group in step.groupby(list(GROUP_KEYS), sort=True):
+        total = group["duration_s"].sum()
+        per_name = (
+            group.groupby(["kernel_name", "kind"], sort=False, dropna=False)
+            .agg(
+                launches=("duration_s", "size"),
+                duration_s=("duration_s", "sum"),
+                flops_total=("flops_total", "sum"),
+                bytes_dram=("bytes_dram", "sum"),
+            )
+            .reset_index()
+            .sort_values("duration_s", ascending=False)
+            .head(n)
+        )
+        for rank, k in enumerate(per_name.to_dict("records"), start=1):
+            rows.append(
+                {
+                    **dict(zip(GROUP_KEYS, key)),
+                    "rank": rank,
+                    **k,
+                    "share": k["duration_s"] / total if total else math.nan,
+                    "arithmetic_intensity_dram_flop_per_byte": (
+                        k["flops_total"] / k["bytes_dram"] if k["bytes_dram"] else math.nan
+                    ),
+                    "performance_flop_s": (
+                        k["flops_total"] / k["duration_s"] if k["duration_s"] else math.nan
+                    ),
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
+    """Per configuration and kernel kind: summed duration and share of the step."""
+    columns = [*GROUP_KEYS, "kind", "duration_s", "share"]
+    if kernels is None or kernels.empty:
+        return pd.DataFrame(columns=columns)
+    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
+    step = step.assign(duration_s=pd.to_numeric(step["duration_s"], errors="coerce"))
+    kinds = step.groupby([*GROUP_KEYS, "kind"], sort=True)["duration_s"].sum().reset_index()
+    totals = kinds.groupby(list(GROUP_KEYS))["duration_s"].transform("sum")
+    kinds["share"] = kinds["duration_s"] / totals
+    return kinds.sort_values([*GROUP_KEYS, "share"], ascending=[True] * len(GROUP_KEYS) + [False])[
+        columns
+    ]
+
+
+def complexity_table(documents: Sequence[Mapping]) -> pd.DataFrame:
+    """One row per model: parameters, FLOPs and bytes per image (complexity JSONs)."""
+    rows = []
+    for d in sorted(documents, key=lambda d: str(d.get("model"))):
+        traffic = (d.get("traffic") or {}).get("fp32") or {}
+        rows.append(
+            {
+                "model": d.get("model"),
+                "dataset": d.get("dataset"),
+                "input_shape": "x".join(str(v) for v in d.get("input_shape") or []),
+                "params": d.get("params"),
+                "forward_flops_per_image": d.get("forward_flops_per_image"),
+                "train_step_flops_per_image": d.get("train_step_flops_per_image"),
+                "saved_activation_bytes_per_image": d.get("saved_activation_bytes_per_image"),
+                "weight_bytes": d.get("weight_bytes"),
+                "optimizer_state_bytes": d.get("optimizer_state_bytes"),
+                "fp32_traffic_fixed_bytes": traffic.get("fixed_bytes"),
+                "fp32_traffic_per_image_bytes": traffic.get("per_image_bytes"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
+    """Per machine and device: measured vs datasheet compute (per dtype) and bandwidth."""
+    rows = []
+    for c in sorted(ceilings, key=lambda c: (str(c.get("machine")), str(c.get("device")))):
+        measured = c.get("measured") or {}
+        datasheet = c.get("datasheet") or {}
+        dtypes = list(
+            dict.fromkeys([*(measured.get("gemm_flop_s") or {}), *(datasheet.get("flop_s") or {})])
+        )
+        dtypes.sort(key=lambda d: PRECISION_ORDER.get(d, 9))
+        for dtype in dtypes:
+            m = _positive((measured.get("gemm_flop_s") or {}).get(dtype))
+            s = _positive((datasheet.get("flop_s") or {}).get(dtype))
+            rows.append(
+                {
+                    "machine": c.get("machine"),
+                    "device": c.get("device"),
+                    "roof": f"{dtype} GEMM",
+                    "unit": "FLOP/s",
+                    "measured": m,
+                    "datasheet": s,
+                    "measured_over_datasheet": m / s if m and s else None,
+                }
+            )
+        m = _positive(measured.get("memory_bandwidth_bytes_s"))
+        s = _positive(datasheet.get("memory_bandwidth_bytes_s"))
+        rows.append(
+            {
+                "machine": c.get("machine"),
+                "device": c.get("device"),
+                "roof": "memory bandwidth",
+                "unit": "B/s",
+                "measured": m,
+                "datasheet": s,
+                "measured_over_datasheet": m / s if m and s else None,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "machine",
+            "device",
+            "roof",
+            "unit",
+            "measured",
+            "datasheet",
+            "measured_over_datasheet",
+        ],
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Notes: skipped and flagged.
+# ------------------------------------------------------------------------------------------
+def oom_notes(runs: pd.DataFrame | None, summary: pd.DataFrame | None) -> list[str]:
+    """One note per configuration whose reps ran out of memory (runs.csv `status`)."""
+    frame = (
+        runs
+        if runs is not None and "status" in (runs.columns if runs is not None else [])
+        else summary
+    )
+    if frame is None or frame.empty or "status" not in frame.columns:
+        return []
+    oom = frame[frame["status"].astype(str) == "oom"]
+    notes = []
+    for key, group in oom.groupby(list(GROUP_KEYS), sort=True):
+        row = dict(zip(GROUP_KEYS, key))
+        errors = [
+            e
+            for e in group.get("error", pd.Series(dtype=object)).tolist()
+            if isinstance(e, str) and e
+        ]
+        text = (
+            f"Out of memory: {config_text(row)} on {row['machine']} "
+            f"({len(group)} rep{'s' if len(group) != 1 else ''} with status oom)"
+        )
+        if errors:
+            text += f": {errors[0]}"
+        notes.append(text + ".")
+    return sort_notes(notes)
+
+
+def roof_violation_notes(verdicts: pd.DataFrame) -> list[str]:
+    """One note per machine, device, roof origin and precision whose roof some step points
+    exceed: such a roof is wrong for the device (a benchmark that ran badly, a datasheet
+    entry for another model) or the FLOPs are overcounted, and every reading against it is
+    void. The worst point is quoted."""
+    if verdicts.empty:
+        return []
+    above = verdicts[verdicts["fraction_of_roof"] > ROOF_TOLERANCE]
+    notes = []
+    keys = ["machine", "device", "roof", "precision"]
+    for key, group in above.groupby(keys, sort=True):
+        worst = group.loc[group["fraction_of_roof"].idxmax()]
+        row = dict(zip(keys, key))
+        notes.append(
+            f"Roof too low: {len(group)} {row['precision']} step point"
+            f"{'s lie' if len(group) != 1 else ' lies'} above the {row['roof']} roofs on "
+            f"{row['machine']} "
+            f"(worst: {config_text(worst)} at {fmt_si(worst['performance_flop_s'], 'FLOP/s')}, "
+            f"{fmt_times(worst['fraction_of_roof'])} the {fmt_si(worst['attainable_flop_s'], 'FLOP/s')} "
+            f"roof); check the {row['roof']} {row['precision']} ceiling of {row['device']}."
+        )
+    return notes
+
+
+def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[str]:
+    """Configurations whose throughput varies across reps more than `cv_threshold` (CV)."""
+    ok = ok_configs(summary)
+    if ok.empty or "throughput_img_s_cv" not in ok.columns:
+        return []
+    cv = pd.to_numeric(ok["throughput_img_s_cv"], errors="coerce")
+    flagged = cv > cv_threshold
+    if "high_variance" in ok.columns:
+        flagged = flagged | ok["high_variance"].map(truthy)
+    notes = []
+    for row in sort_configs(ok[flagged]).to_dict("records"):
+        notes.append(
+            f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
+            f"{fmt_pct(row['throughput_img_s_cv'])} across {int(row.get('n_ok', 0) or 0)} reps "
+            f"(threshold {fmt_pct(cv_threshold)}); treat its numbers and speedups with care."
+        )
+    return notes
+
+
+def sort_notes(notes: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(notes))

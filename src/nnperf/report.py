@@ -1,0 +1,951 @@
+"""The written summary: findings laid out in sections, then rendered as HTML and Markdown.
+
+`build_document` turns the labelled tables (`ReportInputs`) into a `Document`: key findings
+first (what is fastest on each machine and what limits it), then one `Section` per topic —
+environment, study matrix, throughput, speedups, time breakdown, roofline, ceilings, top
+kernels, complexity, machines compared, notes — each with its findings, display tables,
+figures and the files its numbers came from. The numbers and sentences come from
+`nnperf.findings`; this module chooses what a reader sees and in which order.
+
+Rendering fills the Jinja templates in `nnperf/templates/` and takes a function that turns a
+figure path into an image source (a data URI for the self-contained HTML, a relative path for
+Markdown). Reading and writing files is `nnperf.commands.render_report`'s job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from nnperf import machines as machines_mod
+from nnperf.findings import (
+    BASELINE_VARIANT,
+    CI_HIGH,
+    CI_LOW,
+    DEFAULT_TOP_KERNELS,
+    GROUP_KEYS,
+    LEVEL_LABELS,
+    MEDIAN,
+    PHASE_LABELS,
+    PHASES,
+    REFERENCE_PRECISION,
+    ROOF_TOLERANCE,
+    at_largest_batch,
+    batch_scaling,
+    breakdown_findings,
+    ceilings_table,
+    complexity_table,
+    kernel_kind_shares,
+    limiter_sentence,
+    ok_configs,
+    oom_notes,
+    phase_shares,
+    preferred_verdict,
+    roof_violation_notes,
+    roofline_readings,
+    roofline_verdicts,
+    scaling_sentence,
+    sort_configs,
+    sort_notes,
+    speedup_sentence,
+    speedups,
+    top_kernels,
+    variance_notes,
+    verdict_sentence,
+)
+from nnperf.report_format import (
+    config_text,
+    fmt,
+    fmt_pct,
+    fmt_si,
+    fmt_times,
+    missing,
+    throughput_text,
+)
+
+
+# ------------------------------------------------------------------------------------------
+# Document model.
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Table:
+    caption: str
+    frame: pd.DataFrame
+
+
+@dataclass
+class Figure:
+    path: str
+    caption: str
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    intro: str = ""
+    findings: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    # Large families of figures (a roofline per configuration): folded away in the HTML,
+    # listed as links in Markdown, so the section stays readable.
+    folded: list["FigureGroup"] = field(default_factory=list)
+
+
+@dataclass
+class FigureGroup:
+    title: str
+    figures: list[Figure]
+
+
+@dataclass
+class Document:
+    title: str
+    description: str
+    key_findings: list[str]
+    sections: list[Section]
+    machines: list[str]
+
+
+@dataclass
+class ReportInputs:
+    """Everything the report reads, already labelled with machines."""
+
+    summary: pd.DataFrame | None = None
+    runs: pd.DataFrame | None = None
+    kernels: pd.DataFrame | None = None
+    roofline_points: pd.DataFrame | None = None
+    environment: pd.DataFrame | None = None
+    complexity: list[dict] = field(default_factory=list)
+    ceilings: list[dict] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------
+# Display tables (formatted strings, only the columns a reader needs).
+# ------------------------------------------------------------------------------------------
+def _drop_single_machine(frame: pd.DataFrame, machines: Sequence[str]) -> pd.DataFrame:
+    if len(machines) <= 1 and "Machine" in frame.columns:
+        return frame.drop(columns=["Machine"])
+    return frame
+
+
+def _key_columns(frame: pd.DataFrame, keys: Sequence[str] = GROUP_KEYS) -> dict[str, pd.Series]:
+    labels = {
+        "machine": "Machine",
+        "device": "Device",
+        "model": "Model",
+        "precision": "Precision",
+        "batch_size": "Batch",
+        "variant": "Variant",
+    }
+    return {
+        labels[k]: frame[k].astype(str) if k != "batch_size" else frame[k].astype(int)
+        for k in keys
+        if k in frame.columns
+    }
+
+
+def throughput_display(summary: pd.DataFrame | None, cv_threshold: float) -> pd.DataFrame:
+    if summary is None or summary.empty:
+        return pd.DataFrame()
+    s = sort_configs(summary)
+    cv = (
+        pd.to_numeric(s.get("throughput_img_s_cv"), errors="coerce")
+        if "throughput_img_s_cv" in s
+        else None
+    )
+    frame = pd.DataFrame(
+        {
+            **_key_columns(s),
+            "Status": s["status"].astype(str) if "status" in s else "ok",
+            "Reps ok": [
+                f"{_int(a)}/{_int(b)}"
+                for a, b in zip(s.get("n_ok", [None] * len(s)), s.get("n_reps", [None] * len(s)))
+            ],
+            "Median (img/s)": [fmt(v) for v in s.get(MEDIAN, [None] * len(s))],
+            "95% CI (img/s)": [
+                f"{fmt(a)}–{fmt(b)}" if not (missing(a) or missing(b)) else "n/a"
+                for a, b in zip(s.get(CI_LOW, [None] * len(s)), s.get(CI_HIGH, [None] * len(s)))
+            ],
+            "IQR (img/s)": [fmt(v) for v in s.get("throughput_img_s_iqr", [None] * len(s))],
+            "CV": [fmt_pct(v) for v in (cv if cv is not None else [None] * len(s))],
+            "Flag": [
+                "high variance" if (not missing(v) and v > cv_threshold) else ""
+                for v in (cv if cv is not None else [None] * len(s))
+            ],
+        }
+    )
+    return frame
+
+
+def _int(value) -> str:
+    return "?" if missing(value) else str(int(value))
+
+
+def speedup_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    keys = [k for k in GROUP_KEYS if k in table.columns]
+    return pd.DataFrame(
+        {
+            **_key_columns(table, keys),
+            "Against": table["reference"].astype(str),
+            "Speedup": [fmt_times(v) for v in table["speedup"]],
+            "Median (img/s)": [
+                throughput_text(m, a, b).replace(" img/s", "")
+                for m, a, b in zip(table[MEDIAN], table[CI_LOW], table[CI_HIGH])
+            ],
+            "Reference median (img/s)": [
+                throughput_text(m, a, b).replace(" img/s", "")
+                for m, a, b in zip(
+                    table["reference_median"],
+                    table["reference_ci95_low"],
+                    table["reference_ci95_high"],
+                )
+            ],
+            "CIs overlap": [
+                "yes" if v is True else "no" if v is False else "n/a"
+                for v in table["ci_overlap"].astype(object)
+            ],
+        }
+    )
+
+
+def scaling_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    keys = [k for k in GROUP_KEYS if k != "batch_size"]
+    return pd.DataFrame(
+        {
+            **_key_columns(table, keys),
+            "Batch range": [
+                f"{a}–{b}"
+                for a, b in zip(table["smallest_batch_size"], table["largest_batch_size"])
+            ],
+            "Throughput (img/s)": [
+                f"{fmt(a)} → {fmt(b)}"
+                for a, b in zip(table["smallest_median"], table["largest_median"])
+            ],
+            "Gain": [fmt_times(v) for v in table["gain"]],
+            "Best batch": table["best_batch_size"].astype(int),
+            "95% of best from batch": table["saturation_batch_size"].astype(int),
+            "OOM batches": table["oom_batch_sizes"].astype(str),
+        }
+    )
+
+
+def breakdown_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            **_key_columns(table),
+            "Step (ms, sum of phase medians)": [fmt(v * 1e3) for v in table["phase_total_s"]],
+            **{
+                PHASE_LABELS[p].capitalize(): [fmt_pct(v) for v in table[f"{p}_share"]]
+                for p in PHASES
+            },
+        }
+    )
+
+
+def bound_text(verdict: dict) -> str:
+    """The Bound cell: compute, memory (level), or why no bound is read."""
+    if verdict["bound"] is None or missing(verdict["bound"]):
+        return "n/a (no bandwidth roof)"
+    if verdict["fraction_of_roof"] > ROOF_TOLERANCE:
+        return "void (point above the roof)"
+    if verdict["bound"] == "compute":
+        return "compute"
+    return f"memory ({LEVEL_LABELS.get(verdict['limit'], verdict['limit'])})"
+
+
+def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    if verdicts.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            **_key_columns(verdicts),
+            "Point": verdicts["source"].astype(str),
+            "Roofs": verdicts["roof"].astype(str),
+            "Bound": [bound_text(row) for row in verdicts.to_dict("records")],
+            "Intensity (FLOP/B)": [fmt(v) for v in verdicts["arithmetic_intensity_flop_per_byte"]],
+            "Ridge (FLOP/B)": [fmt(v) for v in verdicts["ridge_flop_per_byte"]],
+            "Achieved": [fmt_si(v, "FLOP/s") for v in verdicts["performance_flop_s"]],
+            "Attainable": [fmt_si(v, "FLOP/s") for v in verdicts["attainable_flop_s"]],
+            "Of roof": [fmt_pct(v) for v in verdicts["fraction_of_roof"]],
+            "Of peak": [fmt_pct(v) for v in verdicts["fraction_of_peak"]],
+            "Levels with a roof": verdicts["levels"].astype(str),
+        }
+    )
+
+
+def kernels_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            **_key_columns(table),
+            "#": table["rank"].astype(int),
+            "Kernel": [_shorten(str(k)) for k in table["kernel_name"]],
+            "Kind": table["kind"].astype(str),
+            "Launches": table["launches"].astype(int),
+            "Time (µs)": [fmt(v * 1e6) for v in table["duration_s"]],
+            "Share": [fmt_pct(v) for v in table["share"]],
+            "FLOP/s": [fmt_si(v, "FLOP/s") for v in table["performance_flop_s"]],
+            "Intensity, DRAM (FLOP/B)": [
+                fmt(v) for v in table["arithmetic_intensity_dram_flop_per_byte"]
+            ],
+        }
+    )
+
+
+def _shorten(name: str, limit: int = 90) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def kinds_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            **_key_columns(table),
+            "Kind": table["kind"].astype(str),
+            "Time (µs)": [fmt(v * 1e6) for v in table["duration_s"]],
+            "Share": [fmt_pct(v) for v in table["share"]],
+        }
+    )
+
+
+def complexity_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            "Model": table["model"],
+            "Dataset": table["dataset"],
+            "Input": table["input_shape"],
+            "Parameters": [fmt_si(v, "") for v in table["params"]],
+            "Forward FLOP/image": [fmt_si(v, "FLOP") for v in table["forward_flops_per_image"]],
+            "Train step FLOP/image": [
+                fmt_si(v, "FLOP") for v in table["train_step_flops_per_image"]
+            ],
+            "Saved activations/image": [
+                fmt_si(v, "B") for v in table["saved_activation_bytes_per_image"]
+            ],
+            "Weights": [fmt_si(v, "B") for v in table["weight_bytes"]],
+            "Optimizer state": [fmt_si(v, "B") for v in table["optimizer_state_bytes"]],
+            "fp32 traffic (fixed + per image)": [
+                f"{fmt_si(a, 'B')} + {fmt_si(b, 'B')}"
+                for a, b in zip(
+                    table["fp32_traffic_fixed_bytes"], table["fp32_traffic_per_image_bytes"]
+                )
+            ],
+        }
+    )
+
+
+def ceilings_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            "Machine": table["machine"].astype(str),
+            "Device": table["device"].astype(str),
+            "Roof": table["roof"],
+            "Measured": [fmt_si(v, u) for v, u in zip(table["measured"], table["unit"])],
+            "Datasheet": [fmt_si(v, u) for v, u in zip(table["datasheet"], table["unit"])],
+            "Measured / datasheet": [fmt_pct(v) for v in table["measured_over_datasheet"]],
+        }
+    )
+
+
+def settings_display(table: pd.DataFrame) -> pd.DataFrame:
+    """Column names as words: `cudnn_benchmark` -> `cudnn benchmark`."""
+    return table.rename(
+        columns=lambda c: "Machine" if c == "machine" else c.replace("_", " ").capitalize()
+    )
+
+
+def matrix_display(summary: pd.DataFrame | None) -> pd.DataFrame:
+    """The study matrix: one row per (machine, device, model, precision, variant), one
+    column per batch size, each cell the status and how many reps succeeded."""
+    if summary is None or summary.empty:
+        return pd.DataFrame()
+    s = summary.copy()
+    s["cell"] = [
+        f"{st} {_int(a)}/{_int(b)}"
+        for st, a, b in zip(
+            s.get("status", ["ok"] * len(s)),
+            s.get("n_ok", [None] * len(s)),
+            s.get("n_reps", [None] * len(s)),
+        )
+    ]
+    keys = [k for k in GROUP_KEYS if k != "batch_size"]
+    wide = s.pivot_table(
+        index=keys, columns="batch_size", values="cell", aggfunc="first"
+    ).reset_index()
+    wide = sort_configs(wide.assign(batch_size=0)).drop(columns=["batch_size"])
+    wide.columns = [
+        f"bs {c}" if isinstance(c, (int, float)) and not isinstance(c, bool) else c
+        for c in wide.columns
+    ]
+    renamed = {
+        "machine": "Machine",
+        "device": "Device",
+        "model": "Model",
+        "precision": "Precision",
+        "variant": "Variant",
+    }
+    return wide.rename(columns=renamed).fillna("—")
+
+
+# ------------------------------------------------------------------------------------------
+# Figures per section.
+# ------------------------------------------------------------------------------------------
+# Path keywords -> section, first match wins (machines/throughput.png is a machine figure).
+FIGURE_SECTIONS = (
+    ("machines", "machines"),
+    ("speedup", "speedups"),
+    ("breakdown", "breakdown"),
+    ("phase", "breakdown"),
+    ("sweep", "ceilings"),
+    ("ceiling", "ceilings"),
+    ("roofline", "roofline"),
+    ("flops", "roofline"),
+    ("kernel", "kernels"),
+    ("throughput", "throughput"),
+    ("complexity", "complexity"),
+    ("environment", "environment"),
+)
+
+
+def figure_section(path: str) -> str:
+    lowered = path.replace("\\", "/").lower()
+    for keyword, section in FIGURE_SECTIONS:
+        if keyword in lowered:
+            return section
+    return "figures"
+
+
+# A section shows at most this many figures of one kind inline; more are folded.
+FOLD_AFTER = 6
+
+
+def figure_kind(path: str) -> str:
+    """The folder right below `figures/` (throughput, roofline, ...)."""
+    parts = path.replace("\\", "/").split("/")
+    if "figures" in parts and parts.index("figures") + 2 < len(parts):
+        return parts[parts.index("figures") + 1]
+    return "figures"
+
+
+def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, list]:
+    """(shown, folded groups): kinds with more than `limit` figures are folded whole."""
+    kinds: dict[str, list[Figure]] = {}
+    for figure in figures:
+        kinds.setdefault(figure_kind(figure.path), []).append(figure)
+    shown = [f for group in kinds.values() if len(group) <= limit for f in group]
+    folded = [
+        FigureGroup(f"{len(group)} {kind.replace('_', ' ')} figures", group)
+        for kind, group in kinds.items()
+        if len(group) > limit
+    ]
+    return shown, folded
+
+
+def figure_caption(path: str) -> str:
+    """The figure's path below `figures/`, which names its experiment (keys in order)."""
+    parts = path.replace("\\", "/").split("/")
+    if "figures" in parts:
+        parts = parts[parts.index("figures") + 1 :]
+    return " / ".join(parts).removesuffix(".png")
+
+
+# ------------------------------------------------------------------------------------------
+# The document.
+# ------------------------------------------------------------------------------------------
+def key_findings(
+    inputs: ReportInputs,
+    machines: Sequence[str],
+    phases: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    precision_table: pd.DataFrame,
+    variant_table: pd.DataFrame,
+    scaling: pd.DataFrame,
+    notes: Sequence[str],
+) -> list[str]:
+    """The short list a newcomer reads first: per machine and model the fastest
+    configuration, what limits it, the best precision and variant, batch scaling; then the
+    machine comparison and the count of flagged results."""
+    findings = []
+    ok = ok_configs(inputs.summary)
+    for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
+        best = group.loc[group[MEDIAN].idxmax()].to_dict()
+        findings.append(
+            f"Fastest configuration on {machine}: {config_text(best)}, "
+            f"{throughput_text(best[MEDIAN], best[CI_LOW], best[CI_HIGH])}."
+        )
+        limiter = limiter_sentence(best, phases, verdicts)
+        if limiter:
+            findings.append(limiter)
+        for table, column in ((precision_table, "precision"), (variant_table, "variant")):
+            rows = table[(table["machine"] == machine) & (table["model"] == model)]
+            if rows.empty:
+                continue
+            at = rows[rows["batch_size"] == rows["batch_size"].max()]
+            if column == "precision" and (at["variant"] == BASELINE_VARIANT).any():
+                at = at[at["variant"] == BASELINE_VARIANT]
+            if column == "variant" and (at["precision"] == best["precision"]).any():
+                at = at[at["precision"] == best["precision"]]
+            findings.append(speedup_sentence(at.loc[at["speedup"].idxmax()].to_dict(), column))
+        scale = scaling
+        for k in ("machine", "device", "model", "precision", "variant"):
+            scale = scale[scale[k] == best[k]]
+        if not scale.empty:
+            findings.append(scaling_sentence(scale.iloc[0].to_dict()))
+    findings.extend(machine_comparison_findings(ok, machines))
+    n_oom = sum(1 for n in notes if n.startswith("Out of memory"))
+    n_var = sum(1 for n in notes if n.startswith("High variance"))
+    counts = [
+        f"{n} configuration{'s' if n != 1 else ''} {what}"
+        for n, what in ((n_oom, "ran out of memory"), (n_var, "flagged for high variance"))
+        if n
+    ]
+    n_roof = sum(1 for n in notes if n.startswith("Roof too low"))
+    if n_roof:
+        counts.append(f"{n_roof} roof{'s lie' if n_roof != 1 else ' lies'} below measured points")
+    if counts:
+        text = "; ".join(counts)
+        findings.append(text[0].upper() + text[1:] + " — see Notes.")
+    return findings
+
+
+def machine_comparison_findings(ok: pd.DataFrame, machines: Sequence[str]) -> list[str]:
+    """Per model, the fastest and slowest machine on the largest configuration they share."""
+    if len(machines) < 2 or ok.empty:
+        return []
+    findings = []
+    config = ["model", "precision", "batch_size", "variant"]
+    for model, group in ok.groupby("model", sort=True):
+        counts = group.groupby(config)["machine"].nunique()
+        shared = counts[counts == counts.max()]
+        if shared.max() < 2:
+            continue
+        candidates = pd.DataFrame(list(shared.index), columns=config)
+        candidates = candidates.assign(
+            _fp32=candidates["precision"] != REFERENCE_PRECISION,
+            _base=candidates["variant"] != BASELINE_VARIANT,
+        )
+        chosen = candidates.sort_values(
+            ["_fp32", "_base", "batch_size"], ascending=[True, True, False]
+        ).iloc[0]
+        rows = group
+        for k in config:
+            rows = rows[rows[k] == chosen[k]]
+        rows = rows.sort_values(MEDIAN, ascending=False)
+        fast, slow = rows.iloc[0], rows.iloc[-1]
+        findings.append(
+            f"Across machines, {config_text(fast)} runs fastest on {fast['machine']} at "
+            f"{throughput_text(fast[MEDIAN], fast[CI_LOW], fast[CI_HIGH])}, "
+            f"{fmt_times(fast[MEDIAN] / slow[MEDIAN])} the slowest machine, {slow['machine']}, "
+            f"at {throughput_text(slow[MEDIAN], slow[CI_LOW], slow[CI_HIGH])}."
+        )
+    return findings
+
+
+def _sources(inputs: ReportInputs, *kinds: str) -> list[str]:
+    paths = []
+    for kind in kinds:
+        paths.extend(inputs.sources.get(kind, []))
+    return list(dict.fromkeys(paths))
+
+
+def build_document(
+    inputs: ReportInputs,
+    *,
+    title: str,
+    description: str,
+    cv_threshold: float,
+    top_n_kernels: int = DEFAULT_TOP_KERNELS,
+) -> Document:
+    """Every section of the summary, written from `inputs`."""
+    machines = sorted(
+        {
+            m
+            for frame in (inputs.summary, inputs.environment, inputs.roofline_points)
+            if frame is not None and "machine" in frame
+            for m in frame["machine"].dropna()
+        }
+    )
+
+    def drop(frame: pd.DataFrame) -> pd.DataFrame:
+        return _drop_single_machine(frame, machines)
+
+    summary = inputs.summary
+    precision_table = speedups(summary, "precision", REFERENCE_PRECISION)
+    variant_table = speedups(summary, "variant", BASELINE_VARIANT)
+    scaling = batch_scaling(summary)
+    phases = phase_shares(summary, inputs.runs)
+    readings = roofline_readings(inputs.roofline_points, inputs.ceilings, inputs.kernels)
+    verdicts = roofline_verdicts(readings)
+    figures: dict[str, list[Figure]] = {}
+    for path in inputs.figures:
+        figures.setdefault(figure_section(path), []).append(Figure(path, figure_caption(path)))
+
+    notes = list(inputs.notes)
+    notes += oom_notes(inputs.runs, summary)
+    notes += variance_notes(summary, cv_threshold)
+    notes += roof_violation_notes(verdicts)
+    if summary is None:
+        notes.append(
+            "No timed runs: results/tables/summary.csv was not part of this report, so "
+            "there are no throughput, speedup or breakdown numbers."
+        )
+    cuda_ran = any(
+        frame is not None and "device" in frame and (frame["device"] == "cuda").any()
+        for frame in (summary, inputs.environment)
+    )
+    if cuda_ran and inputs.kernels is None:
+        notes.append(
+            "No per-kernel table (kernels.csv) although CUDA runs were timed: Nsight "
+            "Compute (ncu) was not part of this run, so CUDA rooflines are analytic."
+        )
+    if summary is not None and inputs.roofline_points is None:
+        notes.append("No roofline points (roofline_points.csv) were part of this report.")
+    if inputs.roofline_points is not None and not inputs.ceilings:
+        notes.append(
+            "No ceilings JSON: there are no measured or datasheet roofs to read the "
+            "roofline points against."
+        )
+    notes = sort_notes(notes)
+
+    sections = []
+    env_frame = inputs.environment
+    sections.append(
+        Section(
+            "environment",
+            "Environment",
+            intro="Where the numbers were measured: one column per machine (host name and device "
+            "name from the environment record of every run).",
+            tables=[
+                t
+                for t in (
+                    Table("Machines", machines_mod.machine_table(env_frame)),
+                    Table(
+                        "Math and pipeline settings the runs recorded",
+                        drop(settings_display(machines_mod.settings_table(env_frame))),
+                    ),
+                )
+                if not t.frame.empty
+            ],
+            figures=figures.get("environment", []),
+            sources=_sources(inputs, "environment"),
+        )
+    )
+    sections.append(
+        Section(
+            "matrix",
+            "Study matrix",
+            intro="Every configuration of the study, with its status and how many of its reps "
+            "succeeded, per batch size.",
+            tables=[
+                t
+                for t in [Table("Configurations", drop(matrix_display(summary)))]
+                if not t.frame.empty
+            ],
+            sources=_sources(inputs, "summary"),
+        )
+    )
+    top = ok_configs(summary)
+    throughput_findings = []
+    for (machine, model), group in top.groupby(["machine", "model"], sort=True):
+        best = group.loc[group[MEDIAN].idxmax()]
+        worst = group.loc[group[MEDIAN].idxmin()]
+        throughput_findings.append(
+            f"{model} on {machine}: from {throughput_text(worst[MEDIAN], worst[CI_LOW], worst[CI_HIGH])} "
+            f"for {config_text(worst)} to {throughput_text(best[MEDIAN], best[CI_LOW], best[CI_HIGH])} "
+            f"for {config_text(best)}."
+        )
+    sections.append(
+        Section(
+            "throughput",
+            "Throughput",
+            intro="Images per second over each run's timed window; the median across reps with its "
+            "95% confidence interval, interquartile range and coefficient of variation.",
+            findings=throughput_findings,
+            tables=[
+                t
+                for t in [
+                    Table(
+                        "Throughput per configuration",
+                        drop(throughput_display(summary, cv_threshold)),
+                    )
+                ]
+                if not t.frame.empty
+            ],
+            figures=figures.get("throughput", []),
+            sources=_sources(inputs, "summary"),
+        )
+    )
+    speedup_findings = [
+        speedup_sentence(r, "precision")
+        for r in at_largest_batch(precision_table, "precision").to_dict("records")
+    ]
+    speedup_findings += [
+        speedup_sentence(r, "variant")
+        for r in at_largest_batch(variant_table, "variant").to_dict("records")
+    ]
+    speedup_findings += [scaling_sentence(r) for r in scaling.to_dict("records")]
+    sections.append(
+        Section(
+            "speedups",
+            "Speedups",
+            intro="Ratios of median throughputs: each precision against fp32 and each variant "
+            "against baseline at the same batch size, and each configuration across batch "
+            "sizes. Where the two 95% CIs overlap the difference is within the run-to-run spread.",
+            findings=speedup_findings,
+            tables=[
+                t
+                for t in (
+                    Table(
+                        "Precisions against fp32",
+                        drop(speedup_display(precision_table, "precision")),
+                    ),
+                    Table(
+                        "Variants against baseline", drop(speedup_display(variant_table, "variant"))
+                    ),
+                    Table("Batch-size scaling", drop(scaling_display(scaling))),
+                )
+                if not t.frame.empty
+            ],
+            figures=figures.get("speedups", []),
+            sources=_sources(inputs, "summary"),
+        )
+    )
+    sections.append(
+        Section(
+            "breakdown",
+            "Time breakdown",
+            intro="Where a training step's time goes: the median time of each phase (data wait, "
+            "host-to-device copy, forward, backward, optimizer) as a share of their sum.",
+            findings=breakdown_findings(phases),
+            tables=[
+                t
+                for t in [Table("Phase shares", drop(breakdown_display(phases)))]
+                if not t.frame.empty
+            ],
+            figures=figures.get("breakdown", []),
+            sources=_sources(inputs, "summary") or _sources(inputs, "runs"),
+        )
+    )
+    sections.append(
+        Section(
+            "roofline",
+            "Roofline",
+            intro="Each training step as a point (FLOPs per byte moved, FLOP/s achieved) against "
+            "the roofs: the compute peak of its precision and the bandwidth of each memory "
+            "level. The lowest roof above the point binds it; left of the ridge point it is "
+            "memory-bound, right of it compute-bound. Profile roofs are Nsight Compute's "
+            "own peaks at the profiled clock, measured roofs the ceilings stage's "
+            "benchmarks, datasheet roofs the vendor's numbers. Analytic points (CPU, MPS) count FLOPs from the "
+            "model and bytes as algorithmic no-reuse traffic, which overstates bytes: they sit "
+            "left of where the hardware really is.",
+            findings=[
+                verdict_sentence(verdict)
+                for config in verdicts.drop_duplicates(list(GROUP_KEYS)).to_dict("records")
+                if (verdict := preferred_verdict(verdicts, config)) is not None
+            ],
+            tables=[
+                t
+                for t in [
+                    Table("Reading per configuration", drop(readings_display(readings, verdicts)))
+                ]
+                if not t.frame.empty
+            ],
+            figures=figures.get("roofline", []),
+            sources=_sources(inputs, "roofline_points", "ceilings", "kernels"),
+        )
+    )
+    sections.append(
+        Section(
+            "ceilings",
+            "Ceilings",
+            intro="The roofs: the ceilings stage's measured GEMM throughput per dtype and "
+            "main-memory bandwidth next to the datasheet peaks.",
+            tables=[
+                t
+                for t in [
+                    Table(
+                        "Measured and datasheet roofs",
+                        drop(ceilings_display(ceilings_table(inputs.ceilings))),
+                    )
+                ]
+                if not t.frame.empty
+            ],
+            figures=figures.get("ceilings", []),
+            sources=_sources(inputs, "ceilings"),
+        )
+    )
+    kernels_top = top_kernels(inputs.kernels, top_n_kernels)
+    kinds = kernel_kind_shares(inputs.kernels)
+    kernel_findings = []
+    for key, group in kinds.groupby(list(GROUP_KEYS), sort=True):
+        first = group.iloc[0].to_dict()
+        kernel_findings.append(
+            f"{config_text(first)} on {first['machine']}: {first['kind']} "
+            f"kernels take {fmt_pct(first['share'])} of the profiled step."
+        )
+    sections.append(
+        Section(
+            "kernels",
+            "Top kernels",
+            intro=f"The {top_n_kernels} kernels that took the most time in the profiled step of "
+            "each configuration (launches of one kernel summed), and the time per kernel kind.",
+            findings=kernel_findings,
+            tables=[
+                t
+                for t in (
+                    Table("Top kernels by time", drop(kernels_display(kernels_top))),
+                    Table("Time per kernel kind", drop(kinds_display(kinds))),
+                )
+                if not t.frame.empty
+            ],
+            figures=figures.get("kernels", []),
+            sources=_sources(inputs, "kernels"),
+        )
+    )
+    sections.append(
+        Section(
+            "complexity",
+            "Model complexity",
+            intro="Per image: parameters, FLOPs of the forward pass and of a whole training step "
+            "(FLOPs, not MACs), activation bytes saved for backward, and the algorithmic "
+            "memory traffic of a training step in fp32 (fixed + per image).",
+            tables=[
+                t
+                for t in [
+                    Table("Complexity", complexity_display(complexity_table(inputs.complexity)))
+                ]
+                if not t.frame.empty
+            ],
+            figures=figures.get("complexity", []),
+            sources=_sources(inputs, "complexity"),
+        )
+    )
+    if len(machines) > 1 or figures.get("machines"):
+        sections.append(
+            Section(
+                "machines",
+                "Machines compared",
+                intro="The same configurations on every machine whose results were merged.",
+                findings=machine_comparison_findings(ok_configs(summary), machines),
+                figures=figures.get("machines", []),
+                sources=_sources(inputs, "summary", "environment"),
+            )
+        )
+    if figures.get("figures"):
+        sections.append(Section("figures", "More figures", figures=figures["figures"]))
+    sections.append(
+        Section(
+            "notes",
+            "Notes: skipped and flagged",
+            findings=notes,
+            sources=_sources(inputs, "runs", "summary") + list(inputs.sources.get("notes", [])),
+        )
+    )
+    for section in sections:
+        section.figures, section.folded = fold_figures(section.figures)
+    sections = [
+        s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id == "notes"
+    ]
+    findings = key_findings(
+        inputs, machines, phases, verdicts, precision_table, variant_table, scaling, notes
+    )
+    if not findings:
+        findings = ["No timed results yet: only the sections below with data were written."]
+    return Document(
+        title=title,
+        description=description,
+        key_findings=findings,
+        sections=sections,
+        machines=machines,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Rendering.
+# ------------------------------------------------------------------------------------------
+def _template_environment(autoescape: bool):
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("nnperf", "templates"),
+        autoescape=autoescape,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+MISSING_CELL = "—"
+
+
+def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every cell as text, missing values as a dash (not `nan`/`None`)."""
+    return frame.astype(object).apply(
+        lambda column: [MISSING_CELL if missing(v) else str(v) for v in column]
+    )
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    return display_cells(frame).to_html(index=False, escape=True, border=0, classes="data")
+
+
+def table_markdown(frame: pd.DataFrame) -> str:
+    # A `|` inside a cell would end the cell in Markdown.
+    cells = display_cells(frame).map(_md_escape).replace({r"\|": r"\\|"}, regex=True)
+    cells.columns = [str(c).replace("|", r"\|") for c in cells.columns]
+    # disable_numparse: tabulate would reformat "14.0" as "14" and "0.0464" its own way.
+    return cells.to_markdown(index=False, disable_numparse=True)
+
+
+def render_html(document: Document, figure_src: Callable[[str], str], generated_from: str) -> str:
+    """The self-contained HTML summary; `figure_src(path)` gives each image's src (data URI)."""
+    import markupsafe
+
+    template = _template_environment(True).get_template("summary.html.j2")
+    return template.render(
+        doc=document,
+        generated_from=generated_from,
+        table=lambda frame: markupsafe.Markup(table_html(frame)),
+        figure_src=figure_src,
+    )
+
+
+def render_markdown(
+    document: Document, figure_src: Callable[[str], str], generated_from: str
+) -> str:
+    """The Markdown summary; `figure_src(path)` gives each image's link (relative path)."""
+    template = _template_environment(False).get_template("summary.md.j2")
+    return template.render(
+        doc=document,
+        generated_from=generated_from,
+        table=table_markdown,
+        figure_src=figure_src,
+        md=_md_escape,
+    )
+
+
+def _md_escape(text: str) -> str:
+    """Text safe in Markdown: `*` would start emphasis and `<` an HTML tag (kernel names
+    such as `FillFunctor<float>`); underscores inside words are literal in CommonMark."""
+    return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")

@@ -1,0 +1,129 @@
+"""The report rules on the tiny config: a real Snakemake run, then `snakemake --report`.
+
+The run builds whatever the workflow's stages produce for tests/configs/tiny.yaml; the
+summary must report it: the complexity of every model, the throughput of every configuration
+that ran (once the timing stage is in the workflow), the notes on what was skipped, and a
+self-contained HTML file. `snakemake --report` must then work offline.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, TINY_CONFIG, run_snakemake
+from nnperf import io
+from nnperf.report_format import fmt, fmt_si
+from report_tables import gpu_folder
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("report_workflow")
+    shutil.copytree(REPO / "config", workdir / "config")
+    done = run_snakemake(workdir, "--configfile", str(TINY_CONFIG))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return workdir
+
+
+def section(markdown: str, title: str) -> str:
+    return markdown.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_summary_reports_the_complexity_of_every_model(tiny_run):
+    md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
+    complexity = section(md, "Model complexity")
+    for path in sorted((tiny_run / "results/complexity").glob("*.json")):
+        document = io.read_json(path)
+        row = next(
+            line for line in complexity.splitlines() if line.startswith(f"| {document['model']} ")
+        )
+        assert fmt_si(document["params"], "") in row
+        assert fmt_si(document["train_step_flops_per_image"], "FLOP") in row
+        assert f"`results/complexity/{path.name}`" in complexity
+
+
+def test_summary_reports_every_configuration_that_ran(tiny_run):
+    summary_csv = tiny_run / "results/tables/summary.csv"
+    if not summary_csv.exists():
+        pytest.skip("the timing stage (aggregate_runs) is not in this workflow yet")
+    md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
+    throughput = section(md, "Throughput")
+    summary = pd.read_csv(summary_csv)
+    for row in summary.itertuples():
+        line = next(
+            line
+            for line in throughput.splitlines()
+            if f"| {row.precision} " in line
+            and f"| {row.variant} " in line
+            and re.search(rf"\|\s*{row.batch_size}\s*\|", line)
+        )
+        if row.status == "ok":
+            assert f"| {fmt(row.throughput_img_s_median)} " in line
+    environment = pd.read_csv(tiny_run / "results/tables/environment.csv", dtype=str)
+    assert len(environment) == len(pd.read_csv(tiny_run / "results/tables/runs.csv"))
+    machine = environment["machine"].iloc[0]
+    assert (
+        md.split("## Key findings", 1)[1]
+        .lstrip()
+        .startswith(f"- Fastest configuration on {machine}:")
+    )
+
+
+def test_summary_notes_what_was_skipped(tiny_run):
+    md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
+    notes = section(md, "Notes: skipped and flagged")
+    assert "- Device 'cpu': Nsight Compute profiles CUDA devices only; roofline is analytic" in notes
+
+
+def test_summary_html_is_self_contained(tiny_run):
+    html = (tiny_run / "reports/summary.html").read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<script" not in html and "<link" not in html
+    assert html.count("<table") >= 1
+
+
+def test_snakemake_report_works_after_the_run(tiny_run):
+    done = run_snakemake(
+        tiny_run, "--configfile", str(TINY_CONFIG), "--report", "reports/report.html"
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = (tiny_run / "reports/report.html").read_text(encoding="utf-8")
+    # Everything is inlined: no script or stylesheet is fetched when it opens.
+    assert not re.search(r"""<(script|link)[^>]+(src|href)\s*=\s*["']https?://""", report)
+    assert "summary.html" in report and "summary.md" in report
+    assert "resnet18_cifar_layers.csv" in report
+
+
+def test_extra_results_of_another_machine_join_the_summary(tiny_run, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(tiny_run, workdir, symlinks=True)
+    gpu_folder(tmp_path / "gpu" / "results")
+    done = run_snakemake(
+        workdir,
+        "--configfile",
+        str(TINY_CONFIG),
+        "--forcerun",
+        "render_report",
+        "reports/summary.md",
+        "--config",
+        f"report={{extra_results: [{tmp_path / 'gpu' / 'results'}]}}",
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    md = (workdir / "reports/summary.md").read_text(encoding="utf-8")
+    assert "NVIDIA H100 80GB HBM3 (gpu01)" in md.split("## Key findings", 1)[0]
+    assert (
+        "bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on "
+        "NVIDIA H100 80GB HBM3 (gpu01)"
+    ) in md
+    assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'summary.csv'}`" in md
+    if (workdir / "results/tables/summary.csv").exists():
+        # With timed runs here too, the comparison figure is drawn and embedded.
+        assert (workdir / "results/figures/machines/throughput.png").is_file()
+        assert "../results/figures/machines/throughput.png" in md

@@ -2,7 +2,13 @@ rule ceilings:
     input:
         peaks="config/peaks.yaml",
     output:
-        json="results/ceilings/{device}.json",
+        json=report(
+            "results/ceilings/{device}.json",
+            caption="../report/ceilings.rst",
+            category="Ceilings",
+            subcategory="{device}",
+            labels={"device": "{device}", "table": "measured and datasheet roofs"},
+        ),
     log:
         "logs/ceilings/{device}.log",
     conda:

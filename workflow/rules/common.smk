@@ -17,7 +17,6 @@ from nnperf import devices as nnperf_devices
 from nnperf import ncu as nnperf_ncu
 from nnperf.config import unique
 from nnperf.errors import NnperfError
-from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 try:
@@ -207,21 +206,13 @@ if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICE
     REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
 
 
-def run_json_files(wildcards=None):
-    """The JSON of every timed run of the matrix (none while the timing stage is absent)."""
-    if not workflow.is_rule("timed_run"):
-        return []
-    pattern = "results/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.json"
-    return [pattern.format(**key.as_dict(), rep=rep) for key in MATRIX for rep in REPS]
-
-
 def environment_outputs():
-    return ["results/tables/environment.csv"] if run_json_files() else []
+    return ["results/tables/environment.csv"]
 
 
 def machine_comparison_outputs():
     """The cross-machine table and figure, when other machines' results are configured."""
-    if not config["report"]["extra_results"] or not workflow.is_rule("aggregate_runs"):
+    if not config["report"]["extra_results"]:
         return []
     return [
         "results/tables/machines_summary.csv",
@@ -237,38 +228,25 @@ def report_outputs():
     )
 
 
-# Tables the report reads, and the rule that always writes each when its stage is in the
-# workflow. kernels.csv has none: it exists only where profiling is in the DAG, which the
-# profiling stage says by putting it into get_final_output().
-REPORT_TABLE_RULES = {
-    "runs": "aggregate_runs",
-    "summary": "aggregate_runs",
-    "kernels": None,
-    "roofline_points": "roofline_points",
-}
-
-
 def report_inputs(wildcards):
     """What render_report reads: every table, JSON and figure the study builds."""
     study = [path for path in get_final_output() if path not in report_outputs()]
-    inputs = {}
-    for name, rule_name in REPORT_TABLE_RULES.items():
-        path = f"results/tables/{name}.csv"
-        if path in study or (rule_name and workflow.is_rule(rule_name)):
-            inputs[name] = path
-    inputs["environment"] = environment_outputs()
-    inputs["complexity"] = complexity_outputs()
-    inputs["ceilings"] = (
-        expand("results/ceilings/{device}.json", device=DEVICES)
-        if workflow.is_rule("ceilings")
-        else []
-    )
-    inputs["figures"] = [
-        path
-        for path in study + machine_comparison_outputs()
-        if path.startswith("results/figures/") and path.endswith(".png")
-    ]
-    inputs["extra_results"] = config["report"]["extra_results"]
+    inputs = {
+        "runs": "results/tables/runs.csv",
+        "summary": "results/tables/summary.csv",
+        "roofline_points": "results/tables/roofline_points.csv",
+        "environment": environment_outputs(),
+        "complexity": complexity_outputs(),
+        "ceilings": expand("results/ceilings/{device}.json", device=DEVICES),
+        "figures": [
+            path
+            for path in study + machine_comparison_outputs()
+            if path.startswith("results/figures/") and path.endswith(".png")
+        ],
+        "extra_results": config["report"]["extra_results"],
+    }
+    if ncu_keys():
+        inputs["kernels"] = "results/tables/kernels.csv"
     return inputs
 
 
@@ -354,36 +332,15 @@ def ncu_step_flags(wildcards):
     )
 
 
-def has_rule(name):
-    """Whether another stage's rule file defined `name` (stages land one at a time)."""
-    try:
-        getattr(rules, name)
-    except (AttributeError, WorkflowError):
-        return False
-    return True
-
-
-def timing_summary():
-    """The timed runs' summary table; empty until the timing stage defines aggregate_runs."""
-    return ["results/tables/summary.csv"] if has_rule("aggregate_runs") else []
-
-
-def ceilings_of(device):
-    """The ceilings JSON of `device`; empty until the ceilings stage defines its rule."""
-    return [f"results/ceilings/{device}.json"] if has_rule("ceilings") else []
-
-
 def roofline_points_inputs(wildcards):
-    inputs = {"summary": timing_summary(), "complexity": complexity_outputs()}
+    inputs = {"summary": "results/tables/summary.csv", "complexity": complexity_outputs()}
     if ncu_keys():
         inputs["kernels"] = "results/tables/kernels.csv"
     return inputs
 
 
 def roofline_points_flags(wildcards, input):
-    flags = [f"--complexity {' '.join(input.complexity)}"]
-    if input.summary:
-        flags.append(f"--summary {input.summary}")
+    flags = [f"--complexity {' '.join(input.complexity)}", f"--summary {input.summary}"]
     if "kernels" in input.keys():
         flags.append(f"--kernels {input.kernels}")
     return " ".join(flags)
@@ -392,7 +349,7 @@ def roofline_points_flags(wildcards, input):
 def plot_roofline_inputs(wildcards):
     inputs = {
         "points": "results/tables/roofline_points.csv",
-        "ceilings": ceilings_of(wildcards.device),
+        "ceilings": f"results/ceilings/{wildcards.device}.json",
     }
     if ncu_keys():
         inputs["kernels"] = "results/tables/kernels.csv"
@@ -400,9 +357,7 @@ def plot_roofline_inputs(wildcards):
 
 
 def plot_roofline_flags(wildcards, input):
-    flags = []
-    if input.ceilings:
-        flags.append(f"--ceilings {input.ceilings}")
+    flags = [f"--ceilings {input.ceilings}"]
     if "kernels" in input.keys():
         flags.append(f"--kernels {input.kernels}")
     return " ".join(flags)
@@ -413,15 +368,11 @@ def ncu_outputs():
 
 
 def roofline_outputs():
-    """Points and figures. The per-config hierarchical roofline is drawn for every profiled
-    configuration; the step-level roofline for every device (analytic on CPU/MPS). Analytic
-    points need timed runs, so without the timing stage only profiled configs are drawn."""
-    if not (timing_summary() or ncu_keys()):
-        return []
+    """Points and figures: a hierarchical roofline for every profiled configuration and a
+    step-level roofline for every device (analytic on CPU and MPS)."""
     figure = "results/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.png"
     figures = [figure.format(**key.as_dict()) for key in ncu_keys()]
-    devices = DEVICES if timing_summary() else unique(key.device for key in ncu_keys())
-    steps = expand("results/figures/roofline_steps/{device}.png", device=devices)
+    steps = expand("results/figures/roofline_steps/{device}.png", device=DEVICES)
     return ["results/tables/roofline_points.csv"] + figures + steps
 
 

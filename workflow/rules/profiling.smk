@@ -44,7 +44,7 @@ rule ncu_kernels:
         table=report(
             "results/tables/kernels.csv",
             caption="../report/kernels.rst",
-            category="Roofline",
+            category="Kernels",
             labels={"table": "kernels"},
         ),
     log:

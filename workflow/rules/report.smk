@@ -1,6 +1,6 @@
 rule environment_table:
     input:
-        runs=run_json_files,
+        runs=run_outputs(),
     output:
         report(
             "results/tables/environment.csv",

@@ -8,7 +8,12 @@ rule roofline_points:
             category="Roofline",
             labels={"table": "roofline points"},
         ),
-        flops="results/tables/flops_comparison.csv",
+        flops=report(
+            "results/tables/flops_comparison.csv",
+            caption="../report/flops_comparison.rst",
+            category="Roofline",
+            labels={"table": "measured vs analytic FLOPs"},
+        ),
     log:
         "logs/tables/roofline_points.log",
     conda:
@@ -29,9 +34,9 @@ rule plot_roofline:
             "results/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.png",
             caption="../report/roofline.rst",
             category="Roofline",
-            subcategory="{device}",
+            subcategory="{model}",
             labels={
-                "model": "{model}",
+                "device": "{device}",
                 "precision": "{precision}",
                 "batch size": "{batch_size}",
                 "variant": "{variant}",

@@ -34,14 +34,14 @@ rule aggregate_runs:
         runs=report(
             "results/tables/runs.csv",
             caption="../report/runs_table.rst",
-            category="Timed runs",
+            category="Throughput",
             subcategory="Tables",
             labels={"table": "runs (one row per rep)"},
         ),
         summary=report(
             "results/tables/summary.csv",
             caption="../report/summary_table.rst",
-            category="Timed runs",
+            category="Throughput",
             subcategory="Tables",
             labels={"table": "summary (one row per configuration)"},
         ),
@@ -64,9 +64,9 @@ rule plot_throughput:
         png=report(
             "results/figures/throughput/{device}/{model}.png",
             caption="../report/throughput.rst",
-            category="Timed runs",
-            subcategory="{device}/{model}",
-            labels={"device": "{device}", "model": "{model}", "figure": "throughput"},
+            category="Throughput",
+            subcategory="{model}",
+            labels={"device": "{device}", "figure": "throughput vs batch size"},
         ),
     log:
         "logs/figures/throughput/{device}/{model}.log",
@@ -86,9 +86,9 @@ rule plot_breakdown:
         png=report(
             "results/figures/breakdown/{device}/{model}.png",
             caption="../report/breakdown.rst",
-            category="Timed runs",
-            subcategory="{device}/{model}",
-            labels={"device": "{device}", "model": "{model}", "figure": "phase breakdown"},
+            category="Time breakdown",
+            subcategory="{model}",
+            labels={"device": "{device}", "figure": "phase breakdown"},
         ),
     log:
         "logs/figures/breakdown/{device}/{model}.log",
@@ -108,9 +108,9 @@ rule plot_speedup:
         png=report(
             "results/figures/speedup/{device}/{model}.png",
             caption="../report/speedup.rst",
-            category="Timed runs",
-            subcategory="{device}/{model}",
-            labels={"device": "{device}", "model": "{model}", "figure": "speedup"},
+            category="Throughput",
+            subcategory="{model}",
+            labels={"device": "{device}", "figure": "speedup"},
         ),
     log:
         "logs/figures/speedup/{device}/{model}.log",

@@ -14,39 +14,53 @@ import sys
 from nnperf import __version__
 from nnperf.errors import NnperfError
 
+# In pipeline order, as `nnperf --help` lists them. The verb is the module name with
+# hyphens (`prepare_dataset` -> `nnperf prepare-dataset`).
 COMMAND_MODULES = (
-    "ceilings",
-    "plot_ceilings",
     "prepare_dataset",
     "complexity",
-    "ncu_command",
-    "ncu_kernels",
-    "roofline_points",
-    "plot_roofline",
+    "ceilings",
+    "plot_ceilings",
     "run",
     "step",
     "aggregate_runs",
     "plot_runs",
+    "ncu_command",
+    "ncu_kernels",
+    "roofline_points",
+    "plot_roofline",
     "environment_table",
     "render_report",
     "compare_machines",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """Only the named verb's module when argv names one.
+
+    Every workflow job is one `nnperf VERB` process; importing all verbs would load torch,
+    torchvision and seaborn into each of them (seconds per job) for nothing.
+    """
+    verb = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = verb.replace("-", "_") if verb else None
+    return (module,) if module in COMMAND_MODULES else COMMAND_MODULES
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nnperf",
         description="Measure how fast deep networks train on this machine, and why.",
     )
     parser.add_argument("--version", action="version", version=f"nnperf {__version__}")
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for name in COMMAND_MODULES:
+    for name in _modules_for(argv or []):
         importlib.import_module(f"nnperf.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

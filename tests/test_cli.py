@@ -1,0 +1,45 @@
+"""The `nnperf` command: every verb is listed, and a job loads only its own verb."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from nnperf import cli
+from conftest import snakemake_env
+
+
+def test_top_level_help_lists_every_verb(capsys):
+    try:
+        cli.main(["--help"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    out = capsys.readouterr().out
+    for module in cli.COMMAND_MODULES:
+        assert module.replace("_", "-") in out
+
+
+def test_a_light_verb_does_not_import_torch_or_seaborn():
+    code = (
+        "import sys\n"
+        "from nnperf.cli import main\n"
+        "try:\n"
+        "    main(['aggregate-runs', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('torch', 'seaborn', 'torchvision') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=snakemake_env(), timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_unknown_verb_is_a_usage_error():
+    result = subprocess.run(
+        [sys.executable, "-m", "nnperf", "frobnicate"],
+        capture_output=True, text=True, env=snakemake_env(), timeout=120,
+    )
+    assert result.returncode == 2
+    assert "invalid choice: 'frobnicate'" in result.stderr

@@ -49,3 +49,36 @@ def test_default_profile_is_found_from_the_repository_root(repo):
     )
     assert result.returncode == 0, result.stderr
     assert "workflow specific profile profiles/default" in result.stdout + result.stderr
+
+
+def test_asking_for_an_impossible_run_by_path_is_a_clear_error(workdir):
+    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/tf32/bs16/baseline/rep0.json")
+    assert result.returncode != 0
+    assert "precision 'tf32' cannot run on device 'cpu'; allowed there: fp32, bf16" in result.stdout + result.stderr
+    assert not (workdir / "results").exists()
+
+
+def test_a_path_naming_an_unknown_variant_is_a_clear_error(workdir):
+    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/fp32/bs16/fast/rep0.json")
+    assert result.returncode != 0
+    assert "variant 'fast' is not in config variants; allowed: baseline, tuned" in result.stdout + result.stderr
+
+
+def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
+    """The DAG of the GPU matrix is built without a GPU or ncu (a cluster login node)."""
+    result = run_snakemake(
+        workdir, "-n", "--configfile", "config/gpu.yaml", "--config", "ncu={enabled: true}"
+    )
+    assert result.returncode == 0, result.stderr
+    counts = {}
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    # 3 models x 4 precisions x 4 batch sizes x 3 variants, 5 reps each; ncu at batch 256.
+    assert counts["timed_run"] == 3 * 4 * 4 * 3 * 5
+    assert counts["ncu_profile"] == counts["ncu_export"] == 3 * 4 * 1 * 3
+    assert counts["plot_roofline"] == 3 * 4 * 3
+    assert counts["ceilings"] == 1 and counts["render_report"] == 1
+    assert "results/runs/cuda/resnet18_cifar/bf16/bs256/tuned/rep4.json" in result.stdout
+    assert "results/profiles/cuda/mobilenet_v2_cifar/fp16/bs256/compiled.ncu-rep" in result.stdout

@@ -324,6 +324,16 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
     ]
     # No roof holds the point and there is no phase table: nothing is claimed about limits.
     assert findings.limiter_sentence(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
+    # With phase times, the limiter says why there is no roofline reading.
+    config = verdicts.iloc[0].to_dict()
+    phases = pd.DataFrame(
+        [{**{k: config[k] for k in findings.GROUP_KEYS}, "input_share": 0.0,
+          "phase_total_s": 0.1, **{f"{p}_share": share for p, share in
+                                   zip(findings.PHASES, [0.0, 0.0, 0.3, 0.6, 0.1])}}]
+    )
+    text = findings.limiter_sentence(config, phases, verdicts)
+    assert "no roofline reading (the step lies above the measured roof, so that roof is too low" in text
+    assert "the largest phase is backward (60% of 100 ms per step)" in text
 
 
 def test_a_peak_without_a_bandwidth_roof_still_gives_the_fraction_of_peak():

@@ -654,8 +654,16 @@ def limiter_sentence(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFra
         return head + text
     if phase_row is not None:
         phase, share = largest_phase(phase_row)
+        if verdict is not None:
+            # A point above its roof says the roof is too low, not what binds the step.
+            roofline = (
+                f"no roofline reading (the step lies above the {verdict['roof']} roof, "
+                "so that roof is too low; see Roofline)"
+            )
+        else:
+            roofline = "no roofline point for it"
         return head + (
-            f"no roofline point for it; the largest phase is {PHASE_LABELS[phase]} "
+            f"{roofline}; the largest phase is {PHASE_LABELS[phase]} "
             f"({fmt_pct(share)} of {fmt(phase_row['phase_total_s'] * 1e3, 'ms')} "
             "per step)."
         )

@@ -45,3 +45,17 @@ def workdir(tmp_path: Path) -> Path:
     """An empty folder to run the workflow in, with the study configs copied beside it."""
     shutil.copytree(REPO / "config", tmp_path / "config")
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def tiny_study(tmp_path_factory) -> Path:
+    """The whole tiny study (`rule all` on tests/configs/tiny.yaml), run once per session.
+
+    Every stage's workflow test reads its outputs, so the suite pays for one real run.
+    Tests must not modify the folder; copy it first.
+    """
+    workdir = tmp_path_factory.mktemp("tiny_study")
+    shutil.copytree(REPO / "config", workdir / "config")
+    result = run_snakemake(workdir, "--configfile", str(TINY_CONFIG))
+    assert result.returncode == 0, result.stderr[-4000:]
+    return workdir

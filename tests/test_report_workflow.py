@@ -23,13 +23,9 @@ from report_tables import gpu_folder
 pytestmark = pytest.mark.workflow
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("report_workflow")
-    shutil.copytree(REPO / "config", workdir / "config")
-    done = run_snakemake(workdir, "--configfile", str(TINY_CONFIG))
-    assert done.returncode == 0, done.stderr[-4000:]
-    return workdir
+@pytest.fixture
+def tiny_run(tiny_study) -> Path:
+    return tiny_study
 
 
 def section(markdown: str, title: str) -> str:

@@ -26,13 +26,18 @@ def snakemake_env() -> dict[str, str]:
     return env
 
 
-def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """Run the repository's Snakefile in `workdir` with this interpreter's Snakemake."""
+def run_snakemake(
+    workdir: Path, *args: str, timeout: int = 900, cores: str | None = "2"
+) -> subprocess.CompletedProcess:
+    """Run the repository's Snakefile in `workdir` with this interpreter's Snakemake.
+
+    `cores=None` leaves --cores out, as `snakemake --report` is run by hand.
+    """
     command = [
         sys.executable, "-m", "snakemake",
         "--snakefile", str(REPO / "Snakefile"),
         "--directory", str(workdir),
-        "--cores", "2",
+        *(["--cores", cores] if cores else []),
         *args,
     ]
     return subprocess.run(
@@ -52,7 +57,7 @@ def tiny_study(tmp_path_factory) -> Path:
     """The whole tiny study (`rule all` on tests/configs/tiny.yaml), run once per session.
 
     Every stage's workflow test reads its outputs, so the suite pays for one real run.
-    Tests must not modify the folder; copy it first.
+    Tests must not change what it built; copy the folder to change it.
     """
     workdir = tmp_path_factory.mktemp("tiny_study")
     shutil.copytree(REPO / "config", workdir / "config")

@@ -86,8 +86,9 @@ def test_summary_html_is_self_contained(tiny_run):
 
 
 def test_snakemake_report_works_after_the_run(tiny_run):
+    # As users run it: no --cores (nothing executes).
     done = run_snakemake(
-        tiny_run, "--configfile", str(TINY_CONFIG), "--report", "reports/report.html"
+        tiny_run, "--configfile", str(TINY_CONFIG), "--report", "reports/report.html", cores=None
     )
     assert done.returncode == 0, done.stderr[-4000:]
     report = (tiny_run / "reports/report.html").read_text(encoding="utf-8")
@@ -95,6 +96,9 @@ def test_snakemake_report_works_after_the_run(tiny_run):
     assert not re.search(r"""<(script|link)[^>]+(src|href)\s*=\s*["']https?://""", report)
     assert "summary.html" in report and "summary.md" in report
     assert "resnet18_cifar_layers.csv" in report
+    for category in ("Throughput", "Time breakdown", "Roofline", "Complexity", "Ceilings",
+                     "Environment", "Report"):
+        assert category in report, category
 
 
 def test_extra_results_of_another_machine_join_the_summary(tiny_run, tmp_path):

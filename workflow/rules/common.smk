@@ -17,6 +17,7 @@ from nnperf import devices as nnperf_devices
 from nnperf import ncu as nnperf_ncu
 from nnperf.config import unique
 from nnperf.errors import NnperfError
+from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 try:
@@ -97,7 +98,11 @@ def measurement_threads(wildcards):
         return 1 + variant.get("num_workers", 0)
     if workflow.non_local_exec and not workflow.remote_exec:
         return 1
-    return workflow.cores
+    try:
+        return workflow.cores
+    except WorkflowError:
+        # No --cores given: a run that executes nothing (`snakemake --report`, --lint).
+        return 1
 
 
 def ceilings_threads():

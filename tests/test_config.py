@@ -85,6 +85,7 @@ def test_schema_model_enum_matches_the_registry(schema):
         ({"batch_sizes": [32, 32]}, "config batch_sizes lists a value twice"),
         ({"variants": {"tuned": {}}}, "config variants has no 'baseline'"),
         ({"ncu": {"enabled": "sometimes"}}, "config ncu.enabled = 'sometimes' is not allowed; allowed: auto, true, false"),
+        ({"batch_sizes": [16, 4096]}, "config batch_sizes has 4096, more than the 1024 training images of dataset 'synthetic'"),
     ],
 )
 def test_bad_input_is_one_clear_line(default_config, schema, change, expected):

@@ -174,12 +174,30 @@ def validate(config: dict, schema: dict | None = None) -> dict:
         name: {key: spec["default"] for key, spec in toggles.items()} | dict(settings or {})
         for name, settings in instance["variants"].items()
     }
+    train_images = _train_images(instance["dataset"])
+    too_large = [b for b in instance["batch_sizes"] if b > train_images]
+    if too_large:
+        raise NnperfError(
+            f"config batch_sizes has {too_large[0]}, more than the {train_images} training "
+            f"images of dataset {instance['dataset']['name']!r}; a batch cannot be larger "
+            "than the training set (raise dataset.synthetic.train_images or lower the batch size)"
+        )
     if "baseline" not in instance["variants"]:
         raise NnperfError(
             "config variants has no 'baseline'; it is the reference every speedup is measured "
             f"against (variants given: {', '.join(instance['variants'])})"
         )
     return instance
+
+
+# Training images of the real datasets (CIFAR-10 and CIFAR-100 both have 50,000).
+CIFAR_TRAIN_IMAGES = 50_000
+
+
+def _train_images(dataset: dict) -> int:
+    if dataset["name"] == "synthetic":
+        return dataset["synthetic"]["train_images"]
+    return CIFAR_TRAIN_IMAGES
 
 
 def resolved_devices(config: dict, detect: Callable[[], str] = devices.detect_best_device) -> list[str]:

@@ -16,9 +16,8 @@ import pandas as pd
 
 from nnperf import stats
 from nnperf.errors import NnperfError
-from nnperf.runspec import PHASES
+from nnperf.runspec import CONFIG_KEYS, PHASES
 
-CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 REP_KEYS = (*CONFIG_KEYS, "rep")
 BASELINE_VARIANT = "baseline"
 REFERENCE_PRECISION = "fp32"

@@ -25,8 +25,8 @@ from nnperf.report_format import (
     throughput_text,
     truthy,
 )
+from nnperf.runspec import CONFIG_KEYS
 
-CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 GROUP_KEYS = ("machine",) + CONFIG_KEYS
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
 PHASE_LABELS = {

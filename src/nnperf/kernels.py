@@ -19,6 +19,7 @@ import pandas as pd
 
 from nnperf import ncu
 from nnperf.errors import NnperfError
+from nnperf.runspec import CONFIG_KEYS
 
 KINDS = (
     "conv_fwd",
@@ -154,7 +155,6 @@ def classify_kernel(name: str, phase: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------
 # The table.
 # --------------------------------------------------------------------------------------------
-CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 KERNEL_COLUMNS = (
     *CONFIG_KEYS,
     "kernel_index",

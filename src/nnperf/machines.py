@@ -19,7 +19,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
+from nnperf.runspec import CONFIG_KEYS
+
 RUN_KEYS = CONFIG_KEYS + ("rep",)
 
 # Fields of the environment record shown in the report, one row each, with the label a

@@ -29,7 +29,7 @@ import pandas as pd
 
 from nnperf import ncu
 from nnperf.errors import NnperfError
-from nnperf.kernels import CONFIG_KEYS
+from nnperf.runspec import CONFIG_KEYS
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
 SOURCES = ("ncu", "analytic")

@@ -4,7 +4,7 @@ The run engine (`nnperf.train`, `nnperf.timing`, `nnperf.runner`) and the reader
 (`nnperf.aggregate`, the figures, the CLI's argument parsing) share these
 names. Keeping them here, free of torch, lets the readers start in a fraction of a second.
 
-Holds: the phases of a step and the per-step CSV columns, the hyper-parameters and the run
+Holds: the configuration keys, the phases of a step and the per-step CSV columns, the hyper-parameters and the run
 request. (The NVTX range names of the profiled step are defined by the Nsight Compute parser,
 `nnperf.ncu`, and used from there by `nnperf.profile_step`.)
 """
@@ -15,6 +15,9 @@ import dataclasses
 from typing import Any
 
 from nnperf.variant import VariantSettings
+
+# The keys of one configuration, in the order results paths and tables use them.
+CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 
 # Phases of one training step, in order; per-step CSV columns are `<phase>_s`.
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from nnperf import peaks
 from nnperf import precision as precision_mod
 from nnperf.variant import VariantSettings
 
@@ -98,19 +99,8 @@ def parse_nvidia_smi_csv(text: str, fields=NVIDIA_SMI_FIELDS) -> list[dict[str, 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """CPU model name and the per-core `cpu MHz` readings from /proc/cpuinfo text."""
-    model = None
-    mhz = []
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and model is None:
-            model = value.strip()
-        elif key == "cpu MHz":
-            try:
-                mhz.append(float(value))
-            except ValueError:
-                pass
-    return {"cpu_model": model, "cpu_mhz": mhz}
+    info = peaks.parse_cpuinfo(text)
+    return {"cpu_model": info["model_name"], "cpu_mhz": info["cpu_mhz_per_cpu"]}
 
 
 def _read_text(path: str | os.PathLike) -> str | None:

@@ -208,7 +208,10 @@ def _core_id(fields: dict):
 
 
 def parse_cpuinfo(text: str) -> dict:
-    """Model name, vendor, family, flags, physical cores and clock from /proc/cpuinfo text.
+    """Model name, vendor, family, flags, physical cores and clocks from /proc/cpuinfo text.
+
+    The one /proc/cpuinfo parser of nnperf: the derived peak and the environment record
+    (`nnperf.envinfo`) both read it.
 
     Physical cores are the distinct (physical id, core id) pairs; SMT siblings share their
     core's FMA units and add no peak. Where the ids are missing (arm64, some VMs) every
@@ -224,6 +227,7 @@ def parse_cpuinfo(text: str) -> dict:
             "logical_cpus": 0,
             "physical_cores": 0,
             "cpu_mhz": None,
+            "cpu_mhz_per_cpu": [],
         }
     first = processors[0]
     flags = (first.get("flags") or first.get("features") or "").split()
@@ -237,6 +241,7 @@ def parse_cpuinfo(text: str) -> dict:
         "logical_cpus": len(processors),
         "physical_cores": len({_core_id(p) for p in processors}),
         "cpu_mhz": max(mhz) if mhz else None,
+        "cpu_mhz_per_cpu": mhz,
     }
 
 

@@ -460,3 +460,19 @@ def test_cli_errors_are_one_line(tmp_path):
     assert not (tmp_path / "x.json").exists()
     result = _nnperf("ceilings", "--out", "x.json", "--bandwidth-bytes", "12XB", cwd=tmp_path)
     assert result.returncode == 2 and "byte size '12XB' is not understood" in result.stderr
+
+
+def test_nvidia_smi_clocks_in_hz(monkeypatch):
+    """Clocks come from the environment record's nvidia-smi query (MHz there, Hz here)."""
+    from nnperf import envinfo
+
+    row = dict.fromkeys(envinfo.NVIDIA_SMI_FIELDS)
+    row.update({"clocks.sm": "1980", "clocks.max.sm": "1980", "clocks.mem": "2619",
+                "clocks.max.mem": "2619", "driver_version": "550.54.15"})
+    monkeypatch.setattr(envinfo, "nvidia_smi_rows", lambda: [row])
+    assert ceilings.nvidia_smi_clocks() == {
+        "sm_clock_hz": 1.98e9, "sm_clock_max_hz": 1.98e9, "memory_clock_hz": 2.619e9,
+        "memory_clock_max_hz": 2.619e9, "driver": "550.54.15",
+    }
+    monkeypatch.setattr(envinfo, "nvidia_smi_rows", lambda: [])
+    assert ceilings.nvidia_smi_clocks() is None

@@ -373,46 +373,26 @@ def probe_cpu_clock() -> tuple[float | None, str]:
 
 
 def nvidia_smi_clocks() -> dict | None:
-    """Current and max SM/memory clocks in Hz from nvidia-smi, or None without it."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    fields = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "driver_version")
-    try:
-        out = (
-            subprocess.run(
-                [
-                    "nvidia-smi",
-                    f"--query-gpu={','.join(fields)}",
-                    "--format=csv,noheader,nounits",
-                    "-i",
-                    "0",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=True,
-            )
-            .stdout.strip()
-            .splitlines()[0]
-        )
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
-    values = [v.strip() for v in out.split(",")]
-    if len(values) != len(fields):
-        return None
+    """Current and max SM/memory clocks in Hz of the first GPU, or None without nvidia-smi."""
+    from nnperf import envinfo  # imports torch; only needed on a GPU machine
 
-    def mhz(v):
+    rows = envinfo.nvidia_smi_rows()
+    if not rows:
+        return None
+    gpu = rows[0]
+
+    def hz(field):
         try:
-            return float(v) * 1e6
-        except ValueError:
+            return float(gpu[field]) * 1e6  # nvidia-smi reports MHz
+        except (TypeError, ValueError):
             return None
 
     return {
-        "sm_clock_hz": mhz(values[0]),
-        "sm_clock_max_hz": mhz(values[1]),
-        "memory_clock_hz": mhz(values[2]),
-        "memory_clock_max_hz": mhz(values[3]),
-        "driver": values[4],
+        "sm_clock_hz": hz("clocks.sm"),
+        "sm_clock_max_hz": hz("clocks.max.sm"),
+        "memory_clock_hz": hz("clocks.mem"),
+        "memory_clock_max_hz": hz("clocks.max.mem"),
+        "driver": gpu["driver_version"],
     }
 
 

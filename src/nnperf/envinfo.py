@@ -97,6 +97,18 @@ def parse_nvidia_smi_csv(text: str, fields=NVIDIA_SMI_FIELDS) -> list[dict[str, 
     return rows
 
 
+def nvidia_smi_rows() -> list[dict[str, str | None]]:
+    """One dict per GPU from `nvidia-smi --query-gpu` (NVIDIA_SMI_FIELDS); [] without it."""
+    text = _run(
+        [
+            "nvidia-smi",
+            f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
+            "--format=csv,noheader,nounits",
+        ]
+    )
+    return parse_nvidia_smi_csv(text or "")
+
+
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """CPU model name and the per-core `cpu MHz` readings from /proc/cpuinfo text."""
     info = peaks.parse_cpuinfo(text)
@@ -157,14 +169,7 @@ def gpu_record(device: str) -> dict[str, Any] | None:
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "nvidia_smi": None,
         }
-        text = _run(
-            [
-                "nvidia-smi",
-                f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
-                "--format=csv,noheader,nounits",
-            ]
-        )
-        rows = parse_nvidia_smi_csv(text or "")
+        rows = nvidia_smi_rows()
         match = [row for row in rows if uuid and row["uuid"] and row["uuid"].endswith(uuid)]
         if match:
             record["nvidia_smi"] = match[0]

@@ -50,8 +50,19 @@ MATRIX, MATRIX_NOTES = study_config.expand_matrix(config)
 DEVICES = study_config.resolved_devices(config)
 REPS = list(range(config["reps"]))
 
+# Notes for the report's "skipped and flagged" section: what the study left out and why.
+# Stages add theirs while the Snakefile is read; the report rule reads the list.
+REPORT_NOTES = []
+
+
+def add_note(text):
+    """Print a note on what the study leaves out, and keep it for the report."""
+    print(f"nnperf note: {text}", file=sys.stderr)
+    REPORT_NOTES.append(text[:1].upper() + text[1:])
+
+
 for note in MATRIX_NOTES:
-    print(f"nnperf {note}", file=sys.stderr)
+    add_note(note.removeprefix("note: "))
 
 
 wildcard_constraints:
@@ -105,12 +116,6 @@ def measurement_threads(wildcards):
         return 1
 
 
-def ceilings_threads():
-    """CPU threads for the ceilings: those of the timed runs' reference variant, `baseline`.
-    null keeps torch's default, as the timed runs do."""
-    return config["variants"]["baseline"]["cpu_threads"]
-
-
 def ceilings_flags():
     """Command-line flags of `nnperf ceilings` from the `ceilings:` config section."""
     settings = config["ceilings"]
@@ -122,8 +127,10 @@ def ceilings_flags():
     ]
     if settings["bandwidth_bytes"] is not None:
         flags.append(f"--bandwidth-bytes {settings['bandwidth_bytes']}")
-    if ceilings_threads() is not None:
-        flags.append(f"--threads {ceilings_threads()}")
+    # The thread count of the timed runs' reference variant; null keeps torch's default.
+    threads = config["variants"]["baseline"]["cpu_threads"]
+    if threads is not None:
+        flags.append(f"--threads {threads}")
     return " ".join(flags)
 
 
@@ -202,11 +209,6 @@ def timing_outputs():
     return ["results/tables/runs.csv", "results/tables/summary.csv"] + figures
 
 
-# Notes for the report's "skipped and flagged" section: what the study left out and why.
-# Stages append theirs while the Snakefile is read (e.g. profiling when there is no `ncu`);
-# the report rule reads the list when the DAG is built.
-REPORT_NOTES = [note.removeprefix("note: ") for note in MATRIX_NOTES]
-REPORT_NOTES = [note[:1].upper() + note[1:] for note in REPORT_NOTES]
 if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICES:
     REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
 
@@ -302,8 +304,7 @@ PROFILE = "results/profiles/{device}/{model}/{precision}/bs{batch_size}/{variant
 for device in DEVICES:
     reason = nnperf_ncu.ncu_exclusion_reason(config["ncu"]["enabled"], device, NCU_ON_PATH)
     if reason:
-        print(f"nnperf note: {reason}", file=sys.stderr)
-        REPORT_NOTES.append(reason[:1].upper() + reason[1:])
+        add_note(reason)
 
 
 def ncu_keys():

@@ -155,6 +155,16 @@ def classify_kernel(name: str, phase: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------
 # The table.
 # --------------------------------------------------------------------------------------------
+# The profile's own ceilings per kernel: `peak_sustained x clock` of each unit.
+PEAK_COLUMNS = (
+    "peak_flop_s_fp64",
+    "peak_flop_s_fp32",
+    "peak_flop_s_fp16",
+    "peak_flop_s_tensor",
+    "peak_bytes_s_dram",
+    "peak_bytes_s_l2",
+    "peak_bytes_s_l1",
+)
 KERNEL_COLUMNS = (
     *CONFIG_KEYS,
     "kernel_index",
@@ -174,13 +184,7 @@ KERNEL_COLUMNS = (
     "dram_clock_hz",
     "l2_clock_hz",
     "l1_clock_hz",
-    "peak_flop_s_fp64",
-    "peak_flop_s_fp32",
-    "peak_flop_s_fp16",
-    "peak_flop_s_tensor",
-    "peak_bytes_s_dram",
-    "peak_bytes_s_l2",
-    "peak_bytes_s_l1",
+    *PEAK_COLUMNS,
     "arch",
     "cc",
     "clock_control",

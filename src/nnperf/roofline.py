@@ -29,6 +29,7 @@ import pandas as pd
 
 from nnperf import ncu
 from nnperf.errors import NnperfError
+from nnperf.kernels import PEAK_COLUMNS
 from nnperf.runspec import CONFIG_KEYS
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
@@ -175,16 +176,7 @@ def ncu_points(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
 
 
-CEILING_KEYS = (
-    "clock_hz",
-    "peak_flop_s_fp64",
-    "peak_flop_s_fp32",
-    "peak_flop_s_fp16",
-    "peak_flop_s_tensor",
-    "peak_bytes_s_dram",
-    "peak_bytes_s_l2",
-    "peak_bytes_s_l1",
-)
+CEILING_KEYS = ("clock_hz", *PEAK_COLUMNS)
 
 
 def ncu_ceilings(kernels: pd.DataFrame) -> dict[str, float]:

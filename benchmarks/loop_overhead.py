@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from nnperf import precision as precision_mod
-from nnperf.runspec import Hyper
+from nnperf.contract import TrainingSettings
 from nnperf.timing import synchronize, time_training
 from nnperf.train import build_training, seed_everything
 from nnperf.variant import parse_variant_settings
@@ -103,7 +103,7 @@ def main() -> None:
     settings = parse_variant_settings(
         {"data_path": "device_resident", "cpu_threads": args.cpu_threads}
     )
-    hyper = Hyper(augment=False)
+    hyper = TrainingSettings(augment=False)
 
     seed_everything(0)
     training = build_training(

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nnperf import io  # noqa: E402
+from nnperf import files  # noqa: E402
 
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
 
@@ -183,7 +183,7 @@ def write_run_jsons(root: Path, configs: list[Config], env: dict) -> None:
                 / c.variant
                 / f"rep{rep}.json"
             )
-            io.write_json(
+            files.write_json(
                 path,
                 {
                     "status": c.status,
@@ -333,18 +333,18 @@ def write_machine(
     device, device_name, hostname = machine
     env = environment(device, device_name, hostname)
     write_run_jsons(root, configs, env)
-    io.write_csv(root / "tables" / "summary.csv", summary_rows(configs))
-    io.write_csv(root / "tables" / "runs.csv", runs_rows(configs, hostname, device_name))
-    io.write_csv(root / "tables" / "roofline_points.csv", pd.DataFrame(points))
+    files.write_csv(root / "tables" / "summary.csv", summary_rows(configs))
+    files.write_csv(root / "tables" / "runs.csv", runs_rows(configs, hostname, device_name))
+    files.write_csv(root / "tables" / "roofline_points.csv", pd.DataFrame(points))
     if kernels is not None:
-        io.write_csv(root / "tables" / "kernels.csv", kernels)
+        files.write_csv(root / "tables" / "kernels.csv", kernels)
     if environment_csv:
         from nnperf import machines
 
-        docs = [io.read_json(p) for p in sorted((root / "runs").glob("*/*/*/bs*/*/rep*.json"))]
-        io.write_csv(root / "tables" / "environment.csv", machines.environment_frame(docs))
-    io.write_json(root / "ceilings" / f"{device}.json", ceilings)
-    io.write_json(root / "complexity" / "resnet18_cifar.json", complexity_document())
+        docs = [files.read_json(p) for p in sorted((root / "runs").glob("*/*/*/bs*/*/rep*.json"))]
+        files.write_csv(root / "tables" / "environment.csv", machines.environment_frame(docs))
+    files.write_json(root / "ceilings" / f"{device}.json", ceilings)
+    files.write_json(root / "complexity" / "resnet18_cifar.json", complexity_document())
     for name in figures:
         write_figure(root / "figures" / name, name)
     return root

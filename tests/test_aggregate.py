@@ -12,7 +12,7 @@ import pytest
 
 from nnperf import aggregate
 from nnperf.errors import NnperfError
-from nnperf.io import write_json
+from nnperf.files import write_json
 from tiny_training import STUDY_OOM_BATCH, study_documents
 
 REPO = Path(__file__).resolve().parents[1]

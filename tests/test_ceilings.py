@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from nnperf import ceilings
 from nnperf.ceilings import GIB, KIB, MIB
 from nnperf.errors import NnperfError
-from nnperf.io import read_json, write_json
+from nnperf.files import read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAKS_YAML = ROOT / "config" / "peaks.yaml"

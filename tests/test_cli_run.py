@@ -12,8 +12,8 @@ import pytest
 
 from nnperf import data
 from nnperf.cli import main
-from nnperf.io import read_json
-from nnperf.runspec import STEP_CSV_COLUMNS
+from nnperf.files import read_json
+from nnperf.vocab import STEP_CSV_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "resnet18_cifar"

@@ -20,7 +20,7 @@ import pytest
 
 from nnperf import kernels, ncu
 from nnperf.cli import build_parser, main
-from nnperf.io import read_json
+from nnperf.files import read_json
 
 DATA = Path(__file__).parent / "data" / "ncu"
 

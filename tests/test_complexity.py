@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from nnperf import complexity, io, models
+from nnperf import complexity, files, models
 from nnperf.commands.complexity import complexity_document
 from nnperf.errors import NnperfError
 
@@ -368,7 +368,7 @@ def test_cli_writes_the_json_and_the_layer_csv(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "mobilenet_v2_cifar:" in done.stdout
-    document = io.read_json(out_json)
+    document = files.read_json(out_json)
     assert CONTRACT_KEYS <= set(document)
     assert document["model"] == "mobilenet_v2_cifar"
     assert document["dataset"] == "cifar100"
@@ -388,7 +388,7 @@ def test_cli_writes_the_json_and_the_layer_csv(tmp_path):
     assert tuple(layers.columns) == complexity.LAYER_COLUMNS
     assert layers["forward_flops_per_image"].sum() == document["forward_flops_per_image"]
     assert layers["params"].sum() == document["params"]
-    assert json.loads(out_json.read_text())["schema_version"] == io.SCHEMA_VERSION
+    assert json.loads(out_json.read_text())["schema_version"] == files.SCHEMA_VERSION
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path):

@@ -29,7 +29,7 @@ from hypothesis.extra import numpy as hnp
 from nnperf import data
 from nnperf.cli import main as cli_main
 from nnperf.errors import NnperfError
-from nnperf.io import read_json
+from nnperf.files import read_json
 
 REPO = Path(__file__).resolve().parents[1]
 CIFAR10_LABEL_NAMES = [

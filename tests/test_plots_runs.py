@@ -11,9 +11,9 @@ import pytest
 from nnperf import aggregate
 from nnperf.commands import plot_runs as plot_command
 from nnperf.errors import NnperfError
-from nnperf.io import write_csv
+from nnperf.files import write_csv
 from nnperf.plots import runs as plots
-from nnperf.runspec import PHASES
+from nnperf.vocab import PHASES
 from tiny_training import STUDY_OOM_BATCH, study_documents
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, TINY_CONFIG, run_snakemake
-from nnperf import io
+from nnperf import files
 from nnperf.report_format import fmt, fmt_si
 from report_tables import gpu_folder
 
@@ -36,7 +36,7 @@ def test_summary_reports_the_complexity_of_every_model(tiny_run):
     md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
     complexity = section(md, "Model complexity")
     for path in sorted((tiny_run / "results/complexity").glob("*.json")):
-        document = io.read_json(path)
+        document = files.read_json(path)
         row = next(
             line for line in complexity.splitlines() if line.startswith(f"| {document['model']} ")
         )

@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from nnperf import kernels, ncu, roofline
 from nnperf.cli import main
 from nnperf.errors import NnperfError
-from nnperf.io import read_json, write_json
+from nnperf.files import read_json, write_json
 
 DATA = Path(__file__).parent / "data" / "ncu"
 POSITIVE = st.floats(min_value=1e-6, max_value=1e18, allow_nan=False, allow_infinity=False)

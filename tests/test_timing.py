@@ -17,7 +17,7 @@ from nnperf.timing import (
     summarize,
     time_training,
 )
-from nnperf.runspec import Hyper
+from nnperf.contract import TrainingSettings
 from nnperf.train import build_training
 from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model
@@ -101,7 +101,7 @@ def _training(batch_size=4):
         precision="fp32",
         batch_size=batch_size,
         settings=parse_variant_settings({}),
-        hyper=Hyper(),
+        hyper=TrainingSettings(),
         seed=0,
         images=data.images,
         labels=data.labels,

@@ -7,7 +7,7 @@ import torch
 
 from nnperf import precision as precision_mod
 from nnperf.errors import NnperfError
-from nnperf.runspec import Hyper
+from nnperf.contract import TrainingSettings
 from nnperf.train import build_training, is_out_of_memory, make_optimizer, resolved_optimizer_impl
 from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model
@@ -22,7 +22,7 @@ def _build(precision="fp32", settings=None, batch_size=4, **hyper):
         precision=precision,
         batch_size=batch_size,
         settings=parse_variant_settings(settings or {}),
-        hyper=Hyper(**hyper),
+        hyper=TrainingSettings(**hyper),
         seed=0,
         images=data.images,
         labels=data.labels,
@@ -111,7 +111,7 @@ def test_channels_last_variant_converts_model_and_inputs():
 )
 def test_optimizer_implementations(impl, foreach, fused, resolved):
     params = list(tiny_model().parameters())
-    optimizer = make_optimizer(params, Hyper(), impl)
+    optimizer = make_optimizer(params, TrainingSettings(), impl)
     assert isinstance(optimizer, torch.optim.SGD)
     assert optimizer.defaults["foreach"] is foreach
     assert optimizer.defaults["fused"] is fused
@@ -128,9 +128,9 @@ def test_fused_sgd_steps_on_cpu():
 
 def test_adam_and_unknown_optimizer():
     params = list(tiny_model().parameters())
-    assert isinstance(make_optimizer(params, Hyper(optimizer="adam"), "foreach"), torch.optim.Adam)
+    assert isinstance(make_optimizer(params, TrainingSettings(optimizer="adam"), "foreach"), torch.optim.Adam)
     with pytest.raises(NnperfError, match=r"^optimizer 'lamb' is unknown; allowed: sgd, adam"):
-        make_optimizer(params, Hyper(optimizer="lamb"), "default")
+        make_optimizer(params, TrainingSettings(optimizer="lamb"), "default")
 
 
 def test_images_must_be_uint8_nhwc():
@@ -142,7 +142,7 @@ def test_images_must_be_uint8_nhwc():
             precision="fp32",
             batch_size=4,
             settings=parse_variant_settings({}),
-            hyper=Hyper(),
+            hyper=TrainingSettings(),
             seed=0,
             images=data.images.astype("float32"),
             labels=data.labels,

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nnperf.aggregate import check_no_overlap, find_overlaps
-from nnperf.runspec import STEP_CSV_COLUMNS
+from nnperf.vocab import STEP_CSV_COLUMNS
 
 pytestmark = pytest.mark.workflow
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from nnperf.runner import RunData
-from nnperf.runspec import Hyper, RunRequest
+from nnperf.contract import TrainingSettings, RunRequest
 from nnperf.variant import parse_variant_settings
 
 NUM_IMAGES = 64
@@ -67,9 +67,7 @@ def tiny_request(
         settings=parse_variant_settings(settings or {}),
         rep=rep,
         dataset="synthetic",
-        warmup_steps=warmup_steps,
-        timed_steps=timed_steps,
-        hyper=Hyper(**hyper),
+        training=TrainingSettings(warmup_steps=warmup_steps, timed_steps=timed_steps, **hyper),
     )
 
 

@@ -16,11 +16,9 @@ import pandas as pd
 
 from nnperf import stats
 from nnperf.errors import NnperfError
-from nnperf.runspec import CONFIG_KEYS, PHASES
+from nnperf.vocab import CONFIG_KEYS, PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
 
 REP_KEYS = (*CONFIG_KEYS, "rep")
-BASELINE_VARIANT = "baseline"
-REFERENCE_PRECISION = "fp32"
 STEP_STATS = ("median", "mean", "std", "min", "max", "p10", "p90")
 SCALAR_METRICS = (
     "throughput_img_s",
@@ -187,5 +185,5 @@ def summary_table(
     ]
     summary = pd.DataFrame(rows)
     summary["speedup_vs_fp32"] = _speedup(summary, "precision", REFERENCE_PRECISION)
-    summary["speedup_vs_baseline"] = _speedup(summary, "variant", BASELINE_VARIANT)
+    summary["speedup_vs_baseline"] = _speedup(summary, "variant", REFERENCE_VARIANT)
     return summary

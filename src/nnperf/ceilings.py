@@ -44,7 +44,8 @@ import time
 from pathlib import Path
 
 from nnperf import peaks as peaks_mod
-from nnperf.devices import DEVICES, SUPPORTED_PRECISIONS, require_available
+from nnperf.devices import require_available
+from nnperf.vocab import DEVICES, SUPPORTED_PRECISIONS
 from nnperf.errors import NnperfError
 
 KIB = 1024

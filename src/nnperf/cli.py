@@ -1,4 +1,8 @@
-"""The `nnperf` command: one verb per stage of the pipeline.
+"""The `nnperf` command: the verbs a person uses by hand.
+
+The workflow's jobs call the library through `workflow/scripts/` with typed requests
+(`nnperf.contract`); these verbs are thin over the same requests: one timed run, the step
+profiled under ncu, an ncu command or export, and rendering or comparing reports.
 
 Each verb lives in `nnperf.commands.<name>` with `register(subparsers)`, which adds its
 parser and sets `func`. This module only wires them together and turns `NnperfError` into
@@ -14,22 +18,13 @@ import sys
 from nnperf import __version__
 from nnperf.errors import NnperfError
 
-# In pipeline order, as `nnperf --help` lists them. The verb is the module name with
+# As `nnperf --help` lists them. The verb is the module name with
 # hyphens (`prepare_dataset` -> `nnperf prepare-dataset`).
 COMMAND_MODULES = (
-    "prepare_dataset",
-    "complexity",
-    "ceilings",
-    "plot_ceilings",
     "run",
     "step",
-    "aggregate_runs",
-    "plot_runs",
     "ncu_command",
     "ncu_kernels",
-    "roofline_points",
-    "plot_roofline",
-    "environment_table",
     "render_report",
     "compare_machines",
 )

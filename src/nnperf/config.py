@@ -10,6 +10,7 @@ It is not the place for anything a job does; it only decides *what* runs.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Callable, Iterable
 import jsonschema
 import yaml
 
-from nnperf import devices
+from nnperf import devices, vocab
 from nnperf.errors import NnperfError
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
@@ -53,7 +54,69 @@ def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
         return yaml.safe_load(handle)
 
 
-def normalise(config: dict) -> dict:
+# Sections a study file replaces whole instead of merging into config/config.yaml's: the
+# matrix. (Snakemake already replaces lists; a mapping it would merge key by key.)
+REPLACED_SECTIONS = ("variants",)
+
+
+def overlay_study(config: dict, layers: Iterable[dict]) -> dict:
+    """`config` (Snakemake's merge of config/config.yaml, every `--configfile` and `--config`)
+    with each section of REPLACED_SECTIONS taken whole from the last layer that names it.
+
+    So a study file given with `--configfile` defines the whole matrix it names: a variant
+    of config/config.yaml that it does not list does not run. `layers` are the
+    `--configfile` documents in order, then the `--config` mapping.
+    """
+    result = dict(config)
+    for layer in layers:
+        for section in REPLACED_SECTIONS:
+            if isinstance(layer, dict) and section in layer:
+                result[section] = copy.deepcopy(layer[section])
+    return result
+
+
+def _coerce(value: Any, schema: dict, defs: dict) -> Any:
+    """Strings where the schema wants a number, boolean or null, parsed as YAML.
+
+    Snakemake parses a `--config key={a: 5}` mapping with YAML's BaseLoader, which keeps every
+    value inside it a string ("5"); this restores the types the schema asks for, so
+    `--config 'training={timed_steps: 5}'` means 5. Anything that does not parse to an
+    allowed type is left for the validator to report.
+    """
+    if "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        return {
+            key: _coerce(item, properties.get(key, extra if isinstance(extra, dict) else {}), defs)
+            for key, item in value.items()
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_coerce(item, schema["items"], defs) for item in value]
+    if not isinstance(value, str):
+        return value
+    wanted = schema.get("type")
+    wanted = set(wanted) if isinstance(wanted, list) else {wanted} if wanted else set()
+    enum = schema.get("enum")
+    if "string" in wanted or (enum and value in enum):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    kinds = {
+        "integer": isinstance(parsed, int) and not isinstance(parsed, bool),
+        "number": isinstance(parsed, (int, float)) and not isinstance(parsed, bool),
+        "boolean": isinstance(parsed, bool),
+        "null": parsed is None,
+    }
+    if any(kinds.get(kind) for kind in wanted) or (enum and parsed in enum):
+        return parsed
+    return value
+
+
+def normalise(config: dict, schema: dict | None = None) -> dict:
     """Accept the shorthands of the command line before validation.
 
     `--config models=resnet18_cifar,vgg16_cifar` gives a string, `--config batch_sizes=64`
@@ -61,6 +124,8 @@ def normalise(config: dict) -> dict:
     mapping; turn those into the documented shapes so overrides work for the common keys.
     """
     result = dict(config)
+    if schema is not None:
+        result = _coerce(result, schema, schema.get("$defs", {}))
     for key in LIST_KEYS:
         value = result.get(key)
         if isinstance(value, str):
@@ -160,7 +225,7 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     Raises NnperfError with one line for the first problem found.
     """
     schema = schema if schema is not None else load_schema()
-    instance = normalise(config)
+    instance = normalise(config, schema)
     validator_class = _with_defaults(jsonschema.Draft202012Validator)
     validator = validator_class(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -182,7 +247,7 @@ def validate(config: dict, schema: dict | None = None) -> dict:
             f"images of dataset {instance['dataset']['name']!r}; a batch cannot be larger "
             "than the training set (raise dataset.synthetic.train_images or lower the batch size)"
         )
-    if "baseline" not in instance["variants"]:
+    if vocab.REFERENCE_VARIANT not in instance["variants"]:
         raise NnperfError(
             "config variants has no 'baseline'; it is the reference every speedup is measured "
             f"against (variants given: {', '.join(instance['variants'])})"
@@ -217,8 +282,8 @@ def expand_matrix(
     keys: list[RunKey] = []
     notes: list[str] = []
     for device, precision in itertools.product(resolved_devices(config, detect), config["precisions"]):
-        if not devices.supports(device, precision):
-            allowed = ", ".join(devices.SUPPORTED_PRECISIONS[device])
+        if not vocab.supports(device, precision):
+            allowed = ", ".join(vocab.SUPPORTED_PRECISIONS[device])
             notes.append(
                 f"note: precision {precision} is left out on {device} "
                 f"(it cannot run there; {device} runs: {allowed})"
@@ -233,8 +298,8 @@ def expand_matrix(
 
 def check_runnable(device: str, precision: str) -> None:
     """Raise a clear error for a path that names a combination that can never run."""
-    if not devices.supports(device, precision):
-        allowed = ", ".join(devices.SUPPORTED_PRECISIONS.get(device, ()))
+    if not vocab.supports(device, precision):
+        allowed = ", ".join(vocab.SUPPORTED_PRECISIONS.get(device, ()))
         raise NnperfError(
             f"precision {precision!r} cannot run on device {device!r}; allowed there: {allowed}"
         )

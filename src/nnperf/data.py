@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from nnperf.errors import NnperfError
-from nnperf.io import write_json
+from nnperf.files import write_json
 
 SPLITS = ("train", "test")
 MANIFEST_NAME = "manifest.json"

@@ -20,25 +20,10 @@ import shutil
 from pathlib import Path
 
 from nnperf.errors import NnperfError
-
-DEVICES = ("cpu", "cuda", "mps")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-
-# fp16 on CPU is left out: CPU autocast to fp16 has no fast kernels on common CPUs, so its
-# timings would measure emulation, not a training mode anyone uses.
-SUPPORTED_PRECISIONS = {
-    "cpu": ("fp32", "bf16"),
-    "cuda": PRECISIONS,
-    "mps": ("fp32", "fp16", "bf16"),
-}
+from nnperf.vocab import DEVICES, SUPPORTED_PRECISIONS, supports
 
 # Compute capability needed on CUDA: TF32 and BF16 tensor cores arrived with Ampere (8.0).
 MIN_CUDA_CAPABILITY = {"tf32": (8, 0), "bf16": (8, 0), "fp16": (7, 0), "fp32": (0, 0)}
-
-
-def supports(device: str, precision: str) -> bool:
-    """True when `precision` is a meaningful training mode on `device`."""
-    return precision in SUPPORTED_PRECISIONS.get(device, ())
 
 
 def detect_best_device() -> str:

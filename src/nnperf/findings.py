@@ -25,10 +25,15 @@ from nnperf.report_format import (
     throughput_text,
     truthy,
 )
-from nnperf.runspec import CONFIG_KEYS
+from nnperf.vocab import (
+    CONFIG_KEYS,
+    PHASES,
+    REFERENCE_PRECISION,
+    REFERENCE_VARIANT,
+    precision_rank,
+)
 
 GROUP_KEYS = ("machine",) + CONFIG_KEYS
-PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
 PHASE_LABELS = {
     "data_wait": "data wait",
     "h2d": "host-to-device",
@@ -36,9 +41,6 @@ PHASE_LABELS = {
     "backward": "backward",
     "optimizer": "optimizer",
 }
-PRECISION_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
-REFERENCE_PRECISION = "fp32"
-BASELINE_VARIANT = "baseline"
 MEDIAN, CI_LOW, CI_HIGH = (
     "throughput_img_s_median",
     "throughput_img_s_ci95_low",
@@ -102,8 +104,8 @@ def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     keys = [k for k in GROUP_KEYS if k in frame.columns]
     ordered = frame.assign(
-        _precision=frame["precision"].map(PRECISION_ORDER).fillna(9) if "precision" in frame else 0,
-        _variant=(frame["variant"] != BASELINE_VARIANT) if "variant" in frame else 0,
+        _precision=frame["precision"].map(precision_rank) if "precision" in frame else 0,
+        _variant=(frame["variant"] != REFERENCE_VARIANT) if "variant" in frame else 0,
     )
     by = [k if k not in ("precision", "variant") else f"_{k}" for k in keys]
     by += [k for k in ("variant",) if k in frame.columns]
@@ -349,14 +351,6 @@ def breakdown_findings(phases: pd.DataFrame, listed: int = 5) -> list[str]:
 def largest_phase(row: Mapping) -> tuple[str, float]:
     phase = max(PHASES, key=lambda p: float(row[f"{p}_share"]))
     return phase, float(row[f"{phase}_share"])
-
-
-def breakdown_sentence(row: Mapping) -> str:
-    parts = ", ".join(f"{PHASE_LABELS[p]} {fmt_pct(row[f'{p}_share'])}" for p in PHASES)
-    return (
-        f"{config_text(row)} on {row['machine']}: {parts} of "
-        f"{fmt(row['phase_total_s'] * 1e3, 'ms')} per step."
-    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -790,7 +784,7 @@ def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
         dtypes = list(
             dict.fromkeys([*(measured.get("gemm_flop_s") or {}), *(datasheet.get("flop_s") or {})])
         )
-        dtypes.sort(key=lambda d: PRECISION_ORDER.get(d, 9))
+        dtypes.sort(key=precision_rank)
         for dtype in dtypes:
             m = _positive((measured.get("gemm_flop_s") or {}).get(dtype))
             s = _positive((datasheet.get("flop_s") or {}).get(dtype))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from nnperf import ncu
 from nnperf.errors import NnperfError
-from nnperf.runspec import CONFIG_KEYS
+from nnperf.vocab import CONFIG_KEYS
 
 KINDS = (
     "conv_fwd",

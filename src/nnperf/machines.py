@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.runspec import CONFIG_KEYS
+from nnperf.vocab import CONFIG_KEYS
 
 RUN_KEYS = CONFIG_KEYS + ("rep",)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from nnperf.devices import DEVICES, PRECISIONS
+from nnperf.vocab import DEVICES, PRECISIONS
 from nnperf.errors import NnperfError
 
 TERA = 1e12

@@ -22,7 +22,6 @@ import pandas as pd
 
 from nnperf import machines as machines_mod
 from nnperf.findings import (
-    BASELINE_VARIANT,
     CI_HIGH,
     CI_LOW,
     DEFAULT_TOP_KERNELS,
@@ -30,8 +29,6 @@ from nnperf.findings import (
     LEVEL_LABELS,
     MEDIAN,
     PHASE_LABELS,
-    PHASES,
-    REFERENCE_PRECISION,
     ROOF_TOLERANCE,
     at_largest_batch,
     batch_scaling,
@@ -56,6 +53,7 @@ from nnperf.findings import (
     variance_notes,
     verdict_sentence,
 )
+from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report_format import (
     config_text,
     fmt,
@@ -501,8 +499,8 @@ def key_findings(
             if rows.empty:
                 continue
             at = rows[rows["batch_size"] == rows["batch_size"].max()]
-            if column == "precision" and (at["variant"] == BASELINE_VARIANT).any():
-                at = at[at["variant"] == BASELINE_VARIANT]
+            if column == "precision" and (at["variant"] == REFERENCE_VARIANT).any():
+                at = at[at["variant"] == REFERENCE_VARIANT]
             if column == "variant" and (at["precision"] == best["precision"]).any():
                 at = at[at["precision"] == best["precision"]]
             findings.append(speedup_sentence(at.loc[at["speedup"].idxmax()].to_dict(), column))
@@ -542,7 +540,7 @@ def machine_comparison_findings(ok: pd.DataFrame, machines: Sequence[str]) -> li
         candidates = pd.DataFrame(list(shared.index), columns=config)
         candidates = candidates.assign(
             _fp32=candidates["precision"] != REFERENCE_PRECISION,
-            _base=candidates["variant"] != BASELINE_VARIANT,
+            _base=candidates["variant"] != REFERENCE_VARIANT,
         )
         chosen = candidates.sort_values(
             ["_fp32", "_base", "batch_size"], ascending=[True, True, False]
@@ -591,7 +589,7 @@ def build_document(
 
     summary = inputs.summary
     precision_table = speedups(summary, "precision", REFERENCE_PRECISION)
-    variant_table = speedups(summary, "variant", BASELINE_VARIANT)
+    variant_table = speedups(summary, "variant", REFERENCE_VARIANT)
     scaling = batch_scaling(summary)
     phases = phase_shares(summary, inputs.runs)
     readings = roofline_readings(inputs.roofline_points, inputs.ceilings, inputs.kernels)

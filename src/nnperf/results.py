@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nnperf import io, machines
+from nnperf import files, machines
 from nnperf.errors import NnperfError
 
 TABLE_NAMES = ("runs", "summary", "kernels", "roofline_points", "environment")
@@ -102,7 +102,7 @@ def load(folders: list[FolderFiles]) -> ResultSet:
                 result.add_source(name, path)
         if frames["environment"] is None and folder.run_jsons:
             frames["environment"] = machines.environment_frame(
-                io.read_json(path) for path in folder.run_jsons
+                files.read_json(path) for path in folder.run_jsons
             )
             for path in folder.run_jsons:
                 result.add_source("environment", path)
@@ -128,14 +128,14 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     seen_models = set()
     for folder in folders:
         for path in folder.complexity:
-            document = io.read_json(path)
+            document = files.read_json(path)
             result.add_source("complexity", path)
             key = (document.get("model"), document.get("dataset"), str(document.get("input_shape")))
             if key not in seen_models:
                 seen_models.add(key)
                 result.complexity.append(document)
         for path in folder.ceilings:
-            document = io.read_json(path)
+            document = files.read_json(path)
             result.add_source("ceilings", path)
             labelled = machines.attach_machine(
                 pd.DataFrame([{"device": document.get("device")}]), mapping, folder.results_dir

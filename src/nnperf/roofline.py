@@ -30,11 +30,9 @@ import pandas as pd
 from nnperf import ncu
 from nnperf.errors import NnperfError
 from nnperf.kernels import PEAK_COLUMNS
-from nnperf.runspec import CONFIG_KEYS
+from nnperf.vocab import CONFIG_KEYS
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
-SOURCES = ("ncu", "analytic")
-GRANULARITIES = ("kernel", "step")
 POINT_COLUMNS = (
     *CONFIG_KEYS,
     "source",

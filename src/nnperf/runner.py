@@ -23,7 +23,8 @@ import torch
 
 from nnperf import profile_step, timing
 from nnperf.envinfo import collect_environment
-from nnperf.runspec import STEP_CSV_COLUMNS, RunRequest
+from nnperf.vocab import STEP_CSV_COLUMNS
+from nnperf.contract import RunRequest
 from nnperf.train import build_training, is_out_of_memory, resolved_optimizer_impl, seed_everything
 
 RUN_KIND = "timed_run"
@@ -73,7 +74,7 @@ def _build(request: RunRequest, model_factory: Callable[[], torch.nn.Module], da
         precision=request.precision,
         batch_size=request.batch_size,
         settings=request.settings,
-        hyper=request.hyper,
+        hyper=request.training,
         seed=request.seed,
         images=data.images,
         labels=data.labels,
@@ -106,7 +107,7 @@ def perform_run(
             request.settings.optimizer_impl,
             [p for group in training.optimizer.param_groups for p in group["params"]],
         )
-        result = timing.time_training(training, request.warmup_steps, request.timed_steps)
+        result = timing.time_training(training, request.training.warmup_steps, request.training.timed_steps)
         fields = timing.summarize(result, request.batch_size, bool(request.settings.compile))
         steps = result.steps
         status, error = "ok", None
@@ -161,7 +162,7 @@ def perform_profile_step(
     try:
         training = _build(request, model_factory, data)
         mnk = gemm_mnk or profile_step.CALIBRATION_GEMM_MNK
-        marked = profile_step.profile_one_step(training, request.warmup_steps, mnk)
+        marked = profile_step.profile_one_step(training, request.training.warmup_steps, mnk)
         status, error = "ok", None
         del training
     except Exception as exc:  # noqa: BLE001 - only OOM is swallowed

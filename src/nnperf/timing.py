@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from nnperf.errors import NnperfError
-from nnperf.runspec import PHASES, STEP_CSV_COLUMNS  # noqa: F401 - re-exported
+from nnperf.vocab import PHASES, STEP_CSV_COLUMNS
 
 
 def synchronize(device: torch.device) -> None:

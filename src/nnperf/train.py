@@ -20,7 +20,8 @@ import torch
 from nnperf import precision as precision_mod
 from nnperf.datapath import InputPreparer, make_feeder
 from nnperf.errors import NnperfError
-from nnperf.runspec import OPTIMIZERS, Hyper
+from nnperf.vocab import OPTIMIZERS
+from nnperf.contract import TrainingSettings
 from nnperf.variant import VariantSettings
 
 # Messages of allocation failures that PyTorch raises as a plain RuntimeError rather than
@@ -136,7 +137,7 @@ class Training:
         return loss.detach()
 
 
-def make_optimizer(params: list[torch.Tensor], hyper: Hyper, impl: str) -> torch.optim.Optimizer:
+def make_optimizer(params: list[torch.Tensor], hyper: TrainingSettings, impl: str) -> torch.optim.Optimizer:
     """SGD with momentum (the default) or Adam, in the implementation the variant names."""
     if hyper.optimizer == "sgd":
         return torch.optim.SGD(
@@ -169,7 +170,7 @@ def build_training(
     precision: str,
     batch_size: int,
     settings: VariantSettings,
-    hyper: Hyper,
+    hyper: TrainingSettings,
     seed: int,
     images: np.ndarray,
     labels: np.ndarray,

@@ -14,31 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nnperf.contract import VariantSettings
 from nnperf.errors import NnperfError
-
-COMPILE_MODES = (False, "default", "reduce-overhead", "max-autotune")
-OPTIMIZER_IMPLS = ("default", "foreach", "fused", "for-loop")
-DATA_PATHS = ("dataloader", "device_resident")
-
-
-@dataclasses.dataclass(frozen=True)
-class VariantSettings:
-    """Toggles of one variant; the defaults are the plain PyTorch training script."""
-
-    channels_last: bool = False
-    cudnn_benchmark: bool = False
-    compile: str | bool = False
-    optimizer_impl: str = "default"
-    data_path: str = "dataloader"
-    num_workers: int = 0
-    pin_memory: bool = False
-    # None: torch's default (2 when num_workers > 0); DataLoader refuses one with 0 workers.
-    prefetch_factor: int | None = None
-    cpu_threads: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
+from nnperf.vocab import COMPILE_MODES, DATA_PATHS, OPTIMIZER_IMPLS
 
 _FIELDS = {f.name: f for f in dataclasses.fields(VariantSettings)}
 
@@ -100,13 +78,7 @@ def parse_variant_settings(raw: dict[str, Any] | None) -> VariantSettings:
         values["prefetch_factor"] = _check_int("prefetch_factor", raw["prefetch_factor"], 1, True)
     if "cpu_threads" in raw:
         values["cpu_threads"] = _check_int("cpu_threads", raw["cpu_threads"], 1, True)
-    settings = VariantSettings(**values)
-    if settings.prefetch_factor is not None and settings.num_workers == 0:
-        raise NnperfError(
-            f"variant setting prefetch_factor={settings.prefetch_factor!r} needs num_workers > 0; "
-            "allowed with num_workers=0: null"
-        )
-    return settings
+    return VariantSettings(**values)
 
 
 def load_variant_settings(text_or_path: str | None) -> VariantSettings:

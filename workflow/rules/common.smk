@@ -1,54 +1,68 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
-import json
-import shlex
+import os
 import shutil
 import sys
 from pathlib import Path
 
 # Use the library of this checkout, whether or not nnperf is pip-installed: every result
-# must come from the code whose git commit it records. Jobs get the same via NNPERF.
+# must come from the code whose git commit it records. Jobs (scripts, the ncu process)
+# inherit it through PYTHONPATH.
 NNPERF_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, NNPERF_SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [NNPERF_SRC] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
 
 from nnperf import config as study_config
+from nnperf import contract
 from nnperf import devices as nnperf_devices
+from nnperf import layout
 from nnperf import ncu as nnperf_ncu
+from nnperf import vocab
+from nnperf.codehash import code_hash
 from nnperf.config import unique
 from nnperf.errors import NnperfError
+from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
+
+def study_layers():
+    """The --configfile documents in order, then the --config mapping (see overlay_study)."""
+    settings = workflow.config_settings
+    return [load_configfile(path) for path in settings.configfiles] + [dict(settings.config)]
+
+
 try:
     config = study_config.validate(
-        config,
+        study_config.overlay_study(config, study_layers()),
         study_config.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
     )
+    # The typed study: every request below is built from it, never from `config` directly.
+    STUDY = contract.from_dict(contract.StudyConfig, config)
 except NnperfError as error:
     sys.exit(f"nnperf: {error}")
 
 
 def nnperf_command():
-    """How jobs call the nnperf CLI.
-
-    Normally the interpreter running Snakemake, so a job never picks up another
-    environment's torch from PATH; under `--sdm conda` the rule's own environment.
-    """
+    """How the ncu rule calls the nnperf CLI: the interpreter running Snakemake, so a job
+    never picks up another environment's torch from PATH; under `--sdm conda` the rule's
+    own environment."""
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
-        python = "python"
-    else:
-        python = sys.executable
-    return f"PYTHONPATH='{NNPERF_SRC}'${{PYTHONPATH:+:$PYTHONPATH}} '{python}' -m nnperf"
+        return "python -m nnperf"
+    return f"'{sys.executable}' -m nnperf"
 
 
 NNPERF = nnperf_command()
 
-DATASET = config["dataset"]["name"]
-DATA_DIR = f"resources/data/{DATASET}"
+DATASET = STUDY.dataset.name
+DATA_DIR = layout.path("dataset", dataset=DATASET)
+PEAKS = "config/peaks.yaml"
 MATRIX, MATRIX_NOTES = study_config.expand_matrix(config)
 DEVICES = study_config.resolved_devices(config)
-REPS = list(range(config["reps"]))
+REPS = list(range(STUDY.reps))
 
 # Notes for the report's "skipped and flagged" section: what the study left out and why.
 # Stages add theirs while the Snakefile is read; the report rule reads the list.
@@ -64,34 +78,123 @@ def add_note(text):
 for note in MATRIX_NOTES:
     add_note(note.removeprefix("note: "))
 
+if "auto" in STUDY.devices and "cuda" not in DEVICES and "mps" not in DEVICES:
+    REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
+
 
 wildcard_constraints:
-    dataset="synthetic|cifar10|cifar100",
-    device="|".join(nnperf_devices.DEVICES),
-    model=r"[a-z0-9_]+",
-    precision="|".join(nnperf_devices.PRECISIONS),
-    batch_size=r"\d+",
-    variant=r"[a-z][a-z0-9_]*",
-    rep=r"\d+",
+    dataset=layout.KEY_PATTERNS["dataset"],
+    device=layout.KEY_PATTERNS["device"],
+    model=layout.KEY_PATTERNS["model"],
+    precision=layout.KEY_PATTERNS["precision"],
+    batch_size=layout.KEY_PATTERNS["batch_size"],
+    variant=layout.KEY_PATTERNS["variant"],
+    rep=layout.KEY_PATTERNS["rep"],
 
 
-def dataset_flags():
-    """Command-line flags of `nnperf prepare-dataset` for the configured dataset."""
-    data = config["dataset"]
-    flags = [
-        f"--synthetic-train-images {data['synthetic']['train_images']}",
-        f"--synthetic-test-images {data['synthetic']['test_images']}",
-        f"--seed {data['synthetic']['seed']}",
-    ]
-    if data["source"]:
-        flags.append(f"--source '{data['source']}'")
-    if data["md5"]:
-        flags.append(f"--md5 {data['md5']}")
-    return " ".join(flags)
+# --- requests: what each job is asked to do (nnperf.contract), as rule params ------------
+# Params must be plain data: Snakemake's change detection records only builtin values, so
+# a request crosses as contract.to_dict() and the script rebuilds it with from_dict().
 
 
-def complexity_outputs():
-    return expand("results/complexity/{model}.json", model=config["models"])
+def as_param(request):
+    return contract.to_dict(request)
+
+
+def engine_code(*modules):
+    """A param that changes when the library code a measurement runs changes."""
+    return code_hash(*modules)
+
+
+def dataset_request(wildcards):
+    dataset = contract.DatasetSettings(**{**vars(STUDY.dataset), "name": wildcards.dataset})
+    return as_param(
+        contract.DatasetRequest(
+            root=layout.path("dataset", dataset=wildcards.dataset), dataset=dataset
+        )
+    )
+
+
+def complexity_request(wildcards):
+    return as_param(
+        contract.ComplexityRequest(
+            model=wildcards.model, dataset=DATASET, training=STUDY.training
+        )
+    )
+
+
+def ceilings_request(wildcards):
+    # CPU roofs are measured at the thread count of the timed runs' reference variant.
+    threads = STUDY.variants[vocab.REFERENCE_VARIANT].cpu_threads
+    return as_param(
+        contract.CeilingsRequest(
+            device=wildcards.device,
+            settings=STUDY.ceilings,
+            peaks_path=PEAKS,
+            threads=threads,
+        )
+    )
+
+
+def variant_settings(name):
+    if name not in STUDY.variants:
+        raise NnperfError(
+            f"variant {name!r} is not in config variants; allowed: {', '.join(STUDY.variants)}"
+        )
+    return STUDY.variants[name]
+
+
+def run_request_of(wildcards, training, rep):
+    """The RunRequest of the configuration a path names; an impossible one fails here."""
+    study_config.check_runnable(wildcards.device, wildcards.precision)
+    return contract.RunRequest(
+        device=wildcards.device,
+        model=wildcards.model,
+        precision=wildcards.precision,
+        batch_size=int(wildcards.batch_size),
+        variant=wildcards.variant,
+        settings=variant_settings(wildcards.variant),
+        rep=rep,
+        dataset=DATASET,
+        data_root=DATA_DIR,
+        training=training,
+    )
+
+
+def run_request(wildcards):
+    return as_param(run_request_of(wildcards, STUDY.training, int(wildcards.rep)))
+
+
+def profile_request(wildcards):
+    """The step profiled under ncu: the configuration's rep 0 after `ncu.warmup_steps`."""
+    training = contract.TrainingSettings(
+        **{**vars(STUDY.training), "warmup_steps": STUDY.ncu.warmup_steps}
+    )
+    return as_param(contract.ProfileStepRequest(run=run_request_of(wildcards, training, 0)))
+
+
+def tables_request():
+    return as_param(contract.TablesRequest(cv_threshold=STUDY.report.cv_threshold))
+
+
+def figure_keys(wildcards):
+    """The keys a figure's path names, typed (batch_size an integer)."""
+    keys = dict(wildcards.items())
+    if "batch_size" in keys:
+        keys["batch_size"] = int(keys["batch_size"])
+    return keys
+
+
+def report_request():
+    return as_param(
+        contract.ReportRequest(
+            title=STUDY.study.name,
+            description=STUDY.study.description.strip(),
+            notes=tuple(REPORT_NOTES),
+            cv_threshold=STUDY.report.cv_threshold,
+            extra_results=STUDY.report.extra_results,
+        )
+    )
 
 
 def measurement_threads(wildcards):
@@ -105,8 +208,8 @@ def measurement_threads(wildcards):
     """
     if wildcards.device != "cpu":
         # The GPU does the work; the host needs one core plus one per DataLoader worker.
-        variant = config["variants"].get(wildcards.get("variant", "baseline"), {})
-        return 1 + variant.get("num_workers", 0)
+        variant = STUDY.variants.get(wildcards.get("variant", vocab.REFERENCE_VARIANT))
+        return 1 + (variant.num_workers if variant else 0)
     if workflow.non_local_exec and not workflow.remote_exec:
         return 1
     try:
@@ -116,115 +219,50 @@ def measurement_threads(wildcards):
         return 1
 
 
-def ceilings_flags():
-    """Command-line flags of `nnperf ceilings` from the `ceilings:` config section."""
-    settings = config["ceilings"]
-    flags = [
-        "--gemm-sizes " + " ".join(str(size) for size in settings["gemm_sizes"]),
-        f"--trials {settings['trials']}",
-        f"--sweep-min-bytes {settings['sweep_min_bytes']}",
-        f"--sweep-max-bytes {settings['sweep_max_bytes']}",
-    ]
-    if settings["bandwidth_bytes"] is not None:
-        flags.append(f"--bandwidth-bytes {settings['bandwidth_bytes']}")
-    # The thread count of the timed runs' reference variant; null keeps torch's default.
-    threads = config["variants"]["baseline"]["cpu_threads"]
-    if threads is not None:
-        flags.append(f"--threads {threads}")
-    return " ".join(flags)
-
-
-def ceilings_outputs():
-    return expand(
-        [
-            "results/ceilings/{device}.json",
-            "results/figures/ceilings/{device}_sweep.png",
-        ],
-        device=DEVICES,
-    )
+# --- outputs of each stage ---------------------------------------------------------------
 
 
 def data_outputs():
     return [DATA_DIR]
 
 
-# One timed run: one rep of one configuration. Paths carry the keys in the fixed order.
-RUN_STEM = "results/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}"
-RUN_FIGURE_KINDS = ("throughput", "breakdown", "speedup")
+def complexity_outputs():
+    return [layout.path("complexity", model=model) for model in STUDY.models]
+
+
+def ceilings_outputs():
+    return [layout.path(kind, device=device) for device in DEVICES for kind in ("ceilings", "ceilings_figure")]
+
+
+def ceilings_jsons():
+    return [layout.path("ceilings", device=device) for device in DEVICES]
 
 
 def run_outputs():
     """The run JSON of every rep of every configuration in the matrix."""
-    return [RUN_STEM.format(**key.as_dict(), rep=rep) + ".json" for key in MATRIX for rep in REPS]
-
-
-def timed_run_data(wildcards):
-    """The dataset a timed run reads; a path naming an impossible pair fails here, clearly."""
-    study_config.check_runnable(wildcards.device, wildcards.precision)
-    return DATA_DIR
-
-
-def variant_settings_json(wildcards):
-    """The variant's toggles (schema defaults filled in) as one JSON object for the shell."""
-    variants = config["variants"]
-    if wildcards.variant not in variants:
-        raise NnperfError(
-            f"variant {wildcards.variant!r} is not in config variants; "
-            f"allowed: {', '.join(variants)}"
-        )
-    # Values are booleans, integers, null and enum strings: no quote can break the shell.
-    return json.dumps(variants[wildcards.variant], sort_keys=True, separators=(",", ":"))
-
-
-def optimizer_flags():
-    """Flags of `nnperf run` and `nnperf step` for the optimiser of the `training:` section."""
-    training = config["training"]
-    return " ".join(
-        [
-            f"--optimizer {training['optimizer']}",
-            f"--lr {training['lr']}",
-            f"--momentum {training['momentum']}",
-            f"--weight-decay {training['weight_decay']}",
-            f"--seed {training['seed']}",
-            "--augment" if training["augment"] else "--no-augment",
-        ]
-    )
-
-
-def training_flags():
-    """Command-line flags of `nnperf run` from the `training:` config section."""
-    training = config["training"]
-    window = f"--warmup-steps {training['warmup_steps']} --timed-steps {training['timed_steps']}"
-    return f"{window} {optimizer_flags()}"
+    return [layout.path("run", **key.as_dict(), rep=rep) for key in MATRIX for rep in REPS]
 
 
 def timing_outputs():
     """Tables of the timed runs and their figures, one set per (device, model)."""
     pairs = unique((key.device, key.model) for key in MATRIX)
     figures = [
-        f"results/figures/{kind}/{device}/{model}.png"
-        for kind in RUN_FIGURE_KINDS
+        layout.path("run_figure", kind=kind, device=device, model=model)
+        for kind in layout.RUN_FIGURE_KINDS
         for device, model in pairs
     ]
-    return ["results/tables/runs.csv", "results/tables/summary.csv"] + figures
-
-
-if "auto" in config["devices"] and "cuda" not in DEVICES and "mps" not in DEVICES:
-    REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
+    return [layout.path("table", name="runs"), layout.path("table", name="summary")] + figures
 
 
 def environment_outputs():
-    return ["results/tables/environment.csv"]
+    return [layout.path("table", name="environment")]
 
 
 def machine_comparison_outputs():
     """The cross-machine table and figure, when other machines' results are configured."""
-    if not config["report"]["extra_results"]:
+    if not STUDY.report.extra_results:
         return []
-    return [
-        "results/tables/machines_summary.csv",
-        "results/figures/machines/throughput.png",
-    ]
+    return [layout.path("table", name="machines_summary"), layout.path("machines_figure")]
 
 
 def report_outputs():
@@ -239,70 +277,30 @@ def report_inputs(wildcards):
     """What render_report reads: every table, JSON and figure the study builds."""
     study = [path for path in get_final_output() if path not in report_outputs()]
     inputs = {
-        "runs": "results/tables/runs.csv",
-        "summary": "results/tables/summary.csv",
-        "roofline_points": "results/tables/roofline_points.csv",
+        "runs": layout.path("table", name="runs"),
+        "summary": layout.path("table", name="summary"),
+        "roofline_points": layout.path("table", name="roofline_points"),
         "environment": environment_outputs(),
         "complexity": complexity_outputs(),
-        "ceilings": expand("results/ceilings/{device}.json", device=DEVICES),
+        "ceilings": ceilings_jsons(),
         "figures": [
             path
             for path in study + machine_comparison_outputs()
             if path.startswith("results/figures/") and path.endswith(".png")
         ],
-        "extra_results": config["report"]["extra_results"],
+        "extra_results": list(STUDY.report.extra_results),
     }
     if ncu_keys():
-        inputs["kernels"] = "results/tables/kernels.csv"
+        inputs["kernels"] = layout.path("table", name="kernels")
     return inputs
-
-
-def render_report_flags(wildcards, input):
-    """Command-line flags of `nnperf render-report` for the inputs present."""
-    flags = []
-    for name in ("runs", "summary", "kernels", "roofline_points"):
-        if name in input.keys():
-            flags.append(f"--{name.replace('_', '-')} {shlex.quote(input[name])}")
-    for name, flag in (
-        ("environment", "--environment"),
-        ("complexity", "--complexity"),
-        ("ceilings", "--ceilings"),
-        ("figures", "--figures"),
-        ("extra_results", "--extra-results"),
-    ):
-        paths = list(input[name]) if name in input.keys() else []
-        if name == "environment":
-            flags.extend(f"{flag} {shlex.quote(path)}" for path in paths)
-        elif paths or name == "figures":
-            flags.append(" ".join([flag, *(shlex.quote(path) for path in paths)]))
-    flags += [f"--note {shlex.quote(note)}" for note in REPORT_NOTES]
-    flags += [
-        f"--cv-threshold {config['report']['cv_threshold']}",
-        f"--title {shlex.quote(config['study']['name'])}",
-        f"--description {shlex.quote(config['study']['description'].strip())}",
-    ]
-    return " ".join(flags)
-
-
-def compare_machines_flags(wildcards, input):
-    return " ".join(
-        [
-            f"--summary {shlex.quote(input.summary)}",
-            f"--runs {shlex.quote(input.runs)}",
-            f"--environment {shlex.quote(input.environment)}",
-            "--extra-results",
-            *(shlex.quote(path) for path in input.extra_results),
-        ]
-    )
 
 
 # --- Nsight Compute profiles and the roofline -------------------------------------------
 
 NCU_ON_PATH = shutil.which("ncu") is not None
-PROFILE = "results/profiles/{device}/{model}/{precision}/bs{batch_size}/{variant}"
 
 for device in DEVICES:
-    reason = nnperf_ncu.ncu_exclusion_reason(config["ncu"]["enabled"], device, NCU_ON_PATH)
+    reason = nnperf_ncu.ncu_exclusion_reason(STUDY.ncu.enabled, device, NCU_ON_PATH)
     if reason:
         add_note(reason)
 
@@ -310,76 +308,50 @@ for device in DEVICES:
 def ncu_keys():
     """Configurations profiled under ncu: CUDA ones where `ncu.enabled` allows it, at the
     `ncu.batch_sizes` (all batch sizes when null)."""
-    sizes = config["ncu"]["batch_sizes"]
+    sizes = STUDY.ncu.batch_sizes
     return [
         key
         for key in MATRIX
-        if nnperf_ncu.ncu_included(config["ncu"]["enabled"], key.device, NCU_ON_PATH)
+        if nnperf_ncu.ncu_included(STUDY.ncu.enabled, key.device, NCU_ON_PATH)
         and (sizes is None or key.batch_size in sizes)
     ]
 
 
 def profile_csvs():
-    return [PROFILE.format(**key.as_dict()) + ".csv" for key in ncu_keys()]
+    return [layout.path("profile_csv", **key.as_dict()) for key in ncu_keys()]
 
 
 def profile_metas():
-    return [PROFILE.format(**key.as_dict()) + ".ncu.json" for key in ncu_keys()]
-
-
-def ncu_step_flags(wildcards):
-    """Flags of `nnperf step` (timing stage) for the profiled configuration."""
-    return (
-        f"--device {wildcards.device} --model {wildcards.model}"
-        f" --precision {wildcards.precision} --batch-size {wildcards.batch_size}"
-        f" --variant {wildcards.variant} --dataset {DATASET} --data-root {DATA_DIR}"
-        f" --warmup-steps {config['ncu']['warmup_steps']}"
-        f" --variant-settings '{variant_settings_json(wildcards)}' {optimizer_flags()}"
-    )
+    return [layout.path("profile_meta", **key.as_dict()) for key in ncu_keys()]
 
 
 def roofline_points_inputs(wildcards):
-    inputs = {"summary": "results/tables/summary.csv", "complexity": complexity_outputs()}
+    inputs = {"summary": layout.path("table", name="summary"), "complexity": complexity_outputs()}
     if ncu_keys():
-        inputs["kernels"] = "results/tables/kernels.csv"
+        inputs["kernels"] = layout.path("table", name="kernels")
     return inputs
-
-
-def roofline_points_flags(wildcards, input):
-    flags = [f"--complexity {' '.join(input.complexity)}", f"--summary {input.summary}"]
-    if "kernels" in input.keys():
-        flags.append(f"--kernels {input.kernels}")
-    return " ".join(flags)
 
 
 def plot_roofline_inputs(wildcards):
     inputs = {
-        "points": "results/tables/roofline_points.csv",
-        "ceilings": f"results/ceilings/{wildcards.device}.json",
+        "points": layout.path("table", name="roofline_points"),
+        "ceilings": layout.path("ceilings", device=wildcards.device),
     }
     if ncu_keys():
-        inputs["kernels"] = "results/tables/kernels.csv"
+        inputs["kernels"] = layout.path("table", name="kernels")
     return inputs
 
 
-def plot_roofline_flags(wildcards, input):
-    flags = [f"--ceilings {input.ceilings}"]
-    if "kernels" in input.keys():
-        flags.append(f"--kernels {input.kernels}")
-    return " ".join(flags)
-
-
 def ncu_outputs():
-    return ["results/tables/kernels.csv"] if ncu_keys() else []
+    return [layout.path("table", name="kernels")] if ncu_keys() else []
 
 
 def roofline_outputs():
     """Points and figures: a hierarchical roofline for every profiled configuration and a
     step-level roofline for every device (analytic on CPU and MPS)."""
-    figure = "results/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.png"
-    figures = [figure.format(**key.as_dict()) for key in ncu_keys()]
-    steps = expand("results/figures/roofline_steps/{device}.png", device=DEVICES)
-    return ["results/tables/roofline_points.csv"] + figures + steps
+    figures = [layout.path("roofline_figure", **key.as_dict()) for key in ncu_keys()]
+    steps = [layout.path("roofline_steps_figure", device=device) for device in DEVICES]
+    return [layout.path("table", name="roofline_points")] + figures + steps
 
 
 def get_final_output():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nnperf import stats
 from nnperf.errors import NnperfError
-from nnperf.io import read_json, write_csv
+from nnperf.files import read_json, write_csv
 
 
 def register(subparsers) -> None:

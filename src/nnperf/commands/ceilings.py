@@ -11,7 +11,7 @@ import argparse
 from nnperf import ceilings
 from nnperf.devices import DEVICES, resolve_device
 from nnperf.errors import NnperfError
-from nnperf.io import write_json
+from nnperf.files import write_json
 from nnperf.peaks import DEFAULT_FMA_UNITS
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from nnperf import io, machines, results
+from nnperf import files, machines, results
 from nnperf.commands.render_report import add_input_flags, extra_folders, local_folder
 from nnperf.errors import NnperfError
 
@@ -50,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
             "compare-machines: no summary.csv in any results folder; run the "
             "timed runs (aggregate_runs) first"
         )
-    io.write_csv(args.out_csv, loaded.summary)
+    files.write_csv(args.out_csv, loaded.summary)
     grid = machines.plot_throughput_by_machine(loaded.summary, loaded.runs)
-    with io.atomic_path(args.out_figure) as tmp:
+    with files.atomic_path(args.out_figure) as tmp:
         grid.figure.savefig(tmp, dpi=args.dpi, bbox_inches="tight", format="png")
     n_machines = loaded.summary["machine"].nunique()
     print(

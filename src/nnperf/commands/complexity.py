@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from nnperf import complexity, data, io, models
+from nnperf import complexity, data, files, models
 from nnperf.errors import NnperfError
 
 
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
     document, layers = complexity_document(
         args.model, args.dataset, args.optimizer, args.momentum, args.input_size
     )
-    io.write_json(args.out_json, document)
-    io.write_csv(args.out_csv, layers)
+    files.write_json(args.out_json, document)
+    files.write_csv(args.out_csv, layers)
     elapsed_s = time.perf_counter() - started
     print(
         f"{args.model}: {document['forward_flops_per_image'] / 1e9:.3f} GFLOP forward, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nnperf import io, machines
+from nnperf import files, machines
 from nnperf.errors import NnperfError
 
 
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         paths += sorted(root.glob("*/*/*/bs*/*/rep*.json"))
     if not paths:
         raise NnperfError("environment-table: no run JSON files given; use --runs or --runs-dir")
-    frame = machines.environment_frame(io.read_json(path) for path in paths)
-    io.write_csv(args.out, frame)
+    frame = machines.environment_frame(files.read_json(path) for path in paths)
+    files.write_csv(args.out, frame)
     print(
         f"environment-table: {len(frame)} runs on {frame['machine'].nunique()} machine(s) "
         f"-> {args.out}"

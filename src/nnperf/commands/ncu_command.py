@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nnperf import ncu
 from nnperf.errors import NnperfError
-from nnperf.io import atomic_path, write_json
+from nnperf.files import atomic_path, write_json
 
 
 def register(subparsers) -> None:

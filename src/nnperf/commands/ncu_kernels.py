@@ -13,7 +13,7 @@ import pandas as pd
 
 from nnperf import kernels, ncu
 from nnperf.errors import NnperfError
-from nnperf.io import read_json, write_csv
+from nnperf.files import read_json, write_csv
 
 
 def register(subparsers) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnperf.io import read_json
+from nnperf.files import read_json
 from nnperf.plots.ceilings import save_figure, sweep_figure
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from nnperf import roofline
 from nnperf.commands.roofline_points import read_kernels
 from nnperf.errors import NnperfError
-from nnperf.io import atomic_path, read_json
+from nnperf.files import atomic_path, read_json
 
 
 def register(subparsers) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from nnperf.errors import NnperfError
-from nnperf.io import atomic_path
+from nnperf.files import atomic_path
 
 FIGURE_DPI = 150
 

@@ -16,7 +16,7 @@ import mimetypes
 import os
 from pathlib import Path
 
-from nnperf import io, report, results
+from nnperf import files, report, results
 from nnperf.errors import NnperfError
 
 DEFAULT_RESULTS = "results"
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         document, lambda path: relative_link(path, args.out_md), origin
     )
     for path, text in ((args.out_html, html), (args.out_md, markdown)):
-        with io.atomic_path(path) as tmp:
+        with files.atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
     print(
         f"render-report: {len(document.sections)} sections, {len(figures)} figures, "

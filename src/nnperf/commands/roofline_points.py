@@ -13,7 +13,7 @@ import pandas as pd
 
 from nnperf import ncu, roofline
 from nnperf.errors import NnperfError
-from nnperf.io import read_json, write_csv
+from nnperf.files import read_json, write_csv
 from nnperf.kernels import KERNEL_COLUMNS
 
 

@@ -16,11 +16,12 @@ import sys
 
 from nnperf.devices import DEVICES, PRECISIONS, require_available, resolve_device
 from nnperf.errors import NnperfError
-from nnperf.io import write_csv, write_json
-from nnperf.runspec import OPTIMIZERS, Hyper
+from nnperf.files import write_csv, write_json
+from nnperf.vocab import OPTIMIZERS
+from nnperf.contract import TrainingSettings
 from nnperf.variant import load_variant_settings
 
-DEFAULTS = Hyper()
+DEFAULTS = TrainingSettings()
 
 
 def _positive_int(text: str) -> int:
@@ -165,7 +166,7 @@ def build_request(args):
     from nnperf import data as data_mod
     from nnperf import models as models_mod
     from nnperf.runner import RunData
-    from nnperf.runspec import RunRequest
+    from nnperf.contract import RunRequest
 
     device = resolve_device(args.device)
     require_available(device, args.precision)
@@ -191,7 +192,7 @@ def build_request(args):
         dataset=args.dataset,
         warmup_steps=args.warmup_steps,
         timed_steps=getattr(args, "timed_steps", 0),
-        hyper=Hyper(
+        hyper=TrainingSettings(
             optimizer=args.optimizer,
             lr=args.lr,
             momentum=args.momentum,

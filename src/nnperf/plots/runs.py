@@ -15,17 +15,16 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf import stats
-from nnperf.aggregate import BASELINE_VARIANT, REFERENCE_PRECISION
+from nnperf.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.errors import NnperfError
-from nnperf.runspec import PHASES
+from nnperf.vocab import PHASES, sort_precisions
 
 FIGURE_KINDS = ("throughput", "breakdown", "speedup")
 THROUGHPUT_YLABEL = "throughput (images/s)"
 BATCH_XLABEL = "batch size"
 BREAKDOWN_YLABEL = "median time per step (ms)"
 SPEEDUP_FP32_YLABEL = f"speedup vs {REFERENCE_PRECISION} (x)"
-SPEEDUP_BASELINE_YLABEL = f"speedup vs {BASELINE_VARIANT} variant (x)"
-PRECISION_ORDER = ("fp32", "tf32", "bf16", "fp16")
+SPEEDUP_BASELINE_YLABEL = f"speedup vs {REFERENCE_VARIANT} variant (x)"
 
 
 def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.DataFrame:
@@ -40,8 +39,7 @@ def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.Data
 
 
 def _precision_order(values) -> list[str]:
-    present = set(values)
-    return [p for p in PRECISION_ORDER if p in present] + sorted(present - set(PRECISION_ORDER))
+    return sort_precisions(values)
 
 
 def _batch_axis(ax, batch_sizes) -> None:
@@ -170,10 +168,10 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
         ),
         (
             right,
-            chosen[chosen["variant"] != BASELINE_VARIANT],
+            chosen[chosen["variant"] != REFERENCE_VARIANT],
             "speedup_vs_baseline",
             SPEEDUP_BASELINE_YLABEL,
-            f"variants vs {BASELINE_VARIANT} (same precision)",
+            f"variants vs {REFERENCE_VARIANT} (same precision)",
         ),
     )
     for ax, data, column, ylabel, title in panels:

@@ -1,4 +1,4 @@
-"""Atomic, versioned writes of the pipeline's JSON and CSV files.
+"""Atomic, versioned reads and writes of the pipeline's JSON and CSV files.
 
 Every output is written to a temporary file in the same directory and renamed into place, so
 an interrupted job never leaves a file that looks finished (Snakemake would otherwise trust

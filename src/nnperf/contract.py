@@ -1,0 +1,418 @@
+"""The one contract between the workflow and the library: typed, torch-free requests.
+
+Every setting a job needs travels as one of these frozen dataclasses. The workflow builds
+them once (`common.smk`, from the validated config and the wildcards) and hands them to a
+few-line adapter in `workflow/scripts/`; a person builds the same ones from `nnperf` flags;
+a process run under `ncu` reads one from a JSON file. So a default lives here and nowhere
+else: the config schema's defaults are checked against these fields key by key
+(`tests/test_contract.py`), and the library's functions take a request instead of loose
+keyword arguments with defaults of their own.
+
+Two kinds of class live here:
+
+* **settings**, one per config section (`TrainingSettings` is `training:`,
+  `VariantSettings` one entry of `variants:`, ...), and `StudyConfig` for the whole file;
+* **requests**, one per job (`RunRequest` is one timed run, `ProfileStepRequest` the step
+  under ncu, ...), made of keys and settings.
+
+`to_dict()` / `from_dict()` turn any of them into plain JSON-able data and back, strictly:
+an unknown key or a value of the wrong type is one line naming the key and what is allowed.
+Snakemake's `params:` must be plain data for its change detection to see them (it records
+only builtin values), so that is how requests cross into a script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+from nnperf import vocab
+from nnperf.errors import NnperfError
+
+T = TypeVar("T")
+
+
+# --- settings: one class per config section ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """What this study is, for the report (config `study:`)."""
+
+    name: str = "nnperf study"
+    description: str = "Training throughput and its limits."
+
+
+@dataclass(frozen=True)
+class SyntheticData:
+    """Size and seed of the synthetic, CIFAR-shaped dataset (config `dataset.synthetic:`)."""
+
+    train_images: int = 2048
+    test_images: int = 256
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """Training data (config `dataset:`)."""
+
+    name: str = "synthetic"
+    source: str | None = None
+    md5: str | None = None
+    synthetic: SyntheticData = SyntheticData()
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """The training step that is timed and its optimiser (config `training:`)."""
+
+    warmup_steps: int = 5
+    timed_steps: int = 20
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 0.0005
+    seed: int = 0
+    augment: bool = True
+
+
+@dataclass(frozen=True)
+class VariantSettings:
+    """One variant's optimisation toggles (config `variants: {name: ...}`); the defaults are
+    the plain PyTorch training script."""
+
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
+    compile: str | bool = False
+    optimizer_impl: str = "default"
+    data_path: str = "dataloader"
+    num_workers: int = 0
+    pin_memory: bool = False
+    # None: torch's default (2 when num_workers > 0); DataLoader refuses one with 0 workers.
+    prefetch_factor: int | None = None
+    cpu_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.prefetch_factor is not None and self.num_workers == 0:
+            raise NnperfError(
+                f"variant setting prefetch_factor={self.prefetch_factor!r} needs num_workers > 0;"
+                " allowed with num_workers=0: null"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+
+@dataclass(frozen=True)
+class NcuSettings:
+    """Nsight Compute profiling of one training step (config `ncu:`)."""
+
+    enabled: str | bool = "auto"
+    clock_control: str = "base"
+    warmup_steps: int = 10
+    batch_sizes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CeilingsSettings:
+    """Measured compute and bandwidth roofs (config `ceilings:`)."""
+
+    # None: the device's own sizes (`nnperf.ceilings.DEFAULT_GEMM_SIZES`).
+    gemm_sizes: tuple[int, ...] | None = None
+    trials: int = 5
+    bandwidth_bytes: int | None = None
+    sweep_min_bytes: int = 16384
+    sweep_max_bytes: int = 536870912
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """The written summary (config `report:`)."""
+
+    cv_threshold: float = 0.05
+    extra_results: tuple[str, ...] = ()
+
+
+def _baseline_only() -> dict[str, VariantSettings]:
+    return {vocab.REFERENCE_VARIANT: VariantSettings()}
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A whole study file (config/config.yaml) with every default filled in."""
+
+    study: StudyInfo = StudyInfo()
+    dataset: DatasetSettings = DatasetSettings()
+    models: tuple[str, ...] = ("resnet18_cifar",)
+    devices: tuple[str, ...] = ("cpu",)
+    precisions: tuple[str, ...] = ("fp32",)
+    batch_sizes: tuple[int, ...] = (32,)
+    reps: int = 3
+    variants: dict[str, VariantSettings] = field(default_factory=_baseline_only)
+    training: TrainingSettings = TrainingSettings()
+    ncu: NcuSettings = NcuSettings()
+    ceilings: CeilingsSettings = CeilingsSettings()
+    report: ReportSettings = ReportSettings()
+
+
+# --- requests: one class per job -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetRequest:
+    """Prepare one dataset in `root` (rule `prepare_dataset`)."""
+
+    root: str
+    dataset: DatasetSettings = DatasetSettings()
+
+
+@dataclass(frozen=True)
+class ComplexityRequest:
+    """Count one model's FLOPs, saved activations and traffic (rule `complexity`).
+
+    The optimiser settings are the timed runs' own, so the state it counts (an SGD momentum
+    buffer, Adam's two moments) is the state they had.
+    """
+
+    model: str
+    dataset: str = "synthetic"
+    training: TrainingSettings = TrainingSettings()
+    # None: the model's own input size (32 for *_cifar models, 224 for ImageNet ones).
+    input_size: int | None = None
+
+
+@dataclass(frozen=True)
+class CeilingsRequest:
+    """Measure one device's roofs (rule `ceilings`)."""
+
+    device: str
+    settings: CeilingsSettings = CeilingsSettings()
+    peaks_path: str = "config/peaks.yaml"
+    # The thread count of the timed runs' reference variant; None keeps torch's default.
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One timed run: one rep of one configuration (rule `timed_run`, `nnperf run`)."""
+
+    device: str
+    model: str
+    precision: str
+    batch_size: int
+    variant: str = vocab.REFERENCE_VARIANT
+    settings: VariantSettings = VariantSettings()
+    rep: int = 0
+    dataset: str = "synthetic"
+    # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
+    data_root: str | None = None
+    training: TrainingSettings = TrainingSettings()
+
+    @property
+    def seed(self) -> int:
+        """The run's seed: `training.seed` plus the rep index, so reps differ in initial
+        weights and data order as real retrainings do."""
+        return self.training.seed + self.rep
+
+    @property
+    def root(self) -> str:
+        """Where the prepared dataset is."""
+        from nnperf import layout
+
+        return self.data_root or layout.path("dataset", dataset=self.dataset)
+
+    def keys(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "device": self.device,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "variant": self.variant,
+            "rep": self.rep,
+            "dataset": self.dataset,
+        }
+
+    def header(self) -> dict[str, Any]:
+        """Keys, variant settings and training settings: the head of every run document."""
+        return {
+            **self.keys(),
+            "variant_settings": to_dict(self.settings),
+            **to_dict(self.training),
+            "effective_seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class ProfileStepRequest:
+    """One NVTX-marked training step for Nsight Compute (rule `ncu_profile`, `nnperf step`).
+
+    The run's `training.warmup_steps` are `ncu.warmup_steps`; its timed steps are unused.
+    """
+
+    run: RunRequest
+    # None: nnperf.ncu.CALIBRATION_GEMM_MNK, the size the parser checks against.
+    calibration_gemm_size: int | None = None
+
+
+@dataclass(frozen=True)
+class TablesRequest:
+    """Aggregate run JSONs into runs.csv and summary.csv (rule `aggregate_runs`)."""
+
+    cv_threshold: float = ReportSettings.cv_threshold
+
+
+@dataclass(frozen=True)
+class FigureRequest:
+    """One figure: its kind and the keys it is drawn for (the `plot_*` rules)."""
+
+    kind: str
+    device: str
+    model: str | None = None
+    precision: str | None = None
+    batch_size: int | None = None
+    variant: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """The written summary (rule `render_report`, `nnperf render-report`)."""
+
+    title: str = StudyInfo.name
+    description: str = ""
+    notes: tuple[str, ...] = ()
+    cv_threshold: float = ReportSettings.cv_threshold
+    extra_results: tuple[str, ...] = ()
+
+
+# --- plain data both ways ----------------------------------------------------------------
+
+
+def to_dict(value: Any) -> Any:
+    """A request or settings object as plain JSON-able data (tuples become lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: to_dict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_dict(item) for item in value]
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any] | None, where: str = "") -> T:
+    """Build `cls` from plain data; missing keys take their defaults.
+
+    Raises NnperfError naming the key for an unknown key or a value of the wrong type.
+    """
+    if data is None:
+        data = {}
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise NnperfError(f"{where or cls.__name__} = {data!r} is not a mapping")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise NnperfError(
+            f"{_join(where, unknown[0])} is not a setting of {cls.__name__}; "
+            f"allowed: {', '.join(names)}"
+        )
+    values = {name: _convert(hints[name], data[name], _join(where, name)) for name in data}
+    try:
+        return cls(**values)
+    except TypeError as exc:  # a required key is missing
+        raise NnperfError(f"{where or cls.__name__}: {exc}") from None
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(to_dict(value), indent=2, sort_keys=True) + "\n"
+
+
+def write_request(path: str | Path, request: Any) -> None:
+    """Write a request as JSON for a process that cannot be handed Python objects (ncu)."""
+    from nnperf.files import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(to_json(request), encoding="utf-8")
+
+
+def read_request(cls: type[T], path: str | Path) -> T:
+    """Read a request written by `write_request`, with one-line errors naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NnperfError(f"{path}: request file not found") from None
+    except json.JSONDecodeError as exc:
+        raise NnperfError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    try:
+        return from_dict(cls, data)
+    except NnperfError as exc:
+        raise NnperfError(f"{path}: {exc}") from None
+
+
+def _join(where: str, key: Any) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _type_name(hint: Any) -> str:
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    options = [a for a in typing.get_args(hint)] if _is_union(hint) else [hint]
+    words = [
+        "null" if a is type(None) else names.get(a, getattr(a, "__name__", str(a)))
+        for a in options
+    ]
+    return " or ".join(words)
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    """`value` as the type `hint` names, or NnperfError."""
+    if _is_union(hint):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        # bool before int: `True` must not become 1, and `False` stays a compile mode.
+        for option in sorted(options, key=lambda o: o is not bool):
+            if option is type(None):
+                continue
+            try:
+                return _convert(option, value, where)
+            except NnperfError:
+                continue
+        raise NnperfError(f"{where} = {value!r} has the wrong type; expected {_type_name(hint)}")
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise NnperfError(f"{where} = {value!r} has the wrong type; expected a list")
+        item = typing.get_args(hint)[0]
+        return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise NnperfError(f"{where} = {value!r} has the wrong type; expected a mapping")
+        _, item = typing.get_args(hint)
+        return {str(k): _convert(item, v, _join(where, k)) for k, v in value.items()}
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif hint is Any:
+        return value
+    raise NnperfError(f"{where} = {value!r} has the wrong type; expected {_type_name(hint)}")

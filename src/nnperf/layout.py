@@ -1,0 +1,107 @@
+"""Where every file of a study lives: path templates with `path()` and `parse()`.
+
+The workflow's rules use these templates as their output patterns (Snakemake wildcards are
+the `{names}`), the library builds paths with `path()`, and a person or a test who holds a
+path gets its keys back with `parse()`. Outputs still carry their keys inside (JSON fields,
+CSV columns): nothing in the pipeline reads a key out of a path.
+
+Keys appear in a fixed order — device, model, precision, batch size, variant, rep — so a path
+names its experiment.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+from nnperf import vocab
+from nnperf.errors import NnperfError
+
+# What each key may look like; also the workflow's `wildcard_constraints`.
+KEY_PATTERNS = {
+    "dataset": "|".join(vocab.DATASETS),
+    "device": "|".join(vocab.DEVICES),
+    "model": r"[a-z0-9_]+",
+    "precision": "|".join(vocab.PRECISIONS),
+    "batch_size": r"\d+",
+    "variant": r"[a-z][a-z0-9_]*",
+    "rep": r"\d+",
+    "kind": r"[a-z_]+",
+    "name": r"[a-z_]+",
+}
+INTEGER_KEYS = ("batch_size", "rep")
+
+CONFIG = "{device}/{model}/{precision}/bs{batch_size}/{variant}"
+RUN_STEM = f"results/runs/{CONFIG}/rep{{rep}}"
+PROFILE_STEM = f"results/profiles/{CONFIG}"
+
+TEMPLATES = {
+    "dataset": "resources/data/{dataset}",
+    "complexity": "results/complexity/{model}.json",
+    "complexity_layers": "results/complexity/{model}_layers.csv",
+    "ceilings": "results/ceilings/{device}.json",
+    "ceilings_figure": "results/figures/ceilings/{device}_sweep.png",
+    "run": f"{RUN_STEM}.json",
+    "run_steps": f"{RUN_STEM}_steps.csv",
+    "profile_request": f"{PROFILE_STEM}.request.json",
+    "profile_report": f"{PROFILE_STEM}.ncu-rep",
+    "profile_meta": f"{PROFILE_STEM}.ncu.json",
+    "profile_csv": f"{PROFILE_STEM}.csv",
+    "table": "results/tables/{name}.csv",
+    "run_figure": "results/figures/{kind}/{device}/{model}.png",
+    "roofline_figure": f"results/figures/roofline/{CONFIG}.png",
+    "roofline_steps_figure": "results/figures/roofline_steps/{device}.png",
+    "machines_figure": "results/figures/machines/throughput.png",
+}
+
+# Figures drawn per (device, model) from the run tables (`run_figure`'s kinds).
+RUN_FIGURE_KINDS = ("throughput", "breakdown", "speedup")
+
+
+def fields(kind: str) -> tuple[str, ...]:
+    """The keys a kind of path carries, in order."""
+    template = _template(kind)
+    return tuple(name for _, name, _, _ in string.Formatter().parse(template) if name)
+
+
+def path(kind: str, **keys: Any) -> str:
+    """The path of one file, e.g. `path("run", device="cpu", ..., rep=0)`."""
+    template = _template(kind)
+    missing = [name for name in fields(kind) if name not in keys]
+    if missing:
+        raise NnperfError(f"path {kind!r} needs key {missing[0]!r}; it takes {fields(kind)}")
+    return template.format(**keys)
+
+
+def parse(kind: str, text: str) -> dict[str, Any]:
+    """The keys of a path of `kind` (integers for batch_size and rep), or NnperfError."""
+    match = _regex(kind).search(str(text).replace("\\", "/"))
+    if not match:
+        raise NnperfError(f"{text!r} is not a {kind} path; expected {_template(kind)}")
+    return {
+        name: int(value) if name in INTEGER_KEYS else value
+        for name, value in match.groupdict().items()
+    }
+
+
+def log(kind: str, **keys: Any) -> str:
+    """The log of the job writing a path: the same path under logs/, ending in .log."""
+    target = path(kind, **keys) if keys else _template(kind)
+    stem = target.removeprefix("results/").removeprefix("resources/")
+    return "logs/" + re.sub(r"\.(json|csv|png|ncu-rep)$", "", stem) + ".log"
+
+
+def _template(kind: str) -> str:
+    if kind not in TEMPLATES:
+        raise NnperfError(f"path kind {kind!r} is unknown; allowed: {', '.join(TEMPLATES)}")
+    return TEMPLATES[kind]
+
+
+def _regex(kind: str) -> re.Pattern:
+    pattern = ""
+    for literal, name, _, _ in string.Formatter().parse(_template(kind)):
+        pattern += re.escape(literal)
+        if name:
+            pattern += f"(?P<{name}>{KEY_PATTERNS[name]})"
+    return re.compile(f"(?:^|/){pattern}$")

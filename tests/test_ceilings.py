@@ -1,11 +1,8 @@
-"""Ceilings: formulas by hand, real (tiny) measurements on this CPU, the JSON and the CLI."""
+"""Ceilings: formulas by hand, real (tiny) measurements on this CPU, the JSON and the figure."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,22 +11,43 @@ from hypothesis import strategies as st
 
 from nnperf import ceilings
 from nnperf.ceilings import GIB, KIB, MIB
+from nnperf.contract import CeilingsRequest, CeilingsSettings, from_dict
 from nnperf.errors import NnperfError
 from nnperf.files import read_json, write_json
+from nnperf.plots import ceilings as ceilings_plots
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAKS_YAML = ROOT / "config" / "peaks.yaml"
-TINY = dict(
-    gemm_sizes=[64, 256],
-    trials=2,
-    warmup=1,
-    min_trial_s=0.002,
-    bandwidth_bytes=4 * MIB,
-    sweep_min_bytes=16 * KIB,
-    sweep_max_bytes=1 * MIB,
-    sweep_steps_per_octave=1,
-    peaks_path=PEAKS_YAML,
-)
+# A tiny request as rule `ceilings` hands it over (plain data); `fast()` shortens the
+# settings that are module constants rather than config keys.
+TINY = {
+    "device": "cpu",
+    "settings": {
+        "gemm_sizes": [64, 256],
+        "trials": 2,
+        "bandwidth_bytes": 4 * MIB,
+        "sweep_min_bytes": 16 * KIB,
+        "sweep_max_bytes": 1 * MIB,
+    },
+    "peaks_path": str(PEAKS_YAML),
+}
+
+
+def tiny_request(threads=None, device="cpu", **settings) -> CeilingsRequest:
+    plain = {**TINY, "device": device, "settings": {**TINY["settings"], **settings}}
+    return from_dict(CeilingsRequest, {**plain, "threads": threads})
+
+
+def fast(monkeypatch) -> None:
+    monkeypatch.setattr(ceilings, "WARMUP_CALLS", 1)
+    monkeypatch.setattr(ceilings, "MIN_TRIAL_S", {"cpu": 0.002, "cuda": 0.002, "mps": 0.002})
+    monkeypatch.setattr(ceilings, "SWEEP_STEPS_PER_OCTAVE", 1)
+
+
+def measure(monkeypatch, **changes) -> dict:
+    fast(monkeypatch)
+    return ceilings.measure_ceilings(tiny_request(**changes))
+
 
 # Verbatim output of `lscpu -B -C --json` (util-linux 2.38) on an AMD EPYC VM.
 LSCPU_JSON = """{
@@ -49,7 +67,8 @@ LSCPU_JSON = """{
 @pytest.fixture(scope="module")
 def cpu_doc():
     """One real, tiny measurement of this machine's CPU."""
-    return ceilings.measure_ceilings("cpu", **TINY)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return measure(monkeypatch)
 
 
 # --- formulas ---------------------------------------------------------------------------
@@ -110,34 +129,6 @@ def test_bandwidth_array_bytes():
     assert ceilings.bandwidth_array_bytes(100 * MIB) == 400 * MIB  # 4 x LLC wins
     assert ceilings.bandwidth_array_bytes(None) == 256 * MIB
     assert ceilings.bandwidth_array_bytes(100 * MIB + 1) == 401 * MIB  # rounded up to whole MiB
-
-
-@pytest.mark.parametrize(
-    "text,value",
-    [
-        ("268435456", 268435456),
-        ("256MiB", 256 * MIB),
-        ("256M", 256 * MIB),
-        ("1GiB", GIB),
-        ("64 KiB", 64 * KIB),
-        ("1.5GB", 1_500_000_000),
-        (4096, 4096),
-    ],
-)
-def test_parse_bytes(text, value):
-    assert ceilings.parse_bytes(text) == value
-
-
-@pytest.mark.parametrize("text", ["12XB", "-1", "MiB", "0"])
-def test_parse_bytes_rejects(text):
-    with pytest.raises(NnperfError, match="byte size"):
-        ceilings.parse_bytes(text)
-
-
-@given(st.integers(1, 1 << 40), st.sampled_from(["", "KiB", "MiB", "GiB"]))
-def test_parse_bytes_round_trip(n, unit):
-    scale = {"": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB}[unit]
-    assert ceilings.parse_bytes(f"{n}{unit}") == n * scale
 
 
 def test_cache_parsers():
@@ -330,11 +321,11 @@ def test_sweep_counts_repeated_reads(cpu_doc):
         )
 
 
-def test_measured_fp32_gemm_is_below_the_derived_cpu_peak():
+def test_measured_fp32_gemm_is_below_the_derived_cpu_peak(monkeypatch):
     # Sizes large enough to be compute-bound. Only fp32 is asserted: the derived peak uses
     # the clock /proc/cpuinfo reports, which under a hypervisor is the nominal (TSC) clock,
     # and bf16 GEMMs on a boosting core can exceed it (the note then says so).
-    doc = ceilings.measure_ceilings("cpu", **{**TINY, "gemm_sizes": [512], "trials": 3})
+    doc = measure(monkeypatch, gemm_sizes=[512], trials=3)
     peak = doc["datasheet"]["flop_s"]["fp32"]
     if doc["datasheet"].get("derived") and peak is None:
         pytest.skip("CPU clock unreadable here: no derived peak to compare with")
@@ -342,14 +333,12 @@ def test_measured_fp32_gemm_is_below_the_derived_cpu_peak():
     assert 0 < doc["ratio_measured_to_datasheet"]["gemm_flop_s"]["fp32"] < 1
 
 
-def test_threads_setting_is_applied_and_recorded():
+def test_threads_setting_is_applied_and_recorded(monkeypatch):
     import torch
 
     before = torch.get_num_threads()
     try:
-        doc = ceilings.measure_ceilings(
-            "cpu", **{**TINY, "gemm_sizes": [64], "sweep_max_bytes": 16 * KIB}, threads=1
-        )
+        doc = measure(monkeypatch, gemm_sizes=[64], sweep_max_bytes=16 * KIB, threads=1)
     finally:
         torch.set_num_threads(before)
     assert doc["threads"] == 1 and doc["settings"]["threads"] == 1
@@ -367,99 +356,72 @@ def test_json_round_trip(cpu_doc, tmp_path):
     )
 
 
-@pytest.mark.parametrize(
-    "changes,message",
-    [
-        ({"trials": 0}, "ceilings.trials is 0; expected an integer >= 1"),
-        ({"gemm_sizes": [0]}, r"ceilings.gemm_sizes is \[0\]"),
-        ({"threads": 0}, "ceilings.threads is 0"),
-        ({"min_trial_s": 0}, "ceilings.min_trial_s is 0"),
-        ({"peaks_path": "missing/peaks.yaml"}, "missing/peaks.yaml: file not found"),
-    ],
-)
-def test_bad_settings_fail_before_measuring(changes, message):
-    with pytest.raises(NnperfError, match=message):
-        ceilings.measure_ceilings("cpu", **{**TINY, **changes})
+def test_settings_are_the_request_s_and_the_constants(cpu_doc):
+    settings = cpu_doc["settings"]
+    assert settings["trials"] == 2 and settings["sweep_max_bytes"] == MIB
+    assert settings["warmup"] == 1 and settings["min_trial_s"] == 0.002  # fast()
+    assert settings["sweep_steps_per_octave"] == 1
+    assert settings["peaks"] == str(PEAKS_YAML) and settings["threads"] is None
+    assert settings["cpu_fma_units"] == ceilings.peaks_mod.DEFAULT_FMA_UNITS
 
 
-def test_unknown_device_is_rejected():
-    with pytest.raises(NnperfError, match="device 'tpu' is unknown; allowed: cpu, cuda, mps"):
-        ceilings.measure_ceilings("tpu", **TINY)
+def test_null_gemm_sizes_mean_the_device_s_own(monkeypatch):
+    # The device's table entry is what a null `ceilings.gemm_sizes` measures (patched small
+    # here so the test takes milliseconds, not the seconds of a 2048^3 GEMM).
+    monkeypatch.setitem(ceilings.DEFAULT_GEMM_SIZES, "cpu", (96,))
+    doc = measure(monkeypatch, gemm_sizes=None, sweep_max_bytes=16 * KIB)
+    assert doc["settings"]["gemm_sizes"] == [96]
+    assert [row["m"] for row in doc["measured"]["gemm"]["fp32"]["sizes"]] == [96]
+    assert CeilingsSettings().gemm_sizes is None
+    assert set(ceilings.DEFAULT_GEMM_SIZES) == set(ceilings.DEVICES)
 
 
-# --- the command line, as the workflow calls it -----------------------------------------
-
-
-def _nnperf(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "nnperf", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def test_cli_ceilings_and_plot(tmp_path):
+def test_write_ceilings_and_draw_the_sweep(monkeypatch, tmp_path):
+    """What rules ceilings and plot_ceilings do: the JSON, its log line, the PNG."""
+    fast(monkeypatch)
     out = tmp_path / "results" / "ceilings" / "cpu.json"
-    result = _nnperf(
-        "ceilings",
-        "--device",
-        "cpu",
-        "--out",
-        str(out),
-        "--threads",
-        "1",
-        "--gemm-sizes",
-        "64",
-        "128",
-        "--trials",
-        "2",
-        "--warmup",
-        "1",
-        "--min-trial-s",
-        "0.002",
-        "--bandwidth-bytes",
-        "4MiB",
-        "--sweep-min-bytes",
-        "16KiB",
-        "--sweep-max-bytes",
-        "64KiB",
-        "--sweep-steps-per-octave",
-        "1",
-        "--peaks",
-        str(PEAKS_YAML),
-        cwd=tmp_path,
+    returned = ceilings.write_ceilings(
+        tiny_request(gemm_sizes=[64, 128], sweep_max_bytes=64 * KIB), out
     )
-    assert result.returncode == 0, result.stderr
-    assert "GFLOP/s" in result.stdout and str(out) in result.stdout
-    doc = json.loads(out.read_text())
-    assert doc["threads"] == 1 and doc["settings"]["gemm_sizes"] == [64, 128]
+    doc = read_json(out)
+    assert doc == {"schema_version": 1, **json.loads(json.dumps(returned))}
+    assert doc["device"] == "cpu"
+    assert doc["threads"] >= 1 and doc["settings"]["gemm_sizes"] == [64, 128]
     assert [p["working_set_bytes"] for p in doc["measured"]["sweep"]] == [
         16 * KIB,
         32 * KIB,
         64 * KIB,
     ]
+    line = ceilings.summary(doc)
+    assert line.startswith(f"{doc['device_name']} (cpu): fp32 ") and "GFLOP/s" in line
     png = tmp_path / "results" / "figures" / "ceilings" / "cpu_sweep.png"
-    result = _nnperf("plot-ceilings", "--ceilings", str(out), "--out", str(png), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    ceilings_plots.draw(out, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_errors_are_one_line(tmp_path):
-    result = _nnperf(
-        "ceilings", "--device", "cpu", "--out", "x.json", "--peaks", "nope.yaml", cwd=tmp_path
-    )
-    assert result.returncode == 2
-    assert (
-        result.stderr.strip()
-        == "nnperf ceilings: error: nope.yaml: file not found (datasheet peaks, see config/peaks.yaml)"
-    )
-    assert not (tmp_path / "x.json").exists()
-    result = _nnperf("ceilings", "--out", "x.json", "--bandwidth-bytes", "12XB", cwd=tmp_path)
-    assert result.returncode == 2 and "byte size '12XB' is not understood" in result.stderr
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"trials": 0}, "ceilings.trials is 0; expected an integer >= 1"),
+        ({"gemm_sizes": [0]}, r"ceilings.gemm_sizes is \[0\]"),
+        ({"gemm_sizes": []}, r"ceilings.gemm_sizes is \[\]"),
+        ({"bandwidth_bytes": 0}, "ceilings.bandwidth_bytes is 0"),
+        ({"threads": 0}, "threads is 0; expected null"),
+        ({"device": "tpu"}, "device 'tpu' is unknown; allowed: cpu, cuda, mps"),
+    ],
+)
+def test_bad_settings_fail_before_measuring(changes, message, tmp_path):
+    with pytest.raises(NnperfError, match=message):
+        ceilings.write_ceilings(tiny_request(**changes), tmp_path / "x.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_peaks_file_is_one_line_and_writes_nothing(tmp_path):
+    request = from_dict(CeilingsRequest, {**TINY, "peaks_path": "nope.yaml"})
+    with pytest.raises(NnperfError) as info:
+        ceilings.write_ceilings(request, tmp_path / "x.json")
+    assert str(info.value) == "nope.yaml: file not found (datasheet peaks, see config/peaks.yaml)"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_nvidia_smi_clocks_in_hz(monkeypatch):
@@ -467,12 +429,22 @@ def test_nvidia_smi_clocks_in_hz(monkeypatch):
     from nnperf import envinfo
 
     row = dict.fromkeys(envinfo.NVIDIA_SMI_FIELDS)
-    row.update({"clocks.sm": "1980", "clocks.max.sm": "1980", "clocks.mem": "2619",
-                "clocks.max.mem": "2619", "driver_version": "550.54.15"})
+    row.update(
+        {
+            "clocks.sm": "1980",
+            "clocks.max.sm": "1980",
+            "clocks.mem": "2619",
+            "clocks.max.mem": "2619",
+            "driver_version": "550.54.15",
+        }
+    )
     monkeypatch.setattr(envinfo, "nvidia_smi_rows", lambda: [row])
     assert ceilings.nvidia_smi_clocks() == {
-        "sm_clock_hz": 1.98e9, "sm_clock_max_hz": 1.98e9, "memory_clock_hz": 2.619e9,
-        "memory_clock_max_hz": 2.619e9, "driver": "550.54.15",
+        "sm_clock_hz": 1.98e9,
+        "sm_clock_max_hz": 1.98e9,
+        "memory_clock_hz": 2.619e9,
+        "memory_clock_max_hz": 2.619e9,
+        "driver": "550.54.15",
     }
     monkeypatch.setattr(envinfo, "nvidia_smi_rows", lambda: [])
     assert ceilings.nvidia_smi_clocks() is None

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,8 +12,9 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from nnperf import complexity, files, models
-from nnperf.commands.complexity import complexity_document
+from nnperf import complexity, files, models, vocab
+from nnperf.complexity import complexity_document
+from nnperf.contract import ComplexityRequest, TrainingSettings, from_dict
 from nnperf.errors import NnperfError
 
 CONTRACT_KEYS = {
@@ -331,52 +328,74 @@ def test_backward_flops_land_on_the_layer_that_ran_them():
     assert (others[["forward_flops_per_image", "backward_flops_per_image"]] == 0).all().all()
 
 
-# --- the command --------------------------------------------------------------------
+# --- rule complexity: the request in, the JSON and the per-layer CSV out ------------------
+
+
+def _document(model="resnet18_cifar", dataset="synthetic", **training):
+    request = ComplexityRequest(model=model, dataset=dataset, training=TrainingSettings(**training))
+    return complexity_document(request)[0]
 
 
 def test_complexity_document_takes_classes_from_the_dataset():
-    assert complexity_document("resnet18_cifar", "cifar100")[0]["num_classes"] == 100
-    assert complexity_document("resnet18_cifar", "synthetic")[0]["num_classes"] == 10
-    with pytest.raises(NnperfError, match="dataset.name 'mnist' is unknown; allowed: cifar10, cifar100"):
-        complexity_document("resnet18_cifar", "mnist")
+    assert _document(dataset="cifar100")["num_classes"] == 100
+    assert _document(dataset="synthetic")["num_classes"] == 10
+    with pytest.raises(
+        NnperfError, match="dataset.name 'mnist' is unknown; allowed: synthetic, cifar10, cifar100"
+    ):
+        _document(dataset="mnist")
+    with pytest.raises(NnperfError, match="model 'resnet19' is unknown;"):
+        _document(model="resnet19")
 
 
 def test_complexity_document_refuses_a_bad_input_size():
-    with pytest.raises(NnperfError, match=r"--input-size 0 is invalid; allowed: an integer >= 1"):
-        complexity_document("resnet18_cifar", "cifar10", input_size=0)
-    with pytest.raises(NnperfError, match=r"--input-size 1 does not fit model 'vgg16_cifar'"):
-        complexity_document("vgg16_cifar", "cifar10", input_size=1)
+    request = ComplexityRequest(model="resnet18_cifar", input_size=0)
+    with pytest.raises(NnperfError, match=r"input_size 0 is invalid; allowed: an integer >= 1"):
+        complexity_document(request)
+    request = ComplexityRequest(model="vgg16_cifar", input_size=1)
+    with pytest.raises(NnperfError, match=r"input_size 1 does not fit model 'vgg16_cifar'"):
+        complexity_document(request)
 
 
-def _nnperf(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "nnperf", *args], capture_output=True, text=True, env=env
-    )
+def test_document_records_the_optimizer_it_counted():
+    """The timed runs' optimiser settings reach the count, and the document says which."""
+    default = _document()
+    assert default["training"] == {"optimizer": "sgd", "momentum": TrainingSettings.momentum}
+    assert default["optimizer_state_bytes"] == default["gradient_bytes"]  # one momentum buffer
+    plain = _document(momentum=0.0)
+    assert plain["training"] == {"optimizer": "sgd", "momentum": 0.0}
+    assert plain["optimizer_state_buffers"] == 0 and plain["optimizer_state_bytes"] == 0
+    # Weights, gradients and the k buffers: 4 bytes x P x (3 + 2k) less without the buffer.
+    for precision in vocab.PRECISIONS:
+        saved = (
+            default["traffic"][precision]["fixed_bytes"]
+            - plain["traffic"][precision]["fixed_bytes"]
+        )
+        assert saved == 2 * default["gradient_bytes"]
+    adam = _document(optimizer="adam", momentum=0.0)  # Adam keeps its two moments regardless
+    assert adam["training"]["optimizer"] == "adam"
+    assert adam["optimizer_state_bytes"] == 2 * adam["gradient_bytes"]
 
 
-def test_cli_writes_the_json_and_the_layer_csv(tmp_path):
+def test_write_complexity_from_plain_request_writes_the_json_and_the_layer_csv(tmp_path):
     out_json = tmp_path / "results" / "complexity" / "mobilenet_v2_cifar.json"
     out_csv = tmp_path / "results" / "complexity" / "mobilenet_v2_cifar_layers.csv"
-    done = _nnperf(
-        "complexity",
-        "--model=mobilenet_v2_cifar",
-        "--dataset=cifar100",
-        f"--out-json={out_json}",
-        f"--out-csv={out_csv}",
-        "--optimizer=adam",
-    )
-    assert done.returncode == 0, done.stderr
-    assert "mobilenet_v2_cifar:" in done.stdout
+    plain = {
+        "model": "mobilenet_v2_cifar",
+        "dataset": "cifar100",
+        "training": {"optimizer": "adam"},
+    }
+    returned = complexity.write_complexity(from_dict(ComplexityRequest, plain), out_json, out_csv)
     document = files.read_json(out_json)
+    assert document == {"schema_version": files.SCHEMA_VERSION, **json.loads(json.dumps(returned))}
+    assert complexity.summary(document).startswith("mobilenet_v2_cifar: ")
     assert CONTRACT_KEYS <= set(document)
     assert document["model"] == "mobilenet_v2_cifar"
     assert document["dataset"] == "cifar100"
     assert document["num_classes"] == 100
     assert document["input_shape"] == [3, 32, 32]
-    assert document["optimizer"] == "adam"
+    assert document["optimizer"] == "adam" and document["training"]["optimizer"] == "adam"
     assert document["optimizer_state_bytes"] == 2 * document["gradient_bytes"]
-    assert set(document["traffic"]) == {"fp32", "tf32", "fp16", "bf16"}
+    assert set(document["traffic"]) == set(vocab.PRECISIONS)
     assert all(
         set(v) == {"fixed_bytes", "per_image_bytes"} and all(isinstance(b, int) for b in v.values())
         for v in document["traffic"].values()
@@ -388,16 +407,15 @@ def test_cli_writes_the_json_and_the_layer_csv(tmp_path):
     assert tuple(layers.columns) == complexity.LAYER_COLUMNS
     assert layers["forward_flops_per_image"].sum() == document["forward_flops_per_image"]
     assert layers["params"].sum() == document["params"]
-    assert json.loads(out_json.read_text())["schema_version"] == files.SCHEMA_VERSION
 
 
-def test_cli_reports_bad_input_in_one_line(tmp_path):
-    common = [f"--out-json={tmp_path / 'a.json'}", f"--out-csv={tmp_path / 'a.csv'}"]
-    done = _nnperf("complexity", "--model=resnet19", "--dataset=cifar10", *common)
-    assert done.returncode == 2
-    assert done.stderr.startswith("nnperf complexity: error: model 'resnet19' is unknown;")
-    assert len(done.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "a.json").exists()
-    done = _nnperf("complexity", "--model=resnet18", "--dataset=imagenet", *common)
-    assert done.returncode == 2
-    assert "dataset.name 'imagenet' is unknown; allowed: cifar10, cifar100, synthetic" in done.stderr
+def test_bad_request_writes_nothing(tmp_path):
+    with pytest.raises(NnperfError, match="model 'resnet19' is unknown;"):
+        complexity.write_complexity(
+            ComplexityRequest(model="resnet19"), tmp_path / "a.json", tmp_path / "a.csv"
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_optimizer_state_table_covers_the_vocabulary():
+    assert tuple(complexity.OPTIMIZER_STATE_BUFFERS) == vocab.OPTIMIZERS

@@ -11,11 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import os
 import pickle
 import pickletools
-import subprocess
-import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -26,12 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from nnperf import data
-from nnperf.cli import main as cli_main
+from nnperf import data, vocab
+from nnperf.contract import DatasetRequest, DatasetSettings, SyntheticData, from_dict
 from nnperf.errors import NnperfError
 from nnperf.files import read_json
 
-REPO = Path(__file__).resolve().parents[1]
 CIFAR10_LABEL_NAMES = [
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
 ]  # fmt: skip
@@ -130,6 +126,12 @@ def build_cifar100_archive(where: Path, train_count: int = 6, test_count: int = 
 BUILDERS = {"cifar10": build_cifar10_archive, "cifar100": build_cifar100_archive}
 
 
+def prepare(name, root, source=None, md5=None, synthetic=SyntheticData()) -> dict:
+    """`data.prepare` with the request rule prepare_dataset would build for these settings."""
+    settings = DatasetSettings(name=name, source=source, md5=md5, synthetic=synthetic)
+    return data.prepare(DatasetRequest(root=str(root), dataset=settings))
+
+
 def listing(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
@@ -162,7 +164,7 @@ def served(tmp_path):
 
 
 def test_registry_holds_the_three_datasets_with_their_constants():
-    assert data.DATASET_NAMES == ("cifar10", "cifar100", "synthetic")
+    assert list(data.DATASETS) == sorted(vocab.DATASETS)
     c10, c100, syn = data.DATASETS["cifar10"], data.DATASETS["cifar100"], data.DATASETS["synthetic"]
     assert (c10.num_classes, c100.num_classes, syn.num_classes) == (10, 100, 10)
     assert {c10.image_shape, c100.image_shape, syn.image_shape} == {(3, 32, 32)}
@@ -179,10 +181,10 @@ def test_registry_holds_the_three_datasets_with_their_constants():
 
 
 def test_unknown_dataset_names_what_exists(tmp_path):
-    expected = "dataset.name 'imagenet' is unknown; allowed: cifar10, cifar100, synthetic"
+    expected = "dataset.name 'imagenet' is unknown; allowed: synthetic, cifar10, cifar100"
     for call in (
         lambda: data.get_spec("imagenet"),
-        lambda: data.prepare("imagenet", tmp_path / "d"),
+        lambda: prepare("imagenet", tmp_path / "d"),
         lambda: data.load_split(tmp_path, "imagenet", "train"),
     ):
         with pytest.raises(NnperfError) as info:
@@ -209,15 +211,15 @@ def test_unknown_dataset_names_what_exists(tmp_path):
             "downloaded; allowed: null",
         ),
         (
-            {"name": "synthetic", "synthetic": data.SyntheticSettings(train_images=0)},
+            {"name": "synthetic", "synthetic": SyntheticData(train_images=0)},
             "dataset.synthetic.train_images is 0; allowed: an integer >= 1",
         ),
         (
-            {"name": "synthetic", "synthetic": data.SyntheticSettings(test_images=True)},
+            {"name": "synthetic", "synthetic": SyntheticData(test_images=True)},
             "dataset.synthetic.test_images is True; allowed: an integer >= 1",
         ),
         (
-            {"name": "synthetic", "synthetic": data.SyntheticSettings(seed=-1)},
+            {"name": "synthetic", "synthetic": SyntheticData(seed=-1)},
             "dataset.synthetic.seed is -1; allowed: an integer >= 0",
         ),
         (
@@ -229,7 +231,7 @@ def test_unknown_dataset_names_what_exists(tmp_path):
 )
 def test_bad_prepare_input_is_one_clear_line(tmp_path, kwargs, message):
     with pytest.raises(NnperfError) as info:
-        data.prepare(root=tmp_path / "out", **kwargs)
+        prepare(root=tmp_path / "out", **kwargs)
     assert str(info.value) == message
     assert listing(tmp_path) == []
 
@@ -238,7 +240,7 @@ def test_missing_source_names_it_and_leaves_nothing(tmp_path):
     missing = tmp_path / "nowhere" / "cifar-10-python.tar.gz"
     for source in (str(missing), missing.as_uri()):
         with pytest.raises(NnperfError) as info:
-            data.prepare("cifar10", tmp_path / "out", source=source)
+            prepare("cifar10", tmp_path / "out", source=source)
         assert str(info.value) == f"dataset.source {source}: no such file"
     assert listing(tmp_path) == []
 
@@ -250,8 +252,8 @@ def test_load_split_refuses_unknown_split_and_missing_dataset(tmp_path):
     with pytest.raises(NnperfError) as info:
         data.load_split(tmp_path / "cifar10", "cifar10", "train")
     assert str(info.value) == (
-        f"{tmp_path / 'cifar10' / 'cifar-10-batches-py'}: not found; prepare the dataset with "
-        f"`nnperf prepare-dataset --dataset cifar10 --out {tmp_path / 'cifar10'}`"
+        f"{tmp_path / 'cifar10' / 'cifar-10-batches-py'}: not found; prepare the dataset first "
+        "(rule prepare_dataset: `snakemake resources/data/cifar10`)"
     )
 
 
@@ -267,7 +269,7 @@ def test_cifar_archive_is_verified_extracted_and_read_back(tmp_path, name, as_ur
     source = archive.as_uri() if as_url else str(archive)
     root = tmp_path / "resources" / "data" / name
 
-    manifest = data.prepare(name, root, source=source, md5=md5)
+    manifest = prepare(name, root, source=source, md5=md5)
 
     spec = data.DATASETS[name]
     assert listing(root.parent) == [name]  # no scratch directory left beside it
@@ -309,14 +311,14 @@ def test_cifar_archive_downloads_over_http_with_torchvision(tmp_path, served):
     (www / "mirror.tar.gz").write_bytes(archive.read_bytes())
     root = tmp_path / "cifar10"
 
-    manifest = data.prepare("cifar10", root, source=f"{base_url}/mirror.tar.gz", md5=md5)
+    manifest = prepare("cifar10", root, source=f"{base_url}/mirror.tar.gz", md5=md5)
 
     assert manifest["md5"]["actual"] == md5
     images, labels = data.load_split(root, "cifar10", "train")
     np.testing.assert_array_equal(images, train[0])
     np.testing.assert_array_equal(labels, train[1])
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", tmp_path / "other", source=f"{base_url}/absent.tar.gz", md5=md5)
+        prepare("cifar10", tmp_path / "other", source=f"{base_url}/absent.tar.gz", md5=md5)
     assert str(info.value).startswith(f"dataset.source {base_url}/absent.tar.gz: download failed (")
     assert listing(tmp_path) == ["cifar10", "src", "www"]
 
@@ -353,7 +355,7 @@ def test_wrong_md5_is_one_line_and_leaves_nothing(tmp_path):
     wrong = "0" * 32
     root = tmp_path / "data" / "cifar10"
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", root, source=archive.as_uri(), md5=wrong)
+        prepare("cifar10", root, source=archive.as_uri(), md5=wrong)
     assert str(info.value) == (
         f"{archive.as_uri()}: md5 {md5} does not match the expected {wrong} (dataset.md5); "
         "the archive is corrupt, incomplete or not cifar10"
@@ -365,11 +367,11 @@ def test_wrong_md5_is_one_line_and_leaves_nothing(tmp_path):
 def test_custom_source_without_md5_is_checked_against_the_official_one(tmp_path):
     archive, md5, _, _ = build_cifar10_archive(tmp_path / "src")
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", tmp_path / "out", source=str(archive))
+        prepare("cifar10", tmp_path / "out", source=str(archive))
     assert str(info.value) == (
         f"{archive}: md5 {md5} does not match the expected c58f30108f718f92721af3b95e74349a "
         "(official); the archive is corrupt, incomplete or not cifar10; for an archive other "
-        "than the official one, set dataset.md5 (--md5) to its MD5"
+        "than the official one, set dataset.md5 to its MD5"
     )
     assert listing(tmp_path) == ["src"]
 
@@ -380,7 +382,7 @@ def test_partial_download_fails_its_checksum(tmp_path):
     partial.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
     actual = hashlib.md5(partial.read_bytes()).hexdigest()
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", tmp_path / "out", source=str(partial), md5=md5)
+        prepare("cifar10", tmp_path / "out", source=str(partial), md5=md5)
     assert str(info.value).startswith(f"{partial}: md5 {actual} does not match the expected {md5}")
     assert listing(tmp_path) == ["partial.tar.gz", "src"]
 
@@ -391,7 +393,7 @@ def test_truncated_archive_with_matching_md5_fails_to_extract(tmp_path):
     truncated.write_bytes(archive.read_bytes()[:-200])
     md5 = hashlib.md5(truncated.read_bytes()).hexdigest()
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", tmp_path / "out", source=truncated.as_uri(), md5=md5)
+        prepare("cifar10", tmp_path / "out", source=truncated.as_uri(), md5=md5)
     message = str(info.value)
     assert message.startswith(
         f"{truncated.as_uri()}: not a complete tar archive, cannot extract it ("
@@ -403,7 +405,7 @@ def test_truncated_archive_with_matching_md5_fails_to_extract(tmp_path):
 def test_archive_of_the_other_dataset_is_refused(tmp_path):
     archive, md5, _, _ = build_cifar100_archive(tmp_path / "src")
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", tmp_path / "out", source=str(archive), md5=md5)
+        prepare("cifar10", tmp_path / "out", source=str(archive), md5=md5)
     assert str(info.value) == (
         f"{archive}: archive has no cifar-10-batches-py/ folder (found: cifar-100-python); "
         "expected the CIFAR python version, like "
@@ -415,7 +417,7 @@ def test_archive_of_the_other_dataset_is_refused(tmp_path):
 def test_archive_missing_a_batch_is_refused(tmp_path):
     archive, md5, _, _ = build_cifar10_archive(tmp_path / "src", skip=("data_batch_3",))
     with pytest.raises(NnperfError) as info:
-        data.prepare("cifar10", tmp_path / "out", source=str(archive), md5=md5)
+        prepare("cifar10", tmp_path / "out", source=str(archive), md5=md5)
     assert str(info.value) == (
         f"{archive} (cifar-10-batches-py/): incomplete cifar10 dataset, a batch or meta "
         "file is missing"
@@ -425,7 +427,7 @@ def test_archive_missing_a_batch_is_refused(tmp_path):
 
 def test_damaged_batch_on_disk_is_reported_by_load_split(tmp_path):
     root = tmp_path / "synthetic"
-    data.prepare("synthetic", root, synthetic=data.SyntheticSettings(10, 5, 0))
+    prepare("synthetic", root, synthetic=SyntheticData(10, 5, 0))
     batch = root / "cifar-10-batches-py" / "test_batch"
     batch.write_bytes(batch.read_bytes()[:100])
     with pytest.raises(NnperfError) as info:
@@ -438,14 +440,14 @@ def test_damaged_batch_on_disk_is_reported_by_load_split(tmp_path):
 def test_existing_dataset_survives_a_failed_reprepare(tmp_path):
     archive, md5, train, _ = build_cifar10_archive(tmp_path / "src")
     root = tmp_path / "data" / "cifar10"
-    data.prepare("cifar10", root, source=str(archive), md5=md5)
+    prepare("cifar10", root, source=str(archive), md5=md5)
     before = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
     broken = tmp_path / "broken.tar.gz"
     broken.write_bytes(archive.read_bytes()[:-200])
     for source, checksum in ((str(archive), "f" * 32), (str(broken), None)):
         with pytest.raises(NnperfError):
-            data.prepare("cifar10", root, source=source, md5=checksum)
+            prepare("cifar10", root, source=source, md5=checksum)
 
     after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert after == before
@@ -457,9 +459,9 @@ def test_existing_dataset_survives_a_failed_reprepare(tmp_path):
 
 def test_successful_reprepare_replaces_the_dataset(tmp_path):
     root = tmp_path / "data" / "synthetic"
-    data.prepare("synthetic", root, synthetic=data.SyntheticSettings(20, 10, seed=0))
+    prepare("synthetic", root, synthetic=SyntheticData(20, 10, seed=0))
     first, _ = data.load_split(root, "synthetic", "train")
-    data.prepare("synthetic", root, synthetic=data.SyntheticSettings(30, 10, seed=1))
+    prepare("synthetic", root, synthetic=SyntheticData(30, 10, seed=1))
     second, _ = data.load_split(root, "synthetic", "train")
     assert len(first) == 20 and len(second) == 30
     assert read_json(root / "manifest.json")["synthetic"] == {
@@ -480,9 +482,9 @@ def batch_bytes(root: Path) -> dict[str, bytes]:
 
 def test_synthetic_is_deterministic_per_seed(tmp_path):
     small = dict(train_images=23, test_images=7)
-    data.prepare("synthetic", tmp_path / "a", synthetic=data.SyntheticSettings(**small, seed=5))
-    data.prepare("synthetic", tmp_path / "b", synthetic=data.SyntheticSettings(**small, seed=5))
-    data.prepare("synthetic", tmp_path / "c", synthetic=data.SyntheticSettings(**small, seed=6))
+    prepare("synthetic", tmp_path / "a", synthetic=SyntheticData(**small, seed=5))
+    prepare("synthetic", tmp_path / "b", synthetic=SyntheticData(**small, seed=5))
+    prepare("synthetic", tmp_path / "c", synthetic=SyntheticData(**small, seed=6))
     a, b, c = (batch_bytes(tmp_path / x) for x in "abc")
     assert list(a) == [
         "batches.meta", "data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
@@ -494,7 +496,7 @@ def test_synthetic_is_deterministic_per_seed(tmp_path):
 
 def test_synthetic_shapes_labels_and_manifest(tmp_path):
     root = tmp_path / "synthetic"
-    manifest = data.prepare("synthetic", root, synthetic=data.SyntheticSettings(53, 21, 3))
+    manifest = prepare("synthetic", root, synthetic=SyntheticData(53, 21, 3))
     for split, count in (("train", 53), ("test", 21)):
         images, labels = data.load_split(root, "synthetic", split)
         assert images.shape == (count, 32, 32, 3) and images.dtype == np.uint8
@@ -515,8 +517,8 @@ def test_synthetic_shapes_labels_and_manifest(tmp_path):
 
 
 def test_synthetic_test_split_does_not_depend_on_the_train_size():
-    small = data.synthetic_split(data.SyntheticSettings(10, 12, 4), "test")
-    large = data.synthetic_split(data.SyntheticSettings(5000, 12, 4), "test")
+    small = data.synthetic_split(SyntheticData(10, 12, 4), "test")
+    large = data.synthetic_split(SyntheticData(5000, 12, 4), "test")
     np.testing.assert_array_equal(small[0], large[0])
     np.testing.assert_array_equal(small[1], large[1])
 
@@ -528,7 +530,7 @@ def test_synthetic_test_split_does_not_depend_on_the_train_size():
     seed=st.integers(0, 2**32 - 1),
 )
 def test_synthetic_split_properties(train_images, test_images, seed):
-    config = data.SyntheticSettings(train_images, test_images, seed)
+    config = SyntheticData(train_images, test_images, seed)
     for split, count in (("train", train_images), ("test", test_images)):
         images, labels = data.synthetic_split(config, split)
         assert images.shape == (count, 32, 32, 3) and images.dtype == np.uint8
@@ -558,9 +560,9 @@ def test_synthetic_reads_identically_with_torchvision_the_official_snippet_and_t
         test_list = [[name, None] for name, _ in CIFAR10.test_list]
         meta = {**CIFAR10.meta, "md5": None}
 
-    config = data.SyntheticSettings(train_images=17, test_images=6, seed=11)
+    config = SyntheticData(train_images=17, test_images=6, seed=11)
     root = tmp_path / "synthetic"
-    data.prepare("synthetic", root, synthetic=config)
+    prepare("synthetic", root, synthetic=config)
     folder = root / "cifar-10-batches-py"
     for split in ("train", "test"):
         images, labels = data.load_split(root, "synthetic", split)
@@ -582,7 +584,7 @@ def test_synthetic_is_learnable_a_real_training_loss_goes_down():
     import torch
 
     spec = data.DATASETS["synthetic"]
-    config = data.SyntheticSettings(train_images=400, test_images=200, seed=0)
+    config = SyntheticData(train_images=400, test_images=200, seed=0)
 
     def tensors(split):
         images, labels = data.synthetic_split(config, split)
@@ -620,7 +622,7 @@ def test_synthetic_is_learnable_a_real_training_loss_goes_down():
 
 def test_pickles_have_python2_string_keys_like_the_genuine_files(tmp_path):
     root = tmp_path / "synthetic"
-    data.prepare("synthetic", root, synthetic=data.SyntheticSettings(5, 5, 0))
+    prepare("synthetic", root, synthetic=SyntheticData(5, 5, 0))
     raw = (root / "cifar-10-batches-py" / "data_batch_1").read_bytes()
     opcodes = [(op.name, arg) for op, arg, _ in pickletools.genops(raw)]
     assert opcodes[0] == ("PROTO", 2)
@@ -662,93 +664,39 @@ def test_py2_pickle_round_trips(tmp_path_factory, rows, labels, names):
 
 
 # --------------------------------------------------------------------------------------
-# The command line
+# The request rule prepare_dataset hands over (plain data, as Snakemake params carry it)
 # --------------------------------------------------------------------------------------
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "nnperf", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-
-
-def test_cli_prepares_synthetic_end_to_end(tmp_path):
+def test_request_from_plain_data_prepares_synthetic_end_to_end(tmp_path):
     out = tmp_path / "resources" / "data" / "synthetic"
-    result = run_cli(
-        "prepare-dataset", "--dataset", "synthetic", "--out", str(out),
-        "--synthetic-train-images", "12", "--synthetic-test-images", "4", "--seed", "9",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert (
-        result.stdout == f"synthetic: 12 train and 4 test images in {out} (generated with seed 9)\n"
-    )
+    plain = {
+        "root": str(out),
+        "dataset": {"name": "synthetic", "synthetic": {"train_images": 12, "test_images": 4, "seed": 9}},
+    }  # fmt: skip
+    manifest = data.prepare(from_dict(DatasetRequest, plain))
+    assert data.summary(manifest) == "synthetic: 12 train and 4 test images (generated with seed 9)"
     assert read_json(out / "manifest.json")["synthetic"] == {
         "train_images": 12,
         "test_images": 4,
         "seed": 9,
     }
     images, _ = data.load_split(out, "synthetic", "train")
-    np.testing.assert_array_equal(
-        images, data.synthetic_split(data.SyntheticSettings(12, 4, 9), "train")[0]
-    )
+    np.testing.assert_array_equal(images, data.synthetic_split(SyntheticData(12, 4, 9), "train")[0])
 
 
-def test_cli_reports_a_checksum_failure_on_one_line(tmp_path):
-    archive, md5, _, _ = build_cifar10_archive(tmp_path / "src")
-    out = tmp_path / "cifar10"
-    result = run_cli(
-        "prepare-dataset", "--dataset", "cifar10", "--out", str(out),
-        "--source", archive.as_uri(), "--md5", "1" * 32,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr == (
-        f"nnperf prepare-dataset: error: {archive.as_uri()}: md5 {md5} does not match the "
-        f"expected {'1' * 32} (dataset.md5); the archive is corrupt, incomplete or not cifar10\n"
-    )
-    assert not out.exists()
+def test_request_defaults_are_the_contract_defaults(tmp_path):
+    """A request naming only the root prepares the schema's default dataset."""
+    manifest = data.prepare(from_dict(DatasetRequest, {"root": str(tmp_path / "d")}))
+    defaults = SyntheticData()
+    assert manifest["dataset"] == DatasetSettings().name == "synthetic"
+    assert manifest["images"] == {"train": defaults.train_images, "test": defaults.test_images}
+    assert manifest["synthetic"]["seed"] == defaults.seed
 
 
-def test_cli_in_process_cifar100_from_a_path(tmp_path, capsys):
+def test_cifar100_from_a_path_with_an_upper_case_md5(tmp_path):
     archive, md5, _, test = build_cifar100_archive(tmp_path / "src")
     out = tmp_path / "cifar100"
-    status = cli_main(
-        [
-            "prepare-dataset",
-            "--dataset",
-            "cifar100",
-            "--out",
-            str(out),
-            "--source",
-            str(archive),
-            "--md5",
-            md5.upper(),
-        ]
-    )
-    assert status == 0
-    assert (
-        capsys.readouterr().out
-        == f"cifar100: 6 train and 4 test images in {out} (md5 {md5} verified)\n"
-    )
+    manifest = prepare("cifar100", out, source=str(archive), md5=md5.upper())
+    assert data.summary(manifest) == f"cifar100: 6 train and 4 test images (md5 {md5} verified)"
     np.testing.assert_array_equal(data.load_split(out, "cifar100", "test")[1], test[1])
-
-
-def test_cli_help_documents_every_flag(capsys):
-    with pytest.raises(SystemExit) as info:
-        cli_main(["prepare-dataset", "--help"])
-    assert info.value.code == 0
-    help_text = capsys.readouterr().out
-    for flag in (
-        "--dataset", "--out", "--source", "--md5", "--synthetic-train-images",
-        "--synthetic-test-images", "--synthetic-seed", "--seed",
-    ):  # fmt: skip
-        assert flag in help_text
-    for key in ("dataset.name", "dataset.source", "dataset.md5", "dataset.synthetic.seed"):
-        assert key in help_text

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from nnperf.errors import NnperfError
+from nnperf.files import write_json
 from nnperf.plots import ceilings as plots
 
 KIB, MIB = 1024, 1024**2
 
-# A ceilings document in the format `nnperf ceilings` writes (values of an H100 SXM run
+# A ceilings document in the format rule `ceilings` writes (values of an H100 SXM run
 # rounded; the sweep shortened).
 H100_DOC = {
     "device": "cuda",
@@ -173,3 +175,16 @@ def test_sweep_figure_marks_private_caches_per_core():
     ax = plots.sweep_figure(doc).axes[0]
     assert sorted(t.get_text() for t in ax.texts) == ["L1d 48 KiB per core", "L3 32 MiB"]
     assert not any(label.startswith("datasheet") for label in ax.get_legend_handles_labels()[1])
+
+
+def test_draw_reads_the_json_and_writes_the_png(tmp_path):
+    """Rule plot_ceilings: one ceilings JSON in, its sweep PNG out, nothing else left."""
+    ceilings_json = tmp_path / "ceilings" / "cuda.json"
+    write_json(ceilings_json, H100_DOC)
+    out = tmp_path / "figures" / "cuda_sweep.png"
+    plots.draw(ceilings_json, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    assert list(out.parent.iterdir()) == [out]
+    with pytest.raises(NnperfError, match="absent.json: file not found"):
+        plots.draw(tmp_path / "absent.json", tmp_path / "figures" / "absent.png")
+    assert list(out.parent.iterdir()) == [out]

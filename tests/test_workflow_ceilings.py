@@ -16,11 +16,13 @@ def test_ceilings_rules_build_json_and_sweep_figure(workdir):
     assert result.returncode == 0, result.stderr
     doc = json.loads((workdir / "results/ceilings/cpu.json").read_text())
     assert doc["schema_version"] == 1 and doc["device"] == "cpu"
-    # The config's ceilings section reached the command.
+    # The config's ceilings section reached the measurement through the request.
     assert doc["settings"]["gemm_sizes"] == [64, 128] and doc["settings"]["trials"] == 2
+    assert doc["settings"]["peaks"] == "config/peaks.yaml"
     assert doc["measured"]["bandwidth"]["array_bytes"] == 16 * 1024**2
     sweep = [p["working_set_bytes"] for p in doc["measured"]["sweep"]]
     assert sweep[0] == 16 * 1024 and sweep[-1] == 4 * 1024**2
     assert set(doc["measured"]["gemm_flop_s"]) == {"fp32", "bf16"}
     assert (workdir / target).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "GFLOP/s" in (workdir / "logs/ceilings/cpu.log").read_text()
+    log = (workdir / "logs/ceilings/cpu.log").read_text()
+    assert f"{doc['device_name']} (cpu): fp32 " in log and "GFLOP/s" in log

@@ -6,11 +6,14 @@ A roofline is only as honest as its roofs. This module measures
   CUDA: fp32 with TF32 off, tf32, fp16, bf16), best over several sizes and trials;
 * a main-memory bandwidth roof: STREAM-style copy and triad over arrays far larger than
   the last-level cache;
-* a working-set sweep: read bandwidth for working sets from a few KiB to ~1 GiB, whose
+* a working-set sweep: read bandwidth for working sets from a few KiB to hundreds of MiB, whose
   plateaus show the cache levels;
 
 and assembles them with the datasheet entry (`nnperf.peaks`) into the document written to
-`results/ceilings/{device}.json`.
+`results/ceilings/{device}.json`. `measure_ceilings(request)` takes a
+`nnperf.contract.CeilingsRequest`, whose `settings` are the config's `ceilings:` section (and
+own its defaults); what is not a config key (warm-up calls, the shortest timed window, the
+sweep's steps per octave) is a named constant below.
 
 Byte-counting convention (STREAM's, McCalpin, "STREAM: Sustainable Memory Bandwidth in
 High Performance Computers", https://www.cs.virginia.edu/stream/ref.html): every array
@@ -22,11 +25,11 @@ says; it is the convention every published STREAM number uses, so ours compare w
 Timing follows the timed runs: warm-up calls first, then repeated trials, each trial a
 window of back-to-back calls closed by one synchronisation (CUDA events on GPU,
 `time.perf_counter` on CPU); best and median over trials are reported. The number of
-calls per window is calibrated so a window lasts at least `min_trial_s`, which keeps
+calls per window is calibrated so a window lasts at least `MIN_TRIAL_S`, which keeps
 launch and timer overheads out of the figures.
 
 Not here: datasheet numbers and the derived CPU peak (`nnperf.peaks`), drawing
-(`nnperf.plots.ceilings`), argument parsing (`nnperf.commands.ceilings`).
+(`nnperf.plots.ceilings`).
 """
 
 from __future__ import annotations
@@ -43,32 +46,35 @@ import subprocess
 import time
 from pathlib import Path
 
+from nnperf import files
 from nnperf import peaks as peaks_mod
+from nnperf.contract import CeilingsRequest, to_dict
 from nnperf.devices import require_available
-from nnperf.vocab import DEVICES, SUPPORTED_PRECISIONS
 from nnperf.errors import NnperfError
+from nnperf.vocab import DEVICES, SUPPORTED_PRECISIONS
 
 KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
 
+# Square GEMM sizes per device when config `ceilings.gemm_sizes` is null: large enough to be
+# compute-bound there, small enough to take seconds.
 DEFAULT_GEMM_SIZES = {
     "cpu": (512, 1024, 2048),
     "cuda": (2048, 4096, 8192),
     "mps": (1024, 2048, 4096),
 }
-DEFAULT_TRIALS = 5
-DEFAULT_WARMUP = 2
+# Untimed calls before each measurement (first-call allocation, kernel selection, clocks up).
+WARMUP_CALLS = 2
 # Shortest timed window; long enough that perf_counter resolution and the per-call launch
 # overhead (a few microseconds) are well under 1% of it.
-DEFAULT_MIN_TRIAL_S = {"cpu": 0.02, "cuda": 0.05, "mps": 0.05}
+MIN_TRIAL_S = {"cpu": 0.02, "cuda": 0.05, "mps": 0.05}
 # Bandwidth arrays: each at least LLC_MULTIPLE x the last-level cache and never smaller than
 # MIN_BANDWIDTH_ARRAY_BYTES, so no pass is served from cache (STREAM's rule asks for 4x).
 LLC_MULTIPLE = 4
 MIN_BANDWIDTH_ARRAY_BYTES = 256 * MIB
-DEFAULT_SWEEP_MIN_BYTES = 16 * KIB
-DEFAULT_SWEEP_MAX_BYTES = 1 * GIB
-DEFAULT_SWEEP_STEPS_PER_OCTAVE = 2
+# Working sets per doubling of size in the sweep: enough to place a cache edge within 41%.
+SWEEP_STEPS_PER_OCTAVE = 2
 # Bytes each sweep call reads (the working set re-read R times in one kernel), so a call
 # is long against the launch overhead: a few microseconds on CPU, ~5 us on a GPU whose
 # caches deliver >10 TB/s.
@@ -81,19 +87,6 @@ ELEMENT_BYTES = 4  # bandwidth kernels use fp32 arrays
 # write a).
 STREAM_ARRAYS_TOUCHED = {"copy": 2, "triad": 3}
 TRIAD_SCALAR = 3.0
-BYTE_SUFFIXES = {
-    "": 1,
-    "b": 1,
-    "k": KIB,
-    "kib": KIB,
-    "m": MIB,
-    "mib": MIB,
-    "g": GIB,
-    "gib": GIB,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-}
 
 # ---------------------------------------------------------------------------------------
 # Formulas (pure)
@@ -152,23 +145,6 @@ def bandwidth_array_bytes(
     """Bytes per bandwidth array: max(multiple x LLC, minimum), a whole number of MiB."""
     wanted = max(minimum, multiple * (llc_bytes or 0))
     return -(-wanted // MIB) * MIB
-
-
-def parse_bytes(text) -> int:
-    """`268435456`, `256MiB`, `256M`, `1GiB`, `64KiB`, `1.5GB` -> bytes (K/M/G are binary)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-        if not match or match.group(2).lower() not in BYTE_SUFFIXES:
-            raise NnperfError(
-                f"byte size {text!r} is not understood; write an integer or a number with "
-                "KiB/MiB/GiB (also K/M/G, binary) or KB/MB/GB (decimal)"
-            )
-        value = int(float(match.group(1)) * BYTE_SUFFIXES[match.group(2).lower()])
-    if value <= 0:
-        raise NnperfError(f"byte size {text!r} must be positive")
-    return value
 
 
 def summarize_times(times_s: list[float]) -> dict:
@@ -272,7 +248,8 @@ def notes_for(
         )
         if not datasheet.get("clock_hz"):
             notes.append(
-                "The CPU clock could not be read (pass --cpu-clock-hz); derived FLOP/s are null."
+                "The CPU clock could not be read (no cpufreq, no 'cpu MHz' in /proc/cpuinfo); "
+                "derived FLOP/s are null."
             )
     else:
         notes.append(f"Datasheet: {datasheet['name']} ({datasheet['source']}).")
@@ -680,10 +657,13 @@ def datasheet_for(
     peaks: dict,
     *,
     threads: int,
-    cpu_clock_hz: float | None,
-    cpu_fma_units: int,
+    cpu_clock_hz: float | None = None,
+    cpu_fma_units: int = peaks_mod.DEFAULT_FMA_UNITS,
 ) -> dict | None:
-    """The matching peaks.yaml entry; for an unmatched CPU, the derived peak; else None."""
+    """The matching peaks.yaml entry; for an unmatched CPU, the derived peak; else None.
+
+    The derived peak uses `cpu_clock_hz` when given, else the clock read from this machine.
+    """
     entry = peaks_mod.match_device(device, device_name, peaks)
     if entry is not None or device != "cpu":
         return entry
@@ -696,73 +676,59 @@ def datasheet_for(
     )
     cores = min(threads, peaks_mod.physical_cores_of(text, affinity) or len(affinity))
     if cpu_clock_hz:
-        clock_hz, clock_source = float(cpu_clock_hz), "ceilings.cpu_clock_hz (config)"
+        clock_hz, clock_source = float(cpu_clock_hz), "given"
     else:
         clock_hz, clock_source = probe_cpu_clock()
     return peaks_mod.derived_cpu_peak(cpuinfo, cores, clock_hz, clock_source, cpu_fma_units)
 
 
-def check_settings(*, threads, gemm_sizes, trials, warmup, min_trial_s, cpu_fma_units) -> None:
-    """One clear line for each setting a user can get wrong."""
-    if threads is not None and threads < 1:
+def check_request(request: CeilingsRequest) -> None:
+    """One clear line for each setting a user can get wrong (the schema checks the config;
+    this checks requests built by hand too)."""
+    settings = request.settings
+    if request.device not in DEVICES:
+        raise NnperfError(f"device {request.device!r} is unknown; allowed: {', '.join(DEVICES)}")
+    if request.threads is not None and request.threads < 1:
         raise NnperfError(
-            f"ceilings.threads is {threads}; expected null (torch default) or an integer >= 1"
+            f"threads is {request.threads}; expected null (torch default) or an integer >= 1"
         )
-    if not gemm_sizes or any(s < 1 for s in gemm_sizes):
+    sizes = settings.gemm_sizes
+    if sizes is not None and (not sizes or any(s < 1 for s in sizes)):
         raise NnperfError(
-            f"ceilings.gemm_sizes is {list(gemm_sizes)}; expected a non-empty list of integers >= 1"
+            f"ceilings.gemm_sizes is {list(sizes)}; expected null or a non-empty list of "
+            "integers >= 1"
         )
-    if trials < 1:
-        raise NnperfError(f"ceilings.trials is {trials}; expected an integer >= 1")
-    if warmup < 0:
-        raise NnperfError(f"ceilings.warmup is {warmup}; expected an integer >= 0")
-    if not min_trial_s > 0:
+    if settings.trials < 1:
+        raise NnperfError(f"ceilings.trials is {settings.trials}; expected an integer >= 1")
+    if settings.bandwidth_bytes is not None and settings.bandwidth_bytes < 1:
         raise NnperfError(
-            f"ceilings.min_trial_s is {min_trial_s}; expected a positive number of seconds"
+            f"ceilings.bandwidth_bytes is {settings.bandwidth_bytes}; expected null or an "
+            "integer >= 1"
         )
-    if cpu_fma_units < 1:
-        raise NnperfError(f"ceilings.cpu_fma_units is {cpu_fma_units}; expected an integer >= 1")
 
 
-def measure_ceilings(
-    device: str,
-    *,
-    threads: int | None = None,
-    gemm_sizes=None,
-    trials: int = DEFAULT_TRIALS,
-    warmup: int = DEFAULT_WARMUP,
-    min_trial_s: float | None = None,
-    bandwidth_bytes: int | None = None,
-    sweep_min_bytes: int = DEFAULT_SWEEP_MIN_BYTES,
-    sweep_max_bytes: int = DEFAULT_SWEEP_MAX_BYTES,
-    sweep_steps_per_octave: int = DEFAULT_SWEEP_STEPS_PER_OCTAVE,
-    peaks_path: str | Path = "config/peaks.yaml",
-    cpu_clock_hz: float | None = None,
-    cpu_fma_units: int = peaks_mod.DEFAULT_FMA_UNITS,
-) -> dict:
-    """Measure every roof of `device` and return the ceilings document."""
+def measure_ceilings(request: CeilingsRequest) -> dict:
+    """Measure every roof of `request.device` and return the ceilings document.
+
+    Settings are checked and the peaks file is read before anything is measured, so a bad
+    request fails in a second rather than after minutes of GEMMs.
+    """
     import torch
 
-    if device not in DEVICES:
-        raise NnperfError(f"device {device!r} is unknown; allowed: {', '.join(DEVICES)}")
-    gemm_sizes = list(gemm_sizes or DEFAULT_GEMM_SIZES[device])
-    min_trial_s = DEFAULT_MIN_TRIAL_S[device] if min_trial_s is None else min_trial_s
-    check_settings(
-        threads=threads,
-        gemm_sizes=gemm_sizes,
-        trials=trials,
-        warmup=warmup,
-        min_trial_s=min_trial_s,
-        cpu_fma_units=cpu_fma_units,
+    check_request(request)
+    device, settings = request.device, request.settings
+    gemm_sizes = list(settings.gemm_sizes or DEFAULT_GEMM_SIZES[device])
+    trials, warmup, min_trial_s = settings.trials, WARMUP_CALLS, MIN_TRIAL_S[device]
+    working_sets = sweep_working_sets(
+        settings.sweep_min_bytes, settings.sweep_max_bytes, SWEEP_STEPS_PER_OCTAVE
     )
-    working_sets = sweep_working_sets(sweep_min_bytes, sweep_max_bytes, sweep_steps_per_octave)
-    peaks = peaks_mod.load_peaks(peaks_path)  # before measuring: a bad file fails in a second
+    peaks = peaks_mod.load_peaks(request.peaks_path)
     require_available(device, "fp32")
-    if threads is not None:
-        torch.set_num_threads(threads)
+    if request.threads is not None:
+        torch.set_num_threads(request.threads)
     started = time.time()
     device_name, caches, cache_source, env = _device_identity(device)
-    array_bytes = bandwidth_bytes or bandwidth_array_bytes(last_level_cache_bytes(caches))
+    array_bytes = settings.bandwidth_bytes or bandwidth_array_bytes(last_level_cache_bytes(caches))
 
     gemm, skipped = {}, {}
     for precision in SUPPORTED_PRECISIONS[device]:
@@ -803,14 +769,7 @@ def measure_ceilings(
         "sweep_kernel": "sum over rows of x.expand(R, n): read-only, R re-reads of the working set per call",
     }
     threads_used = torch.get_num_threads()
-    datasheet = datasheet_for(
-        device,
-        device_name,
-        peaks,
-        threads=threads_used,
-        cpu_clock_hz=cpu_clock_hz,
-        cpu_fma_units=cpu_fma_units,
-    )
+    datasheet = datasheet_for(device, device_name, peaks, threads=threads_used)
     ratio = ratios(measured, datasheet)
     ended = time.time()
     return {
@@ -820,27 +779,44 @@ def measure_ceilings(
         "measured": measured,
         "datasheet": datasheet,
         "ratio_measured_to_datasheet": ratio,
-        "note": notes_for(device, device_name, datasheet, ratio, peaks_path, skipped),
+        "note": notes_for(device, device_name, datasheet, ratio, request.peaks_path, skipped),
         "skipped_precisions": skipped,
         "caches": caches,
         "cache_source": cache_source,
+        # The request as measured: null sizes resolved to the device's own, the array size
+        # actually used, and the fixed settings that are not config keys.
         "settings": {
+            **to_dict(settings),
             "gemm_sizes": gemm_sizes,
-            "trials": trials,
+            "bandwidth_bytes": array_bytes,
             "warmup": warmup,
             "min_trial_s": min_trial_s,
-            "bandwidth_bytes": array_bytes,
-            "sweep_min_bytes": sweep_min_bytes,
-            "sweep_max_bytes": sweep_max_bytes,
-            "sweep_steps_per_octave": sweep_steps_per_octave,
+            "sweep_steps_per_octave": SWEEP_STEPS_PER_OCTAVE,
             "sweep_bytes_per_call": SWEEP_BYTES_PER_CALL[device],
-            "peaks": str(peaks_path),
-            "cpu_clock_hz": cpu_clock_hz,
-            "cpu_fma_units": cpu_fma_units,
-            "threads": threads,
+            "peaks": str(request.peaks_path),
+            "cpu_fma_units": peaks_mod.DEFAULT_FMA_UNITS,
+            "threads": request.threads,
         },
         "environment": env,
         "started_at_unix": started,
         "ended_at_unix": ended,
         "duration_s": ended - started,
     }
+
+
+def write_ceilings(request: CeilingsRequest, out_json) -> dict:
+    """Measure (`measure_ceilings`) and write the document to `out_json`; return it."""
+    document = measure_ceilings(request)
+    files.write_json(out_json, document)
+    return document
+
+
+def summary(document: dict) -> str:
+    """One line for the job log: the compute roofs and the memory roof."""
+    measured = document["measured"]
+    flops = ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in measured["gemm_flop_s"].items())
+    return (
+        f"{document['device_name']} ({document['device']}): {flops}; memory "
+        f"{measured['memory_bandwidth_bytes_s'] / 1e9:.1f} GB/s "
+        f"({measured['memory_bandwidth_kernel']})"
+    )

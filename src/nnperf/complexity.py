@@ -5,7 +5,9 @@ device: shapes only, no arithmetic, well under a second even for VGG-16 at 224x2
 returns a `Complexity`: parameter counts, FLOPs per image, the bytes autograd saves for
 backward, the weight/gradient/optimizer-state bytes, a per-layer table and the algorithmic
 memory traffic per precision. The analytic roofline (CPU, MPS) divides these FLOPs and bytes
-by measured step times. This module does not time anything and writes no files.
+by measured step times. `write_complexity(request, ...)` is rule `complexity`: it builds the
+named model on the `meta` device, counts it with the timed runs' optimiser settings and
+writes the JSON document and the per-layer CSV. Nothing here times anything.
 
 FLOPs
 -----
@@ -76,20 +78,22 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from nnperf import data, files, models
+from nnperf.contract import ComplexityRequest, TrainingSettings
 from nnperf.errors import NnperfError
+from nnperf.vocab import OPTIMIZERS, PRECISIONS
 
 # Bytes per element of the fp32 master copy (weights, gradients, optimizer state).
 FP32_BYTES = 4
 # Bytes per element of activations and of autocast's weight copies in fp16/bf16.
 HALF_BYTES = 2
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 # Bytes per floating-point activation element by precision (autocast for fp16/bf16).
 ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 
-# State tensors per parameter that each optimizer keeps (torch.optim): SGD's momentum buffer,
-# Adam's exp_avg and exp_avg_sq. SGD with momentum 0 keeps none.
-OPTIMIZER_STATE_BUFFERS = {"sgd": 1, "adam": 2, "adamw": 2}
+# State tensors per parameter that each optimizer of `vocab.OPTIMIZERS` keeps (torch.optim):
+# SGD's momentum buffer, Adam's exp_avg and exp_avg_sq. SGD with momentum 0 keeps none.
+OPTIMIZER_STATE_BUFFERS = {"sgd": 1, "adam": 2}
 
 # Layers autocast runs in 16 bits (torch.amp's "lower precision" op list): their weights are
 # cast per step. Batch norm and the rest keep fp32 parameters.
@@ -162,12 +166,10 @@ def flop_counter() -> FlopCounterMode:
     )
 
 
-def optimizer_state_buffers(optimizer: str, momentum: float = 0.9) -> int:
+def optimizer_state_buffers(optimizer: str, momentum: float = TrainingSettings.momentum) -> int:
     """State tensors per parameter for `optimizer` (SGD without momentum keeps none)."""
     if optimizer not in OPTIMIZER_STATE_BUFFERS:
-        raise NnperfError(
-            f"optimizer {optimizer!r} is unknown; allowed: {', '.join(OPTIMIZER_STATE_BUFFERS)}"
-        )
+        raise NnperfError(f"optimizer {optimizer!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
     if optimizer == "sgd" and momentum == 0:
         return 0
     return OPTIMIZER_STATE_BUFFERS[optimizer]
@@ -459,7 +461,10 @@ def per_layer_table(model: nn.Module, input_shape: tuple[int, ...]) -> pd.DataFr
 
 
 def step_traffic(
-    layers: pd.DataFrame, precision: str, optimizer: str = "sgd", momentum: float = 0.9
+    layers: pd.DataFrame,
+    precision: str,
+    optimizer: str = TrainingSettings.optimizer,
+    momentum: float = TrainingSettings.momentum,
 ) -> dict[str, int]:
     """Algorithmic bytes of one training step: `{"fixed_bytes", "per_image_bytes"}`.
 
@@ -495,8 +500,8 @@ def step_traffic(
 def estimate(
     model: nn.Module,
     input_shape: tuple[int, ...],
-    optimizer: str = "sgd",
-    momentum: float = 0.9,
+    optimizer: str = TrainingSettings.optimizer,
+    momentum: float = TrainingSettings.momentum,
 ) -> Complexity:
     """Count `model` (train mode) on images of `input_shape` (C, H, W).
 
@@ -527,4 +532,63 @@ def estimate(
         optimizer_state_bytes=trainable * FP32_BYTES * state,
         traffic={p: step_traffic(layers, p, optimizer, momentum) for p in PRECISIONS},
         layers=layers,
+    )
+
+
+# --- rule `complexity`: one named model, counted as the timed runs train it ------------------
+
+
+def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.DataFrame]:
+    """(JSON document, per-layer table) of `request.model`, counted on the meta device.
+
+    The model gets the dataset's classes and the input size it is timed at; the optimiser
+    state counted is the one `request.training` gives the timed runs (none for SGD with
+    momentum 0). The document records the model, the dataset and those optimiser settings,
+    so it carries its own keys.
+    """
+    models.get_spec(request.model)  # an unknown model is reported before anything else
+    spec = data.get_spec(request.dataset)
+    size = request.input_size
+    if size is None:
+        size = models.input_size(request.model, spec.image_shape[-1])
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise NnperfError(f"input_size {size!r} is invalid; allowed: an integer >= 1")
+    training = request.training
+    with torch.device("meta"):
+        model = models.build_model(request.model, spec.num_classes)
+    try:
+        result = estimate(
+            model, (3, size, size), optimizer=training.optimizer, momentum=training.momentum
+        )
+    except RuntimeError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NnperfError(
+            f"input_size {size} does not fit model {request.model!r} ({first_line})"
+        ) from None
+    document = {
+        "model": request.model,
+        "dataset": request.dataset,
+        # What the optimizer_state_* counts and the traffic assumed.
+        "training": {"optimizer": training.optimizer, "momentum": training.momentum},
+        **result.to_dict(),
+    }
+    return document, result.layers
+
+
+def write_complexity(request: ComplexityRequest, out_json, out_csv) -> dict[str, Any]:
+    """Count `request.model` and write the JSON document and the per-layer CSV; return the
+    document."""
+    document, layers = complexity_document(request)
+    files.write_json(out_json, document)
+    files.write_csv(out_csv, layers)
+    return document
+
+
+def summary(document: dict[str, Any]) -> str:
+    """One line for the job log."""
+    return (
+        f"{document['model']}: {document['forward_flops_per_image'] / 1e9:.3f} GFLOP forward, "
+        f"{document['train_step_flops_per_image'] / 1e9:.3f} GFLOP per training step, "
+        f"{document['saved_activation_bytes_per_image'] / 2**20:.1f} MiB saved per image, "
+        f"{document['optimizer']} state {document['optimizer_state_bytes'] / 2**20:.1f} MiB"
     )

@@ -1,6 +1,7 @@
 """Image-classification datasets on disk: fetch or generate them, then read a split back.
 
-`prepare()` makes one dataset directory (the workflow's `resources/data/{dataset}/`):
+`prepare(request)` makes one dataset directory (rule `prepare_dataset`, into
+`resources/data/{dataset}/`) from a `nnperf.contract.DatasetRequest`:
 CIFAR-10 or CIFAR-100 downloaded from the official archive (or a mirror, a `file://` URL or a
 local copy) and MD5-verified, or a deterministic synthetic set written in the same CIFAR-10
 python-pickle layout. `load_split()` reads any of the three into numpy arrays with
@@ -34,11 +35,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from nnperf import layout, vocab
+from nnperf.contract import DatasetRequest, SyntheticData, to_dict
 from nnperf.errors import NnperfError
 from nnperf.files import write_json
 
@@ -73,7 +76,8 @@ CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 
 # Archive URLs and MD5s as published on https://www.cs.toronto.edu/~kriz/cifar.html (the
-# same values torchvision.datasets.CIFAR10/CIFAR100 carry).
+# same values torchvision.datasets.CIFAR10/CIFAR100 carry). One entry per name in
+# `vocab.DATASETS` (a test checks they agree).
 DATASETS: dict[str, DatasetSpec] = {
     "cifar10": DatasetSpec(
         name="cifar10",
@@ -112,7 +116,6 @@ DATASETS: dict[str, DatasetSpec] = {
         folder="cifar-10-batches-py",
     ),
 }
-DATASET_NAMES = tuple(sorted(DATASETS))
 
 URL_SCHEMES = ("http", "https", "ftp", "file")
 _MD5_PATTERN = re.compile(r"[0-9a-fA-F]{32}")
@@ -124,7 +127,7 @@ def get_spec(name: str) -> DatasetSpec:
         return DATASETS[name]
     except (KeyError, TypeError):
         raise NnperfError(
-            f"dataset.name {name!r} is unknown; allowed: {', '.join(DATASET_NAMES)}"
+            f"dataset.name {name!r} is unknown; allowed: {', '.join(vocab.DATASETS)}"
         ) from None
 
 
@@ -133,27 +136,19 @@ def get_spec(name: str) -> DatasetSpec:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SyntheticSettings:
-    """The `dataset.synthetic` config block (defaults as in the workflow's config schema)."""
+def check_synthetic(settings: SyntheticData) -> SyntheticData:
+    """`settings` if every count is a positive integer and the seed is >= 0, else NnperfError.
 
-    train_images: int = 2048
-    test_images: int = 256
-    seed: int = 0
-
-    def validate(self) -> SyntheticSettings:
-        for key in ("train_images", "test_images", "seed"):
-            value = getattr(self, key)
-            minimum = 0 if key == "seed" else 1
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, np.integer))
-                or value < minimum
-            ):
-                raise NnperfError(
-                    f"dataset.synthetic.{key} is {value!r}; allowed: an integer >= {minimum}"
-                )
-        return self
+    The config schema checks the same bounds; this is for requests built by hand.
+    """
+    for key in ("train_images", "test_images", "seed"):
+        value = getattr(settings, key)
+        minimum = 0 if key == "seed" else 1
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise NnperfError(
+                f"dataset.synthetic.{key} is {value!r}; allowed: an integer >= {minimum}"
+            )
+    return settings
 
 
 SYNTHETIC_NUM_CLASSES = DATASETS["synthetic"].num_classes
@@ -191,13 +186,13 @@ def _synthetic_templates(rng: np.random.Generator) -> np.ndarray:
     return templates
 
 
-def synthetic_split(settings: SyntheticSettings, split: str) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_split(settings: SyntheticData, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Generate one synthetic split: (uint8 [N, 32, 32, 3], int64 [N]) from the seed alone.
 
     Train and test share the class templates and draw their noise from independent streams,
     so the test split does not change when the number of training images does.
     """
-    settings.validate()
+    check_synthetic(settings)
     if split not in SPLITS:
         raise NnperfError(f"split {split!r} is unknown; allowed: {', '.join(SPLITS)}")
     template_seed, train_seed, test_seed = np.random.SeedSequence(settings.seed).spawn(3)
@@ -360,8 +355,8 @@ def _read(root: Path, spec: DatasetSpec, split: str, label: str | None = None):
     again = "" if label else "; prepare it again"
     if not folder.is_dir():
         raise NnperfError(
-            f"{folder}: not found; prepare the dataset with "
-            f"`nnperf prepare-dataset --dataset {spec.name} --out {root}`"
+            f"{folder}: not found; prepare the dataset first (rule prepare_dataset: "
+            f"`snakemake {layout.path('dataset', dataset=spec.name)}`)"
         )
     try:
         dataset = _torchvision_reader(spec)(root=root, train=(split == "train"))
@@ -522,7 +517,7 @@ def _prepare_cifar(
     actual = calculate_md5(archive)
     if actual != expected:
         hint = (
-            "; for an archive other than the official one, set dataset.md5 (--md5) to its MD5"
+            "; for an archive other than the official one, set dataset.md5 to its MD5"
             if md5 is None and not is_official
             else ""
         )
@@ -549,27 +544,24 @@ def _prepare_cifar(
     }
 
 
-def prepare(
-    name: str,
-    root: str | os.PathLike,
-    source: str | None = None,
-    md5: str | None = None,
-    synthetic: SyntheticSettings = SyntheticSettings(),
-) -> dict:
-    """Create the dataset directory `root` for dataset `name`; return its manifest.
+def prepare(request: DatasetRequest) -> dict:
+    """Create the dataset directory `request.root` for `request.dataset`; return its manifest.
 
-    cifar10/cifar100: fetch `source` (default: the official URL; also any http(s)/ftp or
-    file:// URL or a local path), check its MD5 against `md5` (default: the official
-    archive's MD5, also for other sources, since a mirror or a local copy holds the same
-    bytes), extract it and read both splits back before anything is installed.
-    synthetic: generate `synthetic` images; `source` and `md5` must be None.
+    cifar10/cifar100: fetch `dataset.source` (default: the official URL; also any
+    http(s)/ftp or file:// URL or a local path), check its MD5 against `dataset.md5`
+    (default: the official archive's MD5, also for other sources, since a mirror or a local
+    copy holds the same bytes), extract it and read both splits back before anything is
+    installed. synthetic: generate `dataset.synthetic` images; source and md5 must be null.
 
-    Built in a scratch directory beside `root` and renamed onto it at the end: on any
-    failure `root` is exactly as before (absent, or the previous dataset) and the scratch
-    directory is gone.
+    Built in a scratch directory beside the root and renamed onto it at the end: on any
+    failure the root is exactly as before (absent, or the previous dataset) and the scratch
+    directory is gone. The manifest (also written as `manifest.json`) names the dataset and
+    how it was made, so the directory carries its own key.
     """
+    settings = request.dataset
+    name, source, synthetic = settings.name, settings.source, settings.synthetic
     spec = get_spec(name)
-    md5 = _check_md5(md5)
+    md5 = _check_md5(settings.md5)
     if spec.url is None:
         for key, value in (("source", source), ("md5", md5)):
             if value is not None:
@@ -577,9 +569,9 @@ def prepare(
                     f"dataset.{key} is {value!r} but dataset {name!r} is generated, not "
                     f"downloaded; allowed: null"
                 )
-        synthetic.validate()
+        check_synthetic(synthetic)
 
-    root = Path(root)
+    root = Path(request.root)
     root.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
     try:
@@ -598,7 +590,7 @@ def prepare(
             provenance = {
                 "source": "synthetic",
                 "md5": None,
-                "synthetic": asdict(synthetic),
+                "synthetic": to_dict(synthetic),
             }
         else:
             provenance = _prepare_cifar(spec, source, md5, scratch, staging)
@@ -626,3 +618,15 @@ def prepare(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return manifest
+
+
+def summary(manifest: dict) -> str:
+    """One line for the job log: what was prepared and how it was checked."""
+    images = manifest["images"]
+    if manifest["md5"] is None:
+        how = f"generated with seed {manifest['synthetic']['seed']}"
+    else:
+        how = f"md5 {manifest['md5']['actual']} verified"
+    return (
+        f"{manifest['dataset']}: {images['train']} train and {images['test']} test images ({how})"
+    )

@@ -1,45 +1,42 @@
 rule ceilings:
     input:
-        peaks="config/peaks.yaml",
+        peaks=PEAKS,
     output:
         json=report(
-            "results/ceilings/{device}.json",
+            layout.TEMPLATES["ceilings"],
             caption="../report/ceilings.rst",
             category="Ceilings",
             subcategory="{device}",
             labels={"device": "{device}", "table": "measured and datasheet roofs"},
         ),
     log:
-        "logs/ceilings/{device}.log",
+        layout.log("ceilings"),
     conda:
         "../../envs/nnperf.yaml"
     threads: measurement_threads
     resources:
         bench_slot=1,
     params:
-        nnperf=NNPERF,
-        flags=ceilings_flags(),
-    shell:
-        "{params.nnperf} ceilings --device {wildcards.device} --peaks {input.peaks}"
-        " --out {output.json} {params.flags} > {log} 2>&1"
+        request=ceilings_request,
+        engine=engine_code("nnperf.ceilings"),
+    script:
+        "../scripts/ceilings.py"
 
 
 rule plot_ceilings:
     input:
-        ceilings="results/ceilings/{device}.json",
+        ceilings=layout.TEMPLATES["ceilings"],
     output:
         png=report(
-            "results/figures/ceilings/{device}_sweep.png",
+            layout.TEMPLATES["ceilings_figure"],
             caption="../report/ceilings_sweep.rst",
             category="Ceilings",
             subcategory="{device}",
             labels={"device": "{device}", "figure": "working-set sweep"},
         ),
     log:
-        "logs/figures/ceilings/{device}_sweep.log",
+        layout.log("ceilings_figure"),
     conda:
-        "../../envs/nnperf.yaml"
-    params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} plot-ceilings --ceilings {input.ceilings} --out {output.png} > {log} 2>&1"
+        "../../envs/nnperf-report.yaml"
+    script:
+        "../scripts/plot_ceilings.py"

@@ -1,22 +1,19 @@
 rule complexity:
     output:
-        summary="results/complexity/{model}.json",
+        summary=layout.TEMPLATES["complexity"],
         layers=report(
-            "results/complexity/{model}_layers.csv",
+            layout.TEMPLATES["complexity_layers"],
             caption="../report/complexity.rst",
             category="Complexity",
             subcategory="{model}",
             labels={"model": "{model}", "table": "per-layer"},
         ),
     log:
-        "logs/complexity/{model}.log",
+        layout.log("complexity"),
     conda:
         "../../envs/nnperf.yaml"
     params:
-        nnperf=NNPERF,
-        dataset=DATASET,
-        optimizer=config["training"]["optimizer"],
-    shell:
-        "{params.nnperf} complexity --model {wildcards.model} --dataset {params.dataset}"
-        " --optimizer {params.optimizer}"
-        " --out-json {output.summary} --out-csv {output.layers} > {log} 2>&1"
+        request=complexity_request,
+        engine=engine_code("nnperf.complexity", "nnperf.models"),
+    script:
+        "../scripts/complexity.py"

@@ -5,14 +5,12 @@ localrules:
 
 rule prepare_dataset:
     output:
-        directory("resources/data/{dataset}"),
+        directory(layout.TEMPLATES["dataset"]),
     log:
-        "logs/data/{dataset}.log",
+        layout.log("dataset"),
     conda:
         "../../envs/nnperf.yaml"
     params:
-        nnperf=NNPERF,
-        flags=dataset_flags(),
-    shell:
-        "{params.nnperf} prepare-dataset --dataset {wildcards.dataset} --out {output}"
-        " {params.flags} > {log} 2>&1"
+        request=dataset_request,
+    script:
+        "../scripts/prepare_dataset.py"

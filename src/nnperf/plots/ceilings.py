@@ -1,7 +1,8 @@
 """Figures from a ceilings document: the working-set sweep, and roofs for roofline axes.
 
 * `sweep_figure(doc)` draws read bandwidth against working-set size (log x), with the
-  cache sizes of the device marked and the main-memory roof for reference;
+  cache sizes of the device marked and the main-memory roof for reference; `draw(json,
+  png)` is rule `plot_ceilings` (one device's ceilings JSON to its PNG);
 * `draw_roofs(ax, doc, dtype)` adds the compute and memory roofs of one precision to a
   roofline axes: measured solid, datasheet dashed, each labelled with its values. The
   roofline figures call it; it does not draw points.
@@ -19,7 +20,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from nnperf.files import atomic_path
+from nnperf.files import atomic_path, read_json
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"), (1, "B"))
@@ -209,3 +210,8 @@ def save_figure(fig: Figure, out_png) -> None:
     """Write a PNG atomically (an interrupted job leaves no finished-looking figure)."""
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=FIGURE_DPI)
+
+
+def draw(ceilings_json, out_png) -> None:
+    """The working-set sweep of one ceilings JSON as a PNG (the device named inside it)."""
+    save_figure(sweep_figure(read_json(ceilings_json)), out_png)

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from nnperf import aggregate
+from nnperf.contract import TablesRequest
 from nnperf.errors import NnperfError
 from nnperf.files import write_json
 from tiny_training import STUDY_OOM_BATCH, study_documents
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _pairs(documents):
@@ -185,83 +182,48 @@ def test_duplicate_rep_is_refused(documents):
 
 
 def _write_study(folder: Path, documents) -> list[Path]:
+    """Run JSONs under names that say nothing: the keys must come from the documents."""
     paths = []
-    for document in documents:
-        path = (
-            folder
-            / document["device"]
-            / document["model"]
-            / document["precision"]
-            / f"bs{document['batch_size']}"
-            / document["variant"]
-            / f"rep{document['rep']}.json"
-        )
-        body = {k: v for k, v in document.items() if k != "schema_version"}
-        write_json(path, body)
+    for i, document in enumerate(documents):
+        path = folder / f"run{i:02d}.json"
+        write_json(path, {k: v for k, v in document.items() if k != "schema_version"})
         paths.append(path)
     return paths
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "nnperf", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
-    )
-
-
-def test_aggregate_runs_cli(documents, tmp_path):
-    _write_study(tmp_path / "runs", documents)
+def test_write_tables(documents, tmp_path, capsys):
+    paths = _write_study(tmp_path / "runs", documents)
     out_runs, out_summary = tmp_path / "tables" / "runs.csv", tmp_path / "tables" / "summary.csv"
-    done = _cli(
-        "aggregate-runs",
-        str(tmp_path / "runs"),
-        "--out-runs",
-        str(out_runs),
-        "--out-summary",
-        str(out_summary),
-        "--cv-threshold",
-        "0.1",
+    aggregate.write_tables(TablesRequest(cv_threshold=0.1), paths, out_runs, out_summary)
+    assert (
+        "11 reps, 6 configurations, 1 out of memory, 0 overlapping reps" in capsys.readouterr().out
     )
-    assert done.returncode == 0, done.stderr
-    assert "11 reps, 6 configurations, 1 out of memory, 0 overlapping reps" in done.stdout
     runs = pd.read_csv(out_runs)
     summary = pd.read_csv(out_summary)
     assert len(runs) == 11 and len(summary) == 6
+    assert sorted(runs["source"]) == sorted(map(str, paths))
     assert set(summary["status"]) == {"ok", "oom"}
     assert summary["speedup_vs_fp32"].notna().sum() == 5
+    tuned = _row(runs, variant="tuned", rep=1)
+    assert (tuned["precision"], tuned["batch_size"]) == ("fp32", 8)
+    expected = aggregate.summary_table(aggregate.runs_table(_pairs(documents)), cv_threshold=0.1)
+    assert summary["high_variance"].tolist() == expected["high_variance"].tolist()
 
 
-def test_aggregate_runs_cli_fails_on_overlap_when_asked(documents, tmp_path):
+def test_write_tables_warns_on_overlap(documents, tmp_path, capsys):
     paths = _write_study(tmp_path / "runs", _overlapping(documents, shift_s=0.01))
-    args = [
-        "aggregate-runs",
-        *map(str, paths),
-        "--out-runs",
-        str(tmp_path / "r.csv"),
-        "--out-summary",
-        str(tmp_path / "s.csv"),
-    ]
-    warned = _cli(*args)
-    assert warned.returncode == 0 and "warning: reps cpu/tiny/fp32/4/baseline/0" in warned.stderr
-    failed = _cli(*args, "--fail-on-overlap")
-    assert failed.returncode == 2
-    assert failed.stderr.startswith("nnperf aggregate-runs: error: reps cpu/tiny/fp32/4/baseline/0")
+    runs, _ = aggregate.write_tables(TablesRequest(), paths, tmp_path / "r.csv", tmp_path / "s.csv")
+    assert capsys.readouterr().err.startswith("warning: reps cpu/tiny/fp32/4/baseline/0")
+    assert pd.read_csv(tmp_path / "r.csv")["overlap"].sum() == runs["overlap"].sum() >= 2
 
 
-def test_aggregate_runs_cli_refuses_other_documents(tmp_path):
+def test_write_tables_refuses_other_documents_and_bad_thresholds(tmp_path):
     path = tmp_path / "sidecar.json"
     write_json(path, {"kind": "profile_step"})
-    done = _cli(
-        "aggregate-runs",
-        str(path),
-        "--out-runs",
-        str(tmp_path / "r.csv"),
-        "--out-summary",
-        str(tmp_path / "s.csv"),
-    )
-    assert done.returncode == 2
-    assert "kind 'profile_step' is not a timed run" in done.stderr
+    with pytest.raises(NnperfError, match=r"sidecar\.json: kind 'profile_step' is not a timed run"):
+        aggregate.write_tables(TablesRequest(), [path], tmp_path / "r.csv", tmp_path / "s.csv")
+    with pytest.raises(NnperfError, match=r"^cv_threshold 0\.0 is not allowed; allowed: > 0"):
+        aggregate.write_tables(
+            TablesRequest(cv_threshold=0.0), [path], tmp_path / "r.csv", tmp_path / "s.csv"
+        )
+    assert not (tmp_path / "r.csv").exists()

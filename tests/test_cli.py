@@ -24,7 +24,7 @@ def test_a_light_verb_does_not_import_torch_or_seaborn():
         "import sys\n"
         "from nnperf.cli import main\n"
         "try:\n"
-        "    main(['aggregate-runs', '--help'])\n"
+        "    main(['ncu-kernels', '--help'])\n"
         "except SystemExit:\n"
         "    pass\n"
         "print(sorted(m for m in ('torch', 'seaborn', 'torchvision') if m in sys.modules))\n"

@@ -1,7 +1,8 @@
-"""`nnperf run` and `nnperf step` as the workflow calls them: real subprocesses, real data."""
+"""`nnperf run` and `nnperf step` by hand and under ncu: real subprocesses, real data."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -11,7 +12,19 @@ import pandas as pd
 import pytest
 
 from nnperf import data
-from nnperf.cli import main
+from nnperf.cli import build_parser, main
+from nnperf.commands.run import request_from
+from nnperf.contract import (
+    DatasetRequest,
+    DatasetSettings,
+    ProfileStepRequest,
+    RunRequest,
+    SyntheticData,
+    TrainingSettings,
+    VariantSettings,
+    write_request,
+)
+from nnperf.devices import detect_best_device
 from nnperf.files import read_json
 from nnperf.vocab import STEP_CSV_COLUMNS
 
@@ -22,9 +35,8 @@ MODEL = "resnet18_cifar"
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("data") / "synthetic"
-    data.prepare(
-        "synthetic", root, synthetic=data.SyntheticSettings(train_images=64, test_images=16)
-    )
+    synthetic = SyntheticData(train_images=64, test_images=16)
+    data.prepare(DatasetRequest(root=str(root), dataset=DatasetSettings(synthetic=synthetic)))
     return root
 
 
@@ -72,6 +84,7 @@ def run_flags(data_root: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_run_writes_json_and_steps_csv(data_root, tmp_path):
     settings = json.dumps(
         {"channels_last": True, "optimizer_impl": "foreach", "data_path": "device_resident"}
@@ -112,6 +125,7 @@ def test_run_writes_json_and_steps_csv(data_root, tmp_path):
     assert steps["step_time_s"].median() == pytest.approx(document["step_time_s"]["median"])
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(data_root, tmp_path):
     done = nnperf("run", *run_flags(data_root, tmp_path, "--model", "resnet19"))
     assert done.returncode == 2
@@ -151,6 +165,7 @@ OOM_PREFIX = (
 )
 
 
+@pytest.mark.slow
 def test_out_of_memory_exits_0_with_status_oom(data_root, tmp_path):
     """A 768 MiB address-space cap and 512x512 inputs: ResNet-18 cannot fit, for real."""
     done = nnperf("run", *run_flags(data_root, tmp_path, "--input-size", "512"), prefix=OOM_PREFIX)
@@ -164,6 +179,7 @@ def test_out_of_memory_exits_0_with_status_oom(data_root, tmp_path):
     assert tuple(steps.columns) == STEP_CSV_COLUMNS and steps.empty
 
 
+@pytest.mark.slow
 def test_other_failures_exit_non_zero_with_traceback(data_root, tmp_path):
     """VGG-16's five max-pools cannot shrink 8x8 inputs: a real crash, not a result."""
     done = nnperf(
@@ -175,71 +191,123 @@ def test_other_failures_exit_non_zero_with_traceback(data_root, tmp_path):
     assert not (tmp_path / "rep0.json").exists()
 
 
-def profile_flags(data_root: Path, out: Path) -> list[str]:
-    return [
-        "--model",
-        MODEL,
-        "--device",
-        "cpu",
-        "--precision",
-        "fp32",
-        "--batch-size",
-        "4",
-        "--dataset",
-        "synthetic",
-        "--data-root",
-        str(data_root),
-        "--warmup-steps",
-        "1",
-        "--calibration-gemm-size",
-        "128",
-        "--out-json",
-        str(out),
-    ]
+def write_step_request(data_root: Path, path: Path, **run) -> Path:
+    """A ProfileStepRequest JSON, as rule profile_request writes it."""
+    request = ProfileStepRequest(
+        run=RunRequest(
+            device="cpu",
+            model=MODEL,
+            precision="fp32",
+            batch_size=4,
+            data_root=str(data_root),
+            training=TrainingSettings(warmup_steps=1),
+            **run,
+        ),
+        calibration_gemm_size=128,
+    )
+    write_request(path, request)
+    return path
 
 
+@pytest.mark.slow
 def test_step_writes_the_sidecar(data_root, tmp_path):
     out = tmp_path / "profile.json"
-    done = nnperf("step", *profile_flags(data_root, out))
+    request = write_step_request(data_root, tmp_path / "request.json", variant="tuned")
+    done = nnperf("step", "--request", str(request), "--out-json", str(out))
     assert done.returncode == 0, done.stderr
     document = read_json(out)
     assert document["kind"] == "profile_step" and document["status"] == "ok"
+    assert (document["model"], document["variant"], document["warmup_steps"]) == (
+        MODEL,
+        "tuned",
+        1,
+    )
     assert document["nvtx"]["step_range"] == "nnperf_step"
+    assert document["nvtx"]["phase_ranges"] == ["forward", "backward", "optimizer"]
     assert document["calibration_gemm"]["flops"] == 2 * 128**3
     assert document["calibration_gemm"]["range"] == "nnperf_calibration_gemm"
     assert document["step"]["loss"] > 0
 
 
 def test_step_without_out_json_prints_the_sidecar(data_root, tmp_path, capsys):
-    """How the ncu rule calls it: the sidecar goes to the job log."""
-    flags = profile_flags(data_root, tmp_path / "unused.json")[:-2]
-    assert main(["step", *flags]) == 0
+    """How the ncu rule runs it: the sidecar goes to the job log."""
+    request = write_step_request(data_root, tmp_path / "request.json")
+    assert main(["step", "--request", str(request)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     printed = json.loads(next(line for line in lines if line.startswith("{")))
-    assert lines[-1].startswith("profiled one step of resnet18_cifar cpu fp32 bs4 baseline")
+    assert lines[-1].startswith("profiled one step of resnet18_cifar cpu fp32 bs4 baseline rep0")
     assert printed["status"] == "ok" and printed["calibration_gemm"]["flops"] == 2 * 128**3
-    assert not (tmp_path / "unused.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["request.json"]
 
 
-def test_timed_run_needs_out_json(data_root, tmp_path, capsys):
+def test_step_with_a_bad_request_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "request.json"
+    bad.write_text(json.dumps({"run": {"device": "cpu", "colour": "red"}}))
+    assert main(["step", "--request", str(bad)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"nnperf step: error: {bad}: run.colour is not a setting of RunRequest; allowed: "
+        + ", ".join(f.name for f in dataclasses.fields(RunRequest))
+    )
+
+
+def test_timed_run_needs_its_outputs(data_root, tmp_path, capsys):
     flags = run_flags(data_root, tmp_path)
     index = flags.index("--out-json")
     del flags[index : index + 2]
-    assert main(["run", *flags]) == 2
-    assert "--out-json is missing; allowed: a path" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", *flags])
+    assert exit_info.value.code == 2
+    assert "the following arguments are required: --out-json" in capsys.readouterr().err
 
 
-def test_run_profile_one_step_is_the_same_engine(data_root, tmp_path):
-    out = tmp_path / "profile.json"
-    assert main(["run", "--profile-one-step", *profile_flags(data_root, out)]) == 0
-    document = read_json(out)
-    assert document["kind"] == "profile_step"
-    assert document["nvtx"]["phase_ranges"] == ["forward", "backward", "optimizer"]
+def _request(*flags: str) -> RunRequest:
+    parser = build_parser(["run"])
+    return request_from(
+        parser.parse_args(["run", *flags, "--out-json", "a", "--out-steps-csv", "b"])
+    )
 
 
-def test_help_documents_every_flag():
+def test_flags_take_their_defaults_from_the_contract():
+    """Only the keys without a default are given: everything else is the contract's."""
+    request = _request(
+        "--model", MODEL, "--device", "cpu", "--precision", "fp32", "--batch-size", "8"
+    )
+    assert request == RunRequest(device="cpu", model=MODEL, precision="fp32", batch_size=8)
+
+
+def test_flags_build_the_request_they_mirror(tmp_path):
+    settings = tmp_path / "variant.json"
+    settings.write_text(json.dumps({"optimizer_impl": "foreach", "num_workers": 2}))
+    request = _request(
+        "--model", MODEL, "--device", "auto", "--precision", "bf16", "--batch-size", "16",
+        "--variant", "workers", "--variant-settings", str(settings), "--rep", "2",
+        "--dataset", "cifar10", "--data-root", "elsewhere", "--input-size", "64",
+        "--warmup-steps", "3", "--timed-steps", "7", "--optimizer", "adam", "--lr", "0.01",
+        "--momentum", "0.5", "--weight-decay", "0", "--seed", "9", "--no-augment",
+    )  # fmt: skip
+    assert request == RunRequest(
+        device=detect_best_device(),
+        model=MODEL,
+        precision="bf16",
+        batch_size=16,
+        variant="workers",
+        settings=VariantSettings(optimizer_impl="foreach", num_workers=2),
+        rep=2,
+        dataset="cifar10",
+        data_root="elsewhere",
+        input_size=64,
+        training=TrainingSettings(
+            warmup_steps=3, timed_steps=7, optimizer="adam", lr=0.01, momentum=0.5,
+            weight_decay=0.0, seed=9, augment=False,
+        ),  # fmt: skip
+    )
+    assert request.seed == 11
+
+
+def test_help_documents_every_flag_with_the_contract_defaults():
     done = nnperf("run", "--help")
     assert done.returncode == 0
+    text = " ".join(done.stdout.split())
     for flag in (
         "--model",
         "--device",
@@ -250,6 +318,7 @@ def test_help_documents_every_flag():
         "--rep",
         "--dataset",
         "--data-root",
+        "--input-size",
         "--warmup-steps",
         "--timed-steps",
         "--optimizer",
@@ -260,9 +329,12 @@ def test_help_documents_every_flag():
         "--augment",
         "--out-json",
         "--out-steps-csv",
-        "--profile-one-step",
-        "--calibration-gemm-size",
-        "--input-size",
         "--workflow-dir",
     ):
-        assert flag in done.stdout, flag
+        assert flag in text, flag
+    defaults = TrainingSettings()
+    assert f"steps in the timed window (default: {defaults.timed_steps})" in text
+    assert f"learning rate (default: {defaults.lr})" in text
+    assert "--profile-one-step" not in text
+    step = nnperf("step", "--help")
+    assert "--request" in step.stdout and "--out-json" in step.stdout

@@ -1,4 +1,4 @@
-"""Tests for the ncu-command, ncu-kernels, roofline-points and plot-roofline verbs.
+"""Tests for the ncu-command and ncu-kernels verbs and the library behind them.
 
 `ncu` cannot exist here, so `fake_ncu` writes a stand-in on PATH that follows the real CLI's
 interface: `--version` prints the banner shape of ncu, `-o STEM ... target` runs the target for
@@ -18,11 +18,29 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nnperf import kernels, ncu
+from nnperf import data, kernels, ncu, profiling
 from nnperf.cli import build_parser, main
-from nnperf.files import read_json
+from nnperf.contract import (
+    DatasetRequest,
+    DatasetSettings,
+    NcuSettings,
+    ProfileStepRequest,
+    RunRequest,
+    SyntheticData,
+    TrainingSettings,
+    write_request,
+)
+from nnperf.files import read_json, write_json
 
 DATA = Path(__file__).parent / "data" / "ncu"
+# The configuration the H100 fixture export was profiled for.
+H100_KEYS = {
+    "device": "cuda",
+    "model": "resnet18",
+    "precision": "bf16",
+    "batch_size": 256,
+    "variant": "baseline",
+}
 
 FAKE_NCU = """#!{python}
 import json, os, pathlib, subprocess, sys
@@ -183,26 +201,16 @@ def test_export_then_kernels_table(fake_ncu):
     profiles = fake_ncu / "results/profiles/cuda/resnet18/bf16/bs256"
     profiles.mkdir(parents=True)
     (profiles / "baseline.ncu-rep").write_bytes(b"fake report")
-    (profiles / "baseline.ncu.json").write_text(
-        json.dumps({"schema_version": 1, "arch": "hopper", "clock_control": "none"})
+    meta = profiles / "baseline.ncu.json"
+    write_json(
+        meta, {"kind": "ncu_profile", **H100_KEYS, "arch": "hopper", "clock_control": "none"}
     )
     csv_path = profiles / "baseline.csv"
-    assert (
-        main(
-            [
-                "ncu-command",
-                "export",
-                "--report",
-                str(profiles / "baseline.ncu-rep"),
-                "--csv",
-                str(csv_path),
-            ]
-        )
-        == 0
-    )
+    report = profiles / "baseline.ncu-rep"
+    assert main(["ncu-command", "export", "--report", str(report), "--csv", str(csv_path)]) == 0
     assert csv_path.read_text() == (DATA / "h100_bf16_resnet18.csv").read_text()
     out = fake_ncu / "results/tables/kernels.csv"
-    assert main(["ncu-kernels", str(csv_path), "--output", str(out)]) == 0
+    assert main(["ncu-kernels", "--profile", str(csv_path), str(meta), "--output", str(out)]) == 0
     table = pd.read_csv(out)
     assert list(table.columns) == list(kernels.KERNEL_COLUMNS)
     assert len(table) == 9
@@ -236,20 +244,23 @@ def test_export_exit_status_is_reported(fake_ncu, capsys, tmp_path, monkeypatch)
 
 
 def test_ncu_kernels_errors_name_file_and_line(tmp_path, capsys):
-    path = tmp_path / "cuda/resnet18/fp32/bs256/baseline.csv"
-    path.parent.mkdir(parents=True)
+    path = tmp_path / "baseline.csv"
     lines = (DATA / "a100_fp32_resnet18.csv").read_text().splitlines()
     assert '"2,520"' in lines[5]
     lines[5] = lines[5].replace('"2,520"', '"2.520,00"')
     path.write_text("\n".join(lines) + "\n")
-    assert main(["ncu-kernels", str(path), "--output", str(tmp_path / "k.csv")]) == 2
+    meta = tmp_path / "baseline.ncu.json"
+    write_json(meta, {**H100_KEYS, "precision": "fp32", "arch": "ampere"})
+    out = tmp_path / "k.csv"
+    assert main(["ncu-kernels", "--profile", str(path), str(meta), "--output", str(out)]) == 2
     assert _one_line_error(capsys, "ncu-kernels") == (
         f"{path}:6: column gpu__time_duration.sum: '2.520,00' is not a number or n/a"
     )
-    wrong = tmp_path / "elsewhere.csv"
-    wrong.write_text((DATA / "a100_fp32_resnet18.csv").read_text())
-    assert main(["ncu-kernels", str(wrong), "--output", str(tmp_path / "k.csv")]) == 2
-    assert "profile path must end in" in _one_line_error(capsys, "ncu-kernels")
+    keyless = tmp_path / "keyless.ncu.json"
+    write_json(keyless, {"arch": "ampere", "clock_control": "base"})
+    assert main(["ncu-kernels", "--profile", str(path), str(keyless), "--output", str(out)]) == 2
+    assert "keyless.ncu.json: the meta names no 'device'" in _one_line_error(capsys, "ncu-kernels")
+    assert not out.exists()
 
 
 def test_ncu_kernels_without_profiles_writes_the_header(tmp_path):
@@ -258,78 +269,72 @@ def test_ncu_kernels_without_profiles_writes_the_header(tmp_path):
     assert out.read_text().strip() == ",".join(kernels.KERNEL_COLUMNS)
 
 
-def test_roofline_points_and_plots_from_kernels(tmp_path):
-    profile = tmp_path / "results/profiles/cuda/resnet18/bf16/bs256/baseline.csv"
-    profile.parent.mkdir(parents=True)
-    profile.write_text((DATA / "h100_bf16_resnet18.csv").read_text())
-    table = tmp_path / "kernels.csv"
-    assert main(["ncu-kernels", str(profile), "--output", str(table)]) == 0
-    points, flops = tmp_path / "points.csv", tmp_path / "flops.csv"
-    assert (
-        main(
-            [
-                "roofline-points",
-                "--kernels",
-                str(table),
-                "--output",
-                str(points),
-                "--flops-table",
-                str(flops),
-            ]
-        )
-        == 0
+@pytest.mark.slow
+def test_profile_of_a_request_runs_nnperf_step_and_keys_the_meta(fake_ncu, capfd):
+    """What rule ncu_profile runs: the step of a real request (on the CPU, under the stand-in
+    ncu), and a meta that carries the request's keys for ncu-kernels."""
+    root = fake_ncu / "resources/data/synthetic"
+    synthetic = SyntheticData(train_images=16, test_images=4)
+    data.prepare(DatasetRequest(root=str(root), dataset=DatasetSettings(synthetic=synthetic)))
+    run = RunRequest(
+        device="cpu",
+        model="resnet18_cifar",
+        precision="bf16",
+        batch_size=4,
+        variant="tuned",
+        data_root=str(root),
+        training=TrainingSettings(warmup_steps=1),
     )
-    frame = pd.read_csv(points)
-    assert len(frame) == 8 * 3 + 3
-    comparison = pd.read_csv(flops).iloc[0]
-    assert comparison["calibration_ratio"] == pytest.approx(1.000722, rel=1e-5)
-    assert bool(comparison["calibration_ok"])
-    figure = tmp_path / "fig.png"
-    assert (
-        main(
-            [
-                "plot-roofline",
-                "--points",
-                str(points),
-                "--kernels",
-                str(table),
-                "--device",
-                "cuda",
-                "--model",
-                "resnet18",
-                "--precision",
-                "bf16",
-                "--batch-size",
-                "256",
-                "--variant",
-                "baseline",
-                "--output",
-                str(figure),
-            ]
-        )
-        == 0
-    )
-    assert figure.read_bytes()[:4] == b"\x89PNG"
+    request_path = fake_ncu / "tuned.request.json"
+    write_request(request_path, ProfileStepRequest(run=run, calibration_gemm_size=64))
+    report = fake_ncu / "profiles/tuned.ncu-rep"
+    meta_path = fake_ncu / "profiles/meta.json"
+    rc = main(
+        [
+            "ncu-command", "profile", "--report", str(report), "--meta", str(meta_path),
+            "--arch", "hopper", "--request", str(request_path),
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    target = [sys.executable, "-m", "nnperf", "step", "--request", str(request_path)]
+    argv = json.loads((fake_ncu / "ncu_argv.json").read_text())
+    assert argv[argv.index("-o") + 2 :] == target
+    out = capfd.readouterr().out
+    assert "profiled one step of resnet18_cifar cpu bf16 bs4 tuned rep0" in out
+    assert '"flops": 524288' in out  # the calibration GEMM, 2 x 64^3
+    meta = read_json(meta_path)
+    assert meta["kind"] == "ncu_profile" and meta["target"] == target
+    assert {key: meta[key] for key in kernels.CONFIG_KEYS} == {
+        "device": "cpu",
+        "model": "resnet18_cifar",
+        "precision": "bf16",
+        "batch_size": 4,
+        "variant": "tuned",
+    }
+    assert meta["request"]["run"]["training"]["warmup_steps"] == 1
+    assert meta["clock_control"] == NcuSettings().clock_control
+    context = kernels.profile_context(meta_path)
+    assert (context["variant"], context["arch"]) == ("tuned", "hopper")
 
 
-def test_plot_roofline_errors(tmp_path, capsys):
-    points = tmp_path / "points.csv"
-    points.write_text(",".join(["device", "model"]) + "\ncpu,m\n")
-    assert (
-        main(
-            [
-                "plot-roofline",
-                "--points",
-                str(points),
-                "--device",
-                "cpu",
-                "--output",
-                str(tmp_path / "f.png"),
-            ]
-        )
-        == 2
+def test_request_dry_run_and_its_errors(tmp_path, capsys):
+    request_path = tmp_path / "r.json"
+    run = RunRequest(device="cuda", model="resnet18_cifar", precision="bf16", batch_size=256)
+    write_request(request_path, ProfileStepRequest(run=run))
+    profile = ["ncu-command", "profile", "--report", "r.ncu-rep", "--arch", "hopper", "--dry-run"]
+    assert main([*profile, "--request", str(request_path)]) == 0
+    argv = shlex.split(capsys.readouterr().out)
+    assert argv[argv.index("-o") + 2 :] == [
+        sys.executable, "-m", "nnperf", "step", "--request", str(request_path),
+    ]  # fmt: skip
+    assert argv[argv.index("--clock-control") + 1] == NcuSettings().clock_control
+    assert main([*profile, "--request", str(request_path), "--", "python", "x.py"]) == 2
+    assert _one_line_error(capsys, "ncu-command") == (
+        "give --request or a command after '--', not both"
     )
-    assert "points table lacks columns" in _one_line_error(capsys, "plot-roofline")
+    request_path.write_text(json.dumps({"run": {"device": "cuda"}}))
+    assert main([*profile, "--request", str(request_path)]) == 2
+    assert _one_line_error(capsys, "ncu-command").startswith(f"{request_path}: run: ")
 
 
 def _subparsers(parser):
@@ -340,12 +345,7 @@ def _subparsers(parser):
 
 def test_every_flag_is_documented():
     verbs = dict(_subparsers(build_parser()))
-    parsers = [
-        verbs["ncu-kernels"],
-        verbs["roofline-points"],
-        verbs["plot-roofline"],
-        *dict(_subparsers(verbs["ncu-command"])).values(),
-    ]
+    parsers = [verbs["ncu-kernels"], *dict(_subparsers(verbs["ncu-command"])).values()]
     for parser in parsers:
         for action in parser._actions:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
@@ -365,131 +365,13 @@ def test_every_flag_is_documented():
         "--ncu",
         "--meta",
         "--dry-run",
+        "--request",
     } <= flags
-
-
-def test_nnperf_step_target_runs_under_this_interpreter(capsys):
-    assert (
-        main(
-            [
-                "ncu-command",
-                "profile",
-                "--report",
-                "r.ncu-rep",
-                "--arch",
-                "hopper",
-                "--dry-run",
-                "--nnperf-step",
-                "--",
-                "--model",
-                "resnet18_cifar",
-                "--batch-size",
-                "256",
-            ]
-        )
-        == 0
+    defaults = build_parser().parse_args(["ncu-command", "profile", "--report", "r.ncu-rep"])
+    options = profiling.NcuOptions()
+    assert (defaults.arch, defaults.clock_control, defaults.ncu) == (
+        options.arch,
+        options.clock_control,
+        options.ncu,
     )
-    argv = shlex.split(capsys.readouterr().out)
-    assert (
-        argv[-7:]
-        == [
-            sys.executable,
-            "-m",
-            "nnperf",
-            "step",
-            "--model",
-            "resnet18_cifar",
-            "--batch-size",
-            "256",
-        ][-7:]
-    )
-    assert argv[argv.index("-o") + 2 :] == [
-        sys.executable,
-        "-m",
-        "nnperf",
-        "step",
-        "--model",
-        "resnet18_cifar",
-        "--batch-size",
-        "256",
-    ]
-
-
-def test_roofline_points_from_summary_and_empty_config_figure(tmp_path):
-    summary = tmp_path / "summary.csv"
-    pd.DataFrame(
-        [
-            {
-                "device": "cpu",
-                "model": "tiny",
-                "precision": "fp32",
-                "batch_size": 4,
-                "variant": "baseline",
-                "status": "ok",
-                "step_time_s_median": 0.25,
-            },
-            {
-                "device": "cpu",
-                "model": "tiny",
-                "precision": "fp32",
-                "batch_size": 512,
-                "variant": "baseline",
-                "status": "oom",
-                "step_time_s_median": float("nan"),
-            },
-        ]
-    ).to_csv(summary, index=False)
-    complexity = tmp_path / "tiny.json"
-    complexity.write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "model": "tiny",
-                "train_step_flops_per_image": 1e6,
-                "traffic": {"fp32": {"fixed_bytes": 100, "per_image_bytes": 10}},
-            }
-        )
-    )
-    points = tmp_path / "points.csv"
-    assert (
-        main(
-            [
-                "roofline-points",
-                "--summary",
-                str(summary),
-                "--complexity",
-                str(complexity),
-                "--output",
-                str(points),
-            ]
-        )
-        == 0
-    )
-    frame = pd.read_csv(points)
-    assert len(frame) == 1
-    row = frame.iloc[0]
-    assert (row["flops"], row["bytes"], row["time_s"]) == (4e6, 140, 0.25)
-    empty = tmp_path / "oom.png"
-    assert (
-        main(
-            [
-                "plot-roofline",
-                "--points",
-                str(points),
-                "--device",
-                "cpu",
-                "--model",
-                "tiny",
-                "--precision",
-                "fp32",
-                "--batch-size",
-                "512",
-                "--variant",
-                "baseline",
-                "--output",
-                str(empty),
-            ]
-        )
-        == 0
-    )
-    assert empty.read_bytes()[:4] == b"\x89PNG"
+    assert options.clock_control == NcuSettings().clock_control

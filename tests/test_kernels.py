@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from nnperf import kernels, ncu
+from nnperf.contract import ProfileStepRequest, RunRequest, write_request
 from nnperf.errors import NnperfError
+from nnperf.files import write_json
 
 DATA = Path(__file__).parent / "data" / "ncu"
 
@@ -255,19 +257,60 @@ def test_kinds_have_labels_and_are_the_issue_list():
     assert kernels.classify_kernel("", None) == "other"
 
 
-def test_config_from_profile_path():
-    config = kernels.config_from_profile_path(
-        "results/profiles/cuda/resnet18_cifar/bf16/bs256/channels_last.csv"
-    )
-    assert config == {
-        "device": "cuda",
-        "model": "resnet18_cifar",
-        "precision": "bf16",
-        "batch_size": 256,
-        "variant": "channels_last",
+KEYS = {
+    "device": "cuda",
+    "model": "resnet18_cifar",
+    "precision": "bf16",
+    "batch_size": 256,
+    "variant": "channels_last",
+}
+
+
+def _meta(path: Path, **fields) -> Path:
+    write_json(path, {"kind": "ncu_profile", **KEYS, "arch": "hopper", **fields})
+    return path
+
+
+def test_profile_context_from_the_meta(tmp_path):
+    meta = _meta(tmp_path / "anything.json", clock_control="none")
+    assert kernels.profile_context(meta) == {**KEYS, "arch": "hopper", "clock_control": "none"}
+    write_json(tmp_path / "old.json", {"arch": "hopper", "clock_control": "base"})
+    with pytest.raises(NnperfError, match=r"old\.json: the meta names no 'device'; allowed: "):
+        kernels.profile_context(tmp_path / "old.json")
+    with pytest.raises(NnperfError, match=r"arch 'kepler' is unknown; allowed: volta, ampere"):
+        kernels.profile_context(_meta(tmp_path / "kepler.json", arch="kepler"))
+
+
+def test_profile_context_from_the_request(tmp_path):
+    run = RunRequest(**KEYS, rep=0)
+    write_request(tmp_path / "r.json", ProfileStepRequest(run=run))
+    assert kernels.profile_context(tmp_path / "r.json") == {
+        **KEYS,
+        "arch": None,
+        "clock_control": "unknown",
     }
-    with pytest.raises(NnperfError, match=r"profile path must end in"):
-        kernels.config_from_profile_path("somewhere/profile.csv")
+
+
+def test_keys_come_from_the_meta_not_the_path(tmp_path):
+    """The CSV sits where no path pattern could read keys from it."""
+    csv_path = tmp_path / "export.csv"
+    csv_path.write_text((DATA / "h100_bf16_resnet18.csv").read_text())
+    table = kernels.table_from_files(csv_path, _meta(tmp_path / "m.json", clock_control="base"))
+    assert len(table) == 9
+    for key, value in KEYS.items():
+        assert set(table[key]) == {value}, key
+    assert set(table["arch"]) == {"hopper"} and set(table["clock_control"]) == {"base"}
+    write_request(tmp_path / "r.json", ProfileStepRequest(run=RunRequest(**KEYS)))
+    from_request = kernels.table_from_files(csv_path, tmp_path / "r.json")
+    assert set(from_request["arch"]) == {"hopper"}  # from the export's CC column
+    assert set(from_request["clock_control"]) == {"unknown"}
+    assert from_request.drop(columns="clock_control").equals(table.drop(columns="clock_control"))
+
+
+def test_write_table_of_no_profiles_is_the_header(tmp_path):
+    out = tmp_path / "kernels.csv"
+    assert kernels.write_table([], out).empty
+    assert out.read_text().strip() == ",".join(kernels.KERNEL_COLUMNS)
 
 
 def _table(path: Path, precision: str):

@@ -1,22 +1,17 @@
-"""Figures of the timed runs, inspected as matplotlib Figures and as files from the CLI."""
+"""Figures of the timed runs, inspected as matplotlib Figures and as the files `draw` writes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from nnperf import aggregate
-from nnperf.commands import plot_runs as plot_command
+from nnperf import aggregate, layout
+from nnperf.contract import FigureRequest
 from nnperf.errors import NnperfError
 from nnperf.files import write_csv
 from nnperf.plots import runs as plots
 from nnperf.vocab import PHASES
 from tiny_training import STUDY_OOM_BATCH, study_documents
 
-REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -101,58 +96,30 @@ def test_unknown_device_or_model_is_a_clear_error(tables):
         NnperfError,
         match=r"^figure kind 'pie' is unknown; allowed: " r"throughput, breakdown, speedup",
     ):
-        plots.figure_for("pie", runs, summary, "cpu", "tiny")
-    assert plot_command.FIGURE_KINDS == plots.FIGURE_KINDS
+        plots.figure(FigureRequest(kind="pie", device="cpu", model="tiny"), summary)
+    with pytest.raises(NnperfError, match=r"^speedup figure: model is missing"):
+        plots.figure(FigureRequest(kind="speedup", device="cpu"), summary)
+    assert plots.FIGURE_KINDS == layout.RUN_FIGURE_KINDS
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "nnperf", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
-    )
-
-
-def test_plot_runs_cli_writes_one_png_per_call(tables, tmp_path):
+def test_draw_writes_one_png_per_figure(tables, tmp_path, capsys):
     runs, summary = tables
     write_csv(tmp_path / "runs.csv", runs)
     write_csv(tmp_path / "summary.csv", summary)
+    table_of = {"throughput": "runs.csv", "breakdown": "summary.csv", "speedup": "summary.csv"}
     for kind in plots.FIGURE_KINDS:
         out = tmp_path / "figures" / kind / "cpu" / "tiny.png"
-        done = _cli(
-            "plot-runs",
-            "--kind",
-            kind,
-            "--device",
-            "cpu",
-            "--model",
-            "tiny",
-            "--runs",
-            str(tmp_path / "runs.csv"),
-            "--summary",
-            str(tmp_path / "summary.csv"),
-            "--out",
-            str(out),
+        plots.draw(
+            FigureRequest(kind=kind, device="cpu", model="tiny"), tmp_path / table_of[kind], out
         )
-        assert done.returncode == 0, done.stderr
         data = out.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000
         assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.png"]  # no temp left
-    missing = _cli(
-        "plot-runs",
-        "--kind",
-        "breakdown",
-        "--device",
-        "cpu",
-        "--model",
-        "tiny",
-        "--out",
-        str(tmp_path / "x.png"),
-    )
-    assert missing.returncode == 2
-    assert (
-        "--summary is missing; allowed: a CSV path (needed by --kind breakdown)" in missing.stderr
-    )
+        assert f"{kind} figure of cpu/tiny -> {out}" in capsys.readouterr().out
+    with pytest.raises(NnperfError, match=r"missing\.csv: file not found"):
+        plots.draw(
+            FigureRequest(kind="speedup", device="cpu", model="tiny"),
+            tmp_path / "missing.csv",
+            tmp_path / "x.png",
+        )
+    assert not (tmp_path / "x.png").exists()

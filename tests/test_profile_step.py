@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nnperf import ncu, profile_step
-from nnperf.runner import perform_profile_step
+from nnperf.contract import ProfileStepRequest
+from nnperf.profile_step import perform_profile_step
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 
@@ -25,9 +26,8 @@ def test_gemm_flops_hand_computed(m, n, k, flops):
 
 @pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16", "bfloat16")])
 def test_profile_step_on_cpu_writes_the_sidecar_fields(precision, dtype):
-    document = perform_profile_step(
-        tiny_request(precision), tiny_model, tiny_data(), gemm_mnk=(64, 64, 64)
-    )
+    request = ProfileStepRequest(run=tiny_request(precision), calibration_gemm_size=64)
+    document = perform_profile_step(request, tiny_model, tiny_data())
     assert document["kind"] == "profile_step" and document["status"] == "ok"
     assert document["nvtx"] == {
         "api": "torch.cuda.nvtx.range_start/range_end",
@@ -42,6 +42,20 @@ def test_profile_step_on_cpu_writes_the_sidecar_fields(precision, dtype):
     assert gemm["wall_time_s"] > 0
     assert document["step"]["loss"] > 0 and document["step"]["wall_time_s"] > 0
     assert document["environment"]["device"] == "cpu"
+    assert (document["precision"], document["batch_size"], document["warmup_steps"]) == (
+        precision,
+        8,
+        2,
+    )
+
+
+def test_default_calibration_gemm_is_the_one_the_parser_checks(monkeypatch):
+    """Without calibration_gemm_size the GEMM is ncu.CALIBRATION_GEMM_MNK (shrunk here so the
+    test stays fast: the request's None must reach the module constant, not a copy of it)."""
+    monkeypatch.setattr(profile_step, "CALIBRATION_GEMM_MNK", (32, 48, 16))
+    document = perform_profile_step(ProfileStepRequest(run=tiny_request()), tiny_model, tiny_data())
+    gemm = document["calibration_gemm"]
+    assert (gemm["m"], gemm["n"], gemm["k"], gemm["flops"]) == (32, 48, 16, 2 * 32 * 48 * 16)
 
 
 def test_nvtx_range_is_harmless_without_a_profiler():

@@ -128,7 +128,9 @@ def test_fused_sgd_steps_on_cpu():
 
 def test_adam_and_unknown_optimizer():
     params = list(tiny_model().parameters())
-    assert isinstance(make_optimizer(params, TrainingSettings(optimizer="adam"), "foreach"), torch.optim.Adam)
+    assert isinstance(
+        make_optimizer(params, TrainingSettings(optimizer="adam"), "foreach"), torch.optim.Adam
+    )
     with pytest.raises(NnperfError, match=r"^optimizer 'lamb' is unknown; allowed: sgd, adam"):
         make_optimizer(params, TrainingSettings(optimizer="lamb"), "default")
 

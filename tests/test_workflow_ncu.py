@@ -10,7 +10,7 @@ from conftest import run_snakemake
 from nnperf import config as study_config
 
 CUDA = ["devices=cuda", "precisions=bf16", "batch_sizes=256", "models=resnet18_cifar"]
-NCU_RULES = ("ncu_profile", "ncu_export", "ncu_kernels")
+NCU_RULES = ("profile_request", "ncu_profile", "ncu_export", "ncu_kernels")
 
 
 def _jobs(stdout: str) -> dict[str, int]:
@@ -31,13 +31,18 @@ def test_ncu_true_on_a_machine_without_gpu_or_ncu_shows_the_profiling_rules(work
     assert result.returncode == 0, result.stderr
     jobs = _jobs(result.stdout)
     # baseline + tuned variants: one profile, export and figure each
-    assert jobs["ncu_profile"] == 2 and jobs["ncu_export"] == 2 and jobs["plot_roofline"] == 2
+    assert jobs["profile_request"] == 2 and jobs["ncu_profile"] == 2 and jobs["ncu_export"] == 2
+    assert jobs["plot_roofline"] == 2
     assert jobs["ncu_kernels"] == 1 and jobs["roofline_points"] == 1
     assert jobs["plot_roofline_steps"] == 1
     profile_job = result.stdout.split("rule ncu_profile:")[1].split("rule ")[0]
     assert "bench_slot=1" in profile_job
-    assert "--clock-control base --nnperf-step --" in result.stdout
-    assert "results/profiles/cuda/resnet18_cifar/bf16/bs256/baseline.ncu-rep" in result.stdout
+    # The process under ncu reads the request rule profile_request writes; its meta, the keys.
+    profile = "results/profiles/cuda/resnet18_cifar/bf16/bs256/baseline"
+    assert (
+        f"ncu-command profile --report {profile}.ncu-rep --meta {profile}.ncu.json"
+        f" --clock-control base --request {profile}.request.json" in result.stdout
+    )
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ def test_every_rep_has_its_json_steps_and_log(study):
             document["batch_size"],
         ) == (precision, variant, rep, batch)
         assert document["timed_steps"] == 2 and document["warmup_steps"] == 1
-        # The variant's toggles and the training section reached the command.
+        # The variant's toggles and the training section reached the run's request.
         tuned = variant == "tuned"
         assert document["variant_settings"]["channels_last"] is tuned
         assert document["variant_settings"]["data_path"] == (
@@ -67,9 +67,13 @@ def test_tables_statuses_and_no_overlap(study):
     assert fp32["speedup_vs_baseline"] == pytest.approx(1.0)
     assert summary["speedup_vs_fp32"].notna().all()
     assert summary["throughput_img_s_median"].gt(0).all()
+    log = (study / "logs/tables/runs.log").read_text()
+    assert "16 reps, 8 configurations, 0 out of memory, 0 overlapping reps" in log
 
 
 def test_figures_are_pngs(study):
     for figure in FIGURES:
         data = (study / figure).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, figure
+        log = (study / figure.replace("results/", "logs/").replace(".png", ".log")).read_text()
+        assert f"figure of cpu/{MODEL} -> {figure}" in log

@@ -4,19 +4,30 @@
 recorded start/end times that no two reps on the same machine (same host, and same GPU for
 CUDA runs) ran at the same time; `summary_table()` reduces reps to one row per configuration
 with the statistics of `nnperf.stats` and the speedups against the configuration's `fp32` and
-`baseline` counterparts. It does not read files (the command does) or draw anything.
+`baseline` counterparts. `write_tables()` is the file edge (rule `aggregate_runs`): run
+JSONs in, both tables out. Nothing here draws.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from nnperf import stats
+from nnperf.contract import TablesRequest
 from nnperf.errors import NnperfError
-from nnperf.vocab import CONFIG_KEYS, PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
+from nnperf.files import read_json, write_csv
+from nnperf.vocab import (
+    CONFIG_KEYS,
+    PHASES,
+    REFERENCE_PRECISION,
+    REFERENCE_VARIANT,
+    RUN_KIND,
+)
 
 REP_KEYS = (*CONFIG_KEYS, "rep")
 STEP_STATS = ("median", "mean", "std", "min", "max", "p10", "p90")
@@ -78,7 +89,7 @@ def runs_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
     """runs.csv: one row per rep, sorted by the keys; duplicate keys are an error."""
     rows = [run_row(document, source) for source, document in documents]
     if not rows:
-        raise NnperfError("aggregate-runs: no run JSON files given; allowed: one or more")
+        raise NnperfError("no run JSON files given; allowed: one or more")
     frame = pd.DataFrame(rows)
     duplicated = frame.duplicated(list(REP_KEYS), keep=False)
     if duplicated.any():
@@ -175,7 +186,7 @@ def _speedup(summary: pd.DataFrame, fixed: str, value: str) -> pd.Series:
 
 
 def summary_table(
-    runs: pd.DataFrame, cv_threshold: float = stats.DEFAULT_CV_THRESHOLD
+    runs: pd.DataFrame, cv_threshold: float = TablesRequest.cv_threshold
 ) -> pd.DataFrame:
     """summary.csv: one row per (device, model, precision, batch_size, variant)."""
     keys = [*CONFIG_KEYS, "dataset"]
@@ -187,3 +198,49 @@ def summary_table(
     summary["speedup_vs_fp32"] = _speedup(summary, "precision", REFERENCE_PRECISION)
     summary["speedup_vs_baseline"] = _speedup(summary, "variant", REFERENCE_VARIANT)
     return summary
+
+
+
+
+def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
+    """(path, document) of each run JSON; anything but a timed run's document is an error."""
+    documents = []
+    for path in paths:
+        document = read_json(path)
+        if document.get("kind") != RUN_KIND:
+            raise NnperfError(
+                f"{path}: kind {document.get('kind')!r} is not a timed run; "
+                "allowed: run JSONs written by rule timed_run or `nnperf run`"
+            )
+        documents.append((str(path), document))
+    return documents
+
+
+def write_tables(
+    request: TablesRequest,
+    run_paths: Iterable[str | os.PathLike],
+    out_runs: str | os.PathLike,
+    out_summary: str | os.PathLike,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """runs.csv and summary.csv from run JSONs; returns both tables.
+
+    Reps that overlapped in time are flagged in the tables and named in a warning, not an
+    error: the tables are still worth reading, and the report shows the flag.
+    """
+    if not request.cv_threshold > 0:
+        raise NnperfError(f"cv_threshold {request.cv_threshold!r} is not allowed; allowed: > 0")
+    runs = runs_table(read_runs(run_paths))
+    summary = summary_table(runs, request.cv_threshold)
+    write_csv(out_runs, runs)
+    write_csv(out_summary, summary)
+    n_overlap = int(runs["overlap"].sum())
+    print(
+        f"{len(runs)} reps, {len(summary)} configurations, "
+        f"{int((runs['status'] == 'oom').sum())} out of memory, {n_overlap} overlapping reps"
+    )
+    if n_overlap:
+        try:
+            check_no_overlap(runs)
+        except NnperfError as exc:
+            print(f"warning: {exc}", file=sys.stderr)
+    return runs, summary

@@ -212,6 +212,9 @@ class RunRequest:
     # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
     data_root: str | None = None
     training: TrainingSettings = TrainingSettings()
+    # None: the model's own input size (as ComplexityRequest.input_size); images are resized
+    # on the device when it differs from theirs.
+    input_size: int | None = None
 
     @property
     def seed(self) -> int:

@@ -5,6 +5,10 @@ ATen and (with torch.compile) Triton. Their names say what they do, in each libr
 convention; `classify_kernel` maps a name (plus the NVTX phase it ran in) to one of `KINDS` so
 roofline points can be coloured by what they are.
 
+`write_table()` builds the table from the profiles' CSV exports; each profile's configuration
+keys, architecture and clock control come from its meta (`.ncu.json`, written by
+`nnperf ncu-command profile --request`) or from the request it ran, never from its path.
+
 Not here: parsing the export or the metric formulas (`nnperf.ncu`), roofline points
 (`nnperf.roofline`). No library classifies kernel names, hence the hand-written rules below;
 each rule names the library convention it relies on.
@@ -12,13 +16,18 @@ each rule names the library convention it relies on.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
 
 from nnperf import ncu
+from nnperf.contract import ProfileStepRequest, read_request
 from nnperf.errors import NnperfError
+from nnperf.files import read_json, write_csv
 from nnperf.vocab import CONFIG_KEYS
 
 KINDS = (
@@ -190,25 +199,6 @@ KERNEL_COLUMNS = (
     "clock_control",
 )
 
-_PROFILE_PATH = re.compile(
-    r"(?P<device>[^/]+)/(?P<model>[^/]+)/(?P<precision>[^/]+)/bs(?P<batch_size>\d+)/"
-    r"(?P<variant>[^/]+?)\.(csv|ncu-rep)$"
-)
-
-
-def config_from_profile_path(path: str | Path) -> dict:
-    """Config keys from `.../{device}/{model}/{precision}/bs{batch_size}/{variant}.csv`."""
-    text = Path(path).as_posix()
-    match = _PROFILE_PATH.search(text)
-    if match is None:
-        raise NnperfError(
-            f"{path}: profile path must end in "
-            "{device}/{model}/{precision}/bs{batch_size}/{variant}.csv"
-        )
-    config = match.groupdict()
-    config["batch_size"] = int(config["batch_size"])
-    return {key: config[key] for key in CONFIG_KEYS}
-
 
 def arch_of_export(raw: pd.DataFrame) -> str:
     """Architecture of a parsed export, from its `CC` column (one GPU per export)."""
@@ -263,3 +253,66 @@ def kernels_table(
     table["cc"] = raw["cc"].to_numpy() if "cc" in raw.columns else ""
     table["clock_control"] = clock_control
     return table.loc[:, list(KERNEL_COLUMNS)].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# From files.
+# --------------------------------------------------------------------------------------------
+def profile_context(path: str | os.PathLike) -> dict:
+    """Configuration keys, `arch` and `clock_control` of one profile, from its meta or request.
+
+    The meta (`.ncu.json` of `nnperf ncu-command profile --request`) has all three; a
+    `ProfileStepRequest` JSON has the keys only (the architecture then comes from the
+    export's CC column, the clock control is "unknown").
+    """
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        document = None  # read_json below says what is wrong
+    if isinstance(document, dict) and "run" in document:  # a request: {"run": {...}, ...}
+        run = read_request(ProfileStepRequest, path).run
+        keys = {key: getattr(run, key) for key in CONFIG_KEYS}
+        return {**keys, "arch": None, "clock_control": "unknown"}
+    meta = read_json(path)
+    missing = [key for key in CONFIG_KEYS if key not in meta]
+    if missing:
+        raise NnperfError(
+            f"{path}: the meta names no {missing[0]!r}; allowed: the .ncu.json of "
+            "`nnperf ncu-command profile --request FILE`, or that request JSON"
+        )
+    arch = meta.get("arch")
+    if arch is not None and arch not in ncu.ARCHITECTURES:
+        raise NnperfError(
+            f"{path}: arch {arch!r} is unknown; allowed: {', '.join(ncu.ARCHITECTURES)}"
+        )
+    keys = {key: meta[key] for key in CONFIG_KEYS}
+    return {**keys, "arch": arch, "clock_control": meta.get("clock_control", "unknown")}
+
+
+def table_from_files(csv_path: str | os.PathLike, context_path: str | os.PathLike) -> pd.DataFrame:
+    """The kernels of one raw-page export, keyed by its meta or request (`profile_context`)."""
+    context = profile_context(context_path)
+    arch = context["arch"]
+    if arch is None:
+        first = ncu.read_raw_csv(csv_path)
+        arch = arch_of_export(first) if not first.empty else None
+    # With the set's metrics required, a missing column or a bad value names its file and line.
+    required = ncu.metric_set(arch).metrics() if arch is not None else ()
+    raw = ncu.read_raw_csv(csv_path, required=required)
+    return kernels_table(raw, context, arch=arch, clock_control=context["clock_control"])
+
+
+def write_table(
+    profiles: Iterable[tuple[str | os.PathLike, str | os.PathLike]], out: str | os.PathLike
+) -> pd.DataFrame:
+    """`results/tables/kernels.csv` from (CSV export, meta or request) pairs; with no
+    profiles, the header alone (a study without ncu still has the table's shape)."""
+    tables = [table_from_files(csv_path, context) for csv_path, context in profiles]
+    frame = (
+        pd.concat(tables, ignore_index=True)
+        if tables
+        else pd.DataFrame(columns=list(KERNEL_COLUMNS))
+    )
+    write_csv(out, frame)
+    print(f"{len(frame)} kernels from {len(tables)} profiles -> {out}")
+    return frame

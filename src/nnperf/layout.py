@@ -65,7 +65,7 @@ def fields(kind: str) -> tuple[str, ...]:
     return tuple(name for _, name, _, _ in string.Formatter().parse(template) if name)
 
 
-def path(kind: str, **keys: Any) -> str:
+def path(kind: str, /, **keys: Any) -> str:
     """The path of one file, e.g. `path("run", device="cpu", ..., rep=0)`."""
     template = _template(kind)
     missing = [name for name in fields(kind) if name not in keys]
@@ -85,7 +85,7 @@ def parse(kind: str, text: str) -> dict[str, Any]:
     }
 
 
-def log(kind: str, **keys: Any) -> str:
+def log(kind: str, /, **keys: Any) -> str:
     """The log of the job writing a path: the same path under logs/, ending in .log."""
     target = path(kind, **keys) if keys else _template(kind)
     stem = target.removeprefix("results/").removeprefix("resources/")

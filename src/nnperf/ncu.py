@@ -13,7 +13,8 @@ This module knows three things about Nsight Compute (`ncu`) and nothing else:
   anything malformed.
 
 It does not classify kernels (`nnperf.kernels`), compute roofline points (`nnperf.roofline`)
-or draw anything. Nothing here needs a GPU or `ncu`; running the commands is the CLI's job.
+or draw anything. Nothing here needs a GPU or `ncu`; running the commands is
+`nnperf.profiling`'s job.
 
 Sources (read for the formats; nothing copied):
 * Nsight Compute CLI manual (docs.nvidia.com/nsight-compute/NsightComputeCli): options
@@ -43,6 +44,7 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from nnperf.errors import NnperfError
+from nnperf.vocab import CLOCK_CONTROLS
 
 # --------------------------------------------------------------------------------------------
 # NVTX ranges. The timing stream (`nnperf step`) opens them with torch.cuda.nvtx.range_start /
@@ -324,7 +326,6 @@ def ncu_exclusion_reason(setting: object, device: str, ncu_on_path: bool) -> str
 # --------------------------------------------------------------------------------------------
 # Command lines.
 # --------------------------------------------------------------------------------------------
-CLOCK_CONTROLS = ("base", "none")
 REPLAY_MODES = ("kernel", "application")
 CACHE_CONTROLS = ("all", "none")
 

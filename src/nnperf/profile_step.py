@@ -14,22 +14,36 @@ profile's FLOP counters can be checked against a known answer.
 The range names and the GEMM size are the contract with the Nsight Compute parser; they are
 defined once, in `nnperf.ncu`, and imported here.
 Off CUDA the NVTX calls are harmless no-ops (nothing listens), so the whole path runs on CPU.
+
+`perform_profile_step()` is the whole job on a built run (the sidecar document, OOM as a
+result, like `nnperf.runner.perform_run`); `profile_step_to_file()` is the process run under
+ncu (`nnperf step --request FILE`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import sys
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
+from nnperf.contract import ProfileStepRequest
+from nnperf.devices import require_available
+from nnperf.envinfo import collect_environment
+from nnperf.files import write_json
 from nnperf.ncu import CALIBRATION_GEMM_MNK, CALIBRATION_RANGE, PHASE_RANGES, STEP_RANGE
 from nnperf.precision import TENSOR_DTYPES
+from nnperf.runner import RunData, build, free_after_oom, label, load_run_data, one_line
 from nnperf.timing import synchronize
+from nnperf.train import is_out_of_memory
 
 FORWARD_RANGE, BACKWARD_RANGE, OPTIMIZER_RANGE = PHASE_RANGES
 NVTX_API = "torch.cuda.nvtx.range_start/range_end"
+PROFILE_KIND = "profile_step"
 
 
 def _nvtx_available() -> bool:
@@ -118,3 +132,72 @@ def profile_one_step(
         "calibration_gemm": calibration,
         "step": {"loss": float(loss.detach().float().cpu()), "wall_time_s": elapsed},
     }
+
+
+def perform_profile_step(
+    request: ProfileStepRequest,
+    model_factory: Callable[[], torch.nn.Module],
+    data: RunData,
+    workflow_dir=None,
+) -> dict:
+    """Warm up (`request.run.training.warmup_steps`), run the calibration GEMM and one
+    NVTX-marked step; returns the sidecar document. OOM -> status "oom"."""
+    run = request.run
+    size = request.calibration_gemm_size
+    mnk = (size,) * 3 if size else CALIBRATION_GEMM_MNK
+    started_at = time.time()
+    try:
+        training = build(run, model_factory, data)
+        marked = profile_one_step(training, run.training.warmup_steps, mnk)
+        status, error = "ok", None
+        del training
+    except Exception as exc:  # noqa: BLE001 - only OOM is swallowed
+        if not is_out_of_memory(exc):
+            raise
+        status, error = "oom", one_line(exc)
+        marked = {"nvtx": None, "calibration_gemm": None, "step": None}
+    if status == "oom":
+        free_after_oom(run.device)
+    document = {
+        "kind": PROFILE_KIND,
+        "status": status,
+        "error": error,
+        **run.header(),
+        "input_size": data.input_size,
+        **marked,
+        "environment": collect_environment(
+            device=run.device,
+            precision=run.precision,
+            settings=run.settings,
+            workflow_dir=workflow_dir,
+        ),
+    }
+    document["started_at_unix"] = started_at
+    document["ended_at_unix"] = time.time()
+    return document
+
+
+def profile_step_to_file(
+    request: ProfileStepRequest,
+    out_json: str | os.PathLike | None = None,
+    workflow_dir: str | os.PathLike | None = None,
+) -> dict:
+    """The step profiled under ncu -> its sidecar JSON; returns the sidecar document.
+
+    Without `out_json` the sidecar's essentials (status, ranges, calibration GEMM) are
+    printed: under ncu they land in the job's log, where the calibration FLOPs are the known
+    answer to check the profile's counters against.
+    """
+    run = request.run
+    require_available(run.device, run.precision)
+    run_data, model_factory = load_run_data(run)
+    document = perform_profile_step(request, model_factory, run_data, workflow_dir=workflow_dir)
+    if out_json:
+        write_json(out_json, document)
+    else:
+        print(json.dumps({k: document[k] for k in ("status", "error", "nvtx", "calibration_gemm")}))
+    if document["status"] == "oom":
+        print(f"out of memory: {document['error']}", file=sys.stderr)
+    else:
+        print(f"profiled one step of {label(run)}: loss {document['step']['loss']:.4f}")
+    return document

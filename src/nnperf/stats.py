@@ -22,11 +22,12 @@ from typing import Sequence
 
 import numpy as np
 
+from nnperf.contract import ReportSettings
+
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 # Above 5% rep-to-rep variation a speedup of a few percent cannot be told from noise.
-DEFAULT_CV_THRESHOLD = 0.05
 
 
 def _clean(values: Sequence[float]) -> np.ndarray:
@@ -86,14 +87,14 @@ def ci95(values: Sequence[float]) -> tuple[float, float]:
     return bootstrap_ci_median(values, CONFIDENCE)
 
 
-def is_high_variance(cv: float, threshold: float = DEFAULT_CV_THRESHOLD) -> bool:
+def is_high_variance(cv: float, threshold: float = ReportSettings.cv_threshold) -> bool:
     """True when the CV is above `threshold` (NaN, i.e. one rep, is not flagged)."""
     return bool(np.isfinite(cv) and cv > threshold)
 
 
 def describe_reps(
     values: Sequence[float],
-    cv_threshold: float = DEFAULT_CV_THRESHOLD,
+    cv_threshold: float = ReportSettings.cv_threshold,
     prefix: str = "throughput_img_s",
 ) -> dict[str, float | bool]:
     """The summary columns for one metric across reps."""

@@ -19,10 +19,9 @@ import torch
 
 from nnperf import precision as precision_mod
 from nnperf.datapath import InputPreparer, make_feeder
+from nnperf.contract import TrainingSettings, VariantSettings
 from nnperf.errors import NnperfError
 from nnperf.vocab import OPTIMIZERS
-from nnperf.contract import TrainingSettings
-from nnperf.variant import VariantSettings
 
 # Messages of allocation failures that PyTorch raises as a plain RuntimeError rather than
 # torch.OutOfMemoryError: the CPU allocator (c10/core/impl/alloc_cpu.cpp), cuBLAS/cuDNN
@@ -137,7 +136,9 @@ class Training:
         return loss.detach()
 
 
-def make_optimizer(params: list[torch.Tensor], hyper: TrainingSettings, impl: str) -> torch.optim.Optimizer:
+def make_optimizer(
+    params: list[torch.Tensor], hyper: TrainingSettings, impl: str
+) -> torch.optim.Optimizer:
     """SGD with momentum (the default) or Adam, in the implementation the variant names."""
     if hyper.optimizer == "sgd":
         return torch.optim.SGD(

@@ -50,6 +50,9 @@ DATA_PATHS = ("dataloader", "device_resident")
 CLOCK_CONTROLS = ("base", "none")
 NCU_ENABLED = ("auto", True, False)
 
+# The `kind` field of a timed run's JSON document.
+RUN_KIND = "timed_run"
+
 # Timed-run statuses: a finished run, and one that ran out of memory (a result, not a failure).
 STATUSES = ("ok", "oom")
 

@@ -1,39 +1,53 @@
+# The step profiled under ncu is a separate process by necessity (ncu wraps it), so it reads
+# its request from a JSON file that rule profile_request writes from the config.
+
+
+rule profile_request:
+    output:
+        request=layout.TEMPLATES["profile_request"],
+    log:
+        layout.log("profile_request"),
+    conda:
+        "../../envs/nnperf-report.yaml"
+    params:
+        request=profile_request,
+    script:
+        "../scripts/profile_request.py"
+
+
 rule ncu_profile:
     input:
-        data=DATA_DIR,
+        data=run_data,
+        request=layout.TEMPLATES["profile_request"],
     output:
-        report=f"{PROFILE}.ncu-rep",
-        meta=f"{PROFILE}.ncu.json",
+        report=layout.TEMPLATES["profile_report"],
+        meta=layout.TEMPLATES["profile_meta"],
     log:
-        "logs/profiles/{device}/{model}/{precision}/bs{batch_size}/{variant}.ncu_profile.log",
+        layout.log("profile_meta"),
     conda:
         "../../envs/nnperf.yaml"
     resources:
         bench_slot=1,
     params:
         nnperf=NNPERF,
-        clock_control=config["ncu"]["clock_control"],
-        step_flags=ncu_step_flags,
+        clock_control=STUDY.ncu.clock_control,
+        engine=engine_code("nnperf.profile_step", "nnperf.profiling"),
     shell:
         "{params.nnperf} ncu-command profile --report {output.report} --meta {output.meta}"
-        " --clock-control {params.clock_control} --nnperf-step -- {params.step_flags}"
-        " > {log} 2>&1"
+        " --clock-control {params.clock_control} --request {input.request} > {log} 2>&1"
 
 
 rule ncu_export:
     input:
-        report=f"{PROFILE}.ncu-rep",
+        report=layout.TEMPLATES["profile_report"],
     output:
-        csv=f"{PROFILE}.csv",
+        csv=layout.TEMPLATES["profile_csv"],
     log:
-        "logs/profiles/{device}/{model}/{precision}/bs{batch_size}/{variant}.ncu_export.log",
+        layout.log("profile_csv"),
     conda:
         "../../envs/nnperf.yaml"
-    params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} ncu-command export --report {input.report} --csv {output.csv}"
-        " > {log} 2>&1"
+    script:
+        "../scripts/ncu_export.py"
 
 
 rule ncu_kernels:
@@ -42,16 +56,14 @@ rule ncu_kernels:
         metas=profile_metas(),
     output:
         table=report(
-            "results/tables/kernels.csv",
+            layout.path("table", name="kernels"),
             caption="../report/kernels.rst",
             category="Kernels",
             labels={"table": "kernels"},
         ),
     log:
-        "logs/tables/kernels.log",
+        layout.log("table", name="kernels"),
     conda:
-        "../../envs/nnperf.yaml"
-    params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} ncu-kernels {input.csvs} --output {output.table} > {log} 2>&1"
+        "../../envs/nnperf-report.yaml"
+    script:
+        "../scripts/ncu_kernels.py"

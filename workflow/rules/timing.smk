@@ -1,11 +1,11 @@
 rule timed_run:
     input:
-        data=timed_run_data,
+        data=run_data,
     output:
-        run=f"{RUN_STEM}.json",
-        steps=f"{RUN_STEM}_steps.csv",
+        run=layout.TEMPLATES["run"],
+        steps=layout.TEMPLATES["run_steps"],
     log:
-        "logs/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.log",
+        layout.log("run"),
     conda:
         "../../envs/nnperf.yaml"
     # bench_slot: no other measurement overlaps it; threads: see measurement_threads.
@@ -13,18 +13,10 @@ rule timed_run:
     resources:
         bench_slot=1,
     params:
-        nnperf=NNPERF,
-        dataset=DATASET,
-        settings=variant_settings_json,
-        training=training_flags(),
-        workflow_dir=workflow.basedir,
-    shell:
-        "{params.nnperf} run --model {wildcards.model} --device {wildcards.device}"
-        " --precision {wildcards.precision} --batch-size {wildcards.batch_size}"
-        " --variant {wildcards.variant} --variant-settings '{params.settings}'"
-        " --rep {wildcards.rep} --dataset {params.dataset} --data-root {input.data}"
-        " {params.training} --workflow-dir '{params.workflow_dir}'"
-        " --out-json {output.run} --out-steps-csv {output.steps} > {log} 2>&1"
+        request=run_request,
+        engine=engine_code("nnperf.runner"),
+    script:
+        "../scripts/timed_run.py"
 
 
 rule aggregate_runs:
@@ -32,92 +24,96 @@ rule aggregate_runs:
         runs=run_outputs(),
     output:
         runs=report(
-            "results/tables/runs.csv",
+            layout.path("table", name="runs"),
             caption="../report/runs_table.rst",
             category="Throughput",
             subcategory="Tables",
             labels={"table": "runs (one row per rep)"},
         ),
         summary=report(
-            "results/tables/summary.csv",
+            layout.path("table", name="summary"),
             caption="../report/summary_table.rst",
             category="Throughput",
             subcategory="Tables",
             labels={"table": "summary (one row per configuration)"},
         ),
     log:
-        "logs/tables/aggregate_runs.log",
+        layout.log("table", name="runs"),
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-        cv_threshold=config["report"]["cv_threshold"],
-    shell:
-        "{params.nnperf} aggregate-runs {input.runs} --out-runs {output.runs}"
-        " --out-summary {output.summary} --cv-threshold {params.cv_threshold} > {log} 2>&1"
+        request=tables_request(),
+    script:
+        "../scripts/aggregate_runs.py"
+
+
+# One rule per figure kind (each has its own caption), told apart by the kind in the path.
 
 
 rule plot_throughput:
     input:
-        runs="results/tables/runs.csv",
+        table=layout.path("table", name="runs"),
     output:
         png=report(
-            "results/figures/throughput/{device}/{model}.png",
+            layout.TEMPLATES["run_figure"],
             caption="../report/throughput.rst",
             category="Throughput",
             subcategory="{model}",
             labels={"device": "{device}", "figure": "throughput vs batch size"},
         ),
     log:
-        "logs/figures/throughput/{device}/{model}.log",
+        layout.log("run_figure"),
+    wildcard_constraints:
+        kind="throughput",
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} plot-runs --kind throughput --device {wildcards.device}"
-        " --model {wildcards.model} --runs {input.runs} --out {output.png} > {log} 2>&1"
+        figure=figure_keys,
+    script:
+        "../scripts/plot_runs.py"
 
 
 rule plot_breakdown:
     input:
-        summary="results/tables/summary.csv",
+        table=layout.path("table", name="summary"),
     output:
         png=report(
-            "results/figures/breakdown/{device}/{model}.png",
+            layout.TEMPLATES["run_figure"],
             caption="../report/breakdown.rst",
             category="Time breakdown",
             subcategory="{model}",
             labels={"device": "{device}", "figure": "phase breakdown"},
         ),
     log:
-        "logs/figures/breakdown/{device}/{model}.log",
+        layout.log("run_figure"),
+    wildcard_constraints:
+        kind="breakdown",
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} plot-runs --kind breakdown --device {wildcards.device}"
-        " --model {wildcards.model} --summary {input.summary} --out {output.png} > {log} 2>&1"
+        figure=figure_keys,
+    script:
+        "../scripts/plot_runs.py"
 
 
 rule plot_speedup:
     input:
-        summary="results/tables/summary.csv",
+        table=layout.path("table", name="summary"),
     output:
         png=report(
-            "results/figures/speedup/{device}/{model}.png",
+            layout.TEMPLATES["run_figure"],
             caption="../report/speedup.rst",
             category="Throughput",
             subcategory="{model}",
             labels={"device": "{device}", "figure": "speedup"},
         ),
     log:
-        "logs/figures/speedup/{device}/{model}.log",
+        layout.log("run_figure"),
+    wildcard_constraints:
+        kind="speedup",
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} plot-runs --kind speedup --device {wildcards.device}"
-        " --model {wildcards.model} --summary {input.summary} --out {output.png} > {log} 2>&1"
+        figure=figure_keys,
+    script:
+        "../scripts/plot_runs.py"

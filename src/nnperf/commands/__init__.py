@@ -1,1 +1,54 @@
-"""Thin command-line adapters: parse flags, call the library, write files."""
+"""Thin command-line adapters: parse flags, build a request (`nnperf.contract`), call the
+library.
+
+`add_fields()` makes a verb's flags from the fields of a request or settings class, so the
+flags mirror the config keys (`batch_size` -> `--batch-size`) and take the class's defaults,
+which are stated there and nowhere else; `field_values()` reads them back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any, Mapping, Sequence
+
+
+def _flag_type(hint: Any) -> Any:
+    """The type a flag's text converts to: `int | None` -> int."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return options[0] if len(options) == 1 else str
+    return hint
+
+
+def add_fields(
+    parser: argparse._ActionsContainer,
+    cls: type,
+    helps: Mapping[str, str],
+    choices: Mapping[str, Sequence[Any]] | None = None,
+) -> None:
+    """One flag per field of `cls` that `helps` documents: typed by its annotation, defaulting
+    to the class's default (required without one), a boolean as `--x/--no-x`."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.name not in helps:
+            continue
+        required = field.default is dataclasses.MISSING
+        default = None if required else field.default
+        kwargs: dict[str, Any] = {"help": helps[field.name]}
+        if default is not None:
+            kwargs["help"] += " (default: %(default)s)"
+        kind = _flag_type(hints[field.name])
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs.update(type=kind, choices=(choices or {}).get(field.name))
+        flag = "--" + field.name.replace("_", "-")
+        parser.add_argument(flag, required=required, default=default, **kwargs)
+
+
+def field_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The parsed values of the fields of `cls` that have flags."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}

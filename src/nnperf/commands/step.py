@@ -1,24 +1,33 @@
-"""`nnperf step`: warm up, then one NVTX-marked training step for Nsight Compute.
+"""`nnperf step --request FILE`: warm up, then one NVTX-marked training step for Nsight Compute.
 
-Same engine and flags as `nnperf run --profile-one-step`: a calibration GEMM in range
-`nnperf_calibration_gemm`, then one step in range `nnperf_step` with nested `forward`,
-`backward`, `optimizer` ranges (start/end ranges, see nnperf.profile_step). Writes the sidecar
-JSON (calibration FLOPs, range names, environment) to --out-json.
+FILE is a `ProfileStepRequest` as JSON (rule `profile_request` writes it; by hand,
+`nnperf.contract.write_request`). A calibration GEMM runs in range `nnperf_calibration_gemm`,
+then one step in range `nnperf_step` with `forward`, `backward`, `optimizer` ranges inside
+(see nnperf.profile_step). `nnperf ncu-command profile --request FILE` runs this under ncu.
 """
 
 from __future__ import annotations
 
 import argparse
-
-from nnperf.commands.run import add_run_arguments, profile
+import os
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "step",
-        help="run one NVTX-marked training step (for ncu)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = subparsers.add_parser("step", help="run one NVTX-marked step", description=__doc__)
+    parser.add_argument("--request", required=True, help="ProfileStepRequest JSON to run")
+    parser.add_argument(
+        "--out-json", help="sidecar JSON to write (default: print its essentials, for the log)"
     )
-    add_run_arguments(parser, profile=True)
-    parser.set_defaults(func=profile)
+    parser.add_argument(
+        "--workflow-dir", default=os.curdir, help="checkout whose git commit is recorded"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nnperf.contract import ProfileStepRequest, read_request
+    from nnperf.profile_step import profile_step_to_file
+
+    request = read_request(ProfileStepRequest, args.request)
+    profile_step_to_file(request, args.out_json, args.workflow_dir)
+    return 0

@@ -4,10 +4,13 @@ Each function draws one figure for one (device, model) from the tables of
 `nnperf.aggregate` and returns the Figure (built on `matplotlib.figure.Figure`, never pyplot,
 so no global backend state is touched); saving it is the caller's business. Error bars of
 the throughput figure are the same 95% bootstrap interval of the median as in summary.csv
-(`nnperf.stats.ci95`), so figure and table agree.
+(`nnperf.stats.ci95`), so figure and table agree. `draw()` is the file edge: a table in, one
+PNG out, for the figure a `FigureRequest` names.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pandas as pd
@@ -15,11 +18,13 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf import stats
-from nnperf.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
+from nnperf.contract import FigureRequest
 from nnperf.errors import NnperfError
-from nnperf.vocab import PHASES, sort_precisions
+from nnperf.files import atomic_path
+from nnperf.layout import RUN_FIGURE_KINDS as FIGURE_KINDS
+from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT, sort_precisions
 
-FIGURE_KINDS = ("throughput", "breakdown", "speedup")
+FIGURE_DPI = 150
 THROUGHPUT_YLABEL = "throughput (images/s)"
 BATCH_XLABEL = "batch size"
 BREAKDOWN_YLABEL = "median time per step (ms)"
@@ -203,14 +208,31 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     return fig
 
 
-def figure_for(
-    kind: str, runs: pd.DataFrame | None, summary: pd.DataFrame | None, device: str, model: str
-) -> Figure:
-    """Dispatch by kind (what `nnperf plot-runs --kind` names)."""
-    if kind == "throughput":
-        return throughput_figure(runs, device, model)
-    if kind == "breakdown":
-        return breakdown_figure(summary, device, model)
-    if kind == "speedup":
-        return speedup_figure(summary, device, model)
-    raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURE_KINDS)}")
+def figure(request: FigureRequest, table: pd.DataFrame) -> Figure:
+    """The figure `request.kind` names for its device and model, from the table that kind
+    reads: runs.csv for `throughput` (its CI is over reps), summary.csv for the others."""
+    if request.model is None:
+        raise NnperfError(f"{request.kind} figure: model is missing; allowed: a model name")
+    drawers = {
+        "throughput": throughput_figure,
+        "breakdown": breakdown_figure,
+        "speedup": speedup_figure,
+    }
+    if request.kind not in drawers:
+        raise NnperfError(
+            f"figure kind {request.kind!r} is unknown; allowed: {', '.join(FIGURE_KINDS)}"
+        )
+    return drawers[request.kind](table, request.device, request.model)
+
+
+def draw(request: FigureRequest, table_path: str | os.PathLike, out_png: str | os.PathLike) -> None:
+    """One figure of the timed runs, from runs.csv or summary.csv, to a PNG (the `plot_*`
+    rules of the timing stage)."""
+    try:
+        table = pd.read_csv(table_path)
+    except FileNotFoundError:
+        raise NnperfError(f"{table_path}: file not found") from None
+    drawn = figure(request, table)
+    with atomic_path(out_png) as tmp:
+        drawn.savefig(tmp, dpi=FIGURE_DPI, format="png")
+    print(f"{request.kind} figure of {request.device}/{request.model} -> {out_png}")

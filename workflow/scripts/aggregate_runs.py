@@ -1,0 +1,13 @@
+"""Rule aggregate_runs: every run JSON -> runs.csv and summary.csv (nnperf.aggregate)."""
+
+from nnperf.aggregate import write_tables
+from nnperf.contract import TablesRequest, from_dict
+from nnperf.jobs import logged_job
+
+with logged_job(snakemake.log[0], "aggregate_runs"):  # noqa: F821 - injected by Snakemake
+    write_tables(
+        from_dict(TablesRequest, snakemake.params.request),  # noqa: F821
+        snakemake.input.runs,  # noqa: F821
+        snakemake.output.runs,  # noqa: F821
+        snakemake.output.summary,  # noqa: F821
+    )

@@ -1,0 +1,10 @@
+"""Rule ncu_kernels: every profile's CSV export and meta -> the per-kernel table
+(nnperf.kernels)."""
+
+from nnperf.jobs import logged_job
+from nnperf.kernels import write_table
+
+with logged_job(snakemake.log[0], "ncu_kernels"):  # noqa: F821 - injected by Snakemake
+    inputs = snakemake.input  # noqa: F821
+    # profile_csvs() and profile_metas() list the same configurations in the same order.
+    write_table(zip(inputs.csvs, inputs.metas), snakemake.output.table)  # noqa: F821

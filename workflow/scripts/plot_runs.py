@@ -1,0 +1,14 @@
+"""Rules plot_throughput, plot_breakdown, plot_speedup: one figure of the timed runs for one
+device and model, from runs.csv or summary.csv (nnperf.plots.runs)."""
+
+from nnperf.contract import FigureRequest, from_dict
+from nnperf.jobs import logged_job
+from nnperf.plots.runs import draw
+
+with logged_job(snakemake.log[0], snakemake.rule):  # noqa: F821 - injected by Snakemake
+    draw(
+        # The figure's keys are its path's wildcards: kind, device, model.
+        from_dict(FigureRequest, snakemake.params.figure),  # noqa: F821
+        snakemake.input.table,  # noqa: F821
+        snakemake.output.png,  # noqa: F821
+    )

@@ -1,11 +1,12 @@
-"""Results folders in the shapes of /work/contract.md, for the report tests.
+"""Results folders as the pipeline writes them, for the report tests.
 
-The report reads what the timing, roofline, ceilings and complexity stages write. These
-builders write those files with hand-picked numbers, so the tests can compute every number
-the report prints by hand: summary.csv and runs.csv (columns as in contract.md "Tables" and
-nnperf.aggregate), run JSONs with an `environment` record (fields as in contract.md "Run
-JSON" and nnperf.envinfo), roofline_points.csv, kernels.csv (columns as in nnperf.kernels),
-the ceilings JSON ("Ceilings JSON") and the complexity JSON ("Complexity JSON").
+The report reads what the timing, roofline, ceilings and complexity stages write, where
+`nnperf.layout` puts them. These builders write those files with hand-picked numbers, so the
+tests can compute every number the report prints by hand: summary.csv and runs.csv (columns
+as nnperf.aggregate writes them), run JSONs with an `environment` record (fields as
+nnperf.envinfo records them), roofline_points.csv (nnperf.roofline.POINT_COLUMNS),
+kernels.csv (nnperf.kernels.KERNEL_COLUMNS), the ceilings JSON (nnperf.ceilings) and the
+complexity JSON (nnperf.complexity).
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nnperf import files  # noqa: E402
+from nnperf import files, layout  # noqa: E402
+from nnperf.vocab import PHASES  # noqa: E402
 
-PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
+
+def inside(root: Path, kind: str, **keys) -> Path:
+    """The layout's path of `kind` inside the results folder `root`."""
+    return root / layout.path(kind, **keys).removeprefix("results/")
 
 
 @dataclass
@@ -173,18 +178,8 @@ def runs_rows(configs: list[Config], hostname: str, device_name: str) -> pd.Data
 def write_run_jsons(root: Path, configs: list[Config], env: dict) -> None:
     for c in configs:
         for rep in range(c.reps):
-            path = (
-                root
-                / "runs"
-                / c.device
-                / c.model
-                / c.precision
-                / f"bs{c.batch_size}"
-                / c.variant
-                / f"rep{rep}.json"
-            )
             files.write_json(
-                path,
+                inside(root, "run", **c.keys(), rep=rep),
                 {
                     "status": c.status,
                     "error": c.error,
@@ -333,18 +328,18 @@ def write_machine(
     device, device_name, hostname = machine
     env = environment(device, device_name, hostname)
     write_run_jsons(root, configs, env)
-    files.write_csv(root / "tables" / "summary.csv", summary_rows(configs))
-    files.write_csv(root / "tables" / "runs.csv", runs_rows(configs, hostname, device_name))
-    files.write_csv(root / "tables" / "roofline_points.csv", pd.DataFrame(points))
+    files.write_csv(inside(root, "table", name="summary"), summary_rows(configs))
+    files.write_csv(inside(root, "table", name="runs"), runs_rows(configs, hostname, device_name))
+    files.write_csv(inside(root, "table", name="roofline_points"), pd.DataFrame(points))
     if kernels is not None:
-        files.write_csv(root / "tables" / "kernels.csv", kernels)
+        files.write_csv(inside(root, "table", name="kernels"), kernels)
     if environment_csv:
         from nnperf import machines
 
-        docs = [files.read_json(p) for p in sorted((root / "runs").glob("*/*/*/bs*/*/rep*.json"))]
-        files.write_csv(root / "tables" / "environment.csv", machines.environment_frame(docs))
-    files.write_json(root / "ceilings" / f"{device}.json", ceilings)
-    files.write_json(root / "complexity" / "resnet18_cifar.json", complexity_document())
+        docs = [files.read_json(p) for p in sorted((root / "runs").rglob("rep*.json"))]
+        files.write_csv(inside(root, "table", name="environment"), machines.environment_frame(docs))
+    files.write_json(inside(root, "ceilings", device=device), ceilings)
+    files.write_json(inside(root, "complexity", model="resnet18_cifar"), complexity_document())
     for name in figures:
         write_figure(root / "figures" / name, name)
     return root

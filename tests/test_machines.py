@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
 from nnperf import machines, results
+from nnperf.plots import machines as plot_machines
 from nnperf.errors import NnperfError
 from report_tables import GPU_BOX, LAPTOP, environment, gpu_folder, laptop_folder
 
@@ -119,16 +121,22 @@ def test_a_folder_with_tables_only_uses_the_machine_columns_of_runs_csv(tmp_path
     assert loaded.sources["environment"] == [str(gpu / "tables/runs.csv")]
 
 
-def test_environment_table_command_writes_one_row_per_run(tmp_path):
-    from nnperf.cli import main
-
+def test_environment_table_has_one_row_per_run_in_the_shared_order(tmp_path):
     gpu = gpu_folder(tmp_path / "gpu", environment_csv=False)
     out = tmp_path / "environment.csv"
-    assert main(["environment-table", "--runs-dir", str(gpu / "runs"), "--out", str(out)]) == 0
+    machines.write_environment_table(sorted((gpu / "runs").rglob("rep*.json")), out)
     frame = pd.read_csv(out, dtype=str)
     assert len(frame) == 6
     assert set(frame["machine"]) == {H100}
-    assert set(frame["precision"]) == {"fp32", "bf16"}
+    # fp32 before bf16 (nnperf.vocab), not alphabetically.
+    assert list(dict.fromkeys(frame["precision"])) == ["fp32", "bf16"]
+    settings = machines.settings_table(frame)
+    assert settings[["variant", "precision"]].values.tolist() == [
+        ["baseline", "fp32"],
+        ["baseline", "bf16"],
+    ]
+    with pytest.raises(NnperfError, match="no run JSON files given"):
+        machines.write_environment_table([], out)
 
 
 def test_missing_results_folder_is_one_clear_line(tmp_path):
@@ -147,8 +155,32 @@ def test_comparison_figure_has_one_colour_per_machine(tmp_path):
     laptop = laptop_folder(tmp_path / "laptop")
     gpu = gpu_folder(tmp_path / "gpu")
     loaded = results.load([results.discover(laptop), results.discover(gpu)])
-    grid = machines.plot_throughput_by_machine(loaded.summary, loaded.runs)
-    labels = [t.get_text() for t in grid.legend.get_texts()]
-    assert labels == [I7, H100]
-    # H100 median 1800 vs laptop 260: under 20x apart, so the axis stays linear.
-    assert grid.axes.flat[0].get_yscale() == "linear"
+    grid = plot_machines.throughput_by_machine(loaded.summary, loaded.runs)
+    try:
+        labels = [t.get_text() for t in grid.legend.get_texts()]
+        assert labels == [I7, H100]
+        # H100 median 1800 vs laptop 260: under 20x apart, so the axis stays linear.
+        assert grid.axes.flat[0].get_yscale() == "linear"
+    finally:
+        plt.close(grid.figure)
+
+
+def test_configurations_are_ordered_on_their_key_columns():
+    rows = [
+        ("bf16", 8, "baseline"),
+        ("fp32", 64, "baseline"),
+        ("fp32", 8, "tuned"),
+        ("fp32", 8, "baseline"),
+        ("tf32", 128, "a_variant"),
+    ]
+    frame = pd.DataFrame(rows, columns=["precision", "batch_size", "variant"])
+    ordered = plot_machines.configuration_order(frame)
+    # Precision in the shared order, batch size as a number (8 before 64, which text would
+    # not give), the reference variant before the others.
+    assert ordered["configuration"].tolist() == [
+        "fp32 bs8 baseline",
+        "fp32 bs8 tuned",
+        "fp32 bs64 baseline",
+        "tf32 bs128 a_variant",
+        "bf16 bs8 baseline",
+    ]

@@ -9,16 +9,29 @@ import pandas as pd
 import pytest
 
 from nnperf import kernels, ncu, roofline
+from nnperf.contract import FigureRequest
 from nnperf.plots import roofline as plots
 
 DATA = Path(__file__).parent / "data" / "ncu"
+# The configuration the H100 fixture export was profiled for.
+H100_CONFIG = {
+    "device": "cuda",
+    "model": "resnet18",
+    "precision": "bf16",
+    "batch_size": 256,
+    "variant": "baseline",
+}
+RESNET18 = {
+    "model": "resnet18",
+    "train_step_flops_per_image": 3.6e8,
+    "traffic": {"bf16": {"fixed_bytes": 4.5e7, "per_image_bytes": 3.0e7}},
+}
 
 
 @pytest.fixture(scope="module")
 def h100():
     raw = ncu.read_raw_csv(DATA / "h100_bf16_resnet18.csv")
-    config = kernels.config_from_profile_path("cuda/resnet18/bf16/bs256/baseline.csv")
-    table = kernels.kernels_table(raw, config, clock_control="base")
+    table = kernels.kernels_table(raw, H100_CONFIG, clock_control="base")
     return table, roofline.ncu_points(table)
 
 
@@ -133,17 +146,7 @@ def test_device_step_figure_mixes_ncu_and_analytic(h100):
                 "traffic": {"bf16": {"fixed_bytes": 4.5e7, "per_image_bytes": 3.0e7}},
             }
         },
-        [
-            {
-                "device": "cuda",
-                "model": "resnet18",
-                "precision": "bf16",
-                "batch_size": 256,
-                "variant": "baseline",
-                "status": "ok",
-                "step_time_s": {"median": 0.12},
-            }
-        ],
+        {("cuda", "resnet18", "bf16", 256, "baseline"): 0.12},
     )
     merged = pd.concat([points, analytic], ignore_index=True)
     figure = plots.plot_device_steps(
@@ -170,3 +173,51 @@ def test_value_labels():
     assert plots.format_flop_s(9.89e14) == "989 TFLOP/s"
     assert plots.format_bytes_s(3.35e12) == "3.35 TB/s"
     assert plots.format_bytes_s(512) == "512 B/s"
+
+
+def test_a_configuration_figure_draws_only_the_configuration_it_names(h100):
+    table, points = h100
+    # Another batch size of the same model and a CPU run: neither belongs in this figure.
+    others = roofline.analytic_points(
+        {"resnet18": RESNET18},
+        {
+            ("cuda", "resnet18", "bf16", 128, "baseline"): 0.07,
+            ("cpu", "resnet18", "bf16", 256, "baseline"): 3.0,
+        },
+    )
+    merged = pd.concat([points, others], ignore_index=True)
+    figure = plots.config_figure(merged, table, JSON_DOC, FigureRequest("roofline", **H100_CONFIG))
+    try:
+        ax = figure.axes[0]
+        assert ax.get_title() == "cuda resnet18 bf16 bs256 baseline: hierarchical roofline (ncu)"
+        legend = _legend_texts(ax)
+        assert "ncu step (DRAM)" in legend
+        assert "analytic step (algorithmic bytes)" not in legend
+        lines = _lines(ax)
+        assert "ncu tensor bf16 @ 1.59 GHz: 860 TFLOP/s" in lines
+        assert lines["measured bf16: 650 TFLOP/s"] == "-"
+    finally:
+        plt.close(figure)
+
+
+def test_a_device_figure_has_every_step_of_its_device_only(h100):
+    table, points = h100
+    analytic = roofline.analytic_points(
+        {"resnet18": RESNET18},
+        {
+            ("cuda", "resnet18", "bf16", 256, "baseline"): 0.12,
+            ("cpu", "resnet18", "bf16", 256, "baseline"): 3.0,
+        },
+    )
+    merged = pd.concat([points, analytic], ignore_index=True)
+    figure = plots.device_figure(merged, table, JSON_DOC, "cuda")
+    try:
+        ax = figure.axes[0]
+        assert ax.get_title() == "cuda: training-step roofline (analytic, ncu)"
+        # One ncu (DRAM) and one analytic step: the CPU one is left out.
+        assert [t.get_text() for t in ax.texts] == ["bs256 baseline", "bs256 baseline"]
+        lines = _lines(ax)
+        assert "ncu tensor bf16 @ 1.59 GHz: 860 TFLOP/s" in lines
+        assert "datasheet bf16: 989 TFLOP/s" in lines
+    finally:
+        plt.close(figure)

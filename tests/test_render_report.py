@@ -1,19 +1,27 @@
-"""`nnperf render-report` and `nnperf compare-machines` on results folders in the contract's
-shape: what the summary says, that the HTML needs nothing beside itself, and the merge of
-two machines."""
+"""`nnperf render-report` and `nnperf compare-machines` on results folders as the pipeline
+writes them: what the summary says, that the HTML needs nothing beside itself, the merge of
+two machines, and the library entry points the report rules call (torch-free)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from conftest import REPO
+from nnperf import report, results
 from nnperf.cli import main
-from report_tables import gpu_folder, laptop_folder, write_figure
+from nnperf.codehash import closure
+from nnperf.contract import ReportRequest
+from nnperf.errors import NnperfError
+from report_tables import gpu_folder, inside, laptop_folder, write_figure
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
 I7 = "Intel(R) Core(TM) i7-1185G7 (laptop)"
@@ -187,7 +195,7 @@ def test_bad_input_is_one_line_naming_it(two_machines, capsys):
         "--notes-file 'notes.json': the JSON list must hold strings only" in capsys.readouterr().err
     )
     assert render("--cv-threshold", "0") == 2
-    assert "--cv-threshold 0.0: must be > 0 (config report.cv_threshold)" in capsys.readouterr().err
+    assert "cv_threshold 0.0: must be > 0 (config report.cv_threshold)" in capsys.readouterr().err
 
 
 def test_compare_machines_writes_the_merged_table_and_figure(two_machines):
@@ -227,3 +235,75 @@ def test_a_large_family_of_figures_is_folded(two_machines):
         in section
     )
     assert "![" not in section
+
+
+def test_the_rule_entry_point_reads_only_the_files_named(two_machines):
+    """As rule render_report calls it: named tables, no folder discovery, request defaults."""
+    laptop = Path("laptop")
+    local = results.local_files(
+        tables={
+            "summary": inside(laptop, "table", name="summary"),
+            "runs": inside(laptop, "table", name="runs"),
+            "environment": inside(laptop, "table", name="environment"),
+            "kernels": None,
+        },
+        complexity=[inside(laptop, "complexity", model="resnet18_cifar")],
+        ceilings=[inside(laptop, "ceilings", device="cpu")],
+    )
+    request = ReportRequest(notes=("Note from the workflow.",), extra_results=("gpu",))
+    document = report.render_files(request, local, [], "out/summary.html", "out/summary.md")
+    assert document.title == ReportRequest.title
+    assert document.machines == [I7, H100]
+    md = Path("out/summary.md").read_text(encoding="utf-8")
+    assert "- Note from the workflow." in md
+    # The laptop's roofline points were not named: only the GPU box's are read.
+    roofline = md.split("\n## Roofline\n", 1)[1].split("\n## ", 1)[0]
+    assert "`gpu/tables/roofline_points.csv`" in roofline
+    assert "laptop/tables/roofline_points.csv" not in md
+    with pytest.raises(NnperfError, match="summary table 'nowhere.csv': file not found"):
+        results.local_files(tables={"summary": "nowhere.csv"})
+
+
+def _script_modules(script: Path) -> set[str]:
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+REPORT_SCRIPTS = (
+    "roofline_points",
+    "plot_roofline",
+    "environment_table",
+    "compare_machines",
+    "render_report",
+)
+
+
+@pytest.mark.parametrize("name", REPORT_SCRIPTS)
+def test_report_rules_run_without_torch(name):
+    """These rules use envs/nnperf-report.yaml, which has no torch: importing every nnperf
+    module their script reaches must not import it."""
+    modules = closure(*sorted(_script_modules(REPO / "workflow/scripts" / f"{name}.py")))
+    assert {"nnperf.jobs", "nnperf.errors"} <= set(modules)  # the closure was found
+    code = (
+        "import importlib, sys\n"
+        f"for module in {list(modules)!r}:\n"
+        "    importlib.import_module(module)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,8 +1,8 @@
 """The report rules on the tiny config: a real Snakemake run, then `snakemake --report`.
 
-The run builds whatever the workflow's stages produce for tests/configs/tiny.yaml; the
-summary must report it: the complexity of every model, the throughput of every configuration
-that ran (once the timing stage is in the workflow), the notes on what was skipped, and a
+The session's `tiny_study` (tests/conftest.py) runs the whole workflow on
+tests/configs/tiny.yaml; the summary must report it: the complexity of every model, the
+throughput of every configuration that ran, the notes on what was skipped, and a
 self-contained HTML file. `snakemake --report` must then work offline.
 """
 
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import REPO, TINY_CONFIG, run_snakemake
+from conftest import TINY_CONFIG, run_snakemake
 from nnperf import files
 from nnperf.report_format import fmt, fmt_si
 from report_tables import gpu_folder
@@ -23,19 +22,14 @@ from report_tables import gpu_folder
 pytestmark = pytest.mark.workflow
 
 
-@pytest.fixture
-def tiny_run(tiny_study) -> Path:
-    return tiny_study
-
-
 def section(markdown: str, title: str) -> str:
     return markdown.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def test_summary_reports_the_complexity_of_every_model(tiny_run):
-    md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
+def test_summary_reports_the_complexity_of_every_model(tiny_study):
+    md = (tiny_study / "reports/summary.md").read_text(encoding="utf-8")
     complexity = section(md, "Model complexity")
-    for path in sorted((tiny_run / "results/complexity").glob("*.json")):
+    for path in sorted((tiny_study / "results/complexity").glob("*.json")):
         document = files.read_json(path)
         row = next(
             line for line in complexity.splitlines() if line.startswith(f"| {document['model']} ")
@@ -45,11 +39,9 @@ def test_summary_reports_the_complexity_of_every_model(tiny_run):
         assert f"`results/complexity/{path.name}`" in complexity
 
 
-def test_summary_reports_every_configuration_that_ran(tiny_run):
-    summary_csv = tiny_run / "results/tables/summary.csv"
-    if not summary_csv.exists():
-        pytest.skip("the timing stage (aggregate_runs) is not in this workflow yet")
-    md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
+def test_summary_reports_every_configuration_that_ran(tiny_study):
+    summary_csv = tiny_study / "results/tables/summary.csv"
+    md = (tiny_study / "reports/summary.md").read_text(encoding="utf-8")
     throughput = section(md, "Throughput")
     summary = pd.read_csv(summary_csv)
     for row in summary.itertuples():
@@ -62,8 +54,8 @@ def test_summary_reports_every_configuration_that_ran(tiny_run):
         )
         if row.status == "ok":
             assert f"| {fmt(row.throughput_img_s_median)} " in line
-    environment = pd.read_csv(tiny_run / "results/tables/environment.csv", dtype=str)
-    assert len(environment) == len(pd.read_csv(tiny_run / "results/tables/runs.csv"))
+    environment = pd.read_csv(tiny_study / "results/tables/environment.csv", dtype=str)
+    assert len(environment) == len(pd.read_csv(tiny_study / "results/tables/runs.csv"))
     machine = environment["machine"].iloc[0]
     assert (
         md.split("## Key findings", 1)[1]
@@ -72,38 +64,47 @@ def test_summary_reports_every_configuration_that_ran(tiny_run):
     )
 
 
-def test_summary_notes_what_was_skipped(tiny_run):
-    md = (tiny_run / "reports/summary.md").read_text(encoding="utf-8")
+def test_summary_notes_what_was_skipped(tiny_study):
+    md = (tiny_study / "reports/summary.md").read_text(encoding="utf-8")
     notes = section(md, "Notes: skipped and flagged")
-    assert "- Device 'cpu': Nsight Compute profiles CUDA devices only; roofline is analytic" in notes
+    assert (
+        "- Device 'cpu': Nsight Compute profiles CUDA devices only; roofline is analytic" in notes
+    )
 
 
-def test_summary_html_is_self_contained(tiny_run):
-    html = (tiny_run / "reports/summary.html").read_text(encoding="utf-8")
+def test_summary_html_is_self_contained(tiny_study):
+    html = (tiny_study / "reports/summary.html").read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "<script" not in html and "<link" not in html
     assert html.count("<table") >= 1
 
 
-def test_snakemake_report_works_after_the_run(tiny_run):
+def test_snakemake_report_works_after_the_run(tiny_study):
     # As users run it: no --cores (nothing executes).
     done = run_snakemake(
-        tiny_run, "--configfile", str(TINY_CONFIG), "--report", "reports/report.html", cores=None
+        tiny_study, "--configfile", str(TINY_CONFIG), "--report", "reports/report.html", cores=None
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    report = (tiny_run / "reports/report.html").read_text(encoding="utf-8")
+    report = (tiny_study / "reports/report.html").read_text(encoding="utf-8")
     # Everything is inlined: no script or stylesheet is fetched when it opens.
     assert not re.search(r"""<(script|link)[^>]+(src|href)\s*=\s*["']https?://""", report)
     assert "summary.html" in report and "summary.md" in report
     assert "resnet18_cifar_layers.csv" in report
-    for category in ("Throughput", "Time breakdown", "Roofline", "Complexity", "Ceilings",
-                     "Environment", "Report"):
+    for category in (
+        "Throughput",
+        "Time breakdown",
+        "Roofline",
+        "Complexity",
+        "Ceilings",
+        "Environment",
+        "Report",
+    ):
         assert category in report, category
 
 
-def test_extra_results_of_another_machine_join_the_summary(tiny_run, tmp_path):
+def test_extra_results_of_another_machine_join_the_summary(tiny_study, tmp_path):
     workdir = tmp_path / "run"
-    shutil.copytree(tiny_run, workdir, symlinks=True)
+    shutil.copytree(tiny_study, workdir, symlinks=True)
     gpu_folder(tmp_path / "gpu" / "results")
     done = run_snakemake(
         workdir,
@@ -123,7 +124,8 @@ def test_extra_results_of_another_machine_join_the_summary(tiny_run, tmp_path):
         "NVIDIA H100 80GB HBM3 (gpu01)"
     ) in md
     assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'summary.csv'}`" in md
-    if (workdir / "results/tables/summary.csv").exists():
-        # With timed runs here too, the comparison figure is drawn and embedded.
-        assert (workdir / "results/figures/machines/throughput.png").is_file()
-        assert "../results/figures/machines/throughput.png" in md
+    # The comparison figure is drawn from both machines' summaries and embedded.
+    merged = pd.read_csv(workdir / "results/tables/machines_summary.csv")
+    assert "NVIDIA H100 80GB HBM3 (gpu01)" in set(merged["machine"])
+    assert (workdir / "results/figures/machines/throughput.png").is_file()
+    assert "../results/figures/machines/throughput.png" in md

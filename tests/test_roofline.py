@@ -1,4 +1,5 @@
-"""Tests for nnperf.roofline: formulas, ceilings, calibration, ncu and analytic points."""
+"""Tests for nnperf.roofline: formulas, ceilings, calibration, ncu and analytic points, and
+the rules' entry points (`write_points`, `nnperf.plots.roofline.write_figure`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from nnperf import kernels, ncu, roofline
-from nnperf.cli import main
+from nnperf.contract import FigureRequest
 from nnperf.errors import NnperfError
-from nnperf.files import read_json, write_json
+from nnperf.files import write_csv, write_json
+from nnperf.plots.roofline import write_figure
 
 DATA = Path(__file__).parent / "data" / "ncu"
 POSITIVE = st.floats(min_value=1e-6, max_value=1e18, allow_nan=False, allow_infinity=False)
@@ -31,8 +33,6 @@ def test_formulas_against_hand_computed_values():
     assert roofline.attainable(10.0, 50e12, 2e12) == 20e12
     assert roofline.attainable(100.0, 50e12, 2e12) == 50e12
     assert roofline.ridge_point(50e12, 2e12) == 25.0
-    # H100 SXM dense BF16 path: 540,672 ops/cycle at the 1.59 GHz base clock
-    assert roofline.scaled_peak(540672, 1.59e9) == pytest.approx(859.668e12, rel=1e-6)
     assert math.isnan(roofline.arithmetic_intensity(1.0, 0.0))
     assert math.isnan(roofline.performance(1.0, 0.0))
 
@@ -59,11 +59,20 @@ def test_calibration_ratio_and_tolerance():
 
 
 # ------------------------------------------------------------------ ncu points and ceilings
+# The configuration the H100 fixture export was profiled for.
+H100_CONFIG = {
+    "device": "cuda",
+    "model": "resnet18",
+    "precision": "bf16",
+    "batch_size": 256,
+    "variant": "baseline",
+}
+
+
 @pytest.fixture(scope="module")
 def h100_kernels() -> pd.DataFrame:
     raw = ncu.read_raw_csv(DATA / "h100_bf16_resnet18.csv")
-    config = kernels.config_from_profile_path("cuda/resnet18/bf16/bs256/baseline.csv")
-    return kernels.kernels_table(raw, config, clock_control="base")
+    return kernels.kernels_table(raw, H100_CONFIG, clock_control="base")
 
 
 def test_ncu_points_per_kernel_and_step_at_three_levels(h100_kernels):
@@ -157,28 +166,20 @@ def test_analytic_errors_name_the_problem():
     broken = {**COMPLEXITY, "train_step_flops_per_image": None}
     with pytest.raises(NnperfError, match="train_step_flops_per_image None is not a number"):
         roofline.analytic_point(broken, {**config, "precision": "fp32"}, 1.0)
-    run = {
-        "status": "ok",
-        "step_time_s": {"median": 1.0},
-        "device": "cpu",
-        "model": "other",
-        "precision": "fp32",
-        "batch_size": 2,
-        "variant": "b",
-    }
+    times = {("cpu", "other", "fp32", 2, "b"): 1.0}
     with pytest.raises(NnperfError, match=r"no complexity for model 'other'; have: tiny"):
-        roofline.analytic_points({"tiny": COMPLEXITY}, [run])
+        roofline.analytic_points({"tiny": COMPLEXITY}, times)
 
 
-def test_median_step_times_skips_oom_and_takes_median_of_reps():
-    base = {"device": "cpu", "model": "tiny", "precision": "fp32", "batch_size": 4, "variant": "b"}
-    runs = [
-        {**base, "rep": 0, "status": "ok", "step_time_s": {"median": 0.3}},
-        {**base, "rep": 1, "status": "ok", "step_time_s": {"median": 0.1}},
-        {**base, "rep": 2, "status": "ok", "step_time_s": {"median": 0.2}},
-        {**base, "batch_size": 4096, "status": "oom", "step_time_s": None},
-    ]
-    assert roofline.median_step_times(runs) == {("cpu", "tiny", "fp32", 4, "b"): 0.2}
+def test_step_times_come_from_the_summary_and_skip_configurations_without_one():
+    base = {"device": "cpu", "model": "tiny", "precision": "fp32", "variant": "b"}
+    summary = pd.DataFrame(
+        [
+            {**base, "batch_size": 4, "status": "ok", "step_time_s_median": 0.2},
+            {**base, "batch_size": 4096, "status": "oom", "step_time_s_median": math.nan},
+        ]
+    )
+    assert roofline.step_times(summary) == {("cpu", "tiny", "fp32", 4, "b"): 0.2}
 
 
 # ------------------------------------------------------------------ analytic end to end on CPU
@@ -239,8 +240,8 @@ def _complexity(model: torch.nn.Module) -> dict:
     }
 
 
-def _timed_run(model: torch.nn.Module, batch_size: int, rep: int) -> dict:
-    """A run document in the contract's shape from real CPU training steps."""
+def _median_step_time(model: torch.nn.Module, batch_size: int, rep: int) -> float:
+    """The median of three real CPU training steps after one warm-up step."""
     torch.manual_seed(rep)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch_size, 3, 8, 8)
@@ -253,30 +254,7 @@ def _timed_run(model: torch.nn.Module, batch_size: int, rep: int) -> dict:
         loss.backward()
         optimizer.step()
         times.append(time.perf_counter() - start)
-    timed = times[1:]
-    return {
-        "status": "ok",
-        "error": None,
-        "model": "tiny",
-        "device": "cpu",
-        "precision": "fp32",
-        "batch_size": batch_size,
-        "variant": "baseline",
-        "rep": rep,
-        "dataset": "synthetic",
-        "warmup_steps": 1,
-        "timed_steps": len(timed),
-        "throughput_img_s": batch_size * len(timed) / sum(timed),
-        "step_time_s": {
-            "median": statistics.median(timed),
-            "mean": statistics.mean(timed),
-            "std": statistics.pstdev(timed),
-            "min": min(timed),
-            "max": max(timed),
-            "p10": min(timed),
-            "p90": max(timed),
-        },
-    }
+    return statistics.median(times[1:])
 
 
 def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
@@ -285,50 +263,27 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
     complexity = _complexity(model)
     assert complexity["train_step_flops_per_image"] > complexity["forward_flops_per_image"] > 0
     write_json(tmp_path / "results/complexity/tiny.json", complexity)
-    run_paths = []
-    for batch_size in (2, 4):
-        for rep in (0, 1):
-            path = tmp_path / f"results/runs/cpu/tiny/fp32/bs{batch_size}/baseline/rep{rep}.json"
-            write_json(path, _timed_run(model, batch_size, rep))
-            run_paths.append(path)
-    oom = tmp_path / "results/runs/cpu/tiny/fp32/bs9999/baseline/rep0.json"
-    write_json(
-        oom,
-        {
-            "status": "oom",
-            "error": "out of memory",
-            "model": "tiny",
-            "device": "cpu",
-            "precision": "fp32",
-            "batch_size": 9999,
-            "variant": "baseline",
-            "rep": 0,
-            "step_time_s": None,
-        },
-    )
-    run_paths.append(oom)
+    keys = {"device": "cpu", "model": "tiny", "precision": "fp32", "variant": "baseline"}
+    # summary.csv as aggregate_runs writes it: the median over reps of each rep's median step.
+    medians = {
+        bs: statistics.median(_median_step_time(model, bs, rep) for rep in (0, 1)) for bs in (2, 4)
+    }
+    rows = [
+        {**keys, "batch_size": bs, "status": "ok", "step_time_s_median": median}
+        for bs, median in medians.items()
+    ]
+    rows.append({**keys, "batch_size": 9999, "status": "oom", "step_time_s_median": math.nan})
+    summary = tmp_path / "results/tables/summary.csv"
+    write_csv(summary, pd.DataFrame(rows))
     points_path = tmp_path / "results/tables/roofline_points.csv"
     flops_path = tmp_path / "results/tables/flops_comparison.csv"
-    rc = main(
-        [
-            "roofline-points",
-            "--runs",
-            *map(str, run_paths),
-            "--complexity",
-            str(tmp_path / "results/complexity/tiny.json"),
-            "--output",
-            str(points_path),
-            "--flops-table",
-            str(flops_path),
-        ]
+    roofline.write_points(
+        summary, [tmp_path / "results/complexity/tiny.json"], None, points_path, flops_path
     )
-    assert rc == 0
     points = pd.read_csv(points_path)
     assert list(points.columns) == list(roofline.POINT_COLUMNS)
     assert len(points) == 2  # bs2 and bs4; the OOM config has no time
     for row in points.itertuples(index=False):
-        reps = [read_json(p) for p in run_paths if f"/bs{row.batch_size}/" in str(p)]
-        median_time = statistics.median(r["step_time_s"]["median"] for r in reps)
         traffic = complexity["traffic"]["fp32"]
         assert (row.source, row.granularity, row.memory_level, row.kind) == (
             "analytic",
@@ -338,9 +293,9 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
         )
         assert row.flops == pytest.approx(complexity["train_step_flops_per_image"] * row.batch_size)
         assert row.bytes == traffic["fixed_bytes"] + row.batch_size * traffic["per_image_bytes"]
-        assert row.time_s == pytest.approx(median_time)
+        assert row.time_s == pytest.approx(medians[row.batch_size])
         assert row.arithmetic_intensity_flop_per_byte == pytest.approx(row.flops / row.bytes)
-        assert row.performance_flop_s == pytest.approx(row.flops / median_time)
+        assert row.performance_flop_s == pytest.approx(row.flops / medians[row.batch_size])
     flops = pd.read_csv(flops_path)
     assert list(flops["batch_size"]) == [2, 4]
     assert flops["flops_ncu"].isna().all()
@@ -364,71 +319,27 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
         },
     )
     figure = tmp_path / "results/figures/roofline_steps/cpu.png"
-    assert (
-        main(
-            [
-                "plot-roofline",
-                "--kind",
-                "device",
-                "--device",
-                "cpu",
-                "--points",
-                str(points_path),
-                "--ceilings",
-                str(ceilings),
-                "--output",
-                str(figure),
-            ]
-        )
-        == 0
-    )
+    steps = FigureRequest(kind="roofline_steps", device="cpu")
+    write_figure(steps, points_path, ceilings, None, figure)
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     single = tmp_path / "results/figures/roofline/cpu/tiny/fp32/bs4/baseline.png"
-    assert (
-        main(
-            [
-                "plot-roofline",
-                "--device",
-                "cpu",
-                "--model",
-                "tiny",
-                "--precision",
-                "fp32",
-                "--batch-size",
-                "4",
-                "--variant",
-                "baseline",
-                "--points",
-                str(points_path),
-                "--ceilings",
-                str(ceilings),
-                "--output",
-                str(single),
-            ]
-        )
-        == 0
-    )
+    one = FigureRequest(kind="roofline", **keys, batch_size=4)
+    write_figure(one, points_path, ceilings, None, single)
     assert single.stat().st_size > 10_000
 
 
 def test_merged_points_and_flops_comparison(h100_kernels):
-    config = {
-        "device": "cuda",
-        "model": "resnet18",
-        "precision": "bf16",
-        "batch_size": 256,
-        "variant": "baseline",
-    }
+    config = H100_CONFIG
     complexity = {
         "model": "resnet18",
         "train_step_flops_per_image": 3.6e8,
         "traffic": {"bf16": {"fixed_bytes": 10, "per_image_bytes": 20}},
     }
-    run = {**config, "status": "ok", "step_time_s": {"median": 0.1}}
+    times = {tuple(config.values()): 0.1}
     points = pd.concat(
         [
             roofline.ncu_points(h100_kernels),
-            roofline.analytic_points({"resnet18": complexity}, [run]),
+            roofline.analytic_points({"resnet18": complexity}, times),
         ],
         ignore_index=True,
     )
@@ -456,3 +367,66 @@ def test_json_ceilings_measured_and_datasheet():
         ("datasheet memory", "datasheet", 3.35e12),
     ]
     assert roofline.json_ceilings({"measured": None, "datasheet": None}, ["fp32"]) == []
+
+
+# ------------------------------------------------------------------ the rules' entry points
+def test_points_and_figure_from_a_kernels_table(h100_kernels, tmp_path):
+    table = tmp_path / "kernels.csv"
+    write_csv(table, h100_kernels)
+    summary = tmp_path / "summary.csv"
+    write_csv(summary, pd.DataFrame(columns=[*roofline.SUMMARY_COLUMNS, "status"]))
+    points, flops = tmp_path / "points.csv", tmp_path / "flops.csv"
+    written = roofline.write_points(summary, [], table, points, flops)
+    frame = pd.read_csv(points)
+    assert len(frame) == len(written) == 8 * 3 + 3  # 8 kernels and the step, at 3 levels
+    comparison = pd.read_csv(flops).iloc[0]
+    assert comparison["calibration_ratio"] == pytest.approx(1.000722, rel=1e-5)
+    assert bool(comparison["calibration_ok"])
+    figure = tmp_path / "fig.png"
+    write_figure(FigureRequest(kind="roofline", **H100_CONFIG), points, None, table, figure)
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_out_of_memory_configuration_is_an_empty_roofline(tmp_path):
+    keys = {"device": "cpu", "model": "tiny", "precision": "fp32", "variant": "baseline"}
+    summary = tmp_path / "summary.csv"
+    write_csv(
+        summary,
+        pd.DataFrame(
+            [
+                {**keys, "batch_size": 4, "status": "ok", "step_time_s_median": 0.25},
+                {**keys, "batch_size": 512, "status": "oom", "step_time_s_median": math.nan},
+            ]
+        ),
+    )
+    complexity = tmp_path / "tiny.json"
+    write_json(
+        complexity,
+        {
+            "model": "tiny",
+            "train_step_flops_per_image": 1e6,
+            "traffic": {"fp32": {"fixed_bytes": 100, "per_image_bytes": 10}},
+        },
+    )
+    points = tmp_path / "points.csv"
+    roofline.write_points(summary, [complexity], None, points, tmp_path / "flops.csv")
+    row = pd.read_csv(points).iloc[0]
+    assert (row["batch_size"], row["flops"], row["bytes"], row["time_s"]) == (4, 4e6, 140, 0.25)
+    empty = tmp_path / "oom.png"
+    write_figure(FigureRequest(kind="roofline", **keys, batch_size=512), points, None, None, empty)
+    assert empty.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_tables_and_requests_are_one_line_naming_them(tmp_path):
+    points = tmp_path / "points.csv"
+    points.write_text("device,model\ncpu,m\n")
+    figure = tmp_path / "f.png"
+    with pytest.raises(NnperfError, match="points.csv: roofline points table lacks columns"):
+        write_figure(FigureRequest(kind="roofline_steps", device="cpu"), points, None, None, figure)
+    with pytest.raises(NnperfError, match="summary.csv: file not found"):
+        roofline.write_points(tmp_path / "summary.csv", [], None, points, tmp_path / "x.csv")
+    good = tmp_path / "good.csv"
+    write_csv(good, pd.DataFrame(columns=list(roofline.POINT_COLUMNS)))
+    with pytest.raises(NnperfError, match="a roofline figure needs model, precision"):
+        write_figure(FigureRequest(kind="roofline", device="cpu"), good, None, None, figure)
+    assert not figure.exists()

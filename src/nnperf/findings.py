@@ -15,6 +15,8 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from nnperf import roofline
+from nnperf.ncu import TENSOR_DTYPE_OF_PRECISION
 from nnperf.report_format import (
     config_text,
     fmt,
@@ -28,6 +30,7 @@ from nnperf.report_format import (
 from nnperf.vocab import (
     CONFIG_KEYS,
     PHASES,
+    PRECISIONS,
     REFERENCE_PRECISION,
     REFERENCE_VARIANT,
     precision_rank,
@@ -67,11 +70,12 @@ DEFAULT_TOP_KERNELS = 10
 # (the algorithmic, no-reuse traffic of analytic points is also main-memory traffic); the
 # profile's own roofs (kernels.csv, ncu peak_sustained x clock) cover every level.
 JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
+# A precision that runs on tensor cores is bound by their peak, the others by the FP32 pipe's.
 PROFILE_COMPUTE_COLUMN = {
-    "fp32": "peak_flop_s_fp32",
-    "tf32": "peak_flop_s_tensor",
-    "fp16": "peak_flop_s_tensor",
-    "bf16": "peak_flop_s_tensor",
+    precision: (
+        "peak_flop_s_tensor" if TENSOR_DTYPE_OF_PRECISION.get(precision) else "peak_flop_s_fp32"
+    )
+    for precision in PRECISIONS
 }
 LEVEL_LABELS = {
     "dram": "DRAM",
@@ -452,11 +456,11 @@ def roofline_readings(
                 peak_flop_s=peak,
                 bandwidth_bytes_s=bandwidth,
             )
-            ridge = peak / bandwidth if peak and bandwidth else None
+            ridge = roofline.ridge_point(peak, bandwidth) if peak and bandwidth else None
             attainable = None
             bound = None
             if intensity is not None and peak and bandwidth:
-                attainable = min(peak, intensity * bandwidth)
+                attainable = roofline.attainable(intensity, peak, bandwidth)
                 bound = "memory" if intensity < ridge else "compute"
             row.update(
                 ridge_flop_per_byte=ridge,
@@ -747,16 +751,14 @@ def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
     kinds = step.groupby([*GROUP_KEYS, "kind"], sort=True)["duration_s"].sum().reset_index()
     totals = kinds.groupby(list(GROUP_KEYS))["duration_s"].transform("sum")
     kinds["share"] = kinds["duration_s"] / totals
-    return kinds.sort_values([*GROUP_KEYS, "share"], ascending=[True] * len(GROUP_KEYS) + [False])[
-        columns
-    ]
+    return sort_configs(kinds.sort_values("share", ascending=False))[columns]
 
 
 def complexity_table(documents: Sequence[Mapping]) -> pd.DataFrame:
     """One row per model: parameters, FLOPs and bytes per image (complexity JSONs)."""
     rows = []
     for d in sorted(documents, key=lambda d: str(d.get("model"))):
-        traffic = (d.get("traffic") or {}).get("fp32") or {}
+        traffic = (d.get("traffic") or {}).get(REFERENCE_PRECISION) or {}
         rows.append(
             {
                 "model": d.get("model"),

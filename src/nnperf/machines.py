@@ -9,17 +9,21 @@ or more `results/` folders into a `(results_dir, device) -> machine` mapping, an
 kernels) a `machine` column so that results from a laptop, a workstation and a cloud GPU
 sit side by side.
 
-All functions take data and return data; reading the folders is `nnperf.results`' job.
-It is not the place for the report text (`nnperf.report`).
+All functions take data and return data, except `write_environment_table`, the edge of rule
+`environment_table`. Reading results folders is `nnperf.results`' job, the report text
+`nnperf.report`'s and the comparison figure `nnperf.plots.machines`'.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.vocab import CONFIG_KEYS
+from nnperf import files
+from nnperf.errors import NnperfError
+from nnperf.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
 
 RUN_KEYS = CONFIG_KEYS + ("rep",)
 
@@ -102,7 +106,34 @@ def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=[*RUN_KEYS, "status", "machine"])
-    return frame.sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
+    return frame.sort_values(list(RUN_KEYS), key=_in_vocabulary_order, kind="stable").reset_index(
+        drop=True
+    )
+
+
+def _in_vocabulary_order(column: pd.Series) -> pd.Series:
+    """Sort key: precisions in the shared order, the reference variant first."""
+    if column.name == "precision":
+        return column.map(precision_rank)
+    if column.name == "variant":
+        return column.astype(str).map(lambda v: f"{int(v != REFERENCE_VARIANT)}{v}")
+    return column
+
+
+def write_environment_table(
+    runs: Iterable[str | os.PathLike], out: str | os.PathLike
+) -> pd.DataFrame:
+    """The environment record of every run JSON as one table (rule `environment_table`)."""
+    paths = list(runs)
+    if not paths:
+        raise NnperfError("environment table: no run JSON files given")
+    frame = environment_frame(files.read_json(path) for path in paths)
+    files.write_csv(out, frame)
+    print(
+        f"environment table: {len(frame)} runs on {frame['machine'].nunique()} machine(s) "
+        f"-> {os.fspath(out)}"
+    )
+    return frame
 
 
 def machine_map(environments: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame:
@@ -214,7 +245,8 @@ def settings_table(environment: pd.DataFrame | None) -> pd.DataFrame:
             seen = [v for v in seen if v is not None]
             row[field] = ", ".join(seen) if seen else None
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    return frame.sort_values(keys, key=_in_vocabulary_order, kind="stable").reset_index(drop=True)
 
 
 def _display_bytes(value: object) -> str | None:
@@ -232,79 +264,3 @@ def _display(value: object) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def plot_throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = None):
-    """Seaborn bars of median throughput per configuration, one colour per machine.
-
-    From the per-rep runs when given (bars: median of the reps, whiskers: their
-    interquartile range, the same statistics summary.csv holds); from summary.csv medians
-    otherwise. One panel per model; a log axis when machines differ by more than 20x, as a
-    laptop CPU and a datacenter GPU do. Returns the seaborn FacetGrid.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import seaborn as sns
-
-    if runs is not None and "throughput_img_s" in runs.columns:
-        data = runs[runs["status"].astype(str) == "ok"].copy() if "status" in runs else runs.copy()
-        value, errorbar = "throughput_img_s", ("pi", 50)
-    else:
-        data = summary.copy()
-        value, errorbar = "throughput_img_s_median", None
-    data = data.dropna(subset=[value])
-    if data.empty:
-        raise ValueError("no successful runs to plot")
-    data["configuration"] = (
-        data["precision"].astype(str)
-        + " bs"
-        + data["batch_size"].astype(int).astype(str)
-        + " "
-        + data["variant"].astype(str)
-    )
-    order = sorted(data["configuration"].unique(), key=_config_sort_key)
-    grid = sns.catplot(
-        data=data,
-        kind="bar",
-        x="configuration",
-        y=value,
-        hue="machine",
-        col="model",
-        col_wrap=min(2, data["model"].nunique()),
-        order=order,
-        estimator="median",
-        errorbar=errorbar,
-        sharey=False,
-        height=4,
-        aspect=1.6,
-        legend_out=False,
-    )
-    spread = data.groupby("machine")[value].median()
-    if len(spread) > 1 and spread.max() > 20 * spread.min():
-        grid.set(yscale="log")
-    grid.set_axis_labels("precision, batch size, variant", "throughput (images/s)")
-    grid.set_titles("{col_name}")
-    for axis in grid.axes.flat:
-        axis.tick_params(axis="x", rotation=45)
-        for label in axis.get_xticklabels():
-            label.set_horizontalalignment("right")
-    grid.figure.suptitle(
-        (
-            "Training throughput per machine (median of reps; whiskers: IQR)"
-            if errorbar
-            else "Training throughput per machine (median of reps)"
-        ),
-        y=1.02,
-    )
-    grid.figure.tight_layout()
-    # Machine names are long: the legend sits right of the panels, outside them (saving with
-    # bbox_inches="tight" keeps it in the image).
-    sns.move_legend(grid, "upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
-    return grid
-
-
-def _config_sort_key(label: str):
-    precision, batch, variant = label.split(" ", 2)
-    order = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
-    return (order.get(precision, 9), int(batch.removeprefix("bs")), variant != "baseline", variant)

@@ -9,18 +9,27 @@ figures and the files its numbers came from. The numbers and sentences come from
 
 Rendering fills the Jinja templates in `nnperf/templates/` and takes a function that turns a
 figure path into an image source (a data URI for the self-contained HTML, a relative path for
-Markdown). Reading and writing files is `nnperf.commands.render_report`'s job.
+Markdown). The two edges at the bottom read the results folders and write files:
+`render_files` (rule `render_report`, `nnperf render-report`) and `compare_machines` (rule
+`compare_machines`, `nnperf compare-machines`).
 """
 
 from __future__ import annotations
 
+import base64
+import mimetypes
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
 
+from nnperf import files, results
 from nnperf import machines as machines_mod
+from nnperf.contract import ReportRequest
+from nnperf.errors import NnperfError
 from nnperf.findings import (
     CI_HIGH,
     CI_LOW,
@@ -706,19 +715,21 @@ def build_document(
         Section(
             "speedups",
             "Speedups",
-            intro="Ratios of median throughputs: each precision against fp32 and each variant "
-            "against baseline at the same batch size, and each configuration across batch "
-            "sizes. Where the two 95% CIs overlap the difference is within the run-to-run spread.",
+            intro=f"Ratios of median throughputs: each precision against {REFERENCE_PRECISION} "
+            f"and each variant against {REFERENCE_VARIANT} at the same batch size, and each "
+            "configuration across batch sizes. Where the two 95% CIs overlap the difference is "
+            "within the run-to-run spread.",
             findings=speedup_findings,
             tables=[
                 t
                 for t in (
                     Table(
-                        "Precisions against fp32",
+                        f"Precisions against {REFERENCE_PRECISION}",
                         drop(speedup_display(precision_table, "precision")),
                     ),
                     Table(
-                        "Variants against baseline", drop(speedup_display(variant_table, "variant"))
+                        f"Variants against {REFERENCE_VARIANT}",
+                        drop(speedup_display(variant_table, "variant")),
                     ),
                     Table("Batch-size scaling", drop(scaling_display(scaling))),
                 )
@@ -947,3 +958,115 @@ def _md_escape(text: str) -> str:
     """Text safe in Markdown: `*` would start emphasis and `<` an HTML tag (kernel names
     such as `FillFunctor<float>`); underscores inside words are literal in CommonMark."""
     return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")
+
+
+# ------------------------------------------------------------------------------------------
+# The edges: results folders in, files out.
+# ------------------------------------------------------------------------------------------
+# Resolution of the machine-comparison figure (the run figures use their own).
+MACHINES_FIGURE_DPI = 120
+
+
+def data_uri(path: str | os.PathLike) -> str:
+    """The file as a `data:` URI, so the HTML needs nothing beside itself."""
+    mime = mimetypes.guess_type(os.fspath(path))[0] or "application/octet-stream"
+    try:
+        payload = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise NnperfError(f"figure {os.fspath(path)!r}: file not found") from None
+    return f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
+
+
+def relative_link(path: str | os.PathLike, document: str | os.PathLike) -> str:
+    """`path` relative to the folder of `document`, with forward slashes (Markdown links)."""
+    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(Path(document).parent))
+    return Path(relative).as_posix()
+
+
+def render_files(
+    request: ReportRequest,
+    local: results.FolderFiles,
+    figures: Sequence[str | os.PathLike] | None,
+    out_html: str | os.PathLike,
+    out_md: str | os.PathLike,
+    note_sources: Sequence[str] = (),
+) -> Document:
+    """Write the summary of this machine's files and `request.extra_results` as HTML
+    (self-contained: CSS inline, figures as data URIs) and Markdown (figures linked).
+
+    `figures` None means every PNG under each folder's `figures/`; `note_sources` are the
+    files `request.notes` came from, listed under the Notes section's sources.
+    """
+    if request.cv_threshold <= 0:
+        raise NnperfError(
+            f"cv_threshold {request.cv_threshold}: must be > 0 (config report.cv_threshold)"
+        )
+    folders = results.with_extra_results(local, request.extra_results)
+    loaded = results.load(folders)
+    shown = results.figures(folders) if figures is None else [os.fspath(f) for f in figures]
+    sources = dict(loaded.sources)
+    if note_sources:
+        sources["notes"] = list(note_sources)
+    inputs = ReportInputs(
+        summary=loaded.summary,
+        runs=loaded.runs,
+        kernels=loaded.kernels,
+        roofline_points=loaded.roofline_points,
+        environment=loaded.environment,
+        complexity=loaded.complexity,
+        ceilings=loaded.ceilings,
+        figures=shown,
+        notes=list(request.notes),
+        sources=sources,
+    )
+    document = build_document(
+        inputs,
+        title=request.title,
+        description=request.description,
+        cv_threshold=request.cv_threshold,
+    )
+    origin = "the files listed under Sources in each section"
+    html = render_html(document, data_uri, origin)
+    markdown = render_markdown(document, lambda path: relative_link(path, out_md), origin)
+    for path, text in ((out_html, html), (out_md, markdown)):
+        with files.atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    print(
+        f"render-report: {len(document.sections)} sections, {len(shown)} figures, "
+        f"{len(document.machines)} machine(s) -> {os.fspath(out_html)}, {os.fspath(out_md)}"
+    )
+    return document
+
+
+def compare_machines(
+    request: ReportRequest,
+    local: results.FolderFiles,
+    out_csv: str | os.PathLike,
+    out_figure: str | os.PathLike,
+) -> pd.DataFrame:
+    """This machine's summary merged with `request.extra_results`' (a `machine` column on
+    every row) and the figure of throughput per machine. Returns the merged summary."""
+    # Imported here: seaborn costs a second and rendering the summary does not draw.
+    import matplotlib.pyplot as plt
+
+    from nnperf.plots.machines import throughput_by_machine
+
+    loaded = results.load(results.with_extra_results(local, request.extra_results))
+    if loaded.summary is None:
+        raise NnperfError(
+            "compare-machines: no summary.csv in any results folder; run the timed runs "
+            "(rule aggregate_runs) first"
+        )
+    files.write_csv(out_csv, loaded.summary)
+    grid = throughput_by_machine(loaded.summary, loaded.runs)
+    try:
+        with files.atomic_path(out_figure) as tmp:
+            grid.figure.savefig(tmp, dpi=MACHINES_FIGURE_DPI, bbox_inches="tight", format="png")
+    finally:
+        plt.close(grid.figure)
+    print(
+        f"compare-machines: {len(loaded.summary)} configurations on "
+        f"{loaded.summary['machine'].nunique()} machine(s) -> {os.fspath(out_csv)}, "
+        f"{os.fspath(out_figure)}"
+    )
+    return loaded.summary

@@ -1,10 +1,10 @@
 """Reading a `results/` folder (this machine's or another's) into tables for the report.
 
-The report and the machine comparison read the files the pipeline writes, in the layout of
-/work/contract.md: `tables/{runs,summary,kernels,roofline_points,environment}.csv`,
+The report and the machine comparison read the files the pipeline writes, where
+`nnperf.layout` puts them: `tables/{runs,summary,kernels,roofline_points,environment}.csv`,
 `complexity/{model}.json`, `ceilings/{device}.json` and, for the environment when
-`tables/environment.csv` is absent, `runs/**/rep*.json`. Every file read is remembered in
-`ResultSet.sources` so each report section can say where its numbers came from.
+`tables/environment.csv` is absent, the run JSONs under `runs/`. Every file read is remembered
+in `ResultSet.sources` so each report section can say where its numbers came from.
 
 This module only reads; what the numbers mean is `nnperf.report`'s business.
 """
@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf import files, machines
+from nnperf import files, layout, machines
 from nnperf.errors import NnperfError
 
 TABLE_NAMES = ("runs", "summary", "kernels", "roofline_points", "environment")
+# This machine's results folder: where the layout's `results/...` paths start.
+RESULTS_DIR = "results"
 
 
 @dataclass
@@ -53,8 +56,14 @@ class FolderFiles:
     run_jsons: list[Path]
 
 
+def _relative(kind: str, **keys: str) -> str:
+    """A layout path inside a results folder; keys not given match anything (`*`)."""
+    keys = {name: keys.get(name, "*") for name in layout.fields(kind)}
+    return layout.path(kind, **keys).removeprefix(f"{RESULTS_DIR}/")
+
+
 def discover(results_dir: str | os.PathLike) -> FolderFiles:
-    """The pipeline's files in `results_dir`, in the contract's layout."""
+    """The pipeline's files in `results_dir`, where `nnperf.layout` puts them."""
     root = Path(results_dir)
     if not root.is_dir():
         raise NnperfError(
@@ -63,16 +72,71 @@ def discover(results_dir: str | os.PathLike) -> FolderFiles:
         )
     tables = {}
     for name in TABLE_NAMES:
-        path = root / "tables" / f"{name}.csv"
+        path = root / _relative("table", name=name)
         tables[name] = path if path.is_file() else None
-    complexity = sorted(p for p in (root / "complexity").glob("*.json"))
     return FolderFiles(
         results_dir=os.fspath(results_dir),
         tables=tables,
-        complexity=complexity,
-        ceilings=sorted((root / "ceilings").glob("*.json")),
-        run_jsons=sorted((root / "runs").glob("*/*/*/bs*/*/rep*.json")),
+        complexity=sorted(root.glob(_relative("complexity"))),
+        ceilings=sorted(root.glob(_relative("ceilings"))),
+        run_jsons=sorted(root.glob(_relative("run"))),
     )
+
+
+def local_files(
+    results_dir: str | os.PathLike | None = None,
+    tables: Mapping[str, str | os.PathLike | None] | None = None,
+    complexity: Iterable[str | os.PathLike] = (),
+    ceilings: Iterable[str | os.PathLike] = (),
+) -> FolderFiles:
+    """This machine's files: those found in `results_dir` (none when None), then the ones
+    named (`tables` by TABLE_NAMES; a None entry is not there), each of which must exist."""
+    if results_dir is not None:
+        folder = discover(results_dir)
+    else:
+        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [])
+    for name, path in (tables or {}).items():
+        if name not in TABLE_NAMES:
+            raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")
+        if path is not None:
+            folder.tables[name] = _existing(path, f"{name} table")
+    folder.complexity = list(
+        dict.fromkeys([*folder.complexity, *(_existing(p, "complexity") for p in complexity)])
+    )
+    folder.ceilings = list(
+        dict.fromkeys([*folder.ceilings, *(_existing(p, "ceilings") for p in ceilings)])
+    )
+    return folder
+
+
+def with_extra_results(
+    local: FolderFiles, extra_results: Iterable[str | os.PathLike]
+) -> list[FolderFiles]:
+    """This machine's files, then every folder of config `report.extra_results`."""
+    folders = [local]
+    for path in extra_results:
+        if not Path(path).is_dir():
+            raise NnperfError(
+                f"report.extra_results entry {os.fspath(path)!r} is not a folder; give the "
+                "results/ folder another machine's run wrote"
+            )
+        folders.append(discover(path))
+    return folders
+
+
+def figures(folders: Iterable[FolderFiles]) -> list[str]:
+    """Every PNG under the `figures/` of each folder, folder by folder."""
+    return [
+        os.fspath(path)
+        for folder in folders
+        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png"))
+    ]
+
+
+def _existing(path: str | os.PathLike, what: str) -> Path:
+    if not Path(path).is_file():
+        raise NnperfError(f"{what} {os.fspath(path)!r}: file not found")
+    return Path(path)
 
 
 def read_table(path: str | os.PathLike, **options) -> pd.DataFrame:
@@ -174,7 +238,7 @@ def _relabel_environment(
         return None
     if "device" not in frame.columns:
         raise NnperfError(
-            f"{results_dir}/tables/environment.csv has no 'device' column; it is written by "
-            "`nnperf environment-table`"
+            f"{results_dir}/{_relative('table', name='environment')} has no 'device' column; "
+            "it is written by rule environment_table (nnperf.machines.write_environment_table)"
         )
     return machines.attach_machine(frame, mapping, results_dir)

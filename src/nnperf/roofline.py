@@ -15,21 +15,22 @@ Two sources of points, always labelled:
   `fixed_bytes + batch x per_image_bytes`, time = median step time of the timed runs; memory
   level `algorithmic`.
 
-Nothing here reads files or draws; see `nnperf.commands.roofline_points` and
-`nnperf.plots.roofline`.
+The formulas and frames take data and return data; `write_points` at the bottom is the one
+edge that reads the tables and writes `roofline_points.csv` (rule `roofline_points`). Drawing
+is `nnperf.plots.roofline`.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Iterable, Mapping
+import os
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from nnperf import ncu
+from nnperf import files, ncu, results
 from nnperf.errors import NnperfError
-from nnperf.kernels import PEAK_COLUMNS
+from nnperf.kernels import KERNEL_COLUMNS, PEAK_COLUMNS
 from nnperf.vocab import CONFIG_KEYS
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
@@ -73,11 +74,6 @@ def attainable(intensity: float, peak_flop_s: float, bandwidth_bytes_s: float) -
 def ridge_point(peak_flop_s: float, bandwidth_bytes_s: float) -> float:
     """AI (FLOP/byte) where the memory roof meets the compute roof."""
     return peak_flop_s / bandwidth_bytes_s
-
-
-def scaled_peak(peak_per_cycle: float, clock_hz: float) -> float:
-    """A ceiling at the profiled clock: `peak_sustained` (per cycle) x cycles per second."""
-    return peak_per_cycle * clock_hz
 
 
 def calibration_expected_flops(m: int, n: int, k: int, launches: int = 1) -> float:
@@ -281,24 +277,27 @@ def analytic_point(complexity: Mapping, config: Mapping, step_time_s: float) -> 
     )
 
 
-def median_step_times(runs: Iterable[Mapping]) -> dict[tuple, float]:
-    """Median over the ok reps of each config of the per-rep median step time."""
-    times: dict[tuple, list[float]] = {}
-    for run in runs:
-        if run.get("status") != "ok":
-            continue
-        step = (run.get("step_time_s") or {}).get("median")
-        if step is None:
-            continue
-        key = tuple(run[k] for k in CONFIG_KEYS)
-        times.setdefault(key, []).append(float(step))
-    return {key: statistics.median(values) for key, values in times.items()}
+def step_times(summary: pd.DataFrame) -> dict[tuple, float]:
+    """Median step time per configuration (CONFIG_KEYS tuple) from summary.csv.
+
+    `step_time_s_median` there is the median over a configuration's ok reps of each rep's
+    median step; a configuration without one (every rep out of memory) has no point.
+    """
+    timed = summary.dropna(subset=["step_time_s_median"])
+    return {
+        (row.device, row.model, row.precision, int(row.batch_size), row.variant): float(
+            row.step_time_s_median
+        )
+        for row in timed.itertuples(index=False)
+    }
 
 
-def analytic_points(complexities: Mapping[str, Mapping], runs: Iterable[Mapping]) -> pd.DataFrame:
-    """Analytic step points for every config with ok timed runs (complexity keyed by model)."""
+def analytic_points(
+    complexities: Mapping[str, Mapping], times: Mapping[tuple, float]
+) -> pd.DataFrame:
+    """Analytic step points for every timed config (`step_times`; complexity keyed by model)."""
     rows = []
-    for key, step_time_s in sorted(median_step_times(runs).items()):
+    for key, step_time_s in sorted(times.items()):
         config = dict(zip(CONFIG_KEYS, key))
         if config["model"] not in complexities:
             raise NnperfError(
@@ -344,11 +343,9 @@ def flops_comparison(points: pd.DataFrame, calibration: pd.DataFrame | None = No
 # --------------------------------------------------------------------------------------------
 # Ceilings from the ceilings stage (results/ceilings/{device}.json).
 # --------------------------------------------------------------------------------------------
-PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
-
-
 def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
-    """Roofs from a ceilings JSON: measured (solid) and datasheet (dashed), for `dtypes`.
+    """Roofs from a ceilings JSON: measured (solid) and datasheet (dashed), for `dtypes`
+    (the ceilings JSON names its dtypes as nnperf names its precisions).
 
     Returns dicts `{label, kind: compute|memory, value, origin: measured|datasheet}`; entries
     the document lacks are left out.
@@ -380,3 +377,101 @@ def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
                 }
             )
     return roofs
+
+
+# --------------------------------------------------------------------------------------------
+# The edge: tables in, roofline_points.csv and flops_comparison.csv out.
+# --------------------------------------------------------------------------------------------
+KERNEL_TEXT_COLUMNS = (
+    "device",
+    "model",
+    "precision",
+    "variant",
+    "kernel_name",
+    "kind",
+    "phase",
+    "arch",
+    "cc",
+    "clock_control",
+)
+POINT_TEXT_COLUMNS = (
+    "device",
+    "model",
+    "precision",
+    "variant",
+    "source",
+    "granularity",
+    "kernel_name",
+    "kind",
+    "memory_level",
+)
+SUMMARY_COLUMNS = (*CONFIG_KEYS, "step_time_s_median")
+
+
+def read_kernels(path: str | os.PathLike | None) -> pd.DataFrame:
+    """kernels.csv (`nnperf.kernels`), or an empty table when no profile was taken (None)."""
+    if path is None:
+        return pd.DataFrame(columns=list(KERNEL_COLUMNS))
+    return _read(path, "kernels", KERNEL_COLUMNS, KERNEL_TEXT_COLUMNS)
+
+
+def read_points(path: str | os.PathLike) -> pd.DataFrame:
+    """roofline_points.csv, text columns as text (an empty kernel name stays '')."""
+    frame = _read(path, "roofline points", POINT_COLUMNS, POINT_TEXT_COLUMNS)
+    for column in POINT_TEXT_COLUMNS:
+        frame[column] = frame[column].fillna("")
+    return frame
+
+
+def read_complexities(paths: Iterable[str | os.PathLike]) -> dict[str, dict]:
+    """Complexity JSONs keyed by the model each names."""
+    documents = {}
+    for path in paths:
+        document = files.read_json(path)
+        if "model" not in document:
+            raise NnperfError(f"{os.fspath(path)}: complexity JSON has no 'model' key")
+        documents[document["model"]] = document
+    return documents
+
+
+def _read(
+    path: str | os.PathLike, what: str, columns: Sequence[str], text: Sequence[str]
+) -> pd.DataFrame:
+    frame = results.read_table(path, dtype={c: str for c in text})
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise NnperfError(f"{os.fspath(path)}: {what} table lacks columns {', '.join(missing)}")
+    return frame
+
+
+def write_points(
+    summary: str | os.PathLike,
+    complexity: Iterable[str | os.PathLike],
+    kernels: str | os.PathLike | None,
+    out_points: str | os.PathLike,
+    out_flops: str | os.PathLike,
+) -> pd.DataFrame:
+    """Every roofline point of a study, and the ncu-vs-analytic FLOPs check (rule
+    `roofline_points`).
+
+    Analytic points come from summary.csv's median step times and the complexity JSONs; ncu
+    points and the calibration GEMM's ratio from kernels.csv when configurations were
+    profiled (None otherwise). Returns the points written.
+    """
+    table = _read(summary, "summary", SUMMARY_COLUMNS, ("device", "model", "precision", "variant"))
+    profile = read_kernels(kernels)
+    parts = [
+        frame
+        for frame in (
+            ncu_points(profile),
+            analytic_points(read_complexities(complexity), step_times(table)),
+        )
+        if not frame.empty
+    ]
+    points = (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(POINT_COLUMNS))
+    )
+    files.write_csv(out_points, points)
+    calibration = calibration_table(profile) if not profile.empty else None
+    files.write_csv(out_flops, flops_comparison(points, calibration))
+    return points

@@ -2,53 +2,46 @@ rule environment_table:
     input:
         runs=run_outputs(),
     output:
-        report(
-            "results/tables/environment.csv",
+        table=report(
+            layout.path("table", name="environment"),
             caption="../report/environment.rst",
             category="Environment",
             labels={"table": "environment of every run"},
         ),
     log:
-        "logs/tables/environment.log",
+        layout.log("table", name="environment"),
     conda:
-        "../../envs/nnperf.yaml"
-    params:
-        nnperf=NNPERF,
-    shell:
-        "{params.nnperf} environment-table --runs {input.runs} --out {output} > {log} 2>&1"
+        "../../envs/nnperf-report.yaml"
+    script:
+        "../scripts/environment_table.py"
 
 
 rule compare_machines:
     input:
-        summary="results/tables/summary.csv",
-        runs="results/tables/runs.csv",
-        environment="results/tables/environment.csv",
-        extra_results=config["report"]["extra_results"],
+        unpack(compare_machines_inputs),
     output:
         table=report(
-            "results/tables/machines_summary.csv",
+            layout.path("table", name="machines_summary"),
             caption="../report/machines.rst",
             category="Throughput",
             subcategory="Machines",
             labels={"table": "summary of every machine"},
         ),
         figure=report(
-            "results/figures/machines/throughput.png",
+            layout.TEMPLATES["machines_figure"],
             caption="../report/machines.rst",
             category="Throughput",
             subcategory="Machines",
             labels={"figure": "throughput per machine"},
         ),
     log:
-        "logs/figures/machines/throughput.log",
+        layout.log("machines_figure"),
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-        flags=compare_machines_flags,
-    shell:
-        "{params.nnperf} compare-machines {params.flags}"
-        " --out-csv {output.table} --out-figure {output.figure} > {log} 2>&1"
+        request=report_request(),
+    script:
+        "../scripts/compare_machines.py"
 
 
 rule render_report:
@@ -70,10 +63,8 @@ rule render_report:
     log:
         "logs/reports/summary.log",
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-        flags=render_report_flags,
-    shell:
-        "{params.nnperf} render-report {params.flags}"
-        " --out-html {output.html} --out-md {output.md} > {log} 2>&1"
+        request=report_request(),
+    script:
+        "../scripts/render_report.py"

@@ -3,27 +3,23 @@ rule roofline_points:
         unpack(roofline_points_inputs),
     output:
         points=report(
-            "results/tables/roofline_points.csv",
+            layout.path("table", name="roofline_points"),
             caption="../report/roofline_points.rst",
             category="Roofline",
             labels={"table": "roofline points"},
         ),
         flops=report(
-            "results/tables/flops_comparison.csv",
+            layout.path("table", name="flops_comparison"),
             caption="../report/flops_comparison.rst",
             category="Roofline",
             labels={"table": "measured vs analytic FLOPs"},
         ),
     log:
-        "logs/tables/roofline_points.log",
+        layout.log("table", name="roofline_points"),
     conda:
-        "../../envs/nnperf.yaml"
-    params:
-        nnperf=NNPERF,
-        flags=roofline_points_flags,
-    shell:
-        "{params.nnperf} roofline-points {params.flags} --output {output.points}"
-        " --flops-table {output.flops} > {log} 2>&1"
+        "../../envs/nnperf-report.yaml"
+    script:
+        "../scripts/roofline_points.py"
 
 
 rule plot_roofline:
@@ -31,7 +27,7 @@ rule plot_roofline:
         unpack(plot_roofline_inputs),
     output:
         figure=report(
-            "results/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.png",
+            layout.TEMPLATES["roofline_figure"],
             caption="../report/roofline.rst",
             category="Roofline",
             subcategory="{model}",
@@ -43,17 +39,14 @@ rule plot_roofline:
             },
         ),
     log:
-        "logs/figures/roofline/{device}/{model}/{precision}/bs{batch_size}/{variant}.log",
+        layout.log("roofline_figure"),
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-        flags=plot_roofline_flags,
-    shell:
-        "{params.nnperf} plot-roofline --kind config --points {input.points} {params.flags}"
-        " --device {wildcards.device} --model {wildcards.model}"
-        " --precision {wildcards.precision} --batch-size {wildcards.batch_size}"
-        " --variant {wildcards.variant} --output {output.figure} > {log} 2>&1"
+        kind="roofline",
+        figure=figure_keys,
+    script:
+        "../scripts/plot_roofline.py"
 
 
 rule plot_roofline_steps:
@@ -61,19 +54,18 @@ rule plot_roofline_steps:
         unpack(plot_roofline_inputs),
     output:
         figure=report(
-            "results/figures/roofline_steps/{device}.png",
+            layout.TEMPLATES["roofline_steps_figure"],
             caption="../report/roofline_steps.rst",
             category="Roofline",
             subcategory="{device}",
             labels={"figure": "step roofline, all configurations"},
         ),
     log:
-        "logs/figures/roofline_steps/{device}.log",
+        layout.log("roofline_steps_figure"),
     conda:
-        "../../envs/nnperf.yaml"
+        "../../envs/nnperf-report.yaml"
     params:
-        nnperf=NNPERF,
-        flags=plot_roofline_flags,
-    shell:
-        "{params.nnperf} plot-roofline --kind device --points {input.points} {params.flags}"
-        " --device {wildcards.device} --output {output.figure} > {log} 2>&1"
+        kind="roofline_steps",
+        figure=figure_keys,
+    script:
+        "../scripts/plot_roofline.py"

@@ -6,12 +6,15 @@ profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roo
 labelled with its value. Points: sized by time, coloured by kernel kind, marker by memory level;
 step points are stars; analytic points say "analytic" in the legend.
 
-Not here: computing points or ceilings (`nnperf.roofline`).
+`write_figure` at the bottom is the edge the workflow calls (rules `plot_roofline` and
+`plot_roofline_steps`): it reads the tables, selects the figure's rows by their key columns
+and saves the PNG. Not here: computing points or ceilings (`nnperf.roofline`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Mapping, Sequence
 
 import matplotlib
@@ -24,7 +27,14 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from nnperf import files, ncu, roofline  # noqa: E402
+from nnperf.contract import FigureRequest  # noqa: E402
+from nnperf.errors import NnperfError  # noqa: E402
 from nnperf.kernels import KIND_LABELS  # noqa: E402
+from nnperf.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
+
+# FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
+KINDS = ("roofline", "roofline_steps")
 
 X_LABEL = "Arithmetic intensity (FLOP/byte)"
 Y_LABEL = "Performance (FLOP/s)"
@@ -73,7 +83,7 @@ def roofs_from_ncu(
     clock = ceilings.get("clock_hz", math.nan)
     clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
     compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
-    if precision in ("tf32", "fp16", "bf16"):
+    if ncu.TENSOR_DTYPE_OF_PRECISION.get(precision):
         compute.append((f"tensor {precision}", "peak_flop_s_tensor"))
     values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
     values += [(f"tensor {p}", v) for p, v in sorted((tensor_peaks or {}).items())]
@@ -263,3 +273,94 @@ def plot_device_steps(
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
     return _finish(ax, fig, xlim, ylim, title)
+
+
+# --------------------------------------------------------------------------------------------
+# The edge: tables in, one PNG out.
+# --------------------------------------------------------------------------------------------
+def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
+    """The rows whose key columns equal `keys` (batch_size compared as a number)."""
+    mask = pd.Series(True, index=frame.index)
+    for key, value in keys.items():
+        column = frame[key].astype(int) if key == "batch_size" else frame[key].astype(str)
+        mask &= column == value
+    return frame[mask]
+
+
+def config_figure(
+    points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, request: FigureRequest
+) -> Figure:
+    """The hierarchical roofline of the configuration `request` names.
+
+    A configuration that ran out of memory has no point: that is a result, drawn as an
+    empty roofline with its roofs.
+    """
+    keys = {key: getattr(request, key) for key in CONFIG_KEYS}
+    absent = [key for key, value in keys.items() if value is None]
+    if absent:
+        raise NnperfError(f"a {request.kind} figure needs {', '.join(absent)}")
+    selected = _matching(points, keys)
+    profile = roofline.step_kernels(_matching(kernels, keys))
+    sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
+    title = (
+        f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
+        f"{request.variant}: hierarchical roofline ({sources})"
+    )
+    return plot_config_roofline(
+        selected,
+        title=title,
+        ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
+        precision=request.precision,
+        json_roofs=(
+            roofline.json_ceilings(ceilings, [request.precision])
+            if request.precision in PRECISIONS
+            else []
+        ),
+    )
+
+
+def device_figure(
+    points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
+) -> Figure:
+    """The step roofline of every configuration on `device`, with one tensor roof per
+    profiled precision."""
+    device_points = points[points["device"].astype(str) == device]
+    profile = roofline.step_kernels(kernels[kernels["device"].astype(str) == device])
+    tensor_peaks = {}
+    for precision, group in profile.groupby("precision"):
+        value = roofline.ncu_ceilings(group)["peak_flop_s_tensor"]
+        if math.isfinite(value):
+            tensor_peaks[precision] = value
+    precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
+    return plot_device_steps(
+        device_points,
+        device=device,
+        ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
+        ncu_tensor_peaks=tensor_peaks,
+        json_roofs=roofline.json_ceilings(ceilings, precisions),
+    )
+
+
+def write_figure(
+    request: FigureRequest,
+    points: str | os.PathLike,
+    ceilings: str | os.PathLike | None,
+    kernels: str | os.PathLike | None,
+    out: str | os.PathLike,
+) -> None:
+    """Draw the roofline figure `request` names from roofline_points.csv, the device's
+    ceilings JSON and kernels.csv (None: no configuration was profiled), and save it."""
+    if request.kind not in KINDS:
+        raise NnperfError(f"figure kind {request.kind!r} is not a roofline; allowed: {KINDS}")
+    table = roofline.read_points(points)
+    profile = roofline.read_kernels(kernels)
+    document = files.read_json(ceilings) if ceilings is not None else {}
+    if request.kind == "roofline":
+        figure = config_figure(table, profile, document, request)
+    else:
+        figure = device_figure(table, profile, document, request.device)
+    try:
+        with files.atomic_path(out) as tmp:
+            figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+    finally:
+        plt.close(figure)

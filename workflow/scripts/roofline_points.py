@@ -1,0 +1,14 @@
+"""Rule roofline_points: summary.csv, complexity JSONs and kernels.csv -> every roofline point
+and the ncu-vs-analytic FLOPs table (nnperf.roofline)."""
+
+from nnperf.jobs import logged_job
+from nnperf.roofline import write_points
+
+with logged_job(snakemake.log[0], "roofline_points"):  # noqa: F821 - injected by Snakemake
+    write_points(
+        snakemake.input.summary,  # noqa: F821
+        list(snakemake.input.complexity),  # noqa: F821
+        snakemake.input.get("kernels"),  # noqa: F821 - absent when nothing was profiled
+        snakemake.output.points,  # noqa: F821
+        snakemake.output.flops,  # noqa: F821
+    )

@@ -64,7 +64,8 @@ def test_default_config_is_valid(default_config, schema):
 
 
 def test_schema_model_enum_matches_the_registry(schema):
-    models = pytest.importorskip("nnperf.models")
+    from nnperf import models
+
     assert sorted(schema["properties"]["models"]["items"]["enum"]) == sorted(models.MODEL_NAMES)
 
 
@@ -136,3 +137,38 @@ def test_check_runnable_names_the_pair():
     with pytest.raises(NnperfError, match="precision 'tf32' cannot run on device 'cpu'; allowed there: fp32, bf16"):
         study_config.check_runnable("cpu", "tf32")
     study_config.check_runnable("cuda", "tf32")
+
+
+def test_config_mappings_keep_their_types(schema):
+    """`--config 'training={timed_steps: 5, momentum: 0.0}'` arrives with string values
+    (Snakemake parses mappings with YAML's BaseLoader); the schema's types are restored."""
+    override = {"training": {"timed_steps": "5", "momentum": "0.0", "augment": "false"},
+                "ncu": {"enabled": "true", "batch_sizes": ["256"]},
+                "ceilings": {"bandwidth_bytes": "null"}}
+    config = study_config.validate(override, schema)
+    assert config["training"]["timed_steps"] == 5
+    assert config["training"]["momentum"] == 0.0 and config["training"]["augment"] is False
+    assert config["ncu"]["enabled"] is True and config["ncu"]["batch_sizes"] == [256]
+    assert config["ceilings"]["bandwidth_bytes"] is None
+    # A string that is no number stays a string, and the error still names the key.
+    assert error_of({"training": {"timed_steps": "five"}}, schema) == (
+        "config training.timed_steps = 'five' has the wrong type; expected integer"
+    )
+    # Where the schema wants a string, a number-like string stays a string.
+    assert study_config.validate({"study": {"name": "2024"}}, schema)["study"]["name"] == "2024"
+
+
+def test_a_study_file_defines_the_whole_matrix_it_names(default_config):
+    """A --configfile that lists variants replaces config/config.yaml's; other mappings merge."""
+    layer = {"variants": {"baseline": {}, "one_thread": {"cpu_threads": 1}},
+             "training": {"timed_steps": 5}}
+    merged = copy.deepcopy(default_config)
+    merged["variants"].update(layer["variants"])  # what Snakemake's own merge gives
+    merged["training"].update(layer["training"])
+    study = study_config.overlay_study(merged, [layer, {}])
+    assert list(study["variants"]) == ["baseline", "one_thread"]
+    assert study["training"]["timed_steps"] == 5 and study["training"]["momentum"] == 0.9
+    # A later layer (the --config mapping) wins; a layer without variants leaves them alone.
+    later = study_config.overlay_study(merged, [layer, {"variants": {"baseline": {}}}])
+    assert list(later["variants"]) == ["baseline"]
+    assert list(study_config.overlay_study(merged, [{}])["variants"]) == list(merged["variants"])

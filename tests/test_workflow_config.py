@@ -92,3 +92,47 @@ def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
     assert counts["ceilings"] == 1 and counts["render_report"] == 1
     assert "results/runs/cuda/resnet18_cifar/bf16/bs256/tuned/rep4.json" in result.stdout
     assert "results/profiles/cuda/mobilenet_v2_cifar/fp16/bs256/compiled.ncu-rep" in result.stdout
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    counts = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def test_a_study_file_runs_exactly_the_variants_it_lists(workdir):
+    """--configfile replaces the variants mapping of config/config.yaml instead of merging."""
+    study = workdir / "one_thread.yaml"
+    study.write_text("variants: {baseline: {}, one_thread: {cpu_threads: 1}}\n")
+    result = run_snakemake(workdir, "-n", "--configfile", str(study))
+    assert result.returncode == 0, result.stderr
+    runs = [line for line in result.stdout.split() if line.startswith("results/runs/")]
+    variants = {path.split("/")[6] for path in runs}
+    assert variants == {"baseline", "one_thread"}, variants
+    # 1 model x 2 precisions x 2 batch sizes x 2 variants x 3 reps (config/config.yaml's matrix)
+    assert job_counts(result.stdout)["timed_run"] == 1 * 2 * 2 * 2 * 3
+
+
+@pytest.mark.workflow
+def test_config_mapping_keeps_its_types_and_a_changed_setting_reruns(workdir):
+    """--config 'training={...}' reaches the jobs typed, and a setting changed later re-runs
+    the job that uses it (the request is a tracked param)."""
+    target = "results/complexity/resnet18_cifar.json"
+    result = run_snakemake(
+        workdir, target, "--config", "training={timed_steps: 5, momentum: 0.0}"
+    )
+    assert result.returncode == 0, result.stderr
+    import json
+
+    document = json.loads((workdir / target).read_text())
+    assert document["training"]["momentum"] == 0.0
+    assert document["training"]["optimizer"] == "sgd"
+    # Same settings: nothing to do. Another momentum: the complexity job runs again.
+    same = run_snakemake(workdir, "-n", target, "--config", "training={timed_steps: 5, momentum: 0.0}")
+    assert same.returncode == 0 and "Nothing to be done" in same.stdout + same.stderr
+    changed = run_snakemake(workdir, "-n", target, "--config", "training={momentum: 0.5}")
+    assert changed.returncode == 0, changed.stderr
+    assert job_counts(changed.stdout).get("complexity") == 1

@@ -19,7 +19,7 @@ from nnperf import __version__
 from nnperf.errors import NnperfError
 
 # As `nnperf --help` lists them. The verb is the module name with
-# hyphens (`prepare_dataset` -> `nnperf prepare-dataset`).
+# hyphens (`render_report` -> `nnperf render-report`).
 COMMAND_MODULES = (
     "run",
     "step",

@@ -158,10 +158,9 @@ def _with_defaults(validator_class):
         if isinstance(instance, dict):
             for name, subschema in properties.items():
                 if "default" in subschema and name not in instance:
-                    default = subschema["default"]
-                    instance[name] = dict(default) if isinstance(default, dict) else (
-                        list(default) if isinstance(default, list) else default
-                    )
+                    # A deep copy: a shallow one would let defaults filled into a nested
+                    # mapping (`variants: {baseline: {}}`) write into the schema itself.
+                    instance[name] = copy.deepcopy(subschema["default"])
         yield from validate_properties(validator, properties, instance, schema)
 
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})

@@ -11,8 +11,10 @@ from pathlib import Path
 # inherit it through PYTHONPATH.
 NNPERF_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, NNPERF_SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [NNPERF_SRC] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        [NNPERF_SRC] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
 )
 
 from nnperf import config as study_config
@@ -47,7 +49,7 @@ except NnperfError as error:
 
 
 def nnperf_command():
-    """How the ncu rule calls the nnperf CLI: the interpreter running Snakemake, so a job
+    """How ncu_profile calls the nnperf CLI: the interpreter running Snakemake, so a job
     never picks up another environment's torch from PATH; under `--sdm conda` the rule's
     own environment."""
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
@@ -117,9 +119,7 @@ def dataset_request(wildcards):
 
 def complexity_request(wildcards):
     return as_param(
-        contract.ComplexityRequest(
-            model=wildcards.model, dataset=DATASET, training=STUDY.training
-        )
+        contract.ComplexityRequest(model=wildcards.model, dataset=DATASET, training=STUDY.training)
     )
 
 
@@ -163,6 +163,14 @@ def run_request_of(wildcards, training, rep):
 
 def run_request(wildcards):
     return as_param(run_request_of(wildcards, STUDY.training, int(wildcards.rep)))
+
+
+def run_data(wildcards):
+    """The dataset a run (timed or profiled) reads. Building the request here makes a path
+    naming an impossible run (device/precision pair, unknown variant) fail while the DAG is
+    built; params are only evaluated when a job is about to run."""
+    run_request_of(wildcards, STUDY.training, 0)
+    return DATA_DIR
 
 
 def profile_request(wildcards):
@@ -231,7 +239,11 @@ def complexity_outputs():
 
 
 def ceilings_outputs():
-    return [layout.path(kind, device=device) for device in DEVICES for kind in ("ceilings", "ceilings_figure")]
+    return [
+        layout.path(kind, device=device)
+        for device in DEVICES
+        for kind in ("ceilings", "ceilings_figure")
+    ]
 
 
 def ceilings_jsons():
@@ -273,6 +285,12 @@ def report_outputs():
     )
 
 
+def compare_machines_inputs(wildcards):
+    """What compare_machines reads: this machine's tables and the other machines' folders."""
+    inputs = {name: layout.path("table", name=name) for name in ("summary", "runs", "environment")}
+    return {**inputs, "extra_results": list(STUDY.report.extra_results)}
+
+
 def report_inputs(wildcards):
     """What render_report reads: every table, JSON and figure the study builds."""
     study = [path for path in get_final_output() if path not in report_outputs()]
@@ -280,7 +298,7 @@ def report_inputs(wildcards):
         "runs": layout.path("table", name="runs"),
         "summary": layout.path("table", name="summary"),
         "roofline_points": layout.path("table", name="roofline_points"),
-        "environment": environment_outputs(),
+        "environment": layout.path("table", name="environment"),
         "complexity": complexity_outputs(),
         "ceilings": ceilings_jsons(),
         "figures": [

@@ -1,0 +1,200 @@
+"""The contract: schema and dataclasses agree key by key, requests round-trip, paths both ways."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nnperf import codehash, contract, layout, vocab
+from nnperf import config as study_config
+from nnperf.errors import NnperfError
+from nnperf.jobs import logged_job
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return study_config.load_schema(REPO / "workflow/schemas/config.schema.yaml")
+
+
+def test_schema_defaults_are_the_dataclass_defaults(schema):
+    """Every key and every default of the schema, and nothing else, is in StudyConfig."""
+    assert study_config.validate({}, schema) == contract.to_dict(contract.StudyConfig())
+
+
+def test_every_section_maps_to_one_settings_class(schema):
+    def walk(node: dict, cls: type, where: str) -> None:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        assert set(node["properties"]) == set(fields), where
+        hints = __import__("typing").get_type_hints(cls)
+        for name, spec in node["properties"].items():
+            if dataclasses.is_dataclass(hints[name]):
+                walk(spec, hints[name], f"{where}.{name}")
+
+    walk(schema, contract.StudyConfig, "config")
+    variant = schema["$defs"]["variant"]
+    assert set(variant["properties"]) == {f.name for f in dataclasses.fields(contract.VariantSettings)}
+    defaults = {name: spec["default"] for name, spec in variant["properties"].items()}
+    assert defaults == contract.to_dict(contract.VariantSettings())
+
+
+def _enum(schema: dict, *path: str) -> list:
+    node = schema
+    for key in path:
+        node = node[key]
+    return node["enum"]
+
+
+def test_schema_enums_are_the_vocabulary(schema):
+    props = schema["properties"]
+    variant = schema["$defs"]["variant"]["properties"]
+    assert props["precisions"]["items"]["enum"] == list(vocab.PRECISIONS)
+    assert props["devices"]["items"]["enum"] == [vocab.AUTO_DEVICE, *vocab.DEVICES]
+    assert props["dataset"]["properties"]["name"]["enum"] == list(vocab.DATASETS)
+    assert props["training"]["properties"]["optimizer"]["enum"] == list(vocab.OPTIMIZERS)
+    assert props["ncu"]["properties"]["enabled"]["enum"] == list(vocab.NCU_ENABLED)
+    assert props["ncu"]["properties"]["clock_control"]["enum"] == list(vocab.CLOCK_CONTROLS)
+    assert variant["compile"]["enum"] == list(vocab.COMPILE_MODES)
+    assert variant["optimizer_impl"]["enum"] == list(vocab.OPTIMIZER_IMPLS)
+    assert variant["data_path"]["enum"] == list(vocab.DATA_PATHS)
+    assert props["variants"]["default"] == {vocab.REFERENCE_VARIANT: {}}
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "gpu.yaml"])
+def test_shipped_studies_become_typed_studies(schema, name):
+    base = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    layer = yaml.safe_load((REPO / "config" / name).read_text())
+    merged = study_config.overlay_study({**base, **layer}, [layer])
+    validated = study_config.validate(merged, schema)
+    study = contract.from_dict(contract.StudyConfig, validated)
+    assert contract.to_dict(study) == validated
+    assert set(study.variants) == set(layer["variants"])
+    assert all(isinstance(v, contract.VariantSettings) for v in study.variants.values())
+
+
+def test_requests_round_trip_through_plain_data_and_json(tmp_path):
+    run = contract.RunRequest(
+        device="cpu",
+        model="resnet18_cifar",
+        precision="bf16",
+        batch_size=16,
+        variant="tuned",
+        settings=contract.VariantSettings(channels_last=True, compile="reduce-overhead"),
+        rep=2,
+        training=contract.TrainingSettings(momentum=0.0, timed_steps=5),
+    )
+    request = contract.ProfileStepRequest(run=run, calibration_gemm_size=512)
+    data = contract.to_dict(request)
+    json.dumps(data)  # plain data only
+    assert contract.from_dict(contract.ProfileStepRequest, data) == request
+    path = tmp_path / "request.json"
+    contract.write_request(path, request)
+    assert contract.read_request(contract.ProfileStepRequest, path) == request
+    assert run.seed == 2 and run.header()["momentum"] == 0.0 and run.header()["rep"] == 2
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "message"),
+    [
+        (contract.TrainingSettings, {"lr": "fast"}, "lr = 'fast' has the wrong type; expected a number"),
+        (contract.TrainingSettings, {"warmup": 3}, "warmup is not a setting of TrainingSettings; allowed: warmup_steps"),
+        (contract.RunRequest, {"device": "cpu"}, "RunRequest: "),
+        (contract.ProfileStepRequest, {"run": {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": True}}, "run.batch_size = True has the wrong type; expected an integer"),
+        (contract.VariantSettings, {"prefetch_factor": 2}, "prefetch_factor=2 needs num_workers > 0"),
+    ],
+)
+def test_bad_request_data_is_one_line_naming_the_key(cls, data, message):
+    with pytest.raises(NnperfError) as info:
+        contract.from_dict(cls, data)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_read_request_names_the_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"run": {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": 4, "colour": 1}}')
+    with pytest.raises(NnperfError, match=r"bad.json: run.colour is not a setting of RunRequest"):
+        contract.read_request(contract.ProfileStepRequest, path)
+    with pytest.raises(NnperfError, match="request file not found"):
+        contract.read_request(contract.ProfileStepRequest, tmp_path / "missing.json")
+
+
+def test_precisions_sort_in_one_order_everywhere():
+    assert vocab.sort_precisions(["bf16", "fp8", "fp16", "fp32", "tf32", "bf16"]) == [
+        "fp32", "tf32", "fp16", "bf16", "fp8",
+    ]
+
+
+KEYS = st.fixed_dictionaries(
+    {
+        "device": st.sampled_from(vocab.DEVICES),
+        "model": st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True),
+        "precision": st.sampled_from(vocab.PRECISIONS),
+        "batch_size": st.integers(1, 100_000),
+        "variant": st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True),
+        "rep": st.integers(0, 99),
+    }
+)
+
+
+@given(KEYS)
+def test_paths_parse_back_to_their_keys(keys):
+    for kind in ("run", "run_steps"):
+        assert layout.parse(kind, layout.path(kind, **keys)) == keys
+    config_keys = {k: v for k, v in keys.items() if k != "rep"}
+    for kind in ("profile_request", "profile_csv", "roofline_figure"):
+        assert layout.parse(kind, "/some/where/" + layout.path(kind, **config_keys)) == config_keys
+
+
+def test_layout_errors_and_logs():
+    with pytest.raises(NnperfError, match="path 'run' needs key 'rep'"):
+        layout.path("run", device="cpu", model="m", precision="fp32", batch_size=1, variant="v")
+    with pytest.raises(NnperfError, match="is not a run path"):
+        layout.parse("run", "results/runs/cpu/m/fp64/bs1/v/rep0.json")
+    assert layout.log("run") == "logs/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.log"
+    assert layout.log("table", name="runs") == "logs/tables/runs.log"
+    assert layout.log("dataset", dataset="synthetic") == "logs/data/synthetic.log"
+
+
+def test_engine_hash_covers_what_the_engine_imports_and_nothing_else(tmp_path, monkeypatch):
+    engine = codehash.closure("nnperf.runner")
+    assert {"nnperf.timing", "nnperf.train", "nnperf.contract", "nnperf.vocab"} <= set(engine)
+    assert not any(name.startswith("nnperf.plots") or name == "nnperf.report" for name in engine)
+    # A copy of the package: editing a module the engine imports changes the hash.
+    package = tmp_path / "nnperf"
+    import shutil
+
+    shutil.copytree(codehash.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codehash, "PACKAGE_DIR", package)
+    codehash.closure.cache_clear()
+    before = codehash.code_hash("nnperf.runner")
+    (package / "report.py").write_text((package / "report.py").read_text() + "\n# edited\n")
+    assert codehash.code_hash("nnperf.runner") == before
+    (package / "timing.py").write_text((package / "timing.py").read_text() + "\n# edited\n")
+    assert codehash.code_hash("nnperf.runner") != before
+    codehash.closure.cache_clear()
+
+
+def test_logged_job_turns_a_bad_input_into_one_line(tmp_path, capfd):
+    log = tmp_path / "logs" / "job.log"
+    with pytest.raises(SystemExit) as info:
+        with logged_job(log, "timed_run"):
+            print("starting")
+            raise NnperfError("device 'cuda' is not available on this machine")
+    assert info.value.code == 2
+    text = log.read_text()
+    assert "starting" in text
+    assert "nnperf timed_run: error: device 'cuda' is not available on this machine" in text
+    assert "nnperf timed_run: error: device 'cuda'" in capfd.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        with logged_job(log, "timed_run"):
+            raise ValueError("boom")
+    assert info.value.code == 1
+    assert "Traceback" in log.read_text() and "ValueError: boom" in log.read_text()
+    assert sys.stdout is sys.__stdout__ or sys.stdout is not None

@@ -13,6 +13,15 @@ import csv
 import io
 import math
 
+# The configuration the H100 fixture export was profiled for.
+H100_CONFIG = {
+    "device": "cuda",
+    "model": "resnet18",
+    "precision": "bf16",
+    "batch_size": 256,
+    "variant": "baseline",
+}
+
 PUSH_POP = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 START_END = "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 META_HEADER = [

@@ -12,15 +12,9 @@ from nnperf import kernels, ncu, roofline
 from nnperf.contract import FigureRequest
 from nnperf.plots import roofline as plots
 
+from ncu_writer import H100_CONFIG
+
 DATA = Path(__file__).parent / "data" / "ncu"
-# The configuration the H100 fixture export was profiled for.
-H100_CONFIG = {
-    "device": "cuda",
-    "model": "resnet18",
-    "precision": "bf16",
-    "batch_size": 256,
-    "variant": "baseline",
-}
 RESNET18 = {
     "model": "resnet18",
     "train_step_flops_per_image": 3.6e8,

@@ -21,6 +21,8 @@ from nnperf.errors import NnperfError
 from nnperf.files import write_csv, write_json
 from nnperf.plots.roofline import write_figure
 
+from ncu_writer import H100_CONFIG
+
 DATA = Path(__file__).parent / "data" / "ncu"
 POSITIVE = st.floats(min_value=1e-6, max_value=1e18, allow_nan=False, allow_infinity=False)
 
@@ -59,14 +61,6 @@ def test_calibration_ratio_and_tolerance():
 
 
 # ------------------------------------------------------------------ ncu points and ceilings
-# The configuration the H100 fixture export was profiled for.
-H100_CONFIG = {
-    "device": "cuda",
-    "model": "resnet18",
-    "precision": "bf16",
-    "batch_size": 256,
-    "variant": "baseline",
-}
 
 
 @pytest.fixture(scope="module")

@@ -346,12 +346,9 @@ def write_request(path: str | Path, request: Any) -> None:
 
 def read_request(cls: type[T], path: str | Path) -> T:
     """Read a request written by `write_request`, with one-line errors naming the file."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NnperfError(f"{path}: request file not found") from None
-    except json.JSONDecodeError as exc:
-        raise NnperfError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    from nnperf.files import load_json
+
+    data = load_json(path, what="request file")
     try:
         return from_dict(cls, data)
     except NnperfError as exc:

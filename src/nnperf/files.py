@@ -67,16 +67,23 @@ def write_json(path: str | os.PathLike, document: dict) -> None:
         tmp.write_text(text + "\n", encoding="utf-8")
 
 
+def load_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parse a JSON file, with one-line errors naming it (`what` says what was expected)."""
+    from nnperf.errors import NnperfError
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NnperfError(f"{path}: {what} not found") from None
+    except json.JSONDecodeError as exc:
+        raise NnperfError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
 def read_json(path: str | os.PathLike) -> dict:
     """Read a document written by `write_json`, refusing unknown schema versions."""
     from nnperf.errors import NnperfError
 
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NnperfError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise NnperfError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    document = load_json(path)
     version = document.get("schema_version")
     if version != SCHEMA_VERSION:
         raise NnperfError(

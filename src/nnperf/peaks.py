@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from nnperf.vocab import DEVICES, PRECISIONS
+from nnperf.vocab import DEVICES, PRECISIONS, SUPPORTED_PRECISIONS
 from nnperf.errors import NnperfError
 
 TERA = 1e12
@@ -311,7 +311,7 @@ def derived_cpu_peak(
         cpuinfo.get("flags", []), cpuinfo.get("vendor"), cpuinfo.get("family"), fma_units
     )
     flop_s = {}
-    for precision in ("fp32", "bf16"):
+    for precision in SUPPORTED_PRECISIONS["cpu"]:
         per = per_cycle[precision]
         flop_s[precision] = None if per is None or not clock_hz else cores * clock_hz * per
     clock_text = (

@@ -97,16 +97,16 @@ def parse_nvidia_smi_csv(text: str, fields=NVIDIA_SMI_FIELDS) -> list[dict[str, 
     return rows
 
 
-def nvidia_smi_rows() -> list[dict[str, str | None]]:
-    """One dict per GPU from `nvidia-smi --query-gpu` (NVIDIA_SMI_FIELDS); [] without it."""
+def nvidia_smi_rows(fields: tuple[str, ...] = NVIDIA_SMI_FIELDS) -> list[dict[str, str | None]]:
+    """One dict per GPU from `nvidia-smi --query-gpu` (`fields`); [] without it."""
     text = _run(
         [
             "nvidia-smi",
-            f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
+            f"--query-gpu={','.join(fields)}",
             "--format=csv,noheader,nounits",
         ]
     )
-    return parse_nvidia_smi_csv(text or "")
+    return parse_nvidia_smi_csv(text or "", fields)
 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:

@@ -61,19 +61,15 @@ def require_ncu(executable: str) -> str:
 
 def detect_compute_capability() -> str:
     """Compute capability of the first visible GPU: nvidia-smi, else torch."""
-    smi = shutil.which("nvidia-smi")
-    if smi is not None:
-        result = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-        if result.returncode == 0 and lines:
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-            index = int(visible) if visible.isdigit() and int(visible) < len(lines) else 0
-            return lines[index]
+    # envinfo imports torch: only `--arch auto` pays for it.
+    from nnperf.envinfo import nvidia_smi_rows
+
+    capabilities = [row["compute_cap"] for row in nvidia_smi_rows(("compute_cap",))]
+    capabilities = [c for c in capabilities if c]
+    if capabilities:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        index = int(visible) if visible.isdigit() and int(visible) < len(capabilities) else 0
+        return capabilities[index]
     try:
         import torch
 

@@ -53,9 +53,6 @@ NCU_ENABLED = ("auto", True, False)
 # The `kind` field of a timed run's JSON document.
 RUN_KIND = "timed_run"
 
-# Timed-run statuses: a finished run, and one that ran out of memory (a result, not a failure).
-STATUSES = ("ok", "oom")
-
 # Names outside a vocabulary sort after it, in their own order.
 _UNKNOWN_RANK = 1_000
 

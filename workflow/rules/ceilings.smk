@@ -18,7 +18,7 @@ rule ceilings:
         bench_slot=1,
     params:
         request=ceilings_request,
-        engine=engine_code("nnperf.ceilings"),
+        engine=code_hash("nnperf.ceilings"),
     script:
         "../scripts/ceilings.py"
 

@@ -1,6 +1,7 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -97,19 +98,16 @@ wildcard_constraints:
 # --- requests: what each job is asked to do (nnperf.contract), as rule params ------------
 # Params must be plain data: Snakemake's change detection records only builtin values, so
 # a request crosses as contract.to_dict() and the script rebuilds it with from_dict().
+# Measurement rules also take `engine=code_hash(<entry module>)`, which changes with the
+# library code they run, so editing the engine re-runs them (nnperf.codehash).
 
 
 def as_param(request):
     return contract.to_dict(request)
 
 
-def engine_code(*modules):
-    """A param that changes when the library code a measurement runs changes."""
-    return code_hash(*modules)
-
-
 def dataset_request(wildcards):
-    dataset = contract.DatasetSettings(**{**vars(STUDY.dataset), "name": wildcards.dataset})
+    dataset = dataclasses.replace(STUDY.dataset, name=wildcards.dataset)
     return as_param(
         contract.DatasetRequest(
             root=layout.path("dataset", dataset=wildcards.dataset), dataset=dataset
@@ -175,9 +173,7 @@ def run_data(wildcards):
 
 def profile_request(wildcards):
     """The step profiled under ncu: the configuration's rep 0 after `ncu.warmup_steps`."""
-    training = contract.TrainingSettings(
-        **{**vars(STUDY.training), "warmup_steps": STUDY.ncu.warmup_steps}
-    )
+    training = dataclasses.replace(STUDY.training, warmup_steps=STUDY.ncu.warmup_steps)
     return as_param(contract.ProfileStepRequest(run=run_request_of(wildcards, training, 0)))
 
 
@@ -187,10 +183,9 @@ def tables_request():
 
 def figure_keys(wildcards):
     """The keys a figure's path names, typed (batch_size an integer)."""
-    keys = dict(wildcards.items())
-    if "batch_size" in keys:
-        keys["batch_size"] = int(keys["batch_size"])
-    return keys
+    return {
+        key: int(value) if key in layout.INTEGER_KEYS else value for key, value in wildcards.items()
+    }
 
 
 def report_request():

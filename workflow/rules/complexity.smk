@@ -14,6 +14,6 @@ rule complexity:
         "../../envs/nnperf.yaml"
     params:
         request=complexity_request,
-        engine=engine_code("nnperf.complexity", "nnperf.models"),
+        engine=code_hash("nnperf.complexity", "nnperf.models"),
     script:
         "../scripts/complexity.py"

@@ -14,7 +14,7 @@ rule timed_run:
         bench_slot=1,
     params:
         request=run_request,
-        engine=engine_code("nnperf.runner"),
+        engine=code_hash("nnperf.runner"),
     script:
         "../scripts/timed_run.py"
 

@@ -1,0 +1,203 @@
+"""The two-level estimate and the stopping rule, driven by synthetic noisy timers.
+
+A simulated configuration has a true throughput, a process-level spread (each process draws
+its own speed) and a window-level spread (each window draws around its process's speed);
+windows and processes cost simulated seconds. The rule must stop at the CI target when it can,
+spend its repetitions where the variance is, and never run past the budget.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from nnperf import measure
+from nnperf.contract import TimingSettings
+from nnperf.errors import NnperfError
+from nnperf.measure import WindowSample
+
+IMAGES = 1000
+
+
+@pytest.mark.parametrize(
+    "df, table",
+    [
+        (1, 12.706),
+        (2, 4.303),
+        (3, 3.182),
+        (4, 2.776),
+        (5, 2.571),
+        (10, 2.228),
+        (30, 2.042),
+        (100, 1.984),
+    ],
+)
+def test_t_quantile_matches_the_table(df, table):
+    assert measure.t_quantile(df) == pytest.approx(table, rel=2e-3)
+
+
+def _windows(rates_by_process):
+    return [
+        WindowSample(process, IMAGES, IMAGES / rate)
+        for process, rates in enumerate(rates_by_process)
+        for rate in rates
+    ]
+
+
+def test_estimate_two_processes_by_hand():
+    current = measure.estimate(_windows([[100.0, 100.0], [120.0, 120.0]]))
+    assert current.throughput == pytest.approx(110.0)
+    # t(0.975, 1) x sqrt(var([100, 120]) / 2) = 12.706 x 10
+    half = measure.t_quantile(1) * 10.0
+    assert (current.ci_low, current.ci_high) == pytest.approx((110 - half, 110 + half))
+    assert current.method == "processes"
+    assert current.within_process == pytest.approx(0.0)
+    assert current.between_processes == pytest.approx(200.0)
+    assert current.dominant_level == "process"
+    assert current.half_width_rel == pytest.approx(half / 110)
+    assert (current.n_processes, current.n_windows) == (2, 4)
+    assert current.timed_s == pytest.approx(2 * IMAGES / 100 + 2 * IMAGES / 120)
+
+
+def test_estimate_window_noise_dominates_by_hand():
+    current = measure.estimate(_windows([[90.0, 110.0], [90.0, 110.0]]))
+    # Both processes sustain the same rate: no process-level variation at all.
+    assert current.between_processes == pytest.approx(0.0)
+    assert current.within_process == pytest.approx(200.0)
+    assert current.dominant_level == "window"
+
+
+def test_one_process_gives_a_window_level_interval_and_one_window_none():
+    current = measure.estimate(_windows([[90.0, 110.0]]))
+    process_rate = 2 * IMAGES / (IMAGES / 90 + IMAGES / 110)
+    assert current.throughput == pytest.approx(process_rate)
+    half = measure.t_quantile(1) * math.sqrt(200.0 / 2)
+    assert current.ci_high - current.ci_low == pytest.approx(2 * half)
+    assert current.method == "windows" and current.between_processes is None
+    single = measure.estimate(_windows([[100.0]]))
+    assert single.throughput == pytest.approx(100.0)
+    assert single.ci_low is None and single.half_width_rel is None and single.method is None
+    empty = measure.estimate([])
+    assert empty.throughput is None and empty.n_windows == 0
+
+
+def test_optimal_windows_follows_kalibera_jones():
+    timing = TimingSettings(min_windows=2, max_windows=50)
+    current = measure.estimate(
+        _windows([[90.0, 110.0] * 2, [100.0, 120.0] * 2, [110.0, 130.0] * 2])
+    )
+    expected = math.ceil(math.sqrt(4.0 * current.within_process / current.between_processes))
+    wanted = measure.optimal_windows(current, process_cost_s=4.0, window_cost_s=1.0, timing=timing)
+    assert wanted == max(2, min(50, expected)) and wanted > 2
+    assert measure.optimal_windows(measure.estimate(_windows([[100.0, 101.0]])), 4, 1, timing) == 2
+    flat = measure.estimate(_windows([[90.0, 110.0], [90.0, 110.0], [90.0, 110.0]]))
+    assert measure.optimal_windows(flat, 4, 1, timing) == 50
+    # Two processes: a third one first, whatever the variances say (t = 12.7 at df 1).
+    two = measure.estimate(_windows([[90.0, 110.0], [90.0, 110.0]]))
+    assert measure.optimal_windows(two, 4, 1, timing) == 2
+
+
+class Simulated:
+    """A configuration on a fake clock: process p runs at `true x (1 + process noise)`, each
+    window at that x (1 + window noise); a process costs `process_s` before its first window."""
+
+    def __init__(self, process_sd, window_sd, seed=0, window_s=1.0, process_s=3.0, true=1000.0):
+        self.rng = np.random.default_rng(seed)
+        self.process_sd, self.window_sd = process_sd, window_sd
+        self.window_s, self.process_s, self.true = window_s, process_s, true
+
+    def run(self, timing: TimingSettings, target: float):
+        windows, clock, process = [], 0.0, 0
+        while True:
+            clock += self.process_s
+            speed = self.true * (1 + self.rng.normal(0, self.process_sd))
+            action = measure.Action("window")
+            while action.kind == "window":
+                rate = speed * (1 + self.rng.normal(0, self.window_sd))
+                seconds = self.window_s * self.true / rate
+                clock += seconds
+                windows.append(WindowSample(process, IMAGES, seconds))
+                action = measure.next_action(
+                    windows,
+                    current_process=process,
+                    elapsed_s=clock,
+                    process_cost_s=self.process_s,
+                    timing=timing,
+                    target_ci=target,
+                )
+            if action.kind == "stop":
+                return windows, clock, action.reason
+            process += 1
+
+
+def _per_process(windows):
+    counts = {}
+    for window in windows:
+        counts[window.process] = counts.get(window.process, 0) + 1
+    return counts
+
+
+def test_quiet_configuration_stops_at_the_target_after_the_minimums():
+    timing = TimingSettings(min_seconds=5, max_seconds=600, min_processes=2, min_windows=2)
+    windows, clock, reason = Simulated(0.002, 0.002).run(timing, target=0.01)
+    assert reason == "ci_target"
+    current = measure.estimate(windows)
+    assert current.half_width_rel <= 0.01
+    assert current.n_processes >= 2 and min(_per_process(windows).values()) >= 2
+    assert current.timed_s >= 5
+    assert clock < 60  # far under the budget: stopped as soon as it could
+
+
+def test_min_seconds_holds_back_an_early_stop():
+    timing = TimingSettings(min_seconds=30, max_seconds=600)
+    windows, _, reason = Simulated(0.001, 0.001).run(timing, target=0.05)
+    assert reason == "ci_target" and measure.estimate(windows).timed_s >= 30
+
+
+def test_process_level_noise_buys_processes_not_windows():
+    timing = TimingSettings(min_seconds=0, max_seconds=10_000, max_processes=40, max_windows=40)
+    windows, _, reason = Simulated(0.05, 0.001, seed=1).run(timing, target=0.02)
+    counts = _per_process(windows)
+    assert reason == "ci_target"
+    assert len(counts) > 4  # it took many processes ...
+    assert max(counts.values()) <= 3  # ... and few windows in each
+    assert measure.estimate(windows).dominant_level == "process"
+
+
+def test_window_level_noise_buys_windows_per_process():
+    timing = TimingSettings(min_seconds=0, max_seconds=10_000, max_processes=40, max_windows=40)
+    windows, _, reason = Simulated(0.0, 0.05, seed=2).run(timing, target=0.01)
+    counts = _per_process(windows)
+    assert reason == "ci_target"
+    assert max(counts.values()) > timing.min_windows  # windows are the cheap cure here
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_budget_is_never_overrun_by_more_than_one_window(seed):
+    timing = TimingSettings(min_seconds=0, max_seconds=40, max_processes=100, max_windows=100)
+    simulated = Simulated(0.05, 0.05, seed=seed, window_s=2.0, process_s=5.0)
+    windows, clock, reason = simulated.run(timing, target=0.001)
+    assert reason == "budget"
+    assert clock <= timing.max_seconds + 2.0 * 1.5  # one window, at its noisiest
+    assert measure.estimate(windows).n_processes >= 2
+
+
+def test_caps_end_the_measurement_with_max_processes():
+    timing = TimingSettings(min_seconds=0, max_seconds=10_000, max_processes=3, max_windows=4)
+    windows, _, reason = Simulated(0.05, 0.05, seed=3).run(timing, target=0.0001)
+    counts = _per_process(windows)
+    assert reason == "max_processes"
+    # Every process it may start, and the last one runs to the window cap.
+    assert len(counts) == 3 and counts[2] == timing.max_windows
+
+
+def test_timing_settings_refuse_inverted_ranges():
+    with pytest.raises(NnperfError, match="timing.min_processes = 5 is larger than"):
+        TimingSettings(min_processes=5, max_processes=2)
+    with pytest.raises(NnperfError, match="timing.target_ci = 1.5 is not allowed"):
+        TimingSettings(target_ci=1.5)
+    assert TimingSettings().target_for("cuda") == 0.01
+    assert TimingSettings().target_for("cpu") == 0.03
+    assert TimingSettings(target_ci=0.02).target_for("cuda") == 0.02

@@ -84,6 +84,19 @@ def test_gemm_flops_is_two_mnk(m, n, k):
     assert ceilings.gemm_flops(m, n, k) == 2 * m * n * k == ceilings.gemm_flops(n, m, k)
 
 
+def test_gemm_cost_by_hand():
+    # A call that fills a window alone: no calibration; 2 warm-up calls, then 3 trials of
+    # one untimed call and a one-call window.
+    assert ceilings.window_iters(0.5, 0.02) == 1
+    assert ceilings.gemm_cost_s(0.5, warmup=2, trials=3, min_trial_s=0.02) == pytest.approx(4.0)
+    # 3 ms calls: windows of 8 calls (4 x 3 ms < 20 ms <= 8 x 3 ms), calibrated through
+    # windows of 1, 2, 4, 8 calls (15 calls): (2 + 15 + 3 x 9) x 3 ms.
+    assert ceilings.window_iters(0.003, 0.02) == 8
+    assert ceilings.gemm_cost_s(0.003, warmup=2, trials=3, min_trial_s=0.02) == pytest.approx(0.132)
+    # Twice the size, eight times the FLOPs, eight times the time at the same rate.
+    assert ceilings.projected_call_s(0.1, 512, 1024) == pytest.approx(0.8)
+
+
 def test_stream_bytes_follow_the_stream_convention():
     n = 1_000_000
     assert ceilings.stream_bytes("copy", n, 8) == 16_000_000  # read b, write a
@@ -244,6 +257,110 @@ def test_unknown_gpu_gives_null_datasheet_without_crashing():
 # --- real measurements on this CPU -----------------------------------------------------
 
 
+def gemm_sizes_built(monkeypatch) -> list[int]:
+    """Record the size of every GEMM measure_gemm builds (the real one still runs)."""
+    built = []
+    real = ceilings._gemm_call
+
+    def recording(device, dtype, size, generator):
+        built.append(size)
+        return real(device, dtype, size, generator)
+
+    monkeypatch.setattr(ceilings, "_gemm_call", recording)
+    return built
+
+
+def test_gemm_budget_skips_the_sizes_that_would_overrun_it(monkeypatch):
+    # A 4096^3 fp32 call takes >= 50 ms on any CPU a test runs on; projected from the
+    # largest probe the budget affords (a busy machine's slower probes over-estimate), its
+    # warm-up and trials need far more than the 0.3 s budget, so it is never built; 32 (and
+    # 64 unless the machine is very busy) take milliseconds.
+    built = gemm_sizes_built(monkeypatch)
+    result = ceilings.measure_gemm(
+        "cpu", "fp32", [4096, 64, 32], warmup=2, trials=2, min_trial_s=0.002, budget_s=0.3
+    )
+    measured = [row["m"] for row in result["sizes"]]
+    assert measured[0] == 32 and 4096 not in measured and 4096 not in built
+    assert [row["size"] for row in result["skipped_sizes"]][-1] == 4096
+    first = result["skipped_sizes"][0]
+    assert "projected" in first["reason"] and "0.3 s per precision" in first["reason"]
+    # Probes double from GEMM_PROBE_SIZE and stop below the size they are for.
+    probes = [size for size in built if size not in (32, 64)]
+    assert probes == [128 * 2**i for i in range(len(probes))] and max(probes, default=0) < 4096
+    # The roof is the best of what was measured, nothing else.
+    assert result["best_flop_s"] == max(row["best_flop_s"] for row in result["sizes"])
+    assert result["budget_s"] == 0.3 and result["duration_s"] < 2.0
+
+
+def test_gemm_budget_generous_enough_measures_every_size(monkeypatch):
+    result = ceilings.measure_gemm(
+        "cpu", "bf16", [64, 32], warmup=1, trials=2, min_trial_s=0.002, budget_s=60.0
+    )
+    assert [row["m"] for row in result["sizes"]] == [32, 64]
+    assert result["skipped_sizes"] == []
+
+
+def test_gemm_budget_of_zero_reports_no_number(monkeypatch):
+    # Small first size: its warm-up call is measured, then nothing fits.
+    result = ceilings.measure_gemm(
+        "cpu", "fp32", [32, 64], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
+    )
+    assert result["sizes"] == [] and result["best_flop_s"] is None
+    assert result["skipped_sizes"][0]["size"] == 32
+    assert "measured in warm-up" in result["skipped_sizes"][0]["reason"]
+    assert result["skipped_sizes"][1] == {
+        "size": 64,
+        "reason": "larger than 32, which did not fit the budget",
+    }
+    # Large first size: only probe GEMMs run; the size itself is never built.
+    built = gemm_sizes_built(monkeypatch)
+    result = ceilings.measure_gemm(
+        "cpu", "fp32", [4096], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
+    )
+    assert built == [ceilings.GEMM_PROBE_SIZE] and result["sizes"] == []
+    assert "from the 128^3 GEMM's rate" in result["skipped_sizes"][0]["reason"]
+
+
+def test_one_long_call_is_not_repeated_needlessly(monkeypatch):
+    # Calls per window known (a call fills a window alone): no calibration; one function
+    # alone: no untimed refresh call before each window. Two functions: the refresh is back.
+    counts = [0, 0]
+
+    def one():
+        counts[0] += 1
+
+    def two():
+        counts[1] += 1
+
+    ceilings.time_interleaved([one], "cpu", warmup=0, trials=3, min_trial_s=1.0, iters=[1])
+    assert counts == [3, 0]
+    ceilings.time_interleaved([one, two], "cpu", warmup=1, trials=3, min_trial_s=1.0, iters=[1, 1])
+    assert counts == [3 + 1 + 6, 1 + 6]
+
+
+def test_ceilings_document_names_the_skipped_sizes(monkeypatch):
+    # 2048^3 projected from 64^3 (~0.3 s a call at the 64^3 rate of any CPU) cannot fit
+    # 0.2 s; fp32 and bf16 are still measured at 64.
+    monkeypatch.setitem(ceilings.GEMM_BUDGET_S, "cpu", 0.2)
+    doc = measure(monkeypatch, gemm_sizes=[64, 2048], sweep_max_bytes=16 * KIB)
+    for precision in ("fp32", "bf16"):
+        gemm = doc["measured"]["gemm"][precision]
+        assert [row["m"] for row in gemm["sizes"]] == [64]
+        assert doc["measured"]["gemm_flop_s"][precision] == gemm["sizes"][0]["best_flop_s"]
+        assert [row["size"] for row in doc["skipped_gemm_sizes"][precision]] == [2048]
+        assert f"{precision} GEMM roof leaves out size(s) 2048: a 2048^3 call" in doc["note"]
+    assert doc["settings"]["gemm_budget_s"] == 0.2
+    # No time at all: no roof, and the precision is listed as not measured, with why.
+    monkeypatch.setitem(ceilings.GEMM_BUDGET_S, "cpu", 0.0)
+    doc = measure(monkeypatch, gemm_sizes=[64], sweep_max_bytes=16 * KIB)
+    assert doc["measured"]["gemm_flop_s"] == {} and doc["measured"]["gemm"] == {}
+    assert doc["skipped_precisions"]["fp32"].startswith("no GEMM size fits the time budget: ")
+    assert "fp32 not measured: no GEMM size fits the time budget" in doc["note"]
+    assert ceilings.summary(doc).startswith(
+        f"{doc['device_name']} (cpu): no GEMM roof (see the note); memory"
+    )
+
+
 def test_document_has_the_contract_keys(cpu_doc):
     for key in (
         "device",
@@ -360,6 +477,8 @@ def test_settings_are_the_request_s_and_the_constants(cpu_doc):
     settings = cpu_doc["settings"]
     assert settings["trials"] == 2 and settings["sweep_max_bytes"] == MIB
     assert settings["warmup"] == 1 and settings["min_trial_s"] == 0.002  # fast()
+    assert settings["gemm_budget_s"] == ceilings.GEMM_BUDGET_S["cpu"]
+    assert settings["gemm_probe_size"] == ceilings.GEMM_PROBE_SIZE
     assert settings["sweep_steps_per_octave"] == 1
     assert settings["peaks"] == str(PEAKS_YAML) and settings["threads"] is None
     assert settings["cpu_fma_units"] == ceilings.peaks_mod.DEFAULT_FMA_UNITS

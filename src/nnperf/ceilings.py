@@ -3,7 +3,10 @@
 A roofline is only as honest as its roofs. This module measures
 
 * compute roofs: large square GEMMs per precision the device can run (CPU: fp32, bf16;
-  CUDA: fp32 with TF32 off, tf32, fp16, bf16), best over several sizes and trials;
+  CUDA: fp32 with TF32 off, tf32, fp16, bf16), best over several sizes and trials. Sizes
+  run from small to large within a time budget per precision (`GEMM_BUDGET_S`): a size
+  projected to overrun it is skipped, and the document says which and why
+  (`skipped_gemm_sizes`, the note), so a CPU without native bf16 costs seconds, not minutes;
 * a main-memory bandwidth roof: STREAM-style copy and triad over arrays far larger than
   the last-level cache;
 * a working-set sweep: read bandwidth for working sets from a few KiB to hundreds of MiB, whose
@@ -66,6 +69,26 @@ DEFAULT_GEMM_SIZES = {
 }
 # Untimed calls before each measurement (first-call allocation, kernel selection, clocks up).
 WARMUP_CALLS = 2
+# Seconds one precision's GEMMs may take (all sizes: warm-up, calibration, trials). Sizes run
+# from small to large; a size whose projected cost would overrun this is skipped, with the
+# reason in the document. Why bound it: a CPU without native bf16 runs bf16 GEMMs 100x or
+# more slower than fp32 (2-core Xeon VM: fp32 120-166 GFLOP/s; bf16 1.3 at 512^3, 0.9 at
+# 1024^3, 0.3 at 2048^3), so the 2048^3 bf16 call alone takes ~60 s and the unbounded
+# stage took 579 s, in a CPU study meant to take minutes (bounded: 11 s).
+# A few seconds still lets every default CPU size run where fp32 or bf16 reach ~50 GFLOP/s
+# (a 2048^3 call is 0.34 s; warm-up and 3 trials ~2-3 s), and a GPU's sizes take well
+# under a second (an H100's 8192^3 fp32 call, the slowest, is 21 ms).
+GEMM_BUDGET_S = {"cpu": 5.0, "cuda": 30.0, "mps": 15.0}
+# Smallest probe GEMM. A call's time is projected to a larger size at the same FLOP rate,
+# which is only trusted over one doubling of the size (8x the FLOPs) or from a call of at
+# least GEMM_TRUSTED_CALL_S: a short call is mostly dispatch and, on a busy machine, waiting
+# for a time slice (a 32^3 GEMM took 16 ms instead of 10 us on this 2-core VM under load),
+# which 8x-per-doubling scaling would blow up into a skipped size. So sizes are probed from
+# here, doubling, up to half the size to project, as long as the budget affords the probe;
+# even a user's 8192^3 on a slow CPU is never started blind. Probes cost a fraction of the
+# size they are for and are not reported as roofs.
+GEMM_PROBE_SIZE = 128
+GEMM_TRUSTED_CALL_S = 0.1
 # Shortest timed window; long enough that perf_counter resolution and the per-call launch
 # overhead (a few microseconds) are well under 1% of it.
 MIN_TRIAL_S = {"cpu": 0.02, "cuda": 0.05, "mps": 0.05}
@@ -145,6 +168,34 @@ def bandwidth_array_bytes(
     """Bytes per bandwidth array: max(multiple x LLC, minimum), a whole number of MiB."""
     wanted = max(minimum, multiple * (llc_bytes or 0))
     return -(-wanted // MIB) * MIB
+
+
+def window_iters(call_s: float, min_trial_s: float) -> int:
+    """Calls per timed window as `calibrate_iters` finds them for a call of `call_s`: the
+    smallest power of two whose window lasts `min_trial_s` (1 for a call that long)."""
+    iters = 1
+    while iters * call_s < min_trial_s and iters < MAX_ITERS_PER_TRIAL:
+        iters = min(MAX_ITERS_PER_TRIAL, iters * 2)
+    return iters
+
+
+def gemm_cost_s(call_s: float, *, warmup: int, trials: int, min_trial_s: float) -> float:
+    """Projected seconds to measure one GEMM size whose call takes `call_s`: `warmup` calls,
+    calibration (windows of 1, 2, 4 ... calls; none when one call fills a window), then
+    `trials` windows, each after one untimed call (see `time_interleaved`)."""
+    iters = window_iters(call_s, min_trial_s)
+    calibration = 0 if iters == 1 else 2 * iters - 1
+    return (warmup + calibration + trials * (1 + iters)) * call_s
+
+
+def projected_call_s(call_s: float, size: int, new_size: int) -> float:
+    """A square GEMM call's seconds at `new_size` from one at `size`, at the same FLOP rate.
+
+    Usually an over-estimate, as larger GEMMs run at a higher rate. Where the rate falls
+    with size (bf16 emulated on a CPU: 1.3 GFLOP/s at 512, 0.9 at 1024) it under-estimates;
+    `measure_gemm` then checks again on the size's own warm-up call before any trial, so the
+    overrun is at most its warm-up calls."""
+    return call_s * gemm_flops(new_size, new_size, new_size) / gemm_flops(size, size, size)
 
 
 def summarize_times(times_s: list[float]) -> dict:
@@ -232,9 +283,18 @@ def ratios(measured: dict, datasheet: dict | None) -> dict:
 
 
 def notes_for(
-    device: str, device_name: str, datasheet: dict | None, ratio: dict, peaks_path, skipped: dict
+    device: str,
+    device_name: str,
+    datasheet: dict | None,
+    ratio: dict,
+    peaks_path,
+    skipped: dict,
+    skipped_sizes: dict | None = None,
 ) -> str:
-    """The human note: where the datasheet came from, what is missing, what looks wrong."""
+    """The human note: where the datasheet came from, what is missing, what looks wrong.
+
+    `skipped` maps a precision to why it has no roof; `skipped_sizes` maps a precision to
+    the GEMM sizes left out of its roof ([{"size", "reason"}, ...])."""
     notes = []
     if datasheet is None:
         notes.append(
@@ -275,6 +335,10 @@ def notes_for(
         )
     for precision, reason in skipped.items():
         notes.append(f"{precision} not measured: {reason}")
+    for precision, rows in (skipped_sizes or {}).items():
+        if rows and precision not in skipped:
+            sizes = ", ".join(str(row["size"]) for row in rows)
+            notes.append(f"{precision} GEMM roof leaves out size(s) {sizes}: {rows[0]['reason']}")
     return " ".join(notes)
 
 
@@ -419,7 +483,7 @@ def calibrate_iters(fn, device: str, min_trial_s: float) -> int:
 
 
 def time_interleaved(
-    fns, device: str, *, warmup: int, trials: int, min_trial_s: float
+    fns, device: str, *, warmup: int, trials: int, min_trial_s: float, iters=None
 ) -> list[dict]:
     """Per-call seconds of each function in `fns`, trials interleaved round-robin.
 
@@ -427,17 +491,24 @@ def time_interleaved(
     interference from other processes over one trial of many measurements instead of all
     trials of one, so best-of-trials stays clean on a shared machine. One untimed call
     before each window puts that function's data back in the caches the previous
-    function evicted.
+    function evicted; with a single function nothing evicts them, so it is left out (for a
+    GEMM that takes seconds a call, it would double the cost of every trial).
+
+    `iters` gives calls per window where the caller already knows them (None entries, or
+    no list, are calibrated): a call known to fill a window alone needs no calibration.
     """
+    known = list(iters) if iters is not None else [None] * len(fns)
     iters = []
-    for fn in fns:
+    for fn, n in zip(fns, known):
         for _ in range(warmup):
             fn()
-        iters.append(calibrate_iters(fn, device, min_trial_s))
+        iters.append(n or calibrate_iters(fn, device, min_trial_s))
+    refresh = len(fns) > 1
     times = [[] for _ in fns]
     for _ in range(trials):
         for fn, n, out in zip(fns, iters, times):
-            fn()
+            if refresh:
+                fn()
             out.append(_window_s(fn, device, n) / n)
     return [
         {"times_s": t, "iters_per_trial": n, "trials": trials, **summarize_times(t)}
@@ -473,6 +544,53 @@ def torch_dtype(precision: str):
     }[precision]
 
 
+def _gemm_call(device: str, dtype, size: int, generator):
+    """One square GEMM `out = a @ b` of `size`, its operands drawn on the device (an 8192^2
+    matrix takes ~1 s to draw on a CPU)."""
+    import torch
+
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    return lambda: torch.matmul(a, b, out=out)
+
+
+def _fastest_call_s(call, device: str, calls: int, min_trial_s: float) -> float:
+    """The fastest of `calls` timed calls, and of one more when one call is shorter than a
+    window: a first call carries one-time costs (allocation, thread pools, kernel choice)."""
+    times = [_window_s(call, device, 1) for _ in range(calls)]
+    if len(times) == 1 and times[0] < min_trial_s:
+        times.append(_window_s(call, device, 1))
+    return min(times)
+
+
+def _probe_up_to(size: int, estimate, left_s, device: str, dtype, generator, min_trial_s):
+    """(size, seconds per call) to project `size` from: `estimate` when it is trusted for it
+    (see GEMM_PROBE_SIZE), else probe GEMMs of doubling sizes below `size` while `left_s()`
+    affords two calls of the next one; None when `size` needs no projection (<= the probe
+    size)."""
+    while True:
+        if estimate is None:
+            if size <= GEMM_PROBE_SIZE:
+                return None
+            probe_size = GEMM_PROBE_SIZE
+        else:
+            probe_size = 2 * estimate[0]
+            trusted = size <= probe_size or estimate[1] >= GEMM_TRUSTED_CALL_S
+            if trusted or 2 * projected_call_s(estimate[1], estimate[0], probe_size) > left_s():
+                return estimate
+        probe = _gemm_call(device, dtype, probe_size, generator)
+        estimate = (probe_size, _fastest_call_s(probe, device, 2, min_trial_s))
+
+
+def _skip_rows(sizes, reason: str) -> list[dict]:
+    """The first size left out carries the reason; the larger ones point at it."""
+    return [{"size": sizes[0], "reason": reason}] + [
+        {"size": size, "reason": f"larger than {sizes[0]}, which did not fit the budget"}
+        for size in sizes[1:]
+    ]
+
+
 def measure_gemm(
     device: str,
     precision: str,
@@ -481,26 +599,80 @@ def measure_gemm(
     warmup: int,
     trials: int,
     min_trial_s: float,
+    budget_s: float | None = None,
     seed: int = 0,
 ) -> dict:
-    """Square GEMM throughput per size; the roof is the best over sizes and trials."""
+    """Square GEMM throughput per size; the roof is the best over the sizes measured.
+
+    Sizes run from small to large within `budget_s` seconds (None: `GEMM_BUDGET_S`). A
+    size's cost (`gemm_cost_s`) is projected before it starts, from the previous size's
+    call or from probe GEMMs (`GEMM_PROBE_SIZE`), and again after its warm-up calls, which
+    are timed one by one, from its own fastest call. A size whose cost would overrun
+    what is left of the budget is skipped with every larger size; `skipped_sizes` says why.
+    Nothing is reported for a size that was not measured whole: with no size left,
+    `sizes` is empty and the roofs are None. The sizes kept are then timed together,
+    trials interleaved; a size whose call fills a window alone is not calibrated again.
+    """
     import torch
 
+    budget = GEMM_BUDGET_S[device] if budget_s is None else budget_s
     generator = torch.Generator(device=device).manual_seed(seed)
     dtype = torch_dtype(precision)
-    calls = []
-    for size in sizes:
-        # Drawn on the device: an 8192^2 matrix takes ~1 s to draw on a CPU.
-        a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
-        b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
-        out = torch.empty(size, size, device=device, dtype=dtype)
-        calls.append(lambda a=a, b=b, out=out: torch.matmul(a, b, out=out))
+    ordered = sorted(set(sizes))
+    started = time.perf_counter()
+    committed = 0.0  # projected seconds of the kept sizes' calibration and trials
+    kept, calls, known_iters, skipped = [], [], [], []
+    estimate = None  # (size, seconds per call) the next size is projected from
+
+    def left_s() -> float:
+        return budget - (time.perf_counter() - started) - committed
+
     with float32_matmul_mode(precision):
-        timings = time_interleaved(
-            calls, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s
+        for index, size in enumerate(ordered):
+            estimate = _probe_up_to(size, estimate, left_s, device, dtype, generator, min_trial_s)
+            if estimate is not None:
+                call_s = projected_call_s(estimate[1], estimate[0], size)
+                cost = gemm_cost_s(call_s, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
+                if cost > left_s():
+                    skipped = _skip_rows(
+                        ordered[index:],
+                        f"a {size}^3 call is projected at {call_s:.3g} s from the "
+                        f"{estimate[0]}^3 GEMM's rate, so warm-up and {trials} trials would "
+                        f"take ~{cost:.3g} s; {max(0.0, left_s()):.3g} s were left of the "
+                        f"{budget:g} s per precision (ceilings.GEMM_BUDGET_S[{device!r}])",
+                    )
+                    break
+            call = _gemm_call(device, dtype, size, generator)
+            call_s = _fastest_call_s(call, device, max(1, warmup), min_trial_s)
+            rest = gemm_cost_s(call_s, warmup=0, trials=trials, min_trial_s=min_trial_s)
+            if rest > left_s():
+                skipped = _skip_rows(
+                    ordered[index:],
+                    f"a {size}^3 call takes {call_s:.3g} s (measured in warm-up), so "
+                    f"{trials} trials would take ~{rest:.3g} s more; "
+                    f"{max(0.0, left_s()):.3g} s were left of the {budget:g} s per precision "
+                    f"(ceilings.GEMM_BUDGET_S[{device!r}])",
+                )
+                break
+            committed += rest
+            kept.append(size)
+            calls.append(call)
+            known_iters.append(1 if call_s >= min_trial_s else None)
+            estimate = (size, call_s)
+        timings = (
+            time_interleaved(
+                calls,
+                device,
+                warmup=0,
+                trials=trials,
+                min_trial_s=min_trial_s,
+                iters=known_iters,
+            )
+            if calls
+            else []
         )
     rows = []
-    for size, timing in zip(sizes, timings):
+    for size, timing in zip(kept, timings):
         flops = gemm_flops(size, size, size)
         rows.append(
             {
@@ -516,12 +688,15 @@ def measure_gemm(
                 "iters_per_trial": timing["iters_per_trial"],
             }
         )
-    best = max(rows, key=lambda r: r["best_flop_s"])
+    best = max(rows, key=lambda r: r["best_flop_s"]) if rows else None
     return {
-        "best_flop_s": best["best_flop_s"],
-        "median_flop_s": best["median_flop_s"],
-        "best_size": best["m"],
+        "best_flop_s": best["best_flop_s"] if best else None,
+        "median_flop_s": best["median_flop_s"] if best else None,
+        "best_size": best["m"] if best else None,
         "sizes": rows,
+        "skipped_sizes": skipped,
+        "budget_s": budget,
+        "duration_s": time.perf_counter() - started,
     }
 
 
@@ -730,16 +905,24 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
     device_name, caches, cache_source, env = _device_identity(device)
     array_bytes = settings.bandwidth_bytes or bandwidth_array_bytes(last_level_cache_bytes(caches))
 
-    gemm, skipped = {}, {}
+    gemm, skipped, skipped_sizes = {}, {}, {}
     for precision in SUPPORTED_PRECISIONS[device]:
         try:
             require_available(device, precision)
         except NnperfError as exc:
             skipped[precision] = str(exc)
             continue
-        gemm[precision] = measure_gemm(
+        result = measure_gemm(
             device, precision, gemm_sizes, warmup=warmup, trials=trials, min_trial_s=min_trial_s
         )
+        if result["skipped_sizes"]:
+            skipped_sizes[precision] = result["skipped_sizes"]
+        if result["sizes"]:
+            gemm[precision] = result
+        else:
+            skipped[precision] = (
+                f"no GEMM size fits the time budget: {result['skipped_sizes'][0]['reason']}"
+            )
     stream = measure_stream(
         device, array_bytes, warmup=warmup, trials=trials, min_trial_s=min_trial_s
     )
@@ -779,8 +962,12 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
         "measured": measured,
         "datasheet": datasheet,
         "ratio_measured_to_datasheet": ratio,
-        "note": notes_for(device, device_name, datasheet, ratio, request.peaks_path, skipped),
+        "note": notes_for(
+            device, device_name, datasheet, ratio, request.peaks_path, skipped, skipped_sizes
+        ),
         "skipped_precisions": skipped,
+        # GEMM sizes left out of a roof by the time budget, per precision, with the reason.
+        "skipped_gemm_sizes": skipped_sizes,
         "caches": caches,
         "cache_source": cache_source,
         # The request as measured: null sizes resolved to the device's own, the array size
@@ -791,6 +978,8 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
             "bandwidth_bytes": array_bytes,
             "warmup": warmup,
             "min_trial_s": min_trial_s,
+            "gemm_budget_s": GEMM_BUDGET_S[device],
+            "gemm_probe_size": GEMM_PROBE_SIZE,
             "sweep_steps_per_octave": SWEEP_STEPS_PER_OCTAVE,
             "sweep_bytes_per_call": SWEEP_BYTES_PER_CALL[device],
             "peaks": str(request.peaks_path),
@@ -815,6 +1004,7 @@ def summary(document: dict) -> str:
     """One line for the job log: the compute roofs and the memory roof."""
     measured = document["measured"]
     flops = ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in measured["gemm_flop_s"].items())
+    flops = flops or "no GEMM roof (see the note)"
     return (
         f"{document['device_name']} ({document['device']}): {flops}; memory "
         f"{measured['memory_bandwidth_bytes_s'] / 1e9:.1f} GB/s "

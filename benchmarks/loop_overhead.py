@@ -3,7 +3,7 @@
 Runs the same configuration (model, device, precision, batch size, device-resident data
 without augmentation, SGD) through
 
-  A. nnperf's engine: `nnperf.train.build_training` + `nnperf.timing.time_training`
+  A. nnperf's engine: `nnperf.train.build_training` + `nnperf.timing.time_window`
      (phase marks between data wait, h2d, forward, backward, optimizer), and
   B. a minimal hand-written loop: index a device tensor, normalise, forward, backward, step,
      timed only around the whole window,
@@ -28,7 +28,7 @@ import torch
 
 from nnperf import precision as precision_mod
 from nnperf.contract import TrainingSettings
-from nnperf.timing import synchronize, time_training
+from nnperf.timing import DeviceMemoryTracker, synchronize, time_window, warmup_step
 from nnperf.train import build_training, seed_everything
 from nnperf.variant import parse_variant_settings
 
@@ -132,8 +132,10 @@ def main() -> None:
     labels = torch.from_numpy(labels_np).to(device)
 
     nnperf_rates, plain_rates = [], []
+    memory = DeviceMemoryTracker(device)
     for round_index in range(args.rounds):
-        result = time_training(training, warmup_steps=1, timed_steps=args.steps)
+        warmup_step(training, memory)
+        result = time_window(training, args.steps, memory)
         nnperf_rates.append(args.batch_size * args.steps / result.window_s)
         plain_rates.append(
             hand_written_window(

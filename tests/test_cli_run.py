@@ -20,13 +20,14 @@ from nnperf.contract import (
     ProfileStepRequest,
     RunRequest,
     SyntheticData,
+    TimingSettings,
     TrainingSettings,
     VariantSettings,
     write_request,
 )
 from nnperf.devices import detect_best_device
 from nnperf.files import read_json
-from nnperf.vocab import STEP_CSV_COLUMNS
+from nnperf.vocab import STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "resnet18_cifar"
@@ -76,10 +77,18 @@ def run_flags(data_root: Path, out: Path, *extra: str) -> list[str]:
         "2",
         "--timed-steps",
         "3",
+        "--max-processes",
+        "2",
+        "--min-windows",
+        "1",
+        "--max-windows",
+        "1",
         "--out-json",
-        str(out / "rep0.json"),
+        str(out / "run.json"),
+        "--out-windows-csv",
+        str(out / "run_windows.csv"),
         "--out-steps-csv",
-        str(out / "rep0_steps.csv"),
+        str(out / "run_steps.csv"),
         *extra,
     ]
 
@@ -98,31 +107,29 @@ def test_run_writes_json_and_steps_csv(data_root, tmp_path):
             "tuned",
             "--variant-settings",
             settings,
-            "--rep",
+            "--seed",
             "1",
             "--precision",
             "bf16",
         ),
     )
     assert done.returncode == 0, done.stderr
-    assert f"{MODEL} cpu bf16 bs4 tuned rep1:" in done.stdout and "img/s" in done.stdout
-    document = read_json(tmp_path / "rep0.json")
+    assert f"{MODEL} cpu bf16 bs4 tuned:" in done.stdout and "img/s" in done.stdout
+    assert "2 processes x 2 windows" in done.stdout
+    document = read_json(tmp_path / "run.json")
     assert document["schema_version"] == 1 and document["status"] == "ok"
-    assert (document["model"], document["precision"], document["variant"], document["rep"]) == (
-        MODEL,
-        "bf16",
-        "tuned",
-        1,
-    )
-    assert document["effective_seed"] == 1
+    assert (document["model"], document["precision"], document["variant"]) == (MODEL, "bf16", "tuned")
+    assert [p["seed"] for p in document["processes"]] == [1, 2]
     assert document["variant_settings"]["data_path"] == "device_resident"
     assert document["num_classes"] == 10 and document["input_size"] == 32
     assert document["train_images"] == 64
     assert document["environment"]["amp_dtype"] == "bfloat16"
     assert document["environment"]["git_commit"]  # the tests run inside the repository
-    steps = pd.read_csv(tmp_path / "rep0_steps.csv")
-    assert tuple(steps.columns) == STEP_CSV_COLUMNS and len(steps) == 3
+    steps = pd.read_csv(tmp_path / "run_steps.csv")
+    assert tuple(steps.columns) == STEP_CSV_COLUMNS and len(steps) == 2 * 3
     assert steps["step_time_s"].median() == pytest.approx(document["step_time_s"]["median"])
+    windows = pd.read_csv(tmp_path / "run_windows.csv")
+    assert tuple(windows.columns) == WINDOW_CSV_COLUMNS and windows["process"].tolist() == [0, 1]
 
 
 @pytest.mark.slow
@@ -131,7 +138,7 @@ def test_bad_input_is_one_line_and_exit_2(data_root, tmp_path):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1  # one line, no traceback
     assert done.stderr.startswith("nnperf run: error: model 'resnet19' is unknown; allowed:")
-    assert not (tmp_path / "rep0.json").exists()
+    assert not (tmp_path / "run.json").exists()
 
 
 @pytest.mark.parametrize(
@@ -151,7 +158,7 @@ def test_bad_input_is_one_line_and_exit_2(data_root, tmp_path):
 def test_bad_input_in_process(data_root, tmp_path, capsys, flags, message):
     assert main(["run", *run_flags(data_root, tmp_path, *flags)]) == 2
     assert message in capsys.readouterr().err
-    assert not (tmp_path / "rep0.json").exists()
+    assert not (tmp_path / "run.json").exists()
 
 
 OOM_PREFIX = (
@@ -171,11 +178,11 @@ def test_out_of_memory_exits_0_with_status_oom(data_root, tmp_path):
     done = nnperf("run", *run_flags(data_root, tmp_path, "--input-size", "512"), prefix=OOM_PREFIX)
     assert done.returncode == 0, done.stderr
     assert "out of memory" in done.stderr
-    document = read_json(tmp_path / "rep0.json")
+    document = read_json(tmp_path / "run.json")
     assert document["status"] == "oom"
     assert "allocate" in document["error"]
     assert document["throughput_img_s"] is None
-    steps = pd.read_csv(tmp_path / "rep0_steps.csv")
+    steps = pd.read_csv(tmp_path / "run_steps.csv")
     assert tuple(steps.columns) == STEP_CSV_COLUMNS and steps.empty
 
 
@@ -188,7 +195,7 @@ def test_other_failures_exit_non_zero_with_traceback(data_root, tmp_path):
     assert done.returncode == 1
     assert "Traceback (most recent call last)" in done.stderr
     assert "RuntimeError" in done.stderr
-    assert not (tmp_path / "rep0.json").exists()
+    assert not (tmp_path / "run.json").exists()
 
 
 def write_step_request(data_root: Path, path: Path, **run) -> Path:
@@ -235,7 +242,7 @@ def test_step_without_out_json_prints_the_sidecar(data_root, tmp_path, capsys):
     assert main(["step", "--request", str(request)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     printed = json.loads(next(line for line in lines if line.startswith("{")))
-    assert lines[-1].startswith("profiled one step of resnet18_cifar cpu fp32 bs4 baseline rep0")
+    assert lines[-1].startswith("profiled one step of resnet18_cifar cpu fp32 bs4 baseline")
     assert printed["status"] == "ok" and printed["calibration_gemm"]["flops"] == 2 * 128**3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["request.json"]
 
@@ -263,7 +270,9 @@ def test_timed_run_needs_its_outputs(data_root, tmp_path, capsys):
 def _request(*flags: str) -> RunRequest:
     parser = build_parser(["run"])
     return request_from(
-        parser.parse_args(["run", *flags, "--out-json", "a", "--out-steps-csv", "b"])
+        parser.parse_args(
+            ["run", *flags, "--out-json", "a", "--out-windows-csv", "w", "--out-steps-csv", "b"]
+        )
     )
 
 
@@ -280,7 +289,7 @@ def test_flags_build_the_request_they_mirror(tmp_path):
     settings.write_text(json.dumps({"optimizer_impl": "foreach", "num_workers": 2}))
     request = _request(
         "--model", MODEL, "--device", "auto", "--precision", "bf16", "--batch-size", "16",
-        "--variant", "workers", "--variant-settings", str(settings), "--rep", "2",
+        "--variant", "workers", "--variant-settings", str(settings), "--target-ci", "0.02",
         "--dataset", "cifar10", "--data-root", "elsewhere", "--input-size", "64",
         "--warmup-steps", "3", "--timed-steps", "7", "--optimizer", "adam", "--lr", "0.01",
         "--momentum", "0.5", "--weight-decay", "0", "--seed", "9", "--no-augment",
@@ -292,7 +301,6 @@ def test_flags_build_the_request_they_mirror(tmp_path):
         batch_size=16,
         variant="workers",
         settings=VariantSettings(optimizer_impl="foreach", num_workers=2),
-        rep=2,
         dataset="cifar10",
         data_root="elsewhere",
         input_size=64,
@@ -300,8 +308,9 @@ def test_flags_build_the_request_they_mirror(tmp_path):
             warmup_steps=3, timed_steps=7, optimizer="adam", lr=0.01, momentum=0.5,
             weight_decay=0.0, seed=9, augment=False,
         ),  # fmt: skip
+        timing=TimingSettings(target_ci=0.02),
     )
-    assert request.seed == 11
+    assert request.seed_of(2) == 11
 
 
 def test_help_documents_every_flag_with_the_contract_defaults():
@@ -315,7 +324,6 @@ def test_help_documents_every_flag_with_the_contract_defaults():
         "--batch-size",
         "--variant",
         "--variant-settings",
-        "--rep",
         "--dataset",
         "--data-root",
         "--input-size",
@@ -327,13 +335,22 @@ def test_help_documents_every_flag_with_the_contract_defaults():
         "--weight-decay",
         "--seed",
         "--augment",
+        "--target-ci",
+        "--min-seconds",
+        "--max-seconds",
+        "--min-processes",
+        "--max-processes",
+        "--min-windows",
+        "--max-windows",
         "--out-json",
+        "--out-windows-csv",
         "--out-steps-csv",
         "--workflow-dir",
     ):
         assert flag in text, flag
     defaults = TrainingSettings()
-    assert f"steps in the timed window (default: {defaults.timed_steps})" in text
+    assert f"steps in one timed window (default: {defaults.timed_steps})" in text
+    assert f"worker processes at most (default: {TimingSettings().max_processes})" in text
     assert f"learning rate (default: {defaults.lr})" in text
     assert "--profile-one-step" not in text
     step = nnperf("step", "--help")

@@ -87,8 +87,8 @@ def test_requests_round_trip_through_plain_data_and_json(tmp_path):
         batch_size=16,
         variant="tuned",
         settings=contract.VariantSettings(channels_last=True, compile="reduce-overhead"),
-        rep=2,
-        training=contract.TrainingSettings(momentum=0.0, timed_steps=5),
+        training=contract.TrainingSettings(momentum=0.0, timed_steps=5, seed=7),
+        timing=contract.TimingSettings(target_ci=0.02, max_processes=4),
     )
     request = contract.ProfileStepRequest(run=run, calibration_gemm_size=512)
     data = contract.to_dict(request)
@@ -97,7 +97,11 @@ def test_requests_round_trip_through_plain_data_and_json(tmp_path):
     path = tmp_path / "request.json"
     contract.write_request(path, request)
     assert contract.read_request(contract.ProfileStepRequest, path) == request
-    assert run.seed == 2 and run.header()["momentum"] == 0.0 and run.header()["rep"] == 2
+    assert run.seed_of(0) == 7 and run.seed_of(2) == 9 and run.header()["momentum"] == 0.0
+    assert "rep" not in run.header() and run.header()["timing"]["target_ci"] == 0.02
+    # Null target: the device's default, resolved in the header the document carries.
+    default_target = contract.RunRequest(device="cuda", model="m", precision="bf16", batch_size=1)
+    assert default_target.target_ci == 0.01 and default_target.header()["timing"]["target_ci"] == 0.01
 
 
 @pytest.mark.parametrize(
@@ -138,26 +142,24 @@ KEYS = st.fixed_dictionaries(
         "precision": st.sampled_from(vocab.PRECISIONS),
         "batch_size": st.integers(1, 100_000),
         "variant": st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True),
-        "rep": st.integers(0, 99),
     }
 )
 
 
 @given(KEYS)
 def test_paths_parse_back_to_their_keys(keys):
-    for kind in ("run", "run_steps"):
+    for kind in ("run", "run_windows", "run_steps"):
         assert layout.parse(kind, layout.path(kind, **keys)) == keys
-    config_keys = {k: v for k, v in keys.items() if k != "rep"}
     for kind in ("profile_request", "profile_csv", "roofline_figure"):
-        assert layout.parse(kind, "/some/where/" + layout.path(kind, **config_keys)) == config_keys
+        assert layout.parse(kind, "/some/where/" + layout.path(kind, **keys)) == keys
 
 
 def test_layout_errors_and_logs():
-    with pytest.raises(NnperfError, match="path 'run' needs key 'rep'"):
-        layout.path("run", device="cpu", model="m", precision="fp32", batch_size=1, variant="v")
+    with pytest.raises(NnperfError, match="path 'run' needs key 'variant'"):
+        layout.path("run", device="cpu", model="m", precision="fp32", batch_size=1)
     with pytest.raises(NnperfError, match="is not a run path"):
-        layout.parse("run", "results/runs/cpu/m/fp64/bs1/v/rep0.json")
-    assert layout.log("run") == "logs/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}/rep{rep}.log"
+        layout.parse("run", "results/runs/cpu/m/fp64/bs1/v.json")
+    assert layout.log("run") == "logs/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}.log"
     assert layout.log("table", name="runs") == "logs/tables/runs.log"
     assert layout.log("dataset", dataset="synthetic") == "logs/data/synthetic.log"
 

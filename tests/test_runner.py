@@ -1,4 +1,4 @@
-"""Whole runs on the CPU: the run document, the per-step table, OOM and failures."""
+"""Whole measurements on the CPU: the run document, the per-window and per-step tables, OOM."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nnperf.runner import perform_run, steps_frame
-from nnperf.timing import PHASES, STEP_CSV_COLUMNS
+from nnperf.runner import perform_run, steps_frame, windows_frame
+from nnperf.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
 from tiny_training import STUDY_OOM_BATCH, run_out_of_memory, tiny_data, tiny_model, tiny_request
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,12 +20,29 @@ CONTRACT_KEYS = (
     "precision",
     "batch_size",
     "variant",
-    "rep",
     "dataset",
     "variant_settings",
     "warmup_steps",
     "timed_steps",
+    "timing",
+    "stop_reason",
     "throughput_img_s",
+    "throughput_img_s_ci95_low",
+    "throughput_img_s_ci95_high",
+    "ci_half_width_rel",
+    "ci_method",
+    "ci_target_met",
+    "variance",
+    "n_processes",
+    "n_windows",
+    "single_step_time_s",
+    "fixed_cost_s",
+    "process_fixed_cost_s",
+    "duty_cycle",
+    "unstable",
+    "unstable_reasons",
+    "processes",
+    "windows",
     "step_time_s",
     "phase_time_s",
     "compile_time_s",
@@ -70,34 +87,40 @@ def fp32_run():
 
 
 def test_fp32_run_document(fp32_run):
-    document, steps = fp32_run
+    document, windows, steps = fp32_run
     for key in CONTRACT_KEYS:
         assert key in document, key
     assert document["status"] == "ok" and document["error"] is None
     assert (document["model"], document["device"], document["precision"]) == ("tiny", "cpu", "fp32")
     assert document["batch_size"] == 8 and document["warmup_steps"] == 2
-    assert document["timed_steps"] == 3 and len(steps) == 3
-    assert document["throughput_img_s"] == pytest.approx(24 / document["timed_window_s"])
+    assert document["timed_steps"] == 3 and len(steps) == 2 * 2 * 3 and len(windows) == 4
+    assert document["timing"]["target_ci"] == 0.001 and document["timing"]["max_processes"] == 2
+    assert document["images_timed"] == 4 * 24
+    assert document["timed_window_s"] == pytest.approx(sum(w["window_s"] for w in windows))
     times = sorted(row["step_time_s"] for row in steps)
-    assert document["step_time_s"]["median"] == pytest.approx(times[1])
-    assert document["step_time_s"]["min"] == times[0] and document["step_time_s"]["max"] == times[2]
+    assert document["step_time_s"]["median"] == pytest.approx((times[5] + times[6]) / 2)
+    assert (
+        document["step_time_s"]["min"] == times[0] and document["step_time_s"]["max"] == times[-1]
+    )
+    assert document["single_step_time_s"] == document["step_time_s"]["median"]
     for phase in PHASES:
-        assert document["phase_time_s"][phase] == pytest.approx(
-            sorted(row[f"{phase}_s"] for row in steps)[1]
-        )
-    assert document["compile_time_s"] is None
-    assert document["first_step_time_s"] > 0
+        values = sorted(row[f"{phase}_s"] for row in steps)
+        assert document["phase_time_s"][phase] == pytest.approx((values[5] + values[6]) / 2)
+    assert document["compile_time_s"] is None and document["compile_time_s_later"] is None
+    assert document["first_step_time_s"] == document["processes"][0]["warmup_step_time_s"][0]
     assert document["peak_memory_device_bytes"] is None
     assert document["peak_memory_host_bytes"] > 50 * 2**20  # torch alone is bigger than that
-    assert document["loss_end"] == steps[-1]["loss"]
+    assert document["loss_end"] == windows[-1]["loss_end"] == steps[-1]["loss"]
     assert 1.0 < document["loss_start"] < 4.0  # ~ln(10) for 10 random classes at init
+    first_window, last_window = windows[0], windows[-1]
     assert (
         document["started_at_unix"]
-        <= document["timed_window_started_at_unix"]
-        < document["timed_window_ended_at_unix"]
+        <= first_window["started_at_unix"]
+        < last_window["ended_at_unix"]
         <= document["ended_at_unix"]
     )
-    assert document["seed"] == 0 and document["effective_seed"] == 0
+    assert document["seed"] == 0 and [p["seed"] for p in document["processes"]] == [0, 1]
+    assert document["windows"] == windows
     json.dumps(document)  # serialisable as is
 
 
@@ -115,16 +138,21 @@ def test_environment_record_on_cpu(fp32_run):
     assert environment["gpu"] is None and environment["driver"] is None
 
 
-def test_steps_csv_columns(fp32_run, tmp_path):
-    frame = steps_frame(fp32_run[1])
+def test_steps_and_windows_csv_columns(fp32_run):
+    frame = steps_frame(fp32_run[2])
     assert tuple(frame.columns) == STEP_CSV_COLUMNS
-    assert frame["step"].tolist() == [0, 1, 2]
+    assert frame["step"].tolist() == [0, 1, 2] * 4
+    assert frame["process"].tolist() == [0] * 6 + [1] * 6
     assert (frame["step_time_s"] > 0).all() and frame["loss"].notna().all()
     assert tuple(steps_frame([]).columns) == STEP_CSV_COLUMNS  # OOM runs still get a header
+    windows = windows_frame(fp32_run[1])
+    assert tuple(windows.columns) == WINDOW_CSV_COLUMNS
+    assert windows["window"].tolist() == [0, 1, 0, 1]
+    assert tuple(windows_frame([]).columns) == WINDOW_CSV_COLUMNS
 
 
 def test_bf16_run_records_autocast():
-    document, steps = perform_run(tiny_request("bf16"), tiny_model, tiny_data())
+    document, _, steps = perform_run(tiny_request("bf16"), tiny_model, tiny_data())
     assert document["status"] == "ok"
     assert document["environment"]["amp_dtype"] == "bfloat16"
     assert document["environment"]["grad_scaler"] is False
@@ -139,7 +167,7 @@ def test_tuned_variant_run():
         "data_path": "device_resident",
         "cpu_threads": 1,
     }
-    document, _ = perform_run(
+    document, _, _ = perform_run(
         tiny_request("fp32", settings, variant="tuned"), tiny_model, tiny_data()
     )
     assert document["status"] == "ok" and document["variant"] == "tuned"
@@ -151,22 +179,6 @@ def test_tuned_variant_run():
     assert environment["cpu_threads"] == 1
 
 
-def test_same_rep_is_reproducible_and_reps_differ():
-    first = perform_run(tiny_request(rep=1), tiny_model, tiny_data())[1]
-    again = perform_run(tiny_request(rep=1), tiny_model, tiny_data())[1]
-    other = perform_run(tiny_request(rep=2), tiny_model, tiny_data())[1]
-    assert [r["loss"] for r in first] == [r["loss"] for r in again]
-    assert [r["loss"] for r in first] != [r["loss"] for r in other]
-
-
-def test_other_failures_propagate():
-    def broken_model():
-        raise ValueError("layer config is wrong")
-
-    with pytest.raises(ValueError, match="layer config is wrong"):
-        perform_run(tiny_request(), broken_model, tiny_data())
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_out_of_memory_is_a_result():
     result = run_out_of_memory(STUDY_OOM_BATCH)
@@ -176,5 +188,6 @@ def test_out_of_memory_is_a_result():
     assert "\n" not in document["error"]
     assert document["throughput_img_s"] is None and document["step_time_s"] is None
     assert document["phase_time_s"] is None and document["loss_end"] is None
+    assert document["n_windows"] == 0 and document["processes"][0]["status"] == "oom"
     assert document["environment"]["cpu_model"]
     assert result["n_steps"] == 0

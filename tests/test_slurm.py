@@ -5,7 +5,7 @@ GPU that does not exist, and runs Snakemake with workflow/profiles/slurm. What i
 the sbatch requests the profile makes (a GPU for CUDA measurements only, a whole node per
 measurement, the GPU type when pinned), that a job failing at job time (CUDA asked for on a
 node without a GPU) surfaces in Snakemake's output with its log paths, that a rerun resumes
-without redoing finished reps, and the study's ceilings and tables made through SLURM.
+without redoing finished runs, and the study's ceilings and tables made through SLURM.
 
 Skips with the reason when the machine cannot run SLURM (not root, packages missing); with
 NNPERF_REQUIRE_SLURM=1 (CI) that is a failure instead.
@@ -276,14 +276,14 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     tiny = yaml.safe_load(TINY_CONFIG.read_text())
     (model,) = tiny["models"][:1]
     tables = [workdir / "results/tables/runs.csv", workdir / "results/tables/summary.csv"]
-    # The study on CPU, plus one CUDA rep asked for by path: the node has no real GPU.
-    cuda_run = f"results/runs/cuda/{model}/fp32/bs4/baseline/rep0.json"
+    # The study on CPU, plus one CUDA run asked for by path: the node has no real GPU.
+    cuda_run = f"results/runs/cuda/{model}/fp32/bs4/baseline.json"
     command = [
         *(str(t.relative_to(workdir)) for t in tables), cuda_run,
         "--configfile", str(TINY_CONFIG), "--config", "precisions=fp32", "batch_sizes=4",
     ]
 
-    # 1. The CPU reps and the tables are made through SLURM; the CUDA rep is submitted with
+    # 1. The CPU runs and the tables are made through SLURM; the CUDA rep is submitted with
     #    a GPU request and fails at job time with nnperf's one-line device error.
     first = run_on_slurm(workdir, REPO / "Snakefile", *command)
     assert first.returncode != 0, explain(first, slurm_cluster)
@@ -302,7 +302,7 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     assert {j["JobState"] for j in cpu_jobs} == {"COMPLETED"}
     assert not any(requests_gpu(j) for j in jobs if j is not cuda_job and "cuda" not in j["Comment"])
 
-    runs = sorted((workdir / "results/runs/cpu").rglob("rep*.json"))
+    runs = sorted((workdir / "results/runs/cpu").rglob("*.json"))
     assert len(runs) == len(cpu_jobs)
     for path in runs:
         doc = json.loads(path.read_text())
@@ -310,22 +310,23 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
         assert doc["environment"]["hostname"] == slurm_cluster.nodename
 
     table = pd.read_csv(tables[0])
-    keys = ["device", "model", "precision", "batch_size", "variant", "rep"]
+    keys = ["device", "model", "precision", "batch_size", "variant", "process"]
+    processes = tiny["timing"]["max_processes"]
     expected = {
-        ("cpu", name, "fp32", 4, variant, rep)
+        ("cpu", name, "fp32", 4, variant, process)
         for name in tiny["models"]
         for variant in tiny["variants"]
-        for rep in range(tiny["reps"])
+        for process in range(processes)
     }
     assert set(map(tuple, table[keys].itertuples(index=False))) == expected
     assert (table["status"] == "ok").all()
     assert (table["throughput_img_s"] > 0).all()
     summary = pd.read_csv(tables[1])
     assert len(summary) == len(tiny["models"]) * len(tiny["variants"])
-    assert (summary["n_reps"] == tiny["reps"]).all()
+    assert (summary["n_processes"] == processes).all()
 
-    # 2. The same command again resumes: only the failed CUDA rep is submitted again; the
-    #    finished reps and the tables are not touched.
+    # 2. The same command again resumes: only the failed CUDA run is submitted again; the
+    #    finished runs and the tables are not touched.
     finished = {p: p.stat().st_mtime_ns for p in [*runs, *tables]}
     second = run_on_slurm(workdir, REPO / "Snakefile", *command)
     assert second.returncode != 0 and "Error in rule timed_run" in second.stderr

@@ -7,15 +7,15 @@ import math
 import pytest
 
 from nnperf.errors import NnperfError
+from nnperf.measure import check_steps, compile_time, describe
 from nnperf.timing import (
     PHASES,
+    DeviceMemoryTracker,
     HostClock,
-    TimingResult,
-    describe,
     marks_per_window,
     step_rows,
-    summarize,
-    time_training,
+    time_window,
+    warmup_step,
 )
 from nnperf.contract import TrainingSettings
 from nnperf.train import build_training
@@ -63,34 +63,10 @@ def test_describe_hand_computed():
     assert describe([0.5])["std"] is None
 
 
-def _result(step_times, warmup):
-    steps = [
-        {"step": i, **{f"{p}_s": t / len(PHASES) for p in PHASES}, "step_time_s": t, "loss": 1.0}
-        for i, t in enumerate(step_times)
-    ]
-    return TimingResult(
-        warmup_step_time_s=warmup,
-        window_s=sum(step_times),
-        window_started_at_unix=10.0,
-        window_ended_at_unix=10.0 + sum(step_times),
-        steps=steps,
-        loss_start=2.3,
-        loss_end=1.0,
-        peak_memory_device_bytes=None,
-    )
-
-
-def test_summary_throughput_and_compile_time_hand_computed():
-    fields = summarize(_result([0.1, 0.2, 0.3], warmup=[1.0, 0.3]), batch_size=8, compiled=True)
-    assert fields["throughput_img_s"] == pytest.approx(24 / 0.6)  # 3 steps x 8 images / 0.6 s
-    assert fields["images_timed"] == 24
-    # warm-up above steady state: (1.0 + 0.3) - 2 x median(0.1, 0.2, 0.3)
-    assert fields["compile_time_s"] == pytest.approx(0.9)
-    assert fields["first_step_time_s"] == 1.0
-    assert fields["warmup_time_s"] == pytest.approx(1.3)
-    assert fields["phase_time_s"]["forward"] == pytest.approx(0.2 / 5)
-    eager = summarize(_result([0.1, 0.2, 0.3], warmup=[1.0, 0.3]), batch_size=8, compiled=False)
-    assert eager["compile_time_s"] is None
+def test_compile_time_is_warmup_above_steady_state():
+    # (1.0 + 0.3) - 2 x 0.2
+    assert compile_time([1.0, 0.3], steady_step_s=0.2) == pytest.approx(0.9)
+    assert compile_time([0.1, 0.1], steady_step_s=0.2) == 0.0  # never negative
 
 
 def _training(batch_size=4):
@@ -112,8 +88,12 @@ def _training(batch_size=4):
 
 
 def test_timed_window_on_cpu_is_consistent():
-    result = time_training(_training(), warmup_steps=2, timed_steps=4)
-    assert len(result.warmup_step_time_s) == 2 and len(result.steps) == 4
+    training = _training()
+    memory = DeviceMemoryTracker(training.device)
+    warmups = [warmup_step(training, memory) for _ in range(2)]
+    assert all(seconds > 0 for seconds, _ in warmups)
+    result = time_window(training, 4, memory)
+    assert len(result.steps) == 4
     total = sum(row["step_time_s"] for row in result.steps)
     # Marks are shared, so the steps tile the window; only the loop's own bookkeeping between
     # the first mark and the window's wall clock is outside them.
@@ -122,9 +102,9 @@ def test_timed_window_on_cpu_is_consistent():
     for row in result.steps:
         assert sum(row[f"{p}_s"] for p in PHASES) == pytest.approx(row["step_time_s"])
         assert all(row[f"{p}_s"] >= 0 for p in PHASES)
-    assert result.window_started_at_unix < result.window_ended_at_unix
+    assert result.started_at_unix < result.ended_at_unix
     assert result.loss_end == result.steps[-1]["loss"]
-    assert result.peak_memory_device_bytes is None  # CPU: the host peak covers it
+    assert memory.peak_bytes() is None  # CPU: the host peak covers it
 
 
 @pytest.mark.parametrize(
@@ -136,4 +116,4 @@ def test_timed_window_on_cpu_is_consistent():
 )
 def test_window_sizes_are_checked(warmup, timed, message):
     with pytest.raises(NnperfError, match=message):
-        time_training(_training(), warmup_steps=warmup, timed_steps=timed)
+        check_steps(warmup, timed)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from nnperf import layout
+
 from conftest import run_snakemake
 
 
@@ -62,14 +64,14 @@ def test_default_profile_is_found_from_the_repository_root(repo):
 
 
 def test_asking_for_an_impossible_run_by_path_is_a_clear_error(workdir):
-    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/tf32/bs16/baseline/rep0.json")
+    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/tf32/bs16/baseline.json")
     assert result.returncode != 0
     assert "precision 'tf32' cannot run on device 'cpu'; allowed there: fp32, bf16" in result.stdout + result.stderr
     assert not (workdir / "results").exists()
 
 
 def test_a_path_naming_an_unknown_variant_is_a_clear_error(workdir):
-    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/fp32/bs16/fast/rep0.json")
+    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/fp32/bs16/fast.json")
     assert result.returncode != 0
     assert "variant 'fast' is not in config variants; allowed: baseline, tuned" in result.stdout + result.stderr
 
@@ -85,13 +87,14 @@ def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
         parts = line.split()
         if len(parts) == 2 and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
-    # 3 models x 4 precisions x 4 batch sizes x 3 variants, 5 reps each; ncu at batch 256.
-    assert counts["timed_run"] == 3 * 4 * 4 * 3 * 5
-    assert counts["ncu_profile"] == counts["ncu_export"] == 3 * 4 * 1 * 3
-    assert counts["plot_roofline"] == 3 * 4 * 3
+    # 1 model x 4 precisions x 2 batch sizes x 3 variants, one job each; ncu on the tuned
+    # variant at batch 256, one profile per precision.
+    assert counts["timed_run"] == 1 * 4 * 2 * 3
+    assert counts["ncu_profile"] == counts["ncu_export"] == counts["plot_roofline"] == 4
     assert counts["ceilings"] == 1 and counts["render_report"] == 1
-    assert "results/runs/cuda/resnet18_cifar/bf16/bs256/tuned/rep4.json" in result.stdout
-    assert "results/profiles/cuda/mobilenet_v2_cifar/fp16/bs256/compiled.ncu-rep" in result.stdout
+    assert "results/runs/cuda/resnet18_cifar/bf16/bs2048/compiled.json" in result.stdout
+    assert "results/profiles/cuda/resnet18_cifar/fp16/bs256/tuned.ncu-rep" in result.stdout
+    assert "results/profiles/cuda/resnet18_cifar/fp16/bs256/baseline.ncu-rep" not in result.stdout
 
 
 def job_counts(stdout: str) -> dict[str, int]:
@@ -109,11 +112,11 @@ def test_a_study_file_runs_exactly_the_variants_it_lists(workdir):
     study.write_text("variants: {baseline: {}, one_thread: {cpu_threads: 1}}\n")
     result = run_snakemake(workdir, "-n", "--configfile", str(study))
     assert result.returncode == 0, result.stderr
-    runs = [line for line in result.stdout.split() if line.startswith("results/runs/")]
-    variants = {path.split("/")[6] for path in runs}
+    runs = [word for word in result.stdout.split() if word.startswith("results/runs/")]
+    variants = {layout.parse("run", path.rstrip(",;"))["variant"] for path in runs if ".json" in path}
     assert variants == {"baseline", "one_thread"}, variants
-    # 1 model x 2 precisions x 2 batch sizes x 2 variants x 3 reps (config/config.yaml's matrix)
-    assert job_counts(result.stdout)["timed_run"] == 1 * 2 * 2 * 2 * 3
+    # 1 model x 2 precisions x 2 batch sizes x 2 variants (config/config.yaml's matrix)
+    assert job_counts(result.stdout)["timed_run"] == 1 * 2 * 2 * 2
 
 
 @pytest.mark.workflow

@@ -70,6 +70,7 @@ the traffic: they add a few percent for ResNets. The loss and the data loading a
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -578,7 +579,10 @@ def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.
 def write_complexity(request: ComplexityRequest, out_json, out_csv) -> dict[str, Any]:
     """Count `request.model` and write the JSON document and the per-layer CSV; return the
     document."""
+    started_at = time.time()
     document, layers = complexity_document(request)
+    # The job's interval, for the report's measurement-cost section (study wall time).
+    document = {**document, "started_at_unix": started_at, "ended_at_unix": time.time()}
     files.write_json(out_json, document)
     files.write_csv(out_csv, layers)
     return document

@@ -82,6 +82,52 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True)
+class TimingSettings:
+    """How long and how often a configuration is measured (config `timing:`).
+
+    A configuration is timed by worker processes (at least `min_processes`, at most
+    `max_processes`), each running `training.warmup_steps` untimed steps and then between
+    `min_windows` and `max_windows` timed windows of `training.timed_steps` steps. It stops
+    once the 95% confidence interval of its throughput is within `target_ci` of the estimate
+    and `min_seconds` of timed windows have run, or when `max_seconds` of wall time are
+    spent (`nnperf.measure` has the rule). A configuration whose minimal measurement cannot
+    fit in `max_seconds` ends early with status `over_budget` and its measured step time.
+    """
+
+    # None: the device's default (vocab.DEFAULT_TARGET_CI: 1% on GPUs, 3% on CPUs).
+    target_ci: float | None = None
+    min_seconds: float = 5.0
+    max_seconds: float = 60.0
+    min_processes: int = 2
+    max_processes: int = 10
+    min_windows: int = 2
+    max_windows: int = 10
+
+    def __post_init__(self) -> None:
+        if self.target_ci is not None and not 0 < self.target_ci < 1:
+            raise NnperfError(
+                f"timing.target_ci = {self.target_ci!r} is not allowed; allowed: a number "
+                "between 0 and 1 (a relative half-width, 0.01 = 1%) or null"
+            )
+        for low, high in (
+            ("min_seconds", "max_seconds"),
+            ("min_processes", "max_processes"),
+            ("min_windows", "max_windows"),
+        ):
+            if getattr(self, low) > getattr(self, high):
+                raise NnperfError(
+                    f"timing.{low} = {getattr(self, low)!r} is larger than timing.{high} = "
+                    f"{getattr(self, high)!r}; allowed: {low} <= {high}"
+                )
+
+    def target_for(self, device: str) -> float:
+        """The CI target on `device`: `target_ci`, or the device's default when null."""
+        if self.target_ci is not None:
+            return self.target_ci
+        return vocab.DEFAULT_TARGET_CI[device]
+
+
+@dataclass(frozen=True)
 class VariantSettings:
     """One variant's optimisation toggles (config `variants: {name: ...}`); the defaults are
     the plain PyTorch training script."""
@@ -116,6 +162,7 @@ class NcuSettings:
     clock_control: str = "base"
     warmup_steps: int = 10
     batch_sizes: tuple[int, ...] | None = None
+    variants: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,9 +199,9 @@ class StudyConfig:
     devices: tuple[str, ...] = ("cpu",)
     precisions: tuple[str, ...] = ("fp32",)
     batch_sizes: tuple[int, ...] = (32,)
-    reps: int = 3
     variants: dict[str, VariantSettings] = field(default_factory=_baseline_only)
     training: TrainingSettings = TrainingSettings()
+    timing: TimingSettings = TimingSettings()
     ncu: NcuSettings = NcuSettings()
     ceilings: CeilingsSettings = CeilingsSettings()
     report: ReportSettings = ReportSettings()
@@ -199,7 +246,8 @@ class CeilingsRequest:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """One timed run: one rep of one configuration (rule `timed_run`, `nnperf run`)."""
+    """The measurement of one configuration: all its worker processes and windows (rule
+    `timed_run`, `nnperf run`)."""
 
     device: str
     model: str
@@ -207,20 +255,24 @@ class RunRequest:
     batch_size: int
     variant: str = vocab.REFERENCE_VARIANT
     settings: VariantSettings = VariantSettings()
-    rep: int = 0
     dataset: str = "synthetic"
     # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
     data_root: str | None = None
     training: TrainingSettings = TrainingSettings()
+    timing: TimingSettings = TimingSettings()
     # None: the model's own input size (as ComplexityRequest.input_size); images are resized
     # on the device when it differs from theirs.
     input_size: int | None = None
 
+    def seed_of(self, process: int) -> int:
+        """Worker process `process`'s seed: `training.seed` plus its index, so processes
+        differ in initial weights and data order as real retrainings do."""
+        return self.training.seed + process
+
     @property
-    def seed(self) -> int:
-        """The run's seed: `training.seed` plus the rep index, so reps differ in initial
-        weights and data order as real retrainings do."""
-        return self.training.seed + self.rep
+    def target_ci(self) -> float:
+        """The relative CI half-width this configuration is measured to."""
+        return self.timing.target_for(self.device)
 
     @property
     def root(self) -> str:
@@ -236,17 +288,16 @@ class RunRequest:
             "precision": self.precision,
             "batch_size": self.batch_size,
             "variant": self.variant,
-            "rep": self.rep,
             "dataset": self.dataset,
         }
 
     def header(self) -> dict[str, Any]:
-        """Keys, variant settings and training settings: the head of every run document."""
+        """Keys, variant, training and timing settings: the head of every run document."""
         return {
             **self.keys(),
             "variant_settings": to_dict(self.settings),
             **to_dict(self.training),
-            "effective_seed": self.seed,
+            "timing": {**to_dict(self.timing), "target_ci": self.target_ci},
         }
 
 
@@ -254,7 +305,8 @@ class RunRequest:
 class ProfileStepRequest:
     """One NVTX-marked training step for Nsight Compute (rule `ncu_profile`, `nnperf step`).
 
-    The run's `training.warmup_steps` are `ncu.warmup_steps`; its timed steps are unused.
+    The run's `training.warmup_steps` are `ncu.warmup_steps`; its timed steps and timing
+    settings are unused. The profiled process is the configuration's process 0 (its seed).
     """
 
     run: RunRequest

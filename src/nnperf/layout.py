@@ -5,8 +5,9 @@ the `{names}`), the library builds paths with `path()`, and a person or a test w
 path gets its keys back with `parse()`. Outputs still carry their keys inside (JSON fields,
 CSV columns): nothing in the pipeline reads a key out of a path.
 
-Keys appear in a fixed order — device, model, precision, batch size, variant, rep — so a path
-names its experiment.
+Keys appear in a fixed order — device, model, precision, batch size, variant — so a path
+names its experiment. One job measures a whole configuration (all its worker processes and
+windows), so a run's files are named by the configuration alone.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ KEY_PATTERNS = {
     "precision": "|".join(vocab.PRECISIONS),
     "batch_size": r"\d+",
     "variant": r"[a-z][a-z0-9_]*",
-    "rep": r"\d+",
     "kind": r"[a-z_]+",
     "name": r"[a-z_]+",
 }
-INTEGER_KEYS = ("batch_size", "rep")
+INTEGER_KEYS = ("batch_size",)
 
 CONFIG = "{device}/{model}/{precision}/bs{batch_size}/{variant}"
-RUN_STEM = f"results/runs/{CONFIG}/rep{{rep}}"
+RUN_STEM = f"results/runs/{CONFIG}"
 PROFILE_STEM = f"results/profiles/{CONFIG}"
 
 TEMPLATES = {
@@ -43,6 +43,7 @@ TEMPLATES = {
     "ceilings": "results/ceilings/{device}.json",
     "ceilings_figure": "results/figures/ceilings/{device}_sweep.png",
     "run": f"{RUN_STEM}.json",
+    "run_windows": f"{RUN_STEM}_windows.csv",
     "run_steps": f"{RUN_STEM}_steps.csv",
     "profile_request": f"{PROFILE_STEM}.request.json",
     "profile_report": f"{PROFILE_STEM}.ncu-rep",
@@ -66,7 +67,7 @@ def fields(kind: str) -> tuple[str, ...]:
 
 
 def path(kind: str, /, **keys: Any) -> str:
-    """The path of one file, e.g. `path("run", device="cpu", ..., rep=0)`."""
+    """The path of one file, e.g. `path("run", device="cpu", ..., variant="baseline")`."""
     template = _template(kind)
     missing = [name for name in fields(kind) if name not in keys]
     if missing:
@@ -75,7 +76,7 @@ def path(kind: str, /, **keys: Any) -> str:
 
 
 def parse(kind: str, text: str) -> dict[str, Any]:
-    """The keys of a path of `kind` (integers for batch_size and rep), or NnperfError."""
+    """The keys of a path of `kind` (batch_size an integer), or NnperfError."""
     match = _regex(kind).search(str(text).replace("\\", "/"))
     if not match:
         raise NnperfError(f"{text!r} is not a {kind} path; expected {_template(kind)}")

@@ -147,7 +147,7 @@ def perform_profile_step(
     mnk = (size,) * 3 if size else CALIBRATION_GEMM_MNK
     started_at = time.time()
     try:
-        training = build(run, model_factory, data)
+        training = build(run, model_factory, data, run.seed_of(0))
         marked = profile_one_step(training, run.training.warmup_steps, mnk)
         status, error = "ok", None
         del training

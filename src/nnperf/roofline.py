@@ -280,7 +280,7 @@ def analytic_point(complexity: Mapping, config: Mapping, step_time_s: float) -> 
 def step_times(summary: pd.DataFrame) -> dict[tuple, float]:
     """Median step time per configuration (CONFIG_KEYS tuple) from summary.csv.
 
-    `step_time_s_median` there is the median over a configuration's ok reps of each rep's
+    `step_time_s_median` there is the median over every timed step of a configuration (all its
     median step; a configuration without one (every rep out of memory) has no point.
     """
     timed = summary.dropna(subset=["step_time_s_median"])

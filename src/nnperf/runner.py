@@ -1,56 +1,34 @@
-"""One timed run from request to documents, OOM included.
+"""One configuration's measurement, from request to documents, OOM and over-budget included.
 
-`perform_run()` seeds, builds the model and training setup, times it, and returns the run
-JSON document and the per-step rows. An allocation failure anywhere in a run is a result: the
-document gets `status: "oom"`, the message, and null numbers. Any other exception propagates
-(the job must fail with its traceback).
+`perform_run()` measures a configuration with worker processes and adaptive repetition
+(`nnperf.workers` drives them, `nnperf.measure` decides when to stop) and returns the run
+JSON document, the per-window rows and the per-step rows. An allocation failure is a result
+(`status: "oom"`), and so is a configuration whose warm-up and minimal windows cannot fit in
+`timing.max_seconds` (`status: "over_budget"`, with the step time it showed); both get null
+numbers. Any other failure propagates (the job must fail with its cause).
 
 `perform_run()` takes the model and data as arguments (a zero-argument model factory and
 uint8 arrays), so the engine runs on anything and its tests need no files. The file edge is
-`run_to_files()` (rule `timed_run`, `nnperf run`): it checks that the machine can run the
-request, loads the prepared dataset and the model by name (`load_run_data()`), and writes
-the documents. The profiled step (`nnperf.profile_step`) builds its run with the same pieces;
-this module does not import it, so the timed runs' code hash leaves the profiler out.
+`run_to_files()` (rule `timed_run`, `nnperf run`): its workers load the prepared dataset and
+the model by name (`load_run_data()`), and it writes the documents. This process imports no torch: the workers (`nnperf.workers`) load the data and
+the model, check the device and train.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
+import math
 import os
 import sys
 import time
 from typing import Callable
 
 import numpy as np
-import pandas as pd
-import torch
 
-from nnperf import timing
-from nnperf import vocab
+from nnperf import measure, stability, vocab, workers
 from nnperf.contract import RunRequest
-from nnperf.devices import require_available
-from nnperf.envinfo import collect_environment
 from nnperf.files import write_csv, write_json
-from nnperf.train import build_training, is_out_of_memory, resolved_optimizer_impl, seed_everything
-from nnperf.vocab import STEP_CSV_COLUMNS
-
-NULL_TIMING_FIELDS = (
-    "throughput_img_s",
-    "images_timed",
-    "timed_window_s",
-    "step_time_s",
-    "phase_time_s",
-    "compile_time_s",
-    "first_step_time_s",
-    "warmup_time_s",
-    "warmup_step_time_s",
-    "loss_start",
-    "loss_end",
-    "peak_memory_device_bytes",
-    "timed_window_started_at_unix",
-    "timed_window_ended_at_unix",
-)
+from nnperf.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +49,11 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-def build(request: RunRequest, model_factory: Callable[[], torch.nn.Module], data: RunData):
-    seed_everything(request.seed)
+def build(request: RunRequest, model_factory: Callable, data: RunData, seed: int):
+    """The `Training` of one worker process of `request`, seeded with `seed`."""
+    from nnperf.train import build_training, seed_everything
+
+    seed_everything(seed)
     model = model_factory()
     training = build_training(
         model,
@@ -81,7 +62,7 @@ def build(request: RunRequest, model_factory: Callable[[], torch.nn.Module], dat
         batch_size=request.batch_size,
         settings=request.settings,
         hyper=request.training,
-        seed=request.seed,
+        seed=seed,
         images=data.images,
         labels=data.labels,
         mean=data.mean,
@@ -92,74 +73,214 @@ def build(request: RunRequest, model_factory: Callable[[], torch.nn.Module], dat
 
 
 def free_after_oom(device: str) -> None:
-    """Drop what the failed step held so the environment record can still be collected."""
+    """Drop what a failed step held so the environment record can still be collected."""
+    import gc
+
+    import torch
+
     gc.collect()
     if device == "cuda" and torch.cuda.is_available():
         torch.cuda.empty_cache()
 
 
+def _median(values) -> float | None:
+    values = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return float(np.median(values)) if values else None
+
+
+def _quantiles(values) -> dict:
+    data = np.asarray(values, dtype=float)
+    if not data.size:
+        return {"median": None, "q1": None, "q3": None, "cv": None}
+    q1, median, q3 = np.percentile(data, [25, 50, 75])
+    cv = float(np.std(data, ddof=1) / np.mean(data)) if data.size > 1 else None
+    return {"median": float(median), "q1": float(q1), "q3": float(q3), "cv": cv}
+
+
+def estimate_fields(result: workers.Measurement, request: RunRequest) -> dict:
+    """The run document's numbers from the windows (module `nnperf.measure` has the maths)."""
+    current = measure.estimate(result.samples())
+    rates = _quantiles([w["throughput_img_s"] for w in result.windows])
+    relative = current.half_width_rel
+    windows = len(result.windows)
+    optimal = None
+    if current.between_processes is not None:
+        optimal = measure.optimal_windows(
+            current,
+            workers.process_cost(result, bool(request.settings.compile)),
+            max((w["window_s"] for w in result.windows), default=0.0),
+            request.timing,
+        )
+    return {
+        "throughput_img_s": current.throughput,
+        "throughput_img_s_ci95_low": current.ci_low,
+        "throughput_img_s_ci95_high": current.ci_high,
+        "ci_half_width_rel": relative,
+        "ci_method": current.method,
+        "ci_target_met": bool(relative is not None and relative <= request.target_ci),
+        "throughput_img_s_median": rates["median"],
+        "throughput_img_s_q1": rates["q1"],
+        "throughput_img_s_q3": rates["q3"],
+        "throughput_img_s_cv": rates["cv"],
+        "variance": {
+            "between_processes": current.between_processes,
+            "within_process": current.within_process,
+            "dominant_level": current.dominant_level,
+            "optimal_windows_per_process": optimal,
+        },
+        "n_processes": current.n_processes,
+        "n_windows": windows,
+        "images_timed": int(sum(w["images"] for w in result.windows)),
+        "timed_window_s": current.timed_s,
+    }
+
+
+def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
+    """Step and phase times over every timed step; compile and warm-up times per process."""
+    step_times = [row["step_time_s"] for row in result.steps]
+    steady = _median(step_times)
+    compiled = bool(request.settings.compile)
+    compile_times = []
+    for record in result.processes:
+        warmup = record.get("warmup_step_time_s") or []
+        own = [r["step_time_s"] for r in result.steps if r["process"] == record["process"]]
+        own_steady = _median(own)
+        record["compile_time_s"] = (
+            measure.compile_time(warmup, own_steady) if compiled and own_steady and warmup else None
+        )
+        record["n_windows"] = sum(1 for w in result.windows if w["process"] == record["process"])
+        own_windows = [w for w in result.windows if w["process"] == record["process"]]
+        record["throughput_img_s"] = (
+            sum(w["images"] for w in own_windows) / sum(w["window_s"] for w in own_windows)
+            if own_windows
+            else None
+        )
+        compile_times.append(record["compile_time_s"])
+    first = result.processes[0] if result.processes else {}
+    first_warmup = first.get("warmup_step_time_s") or []
+    later = [c for c in compile_times[1:] if c is not None]
+    single = steady if result.status == "ok" else result.single_step_time_s
+    return {
+        "step_time_s": measure.describe(step_times) if step_times else None,
+        "phase_time_s": {
+            phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES
+        }
+        if step_times
+        else None,
+        "single_step_time_s": single,
+        "single_step_time_is_lower_bound": bool(result.single_step_time_is_lower_bound),
+        "compile_time_s": compile_times[0] if compile_times else None,
+        "compile_time_s_later": _median(later) if later else None,
+        "first_step_time_s": first_warmup[0] if first_warmup else None,
+        "warmup_time_s": float(sum(first_warmup)) if first_warmup else None,
+        "warmup_step_time_s": list(first_warmup),
+    }
+
+
+def cost_fields(result: workers.Measurement, process_started_at: float | None) -> dict:
+    """What the measurement cost: fixed costs before the first warm-up step, and the share of
+    the job's wall time spent inside timed windows."""
+    first = result.processes[0] if result.processes else {}
+    first_step_at = first.get("first_step_at_unix")
+    started = process_started_at if process_started_at is not None else result.started_at_unix
+    timed = sum(w["window_s"] for w in result.windows)
+    wall = result.ended_at_unix - started
+    return {
+        "fixed_cost_s": first_step_at - started if first_step_at is not None else None,
+        "process_fixed_cost_s": _median(r.get("fixed_cost_s") for r in result.processes),
+        "elapsed_s": result.ended_at_unix - result.started_at_unix,
+        "duty_cycle": timed / wall if wall > 0 else None,
+        "process_started_at_unix": process_started_at,
+        "start_method": result.start_method,
+    }
+
+
 def perform_run(
     request: RunRequest,
-    model_factory: Callable[[], torch.nn.Module],
-    data: RunData,
+    model_factory: Callable | None = None,
+    data: RunData | None = None,
     workflow_dir=None,
-) -> tuple[dict, list[dict]]:
-    """Time one rep; returns (run document, per-step rows). OOM -> status "oom"."""
+    process_started_at: float | None = None,
+    method: str | None = None,
+) -> tuple[dict, list[dict], list[dict]]:
+    """Measure one configuration; returns (run document, window rows, step rows).
+
+    Without `model_factory`/`data` each worker loads them by name (`load_run_data`); this
+    process then never imports torch. Given, they must pickle (they are sent to the workers).
+    `method` is how workers start (`workers.start_method()` when None, or `workers.WARM`).
+    """
     started_at = time.time()
-    optimizer_impl = None
-    try:
-        training = build(request, model_factory, data)
-        optimizer_impl = resolved_optimizer_impl(
-            request.settings.optimizer_impl,
-            [p for group in training.optimizer.param_groups for p in group["params"]],
-        )
-        result = timing.time_training(
-            training, request.training.warmup_steps, request.training.timed_steps
-        )
-        fields = timing.summarize(result, request.batch_size, bool(request.settings.compile))
-        steps = result.steps
-        status, error = "ok", None
-        del training
-    except Exception as exc:  # noqa: BLE001 - only OOM is swallowed, see below
-        if not is_out_of_memory(exc):
-            raise
-        status, error = "oom", one_line(exc)
-        fields = {name: None for name in NULL_TIMING_FIELDS}
-        steps = []
-    if status == "oom":
-        free_after_oom(request.device)  # after the except block: its traceback held tensors
+    result = workers.run_measurement(
+        request, model_factory, data, workflow_dir=workflow_dir, method=method
+    )
+    windows = stability.flag_windows(result.windows)
+    unstable, reasons = stability.instability(windows)
+    reasons = reasons + result.notes
     document = {
         "kind": vocab.RUN_KIND,
-        "status": status,
-        "error": error,
+        "status": result.status,
+        "error": result.error,
+        "stop_reason": result.stop_reason,
         **request.header(),
-        "num_classes": data.num_classes,
-        "input_size": data.input_size,
-        "train_images": int(len(data.labels)),
-        **fields,
-        "peak_memory_host_bytes": timing.peak_host_memory_bytes(),
-        "environment": collect_environment(
-            device=request.device,
-            precision=request.precision,
-            settings=request.settings,
-            optimizer_impl_resolved=optimizer_impl,
-            workflow_dir=workflow_dir,
-        ),
+        "num_classes": result.data_info.get("num_classes"),
+        "input_size": result.data_info.get("input_size"),
+        "train_images": result.data_info.get("train_images"),
+        **estimate_fields(result, request),
+        **step_fields(result, request),
+        **cost_fields(result, process_started_at),
+        "unstable": bool(unstable or result.notes),
+        "unstable_reasons": reasons,
+        "loss_start": (result.processes[0].get("loss_start") if result.processes else None),
+        "loss_end": windows[-1]["loss_end"] if windows else None,
+        "peak_memory_device_bytes": _max(r.get("peak_memory_device_bytes") for r in result.processes),
+        "peak_memory_host_bytes": _max(r.get("peak_memory_host_bytes") for r in result.processes),
+        "processes": result.processes,
+        "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
+        "environment": result.environment or _parent_environment(request, result, workflow_dir),
+        "started_at_unix": started_at,
+        "ended_at_unix": time.time(),
     }
-    document["started_at_unix"] = started_at
-    document["ended_at_unix"] = time.time()
-    return document, steps
+    return document, document["windows"], result.steps
 
 
-def steps_frame(steps: list[dict]) -> pd.DataFrame:
+def _max(values) -> int | None:
+    known = [int(v) for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _parent_environment(request: RunRequest, result: workers.Measurement, workflow_dir) -> dict:
+    """The environment record when process 0 could not send one (killed or out of memory);
+    the workers are gone, so touching the device here is safe."""
+    from nnperf.envinfo import collect_environment
+
+    impl = next((r.get("optimizer_impl") for r in result.processes if r.get("optimizer_impl")), None)
+    return collect_environment(
+        device=request.device,
+        precision=request.precision,
+        settings=request.settings,
+        optimizer_impl_resolved=impl,
+        workflow_dir=workflow_dir,
+    )
+
+
+def steps_frame(steps: list[dict]):
     """The per-step CSV table (exact columns, even when empty)."""
+    import pandas as pd
+
     return pd.DataFrame(steps, columns=list(STEP_CSV_COLUMNS))
+
+
+def windows_frame(windows: list[dict]):
+    """The per-window CSV table (exact columns, even when empty)."""
+    import pandas as pd
+
+    return pd.DataFrame(windows, columns=list(WINDOW_CSV_COLUMNS))
 
 
 # --- the file edge ---------------------------------------------------------------------------
 
 
-def load_run_data(request: RunRequest) -> tuple[RunData, Callable[[], torch.nn.Module]]:
+def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
     """The training split of `request.dataset` (prepared in `request.root`) and a factory of
     fresh `request.model` instances. An unknown model fails before the data is read."""
     from nnperf import data as data_mod
@@ -171,7 +292,7 @@ def load_run_data(request: RunRequest) -> tuple[RunData, Callable[[], torch.nn.M
     num_classes = int(spec.num_classes)
     input_size = request.input_size or models_mod.input_size(request.model, int(images.shape[1]))
 
-    def model_factory() -> torch.nn.Module:
+    def model_factory():
         return models_mod.build_model(request.model, num_classes)
 
     run_data = RunData(
@@ -186,35 +307,52 @@ def load_run_data(request: RunRequest) -> tuple[RunData, Callable[[], torch.nn.M
 
 
 def label(request: RunRequest) -> str:
-    """How logs name a run: `resnet18_cifar cpu fp32 bs32 baseline rep0`."""
-    return (
-        f"{request.model} {request.device} {request.precision} bs{request.batch_size} "
-        f"{request.variant} rep{request.rep}"
-    )
+    """How logs name a configuration: `resnet18_cifar cpu fp32 bs32 baseline`."""
+    return f"{request.model} {request.device} {request.precision} bs{request.batch_size} {request.variant}"
 
 
 def run_to_files(
     request: RunRequest,
     out_json: str | os.PathLike,
+    out_windows: str | os.PathLike,
     out_steps: str | os.PathLike,
     workflow_dir: str | os.PathLike | None = None,
 ) -> dict:
-    """One timed run -> the run JSON and the per-step CSV; returns the run document.
+    """One configuration's measurement -> run JSON, per-window CSV and per-step CSV.
 
     `workflow_dir` is the checkout whose git commit the document records (not part of the
-    request: a moved checkout must not change what a run is). An out-of-memory run is
-    written like any other (status "oom", an empty step table) and says so on stderr.
+    request: a moved checkout must not change what a run is). An out-of-memory or
+    over-budget configuration is written like any other and says so on stderr.
     """
-    require_available(request.device, request.precision)
-    run_data, model_factory = load_run_data(request)
-    document, steps = perform_run(request, model_factory, run_data, workflow_dir=workflow_dir)
+    from nnperf import warmserver
+
+    process_started_at = workers.process_started_at_unix()
+    document, windows, steps = perform_run(
+        request,
+        workflow_dir=workflow_dir,
+        process_started_at=process_started_at,
+        method=workers.WARM if warmserver.enabled() else None,
+    )
     write_csv(out_steps, steps_frame(steps))
+    write_csv(out_windows, windows_frame(windows))
     write_json(out_json, document)
-    if document["status"] == "oom":
-        print(f"{label(request)}: out of memory: {document['error']}", file=sys.stderr)
-    else:
-        print(
-            f"{label(request)}: {document['throughput_img_s']:.1f} img/s, median step "
-            f"{document['step_time_s']['median'] * 1e3:.2f} ms"
-        )
+    stream = sys.stdout if document["status"] == "ok" else sys.stderr
+    print(describe_outcome(request, document), file=stream)
     return document
+
+
+def describe_outcome(request: RunRequest, document: dict) -> str:
+    """One line for the job's log."""
+    name = label(request)
+    if document["status"] == "oom":
+        return f"{name}: out of memory: {document['error']}"
+    if document["status"] == "over_budget":
+        return f"{name}: {document['error']}"
+    relative = document["ci_half_width_rel"]
+    ci = f" +/- {relative:.1%}" if relative is not None else " (no CI: one window)"
+    flags = f"; unstable: {'; '.join(document['unstable_reasons'])}" if document["unstable"] else ""
+    return (
+        f"{name}: {document['throughput_img_s']:.1f} img/s{ci} "
+        f"({document['n_processes']} processes x {document['n_windows']} windows, "
+        f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
+    )

@@ -1,7 +1,8 @@
 """Phase timers and the timed training loop.
 
 Protocol (DESIGN §3): warm-up steps first (cuDNN autotune, allocator growth, torch.compile),
-then one timed window of `timed_steps` steps. Between the phases of every step a clock is
+each synchronised on its own, then timed windows of `timed_steps` steps (how many, and in how
+many processes, is `nnperf.measure`'s decision). Between the phases of every step a clock is
 marked; marks are shared, so step i's end is step i+1's start and the per-step times add up
 to the window exactly.
 
@@ -14,8 +15,8 @@ to the window exactly.
 * CPU: `time.perf_counter` at every mark (CPU ops run synchronously).
 
 Throughput = images in the window / host wall time of the window (synchronised at both ends).
-Warm-up steps are synchronised one by one (they are not measured, except that the first
-step's time is reported as `first_step_time_s`).
+Warm-up steps are not part of any window; their times are reported (the first one as
+`first_step_time_s`, the excess over steady state as compile time).
 
 What this module is not: it does not build models or data (`nnperf.train`) or write files.
 """
@@ -30,7 +31,6 @@ import time
 import numpy as np
 import torch
 
-from nnperf.errors import NnperfError
 from nnperf.vocab import PHASES, STEP_CSV_COLUMNS
 
 
@@ -149,109 +149,45 @@ def peak_host_memory_bytes() -> int:
     return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
 
 
+def warmup_step(training, memory: DeviceMemoryTracker) -> tuple[float, torch.Tensor]:
+    """One untimed step, synchronised on both sides; returns (seconds, detached loss)."""
+    synchronize(training.device)
+    start = time.perf_counter()
+    loss = training.step()
+    synchronize(training.device)
+    seconds = time.perf_counter() - start
+    memory.sample()
+    return seconds, loss
+
+
 @dataclasses.dataclass
-class TimingResult:
-    """What one warm-up + timed window produced (raw; summarised by `summarize`)."""
+class WindowResult:
+    """One timed window of `timed_steps` steps (raw)."""
 
-    warmup_step_time_s: list[float]
     window_s: float
-    window_started_at_unix: float
-    window_ended_at_unix: float
+    started_at_unix: float
+    ended_at_unix: float
     steps: list[dict]
-    loss_start: float
     loss_end: float
-    peak_memory_device_bytes: int | None
 
 
-def time_training(training, warmup_steps: int, timed_steps: int) -> TimingResult:
-    """Warm up, then time one window of `timed_steps` steps."""
-    if warmup_steps < 1:
-        raise NnperfError(
-            f"warmup_steps {warmup_steps!r} is not allowed; allowed: an integer >= 1 "
-            "(the first step includes autotuning and compilation)"
-        )
-    if timed_steps < 1:
-        raise NnperfError(f"timed_steps {timed_steps!r} is not allowed; allowed: an integer >= 1")
+def time_window(training, timed_steps: int, memory: DeviceMemoryTracker) -> WindowResult:
+    """Time one window: marks between phases, one synchronize at its end (module docstring)."""
     device = training.device
-    memory = DeviceMemoryTracker(device)
-    warmup_times = []
-    first_loss = None
-    for _ in range(warmup_steps):
-        synchronize(device)
-        start = time.perf_counter()
-        loss = training.step()
-        synchronize(device)
-        warmup_times.append(time.perf_counter() - start)
-        memory.sample()
-        if first_loss is None:
-            first_loss = loss
     clock = make_clock(device, marks_per_window(timed_steps))
     synchronize(device)
-    window_started_at_unix = time.time()
+    started_at_unix = time.time()
     wall_start = time.perf_counter()
     marks, losses = run_marked_steps(training, clock, timed_steps)
     synchronize(device)  # the window's one synchronize
     wall_end = time.perf_counter()
-    window_ended_at_unix = time.time()
+    ended_at_unix = time.time()
     memory.sample()
     loss_values = torch.stack(losses).float().cpu().tolist()
-    return TimingResult(
-        warmup_step_time_s=warmup_times,
+    return WindowResult(
         window_s=wall_end - wall_start,
-        window_started_at_unix=window_started_at_unix,
-        window_ended_at_unix=window_ended_at_unix,
+        started_at_unix=started_at_unix,
+        ended_at_unix=ended_at_unix,
         steps=step_rows(marks, clock, loss_values),
-        loss_start=float(first_loss.float().cpu()),
         loss_end=float(loss_values[-1]),
-        peak_memory_device_bytes=memory.peak_bytes(),
     )
-
-
-def describe(values) -> dict:
-    """median, mean, std (sample), min, max, p10, p90 of per-step times."""
-    data = np.asarray(values, dtype=float)
-    return {
-        "median": float(np.median(data)),
-        "mean": float(np.mean(data)),
-        "std": float(np.std(data, ddof=1)) if data.size > 1 else None,
-        "min": float(np.min(data)),
-        "max": float(np.max(data)),
-        "p10": float(np.percentile(data, 10)),
-        "p90": float(np.percentile(data, 90)),
-    }
-
-
-def summarize(result: TimingResult, batch_size: int, compiled: bool) -> dict:
-    """The run JSON's timing fields from one `TimingResult`.
-
-    `compile_time_s` (only with torch.compile) is the warm-up time above steady state:
-    sum(warm-up step times) - warmup_steps x median timed step time. torch.compile compiles
-    lazily inside the first calls (forward, then backward, recompiles, CUDA-graph recording),
-    so this catches all of it without reaching into torch._dynamo's private counters.
-    """
-    step_times = [row["step_time_s"] for row in result.steps]
-    step_stats = describe(step_times)
-    warmup_total = float(sum(result.warmup_step_time_s))
-    compile_time = None
-    if compiled:
-        steady = len(result.warmup_step_time_s) * step_stats["median"]
-        compile_time = max(0.0, warmup_total - steady)
-    images = batch_size * len(result.steps)
-    return {
-        "throughput_img_s": images / result.window_s,
-        "images_timed": images,
-        "timed_window_s": result.window_s,
-        "step_time_s": step_stats,
-        "phase_time_s": {
-            phase: float(np.median([row[f"{phase}_s"] for row in result.steps])) for phase in PHASES
-        },
-        "compile_time_s": compile_time,
-        "first_step_time_s": result.warmup_step_time_s[0],
-        "warmup_time_s": warmup_total,
-        "warmup_step_time_s": list(result.warmup_step_time_s),
-        "loss_start": result.loss_start,
-        "loss_end": result.loss_end,
-        "peak_memory_device_bytes": result.peak_memory_device_bytes,
-        "timed_window_started_at_unix": result.window_started_at_unix,
-        "timed_window_ended_at_unix": result.window_ended_at_unix,
-    }

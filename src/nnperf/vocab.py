@@ -32,7 +32,51 @@ SUPPORTED_PRECISIONS = {
 
 # Phases of one training step, in order; per-step CSV columns are `<phase>_s`.
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
-STEP_CSV_COLUMNS = ("step", *(f"{phase}_s" for phase in PHASES), "step_time_s", "loss")
+# A configuration is measured by worker processes, each running timed windows of steps;
+# every per-step row says which process and window it belongs to.
+STEP_CSV_COLUMNS = (
+    "process",
+    "window",
+    "step",
+    *(f"{phase}_s" for phase in PHASES),
+    "step_time_s",
+    "loss",
+)
+# One row per timed window (the unit the confidence interval is built from), with what was
+# sampled around it to tell a clean window from a disturbed one (nnperf.stability).
+WINDOW_CSV_COLUMNS = (
+    "process",
+    "window",
+    "steps",
+    "images",
+    "window_s",
+    "throughput_img_s",
+    "started_at_unix",
+    "ended_at_unix",
+    "loss_end",
+    "sm_clock_mhz",
+    "memory_clock_mhz",
+    "throttle_reasons",
+    "power_capped",
+    "load_1m",
+    "other_cores",
+    "steal_share",
+    "runnable_threads",
+    "own_threads",
+    "cores",
+    "flagged",
+    "flag_reasons",
+)
+
+# Relative 95% CI half-width a configuration is measured to when `timing.target_ci` is null:
+# GPU step times are steady enough for 1%; CPU runs share the host with everything else.
+DEFAULT_TARGET_CI = {"cpu": 0.03, "cuda": 0.01, "mps": 0.03}
+
+# How a configuration's measurement ended (run JSON `status`): measured; out of memory; its
+# minimal measurement could not fit in `timing.max_seconds`.
+RUN_STATUSES = ("ok", "oom", "over_budget")
+# Why an `ok` measurement stopped (run JSON `stop_reason`).
+STOP_REASONS = ("ci_target", "budget", "max_processes")
 
 # The keys of one configuration, in the order results paths and tables use them.
 CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")

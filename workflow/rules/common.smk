@@ -65,7 +65,6 @@ DATA_DIR = layout.path("dataset", dataset=DATASET)
 PEAKS = "config/peaks.yaml"
 MATRIX, MATRIX_NOTES = study_config.expand_matrix(config)
 DEVICES = study_config.resolved_devices(config)
-REPS = list(range(STUDY.reps))
 
 # Notes for the report's "skipped and flagged" section: what the study left out and why.
 # Stages add theirs while the Snakefile is read; the report rule reads the list.
@@ -92,7 +91,6 @@ wildcard_constraints:
     precision=layout.KEY_PATTERNS["precision"],
     batch_size=layout.KEY_PATTERNS["batch_size"],
     variant=layout.KEY_PATTERNS["variant"],
-    rep=layout.KEY_PATTERNS["rep"],
 
 
 # --- requests: what each job is asked to do (nnperf.contract), as rule params ------------
@@ -142,7 +140,7 @@ def variant_settings(name):
     return STUDY.variants[name]
 
 
-def run_request_of(wildcards, training, rep):
+def run_request_of(wildcards, training):
     """The RunRequest of the configuration a path names; an impossible one fails here."""
     study_config.check_runnable(wildcards.device, wildcards.precision)
     return contract.RunRequest(
@@ -152,29 +150,29 @@ def run_request_of(wildcards, training, rep):
         batch_size=int(wildcards.batch_size),
         variant=wildcards.variant,
         settings=variant_settings(wildcards.variant),
-        rep=rep,
         dataset=DATASET,
         data_root=DATA_DIR,
         training=training,
+        timing=STUDY.timing,
     )
 
 
 def run_request(wildcards):
-    return as_param(run_request_of(wildcards, STUDY.training, int(wildcards.rep)))
+    return as_param(run_request_of(wildcards, STUDY.training))
 
 
 def run_data(wildcards):
     """The dataset a run (timed or profiled) reads. Building the request here makes a path
     naming an impossible run (device/precision pair, unknown variant) fail while the DAG is
     built; params are only evaluated when a job is about to run."""
-    run_request_of(wildcards, STUDY.training, 0)
+    run_request_of(wildcards, STUDY.training)
     return DATA_DIR
 
 
 def profile_request(wildcards):
-    """The step profiled under ncu: the configuration's rep 0 after `ncu.warmup_steps`."""
+    """The step profiled under ncu: the configuration's process 0 after `ncu.warmup_steps`."""
     training = dataclasses.replace(STUDY.training, warmup_steps=STUDY.ncu.warmup_steps)
-    return as_param(contract.ProfileStepRequest(run=run_request_of(wildcards, training, 0)))
+    return as_param(contract.ProfileStepRequest(run=run_request_of(wildcards, training)))
 
 
 def tables_request():
@@ -246,8 +244,8 @@ def ceilings_jsons():
 
 
 def run_outputs():
-    """The run JSON of every rep of every configuration in the matrix."""
-    return [layout.path("run", **key.as_dict(), rep=rep) for key in MATRIX for rep in REPS]
+    """The run JSON of every configuration in the matrix (one job measures each)."""
+    return [layout.path("run", **key.as_dict()) for key in MATRIX]
 
 
 def timing_outputs():
@@ -258,7 +256,8 @@ def timing_outputs():
         for kind in layout.RUN_FIGURE_KINDS
         for device, model in pairs
     ]
-    return [layout.path("table", name="runs"), layout.path("table", name="summary")] + figures
+    tables = [layout.path("table", name=name) for name in ("runs", "windows", "summary")]
+    return tables + figures
 
 
 def environment_outputs():
@@ -291,11 +290,13 @@ def report_inputs(wildcards):
     study = [path for path in get_final_output() if path not in report_outputs()]
     inputs = {
         "runs": layout.path("table", name="runs"),
+        "windows": layout.path("table", name="windows"),
         "summary": layout.path("table", name="summary"),
         "roofline_points": layout.path("table", name="roofline_points"),
         "environment": layout.path("table", name="environment"),
         "complexity": complexity_outputs(),
         "ceilings": ceilings_jsons(),
+        "run_jsons": run_outputs(),
         "figures": [
             path
             for path in study + machine_comparison_outputs()
@@ -320,14 +321,23 @@ for device in DEVICES:
 
 def ncu_keys():
     """Configurations profiled under ncu: CUDA ones where `ncu.enabled` allows it, at the
-    `ncu.batch_sizes` (all batch sizes when null)."""
-    sizes = STUDY.ncu.batch_sizes
+    `ncu.batch_sizes` and `ncu.variants` (all of them when null)."""
+    sizes, variants = STUDY.ncu.batch_sizes, STUDY.ncu.variants
     return [
         key
         for key in MATRIX
         if nnperf_ncu.ncu_included(STUDY.ncu.enabled, key.device, NCU_ON_PATH)
         and (sizes is None or key.batch_size in sizes)
+        and (variants is None or key.variant in variants)
     ]
+
+
+for name in STUDY.ncu.variants or ():
+    if name not in STUDY.variants:
+        sys.exit(
+            f"nnperf: config ncu.variants names {name!r}, which is not in config variants; "
+            f"allowed: {', '.join(STUDY.variants)}"
+        )
 
 
 def profile_csvs():

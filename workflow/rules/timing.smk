@@ -1,8 +1,11 @@
+# One job measures one configuration: worker processes forked from the job's warm process,
+# timed windows until the CI target or the timing budget (nnperf.workers, nnperf.measure).
 rule timed_run:
     input:
         data=run_data,
     output:
         run=layout.TEMPLATES["run"],
+        windows=layout.TEMPLATES["run_windows"],
         steps=layout.TEMPLATES["run_steps"],
     log:
         layout.log("run"),
@@ -28,7 +31,14 @@ rule aggregate_runs:
             caption="../report/runs_table.rst",
             category="Throughput",
             subcategory="Tables",
-            labels={"table": "runs (one row per rep)"},
+            labels={"table": "runs (one row per worker process)"},
+        ),
+        windows=report(
+            layout.path("table", name="windows"),
+            caption="../report/windows_table.rst",
+            category="Throughput",
+            subcategory="Tables",
+            labels={"table": "windows (one row per timed window)"},
         ),
         summary=report(
             layout.path("table", name="summary"),
@@ -52,7 +62,8 @@ rule aggregate_runs:
 
 rule plot_throughput:
     input:
-        table=layout.path("table", name="runs"),
+        summary=layout.path("table", name="summary"),
+        runs=layout.path("table", name="runs"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],
@@ -75,7 +86,7 @@ rule plot_throughput:
 
 rule plot_breakdown:
     input:
-        table=layout.path("table", name="summary"),
+        summary=layout.path("table", name="summary"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],
@@ -98,7 +109,7 @@ rule plot_breakdown:
 
 rule plot_speedup:
     input:
-        table=layout.path("table", name="summary"),
+        summary=layout.path("table", name="summary"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],

@@ -1,5 +1,5 @@
 """Rules plot_throughput, plot_breakdown, plot_speedup: one figure of the timed runs for one
-device and model, from runs.csv or summary.csv (nnperf.plots.runs)."""
+device and model, from summary.csv (and runs.csv for the per-process points) (nnperf.plots.runs)."""
 
 from nnperf.contract import FigureRequest, from_dict
 from nnperf.jobs import logged_job
@@ -9,6 +9,7 @@ with logged_job(snakemake.log[0], snakemake.rule):  # noqa: F821 - injected by S
     draw(
         # The figure's keys are its path's wildcards: kind, device, model.
         from_dict(FigureRequest, snakemake.params.figure),  # noqa: F821
-        snakemake.input.table,  # noqa: F821
+        snakemake.input.summary,  # noqa: F821
         snakemake.output.png,  # noqa: F821
+        snakemake.input.get("runs"),  # noqa: F821 - only the throughput figure has it
     )

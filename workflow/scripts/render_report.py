@@ -12,6 +12,7 @@ with logged_job(snakemake.log[0], "render_report"):  # noqa: F821 - injected by 
         tables={name: inputs.get(name) for name in results.TABLE_NAMES},
         complexity=inputs.complexity,
         ceilings=inputs.ceilings,
+        run_jsons=inputs.run_jsons,
     )
     request = from_dict(ReportRequest, snakemake.params.request)  # noqa: F821
     render_files(request, local, list(inputs.figures), output.html, output.md)

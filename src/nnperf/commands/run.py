@@ -1,8 +1,9 @@
-"""`nnperf run`: one timed training run (one rep of one configuration) -> run JSON + step CSV.
+"""`nnperf run`: measure one configuration -> run JSON + per-window CSV + per-step CSV.
 
-Flags are the fields of `nnperf.contract.RunRequest` and `TrainingSettings`, named like the
-config keys and with their defaults; rule `timed_run` builds the same request from the config.
-Exit status 0 also for a run that ran out of memory (status "oom" in the JSON: a result).
+Flags are the fields of `nnperf.contract.RunRequest`, `TrainingSettings` and
+`TimingSettings`, named like the config keys and with their defaults; rule `timed_run` builds
+the same request from the config. Exit status 0 also for a configuration that ran out of
+memory or over its budget (status "oom" / "over_budget" in the JSON: results).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import os
 
 from nnperf.commands import add_fields, field_values
-from nnperf.contract import RunRequest, TrainingSettings, from_dict
+from nnperf.contract import RunRequest, TimingSettings, TrainingSettings, from_dict
 from nnperf.devices import resolve_device
 from nnperf.variant import load_variant_settings
 from nnperf.vocab import AUTO_DEVICE, DATASETS, DEVICES, OPTIMIZERS, PRECISIONS
@@ -22,17 +23,23 @@ HELP = {
     "precision": "fp32 (TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)",
     "batch_size": "images per training step",
     "variant": "variant name recorded in the output (config `variants:` key)",
-    "rep": "repeat index recorded in the output; the run's seed is --seed + rep",
     "dataset": "dataset to train on, as rule prepare_dataset prepares it",
     "data_root": "prepared dataset folder (default: resources/data/<dataset>)",
     "input_size": "model input side in pixels (default: the model's own); images are resized",
-    "warmup_steps": "untimed steps before the timed window (autotune, allocator, compile)",
-    "timed_steps": "steps in the timed window",
+    "warmup_steps": "untimed steps per worker process (autotune, allocator, compile)",
+    "timed_steps": "steps in one timed window",
     "optimizer": "optimizer of the training step",
     "lr": "learning rate",
     "momentum": "SGD momentum",
     "weight_decay": "weight decay",
-    "seed": "base seed of model init, data order and augmentation; each rep adds its index",
+    "seed": "base seed of model init, data order and augmentation; each process adds its index",
+    "target_ci": "relative 95%% CI half-width to stop at (default: 0.01 on GPUs, 0.03 on CPUs)",
+    "min_seconds": "timed-window seconds before the CI may stop the measurement",
+    "max_seconds": "wall-time budget of the configuration (all processes, warm-ups included)",
+    "min_processes": "worker processes at least",
+    "max_processes": "worker processes at most",
+    "min_windows": "timed windows per process at least",
+    "max_windows": "timed windows per process at most",
     "augment": "random crop (padding 4) and horizontal flip, as in CIFAR training",
 }
 CHOICES = {"device": (*DEVICES, AUTO_DEVICE), "precision": PRECISIONS, "dataset": DATASETS}
@@ -40,7 +47,7 @@ CHOICES = {"device": (*DEVICES, AUTO_DEVICE), "precision": PRECISIONS, "dataset"
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "run", help="time one training run (one rep of one configuration)", description=__doc__
+        "run", help="measure one configuration (worker processes x timed windows)", description=__doc__
     )
     add_fields(parser.add_argument_group("configuration"), RunRequest, HELP, CHOICES)
     parser.add_argument(
@@ -51,7 +58,9 @@ def register(subparsers) -> None:
     )
     training = parser.add_argument_group("training (config `training:`)")
     add_fields(training, TrainingSettings, HELP, {"optimizer": OPTIMIZERS})
+    add_fields(parser.add_argument_group("timing (config `timing:`)"), TimingSettings, HELP)
     parser.add_argument("--out-json", required=True, help="run JSON to write")
+    parser.add_argument("--out-windows-csv", required=True, help="per-window CSV to write")
     parser.add_argument("--out-steps-csv", required=True, help="per-step CSV to write")
     parser.add_argument(
         "--workflow-dir", default=os.curdir, help="checkout whose git commit is recorded"
@@ -65,11 +74,18 @@ def request_from(args: argparse.Namespace) -> RunRequest:
     values["device"] = resolve_device(values["device"])
     values["settings"] = load_variant_settings(args.variant_settings)
     values["training"] = from_dict(TrainingSettings, field_values(args, TrainingSettings))
+    values["timing"] = from_dict(TimingSettings, field_values(args, TimingSettings))
     return from_dict(RunRequest, values)
 
 
 def run(args: argparse.Namespace) -> int:
     from nnperf.runner import run_to_files
 
-    run_to_files(request_from(args), args.out_json, args.out_steps_csv, args.workflow_dir)
+    run_to_files(
+        request_from(args),
+        args.out_json,
+        args.out_windows_csv,
+        args.out_steps_csv,
+        args.workflow_dir,
+    )
     return 0

@@ -1,0 +1,665 @@
+"""Worker processes of one configuration, forked from a warm parent, driven by the stopping rule.
+
+Why processes, and why forked: run-to-run variation has a process level (memory layout,
+allocator state, cuDNN's algorithm choice, initial weights) that repeating windows inside one
+process cannot average away, so a configuration is measured by several processes. Starting
+each one fresh would pay Python, torch and torchvision imports every time (9 s warm on the
+H100 machine, of which 5.3 s is torchvision pulling in torch._dynamo), so the imports are paid
+once and the workers are forked, warm, one after another, as pyperf runs its workers.
+
+They are forked from multiprocessing's *fork server*, not from the job's own process: a
+server started fresh that imports torch and nnperf (`PRELOAD`) and never runs a torch op or
+touches a device. Forking a process that has run a parallel CPU op deadlocks the child (GNU
+OpenMP's thread pool does not survive fork()), and forking one that has initialised CUDA
+breaks CUDA in the child; the server is clean by construction, whatever its caller did
+before. The job's process itself imports no torch at all. A forked worker starts in a
+fraction of a second: it initialises the device itself, loads the prepared data, builds the
+model, warms up and runs the windows the parent asks for. Only one worker exists at a time:
+processes of a measurement never overlap.
+
+The protocol over the pipe (child -> parent; the parent answers each window):
+
+    ("started", pid)            first, so the parent can kill it
+    ("loaded", {...})           the data's classes, input size and images
+    ("ready", {...})            built (process 0: with the environment record); about to
+                                run its first warm-up step
+    ("warmup", seconds)         after each warm-up step
+    ("window", row, steps)      after each timed window; the parent replies "window" or "stop"
+    ("done", {...})             after "stop": peak memory, loss
+    ("oom", message) / ("error", kind, message)
+
+The parent enforces the budget: every wait has a deadline, and a worker that overruns it is
+killed. That is how a hopeless configuration (a 13 s bf16 step on a CPU without bf16
+arithmetic) ends in seconds with status `over_budget` and the step time it showed.
+
+Where there is no fork server (macOS, where fork is unsafe; Windows), workers are spawned:
+each pays the imports, just as correct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+from nnperf import measure, stability
+from nnperf.contract import RunRequest
+from nnperf.errors import NnperfError
+
+# A worker past its deadline gets this much grace before it is killed (seconds, and a share
+# of the budget): a deadline is a projection, and killing a step that was about to end
+# wastes all of it.
+GRACE_S = 2.0
+GRACE_SHARE = 0.1
+# Seconds a worker may take to start (the first one starts the fork server: imports).
+STARTUP_TIMEOUT_S = 180.0
+# Share of `timing.max_seconds` the first warm-up step of an eager (not compiled) variant may
+# take before the configuration is called over budget.
+FIRST_STEP_SHARE = 1 / 4
+# How much longer than the steps still needed can afford an eager first step may be (its
+# one-time costs: allocation, autotuning) before the configuration is called over budget
+# without waiting for a second step. Compiled variants are exempt: compilation is minutes.
+FIRST_STEP_ALLOWANCE = 2.0
+
+
+def process_started_at_unix() -> float | None:
+    """When this OS process started (Linux: /proc), so fixed costs include interpreter start
+    and imports. None where unreadable."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
+        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+# What the fork server imports once, so that no worker pays for it.
+PRELOAD = (
+    "torch",
+    "nnperf.data",
+    "nnperf.devices",
+    "nnperf.envinfo",
+    "nnperf.models",
+    "nnperf.runner",
+    "nnperf.timing",
+    "nnperf.train",
+)
+
+
+# The start method of workers forked by the machine's shared warm server.
+WARM = "warm_server"
+
+
+def start_method() -> str:
+    """forkserver on Linux (warm, clean workers), spawn elsewhere (fork is unsafe on macOS)."""
+    linux = sys.platform.startswith("linux")
+    return "forkserver" if linux and "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+@dataclasses.dataclass
+class WorkerJob:
+    """What one worker process is asked to do (pickled to it). Without `model_factory` and
+    `data` the worker loads them by name from the request; given, they must pickle (a
+    module-level function, arrays)."""
+
+    request: RunRequest
+    process: int
+    collect_environment: bool
+    workflow_dir: str | None = None
+    model_factory: Callable[[], Any] | None = None
+    data: Any = None
+
+
+# --- the child --------------------------------------------------------------------------
+
+
+def _own_threads(request: RunRequest) -> int:
+    """Threads the run keeps busy: torch's intra-op pool on CPU, the host thread and its
+    autograd thread on an accelerator; plus DataLoader workers."""
+    import torch
+
+    busy = torch.get_num_threads() if request.device == "cpu" else 2
+    return busy + request.settings.num_workers
+
+
+def worker_main(conn, job: WorkerJob) -> None:
+    """Body of one worker process (module docstring has the protocol)."""
+    try:
+        conn.send(("started", os.getpid()))
+        _work(conn, job)
+    except NnperfError as exc:
+        conn.send(("error", "nnperf", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the job
+        from nnperf.train import is_out_of_memory
+
+        if is_out_of_memory(exc):
+            conn.send(("oom", _one_line(exc)))
+        else:
+            conn.send(("error", "crash", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+def _work(conn, job: WorkerJob) -> None:
+    from nnperf import timing
+    from nnperf.devices import require_available
+    from nnperf.runner import build, load_run_data
+    from nnperf.train import resolved_optimizer_impl
+
+    request = job.request
+    require_available(request.device, request.precision)
+    if job.model_factory is None:
+        job.data, job.model_factory = load_run_data(request)
+    data = job.data
+    conn.send(
+        (
+            "loaded",
+            {
+                "num_classes": int(data.num_classes),
+                "input_size": int(data.input_size),
+                "train_images": int(len(data.labels)),
+            },
+        )
+    )
+    training = build(request, job.model_factory, job.data, request.seed_of(job.process))
+    params = [p for group in training.optimizer.param_groups for p in group["params"]]
+    optimizer_impl = resolved_optimizer_impl(request.settings.optimizer_impl, params)
+    memory = timing.DeviceMemoryTracker(training.device)
+    host = stability.HostSampler(_own_threads(request))
+    gpu = stability.GpuSampler(_cuda_index(training.device))
+    environment = None
+    if job.collect_environment:
+        # Before the first step, so a configuration cut off as over budget still has it.
+        from nnperf.envinfo import collect_environment
+
+        environment = collect_environment(
+            device=request.device,
+            precision=request.precision,
+            settings=request.settings,
+            optimizer_impl_resolved=optimizer_impl,
+            workflow_dir=job.workflow_dir,
+        )
+    conn.send(("ready", {"first_step_at_unix": time.time(), "environment": environment}))
+    loss_start = None
+    for _ in range(request.training.warmup_steps):
+        seconds, loss = timing.warmup_step(training, memory)
+        if loss_start is None:
+            loss_start = float(loss.float().cpu())
+        conn.send(("warmup", seconds))
+    window = 0
+    while conn.recv() == "window":
+        before = host.snapshot()
+        result = timing.time_window(training, request.training.timed_steps, memory)
+        after = host.snapshot()
+        images = request.batch_size * request.training.timed_steps
+        row = {
+            "process": job.process,
+            "window": window,
+            "steps": request.training.timed_steps,
+            "images": images,
+            "window_s": result.window_s,
+            "throughput_img_s": images / result.window_s,
+            "started_at_unix": result.started_at_unix,
+            "ended_at_unix": result.ended_at_unix,
+            "loss_end": result.loss_end,
+            **gpu.window_fields(),
+            **host.window_fields(before, after, result.window_s),
+        }
+        steps = [{"process": job.process, "window": window, **step} for step in result.steps]
+        conn.send(("window", row, steps))
+        window += 1
+    conn.send(
+        (
+            "done",
+            {
+                "loss_start": loss_start,
+                "peak_memory_device_bytes": memory.peak_bytes(),
+                "peak_memory_host_bytes": timing.peak_host_memory_bytes(),
+                "optimizer_impl": optimizer_impl,
+            },
+        )
+    )
+
+
+def _cuda_index(device) -> int | None:
+    if device.type != "cuda":
+        return None
+    import torch
+
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+# --- the parent -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Everything the processes of one configuration produced (raw; `nnperf.runner`
+    turns it into the run document)."""
+
+    status: str = "ok"
+    error: str | None = None
+    stop_reason: str | None = None
+    processes: list[dict] = dataclasses.field(default_factory=list)
+    windows: list[dict] = dataclasses.field(default_factory=list)
+    steps: list[dict] = dataclasses.field(default_factory=list)
+    environment: dict | None = None
+    data_info: dict = dataclasses.field(default_factory=dict)
+    single_step_time_s: float | None = None
+    single_step_time_is_lower_bound: bool = False
+    notes: list[str] = dataclasses.field(default_factory=list)
+    started_at_unix: float = 0.0
+    ended_at_unix: float = 0.0
+    # When the budget's clock started: process 0 up, its data loaded (see _drive).
+    budget_start_unix: float = 0.0
+    start_method: str = "fork"
+
+    def samples(self) -> list[measure.WindowSample]:
+        return [
+            measure.WindowSample(int(w["process"]), int(w["images"]), float(w["window_s"]))
+            for w in self.windows
+        ]
+
+
+class _Overrun(Exception):
+    """A worker missed its deadline and was killed."""
+
+    def __init__(self, waited_s: float):
+        self.waited_s = waited_s
+
+
+UNPICKLABLE = (
+    "the measurement's model factory or data cannot be sent to a worker process ({}); "
+    "allowed: a module-level function (or functools.partial of one) and picklable data"
+)
+
+
+class _Worker:
+    """One live worker process and the parent's end of its connection."""
+
+    conn: Any
+    index: int
+    started_at_unix: float
+    pid: int | None = None
+
+    def receive(self, deadline_unix: float):
+        """The next message, or _Overrun (worker killed) when `deadline_unix` passes."""
+        waited_from = time.time()
+        timeout = max(0.0, deadline_unix - waited_from)
+        try:
+            ready = self.conn.poll(timeout)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self.kill()
+            raise _Overrun(time.time() - waited_from)
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError):
+            raise RuntimeError(
+                f"worker process {self.index} ended without a result ({self.ended_how()})"
+            ) from None
+        if message[0] == "started":
+            self.pid = message[1]
+            return self.receive(deadline_unix)
+        return message
+
+    def send(self, command: str) -> None:
+        self.conn.send(command)
+
+    def finish(self, deadline_unix: float) -> dict:
+        """Ask the worker to stop and return its closing record."""
+        self.send("stop")
+        message = self.receive(deadline_unix)
+        self.join()
+        if message[0] != "done":
+            _raise_for(message, self.index)
+        return message[1]
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def join(self) -> None:
+        raise NotImplementedError
+
+    def ended_how(self) -> str:
+        raise NotImplementedError
+
+
+class _ForkedWorker(_Worker):
+    """A worker started by multiprocessing (its fork server, or spawn)."""
+
+    def __init__(self, context, job: WorkerJob):
+        self.conn, child_conn = context.Pipe()
+        self.index = job.process
+        self.started_at_unix = time.time()
+        self.process = context.Process(target=worker_main, args=(child_conn, job), daemon=True)
+        try:
+            self.process.start()
+        except (AttributeError, TypeError, pickle.PicklingError) as exc:
+            raise NnperfError(UNPICKLABLE.format(exc)) from None
+        finally:
+            child_conn.close()
+        self.pid = self.process.pid
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.join()
+
+    def join(self) -> None:
+        self.process.join(10)
+
+    def ended_how(self) -> str:
+        self.process.join(5)
+        return f"exit code {self.process.exitcode}; it crashed, see the log above"
+
+
+class _ServedWorker(_Worker):
+    """A worker forked by the machine's warm server (`nnperf.warmserver`)."""
+
+    def __init__(self, job: WorkerJob):
+        from nnperf import warmserver
+
+        self.index = job.process
+        self.started_at_unix = time.time()
+        self.conn, self.log = warmserver.connect()
+        try:
+            self.conn.send_bytes(pickle.dumps((os.getcwd(), job)))
+        except (AttributeError, TypeError, pickle.PicklingError) as exc:
+            self.conn.close()
+            raise NnperfError(UNPICKLABLE.format(exc)) from None
+
+    def kill(self) -> None:
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.conn.close()
+
+    def join(self) -> None:
+        self.conn.close()
+
+    def ended_how(self) -> str:
+        return f"it crashed; its output is in the warm server's log {self.log}"
+
+
+def _start_worker(method: str, context, job: WorkerJob) -> _Worker:
+    return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)
+
+
+def _raise_for(message: tuple, index: int) -> None:
+    if message[0] == "error" and message[1] == "nnperf":
+        raise NnperfError(message[2])
+    if message[0] == "error":
+        raise RuntimeError(f"worker process {index} failed:\n{message[2]}")
+    raise RuntimeError(f"worker process {index} sent an unexpected message {message[0]!r}")
+
+
+def _grace(request: RunRequest) -> float:
+    return GRACE_S + GRACE_SHARE * request.timing.max_seconds
+
+
+def run_measurement(
+    request: RunRequest,
+    model_factory: Callable[[], Any] | None = None,
+    data: Any = None,
+    workflow_dir: str | None = None,
+    method: str | None = None,
+) -> Measurement:
+    """Measure one configuration with worker processes until the stopping rule says stop.
+
+    With `model_factory` and `data` given the workers use them (they are pickled to each
+    worker); without, each worker loads them from the request (`runner.load_run_data`).
+    """
+    method = method or start_method()
+    measure.check_steps(request.training.warmup_steps, request.training.timed_steps)
+    context = None if method == WARM else multiprocessing.get_context(method)
+    if method == "forkserver":
+        # Takes effect when the server starts (the first measurement of this process).
+        context.set_forkserver_preload(list(PRELOAD))
+    now = time.time()
+    result = Measurement(started_at_unix=now, budget_start_unix=now, start_method=method)
+    process = 0
+    while True:
+        job = WorkerJob(
+            request=request,
+            process=process,
+            collect_environment=process == 0,
+            workflow_dir=None if workflow_dir is None else str(workflow_dir),
+            model_factory=model_factory,
+            data=data,
+        )
+        worker = _start_worker(method, context, job)
+        record = {
+            "process": process,
+            "seed": request.seed_of(process),
+            "pid": None,
+            "status": "ok",
+            "started_at_unix": worker.started_at_unix,
+            "warmup_step_time_s": [],
+        }
+        result.processes.append(record)
+        try:
+            action = _drive(worker, record, result, request)
+        finally:
+            worker.kill()
+            record["ended_at_unix"] = time.time()
+        if action.kind != "process":
+            if result.status == "ok":
+                result.stop_reason = action.reason
+            break
+        process += 1
+    result.ended_at_unix = time.time()
+    return result
+
+
+def _drive(worker: _Worker, record: dict, result: Measurement, request):
+    """Run one worker to its end; returns the action that ended it ("process": start the
+    next one; "stop": the measurement is over)."""
+    first = worker.index == 0
+    try:
+        # Starting the fork server (its imports, once) is not the configuration's cost: the
+        # budget's clock starts when the first worker is up and has its data.
+        if first:
+            message = worker.receive(time.time() + STARTUP_TIMEOUT_S)
+            result.budget_start_unix = time.time()
+        budget_end = result.budget_start_unix + request.timing.max_seconds
+        hard_end = budget_end + _grace(request)
+        if not first:
+            message = worker.receive(hard_end)
+        record["pid"] = worker.pid
+        if message[0] != "loaded":
+            return _ended_early(message, record, result, first)
+        result.data_info = message[1]
+        message = worker.receive(hard_end)
+        if message[0] != "ready":
+            return _ended_early(message, record, result, first)
+        record["first_step_at_unix"] = message[1]["first_step_at_unix"]
+        if message[1]["environment"] is not None:
+            result.environment = message[1]["environment"]
+        record["fixed_cost_s"] = message[1]["first_step_at_unix"] - worker.started_at_unix
+        verdict = _warm_up(worker, record, result, request, budget_end, hard_end)
+        if verdict is not None:
+            return verdict
+        while True:
+            worker.send("window")
+            message = worker.receive(hard_end)
+            if message[0] != "window":
+                return _ended_early(message, record, result, first)
+            result.windows.append(message[1])
+            result.steps.extend(message[2])
+            action = measure.next_action(
+                result.samples(),
+                current_process=worker.index,
+                elapsed_s=time.time() - result.budget_start_unix,
+                process_cost_s=process_cost(result, bool(request.settings.compile)),
+                timing=request.timing,
+                target_ci=request.target_ci,
+            )
+            if action.kind != "window":
+                closing = worker.finish(hard_end)
+                _close_record(record, closing, result)
+                return action
+    except _Overrun as overrun:
+        record["status"] = "killed"
+        has_windows = any(w["process"] == worker.index for w in result.windows)
+        if first and not has_windows:
+            warmed = len(record["warmup_step_time_s"])
+            _over_budget(result, request, overrun.waited_s, lower_bound=True, warmed=warmed)
+        else:
+            result.notes.append(
+                f"process {worker.index} was stopped at the budget after {overrun.waited_s:.1f} s"
+            )
+        return measure.Action("stop", "budget")
+
+
+def _warm_up(worker, record, result, request, budget_end, hard_end):
+    """Receive the warm-up steps; for process 0, end the measurement as over_budget as soon
+    as its minimal measurement (rest of warm-up + min_windows windows) cannot fit."""
+    warmup_steps = request.training.warmup_steps
+    needed_after = request.timing.min_windows * request.training.timed_steps
+    deadline = hard_end
+    if worker.index == 0 and not request.settings.compile:
+        # An eager first step carries allocation and autotuning, not minutes of compilation:
+        # one that takes more than this share of the budget leaves too little for the rest.
+        deadline = min(hard_end, time.time() + FIRST_STEP_SHARE * request.timing.max_seconds)
+    # The parent watches the host while process 0 warms up: a step slowed by a competing
+    # load must not pass for the configuration's own speed unremarked.
+    host = stability.HostSampler(own_threads=0, extra_pids=[worker.pid])
+    before, waited_from = host.snapshot(), time.time()
+    for done in range(1, warmup_steps + 1):
+        try:
+            message = worker.receive(deadline)
+        except _Overrun:
+            if worker.index == 0:
+                _note_host_load(result, host, before, waited_from)
+            raise
+        if message[0] != "warmup":
+            return _ended_early(message, record, result, worker.index == 0)
+        seconds = float(message[1])
+        record["warmup_step_time_s"].append(seconds)
+        if worker.index != 0:
+            continue
+        now = time.time()
+        steps_left = warmup_steps - done + needed_after
+        # The first step carries one-time costs (allocation, autotuning, compilation): it
+        # predicts nothing when later warm-up steps follow.
+        if done == 1 and warmup_steps > 1:
+            per_step = (budget_end - now) / steps_left
+            if not request.settings.compile and seconds > FIRST_STEP_ALLOWANCE * per_step:
+                worker.kill()
+                record["status"] = "killed"
+                _over_budget(result, request, seconds, lower_bound=False, warmed=done)
+                _note_host_load(result, host, before, waited_from)
+                return measure.Action("stop", "over_budget")
+            deadline = min(hard_end, now + per_step + GRACE_S)
+            before, waited_from = host.snapshot(), now
+            continue
+        if now + steps_left * seconds > budget_end:
+            worker.kill()
+            record["status"] = "killed"
+            _over_budget(result, request, seconds, lower_bound=False, warmed=done)
+            _note_host_load(result, host, before, waited_from)
+            return measure.Action("stop", "over_budget")
+        deadline = min(hard_end, now + (budget_end - now) / max(steps_left, 1) + GRACE_S)
+        before, waited_from = host.snapshot(), now
+    return None
+
+
+def _note_host_load(result: Measurement, host, before, waited_from: float) -> None:
+    """Flag an over-budget verdict reached while other processes loaded the host."""
+    fields = host.window_fields(before, host.snapshot(), time.time() - waited_from)
+    other = fields["other_cores"]
+    if other is not None and other > stability.OVERLOAD_TOLERANCE_CORES:
+        result.notes.append(
+            f"host loaded while the step was timed: other processes used {other:.1f} of "
+            f"{fields['cores']} cores (the step may be slower than on a quiet machine)"
+        )
+
+
+def _over_budget(
+    result: Measurement, request: RunRequest, step_s: float, lower_bound: bool, warmed: int
+) -> None:
+    """End the measurement as over budget: after `warmed` warm-up steps, one step took
+    `step_s` (at least, when `lower_bound`: the step was cut off)."""
+    training, timing_settings = request.training, request.timing
+    steps_left = max(0, training.warmup_steps - warmed) + (
+        timing_settings.min_windows * training.timed_steps
+    )
+    left_s = max(0.0, result.budget_start_unix + timing_settings.max_seconds - time.time())
+    at_least = "at least " if lower_bound else ""
+    result.status = "over_budget"
+    result.single_step_time_s = step_s
+    result.single_step_time_is_lower_bound = lower_bound
+    result.error = (
+        f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
+        f"still needed (warm-up and {timing_settings.min_windows} windows of "
+        f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more than "
+        f"the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
+    )
+
+
+def _ended_early(message, record, result: Measurement, first: bool) -> measure.Action:
+    """A worker sent oom or an error instead of what was expected."""
+    if message[0] == "oom":
+        record["status"] = "oom"
+        if first and not result.windows:
+            result.status, result.error = "oom", message[1]
+        else:
+            result.notes.append(f"process {record['process']} ran out of memory: {message[1]}")
+        return measure.Action("stop", "budget")
+    _raise_for(message, record["process"])
+    raise AssertionError("unreachable")
+
+
+# What a later process is planned to pay for compilation, as a share of the first one's:
+# the Inductor FX-graph and autotune caches are shared by the processes of a machine.
+LATER_COMPILE_SHARE = 0.25
+
+
+def process_cost(result: Measurement, compiled: bool = False) -> float:
+    """What starting one more process is expected to cost: worker start to its first window.
+
+    Once a second process has run, the mean over the processes after the first (they start
+    with warm compile caches). Before, the first process's cost; for a compiled variant with
+    its compile time (warm-up above its last warm-up step) cut to LATER_COMPILE_SHARE.
+    """
+    costs = {}
+    for record in result.processes:
+        first_window = next(
+            (w["started_at_unix"] for w in result.windows if w["process"] == record["process"]),
+            None,
+        )
+        if first_window is not None:
+            costs[record["process"]] = first_window - record["started_at_unix"]
+    if not costs:
+        return 0.0
+    later = [cost for process, cost in costs.items() if process > 0]
+    if later:
+        return sum(later) / len(later)
+    first = result.processes[0]
+    warmup = first.get("warmup_step_time_s") or []
+    if not compiled or len(warmup) < 2:
+        return costs[0]
+    compiling = measure.compile_time(warmup, warmup[-1])
+    return costs[0] - (1 - LATER_COMPILE_SHARE) * compiling
+
+
+def _close_record(record: dict, closing: dict, result: Measurement) -> None:
+    kept = ("loss_start", "peak_memory_device_bytes", "peak_memory_host_bytes", "optimizer_impl")
+    record.update({key: closing[key] for key in kept})

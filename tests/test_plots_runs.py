@@ -1,8 +1,17 @@
-"""Figures of the timed runs, inspected as matplotlib Figures and as the files `draw` writes."""
+"""Figures of the timed runs, inspected as matplotlib Figures and as the files `draw` writes.
+
+The tables come from `nnperf.aggregate` applied to run documents in the runner's format
+(`test_aggregate.study`: measured, single-process, over-budget and out-of-memory
+configurations of one model), so the figures are tested on what the pipeline really writes.
+"""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection, PathCollection
 
 from nnperf import aggregate, layout
 from nnperf.contract import FigureRequest
@@ -10,43 +19,83 @@ from nnperf.errors import NnperfError
 from nnperf.files import write_csv
 from nnperf.plots import runs as plots
 from nnperf.vocab import PHASES
-from tiny_training import STUDY_OOM_BATCH, study_documents
+from test_aggregate import run_document, study
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def _tables(documents):
+    pairs = [(f"doc{i}.json", d) for i, d in enumerate(documents)]
+    runs = aggregate.runs_table(pairs)
+    return runs, aggregate.summary_table(pairs, runs)
+
+
 @pytest.fixture(scope="module")
 def tables():
-    runs = aggregate.runs_table([(str(i), d) for i, d in enumerate(study_documents())])
-    return runs, aggregate.summary_table(runs)
+    return _tables(study())
 
 
-def test_throughput_figure(tables):
-    runs, _ = tables
-    fig = plots.throughput_figure(runs, "cpu", "tiny")
+def _rounded(values):
+    return {round(float(v), 6) for v in values}
+
+
+def test_throughput_figure_shows_estimates_intervals_and_processes(tables):
+    runs, summary = tables
+    fig = plots.throughput_figure(summary, "cpu", "tiny", runs)
     (ax,) = fig.axes
     assert ax.get_xlabel() == "batch size"
     assert ax.get_ylabel() == "throughput (images/s)"
-    assert "tiny on cpu" in ax.get_title()
-    assert [int(t) for t in ax.get_xticks()] == [4, 8, STUDY_OOM_BATCH]
+    assert "tiny on cpu" in ax.get_title() and "95% CI" in ax.get_title()
+    assert [int(t) for t in ax.get_xticks()] == [8, 16, 64]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert {"fp32", "bf16", "baseline", "tuned"} <= set(legend)
-    assert any(label.startswith("out of memory") for label in legend)
-    assert any(t.get_text() == "OOM" for t in ax.texts)
-    # One line per (precision, variant) with points: fp32/baseline, fp32/tuned, bf16/baseline;
-    # their y data are the medians of the reps.
-    medians = (
-        runs[runs.status == "ok"]
-        .groupby(["precision", "variant", "batch_size"])["throughput_img_s"]
-        .median()
-    )
+    assert {"fp32", "bf16", "baseline", "tuned", plots.PROCESS_LABEL} <= set(legend)
+    assert "out of memory" in legend
+    assert any(label.startswith("over budget") for label in legend)
+    ok = summary[summary.status == "ok"]
+    # The estimates are the lines' points: the mean of the processes, not the window median.
     drawn = {
         round(float(y), 6)
         for line in ax.lines
         for y in line.get_ydata()
         if len(line.get_xdata()) and line.get_marker() not in (None, "None", "")
     }
-    assert {round(float(v), 6) for v in medians} <= drawn
+    assert _rounded(ok["throughput_img_s_mean"]) <= drawn
+    assert not _rounded(ok["throughput_img_s_median"]) & drawn
+    # Error bars span the recorded CI, one per measured configuration.
+    bars = {
+        (round(float(a[1]), 6), round(float(b[1]), 6))
+        for collection in ax.collections
+        if isinstance(collection, LineCollection)
+        for a, b in collection.get_segments()
+    }
+    assert bars == set(
+        zip(
+            (round(v, 6) for v in ok["throughput_img_s_ci95_low"]),
+            (round(v, 6) for v in ok["throughput_img_s_ci95_high"]),
+        )
+    )
+    # Every measured process is a point.
+    points = {
+        round(float(y), 6)
+        for collection in ax.collections
+        if isinstance(collection, PathCollection)
+        for _, y in collection.get_offsets()
+    }
+    assert _rounded(runs.loc[runs.status == "ok", "throughput_img_s"]) <= points
+    # No number for the over-budget and oom configurations: labelled notes instead.
+    notes = [t.get_text() for t in ax.texts]
+    assert "OOM" in notes and "over budget (13.2 s/step)" in notes
+
+
+def test_throughput_figure_without_runs_draws_the_estimates_only(tables):
+    _, summary = tables
+    (ax,) = plots.throughput_figure(summary, "cpu", "tiny").axes
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert plots.PROCESS_LABEL not in legend
+    assert not any(
+        isinstance(c, PathCollection) and len(c.get_offsets()) and c.get_alpha() == 0.35
+        for c in ax.collections
+    )
 
 
 def test_breakdown_figure(tables):
@@ -55,18 +104,47 @@ def test_breakdown_figure(tables):
     (ax,) = fig.axes
     assert ax.get_ylabel() == "median time per step (ms)"
     assert ax.get_xlabel().startswith("configuration")
-    n_configs = int((summary.status == "ok").sum())
-    assert len(ax.patches) == n_configs * len(PHASES)  # one stacked segment per phase per bar
+    ok = summary[summary.status == "ok"]
+    n_ok = len(ok)
+    assert len(ax.patches) == n_ok * len(PHASES)  # one stacked segment per phase per bar
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(PHASES)
     labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert "bs8\nfp32\ntuned" in labels and len(labels) == n_configs
+    # Every configuration has a tick, the ones without a number too, in the tables' order.
+    assert labels == [
+        "bs8 fp32 baseline",
+        "bs8 fp32 tuned",
+        "bs8 bf16 baseline",
+        "bs16 fp32 baseline",
+        "bs16 bf16 baseline",
+        "bs64 fp32 baseline",
+    ]
+    notes = [t.get_text().strip() for t in ax.texts]
+    assert notes == ["over budget (13.2 s/step)", "OOM"]
     # Patches come phase by phase (one per bar each); their heights are the phase medians in ms.
-    ok = summary[summary.status == "ok"]
     for k, phase in enumerate(PHASES):
-        segment = ax.patches[k * n_configs : (k + 1) * n_configs]
+        segment = ax.patches[k * n_ok : (k + 1) * n_ok]
         assert sum(p.get_height() for p in segment) == pytest.approx(
             ok[f"{phase}_s_median"].sum() * 1e3
         )
+
+
+def test_breakdown_labels_do_not_run_together():
+    """Many configurations side by side: no two tick labels may touch once drawn."""
+    documents, start = [], 1e9
+    for batch_size, precision, variant in itertools.product(
+        (8, 16, 32, 64), ("fp32", "bf16"), ("baseline", "tuned", "channels_last")
+    ):
+        document = run_document(precision, batch_size, variant, start=start)
+        documents.append(document)
+        start = document["ended_at_unix"] + 1.0
+    _, summary = _tables(documents)
+    fig = plots.breakdown_figure(summary, "cpu", "tiny")
+    FigureCanvasAgg(fig).draw()
+    (ax,) = fig.axes
+    boxes = [label.get_window_extent() for label in ax.get_xticklabels()]
+    assert len(boxes) == 24
+    for left, right in zip(boxes, boxes[1:]):
+        assert left.x1 < right.x0, "neighbouring tick labels overlap"
 
 
 def test_speedup_figure(tables):
@@ -76,6 +154,7 @@ def test_speedup_figure(tables):
     assert left.get_ylabel() == "speedup vs fp32 (x)"
     assert right.get_ylabel() == "speedup vs baseline variant (x)"
     assert left.get_xlabel() == right.get_xlabel() == "batch size"
+    assert "mean throughput" in fig.get_suptitle()
     bf16 = summary[(summary.precision == "bf16") & (summary.status == "ok")]
     heights = sorted(round(p.get_height(), 9) for p in left.patches if p.get_height() > 0)
     assert heights == sorted(round(v, 9) for v in bf16["speedup_vs_fp32"])
@@ -83,18 +162,36 @@ def test_speedup_figure(tables):
     assert [round(p.get_height(), 9) for p in right.patches if p.get_height() > 0] == [
         round(float(tuned["speedup_vs_baseline"].iloc[0]), 9)
     ]
+    # The over-budget bf16 configuration is named in a note, not drawn.
+    (note,) = [t.get_text() for t in left.texts]
+    assert note == "not measured:\nbs16 bf16 baseline: over budget (13.2 s/step)"
+    assert not right.texts
+
+
+def test_a_model_without_any_number_still_gets_its_figures(tmp_path):
+    documents = [
+        run_document("fp32", 8, status="over_budget", model="big"),
+        run_document("fp32", 16, status="oom", model="big", start=2e9),
+    ]
+    runs, summary = _tables(documents)
+    (ax,) = plots.throughput_figure(summary, "cpu", "big", runs).axes
+    assert sorted(t.get_text() for t in ax.texts) == ["OOM", "over budget (13.2 s/step)"]
+    (ax,) = plots.breakdown_figure(summary, "cpu", "big").axes
+    assert not ax.patches and len(ax.texts) == 2
+    left, right = plots.speedup_figure(summary, "cpu", "big").axes[:2]
+    assert [t.get_text() for t in right.texts] == ["no comparable configuration in this study"]
 
 
 def test_unknown_device_or_model_is_a_clear_error(tables):
     runs, summary = tables
     with pytest.raises(
         NnperfError,
-        match=r"^runs table has no rows for device/model " r"cuda/tiny; allowed: cpu/tiny",
+        match=r"^summary table has no rows for device/model cuda/tiny; allowed: cpu/tiny",
     ):
-        plots.throughput_figure(runs, "cuda", "tiny")
+        plots.throughput_figure(summary, "cuda", "tiny", runs)
     with pytest.raises(
         NnperfError,
-        match=r"^figure kind 'pie' is unknown; allowed: " r"throughput, breakdown, speedup",
+        match=r"^figure kind 'pie' is unknown; allowed: throughput, breakdown, speedup",
     ):
         plots.figure(FigureRequest(kind="pie", device="cpu", model="tiny"), summary)
     with pytest.raises(NnperfError, match=r"^speedup figure: model is missing"):
@@ -106,11 +203,14 @@ def test_draw_writes_one_png_per_figure(tables, tmp_path, capsys):
     runs, summary = tables
     write_csv(tmp_path / "runs.csv", runs)
     write_csv(tmp_path / "summary.csv", summary)
-    table_of = {"throughput": "runs.csv", "breakdown": "summary.csv", "speedup": "summary.csv"}
     for kind in plots.FIGURE_KINDS:
         out = tmp_path / "figures" / kind / "cpu" / "tiny.png"
+        runs_path = tmp_path / "runs.csv" if kind == "throughput" else None
         plots.draw(
-            FigureRequest(kind=kind, device="cpu", model="tiny"), tmp_path / table_of[kind], out
+            FigureRequest(kind=kind, device="cpu", model="tiny"),
+            tmp_path / "summary.csv",
+            out,
+            runs_path,
         )
         data = out.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000
@@ -118,8 +218,9 @@ def test_draw_writes_one_png_per_figure(tables, tmp_path, capsys):
         assert f"{kind} figure of cpu/tiny -> {out}" in capsys.readouterr().out
     with pytest.raises(NnperfError, match=r"missing\.csv: file not found"):
         plots.draw(
-            FigureRequest(kind="speedup", device="cpu", model="tiny"),
-            tmp_path / "missing.csv",
+            FigureRequest(kind="throughput", device="cpu", model="tiny"),
+            tmp_path / "summary.csv",
             tmp_path / "x.png",
+            tmp_path / "missing.csv",
         )
     assert not (tmp_path / "x.png").exists()

@@ -1,11 +1,24 @@
-"""Run JSONs -> the per-rep table (runs.csv) and the per-config summary (summary.csv).
+"""Run JSONs -> runs.csv (per process), windows.csv (per window), summary.csv (per configuration).
 
-`runs_table()` flattens run documents into one row per rep; `mark_overlaps()` checks from the
-recorded start/end times that no two reps on the same machine (same host, and same GPU for
-CUDA runs) ran at the same time; `summary_table()` reduces reps to one row per configuration
-with the statistics of `nnperf.stats` and the speedups against the configuration's `fp32` and
-`baseline` counterparts. `write_tables()` is the file edge (rule `aggregate_runs`): run
-JSONs in, both tables out. Nothing here draws.
+One run document holds the whole measurement of one configuration: its worker processes
+(`processes`), every timed window (`windows`) and the estimate the engine made from them
+(the mean throughput with its two-level t-interval, variance components, stop reason,
+stability flags). This module does not re-estimate anything: it flattens those documents
+into tidy tables and adds what needs more than one document:
+
+- `runs_table()`: one row per worker process; a configuration that never measured a window
+  (status `oom` or `over_budget`) still gets a row, so it appears in every table.
+- `windows_table()`: one row per timed window (`vocab.WINDOW_CSV_COLUMNS`).
+- `mark_overlaps()`: from the recorded start/end of every process, whether two processes on
+  the same machine (same host, and same GPU for CUDA runs) ran at the same time — processes
+  of one configuration run one after another, so any overlap means two jobs shared the
+  machine.
+- `summary_table()`: one row per configuration, the document's estimate plus the overlap flag,
+  the high-variance flag and the speedups of the headline (`throughput_img_s_mean`) against
+  the configuration's `fp32` and `baseline` counterparts.
+
+`write_tables()` is the file edge (rule `aggregate_runs`). Keys come from the documents,
+never from paths. Nothing here draws.
 """
 
 from __future__ import annotations
@@ -27,25 +40,24 @@ from nnperf.vocab import (
     REFERENCE_PRECISION,
     REFERENCE_VARIANT,
     RUN_KIND,
+    RUN_STATUSES,
+    WINDOW_CSV_COLUMNS,
 )
 
-REP_KEYS = (*CONFIG_KEYS, "rep")
-STEP_STATS = ("median", "mean", "std", "min", "max", "p10", "p90")
-SCALAR_METRICS = (
+PROCESS_KEYS = (*CONFIG_KEYS, "process")
+SUMMARY_KEYS = (*CONFIG_KEYS, "dataset")
+# Per-process numbers copied from the document's `processes` entries.
+PROCESS_METRICS = (
     "throughput_img_s",
-    "timed_window_s",
-    "images_timed",
+    "n_windows",
     "compile_time_s",
     "first_step_time_s",
     "warmup_time_s",
+    "fixed_cost_s",
     "peak_memory_device_bytes",
     "peak_memory_host_bytes",
-    "loss_start",
-    "loss_end",
     "started_at_unix",
     "ended_at_unix",
-    "timed_window_started_at_unix",
-    "timed_window_ended_at_unix",
 )
 ENVIRONMENT_COLUMNS = (
     "device_name",
@@ -57,54 +69,123 @@ ENVIRONMENT_COLUMNS = (
     "cpu_threads",
     "git_commit",
 )
+# Scalars of the run document copied into summary.csv under the same name, in this order
+# after the estimate's columns (see `summary_row`).
+SUMMARY_TIMES = (
+    "single_step_time_s",
+    "single_step_time_is_lower_bound",
+    "compile_time_s",
+    "compile_time_s_later",
+    "first_step_time_s",
+    "warmup_time_s",
+    "fixed_cost_s",
+    "process_fixed_cost_s",
+    "images_timed",
+    "timed_window_s",
+    "elapsed_s",
+    "duty_cycle",
+)
 
 
-def run_row(document: dict, source: str | None = None) -> dict:
-    """One flat row of runs.csv from one run document."""
+def _config_name(row) -> str:
+    return "/".join(str(row[key]) for key in CONFIG_KEYS)
+
+
+def process_rows(document: dict, source: str | None = None) -> list[dict]:
+    """The rows of runs.csv for one run document: one per worker process.
+
+    A document without processes (out of memory before the first worker, or a step too slow
+    for the budget) gives one row for process 0 with the job's own start and end, so the
+    configuration is listed and its time on the machine still counts in the overlap check.
+    """
     environment = document.get("environment") or {}
-    row = {key: document.get(key) for key in REP_KEYS}
-    row["dataset"] = document.get("dataset")
-    row["status"] = document.get("status")
-    row["error"] = document.get("error")
-    for metric in SCALAR_METRICS:
-        row[metric] = document.get(metric)
-    step = document.get("step_time_s") or {}
-    for name in STEP_STATS:
-        row[f"step_time_s_{name}"] = step.get(name)
-    phases = document.get("phase_time_s") or {}
-    for phase in PHASES:
-        row[f"{phase}_s"] = phases.get(phase)
-    for name, value in (document.get("variant_settings") or {}).items():
-        row[f"variant_{name}"] = value
-    for name in ENVIRONMENT_COLUMNS:
-        row[name] = environment.get(name)
-    gpu = environment.get("gpu") or {}
-    row["gpu_uuid"] = gpu.get("uuid")
-    row["slurm_job_id"] = (environment.get("slurm") or {}).get("job_id")
-    row["source"] = source
-    return row
+    head = {key: document.get(key) for key in CONFIG_KEYS}
+    shared = {
+        "dataset": document.get("dataset"),
+        "status": document.get("status"),
+        "error": document.get("error"),
+    }
+    tail = {f"variant_{k}": v for k, v in (document.get("variant_settings") or {}).items()}
+    tail.update({name: environment.get(name) for name in ENVIRONMENT_COLUMNS})
+    tail["gpu_uuid"] = (environment.get("gpu") or {}).get("uuid")
+    tail["slurm_job_id"] = (environment.get("slurm") or {}).get("job_id")
+    tail["source"] = source
+    processes = document.get("processes") or [
+        {
+            "process": 0,
+            "started_at_unix": document.get("started_at_unix"),
+            "ended_at_unix": document.get("ended_at_unix"),
+        }
+    ]
+    rows = []
+    for process in processes:
+        warmup = process.get("warmup_step_time_s") or []
+        # A process records its warm-up steps one by one; the first of them is its first
+        # step (compilation included) and their sum its warm-up time.
+        derived = {
+            "first_step_time_s": warmup[0] if warmup else None,
+            "warmup_time_s": float(sum(warmup)) if warmup else None,
+        }
+        row = {**head, "process": process.get("process"), **shared}
+        row["process_status"] = process.get("status")
+        row["seed"] = process.get("seed")
+        row["pid"] = process.get("pid")
+        for metric in PROCESS_METRICS:
+            row[metric] = process.get(metric, derived.get(metric))
+        rows.append({**row, **tail})
+    return rows
+
+
+def _checked(documents: Iterable[tuple[str | None, dict]]) -> list[tuple[str | None, dict]]:
+    """The documents, refused when there are none or two hold the same configuration."""
+    documents = list(documents)
+    if not documents:
+        raise NnperfError("no run JSON files given; allowed: one or more")
+    seen: dict[tuple, str | None] = {}
+    for source, document in documents:
+        keys = tuple(document.get(key) for key in CONFIG_KEYS)
+        if keys in seen:
+            raise NnperfError(
+                f"run files {seen[keys]} and {source} hold the same configuration "
+                f"{'/'.join(map(str, keys))}; allowed: one file per (device, model, "
+                "precision, batch_size, variant)"
+            )
+        seen[keys] = source
+    return documents
 
 
 def runs_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
-    """runs.csv: one row per rep, sorted by the keys; duplicate keys are an error."""
-    rows = [run_row(document, source) for source, document in documents]
-    if not rows:
-        raise NnperfError("no run JSON files given; allowed: one or more")
+    """runs.csv: one row per worker process, sorted by the keys, with the overlap columns."""
+    rows = [
+        row for source, document in _checked(documents) for row in process_rows(document, source)
+    ]
     frame = pd.DataFrame(rows)
-    duplicated = frame.duplicated(list(REP_KEYS), keep=False)
-    if duplicated.any():
-        first = frame.loc[duplicated, "source"].tolist()[:2]
-        raise NnperfError(
-            f"run files {first} hold the same configuration and rep; "
-            "allowed: one file per (device, model, precision, batch_size, "
-            "variant, rep)"
-        )
-    frame = frame.sort_values(list(REP_KEYS), kind="stable").reset_index(drop=True)
+    frame = frame.sort_values(list(PROCESS_KEYS), kind="stable").reset_index(drop=True)
     return mark_overlaps(frame)
 
 
+def windows_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
+    """windows.csv: one row per timed window of every configuration (none for oom ones)."""
+    columns = [*CONFIG_KEYS, *WINDOW_CSV_COLUMNS, "dataset"]
+    rows = []
+    for _, document in _checked(documents):
+        keys = {key: document.get(key) for key in CONFIG_KEYS}
+        for window in document.get("windows") or []:
+            rows.append(
+                {
+                    **keys,
+                    **{name: window.get(name) for name in WINDOW_CSV_COLUMNS},
+                    "dataset": document.get("dataset"),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.sort_values([*CONFIG_KEYS, "process", "window"], kind="stable").reset_index(
+        drop=True
+    )
+
+
 def _machine_key(frame: pd.DataFrame) -> pd.Series:
-    """Reps compete for the same host (CPU runs) or the same GPU (CUDA runs)."""
+    """Processes compete for the same host (CPU runs) or the same GPU (CUDA runs)."""
     # object dtype first: read back from CSV, an all-empty column is float NaN.
     gpu = frame["gpu_uuid"].astype(object).where(frame["device"] == "cuda").fillna("")
     host = frame["hostname"].astype(object).fillna("")
@@ -112,7 +193,7 @@ def _machine_key(frame: pd.DataFrame) -> pd.Series:
 
 
 def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
-    """Index pairs of reps on the same machine whose [started, ended] intervals intersect."""
+    """Index pairs of processes on the same machine whose [started, ended] intervals intersect."""
     pairs = []
     machine = _machine_key(frame)
     for _, group in frame.assign(_machine=machine).groupby("_machine", sort=False):
@@ -130,76 +211,119 @@ def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
 
 
 def mark_overlaps(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add `overlapping_reps` (how many other reps ran at the same time) and `overlap`."""
+    """Add `overlapping_processes` (how many other processes ran at the same time on the same
+    machine) and `overlap`."""
     counts = np.zeros(len(frame), dtype=int)
     position = {label: i for i, label in enumerate(frame.index)}
     for a, b in find_overlaps(frame):
         counts[position[a]] += 1
         counts[position[b]] += 1
-    return frame.assign(overlapping_reps=counts, overlap=counts > 0)
+    return frame.assign(overlapping_processes=counts, overlap=counts > 0)
 
 
 def check_no_overlap(frame: pd.DataFrame) -> None:
-    """Raise NnperfError naming the first two reps that ran at the same time."""
+    """Raise NnperfError naming the first two processes that ran at the same time."""
     pairs = find_overlaps(frame)
     if pairs:
         a, b = pairs[0]
 
         def name(i):
             row = frame.loc[i]
-            return "/".join(str(row[key]) for key in REP_KEYS)
+            return f"{_config_name(row)} process {row['process']}"
 
         raise NnperfError(
-            f"reps {name(a)} and {name(b)} overlapped in time on the same "
+            f"processes {name(a)} and {name(b)} overlapped in time on the same "
             f"machine ({len(pairs)} overlapping pair(s)); allowed: none "
             "(run timed jobs with the bench_slot resource limited to 1)"
         )
 
 
-def _config_row(keys: tuple, group: pd.DataFrame, cv_threshold: float) -> dict:
-    ok = group[group["status"] == "ok"]
-    statuses = set(group["status"])
-    status = "ok" if statuses == {"ok"} else "oom" if statuses == {"oom"} else "mixed"
-    row = dict(zip((*CONFIG_KEYS, "dataset"), keys))
-    row.update(n_reps=len(group), n_ok=len(ok), status=status)
-    row.update(stats.describe_reps(ok["throughput_img_s"].astype(float), cv_threshold))
-    row["step_time_s_median"] = stats.median(ok["step_time_s_median"].astype(float))
+def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold) -> dict:
+    """One row of summary.csv from one run document (overlap and speedups come later)."""
+    row = {key: document.get(key) for key in SUMMARY_KEYS}
+    row.update(
+        status=document.get("status"),
+        stop_reason=document.get("stop_reason"),
+        error=document.get("error"),
+        n_processes=document.get("n_processes"),
+        n_windows=document.get("n_windows"),
+        # The headline: the mean of the per-process throughputs, the number the engine's
+        # confidence interval is for.
+        throughput_img_s_mean=document.get("throughput_img_s"),
+        throughput_img_s_ci95_low=document.get("throughput_img_s_ci95_low"),
+        throughput_img_s_ci95_high=document.get("throughput_img_s_ci95_high"),
+        ci_half_width_rel=document.get("ci_half_width_rel"),
+        ci_target=(document.get("timing") or {}).get("target_ci"),
+        ci_target_met=document.get("ci_target_met"),
+        ci_method=document.get("ci_method"),
+    )
+    # Spread across all windows: what a reader sees of the noise, not the estimate.
+    q1, q3 = document.get("throughput_img_s_q1"), document.get("throughput_img_s_q3")
+    cv = document.get("throughput_img_s_cv")
+    row.update(
+        throughput_img_s_median=document.get("throughput_img_s_median"),
+        throughput_img_s_q1=q1,
+        throughput_img_s_q3=q3,
+        throughput_img_s_iqr=q3 - q1 if q1 is not None and q3 is not None else None,
+        throughput_img_s_cv=cv,
+        high_variance=stats.is_high_variance(np.nan if cv is None else cv, cv_threshold),
+    )
+    variance = document.get("variance") or {}
+    row.update(
+        variance_between_processes=variance.get("between_processes"),
+        variance_within_process=variance.get("within_process"),
+        dominant_level=variance.get("dominant_level"),
+        optimal_windows_per_process=variance.get("optimal_windows_per_process"),
+    )
+    row["step_time_s_median"] = (document.get("step_time_s") or {}).get("median")
+    phases = document.get("phase_time_s") or {}
     for phase in PHASES:
-        row[f"{phase}_s_median"] = stats.median(ok[f"{phase}_s"].astype(float))
-    row["compile_time_s_median"] = stats.median(ok["compile_time_s"].astype(float))
-    row["first_step_time_s_median"] = stats.median(ok["first_step_time_s"].astype(float))
-    row["peak_memory_device_bytes_max"] = ok["peak_memory_device_bytes"].astype(float).max()
-    row["peak_memory_host_bytes_max"] = ok["peak_memory_host_bytes"].astype(float).max()
-    row["overlap"] = bool(group["overlap"].any())
-    row["error"] = next((e for e in group["error"] if isinstance(e, str) and e), None)
+        row[f"{phase}_s_median"] = phases.get(phase)
+    for name in SUMMARY_TIMES:
+        row[name] = document.get(name)
+    row["unstable"] = bool(document.get("unstable"))
+    row["unstable_reasons"] = "; ".join(document.get("unstable_reasons") or [])
+    row["peak_memory_device_bytes_max"] = document.get("peak_memory_device_bytes")
+    row["peak_memory_host_bytes_max"] = document.get("peak_memory_host_bytes")
+    for name in ("process_started_at_unix", "started_at_unix", "ended_at_unix"):
+        row[name] = document.get(name)
     return row
 
 
-def _speedup(summary: pd.DataFrame, fixed: str, value: str) -> pd.Series:
-    """median throughput / that of the same config with `fixed` set to `value`."""
-    match_keys = [key for key in (*CONFIG_KEYS, "dataset") if key != fixed]
-    reference = summary.loc[
-        summary[fixed] == value, [*match_keys, "throughput_img_s_median"]
-    ].rename(columns={"throughput_img_s_median": "_reference"})
+def _speedup(summary: pd.DataFrame, fixed: str, value: str) -> np.ndarray:
+    """Mean throughput / that of the same configuration with `fixed` set to `value`."""
+    match_keys = [key for key in SUMMARY_KEYS if key != fixed]
+    reference = summary.loc[summary[fixed] == value, [*match_keys, "throughput_img_s_mean"]].rename(
+        columns={"throughput_img_s_mean": "_reference"}
+    )
     merged = summary[match_keys].merge(reference, on=match_keys, how="left")
-    return summary["throughput_img_s_median"].to_numpy() / merged["_reference"].to_numpy()
+    return summary["throughput_img_s_mean"].to_numpy(dtype=float) / merged["_reference"].to_numpy(
+        dtype=float
+    )
 
 
 def summary_table(
-    runs: pd.DataFrame, cv_threshold: float = TablesRequest.cv_threshold
+    documents: Iterable[tuple[str | None, dict]],
+    runs: pd.DataFrame,
+    cv_threshold: float = TablesRequest.cv_threshold,
 ) -> pd.DataFrame:
-    """summary.csv: one row per (device, model, precision, batch_size, variant)."""
-    keys = [*CONFIG_KEYS, "dataset"]
-    rows = [
-        _config_row(group_keys, group, cv_threshold)
-        for group_keys, group in runs.groupby(keys, sort=True, dropna=False)
-    ]
+    """summary.csv: one row per configuration, sorted by the keys.
+
+    `runs` is `runs_table(documents)`: a configuration is flagged `overlap` when any of its
+    processes ran at the same time as another process on its machine.
+    """
+    rows = [summary_row(document, cv_threshold) for _, document in _checked(documents)]
     summary = pd.DataFrame(rows)
+    overlapped = {
+        tuple(keys) for keys in runs.loc[runs["overlap"], list(CONFIG_KEYS)].itertuples(index=False)
+    }
+    summary["overlap"] = [
+        tuple(keys) in overlapped for keys in summary[list(CONFIG_KEYS)].itertuples(index=False)
+    ]
+    summary = summary.sort_values(list(SUMMARY_KEYS), kind="stable").reset_index(drop=True)
     summary["speedup_vs_fp32"] = _speedup(summary, "precision", REFERENCE_PRECISION)
     summary["speedup_vs_baseline"] = _speedup(summary, "variant", REFERENCE_VARIANT)
     return summary
-
-
 
 
 def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
@@ -212,6 +336,11 @@ def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
                 f"{path}: kind {document.get('kind')!r} is not a timed run; "
                 "allowed: run JSONs written by rule timed_run or `nnperf run`"
             )
+        if document.get("status") not in RUN_STATUSES:
+            raise NnperfError(
+                f"{path}: status {document.get('status')!r} is not allowed; "
+                f"allowed: {', '.join(RUN_STATUSES)}"
+            )
         documents.append((str(path), document))
     return documents
 
@@ -220,27 +349,33 @@ def write_tables(
     request: TablesRequest,
     run_paths: Iterable[str | os.PathLike],
     out_runs: str | os.PathLike,
+    out_windows: str | os.PathLike,
     out_summary: str | os.PathLike,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """runs.csv and summary.csv from run JSONs; returns both tables.
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """runs.csv, windows.csv and summary.csv from run JSONs; returns the three tables.
 
-    Reps that overlapped in time are flagged in the tables and named in a warning, not an
-    error: the tables are still worth reading, and the report shows the flag.
+    Processes that overlapped in time are flagged in the tables and named in a warning, not
+    an error: the tables are still worth reading, and the report shows the flag.
     """
     if not request.cv_threshold > 0:
         raise NnperfError(f"cv_threshold {request.cv_threshold!r} is not allowed; allowed: > 0")
-    runs = runs_table(read_runs(run_paths))
-    summary = summary_table(runs, request.cv_threshold)
+    documents = read_runs(run_paths)
+    runs = runs_table(documents)
+    windows = windows_table(documents)
+    summary = summary_table(documents, runs, request.cv_threshold)
     write_csv(out_runs, runs)
+    write_csv(out_windows, windows)
     write_csv(out_summary, summary)
     n_overlap = int(runs["overlap"].sum())
+    counts = summary["status"].value_counts()
     print(
-        f"{len(runs)} reps, {len(summary)} configurations, "
-        f"{int((runs['status'] == 'oom').sum())} out of memory, {n_overlap} overlapping reps"
+        f"{len(summary)} configurations, {len(runs)} processes, {len(windows)} windows, "
+        f"{int(counts.get('oom', 0))} out of memory, {int(counts.get('over_budget', 0))} "
+        f"over budget, {n_overlap} overlapping processes"
     )
     if n_overlap:
         try:
             check_no_overlap(runs)
         except NnperfError as exc:
             print(f"warning: {exc}", file=sys.stderr)
-    return runs, summary
+    return runs, windows, summary

@@ -2,8 +2,8 @@
 
 A machine is told apart by its environment record (the `environment` of every run JSON):
 the host name plus the name of the device that ran (a GPU model, or the CPU model for
-`cpu`). `environment_frame` flattens those records into a tidy table (one row per run, the
-file `results/tables/environment.csv`); `machine_map` turns the environment tables of one
+`cpu`). `environment_frame` flattens those records into a tidy table (one row per run JSON,
+i.e. per measured configuration: the file `results/tables/environment.csv`); `machine_map` turns the environment tables of one
 or more `results/` folders into a `(results_dir, device) -> machine` mapping, and
 `attach_machine` / `combine` give every other table (summary, runs, roofline points,
 kernels) a `machine` column so that results from a laptop, a workstation and a cloud GPU
@@ -25,7 +25,9 @@ from nnperf import files
 from nnperf.errors import NnperfError
 from nnperf.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
 
-RUN_KEYS = CONFIG_KEYS + ("rep",)
+# One run JSON measures one configuration (all its worker processes), so its keys are the
+# configuration's.
+RUN_KEYS = CONFIG_KEYS
 
 # Fields of the environment record shown in the report, one row each, with the label a
 # reader knows them by. Columns are the flattened names `environment_frame` writes.
@@ -85,7 +87,7 @@ def _text(value: object) -> str | None:
 
 
 def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
-    """One row per run JSON: its config keys, rep, status, `machine` and flat environment.
+    """One row per run JSON: its config keys, status, `machine` and flat environment.
 
     Nested environment fields are flattened with `_` (`clocks.gpu_sm_mhz` becomes
     `clocks_gpu_sm_mhz`), so nothing in the record is lost.
@@ -130,7 +132,8 @@ def write_environment_table(
     frame = environment_frame(files.read_json(path) for path in paths)
     files.write_csv(out, frame)
     print(
-        f"environment table: {len(frame)} runs on {frame['machine'].nunique()} machine(s) "
+        f"environment table: {len(frame)} configurations on {frame['machine'].nunique()} "
+        "machine(s) "
         f"-> {os.fspath(out)}"
     )
     return frame

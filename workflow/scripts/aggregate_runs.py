@@ -1,4 +1,5 @@
-"""Rule aggregate_runs: every run JSON -> runs.csv and summary.csv (nnperf.aggregate)."""
+"""Rule aggregate_runs: every run JSON -> runs.csv, windows.csv and summary.csv
+(nnperf.aggregate)."""
 
 from nnperf.aggregate import write_tables
 from nnperf.contract import TablesRequest, from_dict
@@ -9,5 +10,6 @@ with logged_job(snakemake.log[0], "aggregate_runs"):  # noqa: F821 - injected by
         from_dict(TablesRequest, snakemake.params.request),  # noqa: F821
         snakemake.input.runs,  # noqa: F821
         snakemake.output.runs,  # noqa: F821
+        snakemake.output.windows,  # noqa: F821
         snakemake.output.summary,  # noqa: F821
     )

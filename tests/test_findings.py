@@ -11,16 +11,21 @@ from hypothesis import strategies as st
 
 from nnperf import findings
 from report_tables import (
-    GPU_BOX,
     LAPTOP,
+    LAPTOP_TARGET_CI,
+    START_UNIX,
+    UNSTABLE_REASON,
     Config,
     ceilings_document,
     gpu_configs,
     gpu_kernels,
+    job_start,
     laptop_configs,
+    over_budget_config,
     roofline_point,
     runs_rows,
     summary_rows,
+    windows_rows,
 )
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
@@ -45,10 +50,10 @@ def test_precision_speedup_sentence_has_ratio_and_both_cis():
     row = table.iloc[0].to_dict()
     # 1800 / 1000 by hand.
     assert row["speedup"] == pytest.approx(1.8)
-    assert not row["ci_overlap"]  # [1750, 1850] and [980, 1020] are apart
+    assert not row["ci_overlap"]  # [1785, 1815] and [995, 1005] are apart
     assert findings.speedup_sentence(row, "precision") == (
         f"bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on {H100}: "
-        "1,800 img/s (95% CI 1,750–1,850) vs 1,000 img/s (95% CI 980–1,020)."
+        "1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s (95% CI 995–1,005)."
     )
 
 
@@ -61,7 +66,7 @@ def test_slower_precision_and_overlapping_cis_are_said_so():
     # 160 / 200 = 0.8 -> 1/0.8 = 1.25x slower; CIs [120, 210] and [150, 250] overlap.
     text = findings.speedup_sentence(row.to_dict(), "precision")
     assert text.startswith("bf16 is 1.25x slower than fp32 for m at batch 8 (baseline) on box")
-    assert text.endswith("the 95% CIs overlap, so the difference is within the run-to-run spread.")
+    assert text.endswith("the 95% CIs overlap, so the difference is within the measured spread.")
 
 
 def test_variant_speedup_against_baseline():
@@ -98,13 +103,12 @@ def test_phase_shares_from_summary_medians():
     assert bf16["input_share"] == pytest.approx(0.4)
 
 
-def test_phase_shares_fall_back_to_runs_medians():
-    configs = gpu_configs()
-    runs = labelled(runs_rows(configs, "gpu01", GPU_BOX[1]), H100)
-    summary = gpu_summary().drop(columns=[f"{p}_s_median" for p in findings.PHASES])
-    shares = findings.phase_shares(summary, runs)
-    fp32 = shares[shares["precision"] == "fp32"].iloc[0]
-    assert fp32["backward_share"] == pytest.approx(0.5)
+def test_unmeasured_configurations_have_no_phase_shares():
+    summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
+    shares = findings.phase_shares(summary)
+    # Five measured configurations; the oom and over-budget ones have no step times.
+    assert len(shares) == 5
+    assert 128 not in set(shares["batch_size"]) and 256 not in set(shares["batch_size"])
 
 
 def test_input_bound_configuration_is_named_as_such():
@@ -280,18 +284,238 @@ def test_top_kernels_sum_launches_and_leave_out_the_calibration_gemm():
 
 
 def test_oom_and_variance_notes():
-    runs = labelled(runs_rows(laptop_configs(), "laptop", LAPTOP[1]), I7)
-    assert findings.oom_notes(runs, None) == [
-        f"Out of memory: resnet18_cifar fp32 at batch 128 (baseline) on {I7} (3 reps with "
-        "status oom): DefaultCPUAllocator: not enough memory."
+    summary = labelled(summary_rows(laptop_configs()), I7)
+    assert findings.oom_notes(summary) == [
+        f"Out of memory: resnet18_cifar fp32 at batch 128 (baseline) on {I7}: "
+        "DefaultCPUAllocator: not enough memory."
     ]
+    # Without a summary, runs.csv (one row per process; one for the oom configuration) says it.
+    runs = labelled(runs_rows(laptop_configs(), "laptop", LAPTOP[1]), I7)
+    assert findings.oom_notes(None, runs) == findings.oom_notes(summary)
     notes = findings.variance_notes(laptop_summary(), 0.05)
+    # CV across the 12 windows: sqrt((8 x 0.08^2 + 12 x 0.04^2) / 11) = 8%.
     assert notes == [
         f"High variance: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — throughput CV 8.0% "
-        "across 3 reps (threshold 5.0%); treat its numbers and speedups with care."
+        "across 12 windows of 3 processes (threshold 5.0%); treat its numbers and speedups "
+        "with care."
     ]
     # A stricter threshold flags every configuration with CV 1% too.
     assert len(findings.variance_notes(laptop_summary(), 0.005)) == 5
+
+
+def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
+    summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
+    assert findings.over_budget_notes(summary) == [
+        f"Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
+        "one training step takes at least 13.2 s (one step takes 13.2 s; warm-up and 2 windows "
+        "of 8 steps need ~250 s > timing.max_seconds 60 s); raise timing.max_seconds to "
+        "measure it."
+    ]
+    assert 256 not in set(findings.ok_configs(summary)["batch_size"])
+    # A step that completed is no lower bound; a summary without the flag reads as measured.
+    exact = summary.drop(columns=["single_step_time_is_lower_bound"])
+    assert "one training step takes 13.2 s (" in findings.over_budget_notes(exact)[0]
+    assert findings.over_budget_notes(labelled(summary_rows(laptop_configs()), I7)) == []
+
+
+def test_over_budget_batch_sizes_are_named_in_the_batch_scaling():
+    slow = Config(
+        "cpu",
+        "resnet18_cifar",
+        "fp32",
+        512,
+        "baseline",
+        None,
+        status="over_budget",
+        single_step_time_s=9.0,
+    )
+    summary = labelled(summary_rows(laptop_configs() + [slow]), I7)
+    table = findings.batch_scaling(summary)
+    row = table[(table["precision"] == "fp32") & (table["variant"] == "baseline")].iloc[0]
+    assert row["oom_batch_sizes"] == "128" and row["over_budget_batch_sizes"] == "512"
+    assert findings.scaling_sentence(row.to_dict()).endswith(
+        "; batch 128 ran out of memory; batch 512 was too slow to measure within the time "
+        "budget."
+    )
+
+
+def test_unstable_configurations_are_flagged_next_to_their_numbers_and_listed():
+    summary = laptop_summary()
+    assert findings.unstable_notes(summary) == [
+        f"Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON}; its "
+        "throughput is marked unstable wherever it is quoted, and comparisons with it need care."
+    ]
+    row = findings.speedups(summary, "variant", "baseline").iloc[0].to_dict()
+    assert findings.speedup_sentence(row, "variant") == (
+        f"The tuned variant is 1.30x faster than baseline for resnet18_cifar fp32 at batch 64 "
+        f"on {I7}: 260 img/s (95% CI 250–270; unstable) vs 200 img/s (95% CI 190–210)."
+    )
+    # Read as written to CSV (strings), the flag still counts; a clean summary has no notes.
+    as_text = summary.assign(unstable=summary["unstable"].astype(str))
+    assert len(findings.unstable_notes(as_text)) == 1
+    assert findings.unstable_notes(gpu_summary()) == []
+
+
+def test_a_single_window_has_no_ci_and_says_so():
+    one = Config("cpu", "m", "fp32", 8, "baseline", 50.0, None, processes=1, windows_per_process=1)
+    row = findings.ok_configs(labelled(summary_rows([one]), "box")).iloc[0].to_dict()
+    assert findings.estimate_text(row) == "50.0 img/s (one window, no CI)"
+    table = findings.measurement_table(labelled(summary_rows([one]), "box"))
+    # No CI, so the target cannot have been met.
+    assert table.iloc[0]["target_met"] is not pd.NA and not table.iloc[0]["target_met"]
+    assert findings.ci_missed_sentences(table) == [
+        "m fp32 at batch 8 (baseline) on box missed its CI target: no CI could be made from "
+        "1 process and 1 window; the time budget ran out first (timing.max_seconds); a "
+        "larger budget buys more processes and windows."
+    ]
+
+
+def test_measurement_table_per_configuration():
+    configs = laptop_configs()
+    summary = laptop_summary()
+    windows = labelled(windows_rows(configs), I7)
+    table = findings.measurement_table(summary, windows).set_index(
+        ["precision", "batch_size", "variant"]
+    )
+    tuned = table.loc[("fp32", 64, "tuned")]
+    # Variance components (0.08 x 260)^2 and (0.04 x 260)^2 back as 8% and 4% of the mean.
+    assert tuned["between_process_rsd"] == pytest.approx(0.08)
+    assert tuned["within_process_rsd"] == pytest.approx(0.04)
+    assert tuned["dominant_level"] == "process"
+    # (270 - 250) / 2 / 260 = 3.85% against the 6% target.
+    assert tuned["ci_half_width_rel"] == pytest.approx(10 / 260)
+    assert bool(tuned["target_met"]) and tuned["stop_reason"] == "ci_target"
+    assert (tuned["n_processes"], tuned["n_windows"]) == (3, 12)
+    # Two of process 0's windows were flagged; 12 recorded.
+    assert (tuned["flagged_windows"], tuned["windows_recorded"]) == (2, 12)
+    assert (tuned["compile_time_s"], tuned["compile_time_s_later"]) == (20.0, 2.0)
+    # 3 processes x 4 windows x 2 s = 24 s timed of a 40 s job.
+    assert tuned["timed_window_s"] == 24.0 and tuned["duty_cycle"] == pytest.approx(0.6)
+    assert tuned["unstable"] and tuned["unstable_reasons"] == UNSTABLE_REASON
+    bf16 = table.loc[("bf16", 64, "baseline")]
+    assert not bf16["target_met"] and bf16["stop_reason"] == "budget"
+    oom = table.loc[("fp32", 128, "baseline")]
+    assert pd.isna(oom["target_met"]) and math.isnan(oom["windows_recorded"])
+    # Without windows.csv (older results) the counts are simply unknown.
+    assert findings.measurement_table(summary)["windows_recorded"].isna().all()
+    assert findings.ci_target_counts(findings.measurement_table(summary)) == (4, 5)
+
+
+def test_ci_target_findings_say_which_missed_and_why():
+    table = findings.measurement_table(laptop_summary())
+    assert findings.ci_target_sentence(table) == (
+        "4 of 5 measured configurations reached their CI target (a 95% CI half-width of "
+        "throughput within timing.target_ci of the estimate); 1 did not."
+    )
+    # (160 - 140) / 2 / 150 = 6.7% > 6%, and the budget ran out.
+    assert findings.ci_missed_sentences(table) == [
+        f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} missed its CI target: its 95% CI "
+        "half-width is 6.7% against a target of 6.0% after 3 processes and 12 windows; the time "
+        "budget ran out first (timing.max_seconds); a larger budget buys more processes and "
+        "windows."
+    ]
+    capped = laptop_summary().assign(stop_reason="max_processes")
+    assert findings.ci_missed_sentences(findings.measurement_table(capped))[0].endswith(
+        "; it reached the process limit first (timing.max_processes)."
+    )
+    assert LAPTOP_TARGET_CI == 0.06
+
+
+def test_dominant_level_and_fixed_cost_sentences():
+    configs = laptop_configs()
+    # One configuration where the windows of a process spread more than the processes.
+    configs[0] = Config(
+        "cpu",
+        "resnet18_cifar",
+        "fp32",
+        16,
+        "baseline",
+        100.0,
+        (95.0, 105.0),
+        between_rsd=0.002,
+        within_rsd=0.02,
+    )
+    table = findings.measurement_table(labelled(summary_rows(configs), I7))
+    assert findings.dominant_level_sentences(table) == [
+        f"On {I7}, the spread between processes dominates in 4 of 5 configurations and the "
+        "spread between windows of one process in 1 (median relative standard deviations: "
+        "1.0% between processes, 0.5% within one); where processes dominate, more processes "
+        "narrow the CI, more windows per process do not (Kalibera & Jones)."
+    ]
+    assert findings.fixed_cost_sentences(table) == [
+        f"On {I7}, a configuration's fixed cost — its job's start to the first warm-up step — "
+        "is 2.00 s (median of 5), and a worker process needs 1.50 s from its start to its "
+        "first step.",
+        f"On {I7}, compilation took 20.0 s in the first process (median of 1 compiled "
+        "configuration) and 2.00 s in later processes, which reuse the first one's caches.",
+    ]
+
+
+def test_union_of_job_intervals_by_hand():
+    # [0, 10] and [5, 12] overlap (12 s), [20, 21] stands alone, [20.5, 20.7] lies inside it.
+    assert findings.union_seconds([(20, 21), (0, 10), (5, 12), (20.5, 20.7)]) == pytest.approx(13)
+    assert findings.union_seconds([]) == 0
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e4), st.floats(0, 1e3)), max_size=30))
+def test_union_lies_between_the_longest_job_and_the_sum(jobs):
+    intervals = [(start, start + length) for start, length in jobs]
+    union = findings.union_seconds(intervals)
+    lengths = [end - start for start, end in intervals]
+    assert max(lengths, default=0) <= union + 1e-6
+    assert union <= sum(lengths) + 1e-6
+    # The union fits inside the span of all the intervals.
+    if intervals:
+        span = max(e for _, e in intervals) - min(s for s, _ in intervals)
+        assert union <= span + 1e-6
+
+
+def laptop_jobs() -> pd.DataFrame:
+    """The laptop folder's jobs as nnperf.results reads them from its JSONs."""
+    rows = [
+        ("complexity", START_UNIX - 60, START_UNIX - 55),
+        ("ceilings", START_UNIX - 50, START_UNIX + 10),
+    ]
+    for index, c in enumerate(laptop_configs()):
+        rows.append(("run", job_start(START_UNIX, index), job_start(START_UNIX, index) + c.job_s))
+    frame = pd.DataFrame(rows, columns=["kind", "started_at_unix", "ended_at_unix"])
+    return frame.assign(results_dir="laptop")
+
+
+def test_study_cost_span_busy_time_and_duty_cycle():
+    summary = laptop_summary().assign(results_dir="laptop")
+    cost = findings.study_cost(laptop_jobs(), summary, rendered_at_unix=START_UNIX + 1000)
+    # Span: from the complexity job's start (-60 s) to the report (+1000 s).
+    assert cost["span_s"] == 1060
+    # Union: complexity 5 s; ceilings [-50, 10] with run 0 [0, 40]: 90 s; runs 1-4: 4 x 40 s;
+    # the oom run: 10 s.
+    assert cost["busy_s"] == 5 + 90 + 160 + 10
+    # Five measured configurations x 24 s of windows.
+    assert cost["timed_s"] == 120
+    assert cost["timed_share_of_busy"] == pytest.approx(120 / 265)
+    assert findings.cost_sentences(cost) == [
+        "The study spans 17.7 min, from its first recorded job start (2023-11-14 22:12 UTC) to "
+        "this report (2023-11-14 22:30 UTC); its 8 recorded jobs were busy for 4.4 min (the "
+        "union of their intervals).",
+        "The timed windows took 2.0 min: 11% of the span and 45% of the busy time (the duty "
+        "cycle); the rest went to starting processes, warm-up, compilation, the stages that "
+        "time nothing (ceilings, complexity, profiles) and the gaps between jobs.",
+    ]
+    folders = findings.cost_by_folder(laptop_jobs(), summary)
+    row = folders.iloc[0]
+    assert row["jobs"] == "6 timed runs, 1 ceilings job, 1 complexity job"
+    assert (row["busy_s"], row["timed_s"]) == (265, 120)
+    assert row["machines"] == I7
+
+
+def test_without_recorded_job_times_the_wall_time_is_unknown():
+    cost = findings.study_cost(None, laptop_summary(), rendered_at_unix=START_UNIX)
+    assert cost["span_s"] is None and cost["timed_s"] == 120
+    assert findings.cost_sentences(cost) == [
+        "No job recorded when it ran (results from before jobs kept their start and end "
+        "times), so the study's wall time is unknown; its timed windows took 2.0 min."
+    ]
+    assert findings.cost_by_folder(None, laptop_summary()).empty
 
 
 def test_ceilings_table_ratio():
@@ -327,12 +551,23 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
     # With phase times, the limiter says why there is no roofline reading.
     config = verdicts.iloc[0].to_dict()
     phases = pd.DataFrame(
-        [{**{k: config[k] for k in findings.GROUP_KEYS}, "input_share": 0.0,
-          "phase_total_s": 0.1, **{f"{p}_share": share for p, share in
-                                   zip(findings.PHASES, [0.0, 0.0, 0.3, 0.6, 0.1])}}]
+        [
+            {
+                **{k: config[k] for k in findings.GROUP_KEYS},
+                "input_share": 0.0,
+                "phase_total_s": 0.1,
+                **{
+                    f"{p}_share": share
+                    for p, share in zip(findings.PHASES, [0.0, 0.0, 0.3, 0.6, 0.1])
+                },
+            }
+        ]
     )
     text = findings.limiter_sentence(config, phases, verdicts)
-    assert "no roofline reading (the step lies above the measured roof, so that roof is too low" in text
+    assert (
+        "no roofline reading (the step lies above the measured roof, so that roof is too low"
+        in text
+    )
     assert "the largest phase is backward (60% of 100 ms per step)" in text
 
 

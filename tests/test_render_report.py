@@ -16,12 +16,21 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from nnperf import report, results
+from nnperf import files, report, results
 from nnperf.cli import main
 from nnperf.codehash import closure
 from nnperf.contract import ReportRequest
 from nnperf.errors import NnperfError
-from report_tables import gpu_folder, inside, laptop_folder, write_figure
+from report_tables import (
+    GPU_START_UNIX,
+    LAPTOP_START_UNIX,
+    UNSTABLE_REASON,
+    gpu_folder,
+    inside,
+    laptop_folder,
+    over_budget_config,
+    write_figure,
+)
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
 I7 = "Intel(R) Core(TM) i7-1185G7 (laptop)"
@@ -45,9 +54,13 @@ class Resources(HTMLParser):
 @pytest.fixture
 def two_machines(tmp_path, monkeypatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    laptop_folder(Path("laptop"))
+    laptop_folder(Path("laptop"), extra=[over_budget_config()])
     gpu_folder(Path("gpu"))
     return tmp_path
+
+
+def section(markdown: str, title: str) -> str:
+    return markdown.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def render(*extra: str) -> int:
@@ -90,27 +103,48 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
     key = md.split("## Key findings", 1)[1].split("\n## ", 1)[0]
     assert (
         f"Fastest configuration on {H100}: resnet18_cifar bf16 at batch 64 (baseline), "
-        "1,800 img/s (95% CI 1,750–1,850)."
+        "1,800 img/s (95% CI 1,785–1,815)."
     ) in key
     assert (
         f"bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on {H100}: "
-        "1,800 img/s (95% CI 1,750–1,850) vs 1,000 img/s (95% CI 980–1,020)."
+        "1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s (95% CI 995–1,005)."
+    ) in key
+    # The laptop's fastest configuration is flagged unstable next to its number.
+    assert (
+        f"Fastest configuration on {I7}: resnet18_cifar fp32 at batch 64 (tuned), "
+        "260 img/s (95% CI 250–270; unstable)."
     ) in key
     assert "the input pipeline — data wait and host-to-device copies take 40% of each step" in key
     # 1000 / 200 img/s: the GPU box against the laptop on the shared fp32 batch-64 config.
     assert (
         f"Across machines, resnet18_cifar fp32 at batch 64 (baseline) runs fastest on {H100} "
-        f"at 1,000 img/s (95% CI 980–1,020), 5.00x the slowest machine, {I7}, at 200 img/s "
+        f"at 1,000 img/s (95% CI 995–1,005), 5.00x the slowest machine, {I7}, at 200 img/s "
         "(95% CI 190–210)."
     ) in key
+    # Busy: laptop 275 s + GPU box 135 s = 410 s; timed 7 x 24 s = 168 s (41%); 6 of the 7
+    # measured configurations reached their CI target (the laptop's bf16 one did not).
     assert (
-        "1 configuration ran out of memory; 1 configuration flagged for high variance "
-        "— see Notes."
+        "- Measuring took 6.8 min of busy time, 41% of it in timed windows; 6 of 7 measured "
+        "configurations reached their CI target — see Measurement cost and quality."
+    ) in key
+    assert (
+        "1 configuration ran out of memory; 1 configuration took too long per step to measure "
+        "within the time budget; 1 configuration flagged unstable; 1 configuration flagged for "
+        "high variance — see Notes."
     ) in key
     notes = md.split("## Notes: skipped and flagged", 1)[1]
     assert "- Nsight Compute skipped: ncu not found." in notes
     assert "Out of memory: resnet18_cifar fp32 at batch 128 (baseline)" in notes
     assert "High variance: resnet18_cifar fp32 at batch 64 (tuned)" in notes
+    assert (
+        f"- Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
+        "one training step takes at least 13.2 s (one step takes 13.2 s; warm-up and 2 windows "
+        "of 8 steps need ~250 s > timing.max_seconds 60 s); raise timing.max_seconds to "
+        "measure it."
+    ) in notes
+    assert (
+        f"- Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON};" in notes
+    )
     roofline = md.split("## Roofline", 1)[1].split("\n## ", 1)[0]
     assert "memory-bound at L1" in roofline and "67% of the roof above it" in roofline
     assert (
@@ -134,6 +168,7 @@ def test_every_section_names_its_sources_and_the_environment_has_a_column_per_ma
         "Top kernels",
         "Model complexity",
         "Machines compared",
+        "Measurement cost and quality",
         "Notes: skipped and flagged",
     ]
     for section in sections:
@@ -215,7 +250,7 @@ def test_compare_machines_writes_the_merged_table_and_figure(two_machines):
     assert code == 0
     merged = pd.read_csv("machines.csv")
     assert merged.groupby("machine")["results_dir"].first().to_dict() == {I7: "laptop", H100: "gpu"}
-    assert len(merged) == 8
+    assert len(merged) == 9
     assert Path("machines.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -262,6 +297,198 @@ def test_the_rule_entry_point_reads_only_the_files_named(two_machines):
     assert "laptop/tables/roofline_points.csv" not in md
     with pytest.raises(NnperfError, match="summary table 'nowhere.csv': file not found"):
         results.local_files(tables={"summary": "nowhere.csv"})
+
+
+def table_row(markdown: str, *cells: str) -> str:
+    """The one table line of `markdown` holding every cell in `cells`."""
+    lines = [
+        line
+        for line in markdown.splitlines()
+        if line.startswith("|") and all(f"| {c} " in line for c in cells)
+    ]
+    assert len(lines) == 1, (cells, lines)
+    return lines[0]
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_throughput_and_matrix_show_flags_and_what_was_not_measured(two_machines):
+    assert render() == 0
+    md = Path("reports/summary.md").read_text(encoding="utf-8")
+    throughput = section(md, "Throughput")
+    header = cells(next(line for line in throughput.splitlines() if line.startswith("| Machine")))
+    tuned = dict(zip(header, cells(table_row(throughput, "64", "tuned"))))
+    assert tuned["Mean (img/s)"] == "260" and tuned["95% CI (img/s)"] == "250–270"
+    assert (tuned["Processes"], tuned["Windows"]) == ("3", "12")
+    assert tuned["Flag"] == "unstable, high variance"
+    # (160 - 140) / 2 / 150 = 6.7% > the 6% target.
+    bf16 = dict(zip(header, cells(table_row(throughput, "bf16", "64", "baseline", I7))))
+    assert bf16["CI half-width"] == "6.7%" and bf16["Flag"] == "CI target missed"
+    slow = dict(zip(header, cells(table_row(throughput, "256"))))
+    assert slow["Status"] == "over budget" and slow["Mean (img/s)"] == "n/a"
+    assert slow["95% CI (img/s)"] == "n/a" and slow["Flag"] == ""
+    matrix = section(md, "Study matrix")
+    row = cells(table_row(matrix, "bf16", "baseline", I7))
+    # Batch sizes 16, 32, 64, 128, 256: bf16 ran at 64, not at 128, and was over budget at 256.
+    assert row[-3:] == ["ok 3p/12w", "—", "over budget"]
+    assert cells(table_row(matrix, "fp32", "baseline", I7))[-2] == "oom"
+
+
+def test_measurement_section_states_cost_and_quality(two_machines):
+    local = results.local_files("laptop")
+    request = ReportRequest(extra_results=("gpu",))
+    rendered_at = GPU_START_UNIX + 1000
+    report.render_files(
+        request, local, [], "out/summary.html", "out/summary.md", rendered_at_unix=rendered_at
+    )
+    md = Path("out/summary.md").read_text(encoding="utf-8")
+    measurement = section(md, "Measurement cost and quality")
+    # Span: the laptop's complexity job (60 s before its first run) to the report, 1000 s
+    # after the GPU box's first run a day later: 86,400 + 1,060 s = 24.3 h. Jobs: 7 runs +
+    # ceilings + complexity on the laptop, 2 + 1 + 1 on the GPU box. Busy: laptop 5 + 90 +
+    # 4 x 40 + 10 + 10 = 275 s, GPU box 5 + 90 + 40 = 135 s: 410 s. Timed 7 x 24 = 168 s:
+    # 0.19% of the span, 41% of the busy time.
+    assert (
+        "- The study spans 24.3 h, from its first recorded job start (2023-11-14 22:12 UTC) to "
+        "this report (2023-11-15 22:30 UTC); its 13 recorded jobs were busy for 6.8 min (the "
+        "union of their intervals)."
+    ) in measurement
+    assert (
+        "- The timed windows took 2.8 min: 0.2% of the span and 41% of the busy time" in measurement
+    )
+    assert (
+        "- 6 of 7 measured configurations reached their CI target (a 95% CI half-width of "
+        "throughput within timing.target_ci of the estimate); 1 did not."
+    ) in measurement
+    assert (
+        f"- resnet18_cifar bf16 at batch 64 (baseline) on {I7} missed its CI target: its 95% CI "
+        "half-width is 6.7% against a target of 6.0% after 3 processes and 12 windows; the "
+        "time budget ran out first (timing.max_seconds)"
+    ) in measurement
+    per_config = measurement.split("### Measurement per configuration", 1)[1].split("###", 1)[0]
+    header = cells(next(line for line in per_config.splitlines() if line.startswith("| Machine")))
+    tuned = dict(zip(header, cells(table_row(per_config, "64", "tuned"))))
+    assert tuned == {
+        **tuned,
+        "Processes": "3",
+        "Windows": "12",
+        "CI half-width": "3.8%",
+        "Target": "6.0%",
+        "Met": "yes",
+        "Stopped on": "CI target reached",
+        "Dominant level": "process",
+        "Between-process RSD": "8.0%",
+        "Within-process RSD": "4.0%",
+        "Fixed cost (s)": "2.00",
+        "Per-process fixed cost (s)": "1.50",
+        "Compile, first / later processes (s)": "20.0 / 2.00",
+        "Timed (s)": "24.0",
+        "Duty cycle": "60%",
+        "Flagged windows": "2/12",
+        "Unstable": f"yes: {UNSTABLE_REASON}",
+    }
+    gpu_bf16 = dict(zip(header, cells(table_row(per_config, H100, "bf16"))))
+    # (1815 - 1785) / 2 / 1800 = 0.83% within the GPU default of 1%.
+    assert (gpu_bf16["CI half-width"], gpu_bf16["Target"], gpu_bf16["Met"]) == (
+        "0.8%",
+        "1.0%",
+        "yes",
+    )
+    slow = dict(zip(header, cells(table_row(per_config, "256"))))
+    assert (slow["Status"], slow["Windows"], slow["Met"]) == ("over budget", "0", "n/a")
+    folders = measurement.split("### Wall time per results folder", 1)[1]
+    laptop = cells(table_row(folders, "laptop"))
+    assert laptop[2:] == [
+        "7 timed runs, 1 ceilings job, 1 complexity job",
+        "2023-11-14 22:12 UTC",
+        "2023-11-14 22:23 UTC",
+        "4.6 min",
+        "2.0 min",
+        "44%",
+    ]
+    # 48 s of 135 s.
+    assert cells(table_row(folders, "gpu"))[-3:] == ["2.2 min", "48.0 s", "36%"]
+    assert "`laptop/runs/cpu/resnet18_cifar/fp32/bs64/tuned.json`" in measurement
+    assert "`laptop/tables/windows.csv`" in measurement
+
+
+def test_without_run_jsons_the_job_times_come_from_the_tables(two_machines):
+    """As rule render_report reads the files: named tables, no run JSONs. summary.csv copies
+    each job's start and end; without them runs.csv's worker intervals stand in (missing the
+    seconds before the first worker); named run JSONs always win."""
+    laptop = Path("laptop")
+    tables = {
+        name: inside(laptop, "table", name=name)
+        for name in ("summary", "runs", "windows", "environment")
+    }
+    named = {
+        "complexity": [inside(laptop, "complexity", model="resnet18_cifar")],
+        "ceilings": [inside(laptop, "ceilings", device="cpu")],
+    }
+
+    def busy(markdown_path: str) -> list[str]:
+        text = Path(markdown_path).read_text(encoding="utf-8")
+        return cells(table_row(section(text, "Measurement cost and quality"), "results"))
+
+    report.render_files(
+        ReportRequest(), results.local_files(tables=tables, **named), [], "a.html", "a.md"
+    )
+    # The same 275 s as from the run JSONs (see test_measurement_section_states_...).
+    assert busy("a.md")[2] == "7 timed runs, 1 ceilings job, 1 complexity job"
+    assert busy("a.md")[5] == "4.6 min"
+    times = ["process_started_at_unix", "started_at_unix", "ended_at_unix"]
+    pd.read_csv(tables["summary"]).drop(columns=times).to_csv("summary.csv", index=False)
+    without = {**tables, "summary": "summary.csv"}
+    report.render_files(
+        ReportRequest(), results.local_files(tables=without, **named), [], "b.html", "b.md"
+    )
+    # Complexity 5 s; ceilings [-50, 10] with run 0's workers [0.5, 35.5]: 85.5 s; runs 1-4
+    # 4 x 35 s; the oom and over-budget jobs' one process each 9 s: 248.5 s.
+    assert busy("b.md")[5] == "4.1 min"
+    runs = sorted(str(p) for p in (laptop / "runs").rglob("*.json"))
+    code = main(
+        [
+            "render-report",
+            *("--summary", "summary.csv"),
+            *("--runs", str(tables["runs"])),
+            *("--complexity", str(named["complexity"][0])),
+            *("--ceilings", str(named["ceilings"][0])),
+            "--run-jsons",
+            *runs,
+            *("--out-html", "c.html", "--out-md", "c.md"),
+        ]
+    )
+    assert code == 0
+    assert busy("c.md")[5] == "4.6 min"
+
+
+def test_results_written_before_windows_and_job_times_still_report(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    old = laptop_folder(Path("old"), windows_csv=False)
+    for path in [*old.rglob("*.json")]:
+        document = files.read_json(path)
+        for key in ("started_at_unix", "ended_at_unix", "process_started_at_unix"):
+            document.pop(key, None)
+        files.write_json(path, document)
+    runs = old / "tables/runs.csv"
+    pd.read_csv(runs).drop(columns=["started_at_unix", "ended_at_unix"]).to_csv(runs, index=False)
+    summary = old / "tables/summary.csv"
+    times = ["process_started_at_unix", "started_at_unix", "ended_at_unix"]
+    pd.read_csv(summary).drop(columns=times).to_csv(summary, index=False)
+    assert (
+        main(["render-report", "--results", "old", "--out-html", "o.html", "--out-md", "o.md"]) == 0
+    )
+    measurement = section(Path("o.md").read_text(encoding="utf-8"), "Measurement cost and quality")
+    assert (
+        "- No job recorded when it ran (results from before jobs kept their start and end "
+        "times), so the study's wall time is unknown; its timed windows took 2.0 min."
+    ) in measurement
+    assert "### Wall time per results folder" not in measurement
+    header = cells(next(line for line in measurement.splitlines() if line.startswith("| Device")))
+    tuned = dict(zip(header, cells(table_row(measurement, "64", "tuned"))))
+    assert tuned["Flagged windows"] == "—" and tuned["Between-process RSD"] == "8.0%"
 
 
 def _script_modules(script: Path) -> set[str]:

@@ -11,6 +11,7 @@ rendered is `nnperf.report`'s job.
 from __future__ import annotations
 
 import math
+import re
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -20,9 +21,11 @@ from nnperf.ncu import TENSOR_DTYPE_OF_PRECISION
 from nnperf.report_format import (
     config_text,
     fmt,
+    fmt_duration,
     fmt_pct,
     fmt_si,
     fmt_times,
+    fmt_utc,
     missing,
     throughput_text,
     truthy,
@@ -44,11 +47,19 @@ PHASE_LABELS = {
     "backward": "backward",
     "optimizer": "optimizer",
 }
-MEDIAN, CI_LOW, CI_HIGH = (
-    "throughput_img_s_median",
+# The headline number of a configuration is the mean of its worker processes' throughputs
+# (summary.csv `throughput_img_s_mean`); `throughput_img_s_median` is the median over
+# windows, a spread statistic, not the estimate.
+MEAN, CI_LOW, CI_HIGH = (
+    "throughput_img_s_mean",
     "throughput_img_s_ci95_low",
     "throughput_img_s_ci95_high",
 )
+# What every sentence quoting a throughput carries: the estimate, its CI, how many windows
+# it rests on (one window gives no CI) and whether the measurement was flagged unstable.
+ESTIMATE = (MEAN, CI_LOW, CI_HIGH, "n_windows", "unstable")
+# Prefix of the reference configuration's ESTIMATE columns in a speedup table.
+REFERENCE = "reference_"
 
 # A configuration whose step waits on input (data wait + host-to-device) for a quarter of
 # its time or more is input-bound: no faster kernel can win more than that share back
@@ -91,15 +102,32 @@ ROOF_ORIGINS = ("profile", "measured", "datasheet")
 # Throughput, speedups, batch scaling.
 # ------------------------------------------------------------------------------------------
 def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Configurations with a measured median throughput."""
-    if summary is None or summary.empty or MEDIAN not in summary.columns:
-        return pd.DataFrame(columns=[*GROUP_KEYS, MEDIAN, CI_LOW, CI_HIGH])
+    """Measured configurations (status ok, a positive mean throughput), with the ESTIMATE
+    columns numeric (`unstable` as a bool) whether or not the table had them."""
+    if summary is None or summary.empty or MEAN not in summary.columns:
+        return pd.DataFrame(columns=[*GROUP_KEYS, *ESTIMATE])
     frame = summary.copy()
-    for column in (MEDIAN, CI_LOW, CI_HIGH):
+    for column in (MEAN, CI_LOW, CI_HIGH, "n_windows"):
         if column not in frame.columns:
             frame[column] = math.nan
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame[frame[MEDIAN].notna() & (frame[MEDIAN] > 0)]
+    frame["unstable"] = frame["unstable"].map(truthy) if "unstable" in frame else False
+    measured = frame[MEAN].notna() & (frame[MEAN] > 0)
+    if "status" in frame.columns:
+        measured &= frame["status"].astype(str) == "ok"
+    return frame[measured]
+
+
+def estimate_text(row: Mapping, prefix: str = "") -> str:
+    """The throughput of `row` as a sentence quotes it: mean, 95% CI (or why there is none)
+    and the unstable flag; `prefix` REFERENCE reads the reference's columns of a speedup."""
+    return throughput_text(
+        row.get(prefix + MEAN),
+        row.get(prefix + CI_LOW),
+        row.get(prefix + CI_HIGH),
+        n_windows=row.get(prefix + "n_windows"),
+        unstable=truthy(row.get(prefix + "unstable")),
+    )
 
 
 def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -117,11 +145,11 @@ def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.DataFrame:
-    """Each configuration's median throughput over its counterpart with `column=reference`.
+    """Each configuration's mean throughput over its counterpart with `column=reference`.
 
     `column` is `precision` (reference fp32) or `variant` (reference baseline). The result
-    keeps both medians and 95% CIs and says whether the CIs overlap: where they do, the
-    difference is within the run-to-run spread.
+    keeps both estimates (ESTIMATE, the reference's prefixed REFERENCE) and says whether
+    the 95% CIs overlap: where they do, the difference is within the measured spread.
     """
     ok = ok_configs(summary)
     match = [k for k in GROUP_KEYS if k != column]
@@ -129,33 +157,24 @@ def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.Da
         *match,
         column,
         "reference",
-        MEDIAN,
-        CI_LOW,
-        CI_HIGH,
-        "reference_median",
-        "reference_ci95_low",
-        "reference_ci95_high",
+        *ESTIMATE,
+        *(REFERENCE + c for c in ESTIMATE),
         "speedup",
         "ci_overlap",
     ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
-    base = ok[ok[column] == reference][[*match, MEDIAN, CI_LOW, CI_HIGH]].rename(
-        columns={
-            MEDIAN: "reference_median",
-            CI_LOW: "reference_ci95_low",
-            CI_HIGH: "reference_ci95_high",
-        }
+    base = ok[ok[column] == reference][[*match, *ESTIMATE]].rename(
+        columns={c: REFERENCE + c for c in ESTIMATE}
     )
-    other = ok[ok[column] != reference][[*match, column, MEDIAN, CI_LOW, CI_HIGH]]
+    other = ok[ok[column] != reference][[*match, column, *ESTIMATE]]
     merged = other.merge(base, on=match, how="inner")
     merged["reference"] = reference
-    merged["speedup"] = merged[MEDIAN] / merged["reference_median"]
-    known = (
-        merged[[CI_LOW, CI_HIGH, "reference_ci95_low", "reference_ci95_high"]].notna().all(axis=1)
-    )
-    overlap = (merged[CI_LOW] <= merged["reference_ci95_high"]) & (
-        merged["reference_ci95_low"] <= merged[CI_HIGH]
+    merged["speedup"] = merged[MEAN] / merged[REFERENCE + MEAN]
+    cis = [CI_LOW, CI_HIGH, REFERENCE + CI_LOW, REFERENCE + CI_HIGH]
+    known = merged[cis].notna().all(axis=1)
+    overlap = (merged[CI_LOW] <= merged[REFERENCE + CI_HIGH]) & (
+        merged[REFERENCE + CI_LOW] <= merged[CI_HIGH]
     )
     merged["ci_overlap"] = overlap.where(known, other=pd.NA).astype("boolean")
     return sort_configs(merged[columns]).reset_index(drop=True)
@@ -183,35 +202,33 @@ def speedup_sentence(row: Mapping, column: str) -> str:
         what = f"The {row['variant']} variant is {how} {row['reference']} for " + config_text(
             row, variant=False
         )
-    text = (
-        f"{what} on {row['machine']}: "
-        f"{throughput_text(row[MEDIAN], row[CI_LOW], row[CI_HIGH])} vs "
-        f"{throughput_text(row['reference_median'], row['reference_ci95_low'], row['reference_ci95_high'])}"
-    )
+    text = f"{what} on {row['machine']}: {estimate_text(row)} vs {estimate_text(row, REFERENCE)}"
     if row.get("ci_overlap") is True:
-        text += "; the 95% CIs overlap, so the difference is within the run-to-run spread"
+        text += "; the 95% CIs overlap, so the difference is within the measured spread"
     return text + "."
 
 
 def batch_scaling(summary: pd.DataFrame | None) -> pd.DataFrame:
     """Per (machine, device, model, precision, variant): how throughput grows with batch size.
 
-    `gain` is the throughput at the largest batch that ran over that at the smallest;
+    `gain` is the mean throughput at the largest batch that ran over that at the smallest;
     `saturation_batch_size` the smallest batch reaching 95% of the best throughput;
-    `oom_batch_sizes` the batch sizes that ran out of memory.
+    `oom_batch_sizes` the batch sizes that ran out of memory and `over_budget_batch_sizes`
+    those whose step was too slow to measure within `timing.max_seconds`.
     """
     keys = [k for k in GROUP_KEYS if k != "batch_size"]
     columns = [
         *keys,
         "smallest_batch_size",
         "largest_batch_size",
-        "smallest_median",
-        "largest_median",
+        "smallest_mean",
+        "largest_mean",
         "gain",
         "best_batch_size",
-        "best_median",
+        "best_mean",
         "saturation_batch_size",
         "oom_batch_sizes",
+        "over_budget_batch_sizes",
     ]
     ok = ok_configs(summary)
     rows = []
@@ -222,24 +239,31 @@ def batch_scaling(summary: pd.DataFrame | None) -> pd.DataFrame:
         group = group.sort_values("batch_size")
         if len(group) < 2:
             continue
-        best = group.loc[group[MEDIAN].idxmax()]
-        saturated = group[group[MEDIAN] >= SATURATION * best[MEDIAN]]
+        best = group.loc[group[MEAN].idxmax()]
+        saturated = group[group[MEAN] >= SATURATION * best[MEAN]]
         same = statuses
         for k, v in zip(keys, key):
             same = same[same[k] == v]
-        oom = sorted(int(b) for b in same.loc[same["_status"] == "oom", "batch_size"])
+
+        def batches(status: str) -> str:
+            return " ".join(
+                str(b)
+                for b in sorted(int(b) for b in same.loc[same["_status"] == status, "batch_size"])
+            )
+
         rows.append(
             {
                 **dict(zip(keys, key)),
                 "smallest_batch_size": int(group["batch_size"].iloc[0]),
                 "largest_batch_size": int(group["batch_size"].iloc[-1]),
-                "smallest_median": float(group[MEDIAN].iloc[0]),
-                "largest_median": float(group[MEDIAN].iloc[-1]),
-                "gain": float(group[MEDIAN].iloc[-1] / group[MEDIAN].iloc[0]),
+                "smallest_mean": float(group[MEAN].iloc[0]),
+                "largest_mean": float(group[MEAN].iloc[-1]),
+                "gain": float(group[MEAN].iloc[-1] / group[MEAN].iloc[0]),
                 "best_batch_size": int(best["batch_size"]),
-                "best_median": float(best[MEDIAN]),
+                "best_mean": float(best[MEAN]),
                 "saturation_batch_size": int(saturated["batch_size"].iloc[0]),
-                "oom_batch_sizes": " ".join(str(b) for b in oom),
+                "oom_batch_sizes": batches("oom"),
+                "over_budget_batch_sizes": batches("over_budget"),
             }
         )
     return sort_configs(pd.DataFrame(rows, columns=columns))
@@ -249,19 +273,24 @@ def scaling_sentence(row: Mapping) -> str:
     text = (
         f"For {config_text(row, batch=False)} on {row['machine']}, throughput changes "
         f"{fmt_times(row['gain'])} from batch {row['smallest_batch_size']} "
-        f"({fmt(row['smallest_median'], 'img/s')}) to batch {row['largest_batch_size']} "
-        f"({fmt(row['largest_median'], 'img/s')})"
+        f"({fmt(row['smallest_mean'], 'img/s')}) to batch {row['largest_batch_size']} "
+        f"({fmt(row['largest_mean'], 'img/s')})"
     )
     if row["saturation_batch_size"] == row["largest_batch_size"]:
         text += "; it is still rising at the largest batch size that ran"
     else:
         text += (
             f"; batch {row['saturation_batch_size']} already reaches "
-            f"{fmt_pct(SATURATION)} of the best ({fmt(row['best_median'], 'img/s')} at "
+            f"{fmt_pct(SATURATION)} of the best ({fmt(row['best_mean'], 'img/s')} at "
             f"batch {row['best_batch_size']})"
         )
     if row["oom_batch_sizes"]:
         text += f"; batch {row['oom_batch_sizes'].replace(' ', ', ')} ran out of memory"
+    if row.get("over_budget_batch_sizes"):
+        text += (
+            f"; batch {row['over_budget_batch_sizes'].replace(' ', ', ')} was too slow to "
+            "measure within the time budget"
+        )
     return text + "."
 
 
@@ -280,24 +309,14 @@ def phase_columns(columns: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def phase_shares(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per configuration: each phase's median time and its share of the summed phases.
+def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
+    """Per measured configuration: each phase's median time (summary.csv `<phase>_s_median`,
+    over every timed step of every process) and its share of the summed phases.
 
-    From summary.csv's phase medians; from the median over ok reps of runs.csv when the
-    summary has none. `input_share` is data wait + host-to-device: the input pipeline.
+    `input_share` is data wait + host-to-device: the input pipeline.
     """
     source = ok_configs(summary)
     found = phase_columns(source.columns)
-    if not found and runs is not None and not runs.empty:
-        found_runs = phase_columns(runs.columns)
-        ok_runs = runs[runs["status"].astype(str) == "ok"] if "status" in runs else runs
-        if found_runs:
-            source = (
-                ok_runs.groupby(list(GROUP_KEYS), sort=True)[list(found_runs.values())]
-                .median()
-                .reset_index()
-            )
-            found = found_runs
     columns = [
         *GROUP_KEYS,
         *(f"{p}_s" for p in PHASES),
@@ -831,32 +850,71 @@ def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------
 # Notes: skipped and flagged.
 # ------------------------------------------------------------------------------------------
-def oom_notes(runs: pd.DataFrame | None, summary: pd.DataFrame | None) -> list[str]:
-    """One note per configuration whose reps ran out of memory (runs.csv `status`)."""
-    frame = (
-        runs
-        if runs is not None and "status" in (runs.columns if runs is not None else [])
-        else summary
-    )
+def configs_with_status(
+    summary: pd.DataFrame | None, runs: pd.DataFrame | None, status: str
+) -> pd.DataFrame:
+    """One row per configuration whose measurement ended with `status` (summary.csv; from
+    runs.csv, one row per process, only when there is no summary)."""
+    frame = summary if summary is not None and "status" in summary.columns else runs
     if frame is None or frame.empty or "status" not in frame.columns:
-        return []
-    oom = frame[frame["status"].astype(str) == "oom"]
+        return pd.DataFrame(columns=[*GROUP_KEYS, "status"])
+    chosen = frame[frame["status"].astype(str) == status]
+    return sort_configs(chosen.drop_duplicates(list(GROUP_KEYS)))
+
+
+def _error(row: Mapping) -> str | None:
+    error = row.get("error")
+    return error.strip().rstrip(".") if isinstance(error, str) and error.strip() else None
+
+
+def oom_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> list[str]:
+    """One note per configuration that ran out of memory, with the error it raised."""
     notes = []
-    for key, group in oom.groupby(list(GROUP_KEYS), sort=True):
-        row = dict(zip(GROUP_KEYS, key))
-        errors = [
-            e
-            for e in group.get("error", pd.Series(dtype=object)).tolist()
-            if isinstance(e, str) and e
-        ]
-        text = (
-            f"Out of memory: {config_text(row)} on {row['machine']} "
-            f"({len(group)} rep{'s' if len(group) != 1 else ''} with status oom)"
-        )
-        if errors:
-            text += f": {errors[0]}"
+    for row in configs_with_status(summary, runs, "oom").to_dict("records"):
+        text = f"Out of memory: {config_text(row)} on {row['machine']}"
+        if _error(row):
+            text += f": {_error(row)}"
         notes.append(text + ".")
-    return sort_notes(notes)
+    return notes
+
+
+def over_budget_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> list[str]:
+    """One note per configuration whose step was too slow for its warm-up and minimal timed
+    windows to fit in `timing.max_seconds`: it has no throughput, only the step time the
+    runner measured (`single_step_time_s`; a lower bound when the worker was stopped
+    mid-step, `single_step_time_is_lower_bound`)."""
+    notes = []
+    for row in configs_with_status(summary, runs, "over_budget").to_dict("records"):
+        text = f"Over budget: {config_text(row)} on {row['machine']} was not measured"
+        step = row.get("single_step_time_s")
+        if not missing(step):
+            at_least = "at least " if truthy(row.get("single_step_time_is_lower_bound")) else ""
+            text += f" — one training step takes {at_least}{fmt(step, 's')}"
+        error = _error(row)
+        if error:
+            # The runner's message starts with what this note already says.
+            error = re.sub(r"^over budget:\s*", "", error, flags=re.IGNORECASE)
+            text += f" ({error})"
+        notes.append(text + "; raise timing.max_seconds to measure it.")
+    return notes
+
+
+def unstable_notes(summary: pd.DataFrame | None) -> list[str]:
+    """One note per configuration flagged unstable (summary.csv `unstable`), with the
+    reasons the runner gave (`unstable_reasons`, "; "-joined): windows disturbed by other
+    processes, throttled clocks, a capped power limit."""
+    if summary is None or summary.empty or "unstable" not in summary.columns:
+        return []
+    flagged = sort_configs(summary[summary["unstable"].map(truthy)])
+    notes = []
+    for row in flagged.to_dict("records"):
+        reasons = row.get("unstable_reasons")
+        reasons = reasons if isinstance(reasons, str) and reasons.strip() else "no reason recorded"
+        notes.append(
+            f"Unstable: {config_text(row)} on {row['machine']} — {reasons}; its throughput is "
+            "marked unstable wherever it is quoted, and comparisons with it need care."
+        )
+    return notes
 
 
 def roof_violation_notes(verdicts: pd.DataFrame) -> list[str]:
@@ -884,7 +942,7 @@ def roof_violation_notes(verdicts: pd.DataFrame) -> list[str]:
 
 
 def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[str]:
-    """Configurations whose throughput varies across reps more than `cv_threshold` (CV)."""
+    """Configurations whose throughput varies across windows more than `cv_threshold` (CV)."""
     ok = ok_configs(summary)
     if ok.empty or "throughput_img_s_cv" not in ok.columns:
         return []
@@ -894,13 +952,395 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
         flagged = flagged | ok["high_variance"].map(truthy)
     notes = []
     for row in sort_configs(ok[flagged]).to_dict("records"):
+        windows = _count(row.get("n_windows"), "window")
+        processes = _count(row.get("n_processes"), "process")
         notes.append(
             f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
-            f"{fmt_pct(row['throughput_img_s_cv'])} across {int(row.get('n_ok', 0) or 0)} reps "
+            f"{fmt_pct(row['throughput_img_s_cv'])} across {windows} of {processes} "
             f"(threshold {fmt_pct(cv_threshold)}); treat its numbers and speedups with care."
         )
     return notes
 
 
+def _count(value, noun: str) -> str:
+    """`1 window`, `12 windows`, `3 processes`, `? windows` where unknown."""
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    if missing(value):
+        return f"? {plural}"
+    n = int(value)
+    return f"{n} {noun if n == 1 else plural}"
+
+
 def sort_notes(notes: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(notes))
+
+
+# ------------------------------------------------------------------------------------------
+# Measurement cost and quality.
+# ------------------------------------------------------------------------------------------
+STOP_LABELS = {
+    "ci_target": "CI target reached",
+    "budget": "time budget (timing.max_seconds)",
+    "max_processes": "process limit (timing.max_processes)",
+}
+MEASUREMENT_COLUMNS = (
+    "status",
+    "n_processes",
+    "n_windows",
+    "ci_half_width_rel",
+    "ci_target",
+    "target_met",
+    "stop_reason",
+    "dominant_level",
+    "between_process_rsd",
+    "within_process_rsd",
+    "fixed_cost_s",
+    "process_fixed_cost_s",
+    "compile_time_s",
+    "compile_time_s_later",
+    "timed_window_s",
+    "elapsed_s",
+    "duty_cycle",
+    "unstable",
+    "unstable_reasons",
+    "flagged_windows",
+    "windows_recorded",
+)
+NUMERIC_MEASUREMENT_COLUMNS = (
+    "n_processes",
+    "n_windows",
+    "ci_half_width_rel",
+    "ci_target",
+    "fixed_cost_s",
+    "process_fixed_cost_s",
+    "compile_time_s",
+    "compile_time_s_later",
+    "timed_window_s",
+    "elapsed_s",
+    "duty_cycle",
+)
+
+
+def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Seconds covered by at least one (start, end) interval: how long something ran,
+    counting jobs that overlapped (a complexity job beside a timed run) once."""
+    total, covered_to = 0.0, None
+    for start, end in sorted(intervals):
+        if covered_to is None or start > covered_to:
+            total += end - start
+            covered_to = end
+        elif end > covered_to:
+            total += end - covered_to
+            covered_to = end
+    return total
+
+
+def target_met(row: Mapping) -> bool | None:
+    """Whether the CI reached its target (`ci_target_met`; from the half-width and the
+    target where the table lacks it), None where neither says."""
+    value = row.get("ci_target_met")
+    if not missing(value):
+        return truthy(value)
+    half, target = row.get("ci_half_width_rel"), row.get("ci_target")
+    if missing(half) or missing(target):
+        return None
+    return float(half) <= float(target)
+
+
+def _rsd(variance, mean) -> float:
+    """A variance component in (img/s)^2 as a standard deviation relative to the mean (a
+    negative between-process estimate, possible with Kalibera & Jones' formula, is 0)."""
+    if missing(variance) or missing(mean) or float(mean) <= 0:
+        return math.nan
+    return math.sqrt(max(float(variance), 0.0)) / float(mean)
+
+
+def measurement_table(
+    summary: pd.DataFrame | None, windows: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per configuration (every status): how it was measured and how well.
+
+    Processes and windows, the CI half-width against its target, why measurement stopped,
+    which level dominates the variance and the two components as relative standard
+    deviations (`between_process_rsd`, `within_process_rsd`), the fixed costs, compile time
+    of the first and the later processes, timed seconds, elapsed seconds and duty cycle, the
+    unstable flag with its reasons and, from windows.csv when given, how many windows were
+    flagged.
+    """
+    columns = [*GROUP_KEYS, *MEASUREMENT_COLUMNS]
+    if summary is None or summary.empty:
+        return pd.DataFrame(columns=columns)
+    frame = summary.copy()
+    for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
+        frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
+    for name in ("status", "stop_reason", "dominant_level", "unstable_reasons"):
+        if name not in frame:
+            frame[name] = None
+    rows = frame.to_dict("records")
+    frame["target_met"] = pd.array([target_met(r) for r in rows], dtype="boolean")
+    frame["between_process_rsd"] = [
+        _rsd(r.get("variance_between_processes"), r[MEAN]) for r in rows
+    ]
+    frame["within_process_rsd"] = [_rsd(r.get("variance_within_process"), r[MEAN]) for r in rows]
+    frame["unstable"] = [truthy(r.get("unstable")) for r in rows]
+    frame["flagged_windows"] = math.nan
+    frame["windows_recorded"] = math.nan
+    if windows is not None and not windows.empty and set(GROUP_KEYS) <= set(windows.columns):
+        counted = windows.assign(
+            _flagged=windows["flagged"].map(truthy) if "flagged" in windows else False
+        )
+        counts = (
+            counted.groupby(list(GROUP_KEYS), sort=False)
+            .agg(_flagged=("_flagged", "sum"), _recorded=("_flagged", "size"))
+            .reset_index()
+        )
+        frame = frame.merge(counts, on=list(GROUP_KEYS), how="left")
+        frame["flagged_windows"] = frame["_flagged"]
+        frame["windows_recorded"] = frame["_recorded"]
+    return sort_configs(frame[columns]).reset_index(drop=True)
+
+
+def ci_target_counts(table: pd.DataFrame) -> tuple[int, int]:
+    """(met, judged): measured configurations that reached their CI target, of those whose
+    target and CI say either way."""
+    measured = table[table["status"].astype(str) == "ok"]
+    known = measured["target_met"].dropna()
+    return int(known.sum()), len(known)
+
+
+def ci_target_sentence(table: pd.DataFrame) -> str | None:
+    """How many measured configurations reached their CI target."""
+    met, judged = ci_target_counts(table)
+    if not judged:
+        return None
+    text = (
+        f"{met} of {judged} measured configuration{'s' if judged != 1 else ''} reached "
+        f"{'their' if judged != 1 else 'its'} CI target (a 95% CI half-width of throughput "
+        "within timing.target_ci of the estimate)"
+    )
+    if met < judged:
+        text += f"; {judged - met} did not"
+    return text + "."
+
+
+def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
+    """One sentence per measured configuration whose CI is wider than its target, and why
+    measurement stopped before reaching it (the budget, the process limit)."""
+    measured = table[table["status"].astype(str) == "ok"]
+    missed = measured[measured["target_met"].fillna(True).eq(False)]
+    sentences = []
+    for row in missed.to_dict("records"):
+        shape = f"{_count(row['n_processes'], 'process')} and {_count(row['n_windows'], 'window')}"
+        if missing(row["ci_half_width_rel"]):
+            width = f"no CI could be made from {shape}"
+        else:
+            width = (
+                f"its 95% CI half-width is {fmt_pct(row['ci_half_width_rel'])} against a "
+                f"target of {fmt_pct(row['ci_target'])} after {shape}"
+            )
+        reason = row.get("stop_reason")
+        if reason == "budget":
+            why = (
+                "the time budget ran out first (timing.max_seconds); a larger budget buys "
+                "more processes and windows"
+            )
+        elif reason == "max_processes":
+            why = "it reached the process limit first (timing.max_processes)"
+        elif isinstance(reason, str) and reason:
+            why = f"it stopped on {STOP_LABELS.get(reason, reason)}"
+        else:
+            why = "no stop reason was recorded"
+        sentences.append(
+            f"{config_text(row)} on {row['machine']} missed its CI target: {width}; {why}."
+        )
+    return sentences
+
+
+def dominant_level_sentences(table: pd.DataFrame) -> list[str]:
+    """Per machine: which level of the measurement — between worker processes or between
+    windows of one process — contributes more variance, and so what narrows the CI."""
+    measured = table[
+        (table["status"].astype(str) == "ok") & table["dominant_level"].isin(["process", "window"])
+    ]
+    sentences = []
+    for machine, group in measured.groupby("machine", sort=True):
+        by_process = int((group["dominant_level"] == "process").sum())
+        by_window = len(group) - by_process
+        if by_window == 0 or by_process == 0:
+            level = "processes" if by_window == 0 else "windows of one process"
+            counts = f"the spread between {level} dominates in all {len(group)} configurations"
+        else:
+            counts = (
+                f"the spread between processes dominates in {by_process} of {len(group)} "
+                f"configurations and the spread between windows of one process in {by_window}"
+            )
+        text = (
+            f"On {machine}, {counts} (median relative standard deviations: "
+            f"{fmt_pct(group['between_process_rsd'].median())} between processes, "
+            f"{fmt_pct(group['within_process_rsd'].median())} within one)"
+        )
+        if by_process > by_window:
+            text += (
+                "; where processes dominate, more processes narrow the CI, more windows per "
+                "process do not (Kalibera & Jones)"
+            )
+        sentences.append(text + ".")
+    return sentences
+
+
+def fixed_cost_sentences(table: pd.DataFrame) -> list[str]:
+    """Per machine: the median cost of getting to the first warm-up step, for the job and
+    for each further worker process, and of compilation where a variant compiles."""
+    sentences = []
+    for machine, group in table.groupby("machine", sort=True):
+        fixed = group["fixed_cost_s"].dropna()
+        if not fixed.empty:
+            text = (
+                f"On {machine}, a configuration's fixed cost — its job's start to the first "
+                f"warm-up step — is {fmt(fixed.median(), 's')} (median of {len(fixed)})"
+            )
+            per_process = group["process_fixed_cost_s"].dropna()
+            if not per_process.empty:
+                text += (
+                    f", and a worker process needs {fmt(per_process.median(), 's')} from its "
+                    "start to its first step"
+                )
+            sentences.append(text + ".")
+        compiled = group.dropna(subset=["compile_time_s"])
+        if not compiled.empty:
+            text = (
+                f"On {machine}, compilation took {fmt(compiled['compile_time_s'].median(), 's')} "
+                f"in the first process (median of {len(compiled)} compiled "
+                f"configuration{'s' if len(compiled) != 1 else ''})"
+            )
+            later = compiled["compile_time_s_later"].dropna()
+            if not later.empty:
+                text += (
+                    f" and {fmt(later.median(), 's')} in later processes, which reuse the "
+                    "first one's caches"
+                )
+            sentences.append(text + ".")
+    return sentences
+
+
+def study_cost(
+    jobs: pd.DataFrame | None, summary: pd.DataFrame | None, rendered_at_unix: float
+) -> dict:
+    """What the study cost in wall time.
+
+    `span_s`: from the earliest recorded job start to `rendered_at_unix` (the report);
+    `busy_s`: the union of the recorded job intervals; `timed_s`: the summed timed-window
+    seconds of every configuration (summary.csv `timed_window_s`) and their shares of both.
+    Times are None where no job recorded when it ran.
+    """
+    timed = 0.0
+    if summary is not None and "timed_window_s" in summary.columns:
+        timed = float(pd.to_numeric(summary["timed_window_s"], errors="coerce").fillna(0).sum())
+    cost = {
+        "jobs": 0,
+        "first_start": None,
+        "rendered_at": rendered_at_unix,
+        "span_s": None,
+        "busy_s": None,
+        "timed_s": timed,
+        "timed_share_of_span": None,
+        "timed_share_of_busy": None,
+    }
+    if jobs is None or jobs.empty:
+        return cost
+    intervals = list(
+        zip(jobs["started_at_unix"].astype(float), jobs["ended_at_unix"].astype(float))
+    )
+    first = min(start for start, _ in intervals)
+    span = rendered_at_unix - first
+    busy = union_seconds(intervals)
+    cost.update(
+        jobs=len(intervals),
+        first_start=first,
+        span_s=span,
+        busy_s=busy,
+        timed_share_of_span=timed / span if span > 0 else None,
+        timed_share_of_busy=timed / busy if busy > 0 else None,
+    )
+    return cost
+
+
+def cost_sentences(cost: Mapping) -> list[str]:
+    if cost["first_start"] is None:
+        return [
+            "No job recorded when it ran (results from before jobs kept their start and end "
+            f"times), so the study's wall time is unknown; its timed windows took "
+            f"{fmt_duration(cost['timed_s'])}."
+        ]
+    return [
+        f"The study spans {fmt_duration(cost['span_s'])}, from its first recorded job start "
+        f"({fmt_utc(cost['first_start'])}) to this report ({fmt_utc(cost['rendered_at'])}); "
+        f"its {cost['jobs']} recorded job{'s were' if cost['jobs'] != 1 else ' was'} busy for "
+        f"{fmt_duration(cost['busy_s'])} (the union of their intervals).",
+        f"The timed windows took {fmt_duration(cost['timed_s'])}: "
+        f"{fmt_pct(cost['timed_share_of_span'])} of the span and "
+        f"{fmt_pct(cost['timed_share_of_busy'])} of the busy time (the duty cycle); the rest "
+        "went to starting processes, warm-up, compilation, the stages that time nothing "
+        "(ceilings, complexity, profiles) and the gaps between jobs.",
+    ]
+
+
+# How the wall-time table names each kind of job (singular, plural), in this order.
+JOB_LABELS = {
+    "run": ("timed run", "timed runs"),
+    "ceilings": ("ceilings job", "ceilings jobs"),
+    "complexity": ("complexity job", "complexity jobs"),
+}
+
+
+def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame:
+    """Per results folder (one run of the study on one machine): its machines, the jobs that
+    recorded when they ran, first start and last end, busy time (union of the intervals),
+    timed-window seconds and their share of the busy time."""
+    columns = [
+        "results_dir",
+        "machines",
+        "jobs",
+        "first_start",
+        "last_end",
+        "busy_s",
+        "timed_s",
+        "timed_share_of_busy",
+    ]
+    if jobs is None or jobs.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for folder, group in jobs.groupby("results_dir", sort=False):
+        mine = None
+        if summary is not None and "results_dir" in summary.columns:
+            mine = summary[summary["results_dir"] == folder]
+        timed = (
+            float(pd.to_numeric(mine["timed_window_s"], errors="coerce").fillna(0).sum())
+            if mine is not None and "timed_window_s" in mine.columns
+            else math.nan
+        )
+        busy = union_seconds(zip(group["started_at_unix"], group["ended_at_unix"]))
+        kinds = group["kind"].value_counts()
+        ordered = [k for k in JOB_LABELS if k in kinds.index]
+        ordered += sorted(k for k in kinds.index if k not in JOB_LABELS)
+        jobs_text = ", ".join(
+            f"{kinds[kind]} {JOB_LABELS.get(kind, (kind, kind))[int(kinds[kind] != 1)]}"
+            for kind in ordered
+        )
+        rows.append(
+            {
+                "results_dir": folder,
+                "machines": (
+                    ", ".join(sorted(mine["machine"].dropna().unique()))
+                    if mine is not None and "machine" in mine.columns
+                    else ""
+                ),
+                "jobs": jobs_text,
+                "first_start": float(group["started_at_unix"].min()),
+                "last_end": float(group["ended_at_unix"].max()),
+                "busy_s": busy,
+                "timed_s": timed,
+                "timed_share_of_busy": timed / busy if busy > 0 else math.nan,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)

@@ -3,9 +3,10 @@
 `build_document` turns the labelled tables (`ReportInputs`) into a `Document`: key findings
 first (what is fastest on each machine and what limits it), then one `Section` per topic —
 environment, study matrix, throughput, speedups, time breakdown, roofline, ceilings, top
-kernels, complexity, machines compared, notes — each with its findings, display tables,
-figures and the files its numbers came from. The numbers and sentences come from
-`nnperf.findings`; this module chooses what a reader sees and in which order.
+kernels, complexity, machines compared, measurement cost and quality, notes — each with its
+findings, display tables, figures and the files its numbers came from. The numbers and
+sentences come from `nnperf.findings`; this module chooses what a reader sees and in which
+order.
 
 Rendering fills the Jinja templates in `nnperf/templates/` and takes a function that turns a
 figure path into an image source (a data URI for the self-contained HTML, a relative path for
@@ -20,6 +21,7 @@ import base64
 import mimetypes
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -36,18 +38,30 @@ from nnperf.findings import (
     DEFAULT_TOP_KERNELS,
     GROUP_KEYS,
     LEVEL_LABELS,
-    MEDIAN,
+    MEAN,
     PHASE_LABELS,
+    REFERENCE,
     ROOF_TOLERANCE,
+    STOP_LABELS,
     at_largest_batch,
     batch_scaling,
     breakdown_findings,
     ceilings_table,
+    ci_missed_sentences,
+    ci_target_counts,
+    ci_target_sentence,
     complexity_table,
+    cost_by_folder,
+    cost_sentences,
+    dominant_level_sentences,
+    estimate_text,
+    fixed_cost_sentences,
     kernel_kind_shares,
     limiter_sentence,
+    measurement_table,
     ok_configs,
     oom_notes,
+    over_budget_notes,
     phase_shares,
     preferred_verdict,
     roof_violation_notes,
@@ -58,7 +72,10 @@ from nnperf.findings import (
     sort_notes,
     speedup_sentence,
     speedups,
+    study_cost,
+    target_met,
     top_kernels,
+    unstable_notes,
     variance_notes,
     verdict_sentence,
 )
@@ -66,11 +83,13 @@ from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report_format import (
     config_text,
     fmt,
+    fmt_duration,
     fmt_pct,
     fmt_si,
     fmt_times,
+    fmt_utc,
     missing,
-    throughput_text,
+    truthy,
 )
 
 
@@ -124,11 +143,14 @@ class ReportInputs:
 
     summary: pd.DataFrame | None = None
     runs: pd.DataFrame | None = None
+    windows: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
     roofline_points: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     ceilings: list[dict] = field(default_factory=list)
+    # One row per job that recorded when it ran (nnperf.results.JOB_COLUMNS).
+    jobs: pd.DataFrame | None = None
     figures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sources: dict[str, list[str]] = field(default_factory=dict)
@@ -163,37 +185,53 @@ def throughput_display(summary: pd.DataFrame | None, cv_threshold: float) -> pd.
     if summary is None or summary.empty:
         return pd.DataFrame()
     s = sort_configs(summary)
-    cv = (
-        pd.to_numeric(s.get("throughput_img_s_cv"), errors="coerce")
-        if "throughput_img_s_cv" in s
-        else None
-    )
-    frame = pd.DataFrame(
+    rows = s.to_dict("records")
+    return pd.DataFrame(
         {
             **_key_columns(s),
-            "Status": s["status"].astype(str) if "status" in s else "ok",
-            "Reps ok": [
-                f"{_int(a)}/{_int(b)}"
-                for a, b in zip(s.get("n_ok", [None] * len(s)), s.get("n_reps", [None] * len(s)))
-            ],
-            "Median (img/s)": [fmt(v) for v in s.get(MEDIAN, [None] * len(s))],
-            "95% CI (img/s)": [
-                f"{fmt(a)}–{fmt(b)}" if not (missing(a) or missing(b)) else "n/a"
-                for a, b in zip(s.get(CI_LOW, [None] * len(s)), s.get(CI_HIGH, [None] * len(s)))
-            ],
-            "IQR (img/s)": [fmt(v) for v in s.get("throughput_img_s_iqr", [None] * len(s))],
-            "CV": [fmt_pct(v) for v in (cv if cv is not None else [None] * len(s))],
-            "Flag": [
-                "high variance" if (not missing(v) and v > cv_threshold) else ""
-                for v in (cv if cv is not None else [None] * len(s))
-            ],
+            "Status": [str(r.get("status", "ok")).replace("_", " ") for r in rows],
+            "Processes": [_int(r.get("n_processes"), "—") for r in rows],
+            "Windows": [_int(r.get("n_windows"), "—") for r in rows],
+            "Mean (img/s)": [fmt(r.get(MEAN)) for r in rows],
+            "95% CI (img/s)": [ci_cell(r) for r in rows],
+            "CI half-width": [fmt_pct(r.get("ci_half_width_rel")) for r in rows],
+            "Median over windows (img/s)": [fmt(r.get("throughput_img_s_median")) for r in rows],
+            "IQR (img/s)": [fmt(r.get("throughput_img_s_iqr")) for r in rows],
+            "CV": [fmt_pct(r.get("throughput_img_s_cv")) for r in rows],
+            "Flag": [quality_flags(r, cv_threshold) for r in rows],
         }
     )
-    return frame
 
 
-def _int(value) -> str:
-    return "?" if missing(value) else str(int(value))
+def ci_cell(row) -> str:
+    """The CI as `low–high`; for a measured configuration without one, why (one window)."""
+    low, high = row.get(CI_LOW), row.get(CI_HIGH)
+    if not (missing(low) or missing(high)):
+        return f"{fmt(low)}–{fmt(high)}"
+    if str(row.get("status", "ok")) != "ok" or missing(row.get(MEAN)):
+        return "n/a"
+    n_windows = row.get("n_windows")
+    return "one window: no CI" if not missing(n_windows) and int(n_windows) == 1 else "no CI"
+
+
+def quality_flags(row, cv_threshold: float) -> str:
+    """What a reader must know before trusting a measured number: unstable windows, a CV
+    above the threshold, a CI wider than its target."""
+    if str(row.get("status", "ok")) != "ok":
+        return ""
+    flags = []
+    if truthy(row.get("unstable")):
+        flags.append("unstable")
+    cv = row.get("throughput_img_s_cv")
+    if truthy(row.get("high_variance")) or (not missing(cv) and float(cv) > cv_threshold):
+        flags.append("high variance")
+    if target_met(row) is False:
+        flags.append("CI target missed")
+    return ", ".join(flags)
+
+
+def _int(value, unknown: str = "?") -> str:
+    return unknown if missing(value) else str(int(value))
 
 
 def speedup_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -205,17 +243,11 @@ def speedup_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
             **_key_columns(table, keys),
             "Against": table["reference"].astype(str),
             "Speedup": [fmt_times(v) for v in table["speedup"]],
-            "Median (img/s)": [
-                throughput_text(m, a, b).replace(" img/s", "")
-                for m, a, b in zip(table[MEDIAN], table[CI_LOW], table[CI_HIGH])
+            "Mean (img/s)": [
+                estimate_text(r).replace(" img/s", "") for r in table.to_dict("records")
             ],
-            "Reference median (img/s)": [
-                throughput_text(m, a, b).replace(" img/s", "")
-                for m, a, b in zip(
-                    table["reference_median"],
-                    table["reference_ci95_low"],
-                    table["reference_ci95_high"],
-                )
+            "Reference mean (img/s)": [
+                estimate_text(r, REFERENCE).replace(" img/s", "") for r in table.to_dict("records")
             ],
             "CIs overlap": [
                 "yes" if v is True else "no" if v is False else "n/a"
@@ -236,14 +268,15 @@ def scaling_display(table: pd.DataFrame) -> pd.DataFrame:
                 f"{a}–{b}"
                 for a, b in zip(table["smallest_batch_size"], table["largest_batch_size"])
             ],
-            "Throughput (img/s)": [
+            "Mean throughput (img/s)": [
                 f"{fmt(a)} → {fmt(b)}"
-                for a, b in zip(table["smallest_median"], table["largest_median"])
+                for a, b in zip(table["smallest_mean"], table["largest_mean"])
             ],
             "Gain": [fmt_times(v) for v in table["gain"]],
             "Best batch": table["best_batch_size"].astype(int),
             "95% of best from batch": table["saturation_batch_size"].astype(int),
             "OOM batches": table["oom_batch_sizes"].astype(str),
+            "Over-budget batches": table["over_budget_batch_sizes"].astype(str),
         }
     )
 
@@ -381,20 +414,22 @@ def settings_display(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def matrix_cell(row) -> str:
+    """`ok 3p/12w` (worker processes / timed windows), or the status that stopped it."""
+    status = str(row.get("status", "ok"))
+    if status != "ok":
+        return status.replace("_", " ")
+    return f"ok {_int(row.get('n_processes'))}p/{_int(row.get('n_windows'))}w"
+
+
 def matrix_display(summary: pd.DataFrame | None) -> pd.DataFrame:
     """The study matrix: one row per (machine, device, model, precision, variant), one
-    column per batch size, each cell the status and how many reps succeeded."""
+    column per batch size, each cell the status with how many worker processes and timed
+    windows measured it."""
     if summary is None or summary.empty:
         return pd.DataFrame()
     s = summary.copy()
-    s["cell"] = [
-        f"{st} {_int(a)}/{_int(b)}"
-        for st, a, b in zip(
-            s.get("status", ["ok"] * len(s)),
-            s.get("n_ok", [None] * len(s)),
-            s.get("n_reps", [None] * len(s)),
-        )
-    ]
+    s["cell"] = [matrix_cell(r) for r in s.to_dict("records")]
     keys = [k for k in GROUP_KEYS if k != "batch_size"]
     wide = s.pivot_table(
         index=keys, columns="batch_size", values="cell", aggfunc="first"
@@ -412,6 +447,94 @@ def matrix_display(summary: pd.DataFrame | None) -> pd.DataFrame:
         "variant": "Variant",
     }
     return wide.rename(columns=renamed).fillna("—")
+
+
+def measurement_display(table: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: processes and windows, CI half-width against its target, why it
+    stopped, the dominant variance level with both components as relative standard
+    deviations, fixed costs, compile times, duty cycle and the unstable flag."""
+    if table.empty:
+        return pd.DataFrame()
+    rows = table.to_dict("records")
+    return pd.DataFrame(
+        {
+            **_key_columns(table),
+            "Status": [str(r["status"]).replace("_", " ") for r in rows],
+            "Processes": [_int(r["n_processes"], "—") for r in rows],
+            "Windows": [_int(r["n_windows"], "—") for r in rows],
+            "CI half-width": [half_width_cell(r) for r in rows],
+            "Target": [fmt_pct(r["ci_target"]) for r in rows],
+            "Met": [_yes_no(r["target_met"]) for r in rows],
+            "Stopped on": [STOP_LABELS.get(r["stop_reason"], "") for r in rows],
+            "Dominant level": [
+                r["dominant_level"] if isinstance(r["dominant_level"], str) else "" for r in rows
+            ],
+            "Between-process RSD": [fmt_pct(r["between_process_rsd"]) for r in rows],
+            "Within-process RSD": [fmt_pct(r["within_process_rsd"]) for r in rows],
+            "Fixed cost (s)": [fmt(r["fixed_cost_s"]) for r in rows],
+            "Per-process fixed cost (s)": [fmt(r["process_fixed_cost_s"]) for r in rows],
+            "Compile, first / later processes (s)": [compile_cell(r) for r in rows],
+            "Timed (s)": [fmt(r["timed_window_s"]) for r in rows],
+            "Elapsed (s)": [fmt(r["elapsed_s"]) for r in rows],
+            "Duty cycle": [fmt_pct(r["duty_cycle"]) for r in rows],
+            # No windows.csv (older results): unknown, shown as a dash.
+            "Flagged windows": [
+                (
+                    None
+                    if missing(r["windows_recorded"])
+                    else f"{int(r['flagged_windows'])}/{int(r['windows_recorded'])}"
+                )
+                for r in rows
+            ],
+            "Unstable": [unstable_cell(r) for r in rows],
+        }
+    )
+
+
+def half_width_cell(row) -> str:
+    if not missing(row["ci_half_width_rel"]):
+        return fmt_pct(row["ci_half_width_rel"])
+    if str(row["status"]) == "ok" and not missing(row["n_windows"]) and int(row["n_windows"]) == 1:
+        return "one window: no CI"
+    return "n/a"
+
+
+def compile_cell(row) -> str:
+    """`20.0 / 2.00`; empty for a variant that does not compile."""
+    if missing(row["compile_time_s"]):
+        return ""
+    later = "—" if missing(row["compile_time_s_later"]) else fmt(row["compile_time_s_later"])
+    return f"{fmt(row['compile_time_s'])} / {later}"
+
+
+def unstable_cell(row) -> str:
+    if not row["unstable"]:
+        return ""
+    reasons = row["unstable_reasons"]
+    return f"yes: {reasons}" if isinstance(reasons, str) and reasons.strip() else "yes"
+
+
+def _yes_no(value) -> str:
+    if value is None or value is pd.NA or missing(value):
+        return "n/a"
+    return "yes" if bool(value) else "no"
+
+
+def cost_display(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            "Results folder": table["results_dir"].astype(str),
+            "Machines": table["machines"].astype(str),
+            "Jobs recorded": table["jobs"].astype(str),
+            "First start": [fmt_utc(v) for v in table["first_start"]],
+            "Last end": [fmt_utc(v) for v in table["last_end"]],
+            "Busy (union of jobs)": [fmt_duration(v) for v in table["busy_s"]],
+            "Timed windows": [fmt_duration(v) for v in table["timed_s"]],
+            "Timed share of busy": [fmt_pct(v) for v in table["timed_share_of_busy"]],
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -488,17 +611,18 @@ def key_findings(
     variant_table: pd.DataFrame,
     scaling: pd.DataFrame,
     notes: Sequence[str],
+    cost: dict | None = None,
+    measurement: pd.DataFrame | None = None,
 ) -> list[str]:
     """The short list a newcomer reads first: per machine and model the fastest
     configuration, what limits it, the best precision and variant, batch scaling; then the
-    machine comparison and the count of flagged results."""
+    machine comparison, what the study cost and how many results were flagged."""
     findings = []
     ok = ok_configs(inputs.summary)
     for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
-        best = group.loc[group[MEDIAN].idxmax()].to_dict()
+        best = group.loc[group[MEAN].idxmax()].to_dict()
         findings.append(
-            f"Fastest configuration on {machine}: {config_text(best)}, "
-            f"{throughput_text(best[MEDIAN], best[CI_LOW], best[CI_HIGH])}."
+            f"Fastest configuration on {machine}: {config_text(best)}, {estimate_text(best)}."
         )
         limiter = limiter_sentence(best, phases, verdicts)
         if limiter:
@@ -519,13 +643,26 @@ def key_findings(
         if not scale.empty:
             findings.append(scaling_sentence(scale.iloc[0].to_dict()))
     findings.extend(machine_comparison_findings(ok, machines))
-    n_oom = sum(1 for n in notes if n.startswith("Out of memory"))
-    n_var = sum(1 for n in notes if n.startswith("High variance"))
-    counts = [
-        f"{n} configuration{'s' if n != 1 else ''} {what}"
-        for n, what in ((n_oom, "ran out of memory"), (n_var, "flagged for high variance"))
-        if n
-    ]
+    if cost is not None and cost["first_start"] is not None and not ok.empty:
+        text = (
+            f"Measuring took {fmt_duration(cost['busy_s'])} of busy time, "
+            f"{fmt_pct(cost['timed_share_of_busy'])} of it in timed windows"
+        )
+        met, judged = ci_target_counts(measurement) if measurement is not None else (0, 0)
+        if judged:
+            text += f"; {met} of {judged} measured configurations reached their CI target"
+        findings.append(text + " — see Measurement cost and quality.")
+    prefixes = (
+        ("Out of memory", "ran out of memory"),
+        ("Over budget", "took too long per step to measure within the time budget"),
+        ("Unstable", "flagged unstable"),
+        ("High variance", "flagged for high variance"),
+    )
+    counts = []
+    for prefix, what in prefixes:
+        n = sum(1 for note in notes if note.startswith(prefix + ":"))
+        if n:
+            counts.append(f"{n} configuration{'s' if n != 1 else ''} {what}")
     n_roof = sum(1 for n in notes if n.startswith("Roof too low"))
     if n_roof:
         counts.append(f"{n_roof} roof{'s lie' if n_roof != 1 else ' lies'} below measured points")
@@ -557,13 +694,12 @@ def machine_comparison_findings(ok: pd.DataFrame, machines: Sequence[str]) -> li
         rows = group
         for k in config:
             rows = rows[rows[k] == chosen[k]]
-        rows = rows.sort_values(MEDIAN, ascending=False)
-        fast, slow = rows.iloc[0], rows.iloc[-1]
+        rows = rows.sort_values(MEAN, ascending=False)
+        fast, slow = rows.iloc[0].to_dict(), rows.iloc[-1].to_dict()
         findings.append(
             f"Across machines, {config_text(fast)} runs fastest on {fast['machine']} at "
-            f"{throughput_text(fast[MEDIAN], fast[CI_LOW], fast[CI_HIGH])}, "
-            f"{fmt_times(fast[MEDIAN] / slow[MEDIAN])} the slowest machine, {slow['machine']}, "
-            f"at {throughput_text(slow[MEDIAN], slow[CI_LOW], slow[CI_HIGH])}."
+            f"{estimate_text(fast)}, {fmt_times(fast[MEAN] / slow[MEAN])} the slowest machine, "
+            f"{slow['machine']}, at {estimate_text(slow)}."
         )
     return findings
 
@@ -575,6 +711,46 @@ def _sources(inputs: ReportInputs, *kinds: str) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def measurement_section(
+    inputs: ReportInputs,
+    cost: dict,
+    measurement: pd.DataFrame,
+    drop: Callable[[pd.DataFrame], pd.DataFrame],
+) -> Section:
+    """What the measurements cost in wall time and how good they are."""
+    findings = []
+    if inputs.summary is not None or inputs.jobs is not None:
+        findings += cost_sentences(cost)
+    target = ci_target_sentence(measurement)
+    if target:
+        findings.append(target)
+    findings += ci_missed_sentences(measurement)
+    findings += dominant_level_sentences(measurement)
+    findings += fixed_cost_sentences(measurement)
+    folders = cost_by_folder(inputs.jobs, inputs.summary)
+    tables = [
+        Table("Measurement per configuration", drop(measurement_display(measurement))),
+        Table("Wall time per results folder", cost_display(folders)),
+    ]
+    return Section(
+        "measurement",
+        "Measurement cost and quality",
+        intro="What measuring cost and how far the numbers can be trusted. The study's span "
+        "runs from the first recorded job start to this report; busy time is the union of the "
+        "recorded job intervals (timed runs, ceilings, complexity); the duty cycle is the "
+        "share spent inside timed windows. Per configuration: worker processes and windows, "
+        "the 95% CI half-width against its target (timing.target_ci), why measurement "
+        "stopped, which level dominates the variance — between processes or between windows "
+        "of one process — with both components as relative standard deviations "
+        "(Kalibera & Jones), the fixed cost from the job's start to its first warm-up step "
+        "(and per further process), compile time in the first and in later processes, and "
+        "the unstable flag with its reasons.",
+        findings=findings,
+        tables=[t for t in tables if not t.frame.empty],
+        sources=_sources(inputs, "summary", "windows", "jobs"),
+    )
+
+
 def build_document(
     inputs: ReportInputs,
     *,
@@ -582,8 +758,14 @@ def build_document(
     description: str,
     cv_threshold: float,
     top_n_kernels: int = DEFAULT_TOP_KERNELS,
+    rendered_at_unix: float | None = None,
 ) -> Document:
-    """Every section of the summary, written from `inputs`."""
+    """Every section of the summary, written from `inputs`.
+
+    `rendered_at_unix` is when the report is written (now when None): the end of the
+    study's span in the measurement-cost section.
+    """
+    rendered_at = time.time() if rendered_at_unix is None else rendered_at_unix
     machines = sorted(
         {
             m
@@ -600,7 +782,9 @@ def build_document(
     precision_table = speedups(summary, "precision", REFERENCE_PRECISION)
     variant_table = speedups(summary, "variant", REFERENCE_VARIANT)
     scaling = batch_scaling(summary)
-    phases = phase_shares(summary, inputs.runs)
+    phases = phase_shares(summary)
+    measurement = measurement_table(summary, inputs.windows)
+    cost = study_cost(inputs.jobs, summary, rendered_at)
     readings = roofline_readings(inputs.roofline_points, inputs.ceilings, inputs.kernels)
     verdicts = roofline_verdicts(readings)
     figures: dict[str, list[Figure]] = {}
@@ -608,7 +792,9 @@ def build_document(
         figures.setdefault(figure_section(path), []).append(Figure(path, figure_caption(path)))
 
     notes = list(inputs.notes)
-    notes += oom_notes(inputs.runs, summary)
+    notes += oom_notes(summary, inputs.runs)
+    notes += over_budget_notes(summary, inputs.runs)
+    notes += unstable_notes(summary)
     notes += variance_notes(summary, cv_threshold)
     notes += roof_violation_notes(verdicts)
     if summary is None:
@@ -661,8 +847,10 @@ def build_document(
         Section(
             "matrix",
             "Study matrix",
-            intro="Every configuration of the study, with its status and how many of its reps "
-            "succeeded, per batch size.",
+            intro="Every configuration of the study, per batch size: its status and, when "
+            "measured, how many worker processes (p) and timed windows (w) measured it. "
+            "oom: out of memory; over budget: one step too slow to measure within "
+            "timing.max_seconds.",
             tables=[
                 t
                 for t in [Table("Configurations", drop(matrix_display(summary)))]
@@ -674,19 +862,23 @@ def build_document(
     top = ok_configs(summary)
     throughput_findings = []
     for (machine, model), group in top.groupby(["machine", "model"], sort=True):
-        best = group.loc[group[MEDIAN].idxmax()]
-        worst = group.loc[group[MEDIAN].idxmin()]
+        best = group.loc[group[MEAN].idxmax()].to_dict()
+        worst = group.loc[group[MEAN].idxmin()].to_dict()
         throughput_findings.append(
-            f"{model} on {machine}: from {throughput_text(worst[MEDIAN], worst[CI_LOW], worst[CI_HIGH])} "
-            f"for {config_text(worst)} to {throughput_text(best[MEDIAN], best[CI_LOW], best[CI_HIGH])} "
-            f"for {config_text(best)}."
+            f"{model} on {machine}: from {estimate_text(worst)} for {config_text(worst)} to "
+            f"{estimate_text(best)} for {config_text(best)}."
         )
     sections.append(
         Section(
             "throughput",
             "Throughput",
-            intro="Images per second over each run's timed window; the median across reps with its "
-            "95% confidence interval, interquartile range and coefficient of variation.",
+            intro="Images per second while training. Each configuration ran several worker "
+            "processes, each timing several windows of steps; its throughput is the mean of the "
+            "processes' throughputs (each its images over its windows' seconds), with a 95% "
+            "confidence interval (a t-interval over the process means, or over the windows of "
+            "a single process; none from a single window). The median, interquartile range and "
+            "coefficient of variation are across all windows. Flags: unstable (windows disturbed, "
+            "see Notes), high variance (CV above the threshold), CI target missed.",
             findings=throughput_findings,
             tables=[
                 t
@@ -715,10 +907,10 @@ def build_document(
         Section(
             "speedups",
             "Speedups",
-            intro=f"Ratios of median throughputs: each precision against {REFERENCE_PRECISION} "
+            intro=f"Ratios of mean throughputs: each precision against {REFERENCE_PRECISION} "
             f"and each variant against {REFERENCE_VARIANT} at the same batch size, and each "
             "configuration across batch sizes. Where the two 95% CIs overlap the difference is "
-            "within the run-to-run spread.",
+            "within the measured spread.",
             findings=speedup_findings,
             tables=[
                 t
@@ -752,7 +944,7 @@ def build_document(
                 if not t.frame.empty
             ],
             figures=figures.get("breakdown", []),
-            sources=_sources(inputs, "summary") or _sources(inputs, "runs"),
+            sources=_sources(inputs, "summary"),
         )
     )
     sections.append(
@@ -862,6 +1054,7 @@ def build_document(
         )
     if figures.get("figures"):
         sections.append(Section("figures", "More figures", figures=figures["figures"]))
+    sections.append(measurement_section(inputs, cost, measurement, drop))
     sections.append(
         Section(
             "notes",
@@ -876,7 +1069,16 @@ def build_document(
         s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id == "notes"
     ]
     findings = key_findings(
-        inputs, machines, phases, verdicts, precision_table, variant_table, scaling, notes
+        inputs,
+        machines,
+        phases,
+        verdicts,
+        precision_table,
+        variant_table,
+        scaling,
+        notes,
+        cost,
+        measurement,
     )
     if not findings:
         findings = ["No timed results yet: only the sections below with data were written."]
@@ -990,12 +1192,14 @@ def render_files(
     out_html: str | os.PathLike,
     out_md: str | os.PathLike,
     note_sources: Sequence[str] = (),
+    rendered_at_unix: float | None = None,
 ) -> Document:
     """Write the summary of this machine's files and `request.extra_results` as HTML
     (self-contained: CSS inline, figures as data URIs) and Markdown (figures linked).
 
     `figures` None means every PNG under each folder's `figures/`; `note_sources` are the
-    files `request.notes` came from, listed under the Notes section's sources.
+    files `request.notes` came from, listed under the Notes section's sources;
+    `rendered_at_unix` (now when None) ends the study's span.
     """
     if request.cv_threshold <= 0:
         raise NnperfError(
@@ -1010,11 +1214,13 @@ def render_files(
     inputs = ReportInputs(
         summary=loaded.summary,
         runs=loaded.runs,
+        windows=loaded.windows,
         kernels=loaded.kernels,
         roofline_points=loaded.roofline_points,
         environment=loaded.environment,
         complexity=loaded.complexity,
         ceilings=loaded.ceilings,
+        jobs=loaded.jobs,
         figures=shown,
         notes=list(request.notes),
         sources=sources,
@@ -1024,6 +1230,7 @@ def render_files(
         title=request.title,
         description=request.description,
         cv_threshold=request.cv_threshold,
+        rendered_at_unix=rendered_at_unix,
     )
     origin = "the files listed under Sources in each section"
     html = render_html(document, data_uri, origin)

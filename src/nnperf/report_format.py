@@ -7,6 +7,7 @@ for what the numbers mean (`nnperf.findings`).
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Mapping
 
@@ -65,12 +66,47 @@ def fmt_times(value) -> str:
     return "n/a" if missing(value) else f"{float(value):.2f}x"
 
 
-def throughput_text(median, low=None, high=None) -> str:
-    """`1,234 img/s (95% CI 1,200–1,260)`; the CI is left out where there is none."""
-    text = fmt(median, "img/s")
+def throughput_text(mean, low=None, high=None, *, n_windows=None, unstable=False) -> str:
+    """`1,234 img/s (95% CI 1,200–1,260)`, with `; unstable` for a flagged measurement.
+
+    Without a CI the text says so instead of printing one: `(one window, no CI)` when a
+    single window was measured (a CI needs two), `(no CI)` otherwise.
+    """
+    text = fmt(mean, "img/s")
+    if missing(mean):
+        return text
+    notes = []
     if not missing(low) and not missing(high):
-        text += f" (95% CI {fmt(low)}–{fmt(high)})"
-    return text
+        notes.append(f"95% CI {fmt(low)}–{fmt(high)}")
+    elif not missing(n_windows) and int(n_windows) == 1:
+        notes.append("one window, no CI")
+    else:
+        notes.append("no CI")
+    if unstable:
+        notes.append("unstable")
+    return f"{text} ({'; '.join(notes)})"
+
+
+def fmt_duration(seconds) -> str:
+    """`42.0 s`, `17.5 min`, `3.2 h`, `4.0 days`: a wall time in the unit a reader thinks in."""
+    if missing(seconds):
+        return "n/a"
+    x = float(seconds)
+    if abs(x) < 120:
+        return fmt(x, "s")
+    if abs(x) < 2 * 3600:
+        return f"{x / 60:.1f} min"
+    if abs(x) < 2 * 86400:
+        return f"{x / 3600:.1f} h"
+    return f"{x / 86400:.1f} days"
+
+
+def fmt_utc(unix_seconds) -> str:
+    """`2023-11-14 22:13 UTC`: a recorded Unix time, in UTC so every machine reads it alike."""
+    if missing(unix_seconds):
+        return "n/a"
+    moment = datetime.datetime.fromtimestamp(float(unix_seconds), tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def config_text(

@@ -1,16 +1,23 @@
 """Reading a `results/` folder (this machine's or another's) into tables for the report.
 
 The report and the machine comparison read the files the pipeline writes, where
-`nnperf.layout` puts them: `tables/{runs,summary,kernels,roofline_points,environment}.csv`,
-`complexity/{model}.json`, `ceilings/{device}.json` and, for the environment when
-`tables/environment.csv` is absent, the run JSONs under `runs/`. Every file read is remembered
-in `ResultSet.sources` so each report section can say where its numbers came from.
+`nnperf.layout` puts them: the `tables/` named in TABLE_NAMES, `complexity/{model}.json`,
+`ceilings/{device}.json` and the run JSONs under `runs/` (also for the environment when
+`tables/environment.csv` is absent). Every file read is remembered in
+`ResultSet.sources` so each report section can say where its numbers came from.
+
+The JSON documents also say when their job ran (`started_at_unix`, `ended_at_unix`):
+`ResultSet.jobs` collects those intervals, one row per job, so the report can say what the
+study cost in wall time. Where no run JSON is read, the run jobs come from summary.csv (which
+copies each document's start and end) or, failing that, from runs.csv's worker processes.
+Older folders (or a complexity JSON without timestamps) simply add no row.
 
 This module only reads; what the numbers mean is `nnperf.report`'s business.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +27,9 @@ import pandas as pd
 
 from nnperf import files, layout, machines
 from nnperf.errors import NnperfError
+from nnperf.vocab import CONFIG_KEYS
 
-TABLE_NAMES = ("runs", "summary", "kernels", "roofline_points", "environment")
+TABLE_NAMES = ("runs", "windows", "summary", "kernels", "roofline_points", "environment")
 # This machine's results folder: where the layout's `results/...` paths start.
 RESULTS_DIR = "results"
 
@@ -31,6 +39,7 @@ class ResultSet:
     """The tables of one or more results folders; each frame has a `machine` column."""
 
     runs: pd.DataFrame | None = None
+    windows: pd.DataFrame | None = None
     summary: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
     roofline_points: pd.DataFrame | None = None
@@ -38,6 +47,8 @@ class ResultSet:
     complexity: list[dict] = field(default_factory=list)
     # One entry per (machine, device): the ceilings JSON with `machine` added.
     ceilings: list[dict] = field(default_factory=list)
+    # One row per job whose document recorded when it ran (JOB_COLUMNS); None when none did.
+    jobs: pd.DataFrame | None = None
     # kind ("summary", "complexity", ...) -> paths read, in reading order.
     sources: dict[str, list[str]] = field(default_factory=dict)
 
@@ -88,6 +99,7 @@ def local_files(
     tables: Mapping[str, str | os.PathLike | None] | None = None,
     complexity: Iterable[str | os.PathLike] = (),
     ceilings: Iterable[str | os.PathLike] = (),
+    run_jsons: Iterable[str | os.PathLike] = (),
 ) -> FolderFiles:
     """This machine's files: those found in `results_dir` (none when None), then the ones
     named (`tables` by TABLE_NAMES; a None entry is not there), each of which must exist."""
@@ -105,6 +117,9 @@ def local_files(
     )
     folder.ceilings = list(
         dict.fromkeys([*folder.ceilings, *(_existing(p, "ceilings") for p in ceilings)])
+    )
+    folder.run_jsons = list(
+        dict.fromkeys([*folder.run_jsons, *(_existing(p, "run JSON") for p in run_jsons)])
     )
     return folder
 
@@ -155,7 +170,9 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     environments: dict[str, pd.DataFrame | None] = {}
     raw: dict[str, dict[str, pd.DataFrame | None]] = {}
     result = ResultSet()
+    jobs: list[dict] = []
     for folder in folders:
+        run_documents = {path: files.read_json(path) for path in folder.run_jsons}
         frames = {}
         for name, path in folder.tables.items():
             # The environment is shown as recorded: read as text so that "9.0" (a compute
@@ -164,12 +181,20 @@ def load(folders: list[FolderFiles]) -> ResultSet:
             frames[name] = read_table(path, **text) if path is not None else None
             if path is not None:
                 result.add_source(name, path)
-        if frames["environment"] is None and folder.run_jsons:
-            frames["environment"] = machines.environment_frame(
-                files.read_json(path) for path in folder.run_jsons
-            )
+        if frames["environment"] is None and run_documents:
+            frames["environment"] = machines.environment_frame(run_documents.values())
             for path in folder.run_jsons:
                 result.add_source("environment", path)
+        for path, document in run_documents.items():
+            row = job_row(document, "run", folder.results_dir, path)
+            if row is not None:
+                jobs.append(row)
+                result.add_source("jobs", path)
+        if not run_documents:
+            table_jobs, table = jobs_from_tables(frames, folder)
+            jobs.extend(table_jobs)
+            if table_jobs:
+                result.add_source("jobs", table)
         if frames["environment"] is None and frames["runs"] is not None:
             frames["environment"] = environment_from_runs(frames["runs"])
             if frames["environment"] is not None:
@@ -194,6 +219,10 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         for path in folder.complexity:
             document = files.read_json(path)
             result.add_source("complexity", path)
+            row = job_row(document, "complexity", folder.results_dir, path)
+            if row is not None:
+                jobs.append(row)
+                result.add_source("jobs", path)
             key = (document.get("model"), document.get("dataset"), str(document.get("input_shape")))
             if key not in seen_models:
                 seen_models.add(key)
@@ -201,11 +230,118 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         for path in folder.ceilings:
             document = files.read_json(path)
             result.add_source("ceilings", path)
+            row = job_row(document, "ceilings", folder.results_dir, path)
+            if row is not None:
+                jobs.append(row)
+                result.add_source("jobs", path)
             labelled = machines.attach_machine(
                 pd.DataFrame([{"device": document.get("device")}]), mapping, folder.results_dir
             )
             result.ceilings.append({**document, "machine": labelled["machine"].iloc[0]})
+    result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
     return result
+
+
+# One recorded job: which folder and stage, the configuration or device where it has one,
+# when it ran (Unix seconds) and the file that says so.
+JOB_COLUMNS = (
+    "results_dir",
+    "kind",
+    "device",
+    "model",
+    "precision",
+    "batch_size",
+    "variant",
+    "started_at_unix",
+    "ended_at_unix",
+    "source",
+)
+
+
+def job_row(document: Mapping, kind: str, results_dir: str, path: str | os.PathLike) -> dict | None:
+    """When the job that wrote `document` (or the summary.csv row copied from it) ran, or
+    None when it did not record it.
+
+    A run's job starts at `process_started_at_unix` (the job's OS process, before the worker
+    processes fork), which counts its fixed cost; documents without it start at
+    `started_at_unix`.
+    """
+    started = document.get("process_started_at_unix")
+    if _number(started) is None:
+        started = document.get("started_at_unix")
+    started, ended = _number(started), _number(document.get("ended_at_unix"))
+    if started is None or ended is None or ended < started:
+        return None
+    return {
+        "results_dir": results_dir,
+        "kind": kind,
+        **{key: document.get(key) for key in ("device", "model", "precision", "batch_size")},
+        "variant": document.get("variant"),
+        "started_at_unix": started,
+        "ended_at_unix": ended,
+        "source": os.fspath(path),
+    }
+
+
+def jobs_from_tables(
+    frames: Mapping[str, pd.DataFrame | None], folder: FolderFiles
+) -> tuple[list[dict], Path | None]:
+    """Run jobs from the tables when no run JSON was read (rule render_report names only the
+    tables): summary.csv's copies of each document's start and end, else runs.csv's worker
+    processes. Returns the jobs and the table they came from."""
+    summary = frames.get("summary")
+    if summary is not None and {"ended_at_unix", *CONFIG_KEYS} <= set(summary.columns):
+        rows = [
+            job_row(record, "run", folder.results_dir, folder.tables["summary"])
+            for record in summary.to_dict("records")
+        ]
+        rows = [row for row in rows if row is not None]
+        if rows:
+            return rows, folder.tables["summary"]
+    if frames.get("runs") is not None:
+        rows = jobs_from_runs(frames["runs"], folder.results_dir, folder.tables["runs"])
+        if rows:
+            return rows, folder.tables["runs"]
+    return [], None
+
+
+def jobs_from_runs(
+    runs: pd.DataFrame, results_dir: str, path: str | os.PathLike | None
+) -> list[dict]:
+    """Run jobs from runs.csv (one row per worker process): each configuration's job spans
+    its first worker's start to its last worker's end. That misses the seconds before the
+    first worker starts, which the run JSON (and summary.csv) record."""
+    needed = {"started_at_unix", "ended_at_unix", *CONFIG_KEYS}
+    if not needed <= set(runs.columns):
+        return []
+    times = runs.assign(
+        started_at_unix=pd.to_numeric(runs["started_at_unix"], errors="coerce"),
+        ended_at_unix=pd.to_numeric(runs["ended_at_unix"], errors="coerce"),
+    ).dropna(subset=["started_at_unix", "ended_at_unix"])
+    if times.empty:
+        return []
+    spans = times.groupby(list(CONFIG_KEYS), sort=True).agg(
+        started_at_unix=("started_at_unix", "min"), ended_at_unix=("ended_at_unix", "max")
+    )
+    return [
+        {
+            "results_dir": results_dir,
+            "kind": "run",
+            **row,
+            "source": os.fspath(path) if path is not None else None,
+        }
+        for row in spans.reset_index().to_dict("records")
+    ]
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
 
 
 def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:

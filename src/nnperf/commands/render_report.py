@@ -54,6 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="complexity JSONs of this machine",
     )
     add("--ceilings", nargs="+", default=(), metavar="JSON", help="ceilings JSONs of this machine")
+    add(
+        "--run-jsons",
+        nargs="+",
+        default=(),
+        metavar="JSON",
+        help="run JSONs of this machine: when each timed job ran, for the measurement-cost "
+        "section (found under --results/runs/ by themselves)",
+    )
     add("--figures", nargs="*", metavar="PNG", help="figures (default: every PNG in figures/)")
     add("--note", action="append", default=[], metavar="TEXT", help="a note; repeatable")
     add("--notes-file", metavar="FILE", help="notes: a JSON list of strings, or one per line")
@@ -112,7 +120,7 @@ def read_notes(path: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    local = local_files(args, (args.complexity, args.ceilings))
+    local = local_files(args, (args.complexity, args.ceilings, args.run_jsons))
     notes = list(args.note) + read_notes(args.notes_file)
     report.render_files(
         request(args, notes),

@@ -438,7 +438,7 @@ def test_sweep_counts_repeated_reads(cpu_doc):
         )
 
 
-def test_measured_fp32_gemm_is_below_the_derived_cpu_peak(monkeypatch):
+def test_measured_fp32_gemm_is_near_or_below_the_derived_cpu_peak(monkeypatch):
     # Sizes large enough to be compute-bound. Only fp32 is asserted: the derived peak uses
     # the clock /proc/cpuinfo reports, which under a hypervisor is the nominal (TSC) clock,
     # and bf16 GEMMs on a boosting core can exceed it (the note then says so).
@@ -446,8 +446,13 @@ def test_measured_fp32_gemm_is_below_the_derived_cpu_peak(monkeypatch):
     peak = doc["datasheet"]["flop_s"]["fp32"]
     if doc["datasheet"].get("derived") and peak is None:
         pytest.skip("CPU clock unreadable here: no derived peak to compare with")
-    assert 0 < doc["measured"]["gemm_flop_s"]["fp32"] < peak
-    assert 0 < doc["ratio_measured_to_datasheet"]["gemm_flop_s"]["fp32"] < 1
+    ratio = doc["ratio_measured_to_datasheet"]["gemm_flop_s"]["fp32"]
+    assert doc["measured"]["gemm_flop_s"]["fp32"] == pytest.approx(ratio * peak)
+    # Below the peak, or above it only as far as a boost clock over the nominal one reaches
+    # (then the note says why, rather than the number passing unremarked).
+    assert 0 < ratio < 1.6
+    if ratio > 1:
+        assert "x the derived peak: the clock used" in doc["note"]
 
 
 def test_threads_setting_is_applied_and_recorded(monkeypatch):

@@ -282,7 +282,7 @@ def test_profile_context_from_the_meta(tmp_path):
 
 
 def test_profile_context_from_the_request(tmp_path):
-    run = RunRequest(**KEYS, rep=0)
+    run = RunRequest(**KEYS)
     write_request(tmp_path / "r.json", ProfileStepRequest(run=run))
     assert kernels.profile_context(tmp_path / "r.json") == {
         **KEYS,

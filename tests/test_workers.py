@@ -133,9 +133,10 @@ def test_hopeless_configuration_ends_over_budget_with_its_step_time():
     assert document["throughput_img_s"] is None and windows == [] and steps == []
     assert document["environment"]["cpu_model"]  # sent before the first step
     assert took < 4.0 + workers.STARTUP_TIMEOUT_S  # it did not wait for the budget's end
-    assert document["processes"][0]["ended_at_unix"] - document["processes"][0][
-        "first_step_at_unix"
-    ] < 2.0  # two steps, then the verdict
+    assert (
+        document["processes"][0]["ended_at_unix"] - document["processes"][0]["first_step_at_unix"]
+        < 2.0
+    )  # two steps, then the verdict
 
 
 def test_a_first_step_far_over_what_the_budget_affords_ends_it_at_once():

@@ -58,11 +58,15 @@ def test_every_configuration_has_its_json_windows_steps_and_log(study):
             assert document["single_step_time_s"] > 0 and windows.empty
             assert "timing.max_seconds" in document["error"]
             continue
-        # Two worker processes, one or two windows each, two steps per window.
-        assert document["n_processes"] == 2 and 2 <= len(windows) <= 4
+        # Two worker processes (one when the budget ends it first), one or two windows each,
+        # two steps per window.
+        assert document["n_processes"] == 2 or document["stop_reason"] == "budget"
+        assert document["n_processes"] <= 2 and 1 <= len(windows) <= 4
         assert len(steps) == 2 * len(windows) == 2 * document["n_windows"]
-        assert sorted(set(windows["process"])) == [0, 1]
-        assert document["ci_half_width_rel"] > 0 and document["fixed_cost_s"] > 0
+        assert sorted(set(windows["process"])) == list(range(document["n_processes"]))
+        assert document["fixed_cost_s"] > 0
+        if document["n_windows"] >= 2:
+            assert document["ci_half_width_rel"] > 0
         assert document["stop_reason"] in ("ci_target", "budget", "max_processes")
 
 
@@ -74,9 +78,9 @@ def test_tables_statuses_and_no_overlap(study):
     assert set(summary.loc[summary.precision == "fp32", "status"]) == {"ok"}
     assert set(summary["status"]) <= {"ok", "over_budget"}
     measured = summary[summary.status == "ok"]
-    assert (measured["n_processes"] == 2).all()
+    assert ((measured["n_processes"] == 2) | (measured["stop_reason"] == "budget")).all()
     assert measured["throughput_img_s_mean"].gt(0).all()
-    assert measured["ci_half_width_rel"].gt(0).all()
+    assert measured.loc[measured["n_windows"] >= 2, "ci_half_width_rel"].gt(0).all()
     assert len(windows) == measured["n_windows"].sum()
     assert not runs["overlap"].any()
     assert find_overlaps(runs) == []

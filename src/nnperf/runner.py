@@ -162,11 +162,11 @@ def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
     single = steady if result.status == "ok" else result.single_step_time_s
     return {
         "step_time_s": measure.describe(step_times) if step_times else None,
-        "phase_time_s": {
-            phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES
-        }
-        if step_times
-        else None,
+        "phase_time_s": (
+            {phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES}
+            if step_times
+            else None
+        ),
         "single_step_time_s": single,
         "single_step_time_is_lower_bound": bool(result.single_step_time_is_lower_bound),
         "compile_time_s": compile_times[0] if compile_times else None,
@@ -232,7 +232,9 @@ def perform_run(
         "unstable_reasons": reasons,
         "loss_start": (result.processes[0].get("loss_start") if result.processes else None),
         "loss_end": windows[-1]["loss_end"] if windows else None,
-        "peak_memory_device_bytes": _max(r.get("peak_memory_device_bytes") for r in result.processes),
+        "peak_memory_device_bytes": _max(
+            r.get("peak_memory_device_bytes") for r in result.processes
+        ),
         "peak_memory_host_bytes": _max(r.get("peak_memory_host_bytes") for r in result.processes),
         "processes": result.processes,
         "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
@@ -253,7 +255,9 @@ def _parent_environment(request: RunRequest, result: workers.Measurement, workfl
     the workers are gone, so touching the device here is safe."""
     from nnperf.envinfo import collect_environment
 
-    impl = next((r.get("optimizer_impl") for r in result.processes if r.get("optimizer_impl")), None)
+    impl = next(
+        (r.get("optimizer_impl") for r in result.processes if r.get("optimizer_impl")), None
+    )
     return collect_environment(
         device=request.device,
         precision=request.precision,
@@ -341,6 +345,10 @@ def run_to_files(
     return document
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("s") else "s")
+
+
 def describe_outcome(request: RunRequest, document: dict) -> str:
     """One line for the job's log."""
     name = label(request)
@@ -353,6 +361,6 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
     flags = f"; unstable: {'; '.join(document['unstable_reasons'])}" if document["unstable"] else ""
     return (
         f"{name}: {document['throughput_img_s']:.1f} img/s{ci} "
-        f"({document['n_processes']} processes x {document['n_windows']} windows, "
+        f"({_count(document['n_processes'], 'process')} x {_count(document['n_windows'], 'window')}, "
         f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
     )

@@ -191,7 +191,9 @@ class GpuSampler:
             return fields
         nvml = self._nvml
         try:
-            fields["sm_clock_mhz"] = float(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM))
+            fields["sm_clock_mhz"] = float(
+                nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM)
+            )
             fields["memory_clock_mhz"] = float(
                 nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_MEM)
             )

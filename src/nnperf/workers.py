@@ -101,7 +101,11 @@ WARM = "warm_server"
 def start_method() -> str:
     """forkserver on Linux (warm, clean workers), spawn elsewhere (fork is unsafe on macOS)."""
     linux = sys.platform.startswith("linux")
-    return "forkserver" if linux and "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    return (
+        "forkserver"
+        if linux and "forkserver" in multiprocessing.get_all_start_methods()
+        else "spawn"
+    )
 
 
 @dataclasses.dataclass
@@ -608,10 +612,14 @@ def _over_budget(
     result.single_step_time_is_lower_bound = lower_bound
     result.error = (
         f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
-        f"still needed (warm-up and {timing_settings.min_windows} windows of "
+        f"still needed (warm-up and {_count(timing_settings.min_windows, 'window')} of "
         f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more than "
         f"the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _ended_early(message, record, result: Measurement, first: bool) -> measure.Action:

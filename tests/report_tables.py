@@ -423,6 +423,8 @@ def run_document(c: Config, env: dict, job_started: float) -> dict:
                 "ended_at_unix": ended,
                 "fixed_cost_s": c.process_fixed_cost_s,
                 "warmup_step_time_s": [0.5, 0.1, 0.1],
+                "first_step_time_s": 0.5,
+                "warmup_time_s": 0.7,
                 "compile_time_s": c.compile_time_s if process == 0 else c.compile_time_s_later,
                 "n_windows": c.windows_per_process if ok else 0,
                 "throughput_img_s": value,

@@ -119,19 +119,12 @@ def process_rows(document: dict, source: str | None = None) -> list[dict]:
     ]
     rows = []
     for process in processes:
-        warmup = process.get("warmup_step_time_s") or []
-        # A process records its warm-up steps one by one; the first of them is its first
-        # step (compilation included) and their sum its warm-up time.
-        derived = {
-            "first_step_time_s": warmup[0] if warmup else None,
-            "warmup_time_s": float(sum(warmup)) if warmup else None,
-        }
         row = {**head, "process": process.get("process"), **shared}
         row["process_status"] = process.get("status")
         row["seed"] = process.get("seed")
         row["pid"] = process.get("pid")
         for metric in PROCESS_METRICS:
-            row[metric] = process.get(metric, derived.get(metric))
+            row[metric] = process.get(metric)
         rows.append({**row, **tail})
     return rows
 

@@ -121,16 +121,21 @@ def by_process(windows: Sequence[WindowSample]) -> dict[int, list[WindowSample]]
     return groups
 
 
+def process_throughputs(windows: Sequence[WindowSample]) -> dict[int, float]:
+    """Each process's throughput: its images over its timed seconds (what it sustained)."""
+    return {
+        process: sum(w.images for w in group) / sum(w.seconds for w in group)
+        for process, group in by_process(windows).items()
+    }
+
+
 def estimate(windows: Sequence[WindowSample], confidence: float = CONFIDENCE) -> Estimate:
     """The configuration's throughput, CI and variance components from `windows`."""
     groups = by_process(windows)
     timed_s = sum(w.seconds for w in windows)
     if not windows:
         return Estimate(None, None, None, None, None, None, 0, 0, 0.0)
-    # A process's throughput is its images over its timed seconds (what it sustained).
-    process_rates = [
-        sum(w.images for w in group) / sum(w.seconds for w in group) for group in groups.values()
-    ]
+    process_rates = list(process_throughputs(windows).values())
     throughput = _mean(process_rates)
     within_df = sum(len(g) - 1 for g in groups.values())
     within = (

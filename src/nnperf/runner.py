@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from nnperf import measure, stability, vocab, workers
+from nnperf import measure, stability, stats, vocab, workers
 from nnperf.contract import RunRequest
 from nnperf.files import write_csv, write_json
 from nnperf.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
@@ -83,18 +83,19 @@ def free_after_oom(device: str) -> None:
         torch.cuda.empty_cache()
 
 
+def _number(value: float) -> float | None:
+    """A statistic for the JSON document: NaN (no data) becomes null."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
 def _median(values) -> float | None:
-    values = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    return float(np.median(values)) if values else None
+    return _number(stats.median(list(values)))
 
 
 def _quantiles(values) -> dict:
-    data = np.asarray(values, dtype=float)
-    if not data.size:
-        return {"median": None, "q1": None, "q3": None, "cv": None}
-    q1, median, q3 = np.percentile(data, [25, 50, 75])
-    cv = float(np.std(data, ddof=1) / np.mean(data)) if data.size > 1 else None
-    return {"median": float(median), "q1": float(q1), "q3": float(q3), "cv": cv}
+    q1, median, q3 = stats.quartiles(values)
+    cv = stats.coefficient_of_variation(values)
+    return {"median": _number(median), "q1": _number(q1), "q3": _number(q3), "cv": _number(cv)}
 
 
 def estimate_fields(result: workers.Measurement, request: RunRequest) -> dict:
@@ -140,21 +141,20 @@ def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
     step_times = [row["step_time_s"] for row in result.steps]
     steady = _median(step_times)
     compiled = bool(request.settings.compile)
+    rates = measure.process_throughputs(result.samples())
     compile_times = []
     for record in result.processes:
+        process = record["process"]
         warmup = record.get("warmup_step_time_s") or []
-        own = [r["step_time_s"] for r in result.steps if r["process"] == record["process"]]
-        own_steady = _median(own)
+        own_steady = _median(r["step_time_s"] for r in result.steps if r["process"] == process)
         record["compile_time_s"] = (
             measure.compile_time(warmup, own_steady) if compiled and own_steady and warmup else None
         )
-        record["n_windows"] = sum(1 for w in result.windows if w["process"] == record["process"])
-        own_windows = [w for w in result.windows if w["process"] == record["process"]]
-        record["throughput_img_s"] = (
-            sum(w["images"] for w in own_windows) / sum(w["window_s"] for w in own_windows)
-            if own_windows
-            else None
-        )
+        # Its first step (compilation included) and the sum of its warm-up steps.
+        record["first_step_time_s"] = warmup[0] if warmup else None
+        record["warmup_time_s"] = float(sum(warmup)) if warmup else None
+        record["n_windows"] = sum(1 for w in result.windows if w["process"] == process)
+        record["throughput_img_s"] = rates.get(process)
         compile_times.append(record["compile_time_s"])
     first = result.processes[0] if result.processes else {}
     first_warmup = first.get("warmup_step_time_s") or []
@@ -171,8 +171,8 @@ def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
         "single_step_time_is_lower_bound": bool(result.single_step_time_is_lower_bound),
         "compile_time_s": compile_times[0] if compile_times else None,
         "compile_time_s_later": _median(later) if later else None,
-        "first_step_time_s": first_warmup[0] if first_warmup else None,
-        "warmup_time_s": float(sum(first_warmup)) if first_warmup else None,
+        "first_step_time_s": first.get("first_step_time_s"),
+        "warmup_time_s": first.get("warmup_time_s"),
         "warmup_step_time_s": list(first_warmup),
     }
 

@@ -20,6 +20,7 @@ from nnperf import roofline
 from nnperf.ncu import TENSOR_DTYPE_OF_PRECISION
 from nnperf.report_format import (
     config_text,
+    count_of,
     fmt,
     fmt_duration,
     fmt_pct,
@@ -952,23 +953,14 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
         flagged = flagged | ok["high_variance"].map(truthy)
     notes = []
     for row in sort_configs(ok[flagged]).to_dict("records"):
-        windows = _count(row.get("n_windows"), "window")
-        processes = _count(row.get("n_processes"), "process")
+        windows = count_of(row.get("n_windows"), "window")
+        processes = count_of(row.get("n_processes"), "process")
         notes.append(
             f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
             f"{fmt_pct(row['throughput_img_s_cv'])} across {windows} of {processes} "
             f"(threshold {fmt_pct(cv_threshold)}); treat its numbers and speedups with care."
         )
     return notes
-
-
-def _count(value, noun: str) -> str:
-    """`1 window`, `12 windows`, `3 processes`, `? windows` where unknown."""
-    plural = noun + ("es" if noun.endswith("s") else "s")
-    if missing(value):
-        return f"? {plural}"
-    n = int(value)
-    return f"{n} {noun if n == 1 else plural}"
 
 
 def sort_notes(notes: Iterable[str]) -> list[str]:
@@ -1130,7 +1122,7 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
     missed = measured[measured["target_met"].fillna(True).eq(False)]
     sentences = []
     for row in missed.to_dict("records"):
-        shape = f"{_count(row['n_processes'], 'process')} and {_count(row['n_windows'], 'window')}"
+        shape = f"{count_of(row['n_processes'], 'process')} and {count_of(row['n_windows'], 'window')}"
         if missing(row["ci_half_width_rel"]):
             width = f"no CI could be made from {shape}"
         else:

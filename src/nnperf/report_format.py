@@ -23,6 +23,15 @@ def missing(value) -> bool:
         return False
 
 
+def count_of(value, noun: str) -> str:
+    """`1 window`, `12 windows`, `3 processes`, `? windows` where unknown."""
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    if missing(value):
+        return f"? {plural}"
+    n = int(value)
+    return f"{n} {noun if n == 1 else plural}"
+
+
 def fmt(value, unit: str = "") -> str:
     """A readable number: thousands separators above 100, three significant digits below."""
     if missing(value):

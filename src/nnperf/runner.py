@@ -345,12 +345,10 @@ def run_to_files(
     return document
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("s") else "s")
-
-
 def describe_outcome(request: RunRequest, document: dict) -> str:
     """One line for the job's log."""
+    from nnperf.report_format import count_of
+
     name = label(request)
     if document["status"] == "oom":
         return f"{name}: out of memory: {document['error']}"
@@ -361,6 +359,7 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
     flags = f"; unstable: {'; '.join(document['unstable_reasons'])}" if document["unstable"] else ""
     return (
         f"{name}: {document['throughput_img_s']:.1f} img/s{ci} "
-        f"({_count(document['n_processes'], 'process')} x {_count(document['n_windows'], 'window')}, "
+        f"({count_of(document['n_processes'], 'process')} x "
+        f"{count_of(document['n_windows'], 'window')}, "
         f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
     )

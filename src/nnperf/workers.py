@@ -601,6 +601,8 @@ def _over_budget(
 ) -> None:
     """End the measurement as over budget: after `warmed` warm-up steps, one step took
     `step_s` (at least, when `lower_bound`: the step was cut off)."""
+    from nnperf.report_format import count_of
+
     training, timing_settings = request.training, request.timing
     steps_left = max(0, training.warmup_steps - warmed) + (
         timing_settings.min_windows * training.timed_steps
@@ -612,14 +614,10 @@ def _over_budget(
     result.single_step_time_is_lower_bound = lower_bound
     result.error = (
         f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
-        f"still needed (warm-up and {_count(timing_settings.min_windows, 'window')} of "
+        f"still needed (warm-up and {count_of(timing_settings.min_windows, 'window')} of "
         f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more than "
         f"the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
     )
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _ended_early(message, record, result: Measurement, first: bool) -> measure.Action:

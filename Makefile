@@ -9,13 +9,30 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 CORES ?= all
+# pip itself is pinned too: tests/test_envs.py drives its resolver for other platforms.
+PIP_VERSION ?= 26.3
+# TORCH_INDEX: an index of CPU-only torch builds, e.g.
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# On Linux that installs torch/torchvision 2.14.1+cpu (~200 MB) instead of PyPI's build and
+# its CUDA runtime (~5 GB), leaving out the pins only that runtime needs (the lines of
+# envs/requirements-cpu.txt marked CUDA_PINS). On macOS PyPI's torch is CPU-only already.
+# Empty (the default, and CI): the pinned file as it is, from PyPI alone. It applies when .venv
+# is built; remove .venv to switch.
+TORCH_INDEX ?=
+CUDA_PINS := platform_system == "Linux"
 
 .PHONY: run test test-fast check report clean-results
 
 $(VENV)/.installed: envs/requirements-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet pip==$(PIP_VERSION)
+ifeq ($(TORCH_INDEX),)
 	$(BIN)/python -m pip install --quiet -r envs/requirements-cpu.txt
+else
+	grep -v -F '$(CUDA_PINS)' envs/requirements-cpu.txt > $(VENV)/requirements-torch-cpu.txt
+	$(BIN)/python -m pip install --quiet --extra-index-url $(TORCH_INDEX) \
+		-r $(VENV)/requirements-torch-cpu.txt
+endif
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 

@@ -244,6 +244,52 @@ def test_note_explains_a_derived_peak_below_measurement():
     assert "DERIVED" in note and ">= 3.25 GHz implied" in note
 
 
+# /proc/cpuinfo of a 2-core VM, as the kernel writes it; FLAGS is replaced per test.
+CPUINFO = "\n\n".join(f"""processor\t: {cpu}
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model name\t: AMD EPYC
+cpu MHz\t\t: 2450.000
+physical id\t: 0
+core id\t\t: {cpu}
+flags\t\t: FLAGS
+""" for cpu in range(2))
+# Measured on such a VM: bf16 emulated, 80x below fp32.
+EMULATED_BF16 = {"gemm_flop_s": {"fp32": 69e9, "bf16": 0.84e9}, "memory_bandwidth_bytes_s": 1e10}
+
+
+@pytest.mark.parametrize(
+    "flags,bf16_roof",
+    [
+        ("fpu sse sse2 avx fma avx2 vaes sha_ni", None),
+        # Zen 4 (family 25, 256-bit datapath) with VDPBF16PS:
+        # 2 cores x 2.45 GHz x 2 x (8 lanes x 2 FMA x 2 FLOP).
+        ("fpu sse sse2 avx fma avx2 avx512f avx512_bf16", 2 * 2.45e9 * 2 * 32),
+    ],
+)
+def test_the_ceilings_note_says_why_a_cpu_has_no_derived_bf16_roof(flags, bf16_roof):
+    cpuinfo = ceilings.peaks_mod.parse_cpuinfo(CPUINFO.replace("FLAGS", flags))
+    sheet = ceilings.peaks_mod.derived_cpu_peak(cpuinfo, 2, 2.45e9, "/proc/cpuinfo 'cpu MHz'")
+    ratio = ceilings.ratios(EMULATED_BF16, sheet)
+    note = ceilings.notes_for("cpu", "AMD EPYC", sheet, ratio, "p.yaml", {})
+    roof = sheet["flop_s"]["bf16"]
+    assert roof == (None if bf16_roof is None else pytest.approx(bf16_roof))
+    why = (
+        "Derived bf16 peak is null: no native bf16 arithmetic (flags lack amx_bf16, "
+        "avx512_bf16, avx_ne_convert): bf16 runs emulated, no derived peak."
+    )
+    if bf16_roof is None:
+        # No roof, no ratio: not 0.84 / 69 of an fp32 roof that an emulated bf16 never nears.
+        assert ratio["gemm_flop_s"]["bf16"] is None and why in note
+    else:
+        assert ratio["gemm_flop_s"]["bf16"] == pytest.approx(0.84e9 / bf16_roof)
+        assert "bf16 peak is null" not in note
+    assert ratio["gemm_flop_s"]["fp32"] == pytest.approx(69e9 / (2 * 2.45e9 * 32))
+    assert ceilings.fraction_of_roofs(
+        0.5e9, {"measured": EMULATED_BF16, "datasheet": sheet}, "bf16"
+    )["datasheet"] == (None if bf16_roof is None else pytest.approx(0.5e9 / bf16_roof))
+
+
 def test_unknown_gpu_gives_null_datasheet_without_crashing():
     table = ceilings.peaks_mod.load_peaks(PEAKS_YAML)
     assert (
@@ -389,6 +435,14 @@ def test_document_has_the_contract_keys(cpu_doc):
     assert all(p["bandwidth_bytes_s"] > 0 for p in measured["sweep"])
     sheet = cpu_doc["datasheet"]
     assert set(sheet) >= {"key", "name", "flop_s", "memory_bandwidth_bytes_s", "source"}
+    # This CPU's own flags decide its derived bf16 roof: a number with bf16 arithmetic,
+    # else null with the reason in the entry and the note.
+    flags = set(ceilings.peaks_mod.parse_cpuinfo(Path("/proc/cpuinfo").read_text())["flags"])
+    if sheet["clock_hz"] and not flags & {"amx_bf16", "avx512_bf16", "avx_ne_convert", "bf16"}:
+        assert sheet["flop_s"]["bf16"] is None and sheet["flop_s"]["fp32"] > 0
+        assert "Derived bf16 peak is null: no native bf16 arithmetic" in cpu_doc["note"]
+    elif sheet["clock_hz"]:
+        assert sheet["flop_s"]["bf16"] > 0 and "bf16 peak is null" not in cpu_doc["note"]
     assert set(cpu_doc["ratio_measured_to_datasheet"]) == {
         "gemm_flop_s",
         "memory_bandwidth_bytes_s",

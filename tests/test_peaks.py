@@ -221,16 +221,23 @@ def test_parse_cpuinfo_arm_without_core_ids():
         ("avx512f avx2 fma avx512_bf16", "AuthenticAMD", 25, 2, 32, 64),
         # Sapphire Rapids: AMX tiles, 1024 BF16 FLOP/cycle.
         ("avx512f avx2 fma avx512_bf16 amx_bf16 amx_tile", "GenuineIntel", 6, 2, 64, 1024),
-        # Xeon Silver: one 512-bit FMA unit; no bf16 instructions -> fp32 rate.
-        ("avx512f avx2 fma", "GenuineIntel", 6, 1, 32, 32),
-        ("avx avx2 fma", "GenuineIntel", 6, 2, 32, 32),  # Haswell..: 8 x 2 x 2
-        ("avx sse2", "GenuineIntel", 6, 2, 16, 16),  # Sandy Bridge: 8 lanes x (add + mul)
-        ("sse sse2", "GenuineIntel", 6, 2, 8, 8),  # 4 lanes x (add + mul)
+        # Sierra Forest: bf16 converted in hardware (AVX-NE-CONVERT), fp32 FMAs: 8 x 2 x 2.
+        ("avx avx2 fma avx_vnni avx_ne_convert", "GenuineIntel", 6, 2, 32, 32),
+        # Neoverse V1 (arm64 FEAT_BF16): 4 lanes x 2 x 2 = 16, BFDOT doubles it.
+        ("fp asimd bf16", None, None, 2, 16, 32),
+        # Xeon Silver: one 512-bit FMA unit; no bf16 instructions -> emulated, no bf16 peak.
+        ("avx512f avx2 fma", "GenuineIntel", 6, 1, 32, None),
+        ("avx avx2 fma", "GenuineIntel", 6, 2, 32, None),  # Haswell..: 8 x 2 x 2
+        ("avx sse2", "GenuineIntel", 6, 2, 16, None),  # Sandy Bridge: 8 lanes x (add + mul)
+        ("sse sse2", "GenuineIntel", 6, 2, 8, None),  # 4 lanes x (add + mul)
+        ("fp asimd", None, None, 2, 16, None),  # arm64 without BF16
     ],
 )
 def test_cpu_flop_per_cycle_by_hand(flags, vendor, family, fma_units, fp32, bf16):
     result = peaks.cpu_flop_per_cycle(flags.split(), vendor, family, fma_units)
     assert (result["fp32"], result["bf16"]) == (fp32, bf16)
+    # A null rate always comes with its reason, a number never does.
+    assert set(result["null_reasons"]) == ({"bf16"} if bf16 is None else set())
 
 
 def test_cpu_without_vector_flags_has_no_derived_peak():
@@ -240,17 +247,71 @@ def test_cpu_without_vector_flags_has_no_derived_peak():
 def test_derived_cpu_peak_by_hand():
     info = peaks.parse_cpuinfo(CPUINFO_SMT)
     entry = peaks.derived_cpu_peak(info, cores=2, clock_hz=2.1e9, clock_source="test", fma_units=2)
-    # 2 cores x 2.1e9 Hz x (16 lanes x 2 FMA x 2 FLOP) = 268.8 GFLOP/s; no avx512_bf16 -> same.
+    # 2 cores x 2.1e9 Hz x (16 lanes x 2 FMA x 2 FLOP) = 268.8 GFLOP/s.
     assert entry["flop_s"]["fp32"] == pytest.approx(268.8e9)
-    assert entry["flop_s"]["bf16"] == pytest.approx(268.8e9)
     assert entry["derived"] is True and entry["memory_bandwidth_bytes_s"] is None
     assert entry["source"].startswith("derived, not a datasheet: 2 cores x 2.100 GHz (test)")
     assert "(derived peak)" in entry["name"]
 
 
+def _with_flags(text: str, flags: str) -> str:
+    """`text` (a /proc/cpuinfo) with every processor's flags line replaced by `flags`."""
+    return "\n".join(
+        f"flags\t\t: {flags}" if line.startswith("flags") else line for line in text.splitlines()
+    )
+
+
+NO_BF16 = (
+    "no native bf16 arithmetic (flags lack amx_bf16, avx512_bf16, avx_ne_convert): "
+    "bf16 runs emulated, no derived peak"
+)
+
+
+@pytest.mark.parametrize(
+    "flags,bf16_per_cycle",
+    [
+        # Cascade Lake (CPUINFO_SMT's own flags), Zen 2/3 and Haswell: no bf16 arithmetic.
+        ("fpu sse sse2 avx fma avx2 avx512f avx512dq avx512bw avx512_vnni", None),
+        ("fpu sse sse2 avx fma avx2 sha_ni vaes", None),
+        # Cooper Lake / Zen 4+: VDPBF16PS, 2 x 64; Sapphire Rapids: AMX, 1024.
+        ("fpu sse sse2 avx fma avx2 avx512f avx512_bf16", 128),
+        ("fpu sse sse2 avx fma avx2 avx512f avx512_bf16 amx_tile amx_bf16", 1024),
+    ],
+)
+def test_derived_bf16_peak_only_with_bf16_arithmetic_in_the_flags(flags, bf16_per_cycle):
+    info = peaks.parse_cpuinfo(_with_flags(CPUINFO_SMT, flags))
+    assert info["flags"] == sorted(flags.split())
+    entry = peaks.derived_cpu_peak(info, cores=2, clock_hz=2.1e9, clock_source="test")
+    if bf16_per_cycle is None:
+        # Not the fp32 roof: an emulated bf16 GEMM runs ~50x below it, so no roof at all.
+        assert entry["flop_s"]["bf16"] is None
+        assert entry["flop_per_cycle_per_core"]["bf16"] is None
+        assert entry["flop_s_null_reasons"] == {"bf16": NO_BF16}
+        assert f"bf16: {NO_BF16}" in entry["source"]
+    else:
+        assert entry["flop_s"]["bf16"] == pytest.approx(2 * 2.1e9 * bf16_per_cycle)
+        assert entry["flop_s_null_reasons"] == {}
+    assert entry["flop_s"]["fp32"] > 0
+
+
+def test_arm_without_bf16_names_the_arm_flag():
+    info = peaks.parse_cpuinfo(CPUINFO_ARM)
+    entry = peaks.derived_cpu_peak(info, cores=8, clock_hz=3.0e9, clock_source="test")
+    assert entry["flop_s"]["fp32"] == pytest.approx(8 * 3.0e9 * 16)
+    assert entry["flop_s_null_reasons"] == {
+        "bf16": "no native bf16 arithmetic (flags lack bf16): bf16 runs emulated, no derived peak"
+    }
+    with_bf16 = peaks.parse_cpuinfo(
+        CPUINFO_ARM.replace("Features\t: fp asimd", "Features\t: fp asimd bf16")
+    )
+    entry = peaks.derived_cpu_peak(with_bf16, cores=8, clock_hz=3.0e9, clock_source="test")
+    assert entry["flop_s"]["bf16"] == pytest.approx(8 * 3.0e9 * 32)
+
+
 def test_derived_cpu_peak_without_clock_is_null():
     entry = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_SMT), 2, None, "unreadable")
     assert entry["flop_s"] == {"fp32": None, "bf16": None}
+    assert entry["flop_s_null_reasons"]["fp32"] == "the CPU clock could not be read (unreadable)"
 
 
 def test_bad_fma_units_is_a_clear_error():

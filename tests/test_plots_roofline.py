@@ -1,14 +1,16 @@
-"""Tests for nnperf.plots.roofline: the figures' axes, roofs, styles and legends."""
+"""Tests for nnperf.plots.roofline: the figures' axes, roofs, styles, legends and point labels."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.text import Text
 
-from nnperf import kernels, ncu, roofline
+from nnperf import files, kernels, ncu, peaks, roofline
 from nnperf.contract import FigureRequest
 from nnperf.plots import roofline as plots
 
@@ -215,3 +217,189 @@ def test_a_device_figure_has_every_step_of_its_device_only(h100):
         assert "datasheet bf16: 989 TFLOP/s" in lines
     finally:
         plt.close(figure)
+
+
+# --- labels that never overlap ----------------------------------------------------------
+
+
+def _label_boxes(figure) -> list:
+    """The rendered box of every text on the figure's roofline axes (text only, not the
+    leader line), after a real draw."""
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    return [Text.get_window_extent(t, renderer) for t in figure.axes[0].texts]
+
+
+def _overlapping(boxes) -> list[tuple[int, int]]:
+    return [
+        (i, j) for (i, a), (j, b) in itertools.combinations(enumerate(boxes), 2) if a.overlaps(b)
+    ]
+
+
+def _inside(box, frame) -> bool:
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
+def _crowded_steps(variants, batch_sizes=(256, 257)) -> pd.DataFrame:
+    """Analytic step points of one model at almost the same intensity and FLOP/s: batch
+    sizes 256 and 257 (intensity within 0.1%), step times 0.2% apart."""
+    times = {
+        ("cuda", "resnet18", "bf16", batch_size, variant): 0.12 * (1 + 0.002 * i)
+        for i, (batch_size, variant) in enumerate(itertools.product(batch_sizes, variants))
+    }
+    return roofline.analytic_points({"resnet18": RESNET18}, times)
+
+
+def test_labels_of_close_step_points_never_overlap_and_stay_inside_the_axes():
+    variants = ("baseline", "tuned", "compiled", "channels_last")
+    points = _crowded_steps(variants)
+    figure = plots.plot_device_steps(
+        points, device="cuda", json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"])
+    )
+    try:
+        ax = figure.axes[0]
+        texts = sorted(t.get_text() for t in ax.texts)
+        assert texts == sorted(f"bs{b} {v}" for b in (256, 257) for v in variants)
+        boxes = _label_boxes(figure)
+        assert _overlapping(boxes) == []
+        frame, page = ax.get_window_extent(), figure.bbox
+        assert all(_inside(box, frame) and _inside(box, page) for box in boxes)
+        # No label hides a point: every marker's centre lies outside every label.
+        (markers,) = [c for c in ax.collections if len(c.get_offsets()) == len(points)]
+        centres = markers.get_offset_transform().transform(markers.get_offsets())
+        assert not any(box.contains(x, y) for box in boxes for x, y in centres)
+    finally:
+        plt.close(figure)
+
+
+def test_labels_without_room_are_numbered_and_named_in_a_key():
+    # 60 configurations on one spot: not every name fits around it.
+    variants = [f"variant{i:02d}" for i in range(30)]
+    figure = plots.plot_device_steps(
+        _crowded_steps(variants),
+        device="cuda",
+        json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]),
+    )
+    try:
+        ax = figure.axes[0]
+        *labels, key = ax.texts
+        assert key.get_text().startswith("Points labelled by number:\n")
+        lines = key.get_text().splitlines()[1:]
+        named = {t.get_text() for t in labels if not t.get_text().startswith("[")}
+        numbers = [t.get_text() for t in labels if t.get_text().startswith("[")]
+        assert numbers and [line.split()[0] for line in lines[: len(numbers)]] == [
+            f"[{i}]" for i in range(1, len(numbers) + 1)
+        ]
+        # Every configuration is named once: beside its point or in the key.
+        in_key = {" ".join(line.split()[1:3]) for line in lines[: len(numbers)]}
+        in_key |= {line.split(":")[0] for line in lines[len(numbers) :]}
+        everyone = {f"bs{b} {v}" for b in (256, 257) for v in variants}
+        assert named | in_key == everyone and not named & in_key
+        boxes = _label_boxes(figure)[:-1]
+        assert _overlapping(boxes) == []
+        assert all(_inside(box, ax.get_window_extent()) for box in boxes)
+    finally:
+        plt.close(figure)
+
+
+def test_step_points_of_the_hierarchical_roofline_are_labelled_apart(h100):
+    table, points = h100
+    figure = plots.plot_config_roofline(
+        points,
+        title="cuda resnet18 bf16 bs256 baseline",
+        precision="bf16",
+        ncu_ceilings=roofline.ncu_ceilings(roofline.step_kernels(table)),
+    )
+    try:
+        ax = figure.axes[0]
+        assert sorted(t.get_text() for t in ax.texts) == ["step, DRAM", "step, L1", "step, L2"]
+        boxes = _label_boxes(figure)
+        assert _overlapping(boxes) == []
+        assert all(_inside(box, ax.get_window_extent()) for box in boxes)
+    finally:
+        plt.close(figure)
+
+
+# --- a CPU without bf16 arithmetic: no derived bf16 roof ---------------------------------
+
+CPUINFO_NO_BF16 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model name\t: AMD EPYC
+cpu MHz\t\t: 2450.000
+physical id\t: 0
+core id\t\t: 0
+flags\t\t: fpu sse sse2 avx fma avx2
+"""
+
+
+def test_a_null_derived_bf16_roof_is_left_out_and_explained():
+    sheet = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
+    assert sheet["flop_s"]["bf16"] is None
+    ceilings = {
+        "measured": {
+            "gemm_flop_s": {"fp32": 69e9, "bf16": 0.84e9},
+            "memory_bandwidth_bytes_s": 1e10,
+        },
+        "datasheet": sheet,
+    }
+    model = {
+        "model": "m",
+        "train_step_flops_per_image": 1e9,
+        "traffic": {p: {"fixed_bytes": 1e7, "per_image_bytes": 1e6} for p in ("fp32", "bf16")},
+    }
+    points = roofline.analytic_points(
+        {"m": model},
+        {("cpu", "m", "fp32", 32, "baseline"): 0.8, ("cpu", "m", "bf16", 32, "baseline"): 40.0},
+    )
+    empty = roofline.read_kernels(None)
+    request = FigureRequest(
+        kind="roofline",
+        device="cpu",
+        model="m",
+        precision="bf16",
+        batch_size=32,
+        variant="baseline",
+    )
+    for figure in (
+        plots.device_figure(points, empty, ceilings, "cpu"),
+        plots.config_figure(points, empty, ceilings, request),
+    ):
+        try:
+            ax = figure.axes[0]
+            lines = _lines(ax)
+            assert "measured bf16: 840 MFLOP/s" in lines
+            assert not any(label.startswith("datasheet bf16") for label in lines)
+            legend = [" ".join(text.split()) for text in _legend_texts(ax)]
+            assert (
+                "no derived bf16 peak: no native bf16 arithmetic (flags lack amx_bf16, "
+                "avx512_bf16, avx_ne_convert): bf16 runs emulated, no derived peak"
+            ) in legend
+        finally:
+            plt.close(figure)
+    # The fp32 roof is still drawn, from the same derived entry.
+    figure = plots.device_figure(points, empty, ceilings, "cpu")
+    try:
+        assert "datasheet fp32: 157 GFLOP/s" in _lines(figure.axes[0])
+    finally:
+        plt.close(figure)
+
+
+def test_a_device_whose_every_configuration_ended_over_budget_still_gets_its_figure(tmp_path):
+    """No step was timed, so roofline_points.csv has a header only (text columns when read
+    back): the step figure shows the roofs and no point instead of failing the job."""
+    points = tmp_path / "roofline_points.csv"
+    points.write_text(",".join(roofline.POINT_COLUMNS) + "\n")
+    ceilings = tmp_path / "cpu.json"
+    files.write_json(
+        ceilings,
+        {
+            "device": "cpu",
+            "measured": {"gemm_flop_s": {"fp32": 6.9e10}, "memory_bandwidth_bytes_s": 1e10},
+        },
+    )
+    out = tmp_path / "cpu.png"
+    plots.write_figure(
+        FigureRequest(kind="roofline_steps", device="cpu"), points, ceilings, None, out
+    )
+    assert out.read_bytes().startswith(b"\x89PNG")

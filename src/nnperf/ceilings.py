@@ -311,6 +311,11 @@ def notes_for(
                 "The CPU clock could not be read (no cpufreq, no 'cpu MHz' in /proc/cpuinfo); "
                 "derived FLOP/s are null."
             )
+        else:
+            # A precision the CPU has no arithmetic for (bf16 without bf16 flags): no roof
+            # rather than the fp32 one, which would bound an emulated rate 50x below it.
+            for precision, reason in (datasheet.get("flop_s_null_reasons") or {}).items():
+                notes.append(f"Derived {precision} peak is null: {reason}.")
     else:
         notes.append(f"Datasheet: {datasheet['name']} ({datasheet['source']}).")
     for precision, value in ratio["gemm_flop_s"].items():

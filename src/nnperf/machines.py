@@ -30,7 +30,8 @@ from nnperf.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
 RUN_KEYS = CONFIG_KEYS
 
 # Fields of the environment record shown in the report, one row each, with the label a
-# reader knows them by. Columns are the flattened names `environment_frame` writes.
+# reader knows them by. Columns are the flattened names `environment_frame` writes, except
+# `torch_build`, which `machine_table` fills (see BUILD_FIELDS).
 MACHINE_FIELDS = (
     ("Device name", "device_name"),
     ("Host name", "hostname"),
@@ -42,6 +43,7 @@ MACHINE_FIELDS = (
     ("Driver", "driver"),
     ("CUDA", "cuda"),
     ("cuDNN", "cudnn"),
+    ("torch build", "torch_build"),
     ("CPU model", "cpu_model"),
     ("Logical CPUs", "cpu_count_logical"),
     ("CPUs usable (affinity)", "cpu_affinity_count"),
@@ -57,6 +59,13 @@ MACHINE_FIELDS = (
     ("SLURM job", "slurm_job_id"),
     ("SLURM node", "slurm_node"),
 )
+
+# Environment fields that describe the torch build, not the machine: the record's `cuda` is
+# `torch.version.cuda` and its `cudnn` `torch.backends.cudnn.version()`, which a CUDA wheel
+# reports on any host. They are the CUDA and cuDNN that ran only where a run used the GPU;
+# a machine whose runs are all on the CPU (or MPS) shows them as the torch build instead.
+BUILD_FIELDS = {"cuda": "CUDA", "cudnn": "cuDNN"}
+GPU_DEVICE = "cuda"
 
 # Settings recorded per run that follow the variant and precision, not the machine.
 SETTING_FIELDS = (
@@ -206,28 +215,66 @@ def combine(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame | None:
     return pd.concat(present, ignore_index=True, sort=False)
 
 
+def cudnn_text(value: object) -> str | None:
+    """cuDNN's version number as a version: 91300 -> `9.13.0`, 8902 -> `8.9.2`.
+
+    `torch.backends.cudnn.version()` returns CUDNN_VERSION, which cuDNN 9 encodes as
+    major x 10000 + minor x 100 + patch and cuDNN 8 and older as major x 1000 + minor x 100
+    + patch (cudnn_version.h)."""
+    text = _display(value)
+    if text is None or not text.isdigit():
+        return text
+    number = int(text)
+    major, rest = divmod(number, 10000) if number >= 90000 else divmod(number, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def _seen(group: pd.DataFrame, field: str) -> list[str]:
+    """The distinct values a machine's runs recorded for `field`, as display text."""
+    if field not in group.columns:
+        return []
+    if field.endswith("_bytes"):
+        shown = [_display_bytes(v) for v in group[field].tolist()]
+    elif field == "cudnn":
+        shown = [cudnn_text(v) for v in group[field].tolist()]
+    else:
+        shown = [_display(v) for v in group[field].tolist()]
+    return list(dict.fromkeys(v for v in shown if v is not None))
+
+
+def _machine_column(group: pd.DataFrame) -> list[str | None]:
+    """One machine's cells, in `MACHINE_FIELDS` order."""
+    # Without a device column (not written by nnperf) nothing is known: shown as recorded.
+    devices = _seen(group, "device") or [GPU_DEVICE]
+    build = []
+    values = {}
+    for _, field in MACHINE_FIELDS:
+        seen = _seen(group, field)
+        if field in BUILD_FIELDS and GPU_DEVICE not in devices:
+            # The torch build's CUDA / cuDNN, not this machine's: named as such.
+            build += [f"{BUILD_FIELDS[field]} {v}" for v in seen]
+            values[field] = f"not used ({', '.join(devices)} runs)" if seen else None
+        else:
+            values[field] = ", ".join(seen) if seen else None
+    values["torch_build"] = ", ".join(build) if build else None
+    return [values[field] for _, field in MACHINE_FIELDS]
+
+
 def machine_table(environment: pd.DataFrame | None) -> pd.DataFrame:
     """Fields as rows, one column per machine: what the environment section shows.
 
     A field that differs between a machine's runs lists every value seen, so a driver
-    update in the middle of a study is visible rather than hidden.
+    update in the middle of a study is visible rather than hidden. CUDA and cuDNN are the
+    versions that ran on a machine with GPU runs; on one whose runs all used the CPU they
+    read "not used" and the torch build's versions go to the `torch build` row, so a CPU
+    study does not present a CUDA wheel's runtime as its machine's.
     """
     if environment is None or environment.empty:
         return pd.DataFrame(columns=["Field"])
-    columns = {}
-    for machine, group in environment.groupby("machine", sort=True):
-        values = []
-        for _, field in MACHINE_FIELDS:
-            if field not in group.columns:
-                values.append(None)
-                continue
-            seen = [
-                _display_bytes(v) if field.endswith("_bytes") else _display(v)
-                for v in group[field].tolist()
-            ]
-            seen = list(dict.fromkeys(v for v in seen if v is not None))
-            values.append(", ".join(seen) if seen else None)
-        columns[machine] = values
+    columns = {
+        machine: _machine_column(group)
+        for machine, group in environment.groupby("machine", sort=True)
+    }
     table = pd.DataFrame(columns, index=[label for label, _ in MACHINE_FIELDS])
     table = table.dropna(how="all")
     table.index.name = "Field"

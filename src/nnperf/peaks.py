@@ -8,7 +8,9 @@ Three jobs, all pure functions of text and data:
   the name the runtime reports (`torch.cuda.get_device_name()`, the CPU model name).
 * `derived_cpu_peak(...)` computes cores x clock x FLOP/cycle for a CPU from its
   `/proc/cpuinfo` flags. It is an upper bound from the instruction set, clearly labelled
-  as derived: it is not a vendor figure.
+  as derived: it is not a vendor figure. A precision the flags give no hardware arithmetic
+  for (bf16 without AMX, AVX512_BF16, AVX-NE-CONVERT or arm64 BF16) has no derived peak:
+  null, with the reason in `flop_s_null_reasons`.
 
 Not here: measuring anything (see `nnperf.ceilings`) or reading files other than the
 YAML (the caller passes `/proc/cpuinfo` text in, so this module is testable anywhere).
@@ -42,6 +44,17 @@ AMX_BF16_FLOP_PER_CYCLE = 1024
 # AVX512_BF16 VDPBF16PS does two BF16 products per FP32 lane per instruction, so the
 # BF16 rate is twice the FP32 FMA rate (Intel SDM, VDPBF16PS).
 AVX512_BF16_SPEEDUP = 2
+# arm64 FEAT_BF16 (`bf16` in /proc/cpuinfo Features): BFDOT accumulates two BF16 products
+# into each FP32 lane, twice the FP32 FMA rate (Arm ARM, BFDOT).
+ARM_BF16_SPEEDUP = 2
+# The flags that give a CPU bf16 arithmetic in hardware, per instruction-set family, in the
+# order `cpu_flop_per_cycle` tries them. AVX-NE-CONVERT (Sierra Forest, Arrow Lake) only
+# converts bf16 to fp32 in hardware; the multiply-adds then run at the fp32 rate, as in
+# oneDNN's avx2_vnni_2 kernels. Without any of them bf16 is emulated in software
+# (converted and computed element by element): 0.84-1.3 GFLOP/s against 49-69 fp32 on a
+# 2-core AMD EPYC VM, 1.3 against 120-166 on a 2-core Xeon VM, so no rate derived from the
+# flags bounds it.
+BF16_FLAGS = {"x86": ("amx_bf16", "avx512_bf16", "avx_ne_convert"), "arm64": ("bf16",)}
 # AMD Zen 4 (family 0x19 = 25) executes 512-bit AVX-512 instructions as two 256-bit halves
 # (AMD Software Optimization Guide for Zen 4, section 2.11), so its FP datapath is 256 bits
 # wide even though the avx512f flag is set.
@@ -251,6 +264,28 @@ def physical_cores_of(text: str, cpu_ids) -> int:
     return len({_core_id(p) for p in _processors(text) if int(p["processor"]) in wanted})
 
 
+def _no_bf16_reason(flags) -> str:
+    """Why a CPU with these flags gets no derived bf16 peak (it lacks every `BF16_FLAGS`)."""
+    family = "arm64" if "asimd" in set(flags) else "x86"
+    return (
+        f"no native bf16 arithmetic (flags lack {', '.join(BF16_FLAGS[family])}): "
+        "bf16 runs emulated, no derived peak"
+    )
+
+
+def _bf16_per_cycle(flag_set: set, fp32: int) -> tuple[int | None, str]:
+    """bf16 FLOP per cycle per core and why; None where bf16 has no hardware arithmetic."""
+    if "amx_bf16" in flag_set:
+        return AMX_BF16_FLOP_PER_CYCLE, f"amx_bf16: {AMX_BF16_FLOP_PER_CYCLE} per core (AMX TMUL)"
+    if "avx512_bf16" in flag_set:
+        return fp32 * AVX512_BF16_SPEEDUP, f"avx512_bf16: {AVX512_BF16_SPEEDUP} x fp32 (VDPBF16PS)"
+    if "avx_ne_convert" in flag_set:
+        return fp32, "avx_ne_convert: converted in hardware, multiplied at the fp32 rate"
+    if "asimd" in flag_set and "bf16" in flag_set:
+        return fp32 * ARM_BF16_SPEEDUP, f"arm64 bf16: {ARM_BF16_SPEEDUP} x fp32 (BFDOT)"
+    return None, _no_bf16_reason(flag_set)
+
+
 def cpu_flop_per_cycle(
     flags, vendor: str | None = None, family: int | None = None, fma_units: int = DEFAULT_FMA_UNITS
 ) -> dict:
@@ -258,7 +293,10 @@ def cpu_flop_per_cycle(
 
     fp32 = lanes x FMA units x 2 with FMA (lanes = vector bits / 32); without FMA a core
     has one add and one multiply pipe, so lanes x 2. bf16: AMX tiles if present, else
-    2 x fp32 with AVX512_BF16, else the fp32 rate (bf16 is converted and computed in fp32).
+    2 x fp32 with AVX512_BF16 (or arm64 BF16), the fp32 rate with AVX-NE-CONVERT, else
+    None: without those flags bf16 is emulated, far below any rate the flags imply, and a
+    roof at the fp32 rate would claim a bound the CPU does not have. `null_reasons` says
+    why each None is None.
     """
     if not isinstance(fma_units, int) or isinstance(fma_units, bool) or fma_units < 1:
         raise NnperfError(f"cpu_fma_units is {fma_units!r}; expected an integer >= 1")
@@ -267,11 +305,13 @@ def cpu_flop_per_cycle(
         if all(f in flag_set for f in required):
             break
     else:
+        reason = "no known vector extension in the CPU flags"
         return {
             "fp32": None,
             "bf16": None,
             "isa": None,
-            "explanation": "no known vector extension in the CPU flags",
+            "explanation": reason,
+            "null_reasons": {"fp32": reason, "bf16": reason},
         }
     if isa == "avx512f" and (vendor, family) in HALF_WIDTH_AVX512:
         bits, isa = 256, "avx512f (256-bit datapath)"
@@ -284,19 +324,14 @@ def cpu_flop_per_cycle(
     else:
         fp32 = lanes * 2
         why = f"{isa}: {lanes} fp32 lanes x (1 add + 1 multiply pipe) = {fp32}"
-    if "amx_bf16" in flag_set:
-        bf16, bf16_why = (
-            AMX_BF16_FLOP_PER_CYCLE,
-            f"amx_bf16: {AMX_BF16_FLOP_PER_CYCLE} per core (AMX TMUL)",
-        )
-    elif "avx512_bf16" in flag_set:
-        bf16, bf16_why = (
-            fp32 * AVX512_BF16_SPEEDUP,
-            f"avx512_bf16: {AVX512_BF16_SPEEDUP} x fp32 (VDPBF16PS)",
-        )
-    else:
-        bf16, bf16_why = fp32, "no bf16 arithmetic in the flags: same as fp32"
-    return {"fp32": fp32, "bf16": bf16, "isa": isa, "explanation": f"{why}; bf16 {bf16_why}"}
+    bf16, bf16_why = _bf16_per_cycle(flag_set, fp32)
+    return {
+        "fp32": fp32,
+        "bf16": bf16,
+        "isa": isa,
+        "explanation": f"{why}; bf16: {bf16_why}",
+        "null_reasons": {} if bf16 is not None else {"bf16": bf16_why},
+    }
 
 
 def derived_cpu_peak(
@@ -310,10 +345,14 @@ def derived_cpu_peak(
     per_cycle = cpu_flop_per_cycle(
         cpuinfo.get("flags", []), cpuinfo.get("vendor"), cpuinfo.get("family"), fma_units
     )
-    flop_s = {}
+    flop_s, null_reasons = {}, {}
     for precision in SUPPORTED_PRECISIONS["cpu"]:
         per = per_cycle[precision]
         flop_s[precision] = None if per is None or not clock_hz else cores * clock_hz * per
+        if per is None:
+            null_reasons[precision] = per_cycle["null_reasons"][precision]
+        elif not clock_hz:
+            null_reasons[precision] = f"the CPU clock could not be read ({clock_source})"
     clock_text = (
         f"{clock_hz / GIGA:.3f} GHz ({clock_source})"
         if clock_hz
@@ -324,6 +363,8 @@ def derived_cpu_peak(
         "name": f"{cpuinfo.get('model_name') or 'unknown CPU'} (derived peak)",
         "device": "cpu",
         "flop_s": flop_s,
+        # Why a precision's derived peak is null (a precision absent here has a number).
+        "flop_s_null_reasons": null_reasons,
         "memory_bandwidth_bytes_s": None,
         "source": (
             f"derived, not a datasheet: {cores} cores x {clock_text} x FLOP/cycle "

@@ -407,6 +407,20 @@ def ceilings_display(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def null_peak_findings(ceilings: Sequence[dict]) -> list[str]:
+    """One sentence per compute peak a ceilings JSON gives as null with a reason (a CPU's
+    derived bf16 peak where bf16 has no hardware arithmetic): the table shows a dash, this
+    says why."""
+    findings = []
+    for document in ceilings:
+        sheet = document.get("datasheet") or {}
+        origin = "derived" if sheet.get("derived") else "datasheet"
+        where = document.get("machine") or document.get("device_name") or document.get("device")
+        for dtype, reason in (sheet.get("flop_s_null_reasons") or {}).items():
+            findings.append(f"{where}: no {origin} {dtype} peak, {reason}.")
+    return findings
+
+
 def settings_display(table: pd.DataFrame) -> pd.DataFrame:
     """Column names as words: `cudnn_benchmark` -> `cudnn benchmark`."""
     return table.rename(
@@ -827,7 +841,9 @@ def build_document(
             "environment",
             "Environment",
             intro="Where the numbers were measured: one column per machine (host name and device "
-            "name from the environment record of every run).",
+            "name from the environment record of every run). CUDA and cuDNN are the versions "
+            "that ran on a machine with GPU runs; a machine whose runs all used the CPU did not "
+            "use them, and the versions its torch was built with are listed as its torch build.",
             tables=[
                 t
                 for t in (
@@ -981,6 +997,7 @@ def build_document(
             "Ceilings",
             intro="The roofs: the ceilings stage's measured GEMM throughput per dtype and "
             "main-memory bandwidth next to the datasheet peaks.",
+            findings=null_peak_findings(inputs.ceilings),
             tables=[
                 t
                 for t in [

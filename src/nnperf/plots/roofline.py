@@ -4,7 +4,10 @@ Takes rows of `roofline_points.csv` (and optionally the profile's own ceilings a
 JSON) and returns a matplotlib Figure; saving is the caller's job. Ceiling styles: the ncu
 profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roofs dashed, each
 labelled with its value. Points: sized by time, coloured by kernel kind, marker by memory level;
-step points are stars; analytic points say "analytic" in the legend.
+step points are stars; analytic points say "analytic" in the legend. Step points carry text
+labels placed so that no two overlap and none leaves the axes (`place_labels`). A roof the
+ceilings JSON leaves null with a reason (a CPU's derived bf16 peak without bf16 arithmetic) is
+not drawn; the legend says why.
 
 `write_figure` at the bottom is the edge the workflow calls (rules `plot_roofline` and
 `plot_roofline_steps`): it reads the tables, selects the figure's rows by their key columns
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Mapping, Sequence
+import textwrap
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple, Sequence
 
 import matplotlib
 
@@ -25,7 +30,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import Bbox, IdentityTransform  # noqa: E402
 
 from nnperf import files, ncu, roofline  # noqa: E402
 from nnperf.contract import FigureRequest  # noqa: E402
@@ -42,6 +49,31 @@ LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
 LEVEL_LABELS = {"dram": "DRAM", "l2": "L2", "l1": "L1", "algorithmic": "algorithmic"}
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--"}
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
+# Marker areas (points^2) of the step points: stars in the configuration figure, the step
+# figure's points.
+CONFIG_STEP_MARKER_S = 260
+DEVICE_STEP_MARKER_S = 90
+
+# Point labels. matplotlib puts text exactly where it is told and has no collision avoidance;
+# adjustText, the usual add-on, is not a dependency of nnperf (and its iterative repulsion
+# does not promise disjoint boxes), so labels are placed by hand: greedily, each trying
+# offsets around its point nearest first (`LABEL_RADII_PT` x `LABEL_ANGLES_DEG`, upper right
+# first) and taking the first whose box, in display pixels, stays inside the axes and clear
+# of every drawn point, every label placed before and their leader lines.
+LABEL_FONTSIZE = 6
+LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
+LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+# Clear space kept between a label's box and anything else.
+LABEL_PAD_PT = 1.5
+# A label whose anchor is more than this beyond its point's marker gets a leader line.
+LEADER_GAP_PT = 8.0
+LEADER_STYLE = {"arrowstyle": "-", "color": "0.4", "linewidth": 0.5, "shrinkA": 0}
+# Labels sit on a white patch (within LABEL_PAD_PT of the text) above the lines, so a leader
+# line passing behind one does not cross its text.
+LABEL_BACKGROUND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
+LABEL_ZORDER = 6
+# Width (characters) of a legend line saying why a roof is absent.
+NOTE_WIDTH = 48
 
 
 def format_flop_s(value: float) -> str:
@@ -62,8 +94,10 @@ def _format(value: float, unit: str) -> str:
 
 
 def _positive(frame: pd.DataFrame) -> pd.DataFrame:
-    x = frame["arithmetic_intensity_flop_per_byte"]
-    y = frame["performance_flop_s"]
+    """The points a log-log plot can show. An empty table read from CSV (every configuration
+    over budget) has text columns, hence the conversion."""
+    x = pd.to_numeric(frame["arithmetic_intensity_flop_per_byte"], errors="coerce")
+    y = pd.to_numeric(frame["performance_flop_s"], errors="coerce")
     return frame[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)]
 
 
@@ -111,6 +145,197 @@ def roofs_from_ncu(
     return roofs
 
 
+class PointLabel(NamedTuple):
+    """A text for the point (x, y) in data coordinates, whose marker is `marker_pt` wide
+    (its leader line stops at the marker's edge)."""
+
+    x: float
+    y: float
+    text: str
+    marker_pt: float = 8.0
+
+
+def _alignment(angle_deg: float) -> tuple[str, str]:
+    """Text alignment that puts the label on the far side of its anchor from the point."""
+    dx, dy = math.cos(math.radians(angle_deg)), math.sin(math.radians(angle_deg))
+    ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
+    va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
+    return ha, va
+
+
+def _text_box(anchor: tuple[float, float], size: tuple[float, float], ha: str, va: str) -> Bbox:
+    """The box a one-line text of `size` pixels covers when aligned `ha`/`va` at `anchor`
+    (matplotlib aligns the whole box, descent included, for bottom/center/top)."""
+    width, height = size
+    left = anchor[0] - {"left": 0.0, "center": width / 2, "right": width}[ha]
+    bottom = anchor[1] - {"bottom": 0.0, "center": height / 2, "top": height}[va]
+    return Bbox.from_bounds(left, bottom, width, height)
+
+
+def _segments_cross(segments: np.ndarray, box: Bbox) -> bool:
+    """Whether any segment (rows x0, y0, x1, y1) meets `box` (Liang-Barsky clipping)."""
+    if not len(segments):
+        return False
+    start, delta = segments[:, :2], segments[:, 2:] - segments[:, :2]
+    low, high = np.zeros(len(segments)), np.ones(len(segments))
+    for axis, (lo, hi) in enumerate(((box.x0, box.x1), (box.y0, box.y1))):
+        d, p = delta[:, axis], start[:, axis]
+        still = d == 0
+        outside = still & ((p < lo) | (p > hi))
+        low[outside], high[outside] = 1.0, 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_lo, t_hi = (lo - p) / d, (hi - p) / d
+        moving = ~still
+        low[moving] = np.maximum(low[moving], np.minimum(t_lo, t_hi)[moving])
+        high[moving] = np.minimum(high[moving], np.maximum(t_lo, t_hi)[moving])
+    return bool(np.any(low <= high))
+
+
+@dataclass
+class _Taken:
+    """What a new label must keep clear of, in display pixels: every drawn point's marker
+    and the label boxes placed so far (rows x0, y0, x1, y1), and their leader lines (rows
+    x0, y0, x1, y1: from the point to the label's anchor)."""
+
+    boxes: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+    leaders: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+
+    def add(self, box: Bbox, leader: tuple | None) -> None:
+        self.boxes = np.vstack([self.boxes, box.extents])
+        if leader is not None:
+            self.leaders = np.vstack([self.leaders, leader])
+
+    def free(self, box: Bbox, pad: float) -> bool:
+        """Whether a label box (grown by `pad`) keeps clear of every marker, label and
+        leader line. A new leader line may pass behind an earlier label (labels have an
+        opaque background): forbidding that would wall a crowded point in with its first
+        ring of labels."""
+        padded = box.padded(pad)
+        x0, y0, x1, y1 = padded.extents
+        b = self.boxes
+        if np.any((b[:, 0] <= x1) & (x0 <= b[:, 2]) & (b[:, 1] <= y1) & (y0 <= b[:, 3])):
+            return False
+        return not _segments_cross(self.leaders, padded)
+
+
+def _markers(ax) -> np.ndarray:
+    """The box (x0, y0, x1, y1, pixels) of every point drawn by a scatter on `ax`."""
+    scale = ax.figure.dpi / 72.0
+    boxes = [np.empty((0, 4))]
+    for collection in ax.collections:
+        if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
+            continue
+        # get_offsets() is a masked array; plain floats keep the overlap tests fast.
+        offsets = np.ma.getdata(collection.get_offsets()).astype(float)
+        centres = collection.get_offset_transform().transform(offsets)
+        sizes = np.broadcast_to(collection.get_sizes(), (len(centres),))
+        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
+        half = np.sqrt(sizes)[:, None] * scale / 2
+        boxes.append(np.hstack([centres - half, centres + half]))
+    return np.vstack(boxes)
+
+
+def _place_one(ax, label: PointLabel, text: str, taken: _Taken, renderer, fontsize) -> object:
+    """Annotate `label`'s point with `text` at the nearest free offset (recorded in `taken`);
+    None when no offset is free."""
+    scale = ax.figure.dpi / 72.0  # pixels per point
+    pad = LABEL_PAD_PT * scale
+    frame = ax.get_window_extent(renderer).padded(-pad)
+    probe = ax.text(0, 0, text, fontsize=fontsize, transform=IdentityTransform())
+    extent = probe.get_window_extent(renderer)
+    probe.remove()
+    size = (extent.width, extent.height)
+    point = ax.transData.transform((label.x, label.y))
+    for radius in LABEL_RADII_PT:
+        for angle in LABEL_ANGLES_DEG:
+            dx = radius * math.cos(math.radians(angle))
+            dy = radius * math.sin(math.radians(angle))
+            ha, va = _alignment(angle)
+            anchor = (point[0] + dx * scale, point[1] + dy * scale)
+            box = _text_box(anchor, size, ha, va)
+            if box.x0 < frame.x0 or box.x1 > frame.x1 or box.y0 < frame.y0 or box.y1 > frame.y1:
+                continue
+            if not taken.free(box, pad):
+                continue
+            leader = radius - label.marker_pt / 2 > LEADER_GAP_PT
+            taken.add(box, (*point, *anchor) if leader else None)
+            return ax.annotate(
+                text,
+                (label.x, label.y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                fontsize=fontsize,
+                bbox=LABEL_BACKGROUND,
+                zorder=LABEL_ZORDER,
+                arrowprops=(
+                    {**LEADER_STYLE, "shrinkB": label.marker_pt / 2 + 1} if leader else None
+                ),
+            )
+    return None
+
+
+def place_labels(ax, labels: Sequence[PointLabel], *, fontsize=LABEL_FONTSIZE) -> list:
+    """Annotate every point of `labels` so that no two label boxes overlap, none covers a
+    drawn point (any scatter marker on `ax`) or a leader line, and all stay inside the
+    axes; return the annotations.
+
+    Call it once the axes' limits, scales, points and the figure's layout are final: the
+    placement is done in display coordinates. A label that finds no room is replaced by a
+    number (`[1]`) beside its point and written out in a key under the axes; in the rare
+    case that even the number has no room, the key gives the point's coordinates instead.
+    """
+    if not labels:
+        return []
+    renderer = ax.figure.canvas.get_renderer()
+    taken = _Taken(boxes=_markers(ax))
+    placed, crowded = [], []
+    for label in labels:
+        annotation = _place_one(ax, label, label.text, taken, renderer, fontsize)
+        if annotation is None:
+            crowded.append(label)
+        else:
+            placed.append(annotation)
+    numbered, unlabelled = [], []
+    for label in crowded:
+        tag = f"[{len(numbered) + 1}]"
+        annotation = _place_one(ax, label, tag, taken, renderer, fontsize)
+        if annotation is None:
+            unlabelled.append(
+                f"{label.text}: at {label.x:.3g} FLOP/byte, {format_flop_s(label.y)} "
+                "(no room for a label)"
+            )
+        else:
+            placed.append(annotation)
+            numbered.append(f"{tag} {label.text}")
+    if numbered or unlabelled:
+        ax.annotate(
+            "\n".join(["Points labelled by number:", *numbered, *unlabelled]),
+            (0.0, 0.0),
+            xycoords="axes fraction",
+            xytext=(0, -40),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=fontsize,
+        )
+    return placed
+
+
+def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
+    """Why a roof of `precisions` is absent: the ceilings JSON's datasheet (or derived) entry
+    gives the peak as null with a reason (`flop_s_null_reasons`)."""
+    sheet = document.get("datasheet") or {}
+    reasons = sheet.get("flop_s_null_reasons") or {}
+    origin = "derived" if sheet.get("derived") else "datasheet"
+    return [
+        textwrap.fill(f"no {origin} {p} peak: {reasons[p]}", NOTE_WIDTH)
+        for p in dict.fromkeys(precisions)
+        if p in reasons and not (sheet.get("flop_s") or {}).get(p)
+    ]
+
+
 def _limits(points: pd.DataFrame, roofs: Sequence[dict]) -> tuple[tuple, tuple]:
     xs = list(points["arithmetic_intensity_flop_per_byte"])
     ys = list(points["performance_flop_s"])
@@ -144,7 +369,18 @@ def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
             ax.plot(x, y, linestyle=style, color=colour, linewidth=1.2, label=text)
 
 
-def _finish(ax, fig: Figure, xlim: tuple, ylim: tuple, title: str) -> Figure:
+def _finish(
+    ax,
+    fig: Figure,
+    xlim: tuple,
+    ylim: tuple,
+    title: str,
+    labels: Sequence[PointLabel] = (),
+    notes: Sequence[str] = (),
+) -> Figure:
+    for note in notes:
+        # A legend entry without a line: the text says which roof is absent and why.
+        ax.plot([], [], linestyle="none", label=note)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(*xlim)
@@ -158,6 +394,8 @@ def _finish(ax, fig: Figure, xlim: tuple, ylim: tuple, title: str) -> Figure:
     else:
         ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
     fig.tight_layout()
+    # After the layout: labels are placed in display coordinates, which it changes.
+    place_labels(ax, labels)
     return fig
 
 
@@ -168,11 +406,14 @@ def plot_config_roofline(
     ncu_ceilings: Mapping[str, float] | None = None,
     json_roofs: Sequence[dict] = (),
     precision: str | None = None,
+    roof_notes: Sequence[str] = (),
 ) -> Figure:
     """Hierarchical roofline of one config.
 
     `points`: that config's rows of roofline_points (kernel and step granularity, any source).
-    `ncu_ceilings`: the profile's own ceilings; `json_roofs`: from `nnperf.roofline.json_ceilings`.
+    `ncu_ceilings`: the profile's own ceilings; `json_roofs`: from `nnperf.roofline.json_ceilings`;
+    `roof_notes`: legend lines for roofs left out (`null_roof_notes`). Each step point is
+    labelled with its memory level.
     """
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(10, 6))
@@ -200,6 +441,7 @@ def plot_config_roofline(
             legend="brief",
         )
     steps = visible[visible["granularity"] == "step"]
+    labels = []
     for row in steps.itertuples(index=False):
         analytic = row.source == "analytic"
         level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
@@ -208,14 +450,22 @@ def plot_config_roofline(
             [row.arithmetic_intensity_flop_per_byte],
             [row.performance_flop_s],
             marker="X" if analytic else "*",
-            s=260,
+            s=CONFIG_STEP_MARKER_S,
             color=STEP_COLOURS.get(row.memory_level, "grey"),
             edgecolor="black",
             linewidth=0.8,
             zorder=5,
             label=label,
         )
-    return _finish(ax, fig, xlim, ylim, title)
+        labels.append(
+            PointLabel(
+                row.arithmetic_intensity_flop_per_byte,
+                row.performance_flop_s,
+                "step, analytic" if analytic else f"step, {level}",
+                math.sqrt(CONFIG_STEP_MARKER_S),
+            )
+        )
+    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
 
 
 def plot_device_steps(
@@ -225,12 +475,14 @@ def plot_device_steps(
     json_roofs: Sequence[dict] = (),
     ncu_ceilings: Mapping[str, float] | None = None,
     ncu_tensor_peaks: Mapping[str, float] | None = None,
+    roof_notes: Sequence[str] = (),
 ) -> Figure:
     """Step-level roofline of every config on `device`.
 
     Uses each config's step point: ncu at DRAM (the measured level closest to algorithmic
-    traffic) and analytic at `algorithmic`. Colour = model, marker = precision; each point is
-    annotated with its batch size and variant.
+    traffic) and analytic at `algorithmic`. Colour = model / precision, marker = source; each
+    point is labelled with its batch size and variant (`place_labels`: never overlapping,
+    numbered in a key where the points crowd). `roof_notes`: legend lines for roofs left out.
     """
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(10, 6))
@@ -258,21 +510,22 @@ def plot_device_steps(
             hue="model / precision",
             style="source",
             markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
-            s=90,
+            s=DEVICE_STEP_MARKER_S,
             ax=ax,
             legend="brief",
         )
-        for row in visible.itertuples(index=False):
-            ax.annotate(
-                f"bs{row.batch_size} {row.variant}",
-                (row.arithmetic_intensity_flop_per_byte, row.performance_flop_s),
-                textcoords="offset points",
-                xytext=(5, 4),
-                fontsize=6,
-            )
+    labels = [
+        PointLabel(
+            row.arithmetic_intensity_flop_per_byte,
+            row.performance_flop_s,
+            f"bs{row.batch_size} {row.variant}",
+            math.sqrt(DEVICE_STEP_MARKER_S),
+        )
+        for row in visible.itertuples(index=False)
+    ]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
-    return _finish(ax, fig, xlim, ylim, title)
+    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,6 +569,7 @@ def config_figure(
             if request.precision in PRECISIONS
             else []
         ),
+        roof_notes=null_roof_notes(ceilings, [request.precision]),
     )
 
 
@@ -338,6 +592,7 @@ def device_figure(
         ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
         ncu_tensor_peaks=tensor_peaks,
         json_roofs=roofline.json_ceilings(ceilings, precisions),
+        roof_notes=null_roof_notes(ceilings, precisions),
     )
 
 

@@ -23,3 +23,11 @@ rule all:
     default_target: True
     input:
         get_final_output(),
+
+
+onstart:
+    stop_if_a_device_is_absent()
+
+
+onerror:
+    print_failure_causes()

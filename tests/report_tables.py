@@ -47,8 +47,15 @@ PROCESS_OVERHEAD_S = 3.0
 NOT_MEASURED_JOB_S = 10.0
 
 
+# The dataset of the studies these folders hold.
+DATASET = "synthetic"
+
+
 def inside(root: Path, kind: str, **keys) -> Path:
-    """The layout's path of `kind` inside the results folder `root`."""
+    """The layout's path of `kind` inside the results folder `root` (of DATASET's study
+    unless `dataset` is given)."""
+    if "dataset" in layout.fields(kind):
+        keys = {"dataset": DATASET, **keys}
     return root / layout.path(kind, **keys).removeprefix("results/")
 
 

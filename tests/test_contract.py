@@ -40,7 +40,9 @@ def test_every_section_maps_to_one_settings_class(schema):
 
     walk(schema, contract.StudyConfig, "config")
     variant = schema["$defs"]["variant"]
-    assert set(variant["properties"]) == {f.name for f in dataclasses.fields(contract.VariantSettings)}
+    assert set(variant["properties"]) == {
+        f.name for f in dataclasses.fields(contract.VariantSettings)
+    }
     defaults = {name: spec["default"] for name, spec in variant["properties"].items()}
     assert defaults == contract.to_dict(contract.VariantSettings())
 
@@ -101,17 +103,35 @@ def test_requests_round_trip_through_plain_data_and_json(tmp_path):
     assert "rep" not in run.header() and run.header()["timing"]["target_ci"] == 0.02
     # Null target: the device's default, resolved in the header the document carries.
     default_target = contract.RunRequest(device="cuda", model="m", precision="bf16", batch_size=1)
-    assert default_target.target_ci == 0.01 and default_target.header()["timing"]["target_ci"] == 0.01
+    assert (
+        default_target.target_ci == 0.01 and default_target.header()["timing"]["target_ci"] == 0.01
+    )
 
 
 @pytest.mark.parametrize(
     ("cls", "data", "message"),
     [
-        (contract.TrainingSettings, {"lr": "fast"}, "lr = 'fast' has the wrong type; expected a number"),
-        (contract.TrainingSettings, {"warmup": 3}, "warmup is not a setting of TrainingSettings; allowed: warmup_steps"),
+        (
+            contract.TrainingSettings,
+            {"lr": "fast"},
+            "lr = 'fast' has the wrong type; expected a number",
+        ),
+        (
+            contract.TrainingSettings,
+            {"warmup": 3},
+            "warmup is not a setting of TrainingSettings; allowed: warmup_steps",
+        ),
         (contract.RunRequest, {"device": "cpu"}, "RunRequest: "),
-        (contract.ProfileStepRequest, {"run": {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": True}}, "run.batch_size = True has the wrong type; expected an integer"),
-        (contract.VariantSettings, {"prefetch_factor": 2}, "prefetch_factor=2 needs num_workers > 0"),
+        (
+            contract.ProfileStepRequest,
+            {"run": {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": True}},
+            "run.batch_size = True has the wrong type; expected an integer",
+        ),
+        (
+            contract.VariantSettings,
+            {"prefetch_factor": 2},
+            "prefetch_factor=2 needs num_workers > 0",
+        ),
     ],
 )
 def test_bad_request_data_is_one_line_naming_the_key(cls, data, message):
@@ -122,7 +142,9 @@ def test_bad_request_data_is_one_line_naming_the_key(cls, data, message):
 
 def test_read_request_names_the_file(tmp_path):
     path = tmp_path / "bad.json"
-    path.write_text('{"run": {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": 4, "colour": 1}}')
+    path.write_text(
+        '{"run": {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": 4, "colour": 1}}'
+    )
     with pytest.raises(NnperfError, match=r"bad.json: run.colour is not a setting of RunRequest"):
         contract.read_request(contract.ProfileStepRequest, path)
     with pytest.raises(NnperfError, match="request file not found"):
@@ -131,12 +153,17 @@ def test_read_request_names_the_file(tmp_path):
 
 def test_precisions_sort_in_one_order_everywhere():
     assert vocab.sort_precisions(["bf16", "fp8", "fp16", "fp32", "tf32", "bf16"]) == [
-        "fp32", "tf32", "fp16", "bf16", "fp8",
+        "fp32",
+        "tf32",
+        "fp16",
+        "bf16",
+        "fp8",
     ]
 
 
 KEYS = st.fixed_dictionaries(
     {
+        "dataset": st.sampled_from(vocab.DATASETS),
         "device": st.sampled_from(vocab.DEVICES),
         "model": st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True),
         "precision": st.sampled_from(vocab.PRECISIONS),
@@ -156,12 +183,36 @@ def test_paths_parse_back_to_their_keys(keys):
 
 def test_layout_errors_and_logs():
     with pytest.raises(NnperfError, match="path 'run' needs key 'variant'"):
-        layout.path("run", device="cpu", model="m", precision="fp32", batch_size=1)
+        layout.path(
+            "run", dataset="synthetic", device="cpu", model="m", precision="fp32", batch_size=1
+        )
     with pytest.raises(NnperfError, match="is not a run path"):
-        layout.parse("run", "results/runs/cpu/m/fp64/bs1/v.json")
-    assert layout.log("run") == "logs/runs/{device}/{model}/{precision}/bs{batch_size}/{variant}.log"
-    assert layout.log("table", name="runs") == "logs/tables/runs.log"
+        layout.parse("run", "results/runs/synthetic/cpu/m/fp64/bs1/v.json")
+    assert (
+        layout.log("run")
+        == "logs/runs/{dataset}/{device}/{model}/{precision}/bs{batch_size}/{variant}.log"
+    )
+    assert layout.log("table", dataset="cifar10", name="runs") == "logs/tables/cifar10/runs.log"
     assert layout.log("dataset", dataset="synthetic") == "logs/data/synthetic.log"
+    assert layout.log("summary_html", dataset="synthetic") == "logs/reports/synthetic/summary.log"
+    assert layout.log("summary_md", dataset="synthetic") == layout.log(
+        "summary_html", dataset="synthetic"
+    )
+
+
+def test_every_file_that_depends_on_the_data_names_its_dataset():
+    """Two studies on different data write beside each other: every result whose numbers
+    depend on the data carries the dataset in its path; only the data itself and the
+    machine's ceilings do not."""
+    independent = {"dataset", "ceilings", "ceilings_figure"}
+    for kind in layout.TEMPLATES:
+        if kind not in independent:
+            assert "dataset" in layout.fields(kind), kind
+    keys = {"device": "cpu", "model": "m", "precision": "fp32", "batch_size": 8, "variant": "v"}
+    for kind in ("run", "profile_csv", "roofline_figure"):
+        assert layout.path(kind, dataset="synthetic", **keys) != layout.path(
+            kind, dataset="cifar10", **keys
+        )
 
 
 def test_engine_hash_covers_what_the_engine_imports_and_nothing_else(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ GPU_BOX = ("cuda", "NVIDIA H100 80GB HBM3", "gpu01")
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
 I7 = "Intel(R) Core(TM) i7-1185G7 (laptop)"
 MODEL = "resnet18_cifar"
+DATASET = "synthetic"
 
 
 def environment(device: str, device_name: str, hostname: str, **extra) -> dict:
@@ -110,11 +111,11 @@ def write_folder(root: Path, machine, configs, *, environment_csv: bool = True) 
         keys = {
             key: document[key] for key in ("device", "model", "precision", "batch_size", "variant")
         }
-        path = root / layout.path("run", **keys).removeprefix("results/")
+        path = root / layout.path("run", dataset=DATASET, **keys).removeprefix("results/")
         files.write_json(path, {k: v for k, v in document.items() if k != "schema_version"})
         paths.append(path)
     table = {
-        name: root / layout.path("table", name=name).removeprefix("results/")
+        name: root / layout.path("table", dataset=DATASET, name=name).removeprefix("results/")
         for name in ("runs", "windows", "summary", "environment")
     }
     aggregate.write_tables(
@@ -128,7 +129,7 @@ def write_folder(root: Path, machine, configs, *, environment_csv: bool = True) 
         {"device": device, "device_name": machine[1], "measured": {}},
     )
     files.write_json(
-        root / layout.path("complexity", model=MODEL).removeprefix("results/"),
+        root / layout.path("complexity", dataset=DATASET, model=MODEL).removeprefix("results/"),
         {"model": MODEL, "dataset": "synthetic", "input_shape": [3, 32, 32]},
     )
     return root
@@ -165,6 +166,53 @@ def test_environment_frame_flattens_the_record_and_labels_the_machine():
     assert row["gpu_capability"] == "9.0"
     assert row["clocks_gpu_sm_mhz"] == "1980"
     assert row["driver"] == "580.95"
+
+
+def _machine_rows(documents, tmp_path=None) -> pd.DataFrame:
+    """The report's machine table (fields as rows) for run documents; through
+    environment.csv and back (read as text, as nnperf.results reads it) when `tmp_path`."""
+    frame = machines.environment_frame(documents)
+    if tmp_path is not None:
+        files.write_csv(tmp_path / "environment.csv", frame)
+        frame = pd.read_csv(tmp_path / "environment.csv", dtype=str)
+    return machines.machine_table(frame).set_index("Field")
+
+
+@pytest.mark.parametrize("through_csv", [False, True])
+def test_a_cpu_machine_shows_its_torch_build_not_a_cuda_runtime(tmp_path, through_csv):
+    # Both machines ran a CUDA 13.0 / cuDNN 9.13 torch wheel: the record's `cuda` and
+    # `cudnn` are that build's on any host (envinfo records torch.version.cuda).
+    documents = [
+        *machine_documents(LAPTOP, LAPTOP_CONFIGS),
+        *machine_documents(GPU_BOX, GPU_CONFIGS),
+    ]
+    table = _machine_rows(documents, tmp_path if through_csv else None)
+    laptop, gpu = table[I7], table[H100]
+    assert laptop["CUDA"] == laptop["cuDNN"] == "not used (cpu runs)"
+    assert laptop["torch build"] == "CUDA 13.0, cuDNN 9.13.0" and pd.isna(laptop["Driver"])
+    # The GPU box ran them: its CUDA, cuDNN and driver are the machine's.
+    assert (gpu["CUDA"], gpu["cuDNN"], gpu["Driver"]) == ("13.0", "9.13.0", "580.95")
+    assert pd.isna(gpu["torch build"])
+
+
+def test_a_cpu_only_study_presents_no_cuda_version_as_the_machine_s():
+    rows = _machine_rows(machine_documents(LAPTOP, LAPTOP_CONFIGS))[I7]
+    assert [field for field, value in rows.items() if "13.0" in str(value)] == ["torch build"]
+    assert "Driver" not in rows.index and rows["CUDA"] == "not used (cpu runs)"
+    # A CPU-only torch build has no CUDA at all: no CUDA, cuDNN or build row.
+    documents = machine_documents(LAPTOP, LAPTOP_CONFIGS)
+    for document in documents:
+        document["environment"].update(cuda=None, cudnn=None)
+    rows = _machine_rows(documents)[I7]
+    assert not {"CUDA", "cuDNN", "torch build"} & set(rows.index)
+
+
+@pytest.mark.parametrize(
+    "recorded,shown",
+    [(91300, "9.13.0"), ("91300", "9.13.0"), (90100, "9.1.0"), (8902, "8.9.2"), (None, None)],
+)
+def test_cudnn_version_numbers_read_as_versions(recorded, shown):
+    assert machines.cudnn_text(recorded) == shown
 
 
 def test_machine_label_falls_back_to_the_device():
@@ -225,8 +273,8 @@ def test_two_results_folders_merge_into_tables_with_a_machine_column(tmp_path):
     # One complexity document per model, however many folders hold it.
     assert [d["model"] for d in loaded.complexity] == [MODEL]
     assert loaded.sources["summary"] == [
-        str(laptop / "tables/summary.csv"),
-        str(gpu / "tables/summary.csv"),
+        str(laptop / "tables/synthetic/summary.csv"),
+        str(gpu / "tables/synthetic/summary.csv"),
     ]
     # Read as recorded: the compute capability stays "9.0", not 9.
     table = machines.machine_table(loaded.environment)
@@ -248,7 +296,7 @@ def test_a_folder_with_tables_only_uses_the_machine_columns_of_runs_csv(tmp_path
         path.unlink()
     loaded = results.load([results.discover(gpu)])
     assert loaded.summary["machine"].unique().tolist() == [H100]
-    assert loaded.sources["environment"] == [str(gpu / "tables/runs.csv")]
+    assert loaded.sources["environment"] == [str(gpu / "tables/synthetic/runs.csv")]
 
 
 def test_environment_table_has_one_row_per_configuration_in_the_shared_order(tmp_path, capsys):

@@ -16,20 +16,25 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from nnperf import files, report, results
+from nnperf import files, peaks, report, results
 from nnperf.cli import main
 from nnperf.codehash import closure
 from nnperf.contract import ReportRequest
 from nnperf.errors import NnperfError
 from report_tables import (
     GPU_START_UNIX,
+    LAPTOP,
     LAPTOP_START_UNIX,
     UNSTABLE_REASON,
+    ceilings_document,
     gpu_folder,
     inside,
+    laptop_configs,
     laptop_folder,
     over_budget_config,
+    roofline_point,
     write_figure,
+    write_machine,
 )
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
@@ -148,7 +153,8 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
     roofline = md.split("## Roofline", 1)[1].split("\n## ", 1)[0]
     assert "memory-bound at L1" in roofline and "67% of the roof above it" in roofline
     assert (
-        "Sources: `laptop/tables/roofline_points.csv`, `gpu/tables/roofline_points.csv`" in roofline
+        "Sources: `laptop/tables/synthetic/roofline_points.csv`, `gpu/tables/synthetic/roofline_points.csv`"
+        in roofline
     )
 
 
@@ -194,11 +200,11 @@ def test_notes_file_and_explicit_tables(two_machines):
         [
             "render-report",
             "--summary",
-            "laptop/tables/summary.csv",
+            "laptop/tables/synthetic/summary.csv",
             "--environment",
-            "laptop/tables/environment.csv",
+            "laptop/tables/synthetic/environment.csv",
             "--complexity",
-            "laptop/complexity/resnet18_cifar.json",
+            "laptop/complexity/synthetic/resnet18_cifar.json",
             "--figures",
             "--notes-file",
             "notes.json",
@@ -215,7 +221,9 @@ def test_notes_file_and_explicit_tables(two_machines):
     assert "![" not in md and "## Roofline" not in md
     assert "| Machine" not in md.split("## Throughput", 1)[1].split("\n## ", 1)[0]
     notes_sources = md.split("## Notes: skipped and flagged", 1)[1].split("Sources:", 1)[1]
-    assert notes_sources.splitlines()[0].endswith("`laptop/tables/summary.csv`, `notes.json`")
+    assert notes_sources.splitlines()[0].endswith(
+        "`laptop/tables/synthetic/summary.csv`, `notes.json`"
+    )
 
 
 def test_bad_input_is_one_line_naming_it(two_machines, capsys):
@@ -293,8 +301,8 @@ def test_the_rule_entry_point_reads_only_the_files_named(two_machines):
     assert "- Note from the workflow." in md
     # The laptop's roofline points were not named: only the GPU box's are read.
     roofline = md.split("\n## Roofline\n", 1)[1].split("\n## ", 1)[0]
-    assert "`gpu/tables/roofline_points.csv`" in roofline
-    assert "laptop/tables/roofline_points.csv" not in md
+    assert "`gpu/tables/synthetic/roofline_points.csv`" in roofline
+    assert "laptop/tables/synthetic/roofline_points.csv" not in md
     with pytest.raises(NnperfError, match="summary table 'nowhere.csv': file not found"):
         results.local_files(tables={"summary": "nowhere.csv"})
 
@@ -410,8 +418,8 @@ def test_measurement_section_states_cost_and_quality(two_machines):
     ]
     # 48 s of 135 s.
     assert cells(table_row(folders, "gpu"))[-3:] == ["2.2 min", "48.0 s", "36%"]
-    assert "`laptop/runs/cpu/resnet18_cifar/fp32/bs64/tuned.json`" in measurement
-    assert "`laptop/tables/windows.csv`" in measurement
+    assert "`laptop/runs/synthetic/cpu/resnet18_cifar/fp32/bs64/tuned.json`" in measurement
+    assert "`laptop/tables/synthetic/windows.csv`" in measurement
 
 
 def test_without_run_jsons_the_job_times_come_from_the_tables(two_machines):
@@ -472,9 +480,9 @@ def test_results_written_before_windows_and_job_times_still_report(tmp_path, mon
         for key in ("started_at_unix", "ended_at_unix", "process_started_at_unix"):
             document.pop(key, None)
         files.write_json(path, document)
-    runs = old / "tables/runs.csv"
+    runs = old / "tables/synthetic/runs.csv"
     pd.read_csv(runs).drop(columns=["started_at_unix", "ended_at_unix"]).to_csv(runs, index=False)
-    summary = old / "tables/summary.csv"
+    summary = old / "tables/synthetic/summary.csv"
     times = ["process_started_at_unix", "started_at_unix", "ended_at_unix"]
     pd.read_csv(summary).drop(columns=times).to_csv(summary, index=False)
     assert (
@@ -489,6 +497,78 @@ def test_results_written_before_windows_and_job_times_still_report(tmp_path, mon
     header = cells(next(line for line in measurement.splitlines() if line.startswith("| Device")))
     tuned = dict(zip(header, cells(table_row(measurement, "64", "tuned"))))
     assert tuned["Flagged windows"] == "—" and tuned["Between-process RSD"] == "8.0%"
+
+
+# /proc/cpuinfo of a 2-core VM without bf16 arithmetic (AVX2, no AVX512_BF16, AMX or
+# AVX-NE-CONVERT): its derived bf16 peak is null.
+CPUINFO_NO_BF16 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model name\t: AMD EPYC
+cpu MHz\t\t: 2450.000
+physical id\t: 0
+core id\t\t: 0
+flags\t\t: fpu sse sse2 avx fma avx2 sha_ni vaes
+"""
+
+
+def test_a_cpu_only_study_reports_the_torch_build_and_no_bf16_roof_it_lacks(tmp_path, monkeypatch):
+    """The laptop's study alone, its ceilings with the derived peak of a CPU without bf16
+    arithmetic: no CUDA version presented as the machine's, no bf16 datasheet roof (a dash
+    and the reason), and the bf16 step read against the measured roofs only."""
+    monkeypatch.chdir(tmp_path)
+    configs = laptop_configs()
+    bf16 = next(c for c in configs if c.precision == "bf16")
+    sheet = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
+    ceilings = ceilings_document(
+        "cpu",
+        LAPTOP[1],
+        gemm={"fp32": 69e9, "bf16": 0.84e9},
+        bandwidth=1e10,
+        datasheet=sheet,
+        start_unix=LAPTOP_START_UNIX,
+    )
+    # 2.5e9 FLOP in 10 s over 5e8 bytes: 2.5e8 FLOP/s at 5 FLOP/B, compute-bound under the
+    # measured bf16 roof (0.84 GFLOP/s; memory 5e10 FLOP/s at 5 FLOP/B).
+    point = roofline_point(
+        bf16, source="analytic", level="algorithmic", flops=2.5e9, bytes_=5e8, time_s=10.0
+    )
+    write_machine(
+        Path("cpu"),
+        LAPTOP,
+        configs,
+        ceilings=ceilings,
+        points=[point],
+        start_unix=LAPTOP_START_UNIX,
+    )
+    out = ("--out-html", "cpu.html", "--out-md", "cpu.md")
+    assert main(["render-report", "--results", "cpu", *out, "--title", "CPU study"]) == 0
+    md = Path("cpu.md").read_text(encoding="utf-8")
+
+    environment = {
+        cells(line)[0]: cells(line)[1:]
+        for line in section(md, "Environment").splitlines()
+        if line.startswith("| ")
+    }
+    assert environment["CUDA"] == environment["cuDNN"] == ["not used (cpu runs)"]
+    assert environment["torch build"] == ["CUDA 13.0, cuDNN 9.13.0"]
+    assert "Driver" not in environment
+    assert [f for f, v in environment.items() if "13.0" in " ".join(v)] == ["torch build"]
+
+    ceilings_md = section(md, "Ceilings")
+    assert (
+        f"- {I7}: no derived bf16 peak, no native bf16 arithmetic (flags lack amx_bf16, "
+        "avx512_bf16, avx_ne_convert): bf16 runs emulated, no derived peak."
+    ) in ceilings_md
+    bf16_row = cells(table_row(ceilings_md, "bf16 GEMM"))
+    fp32_row = cells(table_row(ceilings_md, "fp32 GEMM"))
+    assert bf16_row == ["cpu", "bf16 GEMM", "840 MFLOP/s", "n/a", "n/a"]
+    assert fp32_row[:4] == ["cpu", "fp32 GEMM", "69 GFLOP/s", "157 GFLOP/s"]
+
+    roofline_md = section(md, "Roofline")
+    reading = cells(table_row(roofline_md, "bf16"))
+    assert "datasheet" not in " ".join(reading) and "measured" in " ".join(reading)
+    assert "compute-bound" in roofline_md
 
 
 def _script_modules(script: Path) -> set[str]:

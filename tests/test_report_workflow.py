@@ -27,21 +27,21 @@ def section(markdown: str, title: str) -> str:
 
 
 def test_summary_reports_the_complexity_of_every_model(tiny_study):
-    md = (tiny_study / "reports/summary.md").read_text(encoding="utf-8")
+    md = (tiny_study / "reports/synthetic/summary.md").read_text(encoding="utf-8")
     complexity = section(md, "Model complexity")
-    for path in sorted((tiny_study / "results/complexity").glob("*.json")):
+    for path in sorted((tiny_study / "results/complexity/synthetic").glob("*.json")):
         document = files.read_json(path)
         row = next(
             line for line in complexity.splitlines() if line.startswith(f"| {document['model']} ")
         )
         assert fmt_si(document["params"], "") in row
         assert fmt_si(document["train_step_flops_per_image"], "FLOP") in row
-        assert f"`results/complexity/{path.name}`" in complexity
+        assert f"`results/complexity/synthetic/{path.name}`" in complexity
 
 
 def test_summary_reports_every_configuration_that_ran(tiny_study):
-    summary_csv = tiny_study / "results/tables/summary.csv"
-    md = (tiny_study / "reports/summary.md").read_text(encoding="utf-8")
+    summary_csv = tiny_study / "results/tables/synthetic/summary.csv"
+    md = (tiny_study / "reports/synthetic/summary.md").read_text(encoding="utf-8")
     throughput = section(md, "Throughput")
     summary = pd.read_csv(summary_csv)
     for row in summary.itertuples():
@@ -57,7 +57,7 @@ def test_summary_reports_every_configuration_that_ran(tiny_study):
             # The headline (the mean over worker processes) and how much was measured.
             assert f"| {fmt(row.throughput_img_s_mean)} " in line
             assert re.search(rf"\|\s*{int(row.n_processes)}\s*\|\s*{int(row.n_windows)}\s*\|", line)
-    environment = pd.read_csv(tiny_study / "results/tables/environment.csv", dtype=str)
+    environment = pd.read_csv(tiny_study / "results/tables/synthetic/environment.csv", dtype=str)
     # One run document per configuration, each with its environment record.
     assert len(environment) == len(summary)
     machine = environment["machine"].iloc[0]
@@ -69,7 +69,7 @@ def test_summary_reports_every_configuration_that_ran(tiny_study):
 
 
 def test_summary_notes_what_was_skipped(tiny_study):
-    md = (tiny_study / "reports/summary.md").read_text(encoding="utf-8")
+    md = (tiny_study / "reports/synthetic/summary.md").read_text(encoding="utf-8")
     notes = section(md, "Notes: skipped and flagged")
     assert (
         "- Device 'cpu': Nsight Compute profiles CUDA devices only; roofline is analytic" in notes
@@ -77,7 +77,7 @@ def test_summary_notes_what_was_skipped(tiny_study):
 
 
 def test_summary_html_is_self_contained(tiny_study):
-    html = (tiny_study / "reports/summary.html").read_text(encoding="utf-8")
+    html = (tiny_study / "reports/synthetic/summary.html").read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "<script" not in html and "<link" not in html
     assert html.count("<table") >= 1
@@ -116,12 +116,12 @@ def test_extra_results_of_another_machine_join_the_summary(tiny_study, tmp_path)
         str(TINY_CONFIG),
         "--forcerun",
         "render_report",
-        "reports/summary.md",
+        "reports/synthetic/summary.md",
         "--config",
         f"report={{extra_results: [{tmp_path / 'gpu' / 'results'}]}}",
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    md = (workdir / "reports/summary.md").read_text(encoding="utf-8")
+    md = (workdir / "reports/synthetic/summary.md").read_text(encoding="utf-8")
     assert "NVIDIA H100 80GB HBM3 (gpu01)" in md.split("## Key findings", 1)[0]
     assert (
         "bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on "
@@ -129,7 +129,7 @@ def test_extra_results_of_another_machine_join_the_summary(tiny_study, tmp_path)
     ) in md
     assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'summary.csv'}`" in md
     # The comparison figure is drawn from both machines' summaries and embedded.
-    merged = pd.read_csv(workdir / "results/tables/machines_summary.csv")
+    merged = pd.read_csv(workdir / "results/tables/synthetic/machines_summary.csv")
     assert "NVIDIA H100 80GB HBM3 (gpu01)" in set(merged["machine"])
-    assert (workdir / "results/figures/machines/throughput.png").is_file()
-    assert "../results/figures/machines/throughput.png" in md
+    assert (workdir / "results/figures/machines/synthetic/throughput.png").is_file()
+    assert "../../results/figures/machines/synthetic/throughput.png" in md

@@ -275,9 +275,9 @@ def test_ceilings_through_slurm(slurm_cluster, workdir):
 def test_tiny_study_through_slurm(slurm_cluster, workdir):
     tiny = yaml.safe_load(TINY_CONFIG.read_text())
     (model,) = tiny["models"][:1]
-    tables = [workdir / "results/tables/runs.csv", workdir / "results/tables/summary.csv"]
+    tables = [workdir / "results/tables/synthetic/runs.csv", workdir / "results/tables/synthetic/summary.csv"]
     # The study on CPU, plus one CUDA run asked for by path: the node has no real GPU.
-    cuda_run = f"results/runs/cuda/{model}/fp32/bs4/baseline.json"
+    cuda_run = f"results/runs/synthetic/cuda/{model}/fp32/bs4/baseline.json"
     command = [
         *(str(t.relative_to(workdir)) for t in tables), cuda_run,
         "--configfile", str(TINY_CONFIG), "--config", "precisions=fp32", "batch_sizes=4",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nnperf import layout
@@ -37,17 +39,34 @@ def test_impossible_pair_is_left_out_with_a_note(workdir):
 def test_dry_run_lists_every_stage(workdir):
     result = run_snakemake(workdir, "-n", "--quiet", "rules")
     assert result.returncode == 0, result.stderr
-    for rule in ("prepare_dataset", "complexity", "ceilings", "timed_run", "aggregate_runs",
-                 "roofline_points", "plot_roofline_steps", "render_report"):
+    for rule in (
+        "prepare_dataset",
+        "complexity",
+        "ceilings",
+        "timed_run",
+        "aggregate_runs",
+        "roofline_points",
+        "plot_roofline_steps",
+        "render_report",
+    ):
         assert rule in result.stdout, rule
 
 
-def test_target_rules_are_listed(workdir):
-    result = run_snakemake(workdir, "--list-target-rules")
+def test_the_readme_s_stage_listing_shows_every_rule(workdir, repo):
+    """The README lists the stages with `snakemake --list-rules`: it must show every rule of
+    every rule file (`--list-target-rules` shows only rules without wildcards: `all`, since
+    every study file is keyed by its dataset)."""
+    defined = {
+        match.group(1)
+        for path in (repo / "workflow/rules").glob("*.smk")
+        for match in re.finditer(r"^rule (\w+):", path.read_text(), re.MULTILINE)
+    }
+    assert len(defined) > 15
+    result = run_snakemake(workdir, "--list-rules")
     assert result.returncode == 0, result.stderr
-    listed = set(result.stdout.split())
-    # Rules without wildcards; the keyed ones are asked for by path.
-    assert {"all", "aggregate_runs", "roofline_points", "environment_table", "render_report"} <= listed
+    assert defined | {"all"} == set(result.stdout.split())
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    assert "snakemake --list-rules" in readme and "snakemake --list-target-rules" not in readme
 
 
 def test_default_profile_is_found_from_the_repository_root(repo):
@@ -57,23 +76,36 @@ def test_default_profile_is_found_from_the_repository_root(repo):
 
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules"],
-        cwd=repo, capture_output=True, text=True, timeout=300,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "workflow specific profile profiles/default" in result.stdout + result.stderr
 
 
 def test_asking_for_an_impossible_run_by_path_is_a_clear_error(workdir):
-    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/tf32/bs16/baseline.json")
+    result = run_snakemake(
+        workdir, "-n", "results/runs/synthetic/cpu/resnet18_cifar/tf32/bs16/baseline.json"
+    )
     assert result.returncode != 0
-    assert "precision 'tf32' cannot run on device 'cpu'; allowed there: fp32, bf16" in result.stdout + result.stderr
+    assert (
+        "precision 'tf32' cannot run on device 'cpu'; allowed there: fp32, bf16"
+        in result.stdout + result.stderr
+    )
     assert not (workdir / "results").exists()
 
 
 def test_a_path_naming_an_unknown_variant_is_a_clear_error(workdir):
-    result = run_snakemake(workdir, "-n", "results/runs/cpu/resnet18_cifar/fp32/bs16/fast.json")
+    result = run_snakemake(
+        workdir, "-n", "results/runs/synthetic/cpu/resnet18_cifar/fp32/bs16/fast.json"
+    )
     assert result.returncode != 0
-    assert "variant 'fast' is not in config variants; allowed: baseline, tuned" in result.stdout + result.stderr
+    assert (
+        "variant 'fast' is not in config variants; allowed: baseline, tuned"
+        in result.stdout + result.stderr
+    )
 
 
 def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
@@ -92,9 +124,12 @@ def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
     assert counts["timed_run"] == 1 * 4 * 2 * 3
     assert counts["ncu_profile"] == counts["ncu_export"] == counts["plot_roofline"] == 4
     assert counts["ceilings"] == 1 and counts["render_report"] == 1
-    assert "results/runs/cuda/resnet18_cifar/bf16/bs2048/compiled.json" in result.stdout
-    assert "results/profiles/cuda/resnet18_cifar/fp16/bs256/tuned.ncu-rep" in result.stdout
-    assert "results/profiles/cuda/resnet18_cifar/fp16/bs256/baseline.ncu-rep" not in result.stdout
+    assert "results/runs/cifar10/cuda/resnet18_cifar/bf16/bs2048/compiled.json" in result.stdout
+    assert "results/profiles/cifar10/cuda/resnet18_cifar/fp16/bs256/tuned.ncu-rep" in result.stdout
+    assert (
+        "results/profiles/cifar10/cuda/resnet18_cifar/fp16/bs256/baseline.ncu-rep"
+        not in result.stdout
+    )
 
 
 def job_counts(stdout: str) -> dict[str, int]:
@@ -113,7 +148,9 @@ def test_a_study_file_runs_exactly_the_variants_it_lists(workdir):
     result = run_snakemake(workdir, "-n", "--configfile", str(study))
     assert result.returncode == 0, result.stderr
     runs = [word for word in result.stdout.split() if word.startswith("results/runs/")]
-    variants = {layout.parse("run", path.rstrip(",;"))["variant"] for path in runs if ".json" in path}
+    variants = {
+        layout.parse("run", path.rstrip(",;"))["variant"] for path in runs if ".json" in path
+    }
     assert variants == {"baseline", "one_thread"}, variants
     # 1 model x 2 precisions x 2 batch sizes x 2 variants (config/config.yaml's matrix)
     assert job_counts(result.stdout)["timed_run"] == 1 * 2 * 2 * 2
@@ -123,10 +160,8 @@ def test_a_study_file_runs_exactly_the_variants_it_lists(workdir):
 def test_config_mapping_keeps_its_types_and_a_changed_setting_reruns(workdir):
     """--config 'training={...}' reaches the jobs typed, and a setting changed later re-runs
     the job that uses it (the request is a tracked param)."""
-    target = "results/complexity/resnet18_cifar.json"
-    result = run_snakemake(
-        workdir, target, "--config", "training={timed_steps: 5, momentum: 0.0}"
-    )
+    target = "results/complexity/synthetic/resnet18_cifar.json"
+    result = run_snakemake(workdir, target, "--config", "training={timed_steps: 5, momentum: 0.0}")
     assert result.returncode == 0, result.stderr
     import json
 
@@ -134,7 +169,9 @@ def test_config_mapping_keeps_its_types_and_a_changed_setting_reruns(workdir):
     assert document["training"]["momentum"] == 0.0
     assert document["training"]["optimizer"] == "sgd"
     # Same settings: nothing to do. Another momentum: the complexity job runs again.
-    same = run_snakemake(workdir, "-n", target, "--config", "training={timed_steps: 5, momentum: 0.0}")
+    same = run_snakemake(
+        workdir, "-n", target, "--config", "training={timed_steps: 5, momentum: 0.0}"
+    )
     assert same.returncode == 0 and "Nothing to be done" in same.stdout + same.stderr
     changed = run_snakemake(workdir, "-n", target, "--config", "training={momentum: 0.5}")
     assert changed.returncode == 0, changed.stderr

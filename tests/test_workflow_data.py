@@ -10,7 +10,7 @@ from conftest import TINY_CONFIG, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
-TARGETS = ("resources/data/synthetic", "results/complexity/resnet18_cifar.json")
+TARGETS = ("resources/data/synthetic", "results/complexity/synthetic/resnet18_cifar.json")
 
 
 def test_dataset_and_complexity_rules_get_the_study_s_settings(workdir):
@@ -28,13 +28,13 @@ def test_dataset_and_complexity_rules_get_the_study_s_settings(workdir):
     )
 
     # training.momentum 0: plain SGD keeps no state, and the document says what it assumed.
-    document = json.loads((workdir / "results/complexity/resnet18_cifar.json").read_text())
+    document = json.loads((workdir / "results/complexity/synthetic/resnet18_cifar.json").read_text())
     assert document["model"] == "resnet18_cifar" and document["dataset"] == "synthetic"
     assert document["training"] == {"optimizer": "sgd", "momentum": 0.0}
     assert document["optimizer_state_bytes"] == 0
-    layers = pd.read_csv(workdir / "results/complexity/resnet18_cifar_layers.csv")
+    layers = pd.read_csv(workdir / "results/complexity/synthetic/resnet18_cifar_layers.csv")
     assert layers["params"].sum() == document["params"]
-    log = (workdir / "logs/complexity/resnet18_cifar.log").read_text()
+    log = (workdir / "logs/complexity/synthetic/resnet18_cifar.log").read_text()
     assert log.startswith("resnet18_cifar: ") and "sgd state 0.0 MiB" in log
 
     # The request travels as params: a changed optimiser setting re-runs the count only.

@@ -38,7 +38,7 @@ def test_ncu_true_on_a_machine_without_gpu_or_ncu_shows_the_profiling_rules(work
     profile_job = result.stdout.split("rule ncu_profile:")[1].split("rule ")[0]
     assert "bench_slot=1" in profile_job
     # The process under ncu reads the request rule profile_request writes; its meta, the keys.
-    profile = "results/profiles/cuda/resnet18_cifar/bf16/bs256/baseline"
+    profile = "results/profiles/synthetic/cuda/resnet18_cifar/bf16/bs256/baseline"
     assert (
         f"ncu-command profile --report {profile}.ncu-rep --meta {profile}.ncu.json"
         f" --clock-control base --request {profile}.request.json" in result.stdout

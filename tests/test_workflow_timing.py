@@ -15,7 +15,7 @@ pytestmark = pytest.mark.workflow
 
 MODEL = "resnet18_cifar"
 FIGURES = [
-    f"results/figures/{kind}/cpu/{MODEL}.png" for kind in ("throughput", "breakdown", "speedup")
+    f"results/figures/{kind}/synthetic/cpu/{MODEL}.png" for kind in ("throughput", "breakdown", "speedup")
 ]
 BATCH_SIZES = (4, 8)  # tests/configs/tiny.yaml: 2 precisions x 2 batch sizes x 2 variants
 CONFIGS = list(itertools.product(("fp32", "bf16"), BATCH_SIZES, ("baseline", "tuned")))
@@ -28,7 +28,7 @@ def study(tiny_study):
 
 def test_every_configuration_has_its_json_windows_steps_and_log(study):
     for precision, batch, variant in CONFIGS:
-        stem = f"cpu/{MODEL}/{precision}/bs{batch}/{variant}"
+        stem = f"synthetic/cpu/{MODEL}/{precision}/bs{batch}/{variant}"
         document = json.loads((study / f"results/runs/{stem}.json").read_text())
         assert (document["precision"], document["variant"], document["batch_size"]) == (
             precision,
@@ -71,9 +71,9 @@ def test_every_configuration_has_its_json_windows_steps_and_log(study):
 
 
 def test_tables_statuses_and_no_overlap(study):
-    runs = pd.read_csv(study / "results/tables/runs.csv")
-    windows = pd.read_csv(study / "results/tables/windows.csv")
-    summary = pd.read_csv(study / "results/tables/summary.csv")
+    runs = pd.read_csv(study / "results/tables/synthetic/runs.csv")
+    windows = pd.read_csv(study / "results/tables/synthetic/windows.csv")
+    summary = pd.read_csv(study / "results/tables/synthetic/summary.csv")
     assert len(summary) == 8
     assert set(summary.loc[summary.precision == "fp32", "status"]) == {"ok"}
     assert set(summary["status"]) <= {"ok", "over_budget"}

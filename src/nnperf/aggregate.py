@@ -353,6 +353,11 @@ def write_tables(
     if not request.cv_threshold > 0:
         raise NnperfError(f"cv_threshold {request.cv_threshold!r} is not allowed; allowed: > 0")
     documents = read_runs(run_paths)
+    if not documents:
+        raise NnperfError(
+            "no run JSON files given: tables of zero runs would replace finished ones; "
+            "give the run JSONs of at least one configuration"
+        )
     runs = runs_table(documents)
     windows = windows_table(documents)
     summary = summary_table(documents, runs, request.cv_threshold)

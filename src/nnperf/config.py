@@ -178,8 +178,9 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 
 def _allowed(schema: dict) -> str:
     if "enum" in schema:
-        return ", ".join("false" if v is False else "true" if v is True else str(v)
-                         for v in schema["enum"])
+        return ", ".join(
+            "false" if v is False else "true" if v is True else str(v) for v in schema["enum"]
+        )
     if "properties" in schema:
         return ", ".join(schema["properties"])
     return ""
@@ -197,7 +198,9 @@ def format_error(error: jsonschema.ValidationError) -> str:
             f"allowed: {', '.join(error.schema.get('properties', {}))}"
         )
     if error.validator == "enum":
-        return f"config {key} = {error.instance!r} is not allowed; allowed: {_allowed(error.schema)}"
+        return (
+            f"config {key} = {error.instance!r} is not allowed; allowed: {_allowed(error.schema)}"
+        )
     if error.validator in ("minimum", "exclusiveMinimum"):
         bound = error.validator_value
         relation = ">=" if error.validator == "minimum" else ">"
@@ -264,7 +267,9 @@ def _train_images(dataset: dict) -> int:
     return CIFAR_TRAIN_IMAGES
 
 
-def resolved_devices(config: dict, detect: Callable[[], str] = devices.detect_best_device) -> list[str]:
+def resolved_devices(
+    config: dict, detect: Callable[[], str] = devices.detect_best_device
+) -> list[str]:
     """Devices of the study with `auto` replaced by the best device here, without repeats."""
     result: list[str] = []
     for name in config["devices"]:
@@ -280,7 +285,9 @@ def expand_matrix(
     """All runnable configurations, and one note per device/precision pair left out."""
     keys: list[RunKey] = []
     notes: list[str] = []
-    for device, precision in itertools.product(resolved_devices(config, detect), config["precisions"]):
+    for device, precision in itertools.product(
+        resolved_devices(config, detect), config["precisions"]
+    ):
         if not vocab.supports(device, precision):
             allowed = ", ".join(vocab.SUPPORTED_PRECISIONS[device])
             notes.append(
@@ -293,6 +300,21 @@ def expand_matrix(
         ):
             keys.append(RunKey(device, model, precision, int(batch_size), variant))
     return sorted(keys), notes
+
+
+def empty_matrix_message(matrix: list, notes: list[str]) -> str | None:
+    """One line saying why a study has nothing to measure, or None when it has something.
+
+    The workflow then asks for no output at all: a table rebuilt from zero runs would replace
+    the finished one on disk with nothing.
+    """
+    if matrix:
+        return None
+    reasons = "; ".join(note.removeprefix("note: ") for note in notes) or "no configuration"
+    return (
+        f"nothing to measure: the matrix of models x devices x precisions x batch sizes x "
+        f"variants is empty ({reasons}); no job runs and every earlier result stays as it is"
+    )
 
 
 def check_runnable(device: str, precision: str) -> None:

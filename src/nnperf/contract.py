@@ -327,6 +327,7 @@ class FigureRequest:
 
     kind: str
     device: str
+    dataset: str | None = None
     model: str | None = None
     precision: str | None = None
     batch_size: int | None = None
@@ -339,6 +340,8 @@ class ReportRequest:
 
     title: str = StudyInfo.name
     description: str = ""
+    # The study's dataset: other machines' folders are read for the same one.
+    dataset: str | None = None
     notes: tuple[str, ...] = ()
     cv_threshold: float = ReportSettings.cv_threshold
     extra_results: tuple[str, ...] = ()

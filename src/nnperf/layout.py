@@ -5,9 +5,16 @@ the `{names}`), the library builds paths with `path()`, and a person or a test w
 path gets its keys back with `parse()`. Outputs still carry their keys inside (JSON fields,
 CSV columns): nothing in the pipeline reads a key out of a path.
 
-Keys appear in a fixed order — device, model, precision, batch size, variant — so a path
-names its experiment. One job measures a whole configuration (all its worker processes and
-windows), so a run's files are named by the configuration alone.
+Keys appear in a fixed order — dataset, device, model, precision, batch size, variant — so a
+path names its experiment. One job measures a whole configuration (all its worker processes
+and windows), so a run's files are named by the configuration alone.
+
+Every key that changes what a number means is in the path of every file holding it, so two
+studies that differ in it write beside each other, never over each other. The dataset is
+one: it decides the input pipeline a step times (files decoded and augmented, or tensors
+already in memory), the model's input shape and class count (its FLOPs), and what the
+tables and the report describe. Only files independent of it (the prepared data itself,
+the machine's ceilings) go without it.
 """
 
 from __future__ import annotations
@@ -32,14 +39,14 @@ KEY_PATTERNS = {
 }
 INTEGER_KEYS = ("batch_size",)
 
-CONFIG = "{device}/{model}/{precision}/bs{batch_size}/{variant}"
+CONFIG = "{dataset}/{device}/{model}/{precision}/bs{batch_size}/{variant}"
 RUN_STEM = f"results/runs/{CONFIG}"
 PROFILE_STEM = f"results/profiles/{CONFIG}"
 
 TEMPLATES = {
     "dataset": "resources/data/{dataset}",
-    "complexity": "results/complexity/{model}.json",
-    "complexity_layers": "results/complexity/{model}_layers.csv",
+    "complexity": "results/complexity/{dataset}/{model}.json",
+    "complexity_layers": "results/complexity/{dataset}/{model}_layers.csv",
     "ceilings": "results/ceilings/{device}.json",
     "ceilings_figure": "results/figures/ceilings/{device}_sweep.png",
     "run": f"{RUN_STEM}.json",
@@ -49,11 +56,13 @@ TEMPLATES = {
     "profile_report": f"{PROFILE_STEM}.ncu-rep",
     "profile_meta": f"{PROFILE_STEM}.ncu.json",
     "profile_csv": f"{PROFILE_STEM}.csv",
-    "table": "results/tables/{name}.csv",
-    "run_figure": "results/figures/{kind}/{device}/{model}.png",
+    "table": "results/tables/{dataset}/{name}.csv",
+    "run_figure": "results/figures/{kind}/{dataset}/{device}/{model}.png",
     "roofline_figure": f"results/figures/roofline/{CONFIG}.png",
-    "roofline_steps_figure": "results/figures/roofline_steps/{device}.png",
-    "machines_figure": "results/figures/machines/throughput.png",
+    "roofline_steps_figure": "results/figures/roofline_steps/{dataset}/{device}.png",
+    "machines_figure": "results/figures/machines/{dataset}/throughput.png",
+    "summary_html": "reports/{dataset}/summary.html",
+    "summary_md": "reports/{dataset}/summary.md",
 }
 
 # Figures drawn per (device, model) from the run tables (`run_figure`'s kinds).
@@ -90,7 +99,7 @@ def log(kind: str, /, **keys: Any) -> str:
     """The log of the job writing a path: the same path under logs/, ending in .log."""
     target = path(kind, **keys) if keys else _template(kind)
     stem = target.removeprefix("results/").removeprefix("resources/")
-    return "logs/" + re.sub(r"\.(json|csv|png|ncu-rep)$", "", stem) + ".log"
+    return "logs/" + re.sub(r"\.(json|csv|png|ncu-rep|html|md)$", "", stem) + ".log"
 
 
 def _template(kind: str) -> str:

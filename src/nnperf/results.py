@@ -1,9 +1,11 @@
 """Reading a `results/` folder (this machine's or another's) into tables for the report.
 
 The report and the machine comparison read the files the pipeline writes, where
-`nnperf.layout` puts them: the `tables/` named in TABLE_NAMES, `complexity/{model}.json`,
-`ceilings/{device}.json` and the run JSONs under `runs/` (also for the environment when
-`tables/environment.csv` is absent). Every file read is remembered in
+`nnperf.layout` puts them: the `tables/{dataset}/` named in TABLE_NAMES,
+`complexity/{dataset}/{model}.json`, `ceilings/{device}.json` and the run JSONs under
+`runs/{dataset}/` (also for the environment when the environment table is absent). A folder
+may hold studies of several datasets; each read is of one of them, and other machines'
+folders are read for the same dataset, so a comparison never mixes data. Every file read is remembered in
 `ResultSet.sources` so each report section can say where its numbers came from.
 
 The JSON documents also say when their job ran (`started_at_unix`, `ended_at_unix`):
@@ -27,7 +29,7 @@ import pandas as pd
 
 from nnperf import files, layout, machines
 from nnperf.errors import NnperfError
-from nnperf.vocab import CONFIG_KEYS
+from nnperf.vocab import CONFIG_KEYS, DATASETS
 
 TABLE_NAMES = ("runs", "windows", "summary", "kernels", "roofline_points", "environment")
 # This machine's results folder: where the layout's `results/...` paths start.
@@ -65,6 +67,8 @@ class FolderFiles:
     complexity: list[Path]
     ceilings: list[Path]
     run_jsons: list[Path]
+    # The study's dataset (None: unknown, when only files were named).
+    dataset: str | None = None
 
 
 def _relative(kind: str, **keys: str) -> str:
@@ -73,24 +77,56 @@ def _relative(kind: str, **keys: str) -> str:
     return layout.path(kind, **keys).removeprefix(f"{RESULTS_DIR}/")
 
 
-def discover(results_dir: str | os.PathLike) -> FolderFiles:
-    """The pipeline's files in `results_dir`, where `nnperf.layout` puts them."""
+def datasets_in(results_dir: str | os.PathLike) -> list[str]:
+    """The datasets whose studies left tables or runs in `results_dir`."""
+    root = Path(results_dir)
+    found = {
+        path.name
+        for stage in ("tables", "runs")
+        for path in (root / stage).glob("*")
+        if path.is_dir() and path.name in DATASETS
+    }
+    return sorted(found)
+
+
+def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
+    """The pipeline's files in `results_dir` of the study of `dataset` (None: the folder's
+    only one), where `nnperf.layout` puts them."""
     root = Path(results_dir)
     if not root.is_dir():
         raise NnperfError(
             f"results folder {os.fspath(results_dir)!r} does not exist; give a folder this "
             "pipeline wrote (with tables/, complexity/, ceilings/ inside)"
         )
+    present = datasets_in(root)
+    if dataset is None and len(present) > 1:
+        raise NnperfError(
+            f"results folder {os.fspath(results_dir)!r} holds studies of several datasets "
+            f"({', '.join(present)}); choose one with --dataset"
+        )
+    if dataset is None:
+        dataset = present[0] if present else None
+    elif dataset not in DATASETS:
+        raise NnperfError(f"dataset {dataset!r} is unknown; allowed: {', '.join(DATASETS)}")
+    if dataset is None:
+        return FolderFiles(
+            os.fspath(results_dir),
+            dict.fromkeys(TABLE_NAMES),
+            [],
+            sorted(root.glob(_relative("ceilings"))),
+            [],
+        )
     tables = {}
     for name in TABLE_NAMES:
-        path = root / _relative("table", name=name)
+        path = root / _relative("table", dataset=dataset, name=name)
         tables[name] = path if path.is_file() else None
     return FolderFiles(
         results_dir=os.fspath(results_dir),
         tables=tables,
-        complexity=sorted(root.glob(_relative("complexity"))),
+        complexity=sorted(root.glob(_relative("complexity", dataset=dataset))),
         ceilings=sorted(root.glob(_relative("ceilings"))),
-        run_jsons=sorted(root.glob(_relative("run"))),
+        run_jsons=sorted(root.glob(_relative("run", dataset=dataset))),
+        dataset=dataset,
     )
 
 
@@ -100,13 +136,15 @@ def local_files(
     complexity: Iterable[str | os.PathLike] = (),
     ceilings: Iterable[str | os.PathLike] = (),
     run_jsons: Iterable[str | os.PathLike] = (),
+    dataset: str | None = None,
 ) -> FolderFiles:
-    """This machine's files: those found in `results_dir` (none when None), then the ones
-    named (`tables` by TABLE_NAMES; a None entry is not there), each of which must exist."""
+    """This machine's files of the study of `dataset`: those found in `results_dir` (none
+    when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
+    each of which must exist."""
     if results_dir is not None:
-        folder = discover(results_dir)
+        folder = discover(results_dir, dataset)
     else:
-        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [])
+        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [], dataset)
     for name, path in (tables or {}).items():
         if name not in TABLE_NAMES:
             raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")
@@ -127,7 +165,8 @@ def local_files(
 def with_extra_results(
     local: FolderFiles, extra_results: Iterable[str | os.PathLike]
 ) -> list[FolderFiles]:
-    """This machine's files, then every folder of config `report.extra_results`."""
+    """This machine's files, then every folder of config `report.extra_results`, read for
+    the same dataset as this machine's (a folder without a study of it is an error)."""
     folders = [local]
     for path in extra_results:
         if not Path(path).is_dir():
@@ -135,17 +174,27 @@ def with_extra_results(
                 f"report.extra_results entry {os.fspath(path)!r} is not a folder; give the "
                 "results/ folder another machine's run wrote"
             )
-        folders.append(discover(path))
+        present = datasets_in(path)
+        if local.dataset is not None and present and local.dataset not in present:
+            raise NnperfError(
+                f"report.extra_results entry {os.fspath(path)!r} has no results of dataset "
+                f"{local.dataset!r} (it has: {', '.join(present)}); machines are compared on "
+                "the same data only"
+            )
+        folders.append(discover(path, local.dataset))
     return folders
 
 
 def figures(folders: Iterable[FolderFiles]) -> list[str]:
-    """Every PNG under the `figures/` of each folder, folder by folder."""
-    return [
-        os.fspath(path)
-        for folder in folders
-        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png"))
-    ]
+    """Every PNG under the `figures/` of each folder, folder by folder, except those of
+    another dataset's study."""
+    shown = []
+    for folder in folders:
+        others = set(DATASETS) - {folder.dataset}
+        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png")):
+            if not others & set(path.relative_to(folder.results_dir).parts):
+                shown.append(os.fspath(path))
+    return shown
 
 
 def _existing(path: str | os.PathLike, what: str) -> Path:

@@ -5,6 +5,7 @@ import dataclasses
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 # Use the library of this checkout, whether or not nnperf is pip-installed: every result
@@ -27,6 +28,7 @@ from nnperf import vocab
 from nnperf.codehash import code_hash
 from nnperf.config import unique
 from nnperf.errors import NnperfError
+from nnperf.jobs import failure_causes
 from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
@@ -49,6 +51,46 @@ except NnperfError as error:
     sys.exit(f"nnperf: {error}")
 
 
+# `snakemake --report` without a path writes report.html into the working directory, the
+# repository root; the study's Snakemake report belongs beside its summary under reports/.
+if "--report" in sys.argv[1:]:
+    after = sys.argv[sys.argv.index("--report") + 1 :]
+    if not after or after[0].startswith("-"):
+        sys.exit(
+            "nnperf: give --report a path: snakemake --report reports/report.html "
+            "(without one Snakemake writes report.html into the repository root)"
+        )
+
+# When this run started: failed jobs' logs are the ones written since (print_failure_causes).
+RUN_STARTED = time.time()
+
+
+def stop_if_a_device_is_absent():
+    """The `onstart` handler: a device this machine lacks is one line before any job runs,
+    not a failed job per configuration minutes later. Only for jobs that will run here (a
+    cluster executor submits them elsewhere; dry runs never get here) and need a device."""
+    if workflow.non_local_exec and not workflow.remote_exec:
+        return
+    needed = unique(
+        job.wildcards_dict["device"]
+        for job in workflow.dag.needrun_jobs()
+        if "device" in job.wildcards_dict
+    )
+    for device in needed:
+        reason = nnperf_devices.absent_reason(device)
+        if reason:
+            sys.exit(f"nnperf: config devices: {reason}")
+
+
+def print_failure_causes():
+    """The `onerror` handler: one line per failed job with the cause from its log."""
+    causes = failure_causes("logs", RUN_STARTED)
+    if causes:
+        print(f"nnperf: {len(causes)} failed job(s), and why:", file=sys.stderr)
+    for log, cause in causes:
+        print(f"  {cause}  [{log}]", file=sys.stderr)
+
+
 def nnperf_command():
     """How ncu_profile calls the nnperf CLI: the interpreter running Snakemake, so a job
     never picks up another environment's torch from PATH; under `--sdm conda` the rule's
@@ -61,7 +103,6 @@ def nnperf_command():
 NNPERF = nnperf_command()
 
 DATASET = STUDY.dataset.name
-DATA_DIR = layout.path("dataset", dataset=DATASET)
 PEAKS = "config/peaks.yaml"
 MATRIX, MATRIX_NOTES = study_config.expand_matrix(config)
 DEVICES = study_config.resolved_devices(config)
@@ -79,6 +120,13 @@ def add_note(text):
 
 for note in MATRIX_NOTES:
     add_note(note.removeprefix("note: "))
+
+# A study with nothing to measure asks for nothing: no table, figure or report is rebuilt
+# from zero runs (Snakemake deletes a job's old outputs before running it), so an empty
+# matrix can never cost another study's results.
+EMPTY_MATRIX = study_config.empty_matrix_message(MATRIX, MATRIX_NOTES)
+if EMPTY_MATRIX:
+    print(f"nnperf: {EMPTY_MATRIX}", file=sys.stderr)
 
 if "auto" in STUDY.devices and "cuda" not in DEVICES and "mps" not in DEVICES:
     REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
@@ -104,6 +152,20 @@ def as_param(request):
     return contract.to_dict(request)
 
 
+def this_study(wildcards):
+    """Raise unless a study-level file (table, figure, report) is this study's: it is built
+    from this study's matrix, so it must name this study's dataset and the matrix must not
+    be empty."""
+    if EMPTY_MATRIX:
+        raise WorkflowError(f"nnperf: {EMPTY_MATRIX}")
+    if wildcards.dataset != DATASET:
+        raise WorkflowError(
+            f"nnperf: a file of dataset {wildcards.dataset!r} belongs to a study of that "
+            f"dataset, and this study's dataset is {DATASET!r}: add "
+            f"--config dataset={wildcards.dataset} to build it"
+        )
+
+
 def dataset_request(wildcards):
     dataset = dataclasses.replace(STUDY.dataset, name=wildcards.dataset)
     return as_param(
@@ -115,7 +177,9 @@ def dataset_request(wildcards):
 
 def complexity_request(wildcards):
     return as_param(
-        contract.ComplexityRequest(model=wildcards.model, dataset=DATASET, training=STUDY.training)
+        contract.ComplexityRequest(
+            model=wildcards.model, dataset=wildcards.dataset, training=STUDY.training
+        )
     )
 
 
@@ -150,8 +214,8 @@ def run_request_of(wildcards, training):
         batch_size=int(wildcards.batch_size),
         variant=wildcards.variant,
         settings=variant_settings(wildcards.variant),
-        dataset=DATASET,
-        data_root=DATA_DIR,
+        dataset=wildcards.dataset,
+        data_root=layout.path("dataset", dataset=wildcards.dataset),
         training=training,
         timing=STUDY.timing,
     )
@@ -166,7 +230,7 @@ def run_data(wildcards):
     naming an impossible run (device/precision pair, unknown variant) fail while the DAG is
     built; params are only evaluated when a job is about to run."""
     run_request_of(wildcards, STUDY.training)
-    return DATA_DIR
+    return layout.path("dataset", dataset=wildcards.dataset)
 
 
 def profile_request(wildcards):
@@ -181,6 +245,7 @@ def tables_request():
 
 def figure_keys(wildcards):
     """The keys a figure's path names, typed (batch_size an integer)."""
+    this_study(wildcards)
     return {
         key: int(value) if key in layout.INTEGER_KEYS else value for key, value in wildcards.items()
     }
@@ -191,6 +256,7 @@ def report_request():
         contract.ReportRequest(
             title=STUDY.study.name,
             description=STUDY.study.description.strip(),
+            dataset=DATASET,
             notes=tuple(REPORT_NOTES),
             cv_threshold=STUDY.report.cv_threshold,
             extra_results=STUDY.report.extra_results,
@@ -224,11 +290,21 @@ def measurement_threads(wildcards):
 
 
 def data_outputs():
-    return [DATA_DIR]
+    return [layout.path("dataset", dataset=DATASET)]
 
 
 def complexity_outputs():
-    return [layout.path("complexity", model=model) for model in STUDY.models]
+    return [layout.path("complexity", dataset=DATASET, model=model) for model in STUDY.models]
+
+
+def table(name):
+    """This study's table `name`."""
+    return layout.path("table", dataset=DATASET, name=name)
+
+
+def table_pattern(name):
+    """Table `name` of the study a rule's `{dataset}` wildcard names (rule inputs/outputs)."""
+    return layout.path("table", dataset="{dataset}", name=name)
 
 
 def ceilings_outputs():
@@ -245,55 +321,63 @@ def ceilings_jsons():
 
 def run_outputs():
     """The run JSON of every configuration in the matrix (one job measures each)."""
-    return [layout.path("run", **key.as_dict()) for key in MATRIX]
+    return [layout.path("run", dataset=DATASET, **key.as_dict()) for key in MATRIX]
+
+
+def study_runs(wildcards):
+    """What a study-level table is built from: every run of this study's matrix."""
+    this_study(wildcards)
+    return run_outputs()
 
 
 def timing_outputs():
     """Tables of the timed runs and their figures, one set per (device, model)."""
     pairs = unique((key.device, key.model) for key in MATRIX)
     figures = [
-        layout.path("run_figure", kind=kind, device=device, model=model)
+        layout.path("run_figure", kind=kind, dataset=DATASET, device=device, model=model)
         for kind in layout.RUN_FIGURE_KINDS
         for device, model in pairs
     ]
-    tables = [layout.path("table", name=name) for name in ("runs", "windows", "summary")]
+    tables = [table(name) for name in ("runs", "windows", "summary")]
     return tables + figures
 
 
 def environment_outputs():
-    return [layout.path("table", name="environment")]
+    return [table("environment")]
 
 
 def machine_comparison_outputs():
     """The cross-machine table and figure, when other machines' results are configured."""
     if not STUDY.report.extra_results:
         return []
-    return [layout.path("table", name="machines_summary"), layout.path("machines_figure")]
+    return [table("machines_summary"), layout.path("machines_figure", dataset=DATASET)]
 
 
 def report_outputs():
     return (
         environment_outputs()
         + machine_comparison_outputs()
-        + ["reports/summary.html", "reports/summary.md"]
+        + [layout.path(kind, dataset=DATASET) for kind in ("summary_html", "summary_md")]
     )
 
 
 def compare_machines_inputs(wildcards):
     """What compare_machines reads: this machine's tables and the other machines' folders."""
-    inputs = {name: layout.path("table", name=name) for name in ("summary", "runs", "environment")}
+    this_study(wildcards)
+    inputs = {name: table(name) for name in ("summary", "runs", "environment")}
     return {**inputs, "extra_results": list(STUDY.report.extra_results)}
 
 
 def report_inputs(wildcards):
     """What render_report reads: every table, JSON and figure the study builds."""
+    this_study(wildcards)
     study = [path for path in get_final_output() if path not in report_outputs()]
     inputs = {
-        "runs": layout.path("table", name="runs"),
-        "windows": layout.path("table", name="windows"),
-        "summary": layout.path("table", name="summary"),
-        "roofline_points": layout.path("table", name="roofline_points"),
-        "environment": layout.path("table", name="environment"),
+        "runs": table("runs"),
+        "windows": table("windows"),
+        "summary": table("summary"),
+        "roofline_points": table("roofline_points"),
+        "environment": table("environment"),
         "complexity": complexity_outputs(),
         "ceilings": ceilings_jsons(),
         "run_jsons": run_outputs(),
@@ -305,7 +389,7 @@ def report_inputs(wildcards):
         "extra_results": list(STUDY.report.extra_results),
     }
     if ncu_keys():
-        inputs["kernels"] = layout.path("table", name="kernels")
+        inputs["kernels"] = table("kernels")
     return inputs
 
 
@@ -340,45 +424,54 @@ for name in STUDY.ncu.variants or ():
         )
 
 
-def profile_csvs():
-    return [layout.path("profile_csv", **key.as_dict()) for key in ncu_keys()]
+def profiles(kind):
+    """The `kind` file of every profiled configuration."""
+    return [layout.path(kind, dataset=DATASET, **key.as_dict()) for key in ncu_keys()]
 
 
-def profile_metas():
-    return [layout.path("profile_meta", **key.as_dict()) for key in ncu_keys()]
+def ncu_kernels_inputs(wildcards):
+    this_study(wildcards)
+    return {"csvs": profiles("profile_csv"), "metas": profiles("profile_meta")}
 
 
 def roofline_points_inputs(wildcards):
-    inputs = {"summary": layout.path("table", name="summary"), "complexity": complexity_outputs()}
+    this_study(wildcards)
+    inputs = {"summary": table("summary"), "complexity": complexity_outputs()}
     if ncu_keys():
-        inputs["kernels"] = layout.path("table", name="kernels")
+        inputs["kernels"] = table("kernels")
     return inputs
 
 
 def plot_roofline_inputs(wildcards):
+    this_study(wildcards)
     inputs = {
-        "points": layout.path("table", name="roofline_points"),
+        "points": table("roofline_points"),
         "ceilings": layout.path("ceilings", device=wildcards.device),
     }
     if ncu_keys():
-        inputs["kernels"] = layout.path("table", name="kernels")
+        inputs["kernels"] = table("kernels")
     return inputs
 
 
 def ncu_outputs():
-    return [layout.path("table", name="kernels")] if ncu_keys() else []
+    return [table("kernels")] if ncu_keys() else []
 
 
 def roofline_outputs():
     """Points and figures: a hierarchical roofline for every profiled configuration and a
     step-level roofline for every device (analytic on CPU and MPS)."""
-    figures = [layout.path("roofline_figure", **key.as_dict()) for key in ncu_keys()]
-    steps = [layout.path("roofline_steps_figure", device=device) for device in DEVICES]
-    return [layout.path("table", name="roofline_points")] + figures + steps
+    figures = profiles("roofline_figure")
+    steps = [
+        layout.path("roofline_steps_figure", dataset=DATASET, device=device) for device in DEVICES
+    ]
+    return [table("roofline_points")] + figures + steps
 
 
 def get_final_output():
-    """Every file the study asks for; `rule all` builds exactly this."""
+    """Every file the study asks for; `rule all` builds exactly this (nothing when the
+    matrix is empty: see EMPTY_MATRIX)."""
+    if EMPTY_MATRIX:
+        return []
     return (
         data_outputs()
         + complexity_outputs()

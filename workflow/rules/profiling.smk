@@ -52,17 +52,16 @@ rule ncu_export:
 
 rule ncu_kernels:
     input:
-        csvs=profile_csvs(),
-        metas=profile_metas(),
+        unpack(ncu_kernels_inputs),
     output:
         table=report(
-            layout.path("table", name="kernels"),
+            table_pattern("kernels"),
             caption="../report/kernels.rst",
             category="Kernels",
             labels={"table": "kernels"},
         ),
     log:
-        layout.log("table", name="kernels"),
+        layout.log("table", dataset="{dataset}", name="kernels"),
     conda:
         "../../envs/nnperf-report.yaml"
     script:

@@ -1,15 +1,15 @@
 rule environment_table:
     input:
-        runs=run_outputs(),
+        runs=study_runs,
     output:
         table=report(
-            layout.path("table", name="environment"),
+            table_pattern("environment"),
             caption="../report/environment.rst",
             category="Environment",
             labels={"table": "environment of every run"},
         ),
     log:
-        layout.log("table", name="environment"),
+        layout.log("table", dataset="{dataset}", name="environment"),
     conda:
         "../../envs/nnperf-report.yaml"
     script:
@@ -21,7 +21,7 @@ rule compare_machines:
         unpack(compare_machines_inputs),
     output:
         table=report(
-            layout.path("table", name="machines_summary"),
+            table_pattern("machines_summary"),
             caption="../report/machines.rst",
             category="Throughput",
             subcategory="Machines",
@@ -49,19 +49,19 @@ rule render_report:
         unpack(report_inputs),
     output:
         html=report(
-            "reports/summary.html",
+            layout.TEMPLATES["summary_html"],
             caption="../report/summary.rst",
             category="Report",
             labels={"document": "summary", "format": "HTML"},
         ),
         md=report(
-            "reports/summary.md",
+            layout.TEMPLATES["summary_md"],
             caption="../report/summary.rst",
             category="Report",
             labels={"document": "summary", "format": "Markdown"},
         ),
     log:
-        "logs/reports/summary.log",
+        layout.log("summary_html"),
     conda:
         "../../envs/nnperf-report.yaml"
     params:

@@ -3,19 +3,19 @@ rule roofline_points:
         unpack(roofline_points_inputs),
     output:
         points=report(
-            layout.path("table", name="roofline_points"),
+            table_pattern("roofline_points"),
             caption="../report/roofline_points.rst",
             category="Roofline",
             labels={"table": "roofline points"},
         ),
         flops=report(
-            layout.path("table", name="flops_comparison"),
+            table_pattern("flops_comparison"),
             caption="../report/flops_comparison.rst",
             category="Roofline",
             labels={"table": "measured vs analytic FLOPs"},
         ),
     log:
-        layout.log("table", name="roofline_points"),
+        layout.log("table", dataset="{dataset}", name="roofline_points"),
     conda:
         "../../envs/nnperf-report.yaml"
     script:

@@ -24,31 +24,31 @@ rule timed_run:
 
 rule aggregate_runs:
     input:
-        runs=run_outputs(),
+        runs=study_runs,
     output:
         runs=report(
-            layout.path("table", name="runs"),
+            table_pattern("runs"),
             caption="../report/runs_table.rst",
             category="Throughput",
             subcategory="Tables",
             labels={"table": "runs (one row per worker process)"},
         ),
         windows=report(
-            layout.path("table", name="windows"),
+            table_pattern("windows"),
             caption="../report/windows_table.rst",
             category="Throughput",
             subcategory="Tables",
             labels={"table": "windows (one row per timed window)"},
         ),
         summary=report(
-            layout.path("table", name="summary"),
+            table_pattern("summary"),
             caption="../report/summary_table.rst",
             category="Throughput",
             subcategory="Tables",
             labels={"table": "summary (one row per configuration)"},
         ),
     log:
-        layout.log("table", name="runs"),
+        layout.log("table", dataset="{dataset}", name="runs"),
     conda:
         "../../envs/nnperf-report.yaml"
     params:
@@ -62,8 +62,8 @@ rule aggregate_runs:
 
 rule plot_throughput:
     input:
-        summary=layout.path("table", name="summary"),
-        runs=layout.path("table", name="runs"),
+        summary=table_pattern("summary"),
+        runs=table_pattern("runs"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],
@@ -86,7 +86,7 @@ rule plot_throughput:
 
 rule plot_breakdown:
     input:
-        summary=layout.path("table", name="summary"),
+        summary=table_pattern("summary"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],
@@ -109,7 +109,7 @@ rule plot_breakdown:
 
 rule plot_speedup:
     input:
-        summary=layout.path("table", name="summary"),
+        summary=table_pattern("summary"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],

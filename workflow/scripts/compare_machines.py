@@ -10,4 +10,5 @@ with logged_job(snakemake.log[0], "compare_machines"):  # noqa: F821 - injected 
     inputs, output = snakemake.input, snakemake.output  # noqa: F821
     request = from_dict(ReportRequest, snakemake.params.request)  # noqa: F821
     tables = {name: inputs[name] for name in ("summary", "runs", "environment")}
-    compare_machines(request, results.local_files(tables=tables), output.table, output.figure)
+    local = results.local_files(tables=tables, dataset=request.dataset)
+    compare_machines(request, local, output.table, output.figure)

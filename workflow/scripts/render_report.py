@@ -1,5 +1,5 @@
 """Rule render_report: every table, JSON and figure of the study (and report.extra_results)
--> reports/summary.html and reports/summary.md (nnperf.report)."""
+-> reports/{dataset}/summary.html and summary.md (nnperf.report)."""
 
 from nnperf import results
 from nnperf.contract import ReportRequest, from_dict
@@ -8,11 +8,12 @@ from nnperf.report import render_files
 
 with logged_job(snakemake.log[0], "render_report"):  # noqa: F821 - injected by Snakemake
     inputs, output = snakemake.input, snakemake.output  # noqa: F821
+    request = from_dict(ReportRequest, snakemake.params.request)  # noqa: F821
     local = results.local_files(
         tables={name: inputs.get(name) for name in results.TABLE_NAMES},
         complexity=inputs.complexity,
         ceilings=inputs.ceilings,
         run_jsons=inputs.run_jsons,
+        dataset=request.dataset,
     )
-    request = from_dict(ReportRequest, snakemake.params.request)  # noqa: F821
     render_files(request, local, list(inputs.figures), output.html, output.md)

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from nnperf import report, results
+from nnperf import layout, report, results, vocab
 from nnperf.contract import ReportRequest, from_dict
 from nnperf.errors import NnperfError
 
@@ -30,10 +30,16 @@ def add_input_flags(parser: argparse.ArgumentParser) -> None:
             "--" + name.replace("_", "-"), metavar="CSV", help=f"{name}.csv of this machine"
         )
     parser.add_argument(
+        "--dataset",
+        choices=vocab.DATASETS,
+        help="the study to read when the results folder holds several (default: its only one)",
+    )
+    parser.add_argument(
         "--extra-results",
         nargs="+",
         metavar="DIR",
-        help="results folders of other machines to set side by side (report.extra_results)",
+        help="results folders of other machines to set side by side (report.extra_results), "
+        "read for the same dataset",
     )
 
 
@@ -73,8 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--title", help=f"report title (study.name; default {ReportRequest.title!r})")
     add("--description", help="one paragraph under the title (study.description)")
-    add("--out-html", default="reports/summary.html", help="HTML to write (default %(default)s)")
-    add("--out-md", default="reports/summary.md", help="Markdown to write (default %(default)s)")
+    add("--out-html", help="HTML to write (default: reports/{dataset}/summary.html)")
+    add("--out-md", help="Markdown to write (default: reports/{dataset}/summary.md)")
     parser.set_defaults(func=run)
 
 
@@ -84,11 +90,11 @@ def local_files(args: argparse.Namespace, named: tuple = ()) -> results.FolderFi
     tables = {name: getattr(args, name) for name in results.TABLE_NAMES}
     named_any = any(tables.values()) or any(named)
     folder = args.results or (None if named_any else results.RESULTS_DIR)
-    return results.local_files(folder, tables, *named)
+    return results.local_files(folder, tables, *named, dataset=args.dataset)
 
 
 # ReportRequest fields that are flags of the same name.
-REQUEST_FLAGS = ("title", "description", "cv_threshold", "extra_results")
+REQUEST_FLAGS = ("title", "description", "cv_threshold", "extra_results", "dataset")
 
 
 def request(args: argparse.Namespace, notes: list[str] = ()) -> ReportRequest:
@@ -119,6 +125,14 @@ def read_notes(path: str | None) -> list[str]:
     return notes
 
 
+def default_output(kind: str, dataset: str | None) -> str:
+    """Where the workflow puts the study's summary; reports/summary.* when only files were
+    named and nothing says which dataset they are of."""
+    if dataset is None:
+        return layout.path(kind, dataset="_").replace("/_/", "/")
+    return layout.path(kind, dataset=dataset)
+
+
 def run(args: argparse.Namespace) -> int:
     local = local_files(args, (args.complexity, args.ceilings, args.run_jsons))
     notes = list(args.note) + read_notes(args.notes_file)
@@ -126,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
         request(args, notes),
         local,
         args.figures,
-        args.out_html,
-        args.out_md,
+        args.out_html or default_output("summary_html", local.dataset),
+        args.out_md or default_output("summary_md", local.dataset),
         note_sources=[args.notes_file] if args.notes_file else [],
     )
     return 0

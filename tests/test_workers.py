@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import re
 import sys
 import time
 
@@ -127,16 +128,17 @@ def test_hopeless_configuration_ends_over_budget_with_its_step_time():
     assert document["status"] == "over_budget" and document["stop_reason"] is None
     assert 0.5 <= document["single_step_time_s"] < 1.5  # the sleep, plus a tiny step
     assert document["single_step_time_is_lower_bound"] is False
-    # 3 warm-up steps + 2 windows x 4 steps = 11; 2 are done when the verdict comes.
-    assert "so the 9 steps still needed" in document["error"]
+    # 3 warm-up steps + 2 windows x 4 steps = 11. The verdict comes after the first step
+    # or the second, depending on how much of the budget the start-up took on a busy machine.
+    assert re.search(r"so the (9|10) steps still needed", document["error"])
     assert "left of timing.max_seconds 4 s" in document["error"] and "\n" not in document["error"]
     assert document["throughput_img_s"] is None and windows == [] and steps == []
     assert document["environment"]["cpu_model"]  # sent before the first step
     assert took < 4.0 + workers.STARTUP_TIMEOUT_S  # it did not wait for the budget's end
     assert (
         document["processes"][0]["ended_at_unix"] - document["processes"][0]["first_step_at_unix"]
-        < 2.0
-    )  # two steps, then the verdict
+        < 2.0 * 1.5
+    )  # at most two steps, then the verdict
 
 
 def test_a_first_step_far_over_what_the_budget_affords_ends_it_at_once():

@@ -127,7 +127,7 @@ def test_extra_results_of_another_machine_join_the_summary(tiny_study, tmp_path)
         "bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on "
         "NVIDIA H100 80GB HBM3 (gpu01)"
     ) in md
-    assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'summary.csv'}`" in md
+    assert f"`{tmp_path / 'gpu' / 'results' / 'tables' / 'synthetic' / 'summary.csv'}`" in md
     # The comparison figure is drawn from both machines' summaries and embedded.
     merged = pd.read_csv(workdir / "results/tables/synthetic/machines_summary.csv")
     assert "NVIDIA H100 80GB HBM3 (gpu01)" in set(merged["machine"])

@@ -56,19 +56,32 @@ def run_on_slurm(workdir: Path, snakefile: Path, *args: str, profile: Path = PRO
     """Snakemake with the slurm profile, under `timeout -k`: on SIGTERM Snakemake waits for
     its running jobs, so only the second, hard kill is sure to end a hung run."""
     command = [
-        "timeout", "-k", "15", str(RUN_TIMEOUT_S),
-        sys.executable, "-m", "snakemake",
-        "--snakefile", str(snakefile),
-        "--directory", str(workdir),
-        "--workflow-profile", str(profile),
+        "timeout",
+        "-k",
+        "15",
+        str(RUN_TIMEOUT_S),
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--workflow-profile",
+        str(profile),
         *FAST_STATUS,
         # --cpus-per-task follows threads; a rule asking for more cores than the node has
         # would never be scheduled here.
-        "--max-threads", str(os.cpu_count()),
+        "--max-threads",
+        str(os.cpu_count()),
         *args,
     ]
     return subprocess.run(
-        command, capture_output=True, text=True, env=snakemake_env(), cwd=workdir,
+        command,
+        capture_output=True,
+        text=True,
+        env=snakemake_env(),
+        cwd=workdir,
         timeout=RUN_TIMEOUT_S + 30,
     )
 
@@ -89,7 +102,11 @@ def slurm_jobs(workdir: Path) -> list[dict[str, str]]:
 def jobs_of(jobs: list[dict[str, str]], rule: str, **wildcards: str) -> list[dict[str, str]]:
     """Jobs of one rule; the plugin puts rule_<rule>_wildcards_<values joined by _> in Comment."""
     prefix = f"rule_{rule}"
-    selected = [j for j in jobs if j.get("Comment", "") == prefix or j.get("Comment", "").startswith(prefix + "_wildcards_")]
+    selected = [
+        j
+        for j in jobs
+        if j.get("Comment", "") == prefix or j.get("Comment", "").startswith(prefix + "_wildcards_")
+    ]
     for value in wildcards.values():
         selected = [j for j in selected if f"_{value}" in j["Comment"].removeprefix(prefix)]
     return selected
@@ -112,8 +129,7 @@ def explain(result: subprocess.CompletedProcess, cluster: SlurmCluster) -> str:
 
 # Rules named like the workflow's, so the profile's per-rule resources apply to them. Their
 # jobs run nnperf's real job-time device check and record where they ran.
-PROFILE_SNAKEFILE = textwrap.dedent(
-    """
+PROFILE_SNAKEFILE = textwrap.dedent("""
     PY = "PYTHONPATH={src} {python} {record}"
 
     rule complexity:
@@ -132,11 +148,9 @@ PROFILE_SNAKEFILE = textwrap.dedent(
         output: "results/tables/runs.json"
         log: "logs/tables/runs.log"
         shell: "{{PY}} {{output}} --inputs {{input}} > {{log}} 2>&1"
-    """
-)
+    """)
 
-RECORD_SCRIPT = textwrap.dedent(
-    """
+RECORD_SCRIPT = textwrap.dedent("""
     import argparse, json, os, socket, sys
     from nnperf.errors import NnperfError
     from nnperf.devices import require_available
@@ -159,8 +173,7 @@ RECORD_SCRIPT = textwrap.dedent(
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump(doc, open(args.out, "w"))
-    """
-)
+    """)
 
 
 @pytest.fixture
@@ -246,12 +259,17 @@ def test_profile_requests_failure_and_resume(slurm_cluster, profile_workflow, tm
 
 # -- the study ------------------------------------------------------------------------------
 
+
 def test_ceilings_through_slurm(slurm_cluster, workdir):
     """The workflow's own ceilings rule: on CPU it measures with all of the node's cores; on
     CUDA it is submitted with a GPU request and fails at job time on this GPU-less node."""
     result = run_on_slurm(
-        workdir, REPO / "Snakefile", "results/ceilings/cpu.json", "results/ceilings/cuda.json",
-        "--configfile", str(TINY_CONFIG),
+        workdir,
+        REPO / "Snakefile",
+        "results/ceilings/cpu.json",
+        "results/ceilings/cuda.json",
+        "--configfile",
+        str(TINY_CONFIG),
     )
     assert result.returncode != 0, explain(result, slurm_cluster)
     assert "Error in rule ceilings" in result.stderr, explain(result, slurm_cluster)
@@ -275,12 +293,20 @@ def test_ceilings_through_slurm(slurm_cluster, workdir):
 def test_tiny_study_through_slurm(slurm_cluster, workdir):
     tiny = yaml.safe_load(TINY_CONFIG.read_text())
     (model,) = tiny["models"][:1]
-    tables = [workdir / "results/tables/synthetic/runs.csv", workdir / "results/tables/synthetic/summary.csv"]
+    tables = [
+        workdir / "results/tables/synthetic/runs.csv",
+        workdir / "results/tables/synthetic/summary.csv",
+    ]
     # The study on CPU, plus one CUDA run asked for by path: the node has no real GPU.
     cuda_run = f"results/runs/synthetic/cuda/{model}/fp32/bs4/baseline.json"
     command = [
-        *(str(t.relative_to(workdir)) for t in tables), cuda_run,
-        "--configfile", str(TINY_CONFIG), "--config", "precisions=fp32", "batch_sizes=4",
+        *(str(t.relative_to(workdir)) for t in tables),
+        cuda_run,
+        "--configfile",
+        str(TINY_CONFIG),
+        "--config",
+        "precisions=fp32",
+        "batch_sizes=4",
     ]
 
     # 1. The CPU runs and the tables are made through SLURM; the CUDA rep is submitted with
@@ -288,10 +314,12 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     first = run_on_slurm(workdir, REPO / "Snakefile", *command)
     assert first.returncode != 0, explain(first, slurm_cluster)
     assert "Error in rule timed_run" in first.stderr, explain(first, slurm_cluster)
-    failed_logs = re.findall(r"log: (logs/runs/cuda/\S+?\.log)", first.stderr)
+    failed_logs = re.findall(r"log: (logs/runs/synthetic/cuda/\S+?\.log)", first.stderr)
     assert failed_logs, first.stderr[-4000:]
     assert "device 'cuda' is not available" in (workdir / failed_logs[0]).read_text()
-    assert re.search(r"\.snakemake/slurm_logs/rule_timed_run/cuda_\S+/\d+\.log", first.stderr)
+    assert re.search(
+        r"\.snakemake/slurm_logs/rule_timed_run/synthetic_cuda_\S+/\d+\.log", first.stderr
+    )
     assert not (workdir / cuda_run).exists()
 
     jobs = slurm_jobs(workdir)
@@ -300,9 +328,11 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     cpu_jobs = jobs_of(jobs, "timed_run", device="cpu")
     assert cpu_jobs and all(not requests_gpu(j) and exclusive(j) for j in cpu_jobs)
     assert {j["JobState"] for j in cpu_jobs} == {"COMPLETED"}
-    assert not any(requests_gpu(j) for j in jobs if j is not cuda_job and "cuda" not in j["Comment"])
+    assert not any(
+        requests_gpu(j) for j in jobs if j is not cuda_job and "cuda" not in j["Comment"]
+    )
 
-    runs = sorted((workdir / "results/runs/cpu").rglob("*.json"))
+    runs = sorted((workdir / "results/runs/synthetic/cpu").rglob("*.json"))
     assert len(runs) == len(cpu_jobs)
     for path in runs:
         doc = json.loads(path.read_text())

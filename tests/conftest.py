@@ -26,6 +26,17 @@ def snakemake_env() -> dict[str, str]:
     return env
 
 
+def snakemake_command(workdir: Path, *args: str, cores: str | None = "2") -> list[str]:
+    """This interpreter's Snakemake on the repository's Snakefile, run in `workdir`."""
+    return [
+        sys.executable, "-m", "snakemake",
+        "--snakefile", str(REPO / "Snakefile"),
+        "--directory", str(workdir),
+        *(["--cores", cores] if cores else []),
+        *args,
+    ]
+
+
 def run_snakemake(
     workdir: Path, *args: str, timeout: int = 900, cores: str | None = "2"
 ) -> subprocess.CompletedProcess:
@@ -33,15 +44,8 @@ def run_snakemake(
 
     `cores=None` leaves --cores out, as `snakemake --report` is run by hand.
     """
-    command = [
-        sys.executable, "-m", "snakemake",
-        "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(workdir),
-        *(["--cores", cores] if cores else []),
-        *args,
-    ]
     return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, env=snakemake_env(), cwd=workdir
+        snakemake_command(workdir, *args, cores=cores), capture_output=True, text=True, timeout=timeout, env=snakemake_env(), cwd=workdir
     )
 
 

@@ -850,3 +850,16 @@ def gpu_folder(root: Path, **kwargs) -> Path:
         start_unix=GPU_START_UNIX,
         **kwargs,
     )
+
+
+# /proc/cpuinfo of a 2-core VM without bf16 arithmetic (AVX2, no AVX512_BF16, AMX or
+# AVX-NE-CONVERT): its derived bf16 peak is null.
+CPUINFO_NO_BF16 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model name\t: AMD EPYC
+cpu MHz\t\t: 2450.000
+physical id\t: 0
+core id\t\t: 0
+flags\t\t: fpu sse sse2 avx fma avx2 sha_ni vaes
+"""

@@ -15,6 +15,7 @@ from nnperf.contract import FigureRequest
 from nnperf.plots import roofline as plots
 
 from ncu_writer import H100_CONFIG
+from report_tables import CPUINFO_NO_BF16
 
 DATA = Path(__file__).parent / "data" / "ncu"
 RESNET18 = {
@@ -321,16 +322,6 @@ def test_step_points_of_the_hierarchical_roofline_are_labelled_apart(h100):
 
 
 # --- a CPU without bf16 arithmetic: no derived bf16 roof ---------------------------------
-
-CPUINFO_NO_BF16 = """processor\t: 0
-vendor_id\t: AuthenticAMD
-cpu family\t: 25
-model name\t: AMD EPYC
-cpu MHz\t\t: 2450.000
-physical id\t: 0
-core id\t\t: 0
-flags\t\t: fpu sse sse2 avx fma avx2
-"""
 
 
 def test_a_null_derived_bf16_roof_is_left_out_and_explained():

@@ -26,12 +26,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_CONFIG, run_snakemake, snakemake_env
+from conftest import REPO, TINY_CONFIG, run_snakemake, snakemake_command, snakemake_env
 
 from nnperf import layout, warmserver
 
@@ -102,19 +101,7 @@ def output(result: subprocess.CompletedProcess) -> str:
 
 def start_snakemake(study: Path, target: Path, log: Path) -> subprocess.Popen:
     """The run to kill, in its own process group as a terminal would start it."""
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(study),
-        "--cores",
-        "2",
-        str(target),
-        *STUDY,
-    ]
+    command = snakemake_command(study, str(target), *STUDY)
     with open(log, "w") as handle:
         return subprocess.Popen(
             command,

@@ -22,6 +22,7 @@ from nnperf.codehash import closure
 from nnperf.contract import ReportRequest
 from nnperf.errors import NnperfError
 from report_tables import (
+    CPUINFO_NO_BF16,
     GPU_START_UNIX,
     LAPTOP,
     LAPTOP_START_UNIX,
@@ -497,19 +498,6 @@ def test_results_written_before_windows_and_job_times_still_report(tmp_path, mon
     header = cells(next(line for line in measurement.splitlines() if line.startswith("| Device")))
     tuned = dict(zip(header, cells(table_row(measurement, "64", "tuned"))))
     assert tuned["Flagged windows"] == "—" and tuned["Between-process RSD"] == "8.0%"
-
-
-# /proc/cpuinfo of a 2-core VM without bf16 arithmetic (AVX2, no AVX512_BF16, AMX or
-# AVX-NE-CONVERT): its derived bf16 peak is null.
-CPUINFO_NO_BF16 = """processor\t: 0
-vendor_id\t: AuthenticAMD
-cpu family\t: 25
-model name\t: AMD EPYC
-cpu MHz\t\t: 2450.000
-physical id\t: 0
-core id\t\t: 0
-flags\t\t: fpu sse sse2 avx fma avx2 sha_ni vaes
-"""
 
 
 def test_a_cpu_only_study_reports_the_torch_build_and_no_bf16_roof_it_lacks(tmp_path, monkeypatch):

@@ -2,8 +2,9 @@
 
 `ncu` cannot exist here, so `fake_ncu` writes a stand-in on PATH that follows the real CLI's
 interface: `--version` prints the banner shape of ncu, `-o STEM ... target` runs the target for
-real and writes STEM.ncu-rep, `--import X --csv --page raw` prints a raw-page export (one of the
-hand-made fixtures). Everything else (subprocesses, files, parsing) is real.
+real and writes STEM.ncu-rep, `--import X --csv --page raw` prints a raw-page export (a real H100
+export from tests/data/ncu/h100, or a hand-made one). Everything else (subprocesses, files,
+parsing) is real.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from h100_exports import EXPORTS
 from nnperf import data, kernels, ncu, profiling
 from nnperf.cli import build_parser, main
 from nnperf.contract import (
@@ -33,17 +35,12 @@ from nnperf.contract import (
 from nnperf.files import read_json, write_json
 
 DATA = Path(__file__).parent / "data" / "ncu"
-# The configuration the H100 fixture export was profiled for.
-H100_KEYS = {
-    "device": "cuda",
-    "model": "resnet18",
-    "precision": "bf16",
-    "batch_size": 256,
-    "variant": "baseline",
-}
+REAL = EXPORTS["bf16_bs256_tuned"]
+# The configuration the real H100 export was profiled for.
+H100_KEYS = REAL.config
 
 FAKE_NCU = """#!{python}
-import json, os, pathlib, subprocess, sys
+import gzip, json, os, pathlib, subprocess, sys
 args = sys.argv[1:]
 if args == ["--version"]:
     print("NVIDIA (R) Nsight Compute Command Line Profiler")
@@ -51,7 +48,9 @@ if args == ["--version"]:
     print("Version 2024.3.2.0 (build 34861637) (public-release)")
     sys.exit(0)
 if "--import" in args:
-    sys.stdout.write(pathlib.Path(os.environ["FAKE_NCU_EXPORT"]).read_text())
+    export = pathlib.Path(os.environ["FAKE_NCU_EXPORT"])
+    raw = gzip.decompress(export.read_bytes()) if export.suffix == ".gz" else export.read_bytes()
+    sys.stdout.write(raw.decode("utf-8"))
     sys.exit(int(os.environ.get("FAKE_NCU_EXIT", "0")))
 pathlib.Path(os.environ["FAKE_NCU_LOG"]).write_text(json.dumps(args))
 stem_at = args.index("-o") + 1
@@ -71,7 +70,7 @@ def fake_ncu(tmp_path, monkeypatch):
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_argv.json"))
-    monkeypatch.setenv("FAKE_NCU_EXPORT", str(DATA / "h100_bf16_resnet18.csv"))
+    monkeypatch.setenv("FAKE_NCU_EXPORT", str(REAL.path))
     return tmp_path
 
 
@@ -208,12 +207,12 @@ def test_export_then_kernels_table(fake_ncu):
     csv_path = profiles / "baseline.csv"
     report = profiles / "baseline.ncu-rep"
     assert main(["ncu-command", "export", "--report", str(report), "--csv", str(csv_path)]) == 0
-    assert csv_path.read_text() == (DATA / "h100_bf16_resnet18.csv").read_text()
+    assert csv_path.read_text() == REAL.text()  # the real export, byte for byte
     out = fake_ncu / "results/tables/kernels.csv"
     assert main(["ncu-kernels", "--profile", str(csv_path), str(meta), "--output", str(out)]) == 0
     table = pd.read_csv(out)
     assert list(table.columns) == list(kernels.KERNEL_COLUMNS)
-    assert len(table) == 9
+    assert len(table) == 345
     assert set(table["clock_control"]) == {"none"} and set(table["arch"]) == {"hopper"}
     assert set(table["precision"]) == {"bf16"} and set(table["batch_size"]) == {256}
 
@@ -263,10 +262,11 @@ def test_ncu_kernels_errors_name_file_and_line(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_ncu_kernels_without_profiles_writes_the_header(tmp_path):
+def test_ncu_kernels_without_profiles_is_an_error_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "kernels.csv"
-    assert main(["ncu-kernels", "--output", str(out)]) == 0
-    assert out.read_text().strip() == ",".join(kernels.KERNEL_COLUMNS)
+    assert main(["ncu-kernels", "--output", str(out)]) == 2
+    assert _one_line_error(capsys, "ncu-kernels").startswith("no profiles given; allowed: ")
+    assert not out.exists()
 
 
 @pytest.mark.slow

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import pytest
 
+from h100_exports import EXPORTS
 from nnperf import kernels, ncu
 from nnperf.contract import ProfileStepRequest, RunRequest, write_request
 from nnperf.errors import NnperfError
@@ -294,9 +297,9 @@ def test_profile_context_from_the_request(tmp_path):
 def test_keys_come_from_the_meta_not_the_path(tmp_path):
     """The CSV sits where no path pattern could read keys from it."""
     csv_path = tmp_path / "export.csv"
-    csv_path.write_text((DATA / "h100_bf16_resnet18.csv").read_text())
+    csv_path.write_text(EXPORTS["bf16_bs256_tuned"].text())
     table = kernels.table_from_files(csv_path, _meta(tmp_path / "m.json", clock_control="base"))
-    assert len(table) == 9
+    assert len(table) == 345
     for key, value in KEYS.items():
         assert set(table[key]) == {value}, key
     assert set(table["arch"]) == {"hopper"} and set(table["clock_control"]) == {"base"}
@@ -307,10 +310,110 @@ def test_keys_come_from_the_meta_not_the_path(tmp_path):
     assert from_request.drop(columns="clock_control").equals(table.drop(columns="clock_control"))
 
 
-def test_write_table_of_no_profiles_is_the_header(tmp_path):
+def test_write_table_of_no_profiles_is_refused(tmp_path):
     out = tmp_path / "kernels.csv"
-    assert kernels.write_table([], out).empty
-    assert out.read_text().strip() == ",".join(kernels.KERNEL_COLUMNS)
+    with pytest.raises(NnperfError, match=r"^no profiles given; allowed: one or more"):
+        kernels.write_table([], out)
+    assert not out.exists()
+
+
+def test_ncu_warnings_in_an_export_are_shown_verbatim(tmp_path, capsys):
+    lines = EXPORTS["bf16_bs256_tuned"].text().splitlines()
+    warning = "==WARNING== Backing up device memory in system memory. Kernel replay might be slow."
+    csv_path = tmp_path / "export.csv"
+    csv_path.write_text("\n".join([warning, *lines]) + "\n")
+    kernels.table_from_files(csv_path, _meta(tmp_path / "m.json", clock_control="base"))
+    assert f"{csv_path}: ncu said: {warning}" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the real H100 exports
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_real_exports_kernel_counts_per_phase(name):
+    export = EXPORTS[name]
+    table = export.kernels()
+    assert table.groupby("phase").size().to_dict() == export.kernels_per_phase
+    assert len(table[table["phase"] != "calibration"]) == export.step_kernels
+    assert set(table["arch"]) == {"hopper"} and set(table["cc"]) == {"9.0"}
+    assert (table["duration_s"] > 0).all() and table["flops_total"].notna().all()
+
+
+def test_real_bf16_tensor_roof_is_the_dense_rate_per_sm_and_cycle():
+    """The H100 exports say 8192 bf16 FLOP per SM per cycle (the 2:4-sparse rate); the roof
+    must be the dense 4096 (H100 SXM: 989.4 TFLOP/s = 132 SMs x 1.83 GHz x 4096)."""
+    table = EXPORTS["bf16_bs256_tuned"].kernels()
+    per_sm_cycle = table["peak_flop_s_tensor"] / table["clock_hz"] / 132
+    assert per_sm_cycle.round(6).unique().tolist() == [4096.0]
+
+
+def test_real_fp32_roof_is_the_ffma_pipe():
+    table = EXPORTS["fp32_bs256_baseline"].kernels()
+    assert table["peak_flop_s_tensor"].isna().all()
+    # 128 FFMA per SM per cycle x 2 FLOPs x 132 SMs at each kernel's clock
+    per_sm_cycle = table["peak_flop_s_fp32"] / table["clock_hz"] / 132
+    assert per_sm_cycle.round(6).unique().tolist() == [256.0]
+
+
+def test_real_triton_fused_export_kinds():
+    """torch.compile fuses batch-norm into Triton kernels: no batch-norm kernel is left; its
+    pointwise kernels are elementwise, its reductions reductions, its bare casts copies, and
+    the convolutions and GEMMs stay cuDNN's and cuBLAS's."""
+    table = EXPORTS["bf16_bs256_cudagraphs"].kernels()
+    step = table[table["phase"] != "calibration"]
+    names = step["kernel_name"]
+    kinds = step["kind"]
+    assert "batchnorm" not in set(kinds)
+    assert set(kinds[names.str.startswith("triton_poi_fused__to_copy_")]) == {"copy"}
+    poi = names.str.startswith("triton_poi_") & ~names.str.startswith("triton_poi_fused__to_copy_")
+    assert set(kinds[poi]) == {"elementwise"}
+    assert set(kinds[names.str.match(r"triton_(red|per)_")]) == {"reduction"}
+    assert {"conv_fwd", "conv_dgrad", "conv_wgrad", "gemm", "optimizer"} <= set(kinds)
+    counts = kinds.value_counts().to_dict()
+    # Pinned from the real export, so a classifier change shows up here.
+    assert counts == {
+        "reduction": 114,
+        "elementwise": 60,
+        "copy": 50,
+        "conv_wgrad": 24,
+        "conv_fwd": 20,
+        "conv_dgrad": 19,
+        "other": 6,  # cuDNN's init_device_workspace_kernel
+        "gemm": 4,
+        "optimizer": 2,
+    }
+
+
+def test_eager_export_kinds_cover_the_step():
+    table = EXPORTS["bf16_bs256_tuned"].kernels()
+    step = table[table["phase"] != "calibration"]
+    shares = step.groupby("kind")["duration_s"].sum() / step["duration_s"].sum()
+    assert shares["batchnorm"] == pytest.approx(0.325, abs=0.01)  # the largest kind in eager
+    assert shares.get("other", 0) < 0.01  # only cuDNN's workspace initialisation is unnamed
+
+
+def test_export_without_cc_column_says_what_it_is_and_how_to_read_it(tmp_path):
+    """Raw pages of Nsight Compute before 2021 have no CC column (nor Block/Grid Size, Device)."""
+    raw = ncu.read_raw_csv(DATA / "a100_fp32_resnet18.csv").drop(columns=["cc"])
+    with pytest.raises(NnperfError) as info:
+        kernels.arch_of_export(raw)
+    message = str(info.value)
+    assert message.startswith(
+        f"{DATA / 'a100_fp32_resnet18.csv'}: the export has no CC (compute capability) column"
+    )
+    assert "nnperf ncu-kernels --arch volta|ampere|ada|hopper" in message
+    assert "ncu --import " in message and "--page raw" in message
+    # Given the architecture, the same export is read in full.
+    rows = list(csv.reader(io.StringIO((DATA / "a100_fp32_resnet18.csv").read_text())))
+    keep = [i for i, name in enumerate(rows[0]) if name not in ("CC", "Device")]
+    old = tmp_path / "old.csv"
+    with old.open("w", newline="") as handle:
+        writer = csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        writer.writerows([[row[i] for i in keep] for row in rows])
+    keyless = tmp_path / "keys.json"
+    write_json(keyless, {**KEYS, "precision": "fp32"})
+    with pytest.raises(NnperfError, match="no CC"):
+        kernels.table_from_files(old, keyless)
+    table = kernels.table_from_files(old, keyless, arch="ampere")
+    assert len(table) == 7 and set(table["arch"]) == {"ampere"}
 
 
 def _table(path: Path, precision: str):
@@ -325,39 +428,20 @@ def _table(path: Path, precision: str):
     return kernels.kernels_table(raw, config, clock_control="base")
 
 
-def test_kernels_table_from_the_h100_fixture():
-    table = _table(DATA / "h100_bf16_resnet18.csv", "bf16")
+def test_kernels_table_from_a_real_h100_export():
+    table = EXPORTS["bf16_bs256_tuned"].kernels()
     assert list(table.columns) == list(kernels.KERNEL_COLUMNS)
-    assert list(table["kind"]) == [
-        "gemm",
-        "conv_fwd",
-        "batchnorm",
-        "elementwise",
-        "reduction",
-        "conv_dgrad",
-        "conv_wgrad",
-        "batchnorm",
-        "optimizer",
-    ]
-    assert list(table["phase"]) == [
-        "calibration",
-        "forward",
-        "forward",
-        "forward",
-        "forward",
-        "backward",
-        "backward",
-        "backward",
-        "optimizer",
-    ]
-    assert set(table["arch"]) == {"hopper"} and set(table["clock_control"]) == {"base"}
-    fwd = table.iloc[1]
-    assert fwd["flops_tensor"] == pytest.approx(29.6e9)
-    assert fwd["flops_total"] == pytest.approx(29.6e9)
-    assert fwd["duration_s"] == pytest.approx(61.7e-6)
-    assert fwd["peak_flop_s_tensor"] == pytest.approx(540672 * 1.59e9)
-    bn = table.iloc[2]
-    assert bn["flops_fp32"] == 25690112 + 25690112 + 2 * 51380224
+    gemm = table.iloc[0]
+    assert (gemm["phase"], gemm["kind"]) == ("calibration", "gemm")
+    assert gemm["flops_tensor"] == gemm["flops_total"] == 2 * 4096**3
+    assert gemm["duration_s"] == pytest.approx(210.688e-6)
+    # 8192 x 132 per cycle exported (sparse), halved to the dense rate, at 1.337291 GHz
+    assert gemm["peak_flop_s_tensor"] == pytest.approx(8192 * 132 / 2 * 1.337291e9)
+    assert set(table["clock_control"]) == {"base"}
+    forward = table[table["phase"] == "forward"]
+    stem = forward[forward["kernel_name"].str.startswith("void convolve_common_engine")]
+    assert set(stem["kind"]) == {"conv_fwd"}  # cuDNN's direct conv of the 3x3 stem
+    assert forward.iloc[0]["kind"] == "copy"  # autocast's bf16 cast comes first
 
 
 def test_kernels_table_from_the_a100_fixture():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import math
 import re
 from pathlib import Path
@@ -11,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from h100_exports import EXPORTS, Export
 from ncu_writer import START_END, export_text, format_value, start_end_cell
-from nnperf import ncu
+from nnperf import kernels, ncu
 from nnperf.errors import NnperfError
 
 DATA = Path(__file__).parent / "data" / "ncu"
-H100 = DATA / "h100_bf16_resnet18.csv"
 A100 = DATA / "a100_fp32_resnet18.csv"
 
 
@@ -245,31 +248,59 @@ def test_malformed_numbers_are_refused(text):
         ncu.parse_number(text)
 
 
-# ------------------------------------------------------------------ parser on the fixtures
-def test_h100_fixture_parses_to_si_units():
-    frame = ncu.read_raw_csv(H100, required=ncu.metric_set("hopper").metrics())
-    assert len(frame) == 9
-    assert list(frame["id"]) == list(range(9))
+# ------------------------------------------------------------------ parser on real exports
+def _real(name: str = "bf16_bs256_tuned") -> Export:
+    return EXPORTS[name]
+
+
+def _head(kernels: int = 10, name: str = "bf16_bs256_tuned") -> list[str]:
+    """The header, units row and first `kernels` kernel rows of a real export (the trim the
+    fixtures' README allows; every row intact)."""
+    return _real(name).text().splitlines()[: 2 + kernels]
+
+
+def _set_cell(lines: list[str], line_index: int, column: str, value: str) -> list[str]:
+    """`lines` with one cell replaced, re-quoted as ncu quotes (every field)."""
+    header = next(csv.reader([lines[0]]))
+    row = next(csv.reader([lines[line_index]]))
+    row[header.index(column)] = value
+    buffer = io.StringIO()
+    csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="").writerow(row)
+    return lines[:line_index] + [buffer.getvalue()] + lines[line_index + 1 :]
+
+
+HOPPER = ncu.metric_set("hopper").metrics()
+
+
+def test_real_h100_export_parses_to_si_units():
+    export = _real()
+    frame = ncu.read_raw_csv(export.path, required=HOPPER)
+    assert len(frame) == export.step_kernels + 1  # + the calibration GEMM
+    assert frame["id"].is_unique
     assert frame.attrs["units"]["gpu__time_duration.sum"] == "second"
     assert frame.attrs["units"]["dram__bytes.sum"] == "byte"
     assert frame.attrs["units"]["sm__cycles_elapsed.avg.per_second"] == "1/second"
-    row = frame.iloc[1]
-    assert row["gpu__time_duration.sum"] == pytest.approx(61.7e-6)  # "61.70" us
-    assert row["dram__bytes.sum"] == pytest.approx(92.1e6)  # "92.10" Mbyte
-    assert row["l1tex__t_bytes.sum"] == pytest.approx(2.3e9)  # "2.30" Gbyte
-    assert row["sm__cycles_elapsed.avg.per_second"] == pytest.approx(1.59e9)  # "1.59" Ghz
-    assert row["dram__cycles_elapsed.avg.per_second"] == pytest.approx(2.619e9)  # "2,619" Mhz
-    assert row["l1tex__t_bytes.sum.peak_sustained"] == pytest.approx(16900)  # "16.90" Kbyte/cycle
-    assert row["sm__ops_path_tensor_src_bf16_dst_fp32.sum"] == pytest.approx(29.6e9)
-    # a kernel name with commas survives whole
-    assert frame.iloc[2]["kernel_name"].startswith(
-        "void cudnn::bn_fw_tr_1C11_kernel_NHWC<__nv_bfloat16, float, int"
-    )
-    assert frame.iloc[2]["kernel_name"].endswith("float, float)")
-    # n/a is NaN
-    assert math.isnan(frame.iloc[3]["sm__ops_path_tensor_src_fp64.sum"])
+    assert frame.attrs["ncu_messages"] == []
+    gemm = frame.iloc[0]  # the calibration GEMM, as exported
+    assert gemm["kernel_name"] == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    assert gemm["gpu__time_duration.sum"] == pytest.approx(210.688e-6)  # "210.688000" us
+    assert gemm["dram__bytes.sum"] == pytest.approx(178.803968e6)  # Mbyte
+    assert gemm["lts__t_bytes.sum"] == pytest.approx(1.014735e9)  # Gbyte
+    assert gemm["dram__bytes.sum.peak_sustained"] == pytest.approx(1280)  # 1.28 Kbyte/cycle
+    assert gemm["sm__cycles_elapsed.avg.per_second"] == pytest.approx(1.337291e9)  # Ghz
+    assert gemm["sm__ops_path_tensor_src_bf16_dst_fp32.sum"] == 2 * 4096**3
+    # The exported tensor peak: 8192 per SM per cycle x 132 SMs (the 2:4-sparse rate).
+    assert gemm["sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"] == 8192 * 132
+    assert ncu.phase_of(gemm["nvtx_start_end"]) == "calibration"
     assert frame["cc"].unique().tolist() == ["9.0"]
-    assert frame.iloc[0]["source_line"] == 3
+    assert gemm["source_line"] == 3
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_every_real_export_parses_with_the_hopper_set_required(name):
+    frame = ncu.read_raw_csv(EXPORTS[name].path, required=HOPPER)
+    assert len(frame) == EXPORTS[name].step_kernels + 1
+    assert (frame["gpu__time_duration.sum"] > 0).all()
 
 
 def test_a100_fixture_parses_older_unit_spellings():
@@ -285,9 +316,8 @@ def test_a100_fixture_parses_older_unit_spellings():
     assert frame.attrs["units"]["sm__cycles_elapsed.avg.per_second"] == "cycle/second"
 
 
-def test_preamble_interleaved_tool_lines_and_crlf_are_tolerated():
-    body = H100.read_text(encoding="utf-8")
-    lines = body.splitlines()
+def test_preamble_interleaved_tool_lines_and_crlf_are_tolerated_and_warnings_kept():
+    lines = _head()
     noisy = "\r\n".join(
         [
             "==PROF== Connected to process 48213 (/usr/bin/python3.11)",
@@ -300,22 +330,24 @@ def test_preamble_interleaved_tool_lines_and_crlf_are_tolerated():
         ]
     )
     frame = ncu.parse_raw_csv(noisy, "noisy.csv")
-    clean = ncu.parse_raw_csv(body, "clean.csv")
+    clean = ncu.parse_raw_csv("\n".join(lines), "clean.csv")
     pd.testing.assert_frame_equal(
         frame.drop(columns="source_line"), clean.drop(columns="source_line")
     )
+    assert frame.attrs["ncu_messages"] == ["==WARNING== Backing up device memory in system memory."]
 
 
-def test_utf8_bom_is_accepted(tmp_path):
+def test_utf8_bom_and_gzip_are_accepted(tmp_path):
     path = tmp_path / "bom.csv"
     path.write_bytes(b"\xef\xbb\xbf" + A100.read_bytes())
     assert len(ncu.read_raw_csv(path)) == 7
-
-
-def test_export_without_units_row_is_read_unitless():
-    text = '"ID","Kernel Name","CC","dram__bytes.sum"\n"0","k","8.0","1,024"\n'
-    frame = ncu.parse_raw_csv(text)
-    assert frame.iloc[0]["dram__bytes.sum"] == 1024
+    zipped = tmp_path / "a100.csv.gz"
+    zipped.write_bytes(gzip.compress(A100.read_bytes()))
+    pd.testing.assert_frame_equal(ncu.read_raw_csv(zipped), ncu.read_raw_csv(A100))
+    broken = tmp_path / "broken.csv.gz"
+    broken.write_bytes(gzip.compress(A100.read_bytes())[:200])
+    with pytest.raises(NnperfError, match=r"broken\.csv\.gz: not a readable gzip file"):
+        ncu.read_raw_csv(broken)
 
 
 def test_non_numeric_optional_metric_is_kept_as_text():
@@ -328,7 +360,7 @@ def test_non_numeric_optional_metric_is_kept_as_text():
     assert frame.iloc[0]["dram__bytes.sum"] == 5
 
 
-# ------------------------------------------------------------------ malformed input
+# ------------------------------------------------------------------ refused, never guessed
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -336,7 +368,127 @@ def _lines(path: Path) -> list[str]:
 def _error(text: str, required=()) -> str:
     with pytest.raises(NnperfError) as info:
         ncu.parse_raw_csv(text, "bad.csv", required=required)
-    return str(info.value)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+REMAKE = (
+    "make one with `nnperf ncu-command export --report bad.ncu-rep --csv bad.csv` "
+    "(or `ncu --import bad.ncu-rep --csv --page raw > bad.csv`)"
+)
+
+
+def test_na_time_is_refused_naming_file_line_kernel_and_metric():
+    lines = _set_cell(_head(), 4, "gpu__time_duration.sum", "n/a")
+    message = _error("\n".join(lines), required=HOPPER)
+    assert message.startswith(
+        "bad.csv:5: kernel 2 (void at::vectorized_elementwise_kernel<8, at::bfloat16_copy_kernel_cuda"
+    )
+    assert "gpu__time_duration.sum is 'n/a', which must be positive" in message
+    assert "every point's time" in message and "nnperf ncu-command profile" in message
+
+
+def test_na_flop_counter_is_refused_not_counted_as_zero():
+    lines = _set_cell(_head(), 2, "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "n/a")
+    message = _error("\n".join(lines), required=HOPPER)
+    assert message.startswith(
+        "bad.csv:3: kernel 0 (nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT)"
+    )
+    assert "sm__ops_path_tensor_src_bf16_dst_fp32.sum is 'n/a'" in message
+    assert "the FLOPs of the roofline points" in message
+
+
+def test_na_counter_is_refused_by_the_kernels_table_too():
+    """A frame parsed without `required` (nnperf ncu-kernels on an export with no meta) is
+    checked where the numbers are used."""
+    lines = _set_cell(_head(), 3, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "n/a")
+    raw = ncu.parse_raw_csv("\n".join(lines), "bad.csv")
+    with pytest.raises(NnperfError, match=r"^bad\.csv:4: kernel 1 .*ffma_pred_on\.sum is 'n/a'"):
+        kernels.kernels_table(raw, _real().config)
+
+
+def test_negative_duration_is_refused():
+    lines = _set_cell(_head(), 5, "gpu__time_duration.sum", "-3.2")
+    message = _error("\n".join(lines), required=HOPPER)
+    assert message.startswith("bad.csv:6: kernel 3 (")
+    assert "gpu__time_duration.sum is -3.2e-06 second, which must be positive" in message
+
+
+def test_negative_counter_is_refused():
+    lines = _set_cell(_head(), 5, "dram__bytes.sum", "-1.5")
+    assert "dram__bytes.sum is -1.5e+06 byte, which must be a number >= 0" in _error(
+        "\n".join(lines), required=HOPPER
+    )
+
+
+def test_duplicated_kernel_id_is_refused():
+    lines = _head()
+    message = _error("\n".join(lines + [lines[4]]), required=HOPPER)
+    assert message == (
+        "bad.csv:13: kernel ID 2 appears twice (first on line 5): an export lists each profiled "
+        f"kernel once; were two exports joined? {REMAKE}"
+    )
+
+
+def test_export_without_units_row_is_refused():
+    lines = _head()
+    message = _error("\n".join([lines[0], *lines[2:]]))
+    assert message == (
+        "bad.csv:2: no units row under the header (this line is kernel '0'): without it the "
+        "scale of every value is unknown (ncu prints Mbyte, us, Ghz, ... per column); " + REMAKE
+    )
+
+
+def test_no_kernels_profiled_says_what_ncu_said():
+    text = "==PROF== Connected to process 1 (python)\n==WARNING== No kernels were profiled.\n"
+    message = _error(text)
+    assert message.startswith(
+        "bad.csv:3: ncu profiled no kernels (it said: ==WARNING== No kernels were profiled.): "
+        "no kernel ran inside the NVTX ranges 'nnperf_step' / 'nnperf_calibration_gemm'"
+    )
+
+
+def test_ncu_errors_and_warnings_are_quoted_verbatim():
+    error = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access counters."
+    assert _error(f"{error}\n") == f"bad.csv:1: ncu reported an error: {error}"
+    assert _error("==WARNING== Found outstanding GPU clock reset.\nhello\n") == (
+        'bad.csv:3: no header row starting with "ID" and naming "Kernel Name"; ncu said: '
+        f"==WARNING== Found outstanding GPU clock reset.; {REMAKE}"
+    )
+
+
+def test_details_page_is_named_with_the_command_that_makes_the_raw_page():
+    # The default `ncu --csv` page: one row per kernel and metric, values with separators.
+    text = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+        '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+        '"Metric Value"\n'
+        '"0","5266","python3.12","127.0.0.1","nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",'
+        '"1","7","(384, 1, 1)","(2, 66, 1)","0","9.0","Command line profiler metrics",'
+        '"gpu__time_duration.sum","us","210.69"\n'
+        '"0","5266","python3.12","127.0.0.1","nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",'
+        '"1","7","(384, 1, 1)","(2, 66, 1)","0","9.0","Command line profiler metrics",'
+        '"dram__bytes.sum","Mbyte","178.80"\n'
+    )
+    message = _error(text, required=HOPPER)
+    assert message == (
+        "bad.csv:1: this is the details page of an Nsight Compute export (one row per kernel "
+        "and metric, 'Metric Name'/'Metric Value' columns: `ncu --csv` without `--page raw`); "
+        "nnperf reads the raw page (one row per kernel, one column per metric, a units row): "
+        + REMAKE
+    )
+
+
+def test_details_page_of_2020_is_named_too():
+    text = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context",'
+        '"Stream","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+        '"0","28439","cfd_000","127.0.0.1","cuda_compute_step_factor(int,float*,float*,float*)",'
+        '"2020-May-29 12:02:46","1","7","GPU Speed Of Light","Memory Frequency","cycle/second",'
+        '"768683274.02"\n'
+    )
+    assert "this is the details page of an Nsight Compute export" in _error(text)
 
 
 def test_short_row_names_file_and_line():
@@ -369,16 +521,16 @@ def test_missing_required_metric_is_an_error():
     )
 
 
-def test_no_header_duplicate_header_bad_id_unclosed_quote_and_ncu_error():
+def test_no_header_duplicate_header_bad_id_and_unclosed_quote():
     assert _error("hello\nworld\n").startswith('bad.csv:3: no header row starting with "ID"')
     assert "duplicate columns in header: x__y.sum" in _error(
-        '"ID","Kernel Name","x__y.sum","x__y.sum"\n"0","k","1","2"\n'
+        '"ID","Kernel Name","x__y.sum","x__y.sum"\n"","","",""\n"0","k","1","2"\n'
     )
-    assert _error('"ID","Kernel Name"\n"zero","k"\n') == "bad.csv:2: ID 'zero' is not an integer"
+    assert (
+        _error('"ID","Kernel Name"\n"",""\n"zero","k"\n')
+        == "bad.csv:3: ID 'zero' is not an integer"
+    )
     assert _error('"ID","Kernel Name"\n"0","k\n').startswith("bad.csv:2: not valid CSV")
-    assert _error('"ID","Kernel Name"\n==ERROR== Failed to profile kernel\n').startswith(
-        "bad.csv:2: ncu reported an error"
-    )
 
 
 def test_missing_file_and_binary_file(tmp_path):
@@ -402,16 +554,36 @@ def test_fuzz_arbitrary_text_never_escapes_as_another_exception(text):
 
 JUNK = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(['"', '""', ",", '","', "n/a", "1,2,3", "\x00", "==PROF== x", '"unclosed']),
+    st.sampled_from(
+        [
+            '"',
+            '""',
+            ",",
+            '","',
+            "n/a",
+            "-1",
+            "1,2,3",
+            "\x00",
+            "==PROF== x",
+            "==WARNING== No kernels were profiled.",
+            '"unclosed',
+            '"Metric Name","Metric Value"',
+        ]
+    ),
 )
+REAL_HEAD = _head(8)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_fuzz_corrupted_fixture_rows(data):
-    lines = _lines(H100)
+def test_fuzz_corrupted_real_rows_are_parsed_exactly_or_refused(data):
+    """Any corruption of a real export either parses to the very numbers of the rows it left
+    intact, with every required value present and non-negative, or is one NnperfError line."""
+    lines = list(REAL_HEAD)
     index = data.draw(st.integers(0, len(lines) - 1), label="line")
-    mode = data.draw(st.sampled_from(["replace", "insert", "append", "truncate"]), label="mode")
+    mode = data.draw(
+        st.sampled_from(["replace", "insert", "append", "truncate", "cell", "drop"]), label="mode"
+    )
     junk = data.draw(JUNK, label="junk")
     if mode == "replace":
         lines[index] = junk
@@ -419,16 +591,22 @@ def test_fuzz_corrupted_fixture_rows(data):
         lines.insert(index, junk)
     elif mode == "append":
         lines[index] = lines[index] + junk
-    else:
+    elif mode == "truncate":
         lines[index] = lines[index][: data.draw(st.integers(0, len(lines[index])))]
+    elif mode == "drop":
+        del lines[index]
+    else:
+        column = data.draw(st.sampled_from(HOPPER), label="column")
+        lines = _set_cell(lines, max(index, 2), column, junk)
     try:
-        frame = ncu.parse_raw_csv(
-            "\n".join(lines), "fuzz.csv", required=ncu.metric_set("hopper").metrics()
-        )
+        frame = ncu.parse_raw_csv("\n".join(lines), "fuzz.csv", required=HOPPER)
     except NnperfError as exc:
         assert re.match(r"^fuzz\.csv:\d+: ", str(exc))
+        assert "\n" not in str(exc)
     else:
-        assert isinstance(frame, pd.DataFrame)
+        values = frame[list(HOPPER)].apply(pd.to_numeric, errors="raise")
+        assert values.notna().all().all() and (values >= 0).all().all()
+        assert (values[ncu.TIME_METRIC] > 0).all()
 
 
 # ------------------------------------------------------------------ round trip
@@ -448,10 +626,12 @@ TIME_UNITS = ["nsecond", "usecond", "msecond", "second", "ns", "us", "ms"]
     ),
     byte_unit=st.sampled_from(BYTE_UNITS),
     time_unit=st.sampled_from(TIME_UNITS),
-    hundredths=st.lists(st.integers(0, 10**13), min_size=12, max_size=12),
+    hundredths=st.lists(st.integers(1, 10**13), min_size=12, max_size=12),
     missing=st.integers(-1, 5),
 )
 def test_round_trip_of_generated_exports(names, byte_unit, time_unit, hundredths, missing):
+    """Generated exports read back exactly; one with an `n/a` in a required metric is refused
+    at that kernel's line."""
     units = {"dram__bytes.sum": byte_unit, "gpu__time_duration.sum": time_unit}
     kernels = []
     for i, name in enumerate(names):
@@ -469,21 +649,25 @@ def test_round_trip_of_generated_exports(names, byte_unit, time_unit, hundredths
         }
         kernels.append({"meta": meta, "metrics": values})
     text = export_text(kernels, units, preamble=["==PROF== Connected to process 1 (python)"])
+    if 0 <= missing < len(names):
+        with pytest.raises(NnperfError) as info:
+            ncu.parse_raw_csv(text, "gen.csv", required=list(units))
+        # preamble, header and units rows come before kernel 0
+        assert str(info.value).startswith(f"gen.csv:{4 + missing}: kernel {missing} (")
+        assert "dram__bytes.sum is 'n/a'" in str(info.value)
+        return
     frame = ncu.parse_raw_csv(text, "gen.csv", required=list(units))
     assert list(frame["kernel_name"]) == names
     byte_factor, _ = ncu.parse_unit(byte_unit)
     time_factor, _ = ncu.parse_unit(time_unit)
-    for i, row in enumerate(frame.itertuples(index=False)):
-        expected_bytes = math.nan if i == missing else hundredths[2 * i] / 100 * byte_factor
-        got = getattr(row, "_asdict")()
-        if math.isnan(expected_bytes):
-            assert math.isnan(frame.iloc[i]["dram__bytes.sum"])
-        else:
-            assert frame.iloc[i]["dram__bytes.sum"] == pytest.approx(expected_bytes, rel=1e-12)
+    for i in range(len(names)):
+        assert frame.iloc[i]["dram__bytes.sum"] == pytest.approx(
+            hundredths[2 * i] / 100 * byte_factor, rel=1e-12
+        )
         assert frame.iloc[i]["gpu__time_duration.sum"] == pytest.approx(
             hundredths[2 * i + 1] / 100 * time_factor, rel=1e-12
         )
-        assert got["id"] == i
+        assert frame.iloc[i]["id"] == i
         assert ncu.phase_of(frame.iloc[i]["nvtx_start_end"]) == "backward"
 
 
@@ -556,10 +740,20 @@ def test_kernel_quantities_against_hand_computed_values():
     assert q["peak_flop_s_fp32"] == pytest.approx(16896 * 2 * 1.5e9)
     assert q["peak_flop_s_fp64"] == pytest.approx(8448 * 2 * 1.5e9)
     assert q["peak_flop_s_fp16"] == pytest.approx(16896 * 4 * 1.5e9)
-    assert q["peak_flop_s_tensor"] == pytest.approx(540672 * 1.5e9)
+    # Hopper exports the 2:4-sparse tensor peak: the dense roof is half of it.
+    assert q["peak_flop_s_tensor"] == pytest.approx(540672 * 1.5e9 / 2)
     assert q["peak_bytes_s_dram"] == pytest.approx(1280 * 2.0e9)
     assert q["peak_bytes_s_l2"] == pytest.approx(5120 * 1.6e9)
     assert q["peak_bytes_s_l1"] == pytest.approx(16896 * 1.5e9)
+
+
+def test_only_hopper_halves_its_exported_tensor_peak():
+    assert ncu.metric_set("hopper").dense_divisor("bf16") == 2
+    assert ncu.metric_set("hopper").dense_divisor("tf32") == 2
+    assert ncu.metric_set("hopper").dense_divisor("fp64") == 1  # no sparse FP64 mode
+    for arch in ("volta", "ampere", "ada"):
+        assert ncu.metric_set(arch).dense_divisor("fp16") == 1
+    assert "2:4-sparse" in ncu.metric_set("hopper").tensor_peak_basis
 
 
 def test_fp32_precision_has_no_tensor_peak():

@@ -65,6 +65,14 @@ def _rx(pattern: str) -> re.Pattern[str]:
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     # Copies the driver reports as activities (ncu shows kernels only, nsys-style names kept).
     ("copy", _rx(r"^\[?(cuda )?mem(cpy|set)|^memcpy|^memset")),
+    # Pure data movement that would otherwise match a broader rule below (seen in the H100
+    # exports): Inductor's bare dtype casts `triton_poi_fused__to_copy_<n>`, the foreach copy
+    # `multi_tensor_apply_kernel<..., UnaryOpFunctor<..., at::Copy<...>>` (CUDA graphs copy
+    # inputs into their static buffers with it), cuDNN's `nhwcAddPaddingKernel`.
+    (
+        "copy",
+        _rx(r"^triton_poi_fused__to_copy_\d+$|multi_tensor_apply_kernel.*\bCopy<|AddPadding"),
+    ),
     # Triton kernels from torch.compile (Inductor): triton_poi_* pointwise, triton_red_* and
     # triton_per_* (persistent) reductions, triton_tem_* templates (matmul/conv).
     ("elementwise", _rx(r"\btriton_poi_")),
@@ -203,10 +211,19 @@ KERNEL_COLUMNS = (
 def arch_of_export(raw: pd.DataFrame) -> str:
     """Architecture of a parsed export, from its `CC` column (one GPU per export)."""
     source = raw.attrs.get("source", "<ncu csv>")
-    capabilities = sorted(set(raw["cc"])) if "cc" in raw.columns else []
+    if "cc" not in raw.columns:
+        raise NnperfError(
+            f"{source}: the export has no CC (compute capability) column, as raw pages of "
+            "Nsight Compute before 2021 do, so its GPU architecture is unknown; give it "
+            f"(`nnperf ncu-kernels --arch {'|'.join(ncu.ARCHITECTURES)}`, or `arch` in the "
+            f"profile's .ncu.json), or re-export the report with a current ncu: "
+            f"{ncu.remake_hint(source)}"
+        )
+    capabilities = sorted(set(raw["cc"]))
     if len(capabilities) != 1:
         raise NnperfError(
-            f"{source}: cannot tell the GPU architecture (CC column: {capabilities or 'absent'})"
+            f"{source}: cannot tell the GPU architecture: the CC column holds "
+            f"{capabilities or 'no value'}; an export must profile one GPU"
         )
     return ncu.arch_for_compute_capability(capabilities[0])
 
@@ -226,9 +243,11 @@ def kernels_table(
     """
     source = raw.attrs.get("source", "<ncu csv>")
     if raw.empty:
+        said = raw.attrs.get("ncu_messages") or []
         raise NnperfError(
             f"{source}: no kernels in the export; ncu found no kernel inside the NVTX ranges "
             f"{ncu.STEP_RANGE!r} / {ncu.CALIBRATION_RANGE!r} (start/end ranges)"
+            + (f"; ncu said: {' | '.join(said)}" if said else "")
         )
     if arch is None:
         arch = arch_of_export(raw)
@@ -238,6 +257,7 @@ def kernels_table(
         raise NnperfError(
             f"{source}: metrics of the {mset.arch} set missing from the export: {', '.join(missing)}"
         )
+    ncu.check_values(raw, mset.metrics())
     quantities = ncu.kernel_quantities(raw, mset, precision=config.get("precision"))
     nvtx = (
         raw["nvtx_start_end"] if "nvtx_start_end" in raw.columns else pd.Series("", index=raw.index)
@@ -289,30 +309,46 @@ def profile_context(path: str | os.PathLike) -> dict:
     return {**keys, "arch": arch, "clock_control": meta.get("clock_control", "unknown")}
 
 
-def table_from_files(csv_path: str | os.PathLike, context_path: str | os.PathLike) -> pd.DataFrame:
-    """The kernels of one raw-page export, keyed by its meta or request (`profile_context`)."""
+def table_from_files(
+    csv_path: str | os.PathLike, context_path: str | os.PathLike, arch: str | None = None
+) -> pd.DataFrame:
+    """The kernels of one raw-page export, keyed by its meta or request (`profile_context`).
+
+    The architecture is the meta's, else `arch`, else the export's CC column. ncu's own
+    warnings in the export are printed verbatim (to the job's log).
+    """
     context = profile_context(context_path)
-    arch = context["arch"]
+    arch = context["arch"] or (ncu.metric_set(arch).arch if arch else None)
     if arch is None:
         first = ncu.read_raw_csv(csv_path)
         arch = arch_of_export(first) if not first.empty else None
     # With the set's metrics required, a missing column or a bad value names its file and line.
     required = ncu.metric_set(arch).metrics() if arch is not None else ()
     raw = ncu.read_raw_csv(csv_path, required=required)
+    for message in raw.attrs.get("ncu_messages", []):
+        print(f"{csv_path}: ncu said: {message}")
     return kernels_table(raw, context, arch=arch, clock_control=context["clock_control"])
 
 
 def write_table(
-    profiles: Iterable[tuple[str | os.PathLike, str | os.PathLike]], out: str | os.PathLike
+    profiles: Iterable[tuple[str | os.PathLike, str | os.PathLike]],
+    out: str | os.PathLike,
+    arch: str | None = None,
 ) -> pd.DataFrame:
-    """`results/tables/kernels.csv` from (CSV export, meta or request) pairs; with no
-    profiles, the header alone (a study without ncu still has the table's shape)."""
-    tables = [table_from_files(csv_path, context) for csv_path, context in profiles]
-    frame = (
-        pd.concat(tables, ignore_index=True)
-        if tables
-        else pd.DataFrame(columns=list(KERNEL_COLUMNS))
-    )
+    """`results/tables/kernels.csv` from (CSV export, meta or request) pairs; `arch` names
+    the architecture of exports whose meta and CC column do not.
+
+    No profiles is an error: a table of zero kernels would read as "nothing ran on the GPU"
+    (the workflow builds this table only when it profiles something).
+    """
+    profiles = list(profiles)
+    if not profiles:
+        raise NnperfError(
+            "no profiles given; allowed: one or more (raw-page CSV export, its .ncu.json or "
+            "request JSON) pairs (`nnperf ncu-kernels --profile CSV META ...`)"
+        )
+    tables = [table_from_files(csv_path, context, arch) for csv_path, context in profiles]
+    frame = pd.concat(tables, ignore_index=True)
     write_csv(out, frame)
     print(f"{len(frame)} kernels from {len(tables)} profiles -> {out}")
     return frame

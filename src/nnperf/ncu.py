@@ -35,6 +35,7 @@ Sources (read for the formats; nothing copied):
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 import re
 from dataclasses import dataclass, field
@@ -132,13 +133,22 @@ ARCH_OF_COMPUTE_CAPABILITY = {
 TENSOR_DTYPE_OF_PRECISION = {"fp32": None, "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
 
 
+def compute_peak_column(precision: str) -> str:
+    """The kernels-table column with the compute roof of `precision`: the tensor cores' peak
+    for a precision whose matmuls run on them, the FP32 pipe's otherwise."""
+    return "peak_flop_s_tensor" if TENSOR_DTYPE_OF_PRECISION.get(precision) else "peak_flop_s_fp32"
+
+
 @dataclass(frozen=True)
 class MetricSet:
     """The counters one architecture needs for a hierarchical roofline.
 
     `tensor` maps a tensor dtype (fp16, bf16, tf32, fp64) to the counters whose sum times
     `tensor_flops_per_count` is that dtype's Tensor-Core FLOPs. `tensor_peak` maps the same dtype
-    to a per-cycle `.peak_sustained` metric of the same unit.
+    to a per-cycle `.peak_sustained` metric of the same unit, and `tensor_peak_divisor` to how
+    many times that exported peak exceeds the *dense* rate (2 where the chip reports its 2:4
+    sparse rate): dense training is bound by the dense rate, so the roof is the exported peak
+    divided by it. `tensor_peak_basis` says where the divisor comes from.
     """
 
     arch: str
@@ -146,6 +156,8 @@ class MetricSet:
     tensor_peak: Mapping[str, str]
     tensor_flops_per_count: float
     note: str = ""
+    tensor_peak_divisor: Mapping[str, float] = field(default_factory=dict)
+    tensor_peak_basis: str = "ncu peak_sustained x clock (dense rate)"
     cuda_core: Mapping[str, tuple[str, str, str]] = field(default_factory=lambda: CUDA_CORE_METRICS)
     bytes: Mapping[str, str] = field(default_factory=lambda: BYTES_METRICS)
     clocks: Mapping[str, str] = field(default_factory=lambda: CLOCK_METRICS)
@@ -166,6 +178,10 @@ class MetricSet:
         figures label these roofs "ncu" and draw measured roofs separately.
         """
         return {level: f"{name}.peak_sustained" for level, name in self.bytes.items()}
+
+    def dense_divisor(self, dtype: str) -> float:
+        """How many times the exported tensor peak of `dtype` exceeds its dense rate."""
+        return float(self.tensor_peak_divisor.get(dtype, 1.0))
 
     def metrics(self) -> list[str]:
         """Every metric to pass to `ncu --metrics`, sorted and without duplicates."""
@@ -190,6 +206,7 @@ _VOLTA = MetricSet(
     tensor_peak={"fp16": "sm__inst_executed_pipe_tensor.sum.peak_sustained"},
     tensor_flops_per_count=512.0,
     note="Volta: Tensor-Core FLOPs = 512 x sm__inst_executed_pipe_tensor.sum (NERSC).",
+    tensor_peak_basis="512 x ncu tensor-pipe instruction peak x clock (Volta has no sparsity)",
 )
 
 # Ampere (GA100 sm_80, GA10x sm_86, GA10y sm_87) and Ada (AD10x sm_89): the section files use
@@ -218,6 +235,10 @@ _AMPERE = MetricSet(
     tensor_peak=_AMPERE_TENSOR_PEAK,
     tensor_flops_per_count=1.0,
     note="Ampere: sm__ops_path_tensor_src_<dtype>_dst_<acc>_sparsity_off.sum.",
+    tensor_peak_basis=(
+        "ncu peak_sustained x clock of the sparsity-off counters (taken as the dense rate; "
+        "unverified on silicon: the calibration GEMM checks it)"
+    ),
 )
 _ADA = MetricSet(
     arch="ada",
@@ -225,6 +246,7 @@ _ADA = MetricSet(
     tensor_peak=_AMPERE_TENSOR_PEAK,
     tensor_flops_per_count=1.0,
     note="Ada: same tensor counters as Ampere (fp8 paths not collected).",
+    tensor_peak_basis=_AMPERE.tensor_peak_basis,
 )
 
 # Hopper (GH100 sm_90): the section file's aggregate counters have no sparsity suffix and fp16
@@ -246,6 +268,16 @@ _HOPPER = MetricSet(
     },
     tensor_flops_per_count=1.0,
     note="Hopper: sm__ops_path_tensor_src_{fp16,bf16_dst_fp32,tf32_dst_fp32,fp64}.sum.",
+    # Measured on an H100 SXM (shared/h100/ncu, Nsight Compute 2025.3): the exported
+    # `.peak_sustained` of the bf16 and fp16 paths is 8192 FLOP per SM per cycle and of tf32
+    # 4096, the 2:4-sparse rates; the dense rates are 4096 and 2048 (H100 SXM datasheet:
+    # 989.4 dense BF16 TFLOP/s = 132 SMs x 1.83 GHz x 4096). The calibration GEMM confirms it:
+    # 90% of the dense roof at its clock, 45% of the exported one. FP64 has no sparse mode.
+    tensor_peak_divisor={"fp16": 2.0, "bf16": 2.0, "tf32": 2.0, "fp64": 1.0},
+    tensor_peak_basis=(
+        "ncu peak_sustained / 2 x clock: Hopper exports the 2:4-sparse tensor rate, dense "
+        "work runs at half of it"
+    ),
 )
 
 METRIC_SETS: dict[str, MetricSet] = {
@@ -516,6 +548,11 @@ NVTX_PUSH_POP_PREFIX = "thread Domain:Push/Pop_Range"
 NVTX_START_END_PREFIX = "Id:Domain:Start/Stop_Range"
 _METRIC_NAME = re.compile(r"[A-Za-z0-9_]+__[A-Za-z0-9_.]+")
 _TOOL_LINE = re.compile(r"^==(PROF|WARNING|ERROR|INFO)==")
+# What `ncu` prints when its filters matched no kernel (Nsight Compute 2019.5 to 2025.3).
+NO_KERNELS_WARNING = "No kernels were profiled"
+# The columns of the *details* page (`ncu --csv` without `--page raw`, the default): one row
+# per kernel and metric. nnperf reads only the raw page, where every metric is a column.
+DETAILS_PAGE_COLUMNS = ("Metric Name", "Metric Value")
 
 
 def _tidy_metadata_name(header: str) -> str | None:
@@ -541,6 +578,29 @@ def _split_line(line: str, source: str, number: int) -> list[str]:
         return []
 
 
+def report_of(source: str) -> str:
+    """The `.ncu-rep` an export was presumably made from: `x.csv` -> `x.ncu-rep`."""
+    stem = re.sub(r"(\.csv)?(\.gz)?( \(export\))?$", "", str(source))
+    return stem if stem.endswith(".ncu-rep") else stem + ".ncu-rep"
+
+
+def remake_hint(source: str) -> str:
+    """The exact commands that write a raw-page export nnperf reads, for `source`."""
+    report = report_of(source)
+    target = re.sub(r"( \(export\))$", "", str(source))
+    if not target.endswith(".csv"):
+        target = re.sub(r"\.ncu-rep$", "", target) + ".csv"
+    return (
+        f"make one with `nnperf ncu-command export --report {report} --csv {target}` "
+        f"(or `ncu --import {report} --csv --page raw > {target}`)"
+    )
+
+
+def _quoted(messages: Sequence[str]) -> str:
+    """ncu's own lines, verbatim, joined into one line."""
+    return " | ".join(message.strip() for message in messages)
+
+
 def parse_raw_csv(
     text: str, source: str = "<ncu csv>", required: Iterable[str] = ()
 ) -> pd.DataFrame:
@@ -555,10 +615,17 @@ def parse_raw_csv(
     Returns columns `source_line`, `id`, the tidy metadata names (`kernel_name`, `cc`,
     `nvtx_start_end`, ...) and one column per metric under its ncu name, converted to SI
     base units (bytes, seconds, counts, .../second; `%` stays percent).
-    `frame.attrs["units"]` maps each metric to its SI unit; `frame.attrs["source"]` is `source`.
-    A metric in `required` that is missing, non-numeric or in an unknown unit is an error;
-    other metrics that are not numeric (device names, ...) are kept as text.
-    Any malformed input raises NnperfError("<source>:<line>: ...").
+    `frame.attrs["units"]` maps each metric to its SI unit; `frame.attrs["source"]` is
+    `source`; `frame.attrs["ncu_messages"]` holds ncu's own `==WARNING==`/`==INFO==` lines,
+    verbatim, for the caller to show.
+
+    It refuses, with one NnperfError line naming the file and line, what it cannot read
+    exactly instead of guessing: anything malformed; another page of the export (the
+    details page); an export without its units row (the values' scale would be unknown);
+    a kernel ID twice; and, for a metric in `required`, a missing column, an unknown unit,
+    `n/a`, a negative value or a value that is not a number (`check_values`). Other metrics
+    that are not numeric (device names, ...) are kept as text. An `==ERROR==` line of ncu is
+    an error, quoted verbatim.
 
     Parsed line by line (not as one CSV stream) because ncu writes one record per line and
     never a newline inside a field; that keeps preamble junk away from the CSV reader and gives
@@ -570,6 +637,7 @@ def parse_raw_csv(
     units: list[str] | None = None
     units_line = 0
     rows: list[tuple[int, list[str]]] = []
+    messages: list[str] = []
     lines = text.split("\n")
     for number, raw_line in enumerate(lines, start=1):
         line = raw_line[:-1] if raw_line.endswith("\r") else raw_line
@@ -578,7 +646,9 @@ def parse_raw_csv(
             continue
         if _TOOL_LINE.match(stripped):
             if stripped.startswith("==ERROR=="):
-                raise _fail(source, number, f"ncu reported an error: {stripped[:200]}")
+                raise _fail(source, number, f"ncu reported an error: {stripped[:300]}")
+            if not stripped.startswith("==PROF=="):
+                messages.append(stripped)
             continue
         if header is None:
             if not (stripped.startswith('"ID"') or stripped.startswith("ID,")):
@@ -586,24 +656,55 @@ def parse_raw_csv(
             cells = [cell.strip() for cell in _split_line(line, source, number)]
             if "Kernel Name" in cells:
                 header, header_line = cells, number
+                if all(name in cells for name in DETAILS_PAGE_COLUMNS):
+                    raise _fail(
+                        source,
+                        number,
+                        "this is the details page of an Nsight Compute export (one row per "
+                        "kernel and metric, 'Metric Name'/'Metric Value' columns: `ncu --csv` "
+                        "without `--page raw`); nnperf reads the raw page (one row per kernel, "
+                        f"one column per metric, a units row): {remake_hint(source)}",
+                    )
             continue
         row = _split_line(line, source, number)
         if len(row) != len(header):
             raise _fail(
                 source, number, f"row has {len(row)} fields but the header has {len(header)}"
             )
-        if units is None and not rows and row[0].strip() == "":
+        if units is None and not rows:
+            if row[0].strip() != "":
+                raise _fail(
+                    source,
+                    number,
+                    f"no units row under the header (this line is kernel {row[0].strip()!r}): "
+                    "without it the scale of every value is unknown (ncu prints Mbyte, us, "
+                    f"Ghz, ... per column); {remake_hint(source)}",
+                )
             units, units_line = [cell.strip() for cell in row], number
             continue
         rows.append((number, row))
     if header is None:
+        where = max(len(lines), 1)
+        if any(NO_KERNELS_WARNING in message for message in messages):
+            raise _fail(
+                source,
+                where,
+                f"ncu profiled no kernels (it said: {_quoted(messages)}): no kernel ran inside "
+                f"the NVTX ranges {STEP_RANGE!r} / {CALIBRATION_RANGE!r}; check the profiled "
+                "step's log (did it reach the marked step? is the nvtx package installed?)",
+            )
+        said = f"; ncu said: {_quoted(messages)}" if messages else ""
         raise _fail(
-            source, max(len(lines), 1), 'no header row starting with "ID" and naming "Kernel Name"'
+            source,
+            where,
+            f'no header row starting with "ID" and naming "Kernel Name"{said}; '
+            f"{remake_hint(source)}",
         )
     if len(set(header)) != len(header):
         duplicates = sorted({name for name in header if header.count(name) > 1})
         raise _fail(source, header_line, f"duplicate columns in header: {', '.join(duplicates)}")
     if units is None:
+        # A header and nothing else: no kernel (the units row comes with the first kernel).
         units, units_line = [""] * len(header), header_line
 
     index = {name: i for i, name in enumerate(header)}
@@ -615,7 +716,8 @@ def parse_raw_csv(
         )
 
     data: dict[str, list] = {"source_line": [number for number, _ in rows]}
-    ids = []
+    ids: list[int] = []
+    first_line_of: dict[int, int] = {}
     for number, row in rows:
         try:
             value = parse_number(row[index["ID"]])
@@ -623,6 +725,15 @@ def parse_raw_csv(
             value = math.nan
         if not math.isfinite(value) or value != int(value):
             raise _fail(source, number, f"ID {row[index['ID']].strip()!r} is not an integer")
+        if int(value) in first_line_of:
+            raise _fail(
+                source,
+                number,
+                f"kernel ID {int(value)} appears twice (first on line {first_line_of[int(value)]})"
+                f": an export lists each profiled kernel once; were two exports joined? "
+                f"{remake_hint(source)}",
+            )
+        first_line_of[int(value)] = number
         ids.append(int(value))
     data["id"] = ids
     for name in header:
@@ -659,17 +770,77 @@ def parse_raw_csv(
     frame = pd.DataFrame(data)
     frame.attrs["units"] = si_units
     frame.attrs["source"] = source
+    frame.attrs["ncu_messages"] = messages
+    check_values(frame, required)
     return frame
 
 
+# What each kind of metric is needed for, so a refused value says what would have gone wrong.
+def _purpose(metric: str) -> str:
+    if metric == TIME_METRIC:
+        return "every point's time (a step without it would keep its FLOPs and lose its time)"
+    if metric.endswith(".peak_sustained"):
+        return "the profile's own roofs"
+    if metric.endswith(".per_second"):
+        return "the clock the roofs are scaled to"
+    if "bytes" in metric:
+        return "the bytes of the roofline points"
+    return "the FLOPs of the roofline points"
+
+
+def check_values(frame: pd.DataFrame, metrics: Iterable[str]) -> None:
+    """Refuse a kernel whose value of one of `metrics` is missing (`n/a`), not a number or
+    negative, and a kernel time of zero: NnperfError naming the file, line, kernel and metric.
+
+    A missing counter is not zero: summing it as zero under-counts FLOPs by orders of
+    magnitude, and a step whose kernel lost its time keeps its FLOPs and lands far above every
+    roof. Counters, times, clocks and peaks are never negative.
+    """
+    source = frame.attrs.get("source", "<ncu csv>")
+    for metric in metrics:
+        if metric not in frame.columns:
+            raise NnperfError(f"{source}: required metric {metric} is not in the export")
+        values = pd.to_numeric(frame[metric], errors="coerce")
+        positive = metric == TIME_METRIC
+        bad = values.isna() | (values <= 0 if positive else values < 0)
+        if not bad.any():
+            continue
+        position = int(bad.to_numpy().nonzero()[0][0])
+        row = frame.iloc[position]
+        line = int(row["source_line"]) if "source_line" in frame.columns else position + 1
+        name = str(row.get("kernel_name", "?"))
+        name = name if len(name) <= 80 else name[:77] + "..."
+        cell = frame[metric].iloc[position]
+        unit = frame.attrs.get("units", {}).get(metric, "")
+        if values.isna().iloc[position]:
+            shown = "'n/a'" if not isinstance(cell, str) else repr(cell)
+        else:
+            shown = f"{cell:g} {unit}".strip()
+        what = "must be positive" if positive else "must be a number >= 0"
+        raise _fail(
+            source,
+            line,
+            f"kernel {row.get('id', '?')} ({name}): {metric} is {shown}, which {what}; "
+            f"nnperf needs it for {_purpose(metric)} and never guesses it. Profile again "
+            "with `nnperf ncu-command profile` (it collects every metric of the GPU's set) "
+            "and check ncu's warnings in the profile's log",
+        )
+
+
 def read_raw_csv(path: str | Path, required: Iterable[str] = ()) -> pd.DataFrame:
-    """`parse_raw_csv` on a file; a missing or undecodable file is an NnperfError too."""
+    """`parse_raw_csv` on a file (plain or gzip-compressed); a missing or undecodable file is
+    an NnperfError too."""
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise NnperfError(f"{path}: file not found") from None
     except OSError as exc:
         raise NnperfError(f"{path}: cannot read ({exc.strerror})") from None
+    if raw[:2] == b"\x1f\x8b":  # gzip magic: an export kept compressed
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise NnperfError(f"{path}: not a readable gzip file ({exc})") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -745,8 +916,9 @@ def kernel_quantities(
     bytes_dram, bytes_l2, bytes_l1, clock_hz, dram_clock_hz, l2_clock_hz, l1_clock_hz,
     peak_flop_s_fp64, peak_flop_s_fp32, peak_flop_s_fp16, peak_flop_s_tensor,
     peak_bytes_s_dram, peak_bytes_s_l2, peak_bytes_s_l1`. Peaks are `peak_sustained` (per
-    cycle) x the unit's measured clock. `peak_flop_s_tensor` is for the tensor dtype of
-    `precision` (NaN for fp32 or when not given).
+    cycle) x the unit's measured clock. `peak_flop_s_tensor` is the *dense* peak of the tensor
+    dtype of `precision` (the exported peak / `MetricSet.dense_divisor`; NaN for fp32 or when
+    not given).
     """
     out = pd.DataFrame(index=frame.index)
     out["duration_s"] = _column(frame, TIME_METRIC)
@@ -772,6 +944,7 @@ def kernel_quantities(
             _column(frame, mset.tensor_peak[tensor_dtype])
             * mset.tensor_flops_per_count
             * out["clock_hz"]
+            / mset.dense_divisor(tensor_dtype)
         )
     else:
         out["peak_flop_s_tensor"] = math.nan

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from nnperf.ncu import ARCHITECTURES
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -23,11 +25,17 @@ def register(subparsers) -> None:
         help="a raw-page export and its meta .ncu.json (or request JSON); repeatable",
     )
     parser.add_argument("--output", required=True, help="kernels table to write")
+    parser.add_argument(
+        "--arch",
+        choices=ARCHITECTURES,
+        help="GPU architecture of exports whose meta does not name one and that have no CC "
+        "column (raw pages of Nsight Compute before 2021)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from nnperf.kernels import write_table
 
-    write_table(args.profile, args.output)
+    write_table(args.profile, args.output, arch=args.arch)
     return 0

@@ -425,6 +425,7 @@ SUMMARY_COLUMNS = [
     "duty_cycle",
     "unstable",
     "unstable_reasons",
+    "sm_clock_hz_median",
     "peak_memory_device_bytes_max",
     "peak_memory_host_bytes_max",
     "process_started_at_unix",
@@ -664,3 +665,16 @@ def test_write_tables_refuses_other_documents_statuses_and_thresholds(documents,
     with pytest.raises(NnperfError, match=r"^cv_threshold 0\.0 is not allowed; allowed: > 0"):
         aggregate.write_tables(TablesRequest(cv_threshold=0.0), [path], *tables)
     assert not any(table.exists() for table in tables)
+
+
+def test_summary_has_the_sm_clock_the_timed_windows_ran_at():
+    """NVML's SM clock of each window (1980 MHz here): what a profile at ncu's locked clock is
+    scaled to. A CPU run, or a GPU run without NVML, has none."""
+    gpu = run_document(device="cuda", gpu_uuid="GPU-a")
+    gpu["windows"][1]["sm_clock_mhz"] = 1965  # one window a little lower: the median is kept
+    gpu["windows"][2]["sm_clock_mhz"] = None  # a window NVML did not answer for
+    cpu = run_document(precision="bf16", start=gpu["ended_at_unix"] + 1.0)
+    pairs = _pairs([gpu, cpu])
+    table = aggregate.summary_table(pairs, aggregate.runs_table(pairs))
+    assert _row(table, device="cuda")["sm_clock_hz_median"] == 1980e6
+    assert pd.isna(_row(table, device="cpu")["sm_clock_hz_median"])

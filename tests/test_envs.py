@@ -30,7 +30,9 @@ ENVS = REPO / "envs"
 CPU_PINS = ENVS / "requirements-cpu.txt"
 
 # The CUDA runtime that PyPI's Linux torch requires; no macOS or Windows system needs it.
-CUDA_RUNTIME = re.compile(r"^(nvidia-.*|cuda-.*|triton)$")
+# torch's CUDA runtime. nvidia-ml-py is not part of it: nnperf's NVML reader, pure Python,
+# useful with any torch build.
+CUDA_RUNTIME = re.compile(r"^((?!nvidia-ml-py$)nvidia-.*|cuda-.*|triton)$")
 # Published as an sdist only (pure Python); the resolver test builds it into a wheel first.
 SDIST_ONLY = ("connection-pool",)
 

@@ -21,7 +21,7 @@ from nnperf.errors import NnperfError
 from nnperf.files import write_csv, write_json
 from nnperf.plots.roofline import write_figure
 
-from ncu_writer import H100_CONFIG
+from h100_exports import EXPORTS, H100_RUN_CLOCK_HZ
 
 DATA = Path(__file__).parent / "data" / "ncu"
 POSITIVE = st.floats(min_value=1e-6, max_value=1e18, allow_nan=False, allow_infinity=False)
@@ -65,55 +65,143 @@ def test_calibration_ratio_and_tolerance():
 
 @pytest.fixture(scope="module")
 def h100_kernels() -> pd.DataFrame:
-    raw = ncu.read_raw_csv(DATA / "h100_bf16_resnet18.csv")
-    return kernels.kernels_table(raw, H100_CONFIG, clock_control="base")
+    """The bf16 tuned step of the real H100 export (tests/data/ncu/h100)."""
+    return EXPORTS["bf16_bs256_tuned"].kernels()
+
+
+@pytest.fixture(scope="module")
+def all_h100_kernels() -> pd.DataFrame:
+    return pd.concat([e.kernels() for e in EXPORTS.values()], ignore_index=True)
 
 
 def test_ncu_points_per_kernel_and_step_at_three_levels(h100_kernels):
     points = roofline.ncu_points(h100_kernels)
     assert list(points.columns) == list(roofline.POINT_COLUMNS)
     kernel_points = points[points["granularity"] == "kernel"]
-    assert len(kernel_points) == 8 * 3  # 8 step kernels (calibration excluded) x dram/l2/l1
+    assert len(kernel_points) == 344 * 3  # 344 step kernels (calibration excluded) x 3 levels
     assert set(kernel_points["memory_level"]) == {"dram", "l2", "l1"}
-    assert "gemm" not in set(kernel_points["kind"])  # the only GEMM is the calibration one
+    assert (kernel_points["kernel_name"] != "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT").all()
     step = points[(points["granularity"] == "step") & (points["memory_level"] == "dram")].iloc[0]
     step_kernels = h100_kernels[h100_kernels["phase"] != "calibration"]
     assert step["flops"] == pytest.approx(step_kernels["flops_total"].sum())
     assert step["bytes"] == pytest.approx(step_kernels["bytes_dram"].sum())
-    assert step["time_s"] == pytest.approx(step_kernels["duration_s"].sum())
+    assert step["time_s"] == pytest.approx(6.714e-3, rel=1e-3)  # the README's 6.7 ms
     assert step["arithmetic_intensity_flop_per_byte"] == pytest.approx(
         step["flops"] / step["bytes"]
     )
     assert step["performance_flop_s"] == pytest.approx(step["flops"] / step["time_s"])
+    # 890 GFLOP in 6.7 ms of kernels: 132 TFLOP/s, nowhere near 4e14 (the NaN-time bug)
+    assert step["performance_flop_s"] == pytest.approx(1.325e14, rel=0.01)
     assert set(points["source"]) == {"ncu"}
-    conv = kernel_points[
-        (kernel_points["kind"] == "conv_fwd") & (kernel_points["memory_level"] == "l2")
-    ].iloc[0]
-    assert conv["arithmetic_intensity_flop_per_byte"] == pytest.approx(29.6e9 / 611.4e6)
-    assert conv["performance_flop_s"] == pytest.approx(29.6e9 / 61.7e-6)
 
 
-def test_ncu_ceilings_are_peaks_at_the_profiled_clock(h100_kernels):
+def test_ncu_ceilings_are_dense_peaks_at_the_profiled_clock(h100_kernels):
     ceilings = roofline.ncu_ceilings(h100_kernels)
-    assert ceilings["clock_hz"] == pytest.approx(1.59e9)
-    assert ceilings["peak_flop_s_tensor"] == pytest.approx(540672 * 1.59e9)
-    assert ceilings["peak_flop_s_fp32"] == pytest.approx(16896 * 2 * 1.59e9)
-    assert ceilings["peak_bytes_s_dram"] == pytest.approx(1280 * 2.619e9)
+    clock = ceilings["clock_hz"]
+    assert clock == pytest.approx(1.5858e9, rel=1e-3)  # ncu's locked clock, not 1.98 GHz boost
+    assert ceilings["peak_flop_s_tensor"] == pytest.approx(4096 * 132 * clock, rel=1e-3)
+    assert ceilings["peak_flop_s_fp32"] == pytest.approx(128 * 2 * 132 * clock, rel=1e-3)
+    # 1280 B per DRAM cycle x the median DRAM clock (2.61 GHz): 3.34 TB/s (datasheet 3.35)
+    assert ceilings["peak_bytes_s_dram"] == pytest.approx(3.3427e12, rel=1e-3)
 
 
-def test_calibration_table(h100_kernels):
-    table = roofline.calibration_table(h100_kernels)
-    row = table.iloc[0]
-    assert row["calibration_flops_expected"] == 2 * 4096**3
-    # fixture: bf16 tensor ops 1.0006 x 2MNK plus 2^24 FP32 multiplies of the epilogue
-    assert row["calibration_ratio"] == pytest.approx(1.0006 + 2**24 / (2 * 4096**3), rel=1e-6)
-    assert bool(row["calibration_ok"]) is True
-    strict = roofline.calibration_table(h100_kernels, tolerance=1e-4).iloc[0]
-    assert bool(strict["calibration_ok"]) is False
+def test_calibration_counts_and_roof_on_every_real_export(all_h100_kernels):
+    table = roofline.calibration_table(all_h100_kernels).set_index("variant", append=False)
+    assert (table["calibration_flops_expected"] == 2 * 4096**3).all()
+    assert table["calibration_ok"].all()
+    assert table["calibration_ratio"].between(0.9997, 1.0003).all()  # the README's 0.02%
+    bf16 = table[(table["precision"] == "bf16")]
+    # the done-when: 85-95% of the dense roof (it would read 45% of the exported sparse one)
+    assert bf16["calibration_roof_fraction"].between(0.85, 0.95).all()
+    assert bf16["roof_ok"].all()
+    assert (bf16["roof_basis"].str.contains("2:4-sparse")).all()
+    fp32 = table[table["precision"] == "fp32"]
+    assert fp32["calibration_roof_fraction"].between(0.7, 0.85).all()  # FFMA pipe: 78%
+    tuned = bf16.loc["tuned"]
+    assert tuned["calibration_flop_s"] == pytest.approx(2 * 4096**3 / 210.688e-6)
+    assert tuned["calibration_clock_hz"] == pytest.approx(1.337291e9)
+
+
+def test_a_sparse_roof_taken_for_dense_is_flagged(h100_kernels):
+    """Undo the halving: the calibration GEMM then reads 45% of its roof and the roof is
+    flagged, as the H100 exports showed before it was fixed."""
+    sparse = h100_kernels.assign(peak_flop_s_tensor=h100_kernels["peak_flop_s_tensor"] * 2)
+    row = roofline.calibration_table(sparse).iloc[0]
+    assert row["calibration_roof_fraction"] == pytest.approx(0.451, abs=0.005)
+    assert not row["roof_ok"]
+    assert roofline.roof_fraction_ok(0.5) and roofline.roof_fraction_ok(1.0)
+    assert not roofline.roof_fraction_ok(1.01) and not roofline.roof_fraction_ok(math.nan)
+
+
+def test_calibration_table_counts(h100_kernels):
+    strict = roofline.calibration_table(h100_kernels, tolerance=1e-9).iloc[0]
+    assert bool(strict["calibration_ok"]) is True  # bf16 counts 2*4096^3 exactly
     without = roofline.calibration_table(h100_kernels[h100_kernels["phase"] != "calibration"])
-    assert (
-        math.isnan(without.iloc[0]["calibration_ratio"]) and not without.iloc[0]["calibration_ok"]
+    row = without.iloc[0]
+    assert math.isnan(row["calibration_ratio"]) and not row["calibration_ok"]
+    assert not row["roof_ok"]
+
+
+def _summary(rows):
+    return pd.DataFrame(
+        [
+            {
+                **EXPORTS[name].config,
+                "step_time_s_median": step,
+                "sm_clock_hz_median": clock,
+            }
+            for name, step, clock in rows
+        ]
     )
+
+
+def test_gpu_busy_share_of_the_h100_steps(all_h100_kernels):
+    points = roofline.ncu_points(all_h100_kernels)
+    summary = _summary(
+        [
+            ("bf16_bs256_tuned", EXPORTS["bf16_bs256_tuned"].timed_step_s, H100_RUN_CLOCK_HZ),
+            (
+                "bf16_bs256_cudagraphs",
+                EXPORTS["bf16_bs256_cudagraphs"].timed_step_s,
+                H100_RUN_CLOCK_HZ,
+            ),
+            ("fp32_bs256_tuned", 0.0306, None),  # timed without NVML: no run clock
+        ]
+    )
+    table = roofline.profiles_table(all_h100_kernels, points, summary)
+    assert list(table.columns) == list(roofline.PROFILE_COLUMNS)
+    rows = {row["variant"] + "/" + row["precision"]: row for row in table.to_dict("records")}
+    eager = rows["tuned/bf16"]
+    # 6.7 ms of kernels at ncu's 1.59 GHz is 5.4 ms at the runs' 1.98 GHz, of a 10.4 ms step
+    assert eager["kernel_time_s"] == pytest.approx(6.714e-3, rel=1e-3)
+    assert eager["profiled_sm_clock_hz"] == pytest.approx(1.5858e9, rel=1e-3)
+    assert eager["kernel_time_at_run_clock_s"] == pytest.approx(6.714e-3 * 1.5858 / 1.98, rel=2e-3)
+    assert eager["busy_share"] == pytest.approx(0.518, abs=0.005)
+    assert eager["busy_share_at_profiled_clock"] == pytest.approx(0.647, abs=0.005)
+    assert eager["busy_verdict"] == "host-bound"
+    graphs = rows["cudagraphs/bf16"]
+    assert graphs["busy_share"] > 1.0 and graphs["busy_verdict"] == "device-bound"
+    unclocked = rows["tuned/fp32"]
+    assert math.isnan(unclocked["busy_share"]) and unclocked["busy_verdict"] == "unknown"
+    assert unclocked["busy_share_at_profiled_clock"] > 1
+    untimed = rows["baseline/fp32"]
+    assert math.isnan(untimed["step_time_s"]) and untimed["busy_verdict"] == "unknown"
+    assert table["kernels"].tolist() == [299, 344, 330, 389]  # sorted by the keys
+
+
+@pytest.mark.parametrize(
+    "share, upper, verdict",
+    [
+        (0.5, 0.65, "host-bound"),
+        (0.85, 0.95, "mixed"),
+        (0.9, 1.2, "device-bound"),
+        (math.nan, 0.5, "host-bound"),
+        (math.nan, 0.95, "unknown"),
+        (math.nan, math.nan, "unknown"),
+    ],
+)
+def test_busy_verdict(share, upper, verdict):
+    assert roofline.busy_verdict(share, upper) == verdict
 
 
 # ------------------------------------------------------------------ analytic points
@@ -270,9 +358,9 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
     summary = tmp_path / "results/tables/summary.csv"
     write_csv(summary, pd.DataFrame(rows))
     points_path = tmp_path / "results/tables/roofline_points.csv"
-    flops_path = tmp_path / "results/tables/flops_comparison.csv"
+    profiles_path = tmp_path / "results/tables/profiles.csv"
     roofline.write_points(
-        summary, [tmp_path / "results/complexity/tiny.json"], None, points_path, flops_path
+        summary, [tmp_path / "results/complexity/tiny.json"], None, points_path, profiles_path
     )
     points = pd.read_csv(points_path)
     assert list(points.columns) == list(roofline.POINT_COLUMNS)
@@ -290,10 +378,8 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
         assert row.time_s == pytest.approx(medians[row.batch_size])
         assert row.arithmetic_intensity_flop_per_byte == pytest.approx(row.flops / row.bytes)
         assert row.performance_flop_s == pytest.approx(row.flops / medians[row.batch_size])
-    flops = pd.read_csv(flops_path)
-    assert list(flops["batch_size"]) == [2, 4]
-    assert flops["flops_ncu"].isna().all()
-    assert list(flops["flops_analytic"]) == pytest.approx(list(points["flops"]))
+    profiles = pd.read_csv(profiles_path)
+    assert profiles.empty and list(profiles.columns) == list(roofline.PROFILE_COLUMNS)
 
     ceilings = tmp_path / "results/ceilings/cpu.json"
     write_json(
@@ -322,27 +408,29 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
     assert single.stat().st_size > 10_000
 
 
-def test_merged_points_and_flops_comparison(h100_kernels):
-    config = H100_CONFIG
+def test_profiles_compare_ncu_and_analytic_flops(h100_kernels):
+    config = EXPORTS["bf16_bs256_tuned"].config
+    # resnet18_cifar's training step by the complexity stage: 3.33 GFLOP per image
     complexity = {
-        "model": "resnet18",
-        "train_step_flops_per_image": 3.6e8,
+        "model": "resnet18_cifar",
+        "train_step_flops_per_image": 3.33e9,
         "traffic": {"bf16": {"fixed_bytes": 10, "per_image_bytes": 20}},
     }
-    times = {tuple(config.values()): 0.1}
+    times = {tuple(config.values()): 0.0104}
     points = pd.concat(
         [
             roofline.ncu_points(h100_kernels),
-            roofline.analytic_points({"resnet18": complexity}, times),
+            roofline.analytic_points({"resnet18_cifar": complexity}, times),
         ],
         ignore_index=True,
     )
     assert set(points["source"]) == {"ncu", "analytic"}
-    table = roofline.flops_comparison(points, roofline.calibration_table(h100_kernels))
-    row = table.iloc[0]
-    assert row["flops_analytic"] == pytest.approx(3.6e8 * 256)
-    assert row["ratio_ncu_to_analytic"] == pytest.approx(row["flops_ncu"] / row["flops_analytic"])
-    assert bool(row["calibration_ok"])
+    row = roofline.profiles_table(h100_kernels, points).iloc[0]
+    assert row["flops_analytic"] == pytest.approx(3.33e9 * 256)
+    assert row["flops_ncu"] == pytest.approx(8.895e11, rel=1e-3)
+    assert row["ratio_ncu_to_analytic"] == pytest.approx(1.04, abs=0.01)  # README: 1.044
+    assert bool(row["calibration_ok"]) and bool(row["roof_ok"])
+    assert row["busy_verdict"] == "unknown"  # no summary given
 
 
 def test_json_ceilings_measured_and_datasheet():
@@ -369,15 +457,16 @@ def test_points_and_figure_from_a_kernels_table(h100_kernels, tmp_path):
     write_csv(table, h100_kernels)
     summary = tmp_path / "summary.csv"
     write_csv(summary, pd.DataFrame(columns=[*roofline.SUMMARY_COLUMNS, "status"]))
-    points, flops = tmp_path / "points.csv", tmp_path / "flops.csv"
-    written = roofline.write_points(summary, [], table, points, flops)
+    points, profiles = tmp_path / "points.csv", tmp_path / "profiles.csv"
+    written = roofline.write_points(summary, [], table, points, profiles)
     frame = pd.read_csv(points)
-    assert len(frame) == len(written) == 8 * 3 + 3  # 8 kernels and the step, at 3 levels
-    comparison = pd.read_csv(flops).iloc[0]
-    assert comparison["calibration_ratio"] == pytest.approx(1.000722, rel=1e-5)
-    assert bool(comparison["calibration_ok"])
+    assert len(frame) == len(written) == 344 * 3 + 3  # 344 kernels and the step, at 3 levels
+    checks = pd.read_csv(profiles).iloc[0]
+    assert checks["calibration_ratio"] == 1.0
+    assert bool(checks["calibration_ok"]) and bool(checks["roof_ok"])
     figure = tmp_path / "fig.png"
-    write_figure(FigureRequest(kind="roofline", **H100_CONFIG), points, None, table, figure)
+    config = EXPORTS["bf16_bs256_tuned"].config
+    write_figure(FigureRequest(kind="roofline", **config), points, None, table, figure, profiles)
     assert figure.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -276,6 +276,11 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         row[name] = document.get(name)
     row["unstable"] = bool(document.get("unstable"))
     row["unstable_reasons"] = "; ".join(document.get("unstable_reasons") or [])
+    # The SM clock the timed windows ran at (NVML, sampled per window): a profile taken at
+    # another clock (ncu locks base clocks) is scaled to it (nnperf.roofline.profiles_table).
+    clocks = [w.get("sm_clock_mhz") for w in document.get("windows") or []]
+    clocks = [float(c) for c in clocks if c is not None and np.isfinite(float(c))]
+    row["sm_clock_hz_median"] = float(np.median(clocks)) * 1e6 if clocks else None
     row["peak_memory_device_bytes_max"] = document.get("peak_memory_device_bytes")
     row["peak_memory_host_bytes_max"] = document.get("peak_memory_host_bytes")
     for name in ("process_started_at_unix", "started_at_unix", "ended_at_unix"):

@@ -186,45 +186,223 @@ def ncu_ceilings(kernels: pd.DataFrame) -> dict[str, float]:
     return result
 
 
+# A GEMM of the calibration's size runs close to the compute roof of its precision: cuBLAS
+# reaches 80-95% of the dense peak at 4096^3. Below half of the roof, or above it, the roof is
+# wrong (a sparse rate taken for the dense one reads as 45%; a roof below what the hardware
+# did reads above 100%), so every reading against that roof is flagged.
+CALIBRATION_ROOF_RANGE = (0.5, 1.0)
+CALIBRATION_COLUMNS = (
+    "calibration_flops_measured",
+    "calibration_flops_expected",
+    "calibration_ratio",
+    "calibration_ok",
+    "calibration_time_s",
+    "calibration_clock_hz",
+    "calibration_flop_s",
+    "calibration_roof_flop_s",
+    "calibration_roof_fraction",
+    "roof_ok",
+    "roof_basis",
+)
+
+
+def roof_fraction_ok(fraction: float, limits: tuple[float, float] = CALIBRATION_ROOF_RANGE) -> bool:
+    """Whether the calibration GEMM's share of its roof says the roof is right."""
+    low, high = limits
+    return bool(math.isfinite(fraction) and low <= fraction <= high)
+
+
+def roof_basis(arch: str, precision: str) -> str:
+    """How a profile's compute roof for `precision` was derived (for tables and figures)."""
+    if not ncu.TENSOR_DTYPE_OF_PRECISION.get(precision):
+        return "ncu FFMA peak_sustained x 2 x clock (FP32 pipe)"
+    return ncu.metric_set(arch).tensor_peak_basis
+
+
 def calibration_table(
     kernels: pd.DataFrame,
     mnk: tuple[int, int, int] = ncu.CALIBRATION_GEMM_MNK,
     launches: int = 1,
     tolerance: float = ncu.CALIBRATION_TOLERANCE,
 ) -> pd.DataFrame:
-    """Per config: FLOPs counted in the calibration range vs 2*M*N*K x launches."""
+    """Per config, the calibration GEMM as the check of both the counters and the roof.
+
+    Counters: FLOPs counted in the calibration range vs 2*M*N*K x launches (`calibration_ok`:
+    within `tolerance`). Roof: the GEMM's achieved rate (its known FLOPs over its kernel time)
+    over the profile's compute roof for the run's precision at the GEMM's own clock
+    (`calibration_roof_fraction`; `roof_ok` when in `CALIBRATION_ROOF_RANGE`). A config
+    without a calibration kernel gets NaN and both checks False.
+    """
     expected = calibration_expected_flops(*mnk, launches=launches)
     rows = []
     for keys, config_kernels in kernels.groupby(list(CONFIG_KEYS), sort=True):
         calib = config_kernels[config_kernels["phase"] == "calibration"]
         row = dict(zip(CONFIG_KEYS, keys))
+        arch = str(config_kernels["arch"].iloc[0]) if "arch" in config_kernels else "hopper"
+        row["roof_basis"] = roof_basis(arch, row["precision"])
         if calib.empty:
             row.update(
                 calibration_flops_measured=math.nan,
                 calibration_flops_expected=expected,
                 calibration_ratio=math.nan,
                 calibration_ok=False,
+                calibration_time_s=math.nan,
+                calibration_clock_hz=math.nan,
+                calibration_flop_s=math.nan,
+                calibration_roof_flop_s=math.nan,
+                calibration_roof_fraction=math.nan,
+                roof_ok=False,
             )
         else:
             measured = float(calib["flops_total"].sum())
             ratio = calibration_ratio(measured, expected)
+            time_s = float(calib["duration_s"].sum())
+            roof = float(pd.to_numeric(calib[ncu.compute_peak_column(row["precision"])]).median())
+            achieved = performance(expected, time_s)
+            fraction = achieved / roof if roof > 0 else math.nan
             row.update(
                 calibration_flops_measured=measured,
                 calibration_flops_expected=expected,
                 calibration_ratio=ratio,
                 calibration_ok=calibration_ok(ratio, tolerance),
+                calibration_time_s=time_s,
+                calibration_clock_hz=float(pd.to_numeric(calib["clock_hz"]).median()),
+                calibration_flop_s=achieved,
+                calibration_roof_flop_s=roof,
+                calibration_roof_fraction=fraction,
+                roof_ok=roof_fraction_ok(fraction),
             )
         rows.append(row)
-    return pd.DataFrame(
-        rows,
-        columns=[
-            *CONFIG_KEYS,
-            "calibration_flops_measured",
-            "calibration_flops_expected",
-            "calibration_ratio",
-            "calibration_ok",
-        ],
-    )
+    return pd.DataFrame(rows, columns=[*CONFIG_KEYS, *CALIBRATION_COLUMNS])
+
+
+# How much of a timed step the GPU is busy, from the profile's kernel time. A GPU busy less
+# than this share of the step waits on the host (Python, framework and launch overhead) for
+# the rest; at or above it the host keeps the GPU fed and faster kernels shorten the step.
+DEVICE_BOUND_SHARE = 0.9
+BUSY_VERDICTS = ("host-bound", "mixed", "device-bound", "unknown")
+
+
+def busy_verdict(busy_share: float, busy_share_upper: float) -> str:
+    """`host-bound` when even the upper estimate of the busy share is under
+    `DEVICE_BOUND_SHARE`, `device-bound` when the estimate at the runs' clock reaches it,
+    `mixed` when the two straddle it; `unknown` without a step time, or when only the upper
+    estimate is known (no run clock) and it does not settle the question."""
+    if not math.isfinite(busy_share_upper):
+        return "unknown"
+    if busy_share_upper < DEVICE_BOUND_SHARE:
+        return "host-bound"
+    if not math.isfinite(busy_share):
+        return "unknown"
+    return "device-bound" if busy_share >= DEVICE_BOUND_SHARE else "mixed"
+
+
+PROFILE_COLUMNS = (
+    *CONFIG_KEYS,
+    "arch",
+    "clock_control",
+    "kernels",
+    "kernel_time_s",
+    "profiled_sm_clock_hz",
+    "flops_ncu",
+    "flops_analytic",
+    "ratio_ncu_to_analytic",
+    *CALIBRATION_COLUMNS,
+    "step_time_s",
+    "run_sm_clock_hz",
+    "kernel_time_at_run_clock_s",
+    "busy_share",
+    "busy_share_at_profiled_clock",
+    "busy_verdict",
+)
+
+
+def profiles_table(
+    kernels: pd.DataFrame, points: pd.DataFrame, summary: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per profiled configuration: what its profile says and how far to trust it.
+
+    * FLOPs: the step's ncu FLOPs next to the analytic count (`ratio_ncu_to_analytic`).
+    * The calibration GEMM (`calibration_table`): counters exact, roof plausible.
+    * The GPU's busy share of the timed step: the step's kernel time under ncu, at the
+      profiled SM clock, scaled to the clock the timed windows ran at (summary.csv
+      `sm_clock_hz_median`; ncu locks base clocks, timed runs boost), over the timed median
+      step time. Scaling assumes kernel time goes as 1/clock, which overstates the gain of a
+      memory-bound kernel; kernels under ncu also start with flushed caches. So
+      `busy_share_at_profiled_clock` (unscaled) is an upper estimate and `busy_share` the
+      estimate at the runs' clock; `busy_verdict` reads both (`busy_verdict`).
+    Without a timed step (no summary row, or the configuration did not measure) the busy
+    columns are NaN and the verdict `unknown`.
+    """
+    if kernels.empty:
+        return pd.DataFrame(columns=list(PROFILE_COLUMNS))
+    calibration = calibration_table(kernels)
+    runs = _run_facts(summary)
+    steps = points[points["granularity"] == "step"] if not points.empty else points
+    rows = []
+    for keys, config_kernels in kernels.groupby(list(CONFIG_KEYS), sort=True):
+        step = step_kernels(config_kernels)
+        row = dict(zip(CONFIG_KEYS, keys))
+        matching = steps
+        for key in CONFIG_KEYS:
+            matching = matching[matching[key] == row[key]] if not matching.empty else matching
+        flops_ncu = _first(matching, "ncu")
+        flops_analytic = _first(matching, "analytic")
+        kernel_time = float(step["duration_s"].sum())
+        profiled_clock = float(pd.to_numeric(step["clock_hz"]).median()) if len(step) else math.nan
+        step_time, run_clock = runs.get(tuple(keys), (math.nan, math.nan))
+        # No run clock (no NVML during the windows): nothing to scale to, no estimate.
+        at_run_clock = kernel_time * profiled_clock / run_clock if run_clock > 0 else math.nan
+        upper = kernel_time / step_time if step_time > 0 else math.nan
+        share = at_run_clock / step_time if step_time > 0 and run_clock > 0 else math.nan
+        row.update(
+            arch=str(config_kernels["arch"].iloc[0]),
+            clock_control=str(config_kernels["clock_control"].iloc[0]),
+            kernels=len(step),
+            kernel_time_s=kernel_time,
+            profiled_sm_clock_hz=profiled_clock,
+            flops_ncu=flops_ncu,
+            flops_analytic=flops_analytic,
+            ratio_ncu_to_analytic=(
+                flops_ncu / flops_analytic if flops_analytic and flops_analytic > 0 else math.nan
+            ),
+            step_time_s=step_time,
+            run_sm_clock_hz=run_clock,
+            kernel_time_at_run_clock_s=at_run_clock,
+            busy_share=share,
+            busy_share_at_profiled_clock=upper,
+            busy_verdict=busy_verdict(share, upper),
+        )
+        rows.append(row)
+    table = pd.DataFrame(rows).merge(calibration, on=list(CONFIG_KEYS), how="left")
+    return table.loc[:, list(PROFILE_COLUMNS)]
+
+
+def _first(steps: pd.DataFrame, source: str) -> float:
+    match = steps[steps["source"] == source] if not steps.empty else steps
+    return float(match["flops"].iloc[0]) if len(match) else math.nan
+
+
+def _run_facts(summary: pd.DataFrame | None) -> dict[tuple, tuple[float, float]]:
+    """(median step time, median SM clock of the timed windows) per configuration."""
+    if summary is None or summary.empty:
+        return {}
+    facts = {}
+    for row in summary.to_dict("records"):
+        key = tuple(int(row[k]) if k == "batch_size" else row[k] for k in CONFIG_KEYS)
+        facts[key] = (
+            _number(row.get("step_time_s_median")),
+            _number(row.get("sm_clock_hz_median")),
+        )
+    return facts
+
+
+def _number(value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,38 +486,6 @@ def analytic_points(
     return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
 
 
-def flops_comparison(points: pd.DataFrame, calibration: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per config: ncu step FLOPs next to analytic FLOPs, and the calibration GEMM's ratio."""
-    steps = points[points["granularity"] == "step"]
-    ncu_flops = (
-        steps[steps["source"] == "ncu"]
-        .groupby(list(CONFIG_KEYS))["flops"]
-        .first()
-        .rename("flops_ncu")
-    )
-    analytic = (
-        steps[steps["source"] == "analytic"]
-        .groupby(list(CONFIG_KEYS))["flops"]
-        .first()
-        .rename("flops_analytic")
-    )
-    table = pd.concat([ncu_flops, analytic], axis=1).reset_index()
-    if table.empty:
-        table = pd.DataFrame(columns=[*CONFIG_KEYS, "flops_ncu", "flops_analytic"])
-    table["ratio_ncu_to_analytic"] = table["flops_ncu"] / table["flops_analytic"]
-    if calibration is not None and not calibration.empty:
-        table = table.merge(calibration, on=list(CONFIG_KEYS), how="left")
-    else:
-        for column in (
-            "calibration_flops_measured",
-            "calibration_flops_expected",
-            "calibration_ratio",
-        ):
-            table[column] = math.nan
-        table["calibration_ok"] = pd.NA
-    return table
-
-
 # --------------------------------------------------------------------------------------------
 # Ceilings from the ceilings stage (results/ceilings/{device}.json).
 # --------------------------------------------------------------------------------------------
@@ -380,7 +526,7 @@ def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------
-# The edge: tables in, roofline_points.csv and flops_comparison.csv out.
+# The edge: tables in, roofline_points.csv and profiles.csv out.
 # --------------------------------------------------------------------------------------------
 KERNEL_TEXT_COLUMNS = (
     "device",
@@ -449,14 +595,15 @@ def write_points(
     complexity: Iterable[str | os.PathLike],
     kernels: str | os.PathLike | None,
     out_points: str | os.PathLike,
-    out_flops: str | os.PathLike,
+    out_profiles: str | os.PathLike,
 ) -> pd.DataFrame:
-    """Every roofline point of a study, and the ncu-vs-analytic FLOPs check (rule
+    """Every roofline point of a study, and one row per profiled configuration (rule
     `roofline_points`).
 
     Analytic points come from summary.csv's median step times and the complexity JSONs; ncu
-    points and the calibration GEMM's ratio from kernels.csv when configurations were
-    profiled (None otherwise). Returns the points written.
+    points, the calibration checks, the FLOPs comparison and the GPU's busy share
+    (`profiles_table`) from kernels.csv when configurations were profiled (None otherwise:
+    profiles.csv is then the header alone). Returns the points written.
     """
     table = _read(summary, "summary", SUMMARY_COLUMNS, ("device", "model", "precision", "variant"))
     profile = read_kernels(kernels)
@@ -472,6 +619,5 @@ def write_points(
         pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(POINT_COLUMNS))
     )
     files.write_csv(out_points, points)
-    calibration = calibration_table(profile) if not profile.empty else None
-    files.write_csv(out_flops, flops_comparison(points, calibration))
+    files.write_csv(out_profiles, profiles_table(profile, points, table))
     return points

@@ -377,6 +377,7 @@ def report_inputs(wildcards):
         "windows": table("windows"),
         "summary": table("summary"),
         "roofline_points": table("roofline_points"),
+        "profiles": table("profiles"),
         "environment": table("environment"),
         "complexity": complexity_outputs(),
         "ceilings": ceilings_jsons(),
@@ -450,6 +451,7 @@ def plot_roofline_inputs(wildcards):
     }
     if ncu_keys():
         inputs["kernels"] = table("kernels")
+        inputs["profiles"] = table("profiles")
     return inputs
 
 

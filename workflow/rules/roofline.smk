@@ -8,11 +8,11 @@ rule roofline_points:
             category="Roofline",
             labels={"table": "roofline points"},
         ),
-        flops=report(
-            table_pattern("flops_comparison"),
-            caption="../report/flops_comparison.rst",
+        profiles=report(
+            table_pattern("profiles"),
+            caption="../report/profiles.rst",
             category="Roofline",
-            labels={"table": "measured vs analytic FLOPs"},
+            labels={"table": "profiled configurations"},
         ),
     log:
         layout.log("table", dataset="{dataset}", name="roofline_points"),

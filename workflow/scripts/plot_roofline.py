@@ -13,4 +13,5 @@ with logged_job(snakemake.log[0], snakemake.rule):  # noqa: F821 - injected by S
         inputs.ceilings,
         inputs.get("kernels"),  # absent when nothing was profiled
         snakemake.output.figure,  # noqa: F821
+        inputs.get("profiles"),
     )

@@ -1,5 +1,6 @@
 """Rule roofline_points: summary.csv, complexity JSONs and kernels.csv -> every roofline point
-and the ncu-vs-analytic FLOPs table (nnperf.roofline)."""
+and one row per profiled configuration: FLOPs checks, roofs, clocks, GPU busy share
+(nnperf.roofline)."""
 
 from nnperf.jobs import logged_job
 from nnperf.roofline import write_points
@@ -10,5 +11,5 @@ with logged_job(snakemake.log[0], "roofline_points"):  # noqa: F821 - injected b
         list(snakemake.input.complexity),  # noqa: F821
         snakemake.input.get("kernels"),  # noqa: F821 - absent when nothing was profiled
         snakemake.output.points,  # noqa: F821
-        snakemake.output.flops,  # noqa: F821
+        snakemake.output.profiles,  # noqa: F821
     )

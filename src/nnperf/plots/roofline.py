@@ -38,6 +38,8 @@ from nnperf import files, ncu, roofline  # noqa: E402
 from nnperf.contract import FigureRequest  # noqa: E402
 from nnperf.errors import NnperfError  # noqa: E402
 from nnperf.kernels import KIND_LABELS  # noqa: E402
+from nnperf.report_format import fmt_ghz, fmt_pct, missing, truthy  # noqa: E402
+from nnperf.results import read_table  # noqa: E402
 from nnperf.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
@@ -117,10 +119,11 @@ def roofs_from_ncu(
     clock = ceilings.get("clock_hz", math.nan)
     clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
     compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
+    # Tensor roofs are the dense rate (nnperf.ncu.kernel_quantities): say so on the label.
     if ncu.TENSOR_DTYPE_OF_PRECISION.get(precision):
-        compute.append((f"tensor {precision}", "peak_flop_s_tensor"))
+        compute.append((f"tensor {precision} dense", "peak_flop_s_tensor"))
     values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
-    values += [(f"tensor {p}", v) for p, v in sorted((tensor_peaks or {}).items())]
+    values += [(f"tensor {p} dense", v) for p, v in sorted((tensor_peaks or {}).items())]
     for name, value in values:
         if value and math.isfinite(value) and value > 0:
             roofs.append(
@@ -540,10 +543,37 @@ def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
     return frame[mask]
 
 
+def clocks_line(profile: Mapping | None) -> str:
+    """The clocks beside a profiled step: ncu's, the timed runs' and the GPU's busy share of
+    the timed step (a profiles.csv row), so nobody compares points at different clocks
+    unawares."""
+    if not profile:
+        return ""
+    text = (
+        f"profiled at {fmt_ghz(profile.get('profiled_sm_clock_hz'))} SM clock "
+        f"(ncu clock control {profile.get('clock_control', '?')}); timed runs at "
+        f"{fmt_ghz(profile.get('run_sm_clock_hz'))}"
+    )
+    if not missing(profile.get("busy_share")):
+        text += (
+            f"; GPU busy {fmt_pct(profile['busy_share'])} of the "
+            f"{float(profile['step_time_s']) * 1e3:.3g} ms timed step "
+            f"({profile.get('busy_verdict')})"
+        )
+    if not truthy(profile.get("roof_ok", True)):
+        text += "; profile roof FLAGGED by its calibration GEMM"
+    return text
+
+
 def config_figure(
-    points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, request: FigureRequest
+    points: pd.DataFrame,
+    kernels: pd.DataFrame,
+    ceilings: Mapping,
+    request: FigureRequest,
+    profiles: pd.DataFrame | None = None,
 ) -> Figure:
-    """The hierarchical roofline of the configuration `request` names.
+    """The hierarchical roofline of the configuration `request` names; its profiles.csv row
+    (when given) puts the clocks and the GPU's busy share under the title.
 
     A configuration that ran out of memory has no point: that is a result, drawn as an
     empty roofline with its roofs.
@@ -559,6 +589,13 @@ def config_figure(
         f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
         f"{request.variant}: hierarchical roofline ({sources})"
     )
+    profile_row = None
+    if profiles is not None and not profiles.empty:
+        match = _matching(profiles, keys)
+        profile_row = match.iloc[0].to_dict() if not match.empty else None
+    clocks = clocks_line(profile_row)
+    if clocks:
+        title += "\n" + clocks
     return plot_config_roofline(
         selected,
         title=title,
@@ -602,16 +639,19 @@ def write_figure(
     ceilings: str | os.PathLike | None,
     kernels: str | os.PathLike | None,
     out: str | os.PathLike,
+    profiles: str | os.PathLike | None = None,
 ) -> None:
     """Draw the roofline figure `request` names from roofline_points.csv, the device's
-    ceilings JSON and kernels.csv (None: no configuration was profiled), and save it."""
+    ceilings JSON, kernels.csv and profiles.csv (None: no configuration was profiled), and
+    save it."""
     if request.kind not in KINDS:
         raise NnperfError(f"figure kind {request.kind!r} is not a roofline; allowed: {KINDS}")
     table = roofline.read_points(points)
     profile = roofline.read_kernels(kernels)
     document = files.read_json(ceilings) if ceilings is not None else {}
     if request.kind == "roofline":
-        figure = config_figure(table, profile, document, request)
+        checks = read_table(profiles) if profiles is not None else None
+        figure = config_figure(table, profile, document, request, checks)
     else:
         figure = device_figure(table, profile, document, request.device)
     try:

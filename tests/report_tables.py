@@ -34,7 +34,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nnperf import files, layout  # noqa: E402
+from nnperf import files, layout, roofline  # noqa: E402
 from nnperf.vocab import DEFAULT_TARGET_CI, PHASES, WINDOW_CSV_COLUMNS  # noqa: E402
 
 # Where a folder's timeline starts (2023-11-14 22:13:20 UTC) and how far apart its jobs are.
@@ -274,6 +274,7 @@ def summary_rows(
             "dominant_level": _dominant(c) if ok else None,
             "optimal_windows_per_process": 2 if ok else None,
             "step_time_s_median": sum(c.phases_s.values()) if ok else None,
+            "sm_clock_hz_median": 1.98e9 if ok and c.device == "cuda" else None,
         }
         for phase in PHASES:
             row[f"{phase}_s_median"] = c.phases_s[phase] if ok else None
@@ -785,7 +786,8 @@ def gpu_kernels() -> pd.DataFrame:
                 0.0,
                 1e7,
             ),
-            ("ampere_sgemm_128x64_nn", "gemm", 10e-6, 2.1e9, 1e6),
+            # The calibration GEMM: 2 x 4096^3 FLOPs at 90% of the 5e14 roof.
+            ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "gemm", 305.4e-6, 2 * 4096**3, 1e6),
         ]
     ):
         rows.append(
@@ -810,6 +812,8 @@ def gpu_kernels() -> pd.DataFrame:
                 "peak_bytes_s_dram": 3e12,
                 "peak_bytes_s_l2": 1e13,
                 "peak_bytes_s_l1": 3e13,
+                "arch": "hopper",
+                "clock_control": "base",
             }
         )
     return pd.DataFrame(rows)
@@ -839,7 +843,7 @@ def gpu_folder(root: Path, **kwargs) -> Path:
         },
         start_unix=GPU_START_UNIX,
     )
-    return write_machine(
+    folder = write_machine(
         root,
         GPU_BOX,
         configs,
@@ -850,6 +854,14 @@ def gpu_folder(root: Path, **kwargs) -> Path:
         start_unix=GPU_START_UNIX,
         **kwargs,
     )
+    # 650 us of kernels at 1.98 GHz in a 10 ms step: the GPU is busy 6.5% (input-bound).
+    profiles = roofline.profiles_table(
+        gpu_kernels(),
+        pd.DataFrame(points),
+        summary_rows(configs, start_unix=GPU_START_UNIX),
+    )
+    files.write_csv(inside(root, "table", name="profiles"), profiles)
+    return folder
 
 
 # /proc/cpuinfo of a 2-core VM without bf16 arithmetic (AVX2, no AVX512_BF16, AMX or

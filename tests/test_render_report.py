@@ -602,3 +602,41 @@ def test_report_rules_run_without_torch(name):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_profiled_configurations_show_the_busy_share_and_both_clocks(two_machines):
+    """Every profiled configuration: its kernel time at the profiled clock, the profiled and
+    the runs' clock, the timed step, the GPU's busy share and what it makes of the step, and
+    the calibration GEMM's checks of the profile."""
+    assert render() == 0
+    md = Path("reports/summary.md").read_text(encoding="utf-8")
+    roofline = section(md, "Roofline")
+    assert "Profiled configurations: GPU busy share, clocks and checks" in roofline
+    header = next(line for line in roofline.splitlines() if "Profiled SM clock (ncu)" in line)
+    for column in (
+        "Kernel time (ms) at profiled clock",
+        "Runs' SM clock",
+        "Timed step (ms)",
+        "GPU busy",
+        "Step is",
+        "Calibration GEMM",
+        "Compute roof",
+    ):
+        assert column in header
+    names = [cell.strip() for cell in header.strip("|").split("|")]
+    row = next(line for line in roofline.splitlines() if "host-bound" in line and "|" in line)
+    cells = dict(zip(names, (cell.strip() for cell in row.strip("|").split("|"))))
+    # 650 us of kernels at 1.98 GHz (both clocks) in a 10 ms step; the GEMM at 90% of its roof.
+    assert cells["Kernel time (ms) at profiled clock"] == "0.65"
+    assert cells["Profiled SM clock (ncu)"] == cells["Runs' SM clock"] == "1.98 GHz"
+    assert cells["Timed step (ms)"] == "10.0" and cells["GPU busy"] == "6.5%"
+    assert cells["Step is"] == "host-bound"
+    assert cells["Calibration GEMM"] == "90% of roof: ok" and "2:4-sparse" in cells["Compute roof"]
+    sentence = (
+        f"resnet18_cifar bf16 at batch 64 (baseline) on {H100}: the GPU is busy 6.5% of the "
+        "timed step (0.65 ms of kernels at the runs' 1.98 GHz, 0.65 ms at the profiled 1.98 GHz, "
+        "in a 10.0 ms step): host-bound"
+    )
+    assert sentence in roofline
+    assert sentence in section(md, "Key findings")
+    assert "Sources:" in roofline and "gpu/tables/synthetic/profiles.csv" in roofline

@@ -17,12 +17,13 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from nnperf import roofline
-from nnperf.ncu import TENSOR_DTYPE_OF_PRECISION
+from nnperf.ncu import compute_peak_column
 from nnperf.report_format import (
     config_text,
     count_of,
     fmt,
     fmt_duration,
+    fmt_ghz,
     fmt_pct,
     fmt_si,
     fmt_times,
@@ -34,7 +35,6 @@ from nnperf.report_format import (
 from nnperf.vocab import (
     CONFIG_KEYS,
     PHASES,
-    PRECISIONS,
     REFERENCE_PRECISION,
     REFERENCE_VARIANT,
     precision_rank,
@@ -58,7 +58,7 @@ MEAN, CI_LOW, CI_HIGH = (
 )
 # What every sentence quoting a throughput carries: the estimate, its CI, how many windows
 # it rests on (one window gives no CI) and whether the measurement was flagged unstable.
-ESTIMATE = (MEAN, CI_LOW, CI_HIGH, "n_windows", "unstable")
+ESTIMATE = (MEAN, CI_LOW, CI_HIGH, "n_windows", "n_processes", "ci_method", "unstable")
 # Prefix of the reference configuration's ESTIMATE columns in a speedup table.
 REFERENCE = "reference_"
 
@@ -82,13 +82,6 @@ DEFAULT_TOP_KERNELS = 10
 # (the algorithmic, no-reuse traffic of analytic points is also main-memory traffic); the
 # profile's own roofs (kernels.csv, ncu peak_sustained x clock) cover every level.
 JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
-# A precision that runs on tensor cores is bound by their peak, the others by the FP32 pipe's.
-PROFILE_COMPUTE_COLUMN = {
-    precision: (
-        "peak_flop_s_tensor" if TENSOR_DTYPE_OF_PRECISION.get(precision) else "peak_flop_s_fp32"
-    )
-    for precision in PRECISIONS
-}
 LEVEL_LABELS = {
     "dram": "DRAM",
     "l2": "L2",
@@ -108,10 +101,12 @@ def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
     if summary is None or summary.empty or MEAN not in summary.columns:
         return pd.DataFrame(columns=[*GROUP_KEYS, *ESTIMATE])
     frame = summary.copy()
-    for column in (MEAN, CI_LOW, CI_HIGH, "n_windows"):
+    for column in (MEAN, CI_LOW, CI_HIGH, "n_windows", "n_processes"):
         if column not in frame.columns:
             frame[column] = math.nan
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    if "ci_method" not in frame.columns:
+        frame["ci_method"] = None
     frame["unstable"] = frame["unstable"].map(truthy) if "unstable" in frame else False
     measured = frame[MEAN].notna() & (frame[MEAN] > 0)
     if "status" in frame.columns:
@@ -127,6 +122,8 @@ def estimate_text(row: Mapping, prefix: str = "") -> str:
         row.get(prefix + CI_LOW),
         row.get(prefix + CI_HIGH),
         n_windows=row.get(prefix + "n_windows"),
+        n_processes=row.get(prefix + "n_processes"),
+        method=row.get(prefix + "ci_method"),
         unstable=truthy(row.get(prefix + "unstable")),
     )
 
@@ -396,14 +393,32 @@ def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[fl
     return _positive(flop_s.get(precision)), levels
 
 
-def profile_roofs(kernels: pd.DataFrame | None) -> dict[tuple, tuple[float | None, dict]]:
-    """Per configuration: the profile's own roofs (median over its kernels, kernels.csv)."""
+def flagged_roofs(profiles: pd.DataFrame | None) -> set[tuple]:
+    """Configurations (GROUP_KEYS) whose profile roof its own calibration GEMM contradicts
+    (profiles.csv `roof_ok` false): no bound is read from that roof."""
+    if profiles is None or profiles.empty or "roof_ok" not in profiles.columns:
+        return set()
+    flagged = profiles[~profiles["roof_ok"].map(truthy)]
+    return {
+        tuple(int(r[k]) if k == "batch_size" else r[k] for k in GROUP_KEYS)
+        for r in flagged.to_dict("records")
+    }
+
+
+def profile_roofs(
+    kernels: pd.DataFrame | None, profiles: pd.DataFrame | None = None
+) -> dict[tuple, tuple[float | None, dict]]:
+    """Per configuration: the profile's own roofs (median over its kernels, kernels.csv),
+    leaving out configurations whose roof the calibration GEMM flagged (`flagged_roofs`)."""
     result: dict[tuple, tuple[float | None, dict]] = {}
     if kernels is None or kernels.empty:
         return result
+    flagged = flagged_roofs(profiles)
     for key, group in kernels.groupby(list(GROUP_KEYS), sort=True):
         row = dict(zip(GROUP_KEYS, key))
-        column = PROFILE_COMPUTE_COLUMN.get(row["precision"])
+        if tuple(int(v) if k == "batch_size" else v for k, v in row.items()) in flagged:
+            continue
+        column = compute_peak_column(row["precision"])
 
         def median(name):
             if name not in group.columns:
@@ -417,7 +432,10 @@ def profile_roofs(kernels: pd.DataFrame | None) -> dict[tuple, tuple[float | Non
 
 
 def roofline_readings(
-    points: pd.DataFrame | None, ceilings: Sequence[Mapping], kernels: pd.DataFrame | None = None
+    points: pd.DataFrame | None,
+    ceilings: Sequence[Mapping],
+    kernels: pd.DataFrame | None = None,
+    profiles: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per step-level roofline point and roof origin (profile/measured/datasheet).
 
@@ -448,7 +466,7 @@ def roofline_readings(
         points[points["granularity"].astype(str) == "step"] if "granularity" in points else points
     )
     by_machine_device = {(c.get("machine"), c.get("device")): c for c in ceilings}
-    profiles = profile_roofs(kernels)
+    profile_roof = profile_roofs(kernels, profiles)
     rows = []
     for point in steps.to_dict("records"):
         key = tuple(point[k] for k in GROUP_KEYS)
@@ -458,9 +476,9 @@ def roofline_readings(
         performance = _positive(point["performance_flop_s"])
         for origin in ROOF_ORIGINS:
             if origin == "profile":
-                if str(point.get("source")) != "ncu" or key not in profiles:
+                if str(point.get("source")) != "ncu" or key not in profile_roof:
                     continue
-                peak, levels = profiles[key]
+                peak, levels = profile_roof[key]
             else:
                 peak, levels = json_roofs(ceiling, str(point["precision"]), origin)
             bandwidth = levels.get(level)
@@ -625,6 +643,151 @@ def verdict_sentence(verdict: Mapping) -> str:
         f"({fmt_si(verdict['peak_flop_s'], 'FLOP/s')})"
     )
     return what + "."
+
+
+# ------------------------------------------------------------------------------------------
+# Profiled configurations: how busy the GPU is, and whether the profile's roof holds.
+# ------------------------------------------------------------------------------------------
+def _same_except(frame: pd.DataFrame, row: Mapping, free: str) -> pd.DataFrame:
+    match = frame
+    for key in GROUP_KEYS:
+        if key != free:
+            match = match[match[key] == row[key]]
+    return match
+
+
+def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> list[str]:
+    """What this study already measured that speaks for a remedy of a host-bound step: the
+    same configuration at a larger batch size, or a variant that compiles the step, going
+    faster than it."""
+    ok = ok_configs(summary)
+    base = _match(ok, profile) if not ok.empty else None
+    if base is None:
+        return []
+    evidence = []
+    larger = _same_except(ok, profile, "batch_size")
+    larger = larger[larger["batch_size"].astype(int) > int(profile["batch_size"])]
+    if not larger.empty:
+        best = larger.loc[larger[MEAN].idxmax()]
+        if best[MEAN] > base[MEAN]:
+            evidence.append(
+                f"batch {int(best['batch_size'])} already reaches {fmt(best[MEAN], 'img/s')}, "
+                f"{fmt_times(best[MEAN] / base[MEAN])} batch {int(profile['batch_size'])}"
+            )
+    if "compile_time_s" in ok.columns:
+        variants = _same_except(ok, profile, "variant")
+        compiled = variants[pd.to_numeric(variants["compile_time_s"], errors="coerce") > 0]
+        compiled = compiled[compiled["variant"] != profile["variant"]]
+        if not compiled.empty:
+            best = compiled.loc[compiled[MEAN].idxmax()]
+            if best[MEAN] > base[MEAN]:
+                evidence.append(
+                    f"the compiled variant {best['variant']!r} reaches "
+                    f"{fmt(best[MEAN], 'img/s')}, {fmt_times(best[MEAN] / base[MEAN])} "
+                    f"{profile['variant']!r}"
+                )
+    return evidence
+
+
+def busy_sentence(profile: Mapping, summary: pd.DataFrame | None = None) -> str:
+    """What the GPU's busy share says about one profiled configuration (profiles.csv row):
+    host-bound (with the remedies the data supports), device-bound, or neither."""
+    head = f"{config_text(profile)} on {profile['machine']}: "
+    verdict = str(profile.get("busy_verdict"))
+    if verdict == "unknown" or missing(profile.get("busy_share_at_profiled_clock")):
+        return head + (
+            f"its profiled step has {fmt(float(profile['kernel_time_s']) * 1e3, 'ms')} of kernels "
+            f"at {fmt_ghz(profile.get('profiled_sm_clock_hz'))}, but "
+            + (
+                "no timed step to compare them with, so the GPU's busy share is unknown."
+                if missing(profile.get("step_time_s"))
+                else "the timed windows recorded no SM clock (NVML, package nvidia-ml-py), so "
+                f"only an upper estimate is known: the GPU is busy at most "
+                f"{fmt_pct(profile['busy_share_at_profiled_clock'])} of the step."
+            )
+        )
+    share = profile.get("busy_share")
+    busy = (
+        f"the GPU is busy {fmt_pct(share)} of the timed step "
+        f"({fmt(float(profile['kernel_time_at_run_clock_s']) * 1e3, 'ms')} of kernels at the "
+        f"runs' {fmt_ghz(profile['run_sm_clock_hz'])}, "
+        f"{fmt(float(profile['kernel_time_s']) * 1e3, 'ms')} at the profiled "
+        f"{fmt_ghz(profile['profiled_sm_clock_hz'])}, in a "
+        f"{fmt(float(profile['step_time_s']) * 1e3, 'ms')} step)"
+    )
+    if verdict == "host-bound":
+        text = (
+            head
+            + busy
+            + (
+                ": host-bound — for the rest of the step the GPU waits on Python, the framework "
+                "and kernel launches, so faster kernels would not shorten it. Remedies: capture "
+                "the step in CUDA graphs (variant setting compile: reduce-overhead) or raise the "
+                "batch size (more work per launch)"
+            )
+        )
+        evidence = remedy_evidence(profile, summary)
+        if evidence:
+            text += "; in this study " + " and ".join(evidence)
+        return text + "."
+    if verdict == "device-bound":
+        return (
+            head
+            + busy
+            + (
+                ": device-bound — the kernels are the step; faster kernels (a lower precision, "
+                "fusion, channels-last) shorten it, host-side tuning does not."
+                + (
+                    " A share above 100% means the profiled kernels ran slower than in the timed "
+                    "runs (ncu flushes caches before each kernel; memory-bound kernels gain "
+                    "less from the clock than the scaling assumes)."
+                    if not missing(share) and float(share) > 1
+                    else ""
+                )
+            )
+        )
+    return (
+        head
+        + busy
+        + (
+            f" and at most {fmt_pct(profile['busy_share_at_profiled_clock'])}: partly host-bound "
+            "— some of the step is spent waiting on the host, some on the kernels."
+        )
+    )
+
+
+def profile_check_notes(profiles: pd.DataFrame | None) -> list[str]:
+    """One note per profile whose calibration GEMM contradicts its FLOP counters or its
+    compute roof: such a profile's FLOPs or roof are wrong for this GPU."""
+    if profiles is None or profiles.empty:
+        return []
+    low, high = roofline.CALIBRATION_ROOF_RANGE
+    notes = []
+    for row in sort_configs(profiles).to_dict("records"):
+        where = f"{config_text(row)} on {row['machine']}"
+        if missing(row.get("calibration_flops_measured")):
+            notes.append(
+                f"Profile unchecked: {where} — its export holds no calibration GEMM, so neither "
+                "its FLOP counters nor its roof could be checked; profile again with `nnperf step`."
+            )
+            continue
+        if not truthy(row.get("calibration_ok")):
+            notes.append(
+                f"FLOP counters off: {where} — the calibration GEMM counted "
+                f"{fmt_times(row['calibration_ratio'])} its known FLOPs (allowed: within "
+                f"{fmt_pct(roofline.ncu.CALIBRATION_TOLERANCE)}); the profile's FLOPs and "
+                "every point made from them are suspect."
+            )
+        if not truthy(row.get("roof_ok")):
+            notes.append(
+                f"Profile roof flagged: {where} — its calibration GEMM reached "
+                f"{fmt_pct(row['calibration_roof_fraction'])} of the profile's "
+                f"{row['precision']} compute roof ({fmt_si(row['calibration_roof_flop_s'], 'FLOP/s')}"
+                f" at {fmt_ghz(row['calibration_clock_hz'])}; allowed {fmt_pct(low)}–"
+                f"{fmt_pct(high)}), so that roof ({row['roof_basis']}) is wrong for this GPU and "
+                "no bound is read from it; the measured and datasheet roofs still apply."
+            )
+    return notes
 
 
 # ------------------------------------------------------------------------------------------
@@ -1122,7 +1285,9 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
     missed = measured[measured["target_met"].fillna(True).eq(False)]
     sentences = []
     for row in missed.to_dict("records"):
-        shape = f"{count_of(row['n_processes'], 'process')} and {count_of(row['n_windows'], 'window')}"
+        shape = (
+            f"{count_of(row['n_processes'], 'process')} and {count_of(row['n_windows'], 'window')}"
+        )
         if missing(row["ci_half_width_rel"]):
             width = f"no CI could be made from {shape}"
         else:

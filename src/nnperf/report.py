@@ -46,6 +46,7 @@ from nnperf.findings import (
     at_largest_batch,
     batch_scaling,
     breakdown_findings,
+    busy_sentence,
     ceilings_table,
     ci_missed_sentences,
     ci_target_counts,
@@ -64,6 +65,7 @@ from nnperf.findings import (
     over_budget_notes,
     phase_shares,
     preferred_verdict,
+    profile_check_notes,
     roof_violation_notes,
     roofline_readings,
     roofline_verdicts,
@@ -79,11 +81,15 @@ from nnperf.findings import (
     variance_notes,
     verdict_sentence,
 )
+from nnperf.roofline import CALIBRATION_ROOF_RANGE
 from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report_format import (
+    ci_interval,
     config_text,
+    count_of,
     fmt,
     fmt_duration,
+    fmt_ghz,
     fmt_pct,
     fmt_si,
     fmt_times,
@@ -146,6 +152,7 @@ class ReportInputs:
     windows: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
     roofline_points: pd.DataFrame | None = None
+    profiles: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     ceilings: list[dict] = field(default_factory=list)
@@ -204,14 +211,18 @@ def throughput_display(summary: pd.DataFrame | None, cv_threshold: float) -> pd.
 
 
 def ci_cell(row) -> str:
-    """The CI as `low–high`; for a measured configuration without one, why (one window)."""
-    low, high = row.get(CI_LOW), row.get(CI_HIGH)
-    if not (missing(low) or missing(high)):
-        return f"{fmt(low)}–{fmt(high)}"
+    """The CI as `low–high`; for a measured configuration without one, why (`ci_interval`:
+    `n/a, 1 window`)."""
     if str(row.get("status", "ok")) != "ok" or missing(row.get(MEAN)):
         return "n/a"
-    n_windows = row.get("n_windows")
-    return "one window: no CI" if not missing(n_windows) and int(n_windows) == 1 else "no CI"
+    interval, why = ci_interval(
+        row.get(CI_LOW),
+        row.get(CI_HIGH),
+        n_windows=row.get("n_windows"),
+        n_processes=row.get("n_processes"),
+        method=row.get("ci_method"),
+    )
+    return interval or why
 
 
 def quality_flags(row, cv_threshold: float) -> str:
@@ -323,6 +334,54 @@ def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataF
             "Of roof": [fmt_pct(v) for v in verdicts["fraction_of_roof"]],
             "Of peak": [fmt_pct(v) for v in verdicts["fraction_of_peak"]],
             "Levels with a roof": verdicts["levels"].astype(str),
+        }
+    )
+
+
+def _ms_cell(seconds) -> str:
+    return "n/a" if missing(seconds) else fmt(float(seconds) * 1e3)
+
+
+def profiles_display(table: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per profiled configuration: the GPU's busy share of the timed step with both
+    clocks beside it, and the checks the calibration GEMM made of the profile."""
+    if table is None or table.empty:
+        return pd.DataFrame()
+    rows = table.to_dict("records")
+    low, high = CALIBRATION_ROOF_RANGE
+
+    def roof_check(row) -> str:
+        if missing(row.get("calibration_roof_fraction")):
+            return "unchecked (no calibration GEMM)"
+        verdict = "ok" if truthy(row.get("roof_ok")) else f"FLAGGED (allowed {low:.0%}–{high:.0%})"
+        return f"{fmt_pct(row['calibration_roof_fraction'])} of roof: {verdict}"
+
+    return pd.DataFrame(
+        {
+            **_key_columns(table),
+            "Kernels": [_int(r.get("kernels"), "—") for r in rows],
+            "Kernel time (ms) at profiled clock": [_ms_cell(r.get("kernel_time_s")) for r in rows],
+            "Profiled SM clock (ncu)": [fmt_ghz(r.get("profiled_sm_clock_hz")) for r in rows],
+            "Runs' SM clock": [fmt_ghz(r.get("run_sm_clock_hz")) for r in rows],
+            "Kernel time (ms) at runs' clock": [
+                _ms_cell(r.get("kernel_time_at_run_clock_s")) for r in rows
+            ],
+            "Timed step (ms)": [_ms_cell(r.get("step_time_s")) for r in rows],
+            "GPU busy": [fmt_pct(r.get("busy_share")) for r in rows],
+            "GPU busy, upper": [fmt_pct(r.get("busy_share_at_profiled_clock")) for r in rows],
+            "Step is": [str(r.get("busy_verdict", "unknown")) for r in rows],
+            "ncu / analytic FLOPs": [fmt_times(r.get("ratio_ncu_to_analytic")) for r in rows],
+            "Calibration FLOPs": [
+                (
+                    "n/a"
+                    if missing(r.get("calibration_ratio"))
+                    else f"{fmt_times(r['calibration_ratio'])}"
+                    + ("" if truthy(r.get("calibration_ok")) else " FLAGGED")
+                )
+                for r in rows
+            ],
+            "Calibration GEMM": [roof_check(r) for r in rows],
+            "Compute roof": [str(r.get("roof_basis", "")) for r in rows],
         }
     )
 
@@ -506,10 +565,10 @@ def measurement_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def half_width_cell(row) -> str:
-    if not missing(row["ci_half_width_rel"]):
+    if not missing(row["ci_half_width_rel"]) and float(row["ci_half_width_rel"]) > 0:
         return fmt_pct(row["ci_half_width_rel"])
-    if str(row["status"]) == "ok" and not missing(row["n_windows"]) and int(row["n_windows"]) == 1:
-        return "one window: no CI"
+    if str(row["status"]) == "ok" and not missing(row["n_windows"]) and int(row["n_windows"]) < 2:
+        return f"n/a, {count_of(row['n_windows'], 'window')}"
     return "n/a"
 
 
@@ -656,6 +715,12 @@ def key_findings(
             scale = scale[scale[k] == best[k]]
         if not scale.empty:
             findings.append(scaling_sentence(scale.iloc[0].to_dict()))
+    if inputs.profiles is not None and "busy_verdict" in inputs.profiles:
+        host_bound = inputs.profiles[inputs.profiles["busy_verdict"] == "host-bound"]
+        findings.extend(
+            busy_sentence(row, inputs.summary)
+            for row in sort_configs(host_bound).to_dict("records")
+        )
     findings.extend(machine_comparison_findings(ok, machines))
     if cost is not None and cost["first_start"] is not None and not ok.empty:
         text = (
@@ -799,7 +864,10 @@ def build_document(
     phases = phase_shares(summary)
     measurement = measurement_table(summary, inputs.windows)
     cost = study_cost(inputs.jobs, summary, rendered_at)
-    readings = roofline_readings(inputs.roofline_points, inputs.ceilings, inputs.kernels)
+    readings = roofline_readings(
+        inputs.roofline_points, inputs.ceilings, inputs.kernels, inputs.profiles
+    )
+    profiled = sort_configs(inputs.profiles) if inputs.profiles is not None else None
     verdicts = roofline_verdicts(readings)
     figures: dict[str, list[Figure]] = {}
     for path in inputs.figures:
@@ -811,6 +879,7 @@ def build_document(
     notes += unstable_notes(summary)
     notes += variance_notes(summary, cv_threshold)
     notes += roof_violation_notes(verdicts)
+    notes += profile_check_notes(profiled)
     if summary is None:
         notes.append(
             "No timed runs: results/tables/summary.csv was not part of this report, so "
@@ -979,16 +1048,24 @@ def build_document(
                 verdict_sentence(verdict)
                 for config in verdicts.drop_duplicates(list(GROUP_KEYS)).to_dict("records")
                 if (verdict := preferred_verdict(verdicts, config)) is not None
+            ]
+            + [
+                busy_sentence(row, summary)
+                for row in (profiled.to_dict("records") if profiled is not None else [])
             ],
             tables=[
                 t
                 for t in [
-                    Table("Reading per configuration", drop(readings_display(readings, verdicts)))
+                    Table("Reading per configuration", drop(readings_display(readings, verdicts))),
+                    Table(
+                        "Profiled configurations: GPU busy share, clocks and checks",
+                        drop(profiles_display(profiled)),
+                    ),
                 ]
                 if not t.frame.empty
             ],
             figures=figures.get("roofline", []),
-            sources=_sources(inputs, "roofline_points", "ceilings", "kernels"),
+            sources=_sources(inputs, "roofline_points", "profiles", "ceilings", "kernels"),
         )
     )
     sections.append(
@@ -1234,6 +1311,7 @@ def render_files(
         windows=loaded.windows,
         kernels=loaded.kernels,
         roofline_points=loaded.roofline_points,
+        profiles=loaded.profiles,
         environment=loaded.environment,
         complexity=loaded.complexity,
         ceilings=loaded.ceilings,

@@ -71,26 +71,52 @@ def fmt_pct(value) -> str:
     return f"{x:.1f}%" if abs(x) < 10 else f"{x:.0f}%"
 
 
+def fmt_ghz(hz) -> str:
+    """`1.98 GHz` from a clock in Hz."""
+    return "n/a" if missing(hz) else f"{float(hz) / 1e9:.2f} GHz"
+
+
 def fmt_times(value) -> str:
     return "n/a" if missing(value) else f"{float(value):.2f}x"
 
 
-def throughput_text(mean, low=None, high=None, *, n_windows=None, unstable=False) -> str:
+def ci_interval(
+    low, high, *, n_windows=None, n_processes=None, method=None
+) -> tuple[str | None, str]:
+    """(`"1,200–1,260"`, "") for a confidence interval that may be printed, or (None, why not).
+
+    An interval needs at least two samples at the level it was computed over (worker
+    processes for `method` "processes", windows for "windows"; windows when the method is
+    not recorded) and a positive width: one sample has no spread to build it from, and an
+    interval of zero width (one rep, or copies of one value) would claim a certainty no
+    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`.
+    """
+    counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
+    count, noun = counts.get(str(method), (n_windows, "window"))
+    if not missing(count) and int(count) < 2:
+        return None, f"n/a, {count_of(count, noun)}"
+    if not missing(n_windows) and int(n_windows) < 2:
+        return None, f"n/a, {count_of(n_windows, 'window')}"
+    if missing(low) or missing(high) or not float(low) < float(high):
+        return None, "n/a"
+    return f"{fmt(low)}–{fmt(high)}", ""
+
+
+def throughput_text(
+    mean, low=None, high=None, *, n_windows=None, n_processes=None, method=None, unstable=False
+) -> str:
     """`1,234 img/s (95% CI 1,200–1,260)`, with `; unstable` for a flagged measurement.
 
-    Without a CI the text says so instead of printing one: `(one window, no CI)` when a
-    single window was measured (a CI needs two), `(no CI)` otherwise.
+    Without a printable CI (`ci_interval`) the text says why instead of printing one:
+    `(95% CI n/a, 1 window)`.
     """
     text = fmt(mean, "img/s")
     if missing(mean):
         return text
-    notes = []
-    if not missing(low) and not missing(high):
-        notes.append(f"95% CI {fmt(low)}–{fmt(high)}")
-    elif not missing(n_windows) and int(n_windows) == 1:
-        notes.append("one window, no CI")
-    else:
-        notes.append("no CI")
+    interval, why = ci_interval(
+        low, high, n_windows=n_windows, n_processes=n_processes, method=method
+    )
+    notes = [f"95% CI {interval or why}"]
     if unstable:
         notes.append("unstable")
     return f"{text} ({'; '.join(notes)})"

@@ -31,7 +31,15 @@ from nnperf import files, layout, machines
 from nnperf.errors import NnperfError
 from nnperf.vocab import CONFIG_KEYS, DATASETS
 
-TABLE_NAMES = ("runs", "windows", "summary", "kernels", "roofline_points", "environment")
+TABLE_NAMES = (
+    "runs",
+    "windows",
+    "summary",
+    "kernels",
+    "roofline_points",
+    "profiles",
+    "environment",
+)
 # This machine's results folder: where the layout's `results/...` paths start.
 RESULTS_DIR = "results"
 
@@ -45,6 +53,8 @@ class ResultSet:
     summary: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
     roofline_points: pd.DataFrame | None = None
+    # One row per configuration profiled under ncu (nnperf.roofline.profiles_table).
+    profiles: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     # One entry per (machine, device): the ceilings JSON with `machine` added.

@@ -185,6 +185,56 @@ class ReportSettings:
     extra_results: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class OperatorProfileSettings:
+    """torch.profiler operator profiles, apart from the timed runs (config
+    `operator_profile:`; `nnperf.opprofile` runs them, `nnperf.operators` reads them).
+
+    After `warmup_steps` untimed steps, `steps` training steps run under `torch.profiler`
+    (CPU activity, plus CUDA on a GPU; shapes and memory always recorded). The job's warm-up
+    and profiled steps must fit in `max_seconds` (the model's build and the trace export are
+    not counted; neither is the first step of a compiled variant, which is compilation):
+    steps are cut down to fit, down to one warm-up and one profiled step, and a
+    configuration whose single step is too slow even for that ends with status
+    `over_budget`, as a timed run does. `top_operators` rows of the operator and layer
+    tables are named in the report (the CSVs hold them all). `label_layers` marks every
+    module's forward call with a profiler range named by its module path, which is what
+    groups operators by layer; `layer_depth` groups by the first N path components (null:
+    the innermost module). `with_stack` records Python stacks in the trace (slower, larger).
+    `batch_sizes` and `variants` limit which configurations are profiled (null: all).
+    """
+
+    enabled: bool = True
+    warmup_steps: int = 3
+    steps: int = 3
+    max_seconds: float = 20.0
+    top_operators: int = 10
+    label_layers: bool = True
+    layer_depth: int | None = None
+    with_stack: bool = False
+    batch_sizes: tuple[int, ...] | None = None
+    variants: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        minimums = {"warmup_steps": 0, "steps": 1, "top_operators": 1}
+        for key, minimum in minimums.items():
+            if getattr(self, key) < minimum:
+                raise NnperfError(
+                    f"operator_profile.{key} = {getattr(self, key)!r} is not allowed; "
+                    f"allowed: an integer >= {minimum}"
+                )
+        if not self.max_seconds > 0:
+            raise NnperfError(
+                f"operator_profile.max_seconds = {self.max_seconds!r} is not allowed; "
+                "allowed: a number of seconds > 0"
+            )
+        if self.layer_depth is not None and self.layer_depth < 1:
+            raise NnperfError(
+                f"operator_profile.layer_depth = {self.layer_depth!r} is not allowed; "
+                "allowed: an integer >= 1 or null"
+            )
+
+
 def _baseline_only() -> dict[str, VariantSettings]:
     return {vocab.REFERENCE_VARIANT: VariantSettings()}
 
@@ -312,6 +362,19 @@ class ProfileStepRequest:
     run: RunRequest
     # None: nnperf.ncu.CALIBRATION_GEMM_MNK, the size the parser checks against.
     calibration_gemm_size: int | None = None
+
+
+@dataclass(frozen=True)
+class OperatorProfileRequest:
+    """One configuration's operator profile under torch.profiler (`nnperf.opprofile`).
+
+    The training is built as the timed runs build it, with process 0's seed; the run's
+    `training.warmup_steps`, timed steps and timing settings are unused (`settings` has the
+    profile's own steps and budget).
+    """
+
+    run: RunRequest
+    settings: OperatorProfileSettings = OperatorProfileSettings()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,414 @@
+"""The operator-profile job: a real profile on the CPU, its files, and every way it can end.
+
+One real profile of the registry's resnet18_cifar (batch 4, one warm-up and two profiled
+steps, the synthetic data set prepared in a temporary folder) goes through the job's file
+edge; the statuses use the tiny model of tests/tiny_training.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from nnperf import data, models, operators, opprofile, step_memory
+from nnperf.contract import (
+    DatasetRequest,
+    DatasetSettings,
+    OperatorProfileRequest,
+    OperatorProfileSettings,
+    RunRequest,
+    SyntheticData,
+)
+from nnperf.errors import NnperfError
+from tiny_training import tiny_data, tiny_model, tiny_request
+
+OUTPUTS = ("out_json", "out_trace", "out_operators", "out_layers", "out_steps", "out_memory")
+# resnet18_cifar's complexity document (rule `complexity`), the fields the profile reads.
+RESNET18_CIFAR_COMPLEXITY = {
+    "model": "resnet18_cifar",
+    "weight_bytes": 44_695_848,
+    "gradient_bytes": 44_695_848,
+    "optimizer_state_bytes": 44_695_848,
+    "saved_activation_bytes_per_image": 4_700_160,
+    "saved_activation_fixed_bytes": 38_400,
+}
+BATCH = 4
+
+
+def output_paths(folder) -> dict:
+    names = {
+        "out_json": "profile.json",
+        "out_trace": "profile.json.gz",
+        "out_operators": "operators.csv",
+        "out_layers": "layers.csv",
+        "out_steps": "steps.csv",
+        "out_memory": "memory.csv",
+    }
+    return {key: folder / name for key, name in names.items()}
+
+
+def read_trace(path) -> dict:
+    raw = path.read_bytes()
+    assert raw[:2] == b"\x1f\x8b", "the trace is gzipped"
+    return json.loads(gzip.decompress(raw))
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory):
+    """A real profile of resnet18_cifar through `operator_profile_to_files`."""
+    folder = tmp_path_factory.mktemp("opprofile")
+    root = folder / "data"
+    synthetic = SyntheticData(train_images=32, test_images=8)
+    data.prepare(DatasetRequest(root=str(root), dataset=DatasetSettings(synthetic=synthetic)))
+    run = RunRequest(
+        device="cpu",
+        model="resnet18_cifar",
+        precision="fp32",
+        batch_size=BATCH,
+        data_root=str(root),
+    )
+    timed = folder / "run.json"
+    timed.write_text(
+        json.dumps(
+            {**run.keys(), "status": "ok", "step_time_s": {"median": 0.05}, "throughput_img_s": 80}
+        )
+    )
+    complexity = folder / "complexity.json"
+    complexity.write_text(json.dumps(RESNET18_CIFAR_COMPLEXITY))
+    request = OperatorProfileRequest(
+        run=run, settings=OperatorProfileSettings(warmup_steps=1, steps=2, max_seconds=60)
+    )
+    paths = output_paths(folder)
+    document = opprofile.operator_profile_to_files(
+        request, **paths, run_json=timed, complexity_json=complexity
+    )
+    return document, paths
+
+
+def test_the_trace_is_a_gzipped_chrome_trace_with_the_steps_operators(resnet):
+    document, paths = resnet
+    trace = read_trace(paths["out_trace"])
+    events = trace["traceEvents"]
+    assert isinstance(events, list) and all("ph" in e for e in events)
+    names = {e["name"] for e in events if e.get("cat") == "cpu_op"}
+    assert {"aten::convolution", "aten::addmm", "aten::convolution_backward"} <= names
+    steps = sorted(e["name"] for e in events if e["name"].startswith("nnperf_step#"))
+    assert steps == ["nnperf_step#0", "nnperf_step#1"]
+    assert any(e["name"] == "nnperf_module:layer1.0.conv1" for e in events)
+    assert any(e["name"] == "[memory]" for e in events)
+    # The trace carries its own keys.
+    assert trace["nnperf"]["model"] == "resnet18_cifar" and trace["nnperf"]["batch_size"] == 4
+    assert document["status"] == "ok" and document["profiled_steps"] == 2
+
+
+def test_operator_times_add_up_to_the_profiled_steps(resnet):
+    document, paths = resnet
+    table = pd.read_csv(paths["out_operators"])
+    steps = pd.read_csv(paths["out_steps"])
+    assert list(table.columns) == list(operators.OPERATOR_COLUMNS)
+    assert list(steps.columns) == list(operators.STEP_COLUMNS) and len(steps) == 2
+    step_s = steps["step_time_s"].mean()
+    assert table["host_self_time_s"].sum() == pytest.approx(step_s, rel=0.10)
+    inside = table.loc[table["kind"] != "outside", "host_self_time_s"].sum()
+    assert 0.5 * step_s < inside <= step_s
+    assert table["device_self_time_s"].isna().all()
+    convolution = table.set_index("operator").loc["aten::convolution_backward"]
+    assert convolution["calls_per_step"] == 20  # 17 convs + 3 shortcut convs
+    assert "4x" in convolution["input_shapes"]
+    # The analysis of the file gives the job's tables back.
+    again = operators.analyse(operators.load_trace(paths["out_trace"]), "cpu")
+    assert again.operators["host_self_time_s"].sum() == pytest.approx(
+        table["host_self_time_s"].sum()
+    )
+
+
+def test_layers_are_the_models_module_paths(resnet):
+    _, paths = resnet
+    layers = pd.read_csv(paths["out_layers"], keep_default_na=False)
+    modules = dict(models.build_model("resnet18_cifar", 10).named_modules())
+    named = [layer for layer in layers["layer"] if not layer.startswith("(")]
+    assert named and all(layer in modules for layer in named)
+    table = layers.set_index("layer")
+    for layer in ("conv1", "layer1.0.conv1", "layer4.1.bn2", "fc"):
+        assert table.at[layer, "forward_host_time_s"] > 0, layer
+        assert table.at[layer, "backward_host_time_s"] > 0, layer
+    assert table.at["layer1.0.conv1", "module_type"] == "Conv2d"
+    assert table.at["layer1.0", "module_type"] == "BasicBlock"  # its residual add
+    assert table.at[operators.LOSS_MODULE, "module_type"] == "CrossEntropyLoss"
+    steps = pd.read_csv(paths["out_steps"])
+    assert layers["host_time_s"].sum() == pytest.approx(steps["step_time_s"].mean(), rel=0.10)
+
+
+def test_memory_split_adds_up_and_parameters_are_exact(resnet):
+    document, paths = resnet
+    memory = document["memory"]
+    model = models.build_model("resnet18_cifar", 10)
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert memory["parameters_bytes"] == parameter_bytes == 44_695_848
+    assert memory["optimizer_state_bytes"] == parameter_bytes  # one SGD momentum buffer each
+    parts = sum(memory[f"{c}_bytes"] for c in step_memory.MEMORY_CATEGORIES)
+    assert parts == memory["peak_allocated_bytes"]
+    assert memory["activations_bytes"] > 0 and 0 < memory["gradients_bytes"] <= parameter_bytes
+    assert memory["gradients_total_bytes"] == parameter_bytes
+    table = pd.read_csv(paths["out_memory"]).set_index("category")
+    assert table["bytes"].sum() == memory["peak_allocated_bytes"]
+    assert table.at["parameters", "estimate_bytes"] == table.at["parameters", "bytes"]
+    assert table.at["activations", "estimate_bytes"] == 38_400 + BATCH * 4_700_160
+    assert document["saved_activation_estimate_bytes"] == 38_400 + BATCH * 4_700_160
+    assert memory["max_batch_size"] > BATCH  # a CPU's memory holds far more than 4 images
+
+
+def test_the_document_checks_against_the_timed_run(resnet):
+    document, paths = resnet
+    summary = document["summary"]
+    assert summary["timed_step_time_s"] == 0.05
+    assert summary["profiled_over_timed"] == pytest.approx(summary["step_time_s"] / 0.05)
+    assert summary["busy_kind"] == operators.BUSY_HOST
+    assert summary["bound"] in (operators.OPERATOR_BOUND, operators.MIXED, operators.OVERHEAD_BOUND)
+    assert document["timed_run"]["status"] == "ok"
+    saved = json.loads(paths["out_json"].read_text())
+    assert saved["schema_version"] == 1 and saved["kind"] == "operator_profile"
+    assert (saved["model"], saved["device"], saved["variant"]) == (
+        "resnet18_cifar",
+        "cpu",
+        "baseline",
+    )
+    assert saved["profiler"]["layer_ranges"] is True
+    assert set(saved["cost"]) == {"build_s", "warmup_s", "profile_s", "analysis_s"}
+
+
+# --- how a profile can end ------------------------------------------------------------------
+
+
+def tiny_profile(settings=OperatorProfileSettings(warmup_steps=1, steps=2), **kwargs):
+    request = OperatorProfileRequest(run=tiny_request(), settings=settings)
+    return opprofile.perform_operator_profile(request, tiny_model, tiny_data(), **kwargs)
+
+
+def assert_outputs_written(profile, folder) -> dict:
+    """Every output exists, the trace is a valid (empty) Chrome trace, the tables have
+    their columns; returns the trace."""
+    paths = output_paths(folder)
+    opprofile.write_outputs(profile, **paths)
+    trace = read_trace(paths["out_trace"])
+    assert trace["traceEvents"] == []
+    for name, columns in (
+        ("out_operators", operators.OPERATOR_COLUMNS),
+        ("out_layers", operators.LAYER_COLUMNS),
+        ("out_steps", operators.STEP_COLUMNS),
+        ("out_memory", step_memory.MEMORY_COLUMNS),
+    ):
+        table = pd.read_csv(paths[name])
+        assert list(table.columns) == list(columns) and table.empty, name
+    assert json.loads(paths["out_json"].read_text())["status"] == profile.document["status"]
+    return trace
+
+
+CUPTI_ERROR = (
+    "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: function cuptiActivityEnable failed\n"
+    "see https://developer.nvidia.com/nvidia-development-tools-solutions-err-nvgpuctrperm-cupti"
+)
+
+
+class FailingProfiler:
+    """torch.profiler.profile when CUPTI refuses: the error comes when it starts. (A CUPTI
+    failure cannot be produced on a machine without a GPU; this is the one stand-in.)"""
+
+    def __init__(self, **_settings):
+        pass
+
+    def preset_metadata_json(self, key, value):
+        pass
+
+    def __enter__(self):
+        raise RuntimeError(CUPTI_ERROR)
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_profiler_that_fails_to_start_is_unsupported_with_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.profiler, "profile", FailingProfiler)
+    profile = tiny_profile()
+    document = profile.document
+    assert document["status"] == "unsupported"
+    assert document["error"].startswith("torch.profiler failed to start: RuntimeError: CUPTI_")
+    assert "\n" not in document["error"]
+    assert document["warmup_steps_run"] == 1 and document["profiled_steps"] == 0
+    trace = assert_outputs_written(profile, tmp_path)
+    assert trace["nnperf"]["status"] == "unsupported"
+
+
+def test_a_torch_build_without_kineto_is_unsupported(monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.autograd, "kineto_available", lambda: False)
+    profile = tiny_profile()
+    assert profile.document["status"] == "unsupported"
+    assert "no Kineto profiler" in profile.document["error"]
+    assert_outputs_written(profile, tmp_path)
+
+
+def refuse_to_build():
+    raise AssertionError("an over-budget configuration must not be built")
+
+
+def test_a_timed_step_too_slow_for_the_budget_is_over_budget_before_building(tmp_path):
+    request = OperatorProfileRequest(
+        run=tiny_request(), settings=OperatorProfileSettings(max_seconds=10)
+    )
+    timed = {**request.run.keys(), "status": "over_budget", "single_step_time_s": 13.2}
+    profile = opprofile.perform_operator_profile(
+        request, refuse_to_build, tiny_data(), timed_run=timed
+    )
+    document = profile.document
+    assert document["status"] == "over_budget" and document["warmup_steps_run"] == 0
+    assert document["single_step_time_s"] == {"seconds": 13.2, "source": "timed runs"}
+    assert "operator_profile.max_seconds is 10 s" in document["error"]
+    assert_outputs_written(profile, tmp_path)
+
+
+def test_without_a_timed_run_the_first_warm_up_step_decides():
+    profile = tiny_profile(OperatorProfileSettings(max_seconds=1e-6))
+    document = profile.document
+    assert document["status"] == "over_budget"
+    assert document["warmup_steps_run"] == 1
+    assert document["single_step_time_s"]["source"] == "warm-up step"
+
+
+def test_a_run_document_of_another_configuration_is_refused():
+    request = OperatorProfileRequest(run=tiny_request())
+    timed = {**request.run.keys(), "batch_size": 64, "status": "ok"}
+    with pytest.raises(NnperfError, match="batch_size 64"):
+        opprofile.perform_operator_profile(request, tiny_model, tiny_data(), timed_run=timed)
+
+
+@pytest.mark.parametrize(
+    ("step_s", "settings", "spent_s", "done", "plan"),
+    [
+        # 3 + 3 steps at 1 s: 3 + 3 x 1.5 = 7.5 s fit in 20.
+        (1.0, OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=20), 0, 0, (3, 3)),
+        # 4 s: one profiled step costs 1.5; warm-up min(3, (4 - 1.5) // 1) = 2, then no room.
+        (1.0, OperatorProfileSettings(warmup_steps=3, steps=5, max_seconds=4), 0, 0, (2, 1)),
+        # 1 warm-up + 1 profiled = 2.5 s > 2 s.
+        (1.0, OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=2), 0, 0, None),
+        # Two warm-ups done and 15 of 20 s spent: 5 s left = 1 more warm-up + 2 profiled.
+        (1.0, OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=20), 15, 2, (1, 2)),
+        # No warm-up asked for: only the profiled step must fit.
+        (1.0, OperatorProfileSettings(warmup_steps=0, steps=1, max_seconds=1.5), 0, 0, (0, 1)),
+    ],
+)
+def test_plan_steps_hand_computed(step_s, settings, spent_s, done, plan):
+    got = opprofile.plan_steps(step_s, settings, spent_s, done)
+    assert (None if got is None else (got.warmup_steps, got.profiled_steps)) == plan
+
+
+def test_the_cuda_profiler_warm_up_step_is_budgeted():
+    settings = OperatorProfileSettings(warmup_steps=1, steps=1, max_seconds=3)
+    assert opprofile.plan_steps(1.0, settings, profiler_warmup_steps=0) is not None
+    assert opprofile.plan_steps(1.0, settings, profiler_warmup_steps=1) is None  # 1 + 2 x 1.5
+
+
+def test_steps_cut_to_the_budget_are_noted():
+    request = OperatorProfileRequest(
+        run=tiny_request(), settings=OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=4)
+    )
+    timed = {**request.run.keys(), "status": "ok", "step_time_s": {"median": 1.0}}
+    profile = opprofile.perform_operator_profile(request, tiny_model, tiny_data(), timed_run=timed)
+    # Planned at the timed runs' 1 s per step, re-planned at the warm-up steps' real speed.
+    assert profile.document["status"] == "ok"
+    assert profile.document["warmup_steps_run"] >= 1 and profile.document["profiled_steps"] >= 1
+
+
+def test_expected_step_time_reads_the_run_document():
+    assert opprofile.expected_step_time({"status": "ok", "step_time_s": {"median": 0.2}}) == 0.2
+    over = {"status": "over_budget", "single_step_time_s": 13.0, "step_time_s": None}
+    assert opprofile.expected_step_time(over) == 13.0
+    assert opprofile.expected_step_time({"status": "oom", "single_step_time_s": None}) is None
+    assert opprofile.expected_step_time(None) is None
+
+
+def test_layer_ranges_mark_forward_calls_and_leave_no_hooks():
+    model = tiny_model()
+    ranges = opprofile.LayerRanges([("(model)", model), *model.named_children()])
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        model(torch.zeros(2, 3, 32, 32))
+    ranges.remove()
+    names = {event.name for event in profiler.events()}
+    assert {"nnperf_module:(model)", "nnperf_module:0", "nnperf_module:5"} <= names
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_device_notes():
+    analysis = operators.analyse(
+        {
+            "traceEvents": [
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": "nnperf_step#0",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 0.0,
+                    "dur": 10.0,
+                    "args": {},
+                }
+            ]
+        },
+        "cuda",
+    )
+    assert "no CUDA kernels" in opprofile._device_notes("cuda", analysis)[0]
+    assert "MPS" in opprofile._device_notes("mps", analysis)[0]
+    assert opprofile._device_notes("cpu", analysis) == []
+
+
+def test_describe_outcome_is_one_line(resnet):
+    document, _ = resnet
+    request = OperatorProfileRequest(
+        run=RunRequest(device="cpu", model="resnet18_cifar", precision="fp32", batch_size=BATCH)
+    )
+    line = opprofile.describe_outcome(request, document)
+    assert line.startswith("resnet18_cifar cpu fp32 bs4 baseline: profiled 2 steps")
+    assert "\n" not in line and not math.isnan(document["summary"]["step_time_s"])
+
+
+OOM_SCRIPT = """
+import json, resource, sys
+sys.path.insert(0, {tests!r})
+from tiny_training import tiny_data, tiny_model, tiny_request
+from nnperf.contract import OperatorProfileRequest, OperatorProfileSettings
+from nnperf.opprofile import perform_operator_profile
+with open("/proc/self/status") as status:
+    vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + 512 * 2**20, resource.RLIM_INFINITY))
+request = OperatorProfileRequest(run=tiny_request(batch_size=8), settings=OperatorProfileSettings())
+profile = perform_operator_profile(request, tiny_model, tiny_data(input_size=1024))
+print(json.dumps({{"status": profile.document["status"], "error": profile.document["error"],
+                  "operators": len(profile.tables["operators"]),
+                  "trace": json.loads(__import__("gzip").decompress(profile.trace))}}))
+"""
+
+
+def test_running_out_of_memory_is_a_result(repo):
+    """A real out-of-memory profile: a subprocess under RLIMIT_AS, 1024x1024 inputs (the first
+    convolution's output alone is 8 x 8 x 1024^2 x 4 B = 256 MiB, the headroom 512 MiB)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", OOM_SCRIPT.format(tests=str(repo / "tests"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+        env={"PYTHONPATH": str(repo / "src"), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "oom"
+    assert "\n" not in result["error"] and result["error"]
+    assert result["operators"] == 0
+    assert result["trace"]["traceEvents"] == [] and result["trace"]["nnperf"]["status"] == "oom"

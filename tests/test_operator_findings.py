@@ -1,0 +1,173 @@
+"""The operator profile's sentences: verdicts with their busy share, top operators and layers,
+memory and headroom, the input pipeline, and one note for a profile that did not run."""
+
+from __future__ import annotations
+
+import pytest
+
+from nnperf import operator_findings, operators, step_memory
+from op_traces import cpu_trace, cuda_trace
+
+KEYS = {"model": "resnet18_cifar", "batch_size": 256, "variant": "baseline", "dataset": "synthetic"}
+
+
+def document(analysis=None, device="cuda", precision="bf16", **fields) -> dict:
+    return {
+        **KEYS,
+        "device": device,
+        "precision": precision,
+        "status": "ok",
+        "error": None,
+        "notes": [],
+        "variant_settings": {"data_path": "dataloader", "num_workers": 0},
+        "settings": {"top_operators": 10},
+        "summary": analysis.summary if analysis else {},
+        "memory": None,
+        **fields,
+    }
+
+
+def tables(analysis) -> dict:
+    return {"operators": analysis.operators, "layers": analysis.layers}
+
+
+def h100_summary(busy_ms: float, step_ms: float) -> dict:
+    """A summary with the H100's numbers (shared/h100/README.md: the eager bf16 step at
+    batch 256 takes 10.4 ms, its kernels 6.7 ms; with CUDA graphs the step is 4.1 ms)."""
+    share = busy_ms / step_ms
+    return {
+        "busy_kind": operators.BUSY_DEVICE,
+        "bound": operators.bound(share),
+        "bound_share": share,
+        "busy_share": share,
+        "step_time_s": step_ms * 1.1e-3,
+        "timed_step_time_s": step_ms * 1e-3,
+        "profiled_over_timed": 1.1,
+        "device_busy_time_s": busy_ms * 1e-3,
+        "host_dispatch_time_s": 9.1e-3,
+        "launch_time_s": 2.3e-3,
+    }
+
+
+def test_eager_bf16_on_the_h100_reads_host_bound_and_cuda_graphs_device_bound():
+    eager = operator_findings.bound_sentence(document(summary=h100_summary(6.7, 10.4)))
+    assert eager.startswith("resnet18_cifar bf16 at batch 256 (baseline) on cuda is host-bound")
+    assert "busy only 64% of the step (6.70 ms of kernels in a 10.4 ms timed step)" in eager
+    assert "9.10 ms per step issuing work (2.30 ms of it in launch calls)" in eager
+    assert "CUDA graphs" in eager
+    graphs = operator_findings.bound_sentence(
+        document(summary=h100_summary(4.0, 4.1), variant="cudagraphs")
+    )
+    assert "(cudagraphs) on cuda is device-bound: the device is busy 98% of the step" in graphs
+    assert "only faster kernels" in graphs
+
+
+def test_a_gpu_trace_reads_host_bound_from_its_own_steps():
+    sentence = operator_findings.bound_sentence(document(operators.analyse(cuda_trace(), "cuda")))
+    assert "is host-bound: the device is busy only 42% of the step" in sentence
+    assert "0.042 ms of kernels in a 0.1 ms profiled step" in sentence
+
+
+def test_a_cpu_step_reads_by_its_operator_share():
+    analysis = operators.analyse(cpu_trace(), "cpu")
+    sentence = operator_findings.bound_sentence(document(analysis, device="cpu", precision="fp32"))
+    assert sentence.startswith(
+        "On cpu, resnet18_cifar fp32 at batch 256 (baseline) spends 59% of its step inside "
+        "operators (0.059 ms of 0.1 ms)"
+    )
+    assert "the step is overhead-bound; a larger batch" in sentence
+
+
+def test_a_profiler_that_slowed_the_step_is_said_to():
+    summary = {**h100_summary(6.7, 10.4), "profiled_over_timed": 1.6}
+    sentence = operator_findings.bound_sentence(document(summary=summary))
+    assert "slowed the step 1.60x against the timed runs" in sentence
+
+
+def test_top_operators_by_device_time_on_a_gpu_and_host_time_on_a_cpu():
+    gpu = operators.analyse(cuda_trace(), "cuda")
+    sentence = operator_findings.top_operators_sentence(document(gpu), gpu.operators, 2)
+    assert "take the most device time per step are aten::addmm (20%, 0.02 ms), aten::mm" in sentence
+    cpu = operators.analyse(cpu_trace(), "cpu")
+    sentence = operator_findings.top_operators_sentence(
+        document(cpu, device="cpu"), cpu.operators, 2
+    )
+    assert "most host time per step are aten::convolution_backward (16%, 0.016 ms), " in sentence
+    assert operators.OUTSIDE_OPERATORS_ROW not in sentence
+
+
+def test_top_layers_name_module_paths_with_forward_and_backward():
+    gpu = operators.analyse(cuda_trace(), "cuda")
+    sentence = operator_findings.top_layers_sentence(document(gpu), gpu.layers, 3)
+    assert (
+        "the most device time in fc (40%: forward 0.02 ms, backward 0.02 ms) per step" in sentence
+    )
+    cpu = operators.analyse(cpu_trace(), "cpu")
+    sentence = operator_findings.top_layers_sentence(document(cpu, device="cpu"), cpu.layers, 1)
+    assert "host time in features.conv (33%: forward 0.013 ms, backward 0.02 ms)" in sentence
+
+
+def test_memory_sentence_with_the_estimate_and_the_headroom():
+    memory = {
+        "peak_allocated_bytes": 2_000_000_000,
+        "parameters_bytes": 44_695_848,
+        "gradients_bytes": 44_695_848,
+        "optimizer_state_bytes": 44_695_848,
+        "activations_bytes": 1_200_000_000,
+        "other_bytes": 2_000_000_000 - 3 * 44_695_848 - 1_200_000_000,
+        "buffers_bytes": 38_560,
+        "batch_size": 256,
+        "device_total_bytes": 80_000_000_000,
+    }
+    memory.update(step_memory.headroom(memory))
+    doc = document(memory=memory, saved_activation_estimate_bytes=1_203_279_360)
+    sentence = operator_findings.memory_sentence(doc)
+    assert sentence.startswith("resnet18_cifar bf16 at batch 256 (baseline) on cuda peaks at 2 GB")
+    assert "parameters 44.7 MB (2.2%)" in sentence and "activations 1.2 GB (60%)" in sentence
+    assert "complexity stage counts 1.2 GB of saved activations" in sentence
+    assert f"a batch of about {memory['max_batch_size']:,}" in sentence
+    full = {**memory, "max_batch_size": 256}
+    assert "No larger batch fits" in operator_findings.memory_sentence(document(memory=full))
+
+
+def test_input_pipeline_cost_and_when_it_dominates():
+    summary = {"input_time_s": 0.004, "input_share": 0.4, "data_wait_s": 0.0035, "h2d_s": 0.0005}
+    sentence = operator_findings.input_pipeline_sentence(
+        document(summary=summary, variant_settings={"data_path": "dataloader", "num_workers": 8})
+    )
+    assert "(a DataLoader with 8 workers) costs 4.00 ms per step (40% of the step)" in sentence
+    assert "3.50 ms fetching batches and 0.5 ms copying" in sentence
+    assert "waits on its input" in sentence
+    resident = operator_findings.input_pipeline_sentence(
+        document(
+            summary={**summary, "input_share": 0.01},
+            variant_settings={"data_path": "device_resident"},
+        )
+    )
+    assert "batches drawn on the device" in resident and "waits on its input" not in resident
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "expected"),
+    [
+        ("unsupported", "torch.profiler failed to start: RuntimeError: CUPTI_ERROR", "cannot run"),
+        ("over_budget", "one warm-up and one profiled step need about 33 s", "max_seconds"),
+        ("oom", "OutOfMemoryError: CUDA out of memory.", "ran out of memory"),
+    ],
+)
+def test_a_profile_that_did_not_run_is_one_note(status, error, expected):
+    doc = document(status=status, error=error)
+    findings = operator_findings.profile_findings(doc)
+    assert len(findings) == 1
+    assert findings[0].startswith("No operator profile for resnet18_cifar bf16 at batch 256")
+    assert expected in findings[0] and error.rstrip(".") in findings[0]
+
+
+def test_profile_findings_in_order_with_the_notes_last():
+    analysis = operators.analyse(cuda_trace(), "cuda")
+    doc = document(analysis, notes=["cut to 1 warm-up and 1 profiled steps"])
+    findings = operator_findings.profile_findings(doc, tables(analysis), machine="h100")
+    assert "is host-bound" in findings[0]
+    assert "operators of resnet18_cifar bf16 at batch 256 (baseline) on h100" in findings[1]
+    assert findings[2].startswith("By layer")
+    assert findings[-1].endswith("cut to 1 warm-up and 1 profiled steps.")

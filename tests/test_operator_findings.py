@@ -171,3 +171,12 @@ def test_profile_findings_in_order_with_the_notes_last():
     assert "operators of resnet18_cifar bf16 at batch 256 (baseline) on h100" in findings[1]
     assert findings[2].startswith("By layer")
     assert findings[-1].endswith("cut to 1 warm-up and 1 profiled steps.")
+
+
+def test_a_compiled_variant_is_not_told_to_compile():
+    summary = h100_summary(6.7, 10.4)
+    compiled = document(summary=summary, variant_settings={"compile": "reduce-overhead"})
+    sentence = operator_findings.bound_sentence(compiled)
+    assert "CUDA graphs" not in sentence and sentence.endswith(
+        "a larger batch helps more than faster kernels."
+    )

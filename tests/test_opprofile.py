@@ -412,3 +412,27 @@ def test_running_out_of_memory_is_a_result(repo):
     assert "\n" not in result["error"] and result["error"]
     assert result["operators"] == 0
     assert result["trace"]["traceEvents"] == [] and result["trace"]["nnperf"]["status"] == "oom"
+
+
+def test_profiled_steps_stop_at_the_deadline():
+    """A deadline already passed: the first profiled step is made the last one (it waits
+    for the device inside its range) and no other runs."""
+    import time
+
+    from nnperf.runner import build
+
+    training = build(tiny_request(), tiny_model, tiny_data(), 0)
+    training.step()
+    profiled = opprofile.profile_steps(
+        training, 5, False, deadline=time.perf_counter(), step_time_s=1.0
+    )
+    assert profiled.steps == 1
+    steps = [
+        e for e in read_trace_bytes(profiled.trace)["traceEvents"] if "nnperf_step#" in e["name"]
+    ]
+    assert [e["name"] for e in steps] == ["nnperf_step#0"]
+    assert len(profiled.inventory["gradients"]) == 1
+
+
+def read_trace_bytes(raw: bytes) -> dict:
+    return json.loads(gzip.decompress(raw))

@@ -56,6 +56,18 @@ REMEDIES = {
 }
 
 
+# A compiled variant already fuses operators (and with reduce-overhead, replays CUDA graphs):
+# what is left to try when it is still host- or overhead-bound.
+COMPILED_REMEDY = "a larger batch helps more than faster kernels"
+
+
+def _remedy(document: Mapping, verdict: str) -> str:
+    compiled = (document.get("variant_settings") or {}).get("compile")
+    if compiled and verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND):
+        return COMPILED_REMEDY
+    return REMEDIES[verdict]
+
+
 def _where(document: Mapping, machine: str | None) -> str:
     return f"{config_text(document)} on {machine or document['device']}"
 
@@ -103,7 +115,7 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
             f"{fmt_pct(share)} of its step inside operators "
             f"({_ms(summary.get('busy_time_s'))} of {_ms(summary.get('step_time_s'))}); the "
             f"rest is Python and framework work between them: the step is {verdict}; "
-            f"{REMEDIES[verdict]}"
+            f"{_remedy(document, verdict)}"
         )
     else:
         busy = "busy" if verdict == operators.DEVICE_BOUND else "busy only"
@@ -112,7 +124,8 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
             f"({_ms(summary.get('device_busy_time_s'))} of kernels in a {_ms(step)} "
             f"{step_source} step), and the host spends "
             f"{_ms(summary.get('host_dispatch_time_s'))} per step issuing work "
-            f"({_ms(summary.get('launch_time_s'))} of it in launch calls); {REMEDIES[verdict]}"
+            f"({_ms(summary.get('launch_time_s'))} of it in launch calls); "
+            f"{_remedy(document, verdict)}"
         )
     ratio = summary.get("profiled_over_timed")
     if not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE:

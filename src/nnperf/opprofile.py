@@ -23,17 +23,20 @@ the configuration's keys under `nnperf` at its top level) and analysed from that
 
 Viewing a trace: open the `.json.gz` in Perfetto (https://ui.perfetto.dev, "Open trace
 file"; it reads gzip) or `chrome://tracing`. TensorBoard's profiler plugin
-(torch-tb-profiler) reads traces named `*.pt.trace.json.gz` from a run folder: copy or link
-the file to `<logdir>/<run>/<name>.pt.trace.json.gz` and run `tensorboard --logdir <logdir>`.
+(torch-tb-profiler, no longer developed but still installable) reads traces named
+`*.pt.trace.json.gz` from a run folder, as `torch.profiler.tensorboard_trace_handler` writes
+them: copy or link the file to `<logdir>/<run>/<name>.pt.trace.json.gz` and run
+`tensorboard --logdir <logdir>`.
 
 Statuses (`nnperf.operators.PROFILE_STATUSES`): `ok`; `oom` when building, warming up or a
 profiled step runs out of memory (a result, as in the timed runs); `over_budget` when one
 warm-up step and one profiled step cannot fit in `settings.max_seconds` (decided before
 building when the timed runs' step time is given, else after the first warm-up step, so
-such a configuration costs at most one step); `unsupported` when the profiler cannot run
-here (a torch build without Kineto, a profiler start or export that raises, as a CUPTI
-failure can). Every status writes every output (empty tables, an empty trace), with a
-one-line reason in `error`. A CUPTI failure that does not raise (torch then only warns and
+such a configuration costs at most one step; otherwise the steps that fit are run, fewer
+than asked when needed, and the profiled steps stop at the budget's deadline);
+`unsupported` when the profiler cannot run here (a torch build without Kineto, a profiler
+start or export that raises, as a CUPTI failure can). Every status writes every output
+(empty tables, an empty trace), with a one-line reason in `error`. A CUPTI failure that does not raise (torch then only warns and
 records no CUDA activity) leaves the host-side tables intact: the status stays `ok` and a
 note says the device side is missing; so does MPS, whose kernels torch.profiler does not
 record.
@@ -352,10 +355,21 @@ class ProfiledSteps:
 
 
 def profile_steps(
-    training: Training, steps: int, with_stack: bool, metadata: Mapping | None = None
+    training: Training,
+    steps: int,
+    with_stack: bool,
+    metadata: Mapping | None = None,
+    deadline: float | None = None,
+    step_time_s: float | None = None,
 ) -> ProfiledSteps:
-    """`steps` marked steps under the profiler (after a thrown-away profiled step on CUDA,
-    `PROFILER_WARMUP_STEPS`), with the memory inventory of `nnperf.step_memory.memory_breakdown`."""
+    """Up to `steps` marked steps under the profiler (after a thrown-away profiled step on
+    CUDA, `PROFILER_WARMUP_STEPS`), with the memory inventory of
+    `nnperf.step_memory.memory_breakdown`.
+
+    With a `deadline` (`time.perf_counter`), a step is made the last one when another after
+    it would not end before the deadline, at the profiled steps' own pace (`step_time_s`
+    times `PROFILED_STEP_COST` before the first has run); at least one step runs.
+    """
     device = training.device
     for _ in range(PROFILER_WARMUP_STEPS.get(device.type, 0)):
         with profiling(device.type, with_stack):
@@ -367,9 +381,17 @@ def profile_steps(
         start_allocated, source = allocated_bytes(device, persistent)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
+        pace = step_time_s * PROFILED_STEP_COST if step_time_s is not None else None
         for index in range(steps):
-            storages = marked_step(training, index, last=index == steps - 1)
+            started = time.perf_counter()
+            last = index == steps - 1 or (
+                deadline is not None and pace is not None and started + 2 * pace > deadline
+            )
+            storages = marked_step(training, index, last=last)
             gradients.append({"step": index, "storages": storages})
+            pace = time.perf_counter() - started
+            if last:
+                break
         peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
     inventory = {
         "device_type": step_memory.DEVICE_TYPES.get(device.type),
@@ -380,7 +402,7 @@ def profile_steps(
         "gradients": gradients,
         "device_total_bytes": device_total_bytes(device),
     }
-    return ProfiledSteps(trace=export_trace(profiler), inventory=inventory, steps=steps)
+    return ProfiledSteps(trace=export_trace(profiler), inventory=inventory, steps=len(gradients))
 
 
 # --- the job ------------------------------------------------------------------------------
@@ -404,18 +426,29 @@ def _over_budget_message(step_time_s: float, settings: OperatorProfileSettings, 
     )
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What is left for the profiled steps: how many, until when (`time.perf_counter`), and
+    the step time they were planned with (None: unknown)."""
+
+    plan: StepPlan
+    deadline: float
+    step_time_s: float | None
+
+
 def warm_up(
     training: Training,
     settings: OperatorProfileSettings,
     compiled: bool,
     expected_s: float | None,
     times: list[float],
-) -> StepPlan:
-    """Warm-up steps within the budget, their times appended to `times`; returns the plan
-    for the profile.
+) -> Budget:
+    """Warm-up steps within the budget, their times appended to `times`; returns what is
+    left for the profiled steps.
 
     Raises OverBudget when not even one warm-up and one profiled step fit. The first step
-    of a compiled variant (compilation) is not counted against the budget.
+    of a compiled variant is compilation: it is not counted against the budget, nor taken
+    as the variant's step time.
     """
     profiler_warmup = PROFILER_WARMUP_STEPS.get(training.device.type, 0)
     budget_start = time.perf_counter()
@@ -437,16 +470,17 @@ def warm_up(
         times.append(timed_step(training))
         latest = times[-1]
         if compiled and len(times) == 1:
-            budget_start = time.perf_counter()
-    if latest is None:  # no warm-up asked for and no timed run to go by
-        return StepPlan(0, settings.steps)
+            budget_start, latest = time.perf_counter(), expected_s
+    deadline = budget_start + settings.max_seconds
+    if latest is None:  # no step time to go by: the profiled steps check as they go
+        return Budget(StepPlan(0, settings.steps), deadline, None)
     plan = plan_steps(
         latest, settings, time.perf_counter() - budget_start, len(times), profiler_warmup
     )
     if plan is None:
         source = "warm-up step" if times else "timed runs"
         raise OverBudget(_over_budget_message(latest, settings, source), latest, source)
-    return plan
+    return Budget(plan, deadline, latest)
 
 
 @dataclass
@@ -540,18 +574,24 @@ def run_steps(
             )
         result.cost["build_s"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        plan = warm_up(training, settings, compiled, expected_s, result.warmup_times)
+        budget = warm_up(training, settings, compiled, expected_s, result.warmup_times)
         result.cost["warmup_s"] = time.perf_counter() - clock
-        if plan.profiled_steps < settings.steps or len(result.warmup_times) < settings.warmup_steps:
-            result.notes.append(
-                f"cut to {len(result.warmup_times)} warm-up and {plan.profiled_steps} profiled "
-                f"steps to fit operator_profile.max_seconds = {settings.max_seconds:g} s"
-            )
         clock = time.perf_counter()
         result.profiled = profile_steps(
-            training, plan.profiled_steps, settings.with_stack, metadata
+            training,
+            budget.plan.profiled_steps,
+            settings.with_stack,
+            metadata,
+            deadline=budget.deadline,
+            step_time_s=budget.step_time_s,
         )
         result.cost["profile_s"] = time.perf_counter() - clock
+        profiled = result.profiled.steps
+        if profiled < settings.steps or len(result.warmup_times) < settings.warmup_steps:
+            result.notes.append(
+                f"cut to {len(result.warmup_times)} warm-up and {profiled} profiled steps "
+                f"to fit operator_profile.max_seconds = {settings.max_seconds:g} s"
+            )
     except OverBudget as exc:
         result.status, result.error = "over_budget", str(exc)
         result.single_step = {"seconds": exc.step_time_s, "source": exc.source}

@@ -23,7 +23,7 @@ the configuration's keys under `nnperf` at its top level) and analysed from that
 
 Viewing a trace: open the `.json.gz` in Perfetto (https://ui.perfetto.dev, "Open trace
 file"; it reads gzip) or `chrome://tracing`. TensorBoard's profiler plugin
-(torch-tb-profiler, no longer developed but still installable) reads traces named
+(pip package torch-tb-profiler) reads traces named
 `*.pt.trace.json.gz` from a run folder, as `torch.profiler.tensorboard_trace_handler` writes
 them: copy or link the file to `<logdir>/<run>/<name>.pt.trace.json.gz` and run
 `tensorboard --logdir <logdir>`.

@@ -436,3 +436,39 @@ def test_profiled_steps_stop_at_the_deadline():
 
 def read_trace_bytes(raw: bytes) -> dict:
     return json.loads(gzip.decompress(raw))
+
+
+def test_the_request_round_trips_and_bad_settings_are_one_line(tmp_path):
+    from nnperf import contract
+
+    request = OperatorProfileRequest(
+        run=tiny_request("bf16", batch_size=16),
+        settings=OperatorProfileSettings(steps=2, layer_depth=2, batch_sizes=(16,)),
+    )
+    data = contract.to_dict(request)
+    assert json.loads(json.dumps(data)) == data
+    assert contract.from_dict(OperatorProfileRequest, data) == request
+    contract.write_request(tmp_path / "request.json", request)
+    assert contract.read_request(OperatorProfileRequest, tmp_path / "request.json") == request
+    defaults = contract.to_dict(OperatorProfileSettings())
+    assert defaults == {
+        "enabled": True,
+        "warmup_steps": 3,
+        "steps": 3,
+        "max_seconds": 20.0,
+        "top_operators": 10,
+        "label_layers": True,
+        "layer_depth": None,
+        "with_stack": False,
+        "batch_sizes": None,
+        "variants": None,
+    }
+    for bad, message in (
+        ({"steps": 0}, "operator_profile.steps = 0 is not allowed; allowed: an integer >= 1"),
+        ({"max_seconds": 0}, "operator_profile.max_seconds = 0.0 is not allowed"),
+        ({"layer_depth": 0}, "operator_profile.layer_depth = 0 is not allowed"),
+        ({"with_stacks": True}, "with_stacks is not a setting of OperatorProfileSettings"),
+    ):
+        with pytest.raises(NnperfError, match=message.replace("(", r"\(")) as info:
+            contract.from_dict(OperatorProfileSettings, bad)
+        assert "\n" not in str(info.value)

@@ -131,7 +131,6 @@ OPERATOR_KINDS = {
     **{c: "operator" for c in OPERATOR_CATEGORIES},
     **{c: "runtime" for c in RUNTIME_CATEGORIES},
     **{c: "range" for c in RANGE_CATEGORIES},
-    **{c: "python" for c in PYTHON_CATEGORIES},
 }
 
 OPERATOR_COLUMNS = (
@@ -183,8 +182,8 @@ BUSY_HOST = "host operators"
 # Reading the busy share. At or above DEVICE_BOUND_SHARE the device (on the CPU: the
 # operators) is busy for all but a tenth of the step: only faster kernels, or less work,
 # make the step faster. Below HOST_BOUND_SHARE it idles for a quarter of the step or more,
-# waiting for the host: removing that wait is worth at least 1.33x, more than any kernel
-# tuning wins on such a step (the same quarter as the input-bound threshold of
+# waiting for the host: faster kernels shorten only the busy part, while removing the wait
+# is worth 1.33x or more (the same quarter as the input-bound threshold of
 # `nnperf.findings`). In between, both matter.
 DEVICE_BOUND_SHARE = 0.9
 HOST_BOUND_SHARE = 0.75

@@ -180,3 +180,11 @@ def test_a_compiled_variant_is_not_told_to_compile():
     assert "CUDA graphs" not in sentence and sentence.endswith(
         "a larger batch helps more than faster kernels."
     )
+
+
+def test_a_step_waiting_on_its_input_is_told_to_fix_that_first():
+    summary = {**h100_summary(6.7, 10.4), "input_share": 0.3}
+    sentence = operator_findings.bound_sentence(document(summary=summary))
+    assert sentence.endswith("the input pipeline comes first: it alone takes 30% of the step.")
+    device_bound = {**h100_summary(4.0, 4.1), "input_share": 0.3}
+    assert "only faster kernels" in operator_findings.bound_sentence(document(summary=device_bound))

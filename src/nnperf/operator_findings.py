@@ -61,7 +61,17 @@ REMEDIES = {
 COMPILED_REMEDY = "a larger batch helps more than faster kernels"
 
 
+# When the input pipeline takes this much of a step the host or the operators wait on, it is
+# the first thing to fix (the input-bound threshold of the timed runs' findings).
+INPUT_REMEDY = "the input pipeline comes first: it alone takes {share} of the step"
+
+
 def _remedy(document: Mapping, verdict: str) -> str:
+    """What to try for a step with this verdict."""
+    waiting = verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND, operators.MIXED)
+    input_share = (document.get("summary") or {}).get("input_share")
+    if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:
+        return INPUT_REMEDY.format(share=fmt_pct(input_share))
     compiled = (document.get("variant_settings") or {}).get("compile")
     if compiled and verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND):
         return COMPILED_REMEDY
@@ -114,8 +124,8 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
             f"On {machine or document['device']}, {config_text(document)} spends "
             f"{fmt_pct(share)} of its step inside operators "
             f"({_ms(summary.get('busy_time_s'))} of {_ms(summary.get('step_time_s'))}); the "
-            f"rest is Python and framework work between them: the step is {verdict}; "
-            f"{_remedy(document, verdict)}"
+            f"rest is Python and framework work between them, or waiting for data: the step "
+            f"is {verdict}; {_remedy(document, verdict)}"
         )
     else:
         busy = "busy" if verdict == operators.DEVICE_BOUND else "busy only"

@@ -307,3 +307,27 @@ def test_top_leaves_out_the_outside_row(cpu):
     chosen = operators.top(cpu.operators, 2, operators.time_column(cpu.operators))
     assert list(chosen["operator"]) == ["aten::convolution_backward", "aten::cross_entropy_loss"]
     assert operators.time_column(cpu.operators) == "host_self_time_s"
+
+
+def test_a_driver_launch_inside_a_torch_range_belongs_to_the_range():
+    """Triton kernels of a compiled graph are launched through the driver API, inside the
+    graph's range and sometimes inside a runtime call: the range is charged."""
+    from op_traces import annotation, kernel, launch, op
+
+    trace = {
+        "traceEvents": [
+            annotation("nnperf_step#0", 0, 50),
+            annotation("nnperf_phase:forward", 0, 40),
+            annotation("## Call CompiledFxGraph abc ##", 1, 30),
+            launch(2, 4, 7, name="cuLaunchKernel"),
+            op("cudaLaunchKernelExC", 5, 9, cat="cuda_runtime"),
+            op("cuLaunchKernelEx", 6, 8, cat="cuda_driver", correlation=8),
+            kernel("triton_poi_fused_relu_0", 10, 20, 7),
+            kernel("triton_red_fused_sum_1", 20, 25, 8),
+        ]
+    }
+    table = operators.analyse(trace, "cuda").operators.set_index("operator")
+    assert table.at["## Call CompiledFxGraph abc ##", "device_self_time_s"] == pytest.approx(
+        15 * US
+    )
+    assert table.at["cuLaunchKernelEx", "device_self_time_s"] == 0

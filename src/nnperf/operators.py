@@ -545,6 +545,20 @@ class Profile:
         return np.array([high - low for low, high in self.steps.intervals])
 
 
+def _launcher(host: pd.DataFrame, launch: int) -> int:
+    """The host row a device event is charged to: the innermost operator or torch range
+    around its launch call (a runtime call nested in another, as a driver call inside a
+    runtime call, passes it on), or the call itself when it was made outside any; -1 for
+    an event whose launch is not in the trace."""
+    if launch < 0:
+        return -1
+    row = launch
+    parent = int(host.at[row, "torch_parent"])
+    while parent >= 0 and host.at[parent, "cat"] in RUNTIME_CATEGORIES:
+        parent = int(host.at[parent, "torch_parent"])
+    return parent if parent >= 0 else row
+
+
 def place(trace: Trace) -> Profile:
     """Put every event of `trace` in its step, phase and layer (module docstring)."""
     steps = find_steps(trace)
@@ -572,13 +586,8 @@ def place(trace: Trace) -> Profile:
     device["launch"] = np.array(
         [launch_row.get(_int_or_none(c), -1) for c in device["correlation"]], dtype=np.int64
     )
-    known = device["launch"] >= 0
-    # The operator that launched a kernel: the launch call's innermost torch event, or the
-    # call itself when it was made outside any.
-    owner = device["launch"].copy()
-    parents = host["torch_parent"].reindex(device.loc[known, "launch"]).to_numpy()
-    owner.loc[known] = np.where(parents >= 0, parents, device.loc[known, "launch"].to_numpy())
-    device["owner"] = owner
+    device["owner"] = [_launcher(host, row) for row in device["launch"]]
+    owner = device["owner"]
     for column in ("phase", "layer"):
         device[column] = [host.at[o, column] if o >= 0 else None for o in owner]
     device["step"] = np.array([host.at[o, "step"] if o >= 0 else -1 for o in owner], dtype=int)

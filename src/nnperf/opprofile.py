@@ -22,11 +22,10 @@ the configuration's keys under `nnperf` at its top level) and analysed from that
 (`nnperf.operators.analyse`), so the tables can always be recomputed from the trace.
 
 Viewing a trace: open the `.json.gz` in Perfetto (https://ui.perfetto.dev, "Open trace
-file"; it reads gzip) or `chrome://tracing`. TensorBoard's profiler plugin
-(pip package torch-tb-profiler) reads traces named
-`*.pt.trace.json.gz` from a run folder, as `torch.profiler.tensorboard_trace_handler` writes
-them: copy or link the file to `<logdir>/<run>/<name>.pt.trace.json.gz` and run
-`tensorboard --logdir <logdir>`.
+file"; it reads gzip) or `chrome://tracing`. TensorBoard's profiler plugin (pip package
+torch-tb-profiler) reads traces named `*.pt.trace.json.gz` from a run folder, as
+`torch.profiler.tensorboard_trace_handler` writes them: copy or link the file to
+`<logdir>/<run>/<name>.pt.trace.json.gz` and run `tensorboard --logdir <logdir>`.
 
 Statuses (`nnperf.operators.PROFILE_STATUSES`): `ok`; `oom` when building, warming up or a
 profiled step runs out of memory (a result, as in the timed runs); `over_budget` when one

@@ -281,7 +281,8 @@ def marked_step(training: Training, index: int, last: bool) -> dict[str, int]:
 
 
 def timed_step(training: Training) -> float:
-    """One untimed-protocol step, synchronised on both sides; its wall time."""
+    """One warm-up step, synchronised on both sides (as `nnperf.timing.warmup_step`); its
+    wall time."""
     synchronize(training.device)
     start = time.perf_counter()
     training.step()

@@ -73,7 +73,7 @@ def test_a_cpu_step_reads_by_its_operator_share():
     sentence = operator_findings.bound_sentence(document(analysis, device="cpu", precision="fp32"))
     assert sentence.startswith(
         "On cpu, resnet18_cifar fp32 at batch 256 (baseline) spends 59% of its step inside "
-        "operators (0.059 ms of 0.1 ms)"
+        "operators (0.059 ms of 0.1 ms per profiled step, on average)"
     )
     assert "the step is overhead-bound; a larger batch" in sentence
 

@@ -274,6 +274,15 @@ def test_timed_step_time_decides_the_verdict(cuda):
     assert operators.steps_summary(steps, 44 * US)["bound"] == operators.DEVICE_BOUND
 
 
+def test_a_cpu_verdict_reads_the_profiled_share_even_with_a_timed_step():
+    """On a CPU the profiler slows the operators themselves: their share of the profiled
+    step is the one to read, not their profiled time over the (faster) timed step."""
+    steps = operators.analyse(cpu_trace(), "cpu").steps
+    summary = operators.steps_summary(steps, timed_step_time_s=0.02 * US)
+    assert summary["bound_share"] == summary["busy_share"]
+    assert summary["bound"] == operators.steps_summary(steps)["bound"]
+
+
 # --- reading files -----------------------------------------------------------------------
 
 

@@ -577,6 +577,7 @@ REPORT_SCRIPTS = (
     "environment_table",
     "compare_machines",
     "render_report",
+    "plot_operators",
 )
 
 

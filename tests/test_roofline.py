@@ -194,6 +194,7 @@ def test_gpu_busy_share_of_the_h100_steps(all_h100_kernels):
     [
         (0.5, 0.65, "host-bound"),
         (0.85, 0.95, "mixed"),
+        (0.6, 0.8, "mixed"),
         (0.9, 1.2, "device-bound"),
         (math.nan, 0.5, "host-bound"),
         (math.nan, 0.95, "unknown"),

@@ -253,6 +253,7 @@ class StudyConfig:
     training: TrainingSettings = TrainingSettings()
     timing: TimingSettings = TimingSettings()
     ncu: NcuSettings = NcuSettings()
+    operator_profile: OperatorProfileSettings = OperatorProfileSettings()
     ceilings: CeilingsSettings = CeilingsSettings()
     report: ReportSettings = ReportSettings()
 

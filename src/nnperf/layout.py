@@ -42,6 +42,10 @@ INTEGER_KEYS = ("batch_size",)
 CONFIG = "{dataset}/{device}/{model}/{precision}/bs{batch_size}/{variant}"
 RUN_STEM = f"results/runs/{CONFIG}"
 PROFILE_STEM = f"results/profiles/{CONFIG}"
+# torch.profiler operator profiles. The trace's name ends in `.pt.trace.json.gz`, the name
+# TensorBoard's profiler plugin looks for: `tensorboard --logdir` on a precision's folder
+# shows one run per batch size and one worker per variant.
+OPPROFILE_STEM = f"results/opprofiles/{CONFIG}"
 
 TEMPLATES = {
     "dataset": "resources/data/{dataset}",
@@ -56,6 +60,14 @@ TEMPLATES = {
     "profile_report": f"{PROFILE_STEM}.ncu-rep",
     "profile_meta": f"{PROFILE_STEM}.ncu.json",
     "profile_csv": f"{PROFILE_STEM}.csv",
+    "opprofile": f"{OPPROFILE_STEM}.json",
+    "opprofile_trace": f"{OPPROFILE_STEM}.pt.trace.json.gz",
+    "opprofile_operators": f"{OPPROFILE_STEM}_operators.csv",
+    "opprofile_layers": f"{OPPROFILE_STEM}_layers.csv",
+    "opprofile_steps": f"{OPPROFILE_STEM}_steps.csv",
+    "opprofile_memory": f"{OPPROFILE_STEM}_memory.csv",
+    "operators_figure": f"results/figures/operators/{CONFIG}.png",
+    "memory_figure": f"results/figures/memory/{CONFIG}.png",
     "table": "results/tables/{dataset}/{name}.csv",
     "run_figure": "results/figures/{kind}/{dataset}/{device}/{model}.png",
     "roofline_figure": f"results/figures/roofline/{CONFIG}.png",

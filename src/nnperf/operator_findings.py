@@ -18,7 +18,7 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf import operators
-from nnperf.findings import INPUT_BOUND_SHARE
+from nnperf.findings import INPUT_BOUND_SHARE, PHASE_LABELS
 from nnperf.report_format import config_text, fmt, fmt_pct, fmt_si, fmt_times, missing
 from nnperf.step_memory import MEMORY_CATEGORIES
 
@@ -123,7 +123,8 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
         text = (
             f"On {machine or document['device']}, {config_text(document)} spends "
             f"{fmt_pct(share)} of its step inside operators "
-            f"({_ms(summary.get('busy_time_s'))} of {_ms(summary.get('step_time_s'))}); the "
+            f"({_ms(summary.get('busy_time_s'))} of {_ms(summary.get('step_time_s_mean'))} "
+            "per profiled step, on average); the "
             f"rest is Python and framework work between them, or waiting for data: the step "
             f"is {verdict}; {_remedy(document, verdict)}"
         )
@@ -212,7 +213,9 @@ def memory_sentence(document: Mapping, machine: str | None = None) -> str | None
         f"({fmt_pct(memory.get(f'{c}_bytes', 0) / peak)})"
         for c in MEMORY_CATEGORIES
     )
-    text = f"{_where(document, machine)} peaks at {_bytes(peak)} allocated: {parts}"
+    phase = memory.get("peak_phase")
+    when = f" during its {PHASE_LABELS.get(phase, phase)} phase" if phase else ""
+    text = f"{_where(document, machine)} peaks at {_bytes(peak)} allocated{when}: {parts}"
     estimate = document.get("saved_activation_estimate_bytes")
     if not missing(estimate):
         text += (

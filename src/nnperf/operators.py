@@ -830,7 +830,10 @@ def steps_summary(steps: pd.DataFrame, timed_step_time_s: float | None = None) -
     if timed_step_time_s and busy_per_step is not None:
         timed_share = min(1.0, busy_per_step / float(timed_step_time_s))
     profiled_median = float(steps["step_time_s"].median())
-    verdict_share = timed_share if timed_share is not None else share
+    # On a GPU the kernels run as long under the profiler as in the timed runs, so their time
+    # over the timed step is the truer share. On a CPU the operators themselves are what the
+    # profiler slows (it records each one), so the profiled steps' own share is read.
+    verdict_share = timed_share if timed_share is not None and busy_kind == BUSY_DEVICE else share
     return {
         "steps": n,
         "step_time_s": profiled_median,

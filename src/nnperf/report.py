@@ -30,6 +30,7 @@ import pandas as pd
 
 from nnperf import files, results
 from nnperf import machines as machines_mod
+from nnperf import operators as operators_mod
 from nnperf.contract import ReportRequest
 from nnperf.errors import NnperfError
 from nnperf.findings import (
@@ -81,8 +82,9 @@ from nnperf.findings import (
     variance_notes,
     verdict_sentence,
 )
+from nnperf.operator_findings import CATEGORY_LABELS, bound_sentence, profile_findings
 from nnperf.roofline import CALIBRATION_ROOF_RANGE
-from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
+from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT, precision_rank
 from nnperf.report_format import (
     ci_interval,
     config_text,
@@ -158,6 +160,8 @@ class ReportInputs:
     ceilings: list[dict] = field(default_factory=list)
     # One row per job that recorded when it ran (nnperf.results.JOB_COLUMNS).
     jobs: pd.DataFrame | None = None
+    # torch.profiler operator profiles (nnperf.results.OperatorProfileFiles).
+    opprofiles: list = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sources: dict[str, list[str]] = field(default_factory=dict)
@@ -172,17 +176,19 @@ def _drop_single_machine(frame: pd.DataFrame, machines: Sequence[str]) -> pd.Dat
     return frame
 
 
+KEY_LABELS = {
+    "machine": "Machine",
+    "device": "Device",
+    "model": "Model",
+    "precision": "Precision",
+    "batch_size": "Batch",
+    "variant": "Variant",
+}
+
+
 def _key_columns(frame: pd.DataFrame, keys: Sequence[str] = GROUP_KEYS) -> dict[str, pd.Series]:
-    labels = {
-        "machine": "Machine",
-        "device": "Device",
-        "model": "Model",
-        "precision": "Precision",
-        "batch_size": "Batch",
-        "variant": "Variant",
-    }
     return {
-        labels[k]: frame[k].astype(str) if k != "batch_size" else frame[k].astype(int)
+        KEY_LABELS[k]: frame[k].astype(str) if k != "batch_size" else frame[k].astype(int)
         for k in keys
         if k in frame.columns
     }
@@ -383,6 +389,154 @@ def profiles_display(table: pd.DataFrame | None) -> pd.DataFrame:
             "Calibration GEMM": [roof_check(r) for r in rows],
             "Compute roof": [str(r.get("roof_basis", "")) for r in rows],
         }
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Operator profiles (torch.profiler).
+# ------------------------------------------------------------------------------------------
+def _opprofile_order(profile) -> tuple:
+    d = profile.document
+    return (
+        str(d.get("machine")),
+        str(d.get("device")),
+        str(d.get("model")),
+        precision_rank(str(d.get("precision"))),
+        int(d.get("batch_size") or 0),
+        str(d.get("variant")),
+    )
+
+
+def sorted_opprofiles(profiles: Sequence) -> list:
+    """Operator profiles in the report's order of configurations."""
+    return sorted(profiles, key=_opprofile_order)
+
+
+def _profile_keys(document: dict) -> dict:
+    return {k: document.get(k) for k in GROUP_KEYS}
+
+
+def _mib(value) -> str:
+    return "n/a" if missing(value) else fmt(float(value) / 2**20)
+
+
+def opprofiles_display(profiles: Sequence) -> pd.DataFrame:
+    """One row per operator profile: how its step splits between busy and waiting, what
+    that makes of it, and its peak memory and batch headroom."""
+    rows = []
+    for profile in profiles:
+        d = profile.document
+        summary, memory = d.get("summary") or {}, d.get("memory") or {}
+        kind = "device" if summary.get("busy_kind") == "device" else "operators"
+        rows.append(
+            {
+                **_profile_keys(d),
+                "Status": str(d.get("status")).replace("_", " "),
+                "Profiled steps": _int(d.get("profiled_steps"), "—"),
+                "Profiled step (ms)": _ms_cell(summary.get("step_time_s")),
+                "Timed step (ms)": _ms_cell(summary.get("timed_step_time_s")),
+                "Busy": (
+                    "n/a"
+                    if missing(summary.get("bound_share"))
+                    else f"{kind} {fmt_pct(summary['bound_share'])}"
+                ),
+                "Step is": str(summary.get("bound") or "n/a"),
+                "Host dispatch (ms)": _ms_cell(summary.get("host_dispatch_time_s")),
+                "Input (ms)": _ms_cell(summary.get("input_time_s")),
+                "Peak memory (MiB)": _mib(memory.get("peak_allocated_bytes")),
+                "Largest batch that fits": _int(memory.get("max_batch_size"), "n/a"),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
+    """The top rows of each profile's `operators` or `layers` table, by device time where
+    there is any, else by host time (`nnperf.operators.time_column`)."""
+    name = "operator" if table == "operators" else "layer"
+    rows = []
+    for profile in profiles:
+        d, frame = profile.document, profile.tables.get(table)
+        if frame is None or frame.empty:
+            continue
+        n = limit or int((d.get("settings") or {}).get("top_operators", 10))
+        column = operators_mod.time_column(frame)
+        share = column.replace("_time_s", "_share")
+        for rank, row in enumerate(operators_mod.top(frame, n, column).to_dict("records"), 1):
+            device_time = row.get("device_self_time_s", row.get("device_time_s"))
+            host_time = row.get("host_self_time_s", row.get("host_time_s"))
+            entry = {
+                **_profile_keys(d),
+                "#": rank,
+                name.capitalize(): _shorten(str(row[name]), 60),
+                "Host (ms)": _ms_cell(host_time),
+                "Device (ms)": _ms_cell(device_time),
+                "Share": fmt_pct(row.get(share)),
+            }
+            if table == "operators":
+                entry["Calls per step"] = fmt(row.get("calls_per_step"))
+                entry["Input shapes"] = _shorten(str(row.get("input_shapes") or ""), 60)
+            rows.append(entry)
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def memory_display(profiles: Sequence) -> pd.DataFrame:
+    """Each profile's peak memory by category (MiB), beside the complexity stage's
+    saved-activation estimate."""
+    rows = []
+    for profile in profiles:
+        d, memory = profile.document, profile.document.get("memory") or {}
+        if not memory.get("peak_allocated_bytes"):
+            continue
+        rows.append(
+            {
+                **_profile_keys(d),
+                "Peak (MiB)": _mib(memory.get("peak_allocated_bytes")),
+                **{
+                    label.capitalize(): _mib(memory.get(f"{category}_bytes"))
+                    for category, label in CATEGORY_LABELS.items()
+                },
+                "Saved activations, complexity estimate": _mib(
+                    d.get("saved_activation_estimate_bytes")
+                ),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def operators_section(inputs: ReportInputs, figures: list, drop) -> Section:
+    """Where each profiled step's time and memory go, from its torch.profiler profile."""
+    profiles = sorted_opprofiles(inputs.opprofiles)
+    findings = [
+        sentence
+        for profile in profiles
+        for sentence in profile_findings(
+            profile.document, profile.tables, machine=profile.document.get("machine")
+        )
+    ]
+    tables = [
+        Table("Where each profiled step goes", drop(opprofiles_display(profiles))),
+        Table("Top operators", drop(top_operators_display(profiles, "operators"))),
+        Table("Top layers", drop(top_operators_display(profiles, "layers"))),
+        Table("Peak memory by category (MiB)", drop(memory_display(profiles))),
+    ]
+    return Section(
+        "operators",
+        "Operators, layers and memory",
+        intro="A few training steps of each configuration under torch.profiler, after warm-up "
+        "and apart from the timed runs: the operators and layers the step spends its time in "
+        "(host self time beside the device time of the kernels they launch), how busy the "
+        "device is over the step (on a CPU: the share of the step inside operators) and so "
+        "whether the host or the device bounds it, and what the peak memory holds. Each "
+        "profile's trace (`.pt.trace.json.gz` beside its tables under results/opprofiles/) "
+        "opens in Perfetto and TensorBoard.",
+        findings=findings,
+        tables=[t for t in tables if not t.frame.empty],
+        figures=figures,
+        sources=_sources(inputs, "opprofiles"),
     )
 
 
@@ -615,6 +769,8 @@ def cost_display(table: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------
 # Path keywords -> section, first match wins (machines/throughput.png is a machine figure).
 FIGURE_SECTIONS = (
+    ("figures/operators/", "operators"),
+    ("figures/memory/", "operators"),
     ("machines", "machines"),
     ("speedup", "speedups"),
     ("breakdown", "breakdown"),
@@ -675,6 +831,28 @@ def figure_caption(path: str) -> str:
 # ------------------------------------------------------------------------------------------
 # The document.
 # ------------------------------------------------------------------------------------------
+def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: dict) -> dict | None:
+    """The operator profile a key finding quotes for a machine and model: the fastest
+    configuration's, or, when that one was not profiled, the profiled configuration that
+    trained fastest (`group`: the machine's and model's measured configurations)."""
+    candidates = [
+        p.document
+        for p in profiles
+        if p.document.get("status") == "ok"
+        and all(str(p.document.get(k)) == str(best[k]) for k in ("machine", "device", "model"))
+    ]
+    if not candidates:
+        return None
+
+    def speed(document: dict) -> float:
+        match = group
+        for k in GROUP_KEYS:
+            match = match[match[k].astype(str) == str(document.get(k))]
+        return float(match[MEAN].iloc[0]) if not match.empty else -1.0
+
+    return max(candidates, key=speed)
+
+
 def key_findings(
     inputs: ReportInputs,
     machines: Sequence[str],
@@ -700,6 +878,9 @@ def key_findings(
         limiter = limiter_sentence(best, phases, verdicts)
         if limiter:
             findings.append(limiter)
+        profile = profile_to_quote(inputs.opprofiles, group, best)
+        if profile is not None:
+            findings.extend(s for s in (bound_sentence(profile, machine),) if s is not None)
         for table, column in ((precision_table, "precision"), (variant_table, "variant")):
             rows = table[(table["machine"] == machine) & (table["model"] == model)]
             if rows.empty:
@@ -1135,6 +1316,8 @@ def build_document(
             sources=_sources(inputs, "complexity"),
         )
     )
+    if inputs.opprofiles:
+        sections.append(operators_section(inputs, figures.get("operators", []), drop))
     if len(machines) > 1 or figures.get("machines"):
         sections.append(
             Section(
@@ -1316,6 +1499,7 @@ def render_files(
         complexity=loaded.complexity,
         ceilings=loaded.ceilings,
         jobs=loaded.jobs,
+        opprofiles=loaded.opprofiles,
         figures=shown,
         notes=list(request.notes),
         sources=sources,

@@ -59,6 +59,9 @@ class ResultSet:
     complexity: list[dict] = field(default_factory=list)
     # One entry per (machine, device): the ceilings JSON with `machine` added.
     ceilings: list[dict] = field(default_factory=list)
+    # One entry per operator profile (nnperf.opprofile): its document with `machine` added,
+    # and its tables by name (OPPROFILE_TABLES; an absent one is None).
+    opprofiles: list[OperatorProfileFiles] = field(default_factory=list)
     # One row per job whose document recorded when it ran (JOB_COLUMNS); None when none did.
     jobs: pd.DataFrame | None = None
     # kind ("summary", "complexity", ...) -> paths read, in reading order.
@@ -66,6 +69,34 @@ class ResultSet:
 
     def add_source(self, kind: str, path: str | os.PathLike) -> None:
         self.sources.setdefault(kind, []).append(os.fspath(path))
+
+
+@dataclass
+class OperatorProfileFiles:
+    """One operator profile as the report reads it."""
+
+    document: dict
+    tables: dict[str, pd.DataFrame | None]
+
+
+# The tables written beside an operator profile's document, by the layout kind of each.
+OPPROFILE_TABLES = {
+    "operators": "opprofile_operators",
+    "layers": "opprofile_layers",
+    "steps": "opprofile_steps",
+    "memory": "opprofile_memory",
+}
+
+
+def opprofile_table_paths(document: str | os.PathLike) -> dict[str, Path]:
+    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...):
+    the layout's templates differ only in their endings."""
+    stem = layout.TEMPLATES["opprofile"].removesuffix(".json")
+    text = os.fspath(document).removesuffix(".json")
+    return {
+        name: Path(text + layout.TEMPLATES[kind].removeprefix(stem))
+        for name, kind in OPPROFILE_TABLES.items()
+    }
 
 
 @dataclass
@@ -79,6 +110,8 @@ class FolderFiles:
     run_jsons: list[Path]
     # The study's dataset (None: unknown, when only files were named).
     dataset: str | None = None
+    # Operator profiles' documents (their tables sit beside them).
+    opprofiles: list[Path] = field(default_factory=list)
 
 
 def _relative(kind: str, **keys: str) -> str:
@@ -137,6 +170,7 @@ def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> Fold
         ceilings=sorted(root.glob(_relative("ceilings"))),
         run_jsons=sorted(root.glob(_relative("run", dataset=dataset))),
         dataset=dataset,
+        opprofiles=sorted(root.glob(_relative("opprofile", dataset=dataset))),
     )
 
 
@@ -147,6 +181,7 @@ def local_files(
     ceilings: Iterable[str | os.PathLike] = (),
     run_jsons: Iterable[str | os.PathLike] = (),
     dataset: str | None = None,
+    opprofiles: Iterable[str | os.PathLike] = (),
 ) -> FolderFiles:
     """This machine's files of the study of `dataset`: those found in `results_dir` (none
     when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
@@ -168,6 +203,9 @@ def local_files(
     )
     folder.run_jsons = list(
         dict.fromkeys([*folder.run_jsons, *(_existing(p, "run JSON") for p in run_jsons)])
+    )
+    folder.opprofiles = list(
+        dict.fromkeys([*folder.opprofiles, *(_existing(p, "operator profile") for p in opprofiles)])
     )
     return folder
 
@@ -297,8 +335,24 @@ def load(folders: list[FolderFiles]) -> ResultSet:
                 pd.DataFrame([{"device": document.get("device")}]), mapping, folder.results_dir
             )
             result.ceilings.append({**document, "machine": labelled["machine"].iloc[0]})
+        for path in folder.opprofiles:
+            result.opprofiles.append(_operator_profile(path, mapping, folder.results_dir))
+            result.add_source("opprofiles", path)
     result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
     return result
+
+
+def _operator_profile(path: Path, mapping: Mapping, results_dir: str) -> OperatorProfileFiles:
+    """An operator profile's document, labelled with its machine, and its tables."""
+    document = files.read_json(path)
+    labelled = machines.attach_machine(
+        pd.DataFrame([{"device": document.get("device")}]), mapping, results_dir
+    )
+    tables = {
+        name: read_table(table) if table.is_file() else None
+        for name, table in opprofile_table_paths(path).items()
+    }
+    return OperatorProfileFiles({**document, "machine": labelled["machine"].iloc[0]}, tables)
 
 
 # One recorded job: which folder and stage, the configuration or device where it has one,

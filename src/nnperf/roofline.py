@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from nnperf import files, ncu, results
+from nnperf import files, ncu, operators, results
 from nnperf.errors import NnperfError
 from nnperf.kernels import KERNEL_COLUMNS, PEAK_COLUMNS
 from nnperf.vocab import CONFIG_KEYS
@@ -276,25 +276,22 @@ def calibration_table(
     return pd.DataFrame(rows, columns=[*CONFIG_KEYS, *CALIBRATION_COLUMNS])
 
 
-# How much of a timed step the GPU is busy, from the profile's kernel time. A GPU busy less
-# than this share of the step waits on the host (Python, framework and launch overhead) for
-# the rest; at or above it the host keeps the GPU fed and faster kernels shorten the step.
-DEVICE_BOUND_SHARE = 0.9
-BUSY_VERDICTS = ("host-bound", "mixed", "device-bound", "unknown")
-
-
 def busy_verdict(busy_share: float, busy_share_upper: float) -> str:
-    """`host-bound` when even the upper estimate of the busy share is under
-    `DEVICE_BOUND_SHARE`, `device-bound` when the estimate at the runs' clock reaches it,
-    `mixed` when the two straddle it; `unknown` without a step time, or when only the upper
-    estimate is known (no run clock) and it does not settle the question."""
+    """What the GPU's busy share of the timed step says, read with the thresholds the
+    operator profiles use (`nnperf.operators.DEVICE_BOUND_SHARE`, `HOST_BOUND_SHARE`):
+    `host-bound` when even the upper estimate is under the host-bound share, `device-bound`
+    when the estimate at the runs' clock reaches the device-bound share, `mixed` between;
+    `unknown` without a step time, or when only the upper estimate is known (no run clock)
+    and it does not settle the question."""
     if not math.isfinite(busy_share_upper):
         return "unknown"
-    if busy_share_upper < DEVICE_BOUND_SHARE:
-        return "host-bound"
+    if busy_share_upper < operators.HOST_BOUND_SHARE:
+        return operators.HOST_BOUND
     if not math.isfinite(busy_share):
         return "unknown"
-    return "device-bound" if busy_share >= DEVICE_BOUND_SHARE else "mixed"
+    if busy_share >= operators.DEVICE_BOUND_SHARE:
+        return operators.DEVICE_BOUND
+    return operators.MIXED
 
 
 PROFILE_COLUMNS = (

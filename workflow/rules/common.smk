@@ -239,6 +239,15 @@ def profile_request(wildcards):
     return as_param(contract.ProfileStepRequest(run=run_request_of(wildcards, training)))
 
 
+def operator_profile_request(wildcards):
+    """A few steps of the configuration under torch.profiler (its process 0's seed)."""
+    return as_param(
+        contract.OperatorProfileRequest(
+            run=run_request_of(wildcards, STUDY.training), settings=STUDY.operator_profile
+        )
+    )
+
+
 def tables_request():
     return as_param(contract.TablesRequest(cv_threshold=STUDY.report.cv_threshold))
 
@@ -382,6 +391,7 @@ def report_inputs(wildcards):
         "complexity": complexity_outputs(),
         "ceilings": ceilings_jsons(),
         "run_jsons": run_outputs(),
+        "opprofiles": operator_profiles("opprofile"),
         "figures": [
             path
             for path in study + machine_comparison_outputs()
@@ -459,6 +469,45 @@ def ncu_outputs():
     return [table("kernels")] if ncu_keys() else []
 
 
+# --- operator profiles (torch.profiler) -------------------------------------------------
+
+for name in STUDY.operator_profile.variants or ():
+    if name not in STUDY.variants:
+        sys.exit(
+            f"nnperf: config operator_profile.variants names {name!r}, which is not in config "
+            f"variants; allowed: {', '.join(STUDY.variants)}"
+        )
+if not STUDY.operator_profile.enabled:
+    add_note("operator_profile.enabled is false: no torch.profiler operator profiles")
+
+
+def operator_profile_keys():
+    """Configurations profiled under torch.profiler: all of the matrix's, or those at
+    `operator_profile.batch_sizes` and `operator_profile.variants`."""
+    settings = STUDY.operator_profile
+    if not settings.enabled:
+        return []
+    return [
+        key
+        for key in MATRIX
+        if (settings.batch_sizes is None or key.batch_size in settings.batch_sizes)
+        and (settings.variants is None or key.variant in settings.variants)
+    ]
+
+
+def operator_profiles(kind):
+    """The `kind` file of every configuration profiled under torch.profiler."""
+    return [layout.path(kind, dataset=DATASET, **key.as_dict()) for key in operator_profile_keys()]
+
+
+def operator_profile_outputs():
+    return [
+        path
+        for kind in ("opprofile", "operators_figure", "memory_figure")
+        for path in operator_profiles(kind)
+    ]
+
+
 def roofline_outputs():
     """Points and figures: a hierarchical roofline for every profiled configuration and a
     step-level roofline for every device (analytic on CPU and MPS)."""
@@ -480,6 +529,7 @@ def get_final_output():
         + ceilings_outputs()
         + timing_outputs()
         + ncu_outputs()
+        + operator_profile_outputs()
         + roofline_outputs()
         + report_outputs()
     )

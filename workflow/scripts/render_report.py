@@ -14,6 +14,7 @@ with logged_job(snakemake.log[0], "render_report"):  # noqa: F821 - injected by 
         complexity=inputs.complexity,
         ceilings=inputs.ceilings,
         run_jsons=inputs.run_jsons,
+        opprofiles=inputs.opprofiles,
         dataset=request.dataset,
     )
     render_files(request, local, list(inputs.figures), output.html, output.md)

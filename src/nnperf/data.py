@@ -155,10 +155,22 @@ SYNTHETIC_NUM_CLASSES = DATASETS["synthetic"].num_classes
 SYNTHETIC_LABEL_NAMES = tuple(f"pattern_{k}" for k in range(SYNTHETIC_NUM_CLASSES))
 # The signal is a class colour plus an oriented stripe pattern (one orientation per class)
 # of +-SYNTHETIC_PATTERN_AMPLITUDE grey levels. Each image gets a random overall brightness
-# shift, so mean colour alone separates the classes only partly (about 60% with a
-# nearest-mean rule, against 95% using the whole image), and per-pixel Gaussian noise hides
-# the pattern from any single pixel. Easy on purpose: the point is that a loss which goes
-# down means the training step works, not to benchmark accuracy.
+# shift, so mean colour alone separates the classes only partly, and per-pixel Gaussian
+# noise hides the pattern from any single pixel. Half the images, drawn at random, show their
+# class's pattern mirrored left to right, and the orientations lie between vertical and
+# horizontal stripes (0 to 90 degrees), where no class is the mirror of another: so the
+# horizontal flip of the standard CIFAR augmentation keeps every label, as it does on
+# natural images, and a training run sees the same distribution its test split holds.
+# Seed 0, 2000 test images: the nearest class-mean colour is right for 64% of them, the
+# nearest of the twenty noiseless patterns (ten and their mirror images) for 93%.
+#
+# Learnable on purpose, so that a training run to accuracy has a curve to show offline
+# (nnperf.convergence), and not at once, so that the curve says something. Measured with
+# SGD (Nesterov, lr 0.05, one warm-up epoch, cosine), batch 32 and flip-and-crop
+# augmentation on 512 training images, test top-1 on 500 test images (chance: 10%):
+#   a two-conv CNN (5.5k parameters):  38%, 72%, 86%, 91%, 90% after epochs 1-5 (1 s on CPU)
+#   resnet18_cifar:                    21%, 29%, 78%, 97% after epochs 1-4 (74 s on CPU)
+# (tests/test_convergence.py checks the first).
 SYNTHETIC_COLOUR_RANGE = (96.0, 160.0)
 SYNTHETIC_PATTERN_AMPLITUDE = 40.0
 SYNTHETIC_BRIGHTNESS_STD = 16.0
@@ -175,7 +187,9 @@ def _synthetic_templates(rng: np.random.Generator) -> np.ndarray:
     templates = np.empty((SYNTHETIC_NUM_CLASSES, height, width, 3), dtype=np.float32)
     for k in range(SYNTHETIC_NUM_CLASSES):
         colour = rng.uniform(*SYNTHETIC_COLOUR_RANGE, size=3)
-        angle = np.pi * k / SYNTHETIC_NUM_CLASSES  # a distinct stripe orientation per class
+        # A distinct stripe orientation per class in [0, pi/2]: mirrored, they fill
+        # (pi/2, pi], so no class's mirror image is another class's pattern.
+        angle = (np.pi / 2) * k / (SYNTHETIC_NUM_CLASSES - 1)
         cycles = rng.uniform(1.5, 3.0)
         phase = rng.uniform(0.0, 2.0 * np.pi)
         channel_weight = rng.uniform(-1.0, 1.0, size=3)
@@ -189,8 +203,9 @@ def _synthetic_templates(rng: np.random.Generator) -> np.ndarray:
 def synthetic_split(settings: SyntheticData, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Generate one synthetic split: (uint8 [N, 32, 32, 3], int64 [N]) from the seed alone.
 
-    Train and test share the class templates and draw their noise from independent streams,
-    so the test split does not change when the number of training images does.
+    Train and test share the class templates and draw their noise (and which images are
+    mirrored) from independent streams, so the test split does not change when the number of
+    training images does.
     """
     check_synthetic(settings)
     if split not in SPLITS:
@@ -206,9 +221,11 @@ def synthetic_split(settings: SyntheticData, split: str) -> tuple[np.ndarray, np
         chunk = labels[start : start + _SYNTHETIC_CHUNK]
         brightness = rng.standard_normal((len(chunk), 1, 1, 1), dtype=np.float32)
         noise = rng.standard_normal((len(chunk), *templates.shape[1:]), dtype=np.float32)
-        pixels = (
-            templates[chunk] + SYNTHETIC_BRIGHTNESS_STD * brightness + SYNTHETIC_NOISE_STD * noise
+        mirrored = rng.integers(0, 2, size=len(chunk)).astype(bool)
+        patterns = np.where(
+            mirrored[:, None, None, None], templates[chunk][:, :, ::-1], templates[chunk]
         )
+        pixels = patterns + SYNTHETIC_BRIGHTNESS_STD * brightness + SYNTHETIC_NOISE_STD * noise
         images[start : start + len(chunk)] = np.clip(np.rint(pixels), 0, 255)
     return images, labels
 

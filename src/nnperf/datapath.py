@@ -15,6 +15,11 @@ on the device moves 4x fewer bytes over PCIe and keeps the two data paths compar
 
 Timing phases map onto this as: `data_wait` = `next_batch()`, `h2d` = `to_device()` (copy
 plus input preparation). This module does not time anything (`nnperf.timing` does).
+
+Training to accuracy (`nnperf.convergence`) feeds whole epochs instead of an endless stream:
+`make_epoch_feeder()` gives the same two data paths as `epoch()` iterators, each epoch drawn
+from one explicit `torch.Generator` (`.generator`), so that a run restored at an epoch boundary
+from a checkpoint holding that generator's state draws exactly the batches it would have.
 """
 
 from __future__ import annotations
@@ -72,6 +77,34 @@ def check_batch_fits(num_images: int, batch_size: int) -> None:
         )
 
 
+def _data_loader(
+    images: np.ndarray,
+    labels: np.ndarray,
+    batch_size: int,
+    settings: VariantSettings,
+    augment: bool,
+    generator: torch.Generator,
+    device: torch.device,
+    persistent_workers: bool,
+) -> DataLoader:
+    """The variant's DataLoader: shuffled full batches, order drawn from `generator`."""
+    extra = {}
+    if settings.num_workers > 0:
+        extra["persistent_workers"] = persistent_workers
+        if settings.prefetch_factor is not None:
+            extra["prefetch_factor"] = settings.prefetch_factor
+    return DataLoader(
+        Uint8ImageDataset(images, labels, augment),
+        batch_size=batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=settings.num_workers,
+        pin_memory=settings.pin_memory and device.type != "cpu",
+        generator=generator,
+        **extra,
+    )
+
+
 class DataLoaderFeeder:
     """Batches from a DataLoader, cycled over epochs (the epoch restart is timed too)."""
 
@@ -90,20 +123,8 @@ class DataLoaderFeeder:
         self.non_blocking = bool(settings.pin_memory)
         generator = torch.Generator()
         generator.manual_seed(seed)
-        extra = {}
-        if settings.num_workers > 0:
-            extra["persistent_workers"] = True
-            if settings.prefetch_factor is not None:
-                extra["prefetch_factor"] = settings.prefetch_factor
-        self.loader = DataLoader(
-            Uint8ImageDataset(images, labels, augment),
-            batch_size=batch_size,
-            shuffle=True,
-            drop_last=True,
-            num_workers=settings.num_workers,
-            pin_memory=settings.pin_memory and device.type != "cpu",
-            generator=generator,
-            **extra,
+        self.loader = _data_loader(
+            images, labels, batch_size, settings, augment, generator, device, True
         )
         self._iterator = iter(self.loader)
 
@@ -228,3 +249,88 @@ def make_feeder(
     if settings.data_path == "device_resident":
         return DeviceResidentFeeder(images, labels, batch_size, augment, seed, device)
     return DataLoaderFeeder(images, labels, batch_size, settings, augment, seed, device)
+
+
+# --- whole epochs, for training to accuracy ---------------------------------------------------
+
+
+class DataLoaderEpochs:
+    """The `dataloader` path one epoch at a time: each `epoch()` is one full pass of a fresh
+    DataLoader iterator.
+
+    Its randomness is the DataLoader's `generator` (shuffling; each epoch's worker seeds)
+    and, with no worker processes, torch's global RNG (the per-image crop and flip run in
+    this process). Workers are not persistent, unlike the timed feeder's: a persistent
+    worker's RNG carries over from epoch to epoch where no checkpoint can reach it, while a
+    fresh one is seeded from `generator`, so a resumed run gets the same augmentations. The
+    pass is always run to its end, because the sampler draws from `generator` once more when
+    it finds the epoch exhausted; stopping one batch short would leave the generator behind.
+    """
+
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        batch_size: int,
+        settings: VariantSettings,
+        augment: bool,
+        seed: int,
+        device: torch.device,
+    ):
+        check_batch_fits(len(labels), batch_size)
+        self.device = device
+        self.non_blocking = bool(settings.pin_memory)
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed)
+        self.loader = _data_loader(
+            images, labels, batch_size, settings, augment, self.generator, device, False
+        )
+        self.steps_per_epoch = len(self.loader)
+
+    def epoch(self):
+        """The batches of one epoch (host tensors; `to_device` moves them)."""
+        return iter(self.loader)
+
+    def to_device(self, batch):
+        images, labels = batch
+        return (
+            images.to(self.device, non_blocking=self.non_blocking),
+            labels.to(self.device, non_blocking=self.non_blocking),
+        )
+
+
+class DeviceResidentEpochs(DeviceResidentFeeder):
+    """The `device_resident` path one epoch at a time: `steps_per_epoch` batches of one
+    permutation, drawn with their augmentation from `generator` (on the device)."""
+
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        batch_size: int,
+        augment: bool,
+        seed: int,
+        device: torch.device,
+    ):
+        super().__init__(images, labels, batch_size, augment, seed, device)
+        self.steps_per_epoch = len(self.labels) // batch_size
+
+    def epoch(self):
+        """The batches of one epoch: a new permutation is drawn by the first of them."""
+        for _ in range(self.steps_per_epoch):
+            yield self.next_batch()
+
+
+def make_epoch_feeder(
+    images: np.ndarray,
+    labels: np.ndarray,
+    batch_size: int,
+    settings: VariantSettings,
+    augment: bool,
+    seed: int,
+    device: torch.device,
+) -> DataLoaderEpochs | DeviceResidentEpochs:
+    """The epoch feeder of the variant's `data_path`, for training to accuracy."""
+    if settings.data_path == "device_resident":
+        return DeviceResidentEpochs(images, labels, batch_size, augment, seed, device)
+    return DataLoaderEpochs(images, labels, batch_size, settings, augment, seed, device)

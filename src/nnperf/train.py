@@ -6,6 +6,10 @@ data arrays) into a `Training` whose methods are the phases of one SGD step:
 `backward`, `optimizer_step`. `nnperf.timing` puts clocks between them and
 `nnperf.profile_step` puts NVTX ranges around them; neither knows how a step is made.
 
+Training to accuracy (`nnperf.convergence`) builds its run from the same pieces
+(`place_model`, `compile_model`, `make_input_preparer`, `Training` with its own loss), so a
+configuration trains to accuracy with exactly the step its timed runs measure.
+
 It does not load data or build models by name (the caller passes arrays and a module, so the
 engine runs on anything), and it does not time anything.
 """
@@ -92,6 +96,7 @@ class Training:
         prepare: InputPreparer,
         device: torch.device,
         precision: str,
+        criterion: torch.nn.Module | None = None,
     ):
         self.model = model
         self.optimizer = optimizer
@@ -100,7 +105,9 @@ class Training:
         self.prepare = prepare
         self.device = device
         self.precision = precision
-        self.criterion = torch.nn.CrossEntropyLoss()
+        # Plain cross-entropy for the timed step; training to accuracy passes its own
+        # (label smoothing).
+        self.criterion = criterion if criterion is not None else torch.nn.CrossEntropyLoss()
 
     def next_batch(self):
         return self.feeder.next_batch()
@@ -193,22 +200,48 @@ def build_training(
         )
     torch_device = torch.device(device)
     apply_process_settings(device, precision, settings)
-    memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
-    model = model.to(device=torch_device, memory_format=memory_format)
-    model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
+    model = place_model(model, torch_device, settings)
+    params = trainable_parameters(model)
     optimizer = make_optimizer(params, hyper, settings.optimizer_impl)
-    if settings.compile:
-        mode = None if settings.compile == "default" else settings.compile
-        model = torch.compile(model, mode=mode)
+    model = compile_model(model, settings)
     feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, seed, torch_device)
-    prepare = InputPreparer(
-        mean,
-        std,
-        image_size=images.shape[1],
-        input_size=input_size,
-        channels_last=settings.channels_last,
-        device=torch_device,
-    )
+    prepare = make_input_preparer(mean, std, images.shape[1], input_size, settings, torch_device)
     scaler = precision_mod.make_grad_scaler(device, precision)
     return Training(model, optimizer, scaler, feeder, prepare, torch_device, precision)
+
+
+def place_model(
+    model: torch.nn.Module, device: torch.device, settings: VariantSettings
+) -> torch.nn.Module:
+    """`model` on `device` in the variant's memory format, in train mode."""
+    memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
+    model = model.to(device=device, memory_format=memory_format)
+    model.train()
+    return model
+
+
+def trainable_parameters(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The parameters an optimizer updates: all but the frozen ones."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def compile_model(model: torch.nn.Module, settings: VariantSettings) -> torch.nn.Module:
+    """`torch.compile(model)` in the variant's mode, or `model` when it does not compile."""
+    if not settings.compile:
+        return model
+    mode = None if settings.compile == "default" else settings.compile
+    return torch.compile(model, mode=mode)
+
+
+def make_input_preparer(
+    mean, std, image_size: int, input_size: int, settings: VariantSettings, device: torch.device
+) -> InputPreparer:
+    """The on-device uint8 -> normalised float step for the variant's memory format."""
+    return InputPreparer(
+        mean,
+        std,
+        image_size=image_size,
+        input_size=input_size,
+        channels_last=settings.channels_last,
+        device=device,
+    )

@@ -235,6 +235,101 @@ class OperatorProfileSettings:
             )
 
 
+@dataclass(frozen=True)
+class ConvergenceSettings:
+    """How a configuration is trained to accuracy (config `convergence:`; `nnperf.convergence`).
+
+    A training run trains for `epochs` epochs, evaluating the test split after each one, and
+    ends early once test top-1 reaches `target_accuracy` when `stop_at_target` is set (the
+    rule of MLPerf Training and DAWNBench: the clock stops at the target). The learning rate
+    rises linearly over `warmup_epochs` and then follows `schedule` (see
+    `nnperf.convergence.make_lr_scheduler`), stepped every iteration.
+
+    Every field but those in `OUTSIDE_IDENTITY` decides the trajectory (the run's identity,
+    see `TrainingRunRequest.definition`); those decide when the run stops, how often it is
+    saved and where the weights file lies, so they may change between a run and its
+    resumption.
+    """
+
+    epochs: int = 5
+    # A fraction of the test split (0.9 = 90% top-1); None: no target, train every epoch.
+    target_accuracy: float | None = 0.9
+    stop_at_target: bool = True
+    # Training seconds after which the run stops at the end of its epoch (status over_budget).
+    max_seconds: float | None = None
+    # Write last.pt every this many epochs (0: only best.pt and final.pt).
+    checkpoint_every: int = 1
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0005
+    schedule: str = "cosine"
+    # Fractional epochs are allowed: the warm-up is round(warmup_epochs * steps per epoch)
+    # iterations (seed 000's 500 steps at 390 steps per epoch are 1.282 epochs).
+    warmup_epochs: float = 1.0
+    label_smoothing: float = 0.0
+    seed: int = 0
+    augment: bool = True
+    # A torchvision weights name of the model ("IMAGENET1K_V2", "DEFAULT"); None: random init.
+    pretrained: str | None = None
+    # The weights file; None: torch hub's cache (`torch.hub.get_dir()/checkpoints/<file>`).
+    pretrained_path: str | None = None
+    freeze_backbone: bool = False
+
+    # The fields that do not change what is trained.
+    OUTSIDE_IDENTITY: typing.ClassVar[tuple[str, ...]] = (
+        "target_accuracy",
+        "stop_at_target",
+        "max_seconds",
+        "checkpoint_every",
+        "pretrained_path",
+    )
+
+    def __post_init__(self) -> None:
+        def refuse(key: str, allowed: str) -> None:
+            raise NnperfError(
+                f"convergence.{key} = {getattr(self, key)!r} is not allowed; allowed: {allowed}"
+            )
+
+        if self.epochs < 1:
+            refuse("epochs", "an integer >= 1")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            refuse("target_accuracy", "a fraction in (0, 1] (0.9 = 90% top-1) or null")
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            refuse("max_seconds", "a number > 0 or null")
+        if self.checkpoint_every < 0:
+            refuse("checkpoint_every", "an integer >= 0 (0: best and final checkpoints only)")
+        if self.optimizer not in vocab.TRAINING_OPTIMIZERS:
+            refuse("optimizer", ", ".join(vocab.TRAINING_OPTIMIZERS))
+        if self.lr <= 0:
+            refuse("lr", "a number > 0")
+        if not 0 <= self.momentum < 1:
+            refuse("momentum", "a number in [0, 1)")
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
+            refuse("nesterov", "true only with optimizer sgd and momentum > 0")
+        if self.weight_decay < 0:
+            refuse("weight_decay", "a number >= 0")
+        if self.schedule not in vocab.LR_SCHEDULES:
+            refuse("schedule", ", ".join(vocab.LR_SCHEDULES))
+        if not 0 <= self.warmup_epochs <= self.epochs:
+            refuse("warmup_epochs", f"a number between 0 and epochs ({self.epochs})")
+        if self.schedule == "one_cycle" and not 0 < self.warmup_epochs < self.epochs:
+            refuse(
+                "warmup_epochs",
+                "with schedule one_cycle, a number strictly between 0 and "
+                f"epochs ({self.epochs}): the rising part of the cycle",
+            )
+        if not 0 <= self.label_smoothing < 1:
+            refuse("label_smoothing", "a number in [0, 1)")
+        if self.seed < 0:
+            refuse("seed", "an integer >= 0")
+        if self.pretrained_path is not None and self.pretrained is None:
+            refuse("pretrained_path", "null unless convergence.pretrained names the weights")
+        if self.freeze_backbone and self.pretrained is None:
+            refuse("freeze_backbone", "true only with convergence.pretrained weights")
+
+
 def _baseline_only() -> dict[str, VariantSettings]:
     return {vocab.REFERENCE_VARIANT: VariantSettings()}
 
@@ -411,6 +506,82 @@ class ReportRequest:
     extra_results: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class TrainingRunRequest:
+    """One configuration trained to accuracy under one recipe (the training stage,
+    `nnperf.convergence`).
+
+    A training run is keyed like a timed run (dataset, device, model, precision, batch size,
+    variant) plus `recipe`, the name of its `ConvergenceSettings` the way `variant` names a
+    set of toggles: two recipes of one configuration (another lr, schedule or seed) are two
+    runs side by side. What the run computes is `definition()`; its checkpoints carry it, so
+    one can only be resumed by the run that wrote it.
+    """
+
+    device: str
+    model: str
+    precision: str
+    batch_size: int
+    variant: str = vocab.REFERENCE_VARIANT
+    settings: VariantSettings = VariantSettings()
+    recipe: str = "default"
+    convergence: ConvergenceSettings = ConvergenceSettings()
+    dataset: str = "synthetic"
+    # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
+    data_root: str | None = None
+    # None: the model's own input size (as RunRequest.input_size); seed 004 fed ResNet-50
+    # CIFAR's 32x32 images as they are (input_size 32).
+    input_size: int | None = None
+
+    @property
+    def root(self) -> str:
+        """Where the prepared dataset is."""
+        from nnperf import layout
+
+        return self.data_root or layout.path("dataset", dataset=self.dataset)
+
+    def keys(self) -> dict[str, Any]:
+        """The run's keys, in `vocab.TRAINING_KEYS` order."""
+        return {
+            "dataset": self.dataset,
+            "device": self.device,
+            "model": self.model,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "variant": self.variant,
+            "recipe": self.recipe,
+        }
+
+    def definition(self) -> dict[str, Any]:
+        """Everything that decides what is trained, as plain data: the keys' meanings (not the
+        variant's and recipe's names but their settings), less the convergence fields that
+        only decide when to stop (`ConvergenceSettings.OUTSIDE_IDENTITY`)."""
+        convergence = {
+            key: value
+            for key, value in to_dict(self.convergence).items()
+            if key not in ConvergenceSettings.OUTSIDE_IDENTITY
+        }
+        return {
+            "dataset": self.dataset,
+            "device": self.device,
+            "model": self.model,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "input_size": self.input_size,
+            "variant_settings": to_dict(self.settings),
+            "convergence": convergence,
+        }
+
+    def header(self) -> dict[str, Any]:
+        """Keys and settings: the head of the run's summary document."""
+        return {
+            **self.keys(),
+            "variant_settings": to_dict(self.settings),
+            "convergence": to_dict(self.convergence),
+            "requested_input_size": self.input_size,
+        }
+
+
 # --- plain data both ways ----------------------------------------------------------------
 
 
@@ -482,8 +653,7 @@ def _type_name(hint: Any) -> str:
     names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
     options = [a for a in typing.get_args(hint)] if _is_union(hint) else [hint]
     words = [
-        "null" if a is type(None) else names.get(a, getattr(a, "__name__", str(a)))
-        for a in options
+        "null" if a is type(None) else names.get(a, getattr(a, "__name__", str(a))) for a in options
     ]
     return " or ".join(words)
 

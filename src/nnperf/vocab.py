@@ -97,6 +97,37 @@ NCU_ENABLED = ("auto", True, False)
 # The `kind` field of a timed run's JSON document.
 RUN_KIND = "timed_run"
 
+# Training to a target accuracy (nnperf.convergence, config `convergence:`).
+TRAINING_RUN_KIND = "training_run"
+# The optimisers and learning-rate schedules a training run can use. AdamW rather than Adam:
+# with weight_decay 0 the two are the same update, and with decay AdamW is the one
+# fine-tuning recipes mean.
+TRAINING_OPTIMIZERS = ("sgd", "adamw")
+LR_SCHEDULES = ("cosine", "one_cycle", "constant")
+# How a training run ended (its summary's `status`): trained as asked (to the target or for
+# all epochs); stopped by `convergence.max_seconds`; out of memory; the loss became NaN/inf.
+TRAINING_STATUSES = ("ok", "over_budget", "oom", "diverged")
+# Why it stopped (`stop_reason`): the target was reached (with stop_at_target), every epoch
+# ran, or one of the statuses above.
+TRAINING_STOP_REASONS = ("target", "epochs", "budget", "oom", "diverged")
+# A training run's keys: a configuration's, plus the recipe (the named convergence settings).
+TRAINING_KEYS = ("dataset", "device", "model", "precision", "batch_size", "variant", "recipe")
+# One row per epoch (epoch 0 is the model before training: its test accuracy is the start of
+# the curve). Times are training only; evaluation is timed apart in eval_time_s.
+EPOCH_CSV_COLUMNS = (
+    *TRAINING_KEYS,
+    "epoch",
+    "train_loss",
+    "test_loss",
+    "test_top1",
+    "lr",
+    "epoch_time_s",
+    "eval_time_s",
+    "train_time_s",
+    "throughput_img_s",
+    "images_seen",
+)
+
 # Names outside a vocabulary sort after it, in their own order.
 _UNKNOWN_RANK = 1_000
 

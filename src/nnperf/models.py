@@ -23,15 +23,27 @@ project never downloads weights). Two families:
     stride is 8 and the last feature map is 4x4 at 32x32 input rather than 1x1 (the usual
     CIFAR adaptation). Width, expansion factors and the classifier are torchvision's.
 
+Transfer learning (`build_pretrained`): an ImageNet-style model starts from torchvision's
+pretrained weights, read from a local file or torch hub's cache and never downloaded (the
+machines this runs on are often offline, and a study must not depend on a download that
+may change); its classifier head is then replaced by a freshly initialised one for the
+dataset's classes (`replace_head`), and the rest can be frozen (`freeze_backbone`).
+
 What this module is not: it does not train, count FLOPs (see `nnperf.complexity`) or know
 about datasets; `num_classes` is passed in.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import urllib.parse
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
+import torch
 import torchvision
 from torch import nn
 
@@ -64,6 +76,9 @@ class ModelSpec:
     family: str  # "imagenet" or "cifar"
     build: Callable[[int], nn.Module]
     description: str
+    # The classifier layer (an nn.Linear, as a `get_submodule` path) that transfer learning
+    # replaces: the last layer of torchvision's architecture.
+    head: str
 
 
 def _torchvision(arch: str, num_classes: int, **kwargs) -> nn.Module:
@@ -111,12 +126,21 @@ def _mobilenet_v2_cifar(num_classes: int) -> nn.Module:
     return model
 
 
+# torchvision's classifier layer per architecture family.
+_HEADS = {"resnet": "fc", "vgg": "classifier.6", "mobilenet_v2": "classifier.1"}
+
+
+def _head_of(arch: str) -> str:
+    return next(head for prefix, head in _HEADS.items() if arch.startswith(prefix))
+
+
 def _imagenet_spec(arch: str) -> ModelSpec:
     return ModelSpec(
         name=arch,
         family="imagenet",
         build=lambda num_classes: _torchvision(arch, num_classes),
         description=f"torchvision {arch}, unchanged",
+        head=_head_of(arch),
     )
 
 
@@ -129,6 +153,7 @@ _SPECS = [
             family="cifar",
             build=lambda num_classes, arch=arch: _resnet_cifar(arch, num_classes),
             description=f"torchvision {arch} with a 3x3 stride-1 stem and no max-pool",
+            head=_head_of(arch),
         )
         for arch in ("resnet18", "resnet34", "resnet50")
     ),
@@ -138,6 +163,7 @@ _SPECS = [
             family="cifar",
             build=lambda num_classes, arch=arch: _vgg_cifar(arch, num_classes),
             description=f"torchvision {arch} features with a 512-512-classes head",
+            head=_head_of(arch),
         )
         for arch in ("vgg16", "vgg16_bn")
     ),
@@ -146,6 +172,7 @@ _SPECS = [
         family="cifar",
         build=_mobilenet_v2_cifar,
         description="torchvision mobilenet_v2 with overall stride 8 (stem and stage 2 at stride 1)",
+        head=_head_of("mobilenet_v2"),
     ),
 ]
 
@@ -190,13 +217,197 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
 
 
+# --------------------------------------------------------------------------------------
+# Transfer learning
+# --------------------------------------------------------------------------------------
+
+# torch.hub's pattern for the hash prefix in a weights file name (`resnet50-11ad3fa6.pth`):
+# the first hex digits of the file's SHA-256 (torch.hub.HASH_REGEX).
+_HASH_IN_NAME = re.compile(r"-([a-f0-9]*)\.")
+
+
+def pretrained_weights(name: str, weights: str) -> torchvision.models.WeightsEnum:
+    """torchvision's weights entry for model `name`: `weights` is one of its names
+    (`IMAGENET1K_V1`, `DEFAULT`, ...) or the qualified `ResNet50_Weights.IMAGENET1K_V2`.
+
+    Only the ImageNet-style models have pretrained weights: the CIFAR forms change the
+    layers the weights were learnt for.
+    """
+    spec = get_spec(name)
+    if spec.family != "imagenet":
+        usable = ", ".join(n for n in MODEL_NAMES if MODELS[n].family == "imagenet")
+        raise NnperfError(
+            f"model {name!r} has no pretrained weights (its layers differ from torchvision's);"
+            f" allowed with convergence.pretrained: {usable}"
+        )
+    enum = torchvision.models.get_model_weights(name)
+    prefix, _, member = weights.rpartition(".")
+    if prefix not in ("", enum.__name__) or member not in enum.__members__:
+        raise NnperfError(
+            f"convergence.pretrained = {weights!r} is not a weights name of {name}; "
+            f"allowed: {', '.join(enum.__members__)}"
+        )
+    return enum[member]
+
+
+def weights_file_name(weights: torchvision.models.WeightsEnum) -> str:
+    """The file name torch hub stores `weights` under: the last part of its URL."""
+    return os.path.basename(urllib.parse.urlparse(weights.url).path)
+
+
+def hub_weights_path(weights: torchvision.models.WeightsEnum) -> Path:
+    """Where torch hub caches `weights` (what `torchvision` would download them to):
+    `torch.hub.get_dir()/checkpoints/<file name>`, i.e. under $TORCH_HOME/hub."""
+    return Path(torch.hub.get_dir()) / "checkpoints" / weights_file_name(weights)
+
+
+def find_weights_file(weights: torchvision.models.WeightsEnum, path: str | None = None) -> Path:
+    """The local file holding `weights`: `path` when given, else torch hub's cached copy.
+
+    Never downloads. A missing file is one line naming the path looked at and how to get it.
+    """
+    qualified = f"{type(weights).__name__}.{weights.name}"
+    expected = Path(path).expanduser() if path is not None else hub_weights_path(weights)
+    if expected.is_file():
+        return expected
+    where = "convergence.pretrained_path" if path is not None else "torch hub's cache"
+    raise NnperfError(
+        f"{expected}: pretrained weights {qualified} not found ({where}); nnperf never "
+        f"downloads: fetch {weights.url} to that path on a machine with network access "
+        "and copy it here"
+    )
+
+
+def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """A state dict from a weights file, read with `torch.load(weights_only=True)` on the
+    CPU, or one NnperfError line naming the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to unpickle means a bad file
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise NnperfError(
+            f"{path}: not a readable weights file ({detail}); allowed: a state_dict saved with "
+            "torch.save, like torchvision's downloads"
+        ) from None
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise NnperfError(
+            f"{path}: holds a {type(state).__name__}, not a state_dict; allowed: a mapping of "
+            "parameter names to tensors, like torchvision's weights files"
+        )
+    return state
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def state_dict_mismatches(
+    expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]
+) -> list[str]:
+    """What keeps `given` from loading where `expected` is: missing and unexpected names,
+    and tensors of another shape (which `load_state_dict` refuses even when not strict)."""
+    problems = [f"missing {key}" for key in expected if key not in given]
+    problems += [f"unexpected {key}" for key in given if key not in expected]
+    problems += [
+        f"{key} is {tuple(given[key].shape)}, expected {tuple(value.shape)}"
+        for key, value in expected.items()
+        if key in given and given[key].shape != value.shape
+    ]
+    return problems
+
+
+def replace_head(model: nn.Module, head: str, num_classes: int) -> nn.Linear:
+    """Put a fresh `nn.Linear(in_features, num_classes)` (PyTorch's default init, as
+    torchvision's ResNet head has) at `head` in `model`; returns it."""
+    old = model.get_submodule(head)
+    if not isinstance(old, nn.Linear):
+        raise NnperfError(f"layer {head!r} is a {type(old).__name__}, not the Linear classifier")
+    new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
+    model.set_submodule(head, new)
+    return new
+
+
+def freeze_backbone(model: nn.Module, head: str) -> list[str]:
+    """Stop gradients for every parameter outside `head`; returns the trainable names.
+
+    Only `requires_grad` changes: batch-norm layers keep updating their running statistics
+    in train mode, as in torchvision's fine-tuning tutorial (the new data's statistics),
+    and an optimizer built from the trainable parameters leaves the rest untouched.
+    """
+    trainable = []
+    for name, parameter in model.named_parameters():
+        in_head = name.startswith(head + ".")
+        parameter.requires_grad_(in_head)
+        if in_head:
+            trainable.append(name)
+    return trainable
+
+
+def build_pretrained(
+    name: str, num_classes: int, weights: str, path: str | None = None, freeze: bool = False
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Model `name` with torchvision's pretrained `weights` (read from `path` or torch hub's
+    cache) and a fresh `num_classes` head, backbone frozen when `freeze`; and a record of
+    where the weights came from (for the run's summary).
+
+    The record says whether the file's SHA-256 starts with the hash its published name
+    carries (`resnet50-11ad3fa6.pth`), as torch hub checks on download; a file that does not
+    still loads (a local copy may be renamed or re-saved), and the record says so.
+    """
+    entry = pretrained_weights(name, weights)
+    file = find_weights_file(entry, path)
+    state = load_state_dict_file(file)
+    spec = get_spec(name)
+    head_weight = state.get(f"{spec.head}.weight")
+    if head_weight is None or head_weight.ndim != 2:
+        raise NnperfError(
+            f"{file}: no classifier weight {spec.head}.weight in it; allowed: the state_dict of "
+            f"torchvision's {name}"
+        )
+    model = _torchvision(name, int(head_weight.shape[0]))
+    problems = state_dict_mismatches(model.state_dict(), state)
+    if problems:
+        raise NnperfError(
+            f"{file}: not the weights of torchvision's {name} ({'; '.join(problems[:3])}"
+            f"{f'; {len(problems) - 3} more' if len(problems) > 3 else ''})"
+        )
+    model.load_state_dict(state)
+    replace_head(model, spec.head, num_classes)
+    trainable = freeze_backbone(model, spec.head) if freeze else None
+    model.train()
+    digest = file_sha256(file)
+    published = _HASH_IN_NAME.search(weights_file_name(entry))
+    record = {
+        "weights": f"{type(entry).__name__}.{entry.name}",
+        "file": str(file),
+        "sha256": digest,
+        "sha256_matches_published_name": bool(published and digest.startswith(published[1])),
+        "url": entry.url,
+        "head": spec.head,
+        "frozen_backbone": bool(freeze),
+        "trainable_parameter_tensors": len(trainable) if trainable is not None else None,
+    }
+    return model, record
+
+
 __all__ = [
     "IMAGENET_INPUT_SIZE",
     "MODELS",
     "MODEL_NAMES",
     "ModelSpec",
     "build_model",
+    "build_pretrained",
     "count_parameters",
+    "find_weights_file",
+    "freeze_backbone",
     "get_spec",
     "input_size",
+    "pretrained_weights",
+    "replace_head",
 ]

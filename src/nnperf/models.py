@@ -300,6 +300,7 @@ def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file, read in 1 MiB blocks (weights files are hundreds of MB)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -404,10 +405,15 @@ __all__ = [
     "build_model",
     "build_pretrained",
     "count_parameters",
+    "file_sha256",
     "find_weights_file",
     "freeze_backbone",
     "get_spec",
+    "hub_weights_path",
     "input_size",
+    "load_state_dict_file",
     "pretrained_weights",
     "replace_head",
+    "state_dict_mismatches",
+    "weights_file_name",
 ]

@@ -16,6 +16,7 @@ include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/profiling.smk"
 include: "workflow/rules/operators.smk"
+include: "workflow/rules/training.smk"
 include: "workflow/rules/roofline.smk"
 include: "workflow/rules/report.smk"
 

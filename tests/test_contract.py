@@ -45,6 +45,15 @@ def test_every_section_maps_to_one_settings_class(schema):
     }
     defaults = {name: spec["default"] for name, spec in variant["properties"].items()}
     assert defaults == contract.to_dict(contract.VariantSettings())
+    recipe = schema["$defs"]["recipe"]
+    assert set(recipe["properties"]) == {
+        f.name for f in dataclasses.fields(contract.ConvergenceSettings)
+    }
+    defaults = {name: spec["default"] for name, spec in recipe["properties"].items()}
+    assert defaults == contract.to_dict(contract.ConvergenceSettings())
+    assert recipe["properties"]["optimizer"]["enum"] == list(vocab.TRAINING_OPTIMIZERS)
+    assert recipe["properties"]["schedule"]["enum"] == list(vocab.LR_SCHEDULES)
+    assert schema["properties"]["recipes"]["default"] == {vocab.DEFAULT_RECIPE: {}}
 
 
 def _enum(schema: dict, *path: str) -> list:

@@ -250,16 +250,17 @@ def test_optimizers_and_loss_follow_the_recipe():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"epochs": 0}, "convergence.epochs = 0 is not allowed; allowed: an integer >= 1"),
-        ({"target_accuracy": 90}, "convergence.target_accuracy = 90 is not allowed"),
+        ({"epochs": 0}, "recipe setting epochs = 0 is not allowed; allowed: an integer >= 1"),
+        ({"target_accuracy": 90}, "recipe setting target_accuracy = 90 is not allowed"),
         ({"optimizer": "adam"}, "allowed: sgd, adamw"),
         ({"schedule": "step"}, "allowed: cosine, one_cycle, constant"),
         ({"optimizer": "adamw", "nesterov": True}, "true only with optimizer sgd"),
         ({"warmup_epochs": 6.0}, "a number between 0 and epochs (5)"),
         ({"schedule": "one_cycle", "warmup_epochs": 0.0}, "with schedule one_cycle"),
         ({"label_smoothing": 1.0}, "a number in [0, 1)"),
-        ({"freeze_backbone": True}, "true only with convergence.pretrained weights"),
-        ({"pretrained_path": "/w.pth"}, "null unless convergence.pretrained names the weights"),
+        ({"freeze_backbone": True}, "true only with the recipe's pretrained weights"),
+        ({"pretrained_path": "/w.pth"}, "null unless the recipe's pretrained names the weights"),
+        ({"input_size": 8}, "recipe setting input_size = 8 is not allowed"),
     ],
 )
 def test_bad_settings_are_one_line(values, message):
@@ -332,7 +333,7 @@ def test_a_time_budget_stops_the_run_as_over_budget(small):
     result = convergence.train_to_accuracy(request(epochs=3, max_seconds=1e-6), toy_cnn, small)
     summary = result.summary
     assert summary["status"] == "over_budget" and summary["stop_reason"] == "budget"
-    assert summary["epochs_run"] == 1 and "convergence.max_seconds" in summary["error"]
+    assert summary["epochs_run"] == 1 and "the recipe's max_seconds" in summary["error"]
 
 
 def test_a_loss_that_becomes_nan_is_diverged(small):
@@ -550,3 +551,49 @@ def test_train_to_files_writes_the_epochs_csv_and_the_summary_json(prepared, tmp
     again = convergence.train_to_files(run, summary_path, epochs_path, folder)
     assert again["resumed_from"]["epoch"] == 1
     assert again["final_train_loss"] == summary["final_train_loss"]
+
+
+def test_an_epoch_that_cannot_fit_the_budget_is_not_started(small):
+    """bf16 on a CPU without bf16 arithmetic: the timed runs' 13 s step says the first epoch
+    (6 steps) would take 78 s of a 10 s budget, so no epoch runs."""
+    run = request(epochs=3, max_seconds=10.0)
+    result = convergence.train_to_accuracy(run, toy_cnn, small, expected_step_time_s=13.0)
+    summary = result.summary
+    assert summary["status"] == "over_budget" and summary["epochs_run"] == 0
+    assert [row["epoch"] for row in result.epochs] == [0]
+    assert summary["error"] == (
+        "stopped after 0 s of training: epoch 1 would take ~78 s more, past "
+        "the recipe's max_seconds = 10"
+    )
+    assert convergence.epoch_time_projection(result.epochs, None, 6) is None
+    rows = [{"epoch": 0, "epoch_time_s": 0.0}, {"epoch": 1, "epoch_time_s": 2.5}]
+    assert convergence.epoch_time_projection(rows, 13.0, 6) == 2.5  # the last epoch rules
+
+
+def test_the_workflow_resumes_only_its_own_checkpoints(prepared, tmp_path, capsys):
+    """RESUME_MATCHING (the rule's mode): a killed job carries on, but checkpoints of other
+    code or settings are another run's: they are removed and the run starts over."""
+    run = TrainingRunRequest(
+        device="cpu",
+        model="resnet18_cifar",
+        precision="fp32",
+        batch_size=16,
+        settings=ONE_THREAD,
+        convergence=ConvergenceSettings(epochs=1, target_accuracy=None, warmup_epochs=0.0),
+        data_root=str(prepared),
+    )
+    folder = tmp_path / "checkpoints"
+    files = (tmp_path / "s.json", tmp_path / "e.csv", folder)
+    matching = convergence.RESUME_MATCHING
+    first = convergence.train_to_files(run, *files, resume=matching, engine="code-1")
+    assert first["resumed_from"] is None
+    same = convergence.train_to_files(run, *files, resume=matching, engine="code-1")
+    assert same["resumed_from"]["epoch"] == 1
+    capsys.readouterr()
+    changed = convergence.train_to_files(run, *files, resume=matching, engine="code-2")
+    assert changed["resumed_from"] is None
+    out = capsys.readouterr().out
+    assert "starting over: " in out and "engine 'code-1' there, 'code-2' here" in out
+    # Plain resume (by hand) refuses the other run's checkpoint instead.
+    with pytest.raises(NnperfError, match="checkpoint was written with other settings"):
+        convergence.train_to_files(run, *files, resume=True, engine="code-3")

@@ -578,6 +578,8 @@ REPORT_SCRIPTS = (
     "compare_machines",
     "render_report",
     "plot_operators",
+    "training_table",
+    "plot_accuracy",
 )
 
 

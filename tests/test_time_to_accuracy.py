@@ -171,3 +171,52 @@ def test_draw_writes_a_png_from_the_epoch_csvs(epochs, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     with pytest.raises(NnperfError, match="no per-epoch tables given"):
         accuracy.draw([], out)
+
+
+def test_write_training_table_reads_the_runs_and_joins_the_timed_throughput(tmp_path):
+    from nnperf.files import write_csv, write_json
+
+    runs = []
+    for i, document in enumerate(
+        [summary("fp32", 128, 1000.0, 100.0, 0.95), summary("bf16", 256, 1800.0, 150.0, 0.93)]
+    ):
+        runs.append(tmp_path / f"run{i}.json")
+        write_json(runs[-1], document)
+    timed = tmp_path / "summary.csv"
+    write_csv(
+        timed,
+        pd.DataFrame(
+            [
+                {
+                    "device": "cpu",
+                    "model": "resnet18_cifar",
+                    "precision": "fp32",
+                    "batch_size": 128,
+                    "variant": "baseline",
+                    "dataset": "synthetic",
+                    "status": "ok",
+                    "throughput_img_s_mean": 1100.0,
+                }
+            ]
+        ),
+    )
+    out = tmp_path / "training.csv"
+    written = time_to_accuracy.write_training_table(runs, timed, out)
+    on_disk = pd.read_csv(out)
+    assert len(on_disk) == len(written) == 2
+    assert on_disk.set_index("precision").loc["fp32", "timed_throughput_img_s"] == 1100.0
+    assert pd.isna(on_disk.set_index("precision").loc["bf16", "timed_throughput_img_s"])
+    other = tmp_path / "other.json"
+    write_json(other, {"kind": "timed_run"})
+    with pytest.raises(NnperfError, match=r"other\.json: kind 'timed_run' is not a training run"):
+        time_to_accuracy.write_training_table([other], timed, tmp_path / "x.csv")
+    with pytest.raises(NnperfError, match="no training runs given"):
+        time_to_accuracy.write_training_table([], timed, tmp_path / "x.csv")
+
+
+def test_runs_of_different_machines_are_not_compared(table):
+    """The report's table holds every machine's runs: a faster machine is not 'faster but
+    later' against a slower one."""
+    two = pd.concat([table.assign(machine="a"), table.assign(machine="b")], ignore_index=True)
+    sentences = time_to_accuracy.faster_but_later_sentences(two)
+    assert len(sentences) == 2 * len(time_to_accuracy.faster_but_later_sentences(table))

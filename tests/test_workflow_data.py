@@ -21,10 +21,10 @@ def test_dataset_and_complexity_rules_get_the_study_s_settings(workdir):
     # dataset.synthetic of the tiny config reached the generator.
     manifest = json.loads((workdir / "resources/data/synthetic/manifest.json").read_text())
     assert manifest["dataset"] == "synthetic"
-    assert manifest["images"] == {"train": 64, "test": 16}
-    assert manifest["synthetic"] == {"train_images": 64, "test_images": 16, "seed": 0}
+    assert manifest["images"] == {"train": 256, "test": 64}
+    assert manifest["synthetic"] == {"train_images": 256, "test_images": 64, "seed": 0}
     assert (workdir / "logs/data/synthetic.log").read_text() == (
-        "synthetic: 64 train and 16 test images (generated with seed 0)\n"
+        "synthetic: 256 train and 64 test images (generated with seed 0)\n"
     )
 
     # training.momentum 0: plain SGD keeps no state, and the document says what it assumed.

@@ -56,7 +56,7 @@ def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
 
 # Sections a study file replaces whole instead of merging into config/config.yaml's: the
 # matrix. (Snakemake already replaces lists; a mapping it would merge key by key.)
-REPLACED_SECTIONS = ("variants",)
+REPLACED_SECTIONS = ("variants", "recipes")
 
 
 def overlay_study(config: dict, layers: Iterable[dict]) -> dict:
@@ -234,13 +234,14 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     if errors:
         # jsonschema reports the deepest, most specific problem best_match finds.
         raise NnperfError(format_error(jsonschema.exceptions.best_match(errors)))
-    # Variants are an open mapping (additionalProperties), which the defaults recipe does
-    # not descend into; fill each variant's toggles explicitly.
-    toggles = schema["$defs"]["variant"]["properties"]
-    instance["variants"] = {
-        name: {key: spec["default"] for key, spec in toggles.items()} | dict(settings or {})
-        for name, settings in instance["variants"].items()
-    }
+    # Variants and recipes are open mappings (additionalProperties), which the defaults
+    # recipe does not descend into; fill each entry's settings explicitly.
+    for section, definition in (("variants", "variant"), ("recipes", "recipe")):
+        fields = schema["$defs"][definition]["properties"]
+        instance[section] = {
+            name: {key: spec["default"] for key, spec in fields.items()} | dict(settings or {})
+            for name, settings in instance[section].items()
+        }
     train_images = _train_images(instance["dataset"])
     too_large = [b for b in instance["batch_sizes"] if b > train_images]
     if too_large:

@@ -255,7 +255,8 @@ class ConvergenceSettings:
     # A fraction of the test split (0.9 = 90% top-1); None: no target, train every epoch.
     target_accuracy: float | None = 0.9
     stop_at_target: bool = True
-    # Training seconds after which the run stops at the end of its epoch (status over_budget).
+    # Training seconds the run may spend: an epoch that would take it past them is not
+    # started (status over_budget); projected from the last epoch or the timed runs' step.
     max_seconds: float | None = None
     # Write last.pt every this many epochs (0: only best.pt and final.pt).
     checkpoint_every: int = 1
@@ -276,6 +277,10 @@ class ConvergenceSettings:
     # The weights file; None: torch hub's cache (`torch.hub.get_dir()/checkpoints/<file>`).
     pretrained_path: str | None = None
     freeze_backbone: bool = False
+    # The image size fed to the model; None: the model's own (32 for *_cifar models, 224 for
+    # ImageNet ones, images resized on the device). Seeds 000 and 004 fed ImageNet ResNets
+    # CIFAR's 32x32 images as they are: 32.
+    input_size: int | None = None
 
     # The fields that do not change what is trained.
     OUTSIDE_IDENTITY: typing.ClassVar[tuple[str, ...]] = (
@@ -289,7 +294,8 @@ class ConvergenceSettings:
     def __post_init__(self) -> None:
         def refuse(key: str, allowed: str) -> None:
             raise NnperfError(
-                f"convergence.{key} = {getattr(self, key)!r} is not allowed; allowed: {allowed}"
+                f"recipe setting {key} = {getattr(self, key)!r} is not allowed; "
+                f"allowed: {allowed}"
             )
 
         if self.epochs < 1:
@@ -325,13 +331,30 @@ class ConvergenceSettings:
         if self.seed < 0:
             refuse("seed", "an integer >= 0")
         if self.pretrained_path is not None and self.pretrained is None:
-            refuse("pretrained_path", "null unless convergence.pretrained names the weights")
+            refuse("pretrained_path", "null unless the recipe's pretrained names the weights")
         if self.freeze_backbone and self.pretrained is None:
-            refuse("freeze_backbone", "true only with convergence.pretrained weights")
+            refuse("freeze_backbone", "true only with the recipe's pretrained weights")
+        if self.input_size is not None and self.input_size < 16:
+            refuse("input_size", "an integer >= 16 or null")
+
+
+@dataclass(frozen=True)
+class ConvergenceSelection:
+    """Which configurations of the matrix are trained to accuracy, under every recipe of
+    config `recipes:` (config `convergence:`). null selects all of a key's values."""
+
+    enabled: bool = True
+    precisions: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    variants: tuple[str, ...] | None = None
 
 
 def _baseline_only() -> dict[str, VariantSettings]:
     return {vocab.REFERENCE_VARIANT: VariantSettings()}
+
+
+def _default_recipe() -> dict[str, ConvergenceSettings]:
+    return {vocab.DEFAULT_RECIPE: ConvergenceSettings()}
 
 
 @dataclass(frozen=True)
@@ -349,6 +372,8 @@ class StudyConfig:
     timing: TimingSettings = TimingSettings()
     ncu: NcuSettings = NcuSettings()
     operator_profile: OperatorProfileSettings = OperatorProfileSettings()
+    convergence: ConvergenceSelection = ConvergenceSelection()
+    recipes: dict[str, ConvergenceSettings] = field(default_factory=_default_recipe)
     ceilings: CeilingsSettings = CeilingsSettings()
     report: ReportSettings = ReportSettings()
 
@@ -524,7 +549,7 @@ class TrainingRunRequest:
     batch_size: int
     variant: str = vocab.REFERENCE_VARIANT
     settings: VariantSettings = VariantSettings()
-    recipe: str = "default"
+    recipe: str = vocab.DEFAULT_RECIPE
     convergence: ConvergenceSettings = ConvergenceSettings()
     dataset: str = "synthetic"
     # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.

@@ -39,7 +39,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -49,7 +49,8 @@ from nnperf import precision as precision_mod
 from nnperf.contract import ConvergenceSettings, TrainingRunRequest, to_dict
 from nnperf.datapath import make_epoch_feeder
 from nnperf.errors import NnperfError
-from nnperf.files import write_csv, write_json
+from nnperf.files import load_json, write_csv, write_json
+from nnperf.runner import expected_step_time
 from nnperf.train import (
     Training,
     apply_process_settings,
@@ -212,11 +213,16 @@ def evaluate(
 # --- the run --------------------------------------------------------------------------------
 
 
-def run_identity(request: TrainingRunRequest, data: TrainingData) -> dict[str, Any]:
+def run_identity(
+    request: TrainingRunRequest, data: TrainingData, engine: str | None = None
+) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by this run: model, classes and a
-    fingerprint of the request's definition plus the data it trains and tests on."""
+    fingerprint of the request's definition plus the data it trains and tests on, and
+    `engine` (the workflow's hash of the training code) when given, so that a run of changed
+    code starts over instead of finishing an old run's trajectory."""
     definition = {
         **request.definition(),
+        **({"engine": engine} if engine else {}),
         "num_classes": data.num_classes,
         "input_size": data.input_size,
         "data": {
@@ -232,6 +238,19 @@ def run_identity(request: TrainingRunRequest, data: TrainingData) -> dict[str, A
         "definition": definition,
         "fingerprint": hashlib.sha256(text.encode()).hexdigest(),
     }
+
+
+def epoch_time_projection(
+    rows: list[dict], expected_step_time_s: float | None, steps_per_epoch: int
+) -> float | None:
+    """How long the next epoch will train: the last epoch's time, or before any epoch the
+    timed runs' step time x steps per epoch (None when neither is known)."""
+    trained = [row for row in rows if row["epoch"] > 0]
+    if trained:
+        return float(trained[-1]["epoch_time_s"])
+    if expected_step_time_s:
+        return float(expected_step_time_s) * steps_per_epoch
+    return None
 
 
 def _synchronize(device: torch.device) -> None:
@@ -287,6 +306,8 @@ def train_to_accuracy(
     resume_from: str | os.PathLike | None = None,
     on_epoch: Callable[[dict], None] | None = None,
     pretrained: dict | None = None,
+    engine: str | None = None,
+    expected_step_time_s: float | None = None,
 ) -> TrainingResult:
     """Train `request`'s configuration to accuracy; return its summary and per-epoch rows.
 
@@ -299,14 +320,18 @@ def train_to_accuracy(
     the initial weights came from, for the summary (`nnperf.models.build_pretrained`).
 
     Row 0 is the model before training. An allocation failure ends the run with status
-    `oom`, a NaN/inf training loss with `diverged`, `max_seconds` of training with
-    `over_budget`; each keeps the rows so far.
+    `oom`, a NaN/inf training loss with `diverged`; each keeps the rows so far. With
+    `convergence.max_seconds`, an epoch that would take the training time past it is not
+    started: status `over_budget`. Its time is projected from the last epoch, or, before the
+    first, from `expected_step_time_s` (the timed runs' step time) x steps per epoch, so a
+    configuration whose single epoch cannot fit (bf16 on a CPU without bf16 arithmetic)
+    costs nothing but the first evaluation. `engine` joins the run's identity (`run_identity`).
     """
     settings = request.convergence
     started_at = time.time()
     device = torch.device(request.device)
     variant = request.settings
-    identity = run_identity(request, data)
+    identity = run_identity(request, data, engine)
 
     seed_everything(settings.seed)
     apply_process_settings(request.device, request.precision, variant)
@@ -420,14 +445,15 @@ def train_to_accuracy(
                 break
             if previous["epoch"] >= settings.epochs:
                 break
-            if (
-                settings.max_seconds is not None
-                and previous["train_time_s"] >= settings.max_seconds
+            projected = epoch_time_projection(rows, expected_step_time_s, steps_per_epoch)
+            if settings.max_seconds is not None and (
+                previous["train_time_s"] + (projected or 0.0) > settings.max_seconds
             ):
                 status, stop_reason = "over_budget", "budget"
                 error = (
-                    f"stopped after {previous['train_time_s']:.3g} s of training "
-                    f"(convergence.max_seconds = {settings.max_seconds:g})"
+                    f"stopped after {previous['train_time_s']:.3g} s of training: epoch "
+                    f"{previous['epoch'] + 1} would take ~{projected or 0:.3g} s more, past "
+                    f"the recipe's max_seconds = {settings.max_seconds:g}"
                 )
                 break
             epoch = previous["epoch"] + 1
@@ -546,8 +572,10 @@ def load_training_data(request: TrainingRunRequest) -> TrainingData:
     models_mod.get_spec(request.model)
     train_images, train_labels = data_mod.load_split(request.root, request.dataset, "train")
     test_images, test_labels = data_mod.load_split(request.root, request.dataset, "test")
-    input_size = request.input_size or models_mod.input_size(
-        request.model, int(train_images.shape[1])
+    input_size = (
+        request.input_size
+        or request.convergence.input_size
+        or models_mod.input_size(request.model, int(train_images.shape[1]))
     )
     return TrainingData(
         train_images=train_images,
@@ -598,6 +626,27 @@ def model_factory(
     return (lambda: model), record
 
 
+RESUME_MATCHING = "matching"
+
+
+def _matching_checkpoint(
+    checkpoint_dir: str | os.PathLike, identity: Mapping[str, Any], name: str
+) -> Path | None:
+    """The newest checkpoint in `checkpoint_dir` when this very run wrote it; otherwise
+    (other settings or code, or an unreadable file) the folder's checkpoints are another
+    run's: they are removed, with a line saying why, and the run starts over."""
+    try:
+        newest = checkpoints.latest(checkpoint_dir)
+        if newest is not None:
+            checkpoints.check_identity(newest, checkpoints.load(newest), identity)
+        return newest
+    except NnperfError as exc:
+        print(f"{name}: starting over: {exc}", flush=True)
+        for which in checkpoints.NAMES:
+            checkpoints.path_of(checkpoint_dir, which).unlink(missing_ok=True)
+        return None
+
+
 def train_to_files(
     request: TrainingRunRequest,
     out_summary: str | os.PathLike,
@@ -606,28 +655,41 @@ def train_to_files(
     *,
     resume: bool | str | os.PathLike = True,
     workflow_dir: str | os.PathLike | None = None,
+    engine: str | None = None,
+    run_json: str | os.PathLike | None = None,
 ) -> dict:
     """Train `request` to accuracy and write its per-epoch CSV and summary JSON (the training
     stage's rule, and `nnperf` by hand).
 
     `resume`: True carries on from the newest checkpoint in `checkpoint_dir` when there is
-    one (a killed job simply runs again), a path carries on from that checkpoint, False
-    starts over (and overwrites the folder's checkpoints). The summary gets the environment
-    record (`nnperf.envinfo`) of the process that trained. Progress goes to stdout, one line
-    per epoch.
+    one (a killed job simply runs again; one of other settings is an error),
+    `RESUME_MATCHING` (the workflow's rule) likewise but starts over when the checkpoints
+    are another run's (the settings or, with `engine`, the code changed since), a path
+    carries on from that checkpoint, False starts over (and overwrites the folder's
+    checkpoints). `run_json`: the configuration's timed run, whose step time sizes the
+    first epoch for `convergence.max_seconds`. The summary gets the environment record
+    (`nnperf.envinfo`) of the process that trained. Progress goes to stdout, one line per
+    epoch.
     """
     from nnperf.envinfo import collect_environment
 
+    data = load_training_data(request)
+    name = label(request)
     resume_from = None
-    if resume is True:
+    if resume == RESUME_MATCHING:
+        if checkpoint_dir is not None:
+            identity = run_identity(request, data, engine)
+            resume_from = _matching_checkpoint(checkpoint_dir, identity, name)
+    elif resume is True:
         if checkpoint_dir is not None:
             resume_from = checkpoints.latest(checkpoint_dir)
     elif resume:
         resume_from = Path(resume)
-    data = load_training_data(request)
+    expected_step = None
+    if run_json is not None:
+        expected_step = expected_step_time(load_json(run_json, what="run document"))
     seed_everything(request.convergence.seed)
     factory, pretrained = model_factory(request, data.num_classes, resume_from is not None)
-    name = label(request)
     if resume_from is not None:
         print(f"{name}: resuming from {resume_from}", flush=True)
     result = train_to_accuracy(
@@ -638,6 +700,8 @@ def train_to_files(
         resume_from=resume_from,
         on_epoch=lambda row: print(f"{name}: {epoch_line(row)}", flush=True),
         pretrained=pretrained,
+        engine=engine,
+        expected_step_time_s=expected_step,
     )
     summary = result.summary
     summary["environment"] = collect_environment(

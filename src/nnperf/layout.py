@@ -34,6 +34,7 @@ KEY_PATTERNS = {
     "precision": "|".join(vocab.PRECISIONS),
     "batch_size": r"\d+",
     "variant": r"[a-z][a-z0-9_]*",
+    "recipe": r"[a-z][a-z0-9_]*",
     "kind": r"[a-z_]+",
     "name": r"[a-z_]+",
 }
@@ -46,6 +47,9 @@ PROFILE_STEM = f"results/profiles/{CONFIG}"
 # TensorBoard's profiler plugin looks for: `tensorboard --logdir` on a precision's folder
 # shows one run per batch size and one worker per variant.
 OPPROFILE_STEM = f"results/opprofiles/{CONFIG}"
+# A configuration trained to accuracy under one recipe. Its checkpoints sit beside its
+# outputs but are not outputs: a killed training job runs again and resumes from them.
+TRAINING_STEM = f"results/training/{CONFIG}/{{recipe}}"
 
 TEMPLATES = {
     "dataset": "resources/data/{dataset}",
@@ -66,6 +70,10 @@ TEMPLATES = {
     "opprofile_layers": f"{OPPROFILE_STEM}_layers.csv",
     "opprofile_steps": f"{OPPROFILE_STEM}_steps.csv",
     "opprofile_memory": f"{OPPROFILE_STEM}_memory.csv",
+    "training_run": f"{TRAINING_STEM}.json",
+    "training_epochs": f"{TRAINING_STEM}_epochs.csv",
+    "training_checkpoints": f"{TRAINING_STEM}_checkpoints",
+    "accuracy_figure": "results/figures/accuracy/{dataset}/{device}/{model}.png",
     "operators_figure": f"results/figures/operators/{CONFIG}.png",
     "memory_figure": f"results/figures/memory/{CONFIG}.png",
     "table": "results/tables/{dataset}/{name}.csv",

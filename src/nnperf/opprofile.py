@@ -63,7 +63,15 @@ from nnperf import operators, step_memory
 from nnperf.contract import OperatorProfileRequest, OperatorProfileSettings, to_dict
 from nnperf.errors import NnperfError
 from nnperf.files import atomic_path, load_json, write_csv, write_json
-from nnperf.runner import RunData, build, free_after_oom, label, load_run_data, one_line
+from nnperf.runner import (
+    RunData,
+    build,
+    expected_step_time,
+    free_after_oom,
+    label,
+    load_run_data,
+    one_line,
+)
 from nnperf.timing import synchronize
 from nnperf.train import Training, is_out_of_memory
 from nnperf.vocab import CONFIG_KEYS
@@ -124,19 +132,6 @@ def plan_steps(
         warmup_steps=max(warmup, needed_warmup),
         profiled_steps=max(1, min(settings.steps, 1 + extra)),
     )
-
-
-def expected_step_time(run_document: Mapping | None) -> float | None:
-    """The timed runs' step time: the median of a measured configuration, or the single
-    step an over-budget one showed (a lower bound where it was cut off); None otherwise."""
-    if not run_document:
-        return None
-    if run_document.get("status") == "ok":
-        steps = run_document.get("step_time_s") or {}
-        median = steps.get("median") if isinstance(steps, Mapping) else None
-        return float(median) if median else None
-    single = run_document.get("single_step_time_s")
-    return float(single) if single else None
 
 
 # --- layer ranges ------------------------------------------------------------------------

@@ -84,6 +84,7 @@ from nnperf.findings import (
 )
 from nnperf.operator_findings import CATEGORY_LABELS, bound_sentence, profile_findings
 from nnperf.roofline import CALIBRATION_ROOF_RANGE
+from nnperf.time_to_accuracy import faster_but_later_sentences, time_to_accuracy_sentences
 from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT, precision_rank
 from nnperf.report_format import (
     ci_interval,
@@ -155,6 +156,7 @@ class ReportInputs:
     kernels: pd.DataFrame | None = None
     roofline_points: pd.DataFrame | None = None
     profiles: pd.DataFrame | None = None
+    training: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     ceilings: list[dict] = field(default_factory=list)
@@ -507,6 +509,61 @@ def memory_display(profiles: Sequence) -> pd.DataFrame:
     return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
 
 
+# ------------------------------------------------------------------------------------------
+# Time to accuracy.
+# ------------------------------------------------------------------------------------------
+TIMED_THROUGHPUT = "timed_throughput_img_s"
+
+
+def training_display(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per training run: its time to the target next to its throughput."""
+    rows = []
+    for row in table.to_dict("records"):
+        reached = truthy(row.get("reached")) and not missing(row.get("time_to_target_s"))
+        target = row.get("target_accuracy")
+        rows.append(
+            {
+                **{KEY_LABELS.get(k, k): row.get(k) for k in GROUP_KEYS if k in row},
+                "Recipe": row.get("recipe"),
+                "Status": str(row.get("status")).replace("_", " "),
+                "Target": fmt_pct(target) if not missing(target) else "none",
+                "Time to target": (
+                    fmt_duration(row["time_to_target_s"])
+                    if reached
+                    else ("n/a" if missing(target) else "not reached")
+                ),
+                "Epoch at target": _int(row.get("epochs_to_target"), "—") if reached else "—",
+                "Best top-1": fmt_pct(row.get("best_test_top1")),
+                "Epochs": f"{_int(row.get('epochs_run'), '0')} of {_int(row.get('max_epochs'))}",
+                "Training (img/s)": fmt(row.get("throughput_img_s")),
+                "Timed runs (img/s)": fmt(row.get(TIMED_THROUGHPUT)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def accuracy_section(inputs: ReportInputs, figures: list, drop) -> Section:
+    """Time to a target accuracy next to throughput, and where they disagree."""
+    table = inputs.training
+    throughput = TIMED_THROUGHPUT if TIMED_THROUGHPUT in table.columns else "throughput_img_s"
+    findings = faster_but_later_sentences(table, throughput) + time_to_accuracy_sentences(table)
+    return Section(
+        "accuracy",
+        "Time to accuracy",
+        intro="Each selected configuration trained under each recipe for some epochs or until "
+        "its test top-1 reaches the target, evaluated on the test split every epoch. Time to "
+        "target counts training seconds only (evaluation and checkpoints apart), as MLPerf "
+        "Training and DAWNBench rank systems: a configuration that trains more images per "
+        "second (timed runs) can still reach the target later, or not at all.",
+        findings=findings,
+        tables=[
+            t for t in [Table("Training runs", drop(training_display(table)))] if not t.frame.empty
+        ],
+        figures=figures,
+        sources=_sources(inputs, "training"),
+    )
+
+
 def operators_section(inputs: ReportInputs, figures: list, drop) -> Section:
     """Where each profiled step's time and memory go, from its torch.profiler profile."""
     profiles = sorted_opprofiles(inputs.opprofiles)
@@ -769,6 +826,7 @@ def cost_display(table: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------
 # Path keywords -> section, first match wins (machines/throughput.png is a machine figure).
 FIGURE_SECTIONS = (
+    ("figures/accuracy/", "accuracy"),
     ("figures/operators/", "operators"),
     ("figures/memory/", "operators"),
     ("machines", "machines"),
@@ -902,6 +960,10 @@ def key_findings(
             busy_sentence(row, inputs.summary)
             for row in sort_configs(host_bound).to_dict("records")
         )
+    if inputs.training is not None and not inputs.training.empty:
+        table = inputs.training
+        rate = TIMED_THROUGHPUT if TIMED_THROUGHPUT in table.columns else "throughput_img_s"
+        findings.extend(faster_but_later_sentences(table, rate))
     findings.extend(machine_comparison_findings(ok, machines))
     if cost is not None and cost["first_start"] is not None and not ok.empty:
         text = (
@@ -1316,6 +1378,8 @@ def build_document(
             sources=_sources(inputs, "complexity"),
         )
     )
+    if inputs.training is not None and not inputs.training.empty:
+        sections.append(accuracy_section(inputs, figures.get("accuracy", []), drop))
     if inputs.opprofiles:
         sections.append(operators_section(inputs, figures.get("operators", []), drop))
     if len(machines) > 1 or figures.get("machines"):
@@ -1495,6 +1559,7 @@ def render_files(
         kernels=loaded.kernels,
         roofline_points=loaded.roofline_points,
         profiles=loaded.profiles,
+        training=loaded.training,
         environment=loaded.environment,
         complexity=loaded.complexity,
         ceilings=loaded.ceilings,

@@ -38,6 +38,7 @@ TABLE_NAMES = (
     "kernels",
     "roofline_points",
     "profiles",
+    "training",
     "environment",
 )
 # This machine's results folder: where the layout's `results/...` paths start.
@@ -55,6 +56,8 @@ class ResultSet:
     roofline_points: pd.DataFrame | None = None
     # One row per configuration profiled under ncu (nnperf.roofline.profiles_table).
     profiles: pd.DataFrame | None = None
+    # One row per training run to accuracy (nnperf.time_to_accuracy.write_training_table).
+    training: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     # One entry per (machine, device): the ceilings JSON with `machine` added.

@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -308,6 +308,19 @@ def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
         input_size=input_size,
     )
     return run_data, model_factory
+
+
+def expected_step_time(run_document: Mapping | None) -> float | None:
+    """The timed runs' step time: the median of a measured configuration, or the single
+    step an over-budget one showed (a lower bound where it was cut off); None otherwise."""
+    if not run_document:
+        return None
+    if run_document.get("status") == "ok":
+        steps = run_document.get("step_time_s") or {}
+        median = steps.get("median") if isinstance(steps, Mapping) else None
+        return float(median) if median else None
+    single = run_document.get("single_step_time_s")
+    return float(single) if single else None
 
 
 def label(request: RunRequest) -> str:

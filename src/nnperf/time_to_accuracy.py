@@ -13,17 +13,22 @@ what the rows say with their numbers:
 * `faster_but_later_sentences()`: each configuration that trains faster per image than the
   one first at the target, yet reaches the target later or never.
 
-Frames in, strings out: no files, no layout (`nnperf.report` places the sentences).
+Frames in, strings out (`nnperf.report` places the sentences); `write_training_table()` at
+the bottom is the file edge (rule `training_table`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Mapping
 
 import pandas as pd
 
+from nnperf.errors import NnperfError
+from nnperf.files import read_json, write_csv
 from nnperf.report_format import config_text, fmt, fmt_duration, fmt_pct, fmt_times, missing
-from nnperf.vocab import CONFIG_KEYS, TRAINING_KEYS, precision_rank
+from nnperf.results import read_table
+from nnperf.vocab import CONFIG_KEYS, TRAINING_KEYS, TRAINING_RUN_KIND, precision_rank
 
 TABLE_COLUMNS = (
     *TRAINING_KEYS,
@@ -138,7 +143,9 @@ def faster_but_later_sentences(
         & table["target_accuracy"].notna()
         & table[throughput_column].notna()
     ]
-    for _, group in usable.groupby(list(COMPARISON_KEYS), sort=False, dropna=False):
+    # Tables of several machines (the report's) compare runs of one machine only.
+    keys = [key for key in ("machine", *COMPARISON_KEYS) if key in usable.columns]
+    for _, group in usable.groupby(keys, sort=False, dropna=False):
         reached = group[[_reached(row) for _, row in group.iterrows()]]
         if reached.empty:
             continue
@@ -195,3 +202,29 @@ def _status_text(status: str) -> str:
     return {"oom": "ran out of memory", "diverged": "diverged (NaN/inf loss)"}.get(
         status, f"ended with status {status}"
     )
+
+
+def write_training_table(
+    run_paths: Iterable[str | os.PathLike],
+    timed_summary: str | os.PathLike | None,
+    out: str | os.PathLike,
+) -> pd.DataFrame:
+    """results/tables/{dataset}/training.csv: one row per training run's summary JSON, with
+    the timed runs' throughput of its configuration from summary.csv (None: not joined)."""
+    documents = []
+    for path in run_paths:
+        document = read_json(path)
+        if document.get("kind") != TRAINING_RUN_KIND:
+            raise NnperfError(
+                f"{os.fspath(path)}: kind {document.get('kind')!r} is not a training run; "
+                "allowed: summaries written by rule train_to_accuracy"
+            )
+        documents.append(document)
+    if not documents:
+        raise NnperfError("no training runs given; allowed: one or more training summary JSONs")
+    table = training_table(documents)
+    if timed_summary is not None:
+        table = add_timed_throughput(table, read_table(timed_summary))
+    write_csv(out, table)
+    print(f"{len(table)} training run(s) -> {os.fspath(out)}")
+    return table

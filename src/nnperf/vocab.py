@@ -112,6 +112,8 @@ TRAINING_STATUSES = ("ok", "over_budget", "oom", "diverged")
 TRAINING_STOP_REASONS = ("target", "epochs", "budget", "oom", "diverged")
 # A training run's keys: a configuration's, plus the recipe (the named convergence settings).
 TRAINING_KEYS = ("dataset", "device", "model", "precision", "batch_size", "variant", "recipe")
+# The recipe a study trains with when it names none (config `recipes`).
+DEFAULT_RECIPE = "default"
 # One row per epoch (epoch 0 is the model before training: its test accuracy is the start of
 # the curve). Times are training only; evaluation is timed apart in eval_time_s.
 EPOCH_CSV_COLUMNS = (

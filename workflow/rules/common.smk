@@ -139,6 +139,7 @@ wildcard_constraints:
     precision=layout.KEY_PATTERNS["precision"],
     batch_size=layout.KEY_PATTERNS["batch_size"],
     variant=layout.KEY_PATTERNS["variant"],
+    recipe=layout.KEY_PATTERNS["recipe"],
 
 
 # --- requests: what each job is asked to do (nnperf.contract), as rule params ------------
@@ -246,6 +247,37 @@ def operator_profile_request(wildcards):
             run=run_request_of(wildcards, STUDY.training), settings=STUDY.operator_profile
         )
     )
+
+
+def training_request(wildcards):
+    """One configuration trained to accuracy under one recipe of config `recipes`."""
+    study_config.check_runnable(wildcards.device, wildcards.precision)
+    if wildcards.recipe not in STUDY.recipes:
+        raise NnperfError(
+            f"recipe {wildcards.recipe!r} is not in config recipes; allowed: "
+            f"{', '.join(STUDY.recipes)}"
+        )
+    recipe = STUDY.recipes[wildcards.recipe]
+    return as_param(
+        contract.TrainingRunRequest(
+            device=wildcards.device,
+            model=wildcards.model,
+            precision=wildcards.precision,
+            batch_size=int(wildcards.batch_size),
+            variant=wildcards.variant,
+            settings=variant_settings(wildcards.variant),
+            recipe=wildcards.recipe,
+            convergence=recipe,
+            dataset=wildcards.dataset,
+            data_root=layout.path("dataset", dataset=wildcards.dataset),
+            input_size=recipe.input_size,
+        )
+    )
+
+
+def training_checkpoints(wildcards):
+    """Where a training run keeps its checkpoints (beside its outputs, not one of them)."""
+    return layout.path("training_checkpoints", **wildcards)
 
 
 def tables_request():
@@ -401,6 +433,8 @@ def report_inputs(wildcards):
     }
     if ncu_keys():
         inputs["kernels"] = table("kernels")
+    if training_keys():
+        inputs["training"] = table("training")
     return inputs
 
 
@@ -500,6 +534,70 @@ def operator_profiles(kind):
     return [layout.path(kind, dataset=DATASET, **key.as_dict()) for key in operator_profile_keys()]
 
 
+# --- training to accuracy -----------------------------------------------------------------
+
+for name in STUDY.convergence.variants or ():
+    if name not in STUDY.variants:
+        sys.exit(
+            f"nnperf: config convergence.variants names {name!r}, which is not in config "
+            f"variants; allowed: {', '.join(STUDY.variants)}"
+        )
+if not STUDY.convergence.enabled:
+    add_note("convergence.enabled is false: no configuration is trained to accuracy")
+
+
+def training_keys():
+    """(configuration, recipe) of every training run: the configurations at
+    `convergence.precisions`, `.batch_sizes` and `.variants`, under every recipe."""
+    selection = STUDY.convergence
+    if not selection.enabled:
+        return []
+    return [
+        (key, recipe)
+        for key in MATRIX
+        if (selection.precisions is None or key.precision in selection.precisions)
+        and (selection.batch_sizes is None or key.batch_size in selection.batch_sizes)
+        and (selection.variants is None or key.variant in selection.variants)
+        for recipe in STUDY.recipes
+    ]
+
+
+def training_runs(kind, device=None, model=None):
+    """The `kind` file of every training run (of one device and model when given)."""
+    return [
+        layout.path(kind, dataset=DATASET, recipe=recipe, **key.as_dict())
+        for key, recipe in training_keys()
+        if (device is None or key.device == device) and (model is None or key.model == model)
+    ]
+
+
+def training_table_inputs(wildcards):
+    this_study(wildcards)
+    return {"runs": training_runs("training_run"), "summary": table("summary")}
+
+
+def accuracy_figure_inputs(wildcards):
+    figure_keys(wildcards)
+    return training_runs("training_epochs", wildcards.device, wildcards.model)
+
+
+def accuracy_target(wildcards):
+    """The target line of the accuracy figure: the recipes' target when they share one."""
+    targets = {recipe.target_accuracy for recipe in STUDY.recipes.values()}
+    return targets.pop() if len(targets) == 1 else None
+
+
+def training_outputs():
+    if not training_keys():
+        return []
+    pairs = unique((key.device, key.model) for key, _ in training_keys())
+    figures = [
+        layout.path("accuracy_figure", dataset=DATASET, device=device, model=model)
+        for device, model in pairs
+    ]
+    return [table("training")] + figures
+
+
 def operator_profile_outputs():
     return [
         path
@@ -530,6 +628,7 @@ def get_final_output():
         + timing_outputs()
         + ncu_outputs()
         + operator_profile_outputs()
+        + training_outputs()
         + roofline_outputs()
         + report_outputs()
     )

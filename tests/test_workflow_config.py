@@ -124,12 +124,42 @@ def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
     assert counts["timed_run"] == 1 * 4 * 2 * 3
     assert counts["ncu_profile"] == counts["ncu_export"] == counts["plot_roofline"] == 4
     assert counts["ceilings"] == 1 and counts["render_report"] == 1
+    # torch.profiler: tuned and compiled at batch 256 for each precision; training: bf16 only.
+    assert counts["operator_profile"] == 4 * 2
+    assert counts["train_to_accuracy"] == 2 and counts["plot_accuracy"] == 1
     assert "results/runs/cifar10/cuda/resnet18_cifar/bf16/bs2048/compiled.json" in result.stdout
+    assert (
+        "results/training/cifar10/cuda/resnet18_cifar/bf16/bs256/compiled/default.json"
+        in result.stdout
+    )
     assert "results/profiles/cifar10/cuda/resnet18_cifar/fp16/bs256/tuned.ncu-rep" in result.stdout
     assert (
         "results/profiles/cifar10/cuda/resnet18_cifar/fp16/bs256/baseline.ncu-rep"
         not in result.stdout
     )
+
+
+@pytest.mark.parametrize(
+    "study, recipe, run",
+    [
+        ("seed000", "seed000", "results/training/cifar10/cpu/resnet18/fp32/bs128/baseline"),
+        (
+            "seed004",
+            "seed004",
+            "results/training/cifar100/cuda/resnet50/fp32/bs128/all_optimizations",
+        ),
+    ],
+)
+def test_the_seed_studies_plan_their_training_runs(workdir, study, recipe, run):
+    """config/seed000.yaml and seed004.yaml: their recipe replaces the default one, and every
+    configuration of their matrix is trained under it."""
+    result = run_snakemake(workdir, "-n", "--configfile", f"config/{study}.yaml")
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    variants = 1 if study == "seed000" else 2
+    assert counts["train_to_accuracy"] == counts["timed_run"] == variants
+    assert f"{run}/{recipe}.json" in result.stdout
+    assert "/default.json" not in result.stdout
 
 
 def job_counts(stdout: str) -> dict[str, int]:

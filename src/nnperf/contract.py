@@ -381,6 +381,14 @@ class StudyConfig:
 # --- requests: one class per job -----------------------------------------------------------
 
 
+def dataset_root(data_root: str | None, dataset: str) -> str:
+    """Where a request's prepared dataset is: `data_root`, or where rule `prepare_dataset`
+    puts `dataset` (resources/data/<dataset>)."""
+    from nnperf import layout
+
+    return data_root or layout.path("dataset", dataset=dataset)
+
+
 @dataclass(frozen=True)
 class DatasetRequest:
     """Prepare one dataset in `root` (rule `prepare_dataset`)."""
@@ -448,9 +456,7 @@ class RunRequest:
     @property
     def root(self) -> str:
         """Where the prepared dataset is."""
-        from nnperf import layout
-
-        return self.data_root or layout.path("dataset", dataset=self.dataset)
+        return dataset_root(self.data_root, self.dataset)
 
     def keys(self) -> dict[str, Any]:
         return {
@@ -561,21 +567,11 @@ class TrainingRunRequest:
     @property
     def root(self) -> str:
         """Where the prepared dataset is."""
-        from nnperf import layout
-
-        return self.data_root or layout.path("dataset", dataset=self.dataset)
+        return dataset_root(self.data_root, self.dataset)
 
     def keys(self) -> dict[str, Any]:
         """The run's keys, in `vocab.TRAINING_KEYS` order."""
-        return {
-            "dataset": self.dataset,
-            "device": self.device,
-            "model": self.model,
-            "precision": self.precision,
-            "batch_size": self.batch_size,
-            "variant": self.variant,
-            "recipe": self.recipe,
-        }
+        return {key: getattr(self, key) for key in vocab.TRAINING_KEYS}
 
     def definition(self) -> dict[str, Any]:
         """Everything that decides what is trained, as plain data: the keys' meanings (not the

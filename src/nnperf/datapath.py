@@ -105,7 +105,46 @@ def _data_loader(
     )
 
 
-class DataLoaderFeeder:
+class _DataLoaderSource:
+    """The variant's DataLoader with its seeded order `generator`, and the copy to the
+    device; what the timed feeder and the epoch feeder share."""
+
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        batch_size: int,
+        settings: VariantSettings,
+        augment: bool,
+        seed: int,
+        device: torch.device,
+        persistent_workers: bool,
+    ):
+        check_batch_fits(len(labels), batch_size)
+        self.device = device
+        self.non_blocking = bool(settings.pin_memory)
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed)
+        self.loader = _data_loader(
+            images,
+            labels,
+            batch_size,
+            settings,
+            augment,
+            self.generator,
+            device,
+            persistent_workers,
+        )
+
+    def to_device(self, batch):
+        images, labels = batch
+        return (
+            images.to(self.device, non_blocking=self.non_blocking),
+            labels.to(self.device, non_blocking=self.non_blocking),
+        )
+
+
+class DataLoaderFeeder(_DataLoaderSource):
     """Batches from a DataLoader, cycled over epochs (the epoch restart is timed too)."""
 
     def __init__(
@@ -118,14 +157,7 @@ class DataLoaderFeeder:
         seed: int,
         device: torch.device,
     ):
-        check_batch_fits(len(labels), batch_size)
-        self.device = device
-        self.non_blocking = bool(settings.pin_memory)
-        generator = torch.Generator()
-        generator.manual_seed(seed)
-        self.loader = _data_loader(
-            images, labels, batch_size, settings, augment, generator, device, True
-        )
+        super().__init__(images, labels, batch_size, settings, augment, seed, device, True)
         self._iterator = iter(self.loader)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -134,13 +166,6 @@ class DataLoaderFeeder:
         except StopIteration:
             self._iterator = iter(self.loader)
             return next(self._iterator)
-
-    def to_device(self, batch):
-        images, labels = batch
-        return (
-            images.to(self.device, non_blocking=self.non_blocking),
-            labels.to(self.device, non_blocking=self.non_blocking),
-        )
 
 
 def random_crop_flip(
@@ -254,7 +279,7 @@ def make_feeder(
 # --- whole epochs, for training to accuracy ---------------------------------------------------
 
 
-class DataLoaderEpochs:
+class DataLoaderEpochs(_DataLoaderSource):
     """The `dataloader` path one epoch at a time: each `epoch()` is one full pass of a fresh
     DataLoader iterator.
 
@@ -277,26 +302,12 @@ class DataLoaderEpochs:
         seed: int,
         device: torch.device,
     ):
-        check_batch_fits(len(labels), batch_size)
-        self.device = device
-        self.non_blocking = bool(settings.pin_memory)
-        self.generator = torch.Generator()
-        self.generator.manual_seed(seed)
-        self.loader = _data_loader(
-            images, labels, batch_size, settings, augment, self.generator, device, False
-        )
+        super().__init__(images, labels, batch_size, settings, augment, seed, device, False)
         self.steps_per_epoch = len(self.loader)
 
     def epoch(self):
         """The batches of one epoch (host tensors; `to_device` moves them)."""
         return iter(self.loader)
-
-    def to_device(self, batch):
-        images, labels = batch
-        return (
-            images.to(self.device, non_blocking=self.non_blocking),
-            labels.to(self.device, non_blocking=self.non_blocking),
-        )
 
 
 class DeviceResidentEpochs(DeviceResidentFeeder):

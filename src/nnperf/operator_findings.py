@@ -20,7 +20,7 @@ import pandas as pd
 from nnperf import operators
 from nnperf.findings import INPUT_BOUND_SHARE, PHASE_LABELS
 from nnperf.report_format import config_text, fmt, fmt_pct, fmt_si, fmt_times, missing
-from nnperf.step_memory import MEMORY_CATEGORIES
+from nnperf.step_memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
 # A profiled step this much slower than the timed runs' step was slowed by recording it
 # (every operator, its shapes and allocations): the host's side of its breakdown is then
@@ -28,13 +28,6 @@ from nnperf.step_memory import MEMORY_CATEGORIES
 PROFILER_SLOWDOWN_NOTE = 1.25
 DEFAULT_TOP = 3
 
-CATEGORY_LABELS = {
-    "parameters": "parameters",
-    "gradients": "gradients",
-    "optimizer_state": "optimizer state",
-    "activations": "activations",
-    "other": "other",
-}
 
 # What to try, by verdict (sentences end with it).
 REMEDIES = {

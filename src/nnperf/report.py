@@ -82,8 +82,9 @@ from nnperf.findings import (
     variance_notes,
     verdict_sentence,
 )
-from nnperf.operator_findings import CATEGORY_LABELS, bound_sentence, profile_findings
+from nnperf.operator_findings import bound_sentence, profile_findings
 from nnperf.roofline import CALIBRATION_ROOF_RANGE
+from nnperf.step_memory import CATEGORY_LABELS
 from nnperf.time_to_accuracy import faster_but_later_sentences, time_to_accuracy_sentences
 from nnperf.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT, precision_rank
 from nnperf.report_format import (

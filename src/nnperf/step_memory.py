@@ -46,6 +46,14 @@ import pandas as pd
 DEVICE_TYPES = {"cpu": 0, "cuda": 1, "mps": 13}
 
 MEMORY_CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "other")
+# How sentences, tables and figures name them.
+CATEGORY_LABELS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer state",
+    "activations": "activations",
+    "other": "other",
+}
 MEMORY_COLUMNS = ("category", "bytes", "share_of_peak", "estimate_bytes", "estimate_source")
 
 # Share of the device's memory a batch may plan to use: the rest is left to allocator

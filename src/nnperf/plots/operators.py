@@ -30,7 +30,7 @@ from nnperf import operators
 from nnperf.errors import NnperfError
 from nnperf.files import atomic_path, load_json
 from nnperf.report_format import config_text
-from nnperf.step_memory import MEMORY_CATEGORIES
+from nnperf.step_memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
 FIGURE_DPI = 150
 TIME_XLABEL = "time per step (ms)"
@@ -42,13 +42,6 @@ MAX_LABEL_CHARACTERS = 48
 DEFAULT_TOP = 10
 HOST_LABEL, DEVICE_LABEL = "host self time", "device self time"
 MEASURED_LABEL, ESTIMATE_LABEL = "measured at the peak", "complexity estimate"
-CATEGORY_LABELS = {
-    "parameters": "parameters",
-    "gradients": "gradients",
-    "optimizer_state": "optimizer state",
-    "activations": "activations",
-    "other": "other",
-}
 FIGURES = ("operators", "memory")
 
 

@@ -22,6 +22,7 @@ from nnperf.errors import NnperfError
 # hyphens (`render_report` -> `nnperf render-report`).
 COMMAND_MODULES = (
     "run",
+    "train",
     "step",
     "ncu_command",
     "ncu_kernels",

@@ -70,6 +70,19 @@ def test_slower_precision_and_overlapping_cis_are_said_so():
     assert text.endswith("the 95% CIs overlap, so the difference is within the measured spread.")
 
 
+def test_a_ratio_that_rounds_to_one_is_as_fast_not_slower():
+    configs = [
+        Config("cpu", "m", "fp32", 8, "baseline", 94.03, (91.5, 96.6)),
+        Config("cpu", "m", "fp32", 8, "tuned", 94.0, (92.8, 95.3)),
+    ]
+    row = findings.speedups(labelled(summary_rows(configs), "box"), "variant", "baseline").iloc[0]
+    # 94.0 / 94.03 = 0.9997: slower in the fourth digit, equal in the two the sentence prints.
+    text = findings.speedup_sentence(row.to_dict(), "variant")
+    assert text.startswith(
+        "The tuned variant is as fast as baseline for m fp32 at batch 8 on box: 94.0 img/s"
+    )
+
+
 def test_variant_speedup_against_baseline():
     table = findings.speedups(laptop_summary(), "variant", "baseline")
     assert list(table["variant"]) == ["tuned"]

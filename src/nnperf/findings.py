@@ -191,12 +191,11 @@ def at_largest_batch(table: pd.DataFrame, column: str) -> pd.DataFrame:
 def speedup_sentence(row: Mapping, column: str) -> str:
     """`bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 256 (baseline) on M: ...`."""
     ratio = float(row["speedup"])
-    if f"{ratio:.2f}" == "1.00" or f"{1 / ratio:.2f}" == "1.00":
+    factor = f"{max(ratio, 1 / ratio):.2f}x"
+    if factor == "1.00x":
         how = "as fast as"  # "1.00x slower" would claim a difference its digits do not show
-    elif ratio > 1:
-        how = f"{ratio:.2f}x faster than"
     else:
-        how = f"{1 / ratio:.2f}x slower than"
+        how = f"{factor} {'faster' if ratio > 1 else 'slower'} than"
     if column == "precision":
         what = f"{row['precision']} is {how} {row['reference']} for " + config_text(
             row, precision=False

@@ -179,7 +179,8 @@ def test_budget_is_never_overrun_by_more_than_one_window(seed):
     timing = TimingSettings(min_seconds=0, max_seconds=40, max_processes=100, max_windows=100)
     simulated = Simulated(0.05, 0.05, seed=seed, window_s=2.0, process_s=5.0)
     windows, clock, reason = simulated.run(timing, target=0.001)
-    assert reason == "budget"
+    # A 0.1% target at a 5% process spread is out of reach: it may also stop early, saying so.
+    assert reason in ("budget", "target_unreachable")
     assert clock <= timing.max_seconds + 2.0 * 1.5  # one window, at its noisiest
     assert measure.estimate(windows).n_processes >= 2
 

@@ -17,7 +17,14 @@ window) cannot average away the variation of the expensive one (a process). So:
   shrinks the interval most. Each process runs the Kalibera-Jones optimal number of windows,
   sqrt(process cost / window cost x within-process variance / between-process variance),
   clamped to [min_windows, max_windows]; a window or a process that would not fit in what is
-  left of `max_seconds` is not started.
+  left of `max_seconds` is not started. When the process level dominates and the processes
+  the target needs at the measured spread (`processes_needed`) cannot be had, it stops early
+  (`target_unreachable`) and says how many it would take, instead of spending the budget on
+  an interval that cannot get there: the process-level spread of cuDNN's per-process
+  algorithm choice (about 4% on the H100) puts 1% dozens of processes away.
+* `one_time_steps()` names the one-time costs of a process's first steps (allocation and
+  autotuning, compilation, CUDA-graph recording), which the engine bounds on their own and
+  keeps out of every projection of the steady step.
 
 Both are pure functions of numbers, so the rule is tested with synthetic noisy timers;
 `nnperf.workers` runs them against real processes.
@@ -200,10 +207,120 @@ def optimal_windows(
 @dataclasses.dataclass(frozen=True)
 class Action:
     """What to do next: run another `window` in the current process, start a new
-    `process`, or `stop` (with a reason from vocab.STOP_REASONS)."""
+    `process`, or `stop` (with a reason from vocab.STOP_REASONS, and for some reasons a
+    sentence saying why)."""
 
     kind: str
     reason: str | None = None
+    detail: str | None = None
+
+
+def processes_needed(
+    process_rates: Sequence[float], target_ci: float, confidence: float = CONFIDENCE
+) -> int | None:
+    """Processes a t-interval over process throughputs needs to reach `target_ci` (relative
+    half-width) at the spread `process_rates` show: the smallest n with
+    t(n - 1) x s / sqrt(n) <= target_ci x mean. None from fewer than two processes."""
+    if len(process_rates) < 2:
+        return None
+    return processes_for_spread(
+        math.sqrt(_variance(process_rates)), _mean(process_rates), target_ci, confidence
+    )
+
+
+def processes_for_spread(
+    spread: float, mean: float, target_ci: float, confidence: float = CONFIDENCE
+) -> int:
+    """`processes_needed` from a process-throughput standard deviation and mean."""
+    if spread <= 0 or mean <= 0:
+        return 2
+    # The normal approximation is a lower bound of n (t > z); walk up from it.
+    n = max(2, math.ceil((1.96 * spread / (target_ci * mean)) ** 2))
+    while t_quantile(n - 1, confidence) * spread / math.sqrt(n) > target_ci * mean:
+        n += 1
+    return n
+
+
+# One-sided confidence of the spread's lower bound that an early stop is judged at: the
+# spread of three processes is itself uncertain, and stopping on an overestimate would give
+# up on a target that was within reach.
+SPREAD_CONFIDENCE = 0.9
+
+
+def chi2_quantile(df: int, p: float) -> float:
+    """The p-quantile of the chi-square distribution with `df` degrees of freedom.
+
+    Exact for df 1 and 2 (a squared normal; an exponential), Wilson-Hilferty's cube-root
+    normal approximation above (within 1% from df 3). Hand-written for the same reason as
+    `t_quantile`: scipy is not a dependency for one number.
+    """
+    from statistics import NormalDist
+
+    if df < 1 or not 0 < p < 1:
+        raise ValueError(f"chi2_quantile needs df >= 1 and 0 < p < 1, got {df}, {p}")
+    if df == 1:
+        return NormalDist().inv_cdf((1 + p) / 2) ** 2
+    if df == 2:
+        return -2 * math.log(1 - p)
+    z = NormalDist().inv_cdf(p)
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def spread_lower_bound(process_rates: Sequence[float], confidence: float = SPREAD_CONFIDENCE):
+    """A one-sided lower confidence bound of the process-to-process standard deviation:
+    s x sqrt((n - 1) / chi2_confidence(n - 1))."""
+    n = len(process_rates)
+    spread = math.sqrt(_variance(process_rates))
+    return spread * math.sqrt((n - 1) / chi2_quantile(n - 1, confidence))
+
+
+def unreachable_target(
+    current: Estimate,
+    process_rates: Sequence[float],
+    *,
+    process_cost_s: float,
+    window_cost_s: float,
+    remaining_s: float,
+    timing: TimingSettings,
+    target_ci: float,
+) -> str | None:
+    """Why the target cannot be reached in what is left, or None while it still may be.
+
+    Judged only once `PROCESSES_BEFORE_OPTIMAL` processes (and `min_processes`) have run,
+    so the spread is estimated from more than one degree of freedom, at the spread's lower
+    confidence bound (`spread_lower_bound`), only when the process level dominates (when
+    windows dominate, more windows still narrow the interval) and only while another
+    process could still be started (the last one runs to its window cap as before).
+    """
+    if current.n_processes < max(timing.min_processes, PROCESSES_BEFORE_OPTIMAL):
+        return None
+    if current.dominant_level != "process" or current.n_processes >= timing.max_processes:
+        return None
+    mean = _mean(process_rates)
+    within = current.within_process or 0.0
+    windows_each = current.n_windows / current.n_processes
+    # The process-level variance at the lower bound of the spread of process means, less
+    # what their windows' noise put into it; then the variance of a process mean at the
+    # best the window cap allows: what the target is judged against.
+    low = spread_lower_bound(process_rates)
+    between_low = max(0.0, low**2 - within / windows_each)
+    best = between_low + within / timing.max_windows
+    needed = processes_for_spread(math.sqrt(best), mean, target_ci)
+    per_process = process_cost_s + timing.min_windows * window_cost_s
+    more = int(max(0.0, remaining_s) // per_process) if per_process > 0 else timing.max_processes
+    reachable = min(timing.max_processes, current.n_processes + more)
+    if needed <= reachable:
+        return None
+    spread = math.sqrt(current.between_processes or 0.0) / mean
+    limit = (
+        f"timing.max_processes is {timing.max_processes}"
+        if timing.max_processes < current.n_processes + more
+        else f"{reachable} fit in timing.max_seconds"
+    )
+    return (
+        f"process-to-process spread {spread:.1%}: a {target_ci:.0%} CI would need ~{needed} "
+        f"processes, and {limit}"
+    )
 
 
 def next_action(
@@ -238,6 +355,18 @@ def next_action(
     ):
         return Action("stop", "ci_target")
     window_fits = window_cost <= remaining
+    if in_current >= timing.min_windows:
+        why = unreachable_target(
+            current,
+            list(process_throughputs(windows).values()),
+            process_cost_s=process_cost_s,
+            window_cost_s=window_cost,
+            remaining_s=remaining,
+            timing=timing,
+            target_ci=target_ci,
+        )
+        if why is not None:
+            return Action("stop", "target_unreachable", why)
     if in_current < timing.min_windows:
         return Action("window") if window_fits else Action("stop", "budget")
     wanted = optimal_windows(current, process_cost_s, window_cost, timing)
@@ -258,12 +387,40 @@ def next_action(
 # --- per-step statistics -------------------------------------------------------------
 
 
-def check_steps(warmup_steps: int, timed_steps: int) -> None:
+# The one-time costs a worker process's first steps carry, in order (see one_time_steps).
+FIRST_STEP, COMPILATION, RECORDING = "first_step", "compile", "recording"
+ONE_TIME_KINDS = (FIRST_STEP, COMPILATION, RECORDING)
+ONE_TIME_WHAT = {
+    FIRST_STEP: "the first step (allocation, cuDNN autotuning)",
+    COMPILATION: "compilation (torch.compile)",
+    RECORDING: "CUDA-graph recording",
+}
+# torch.compile modes that run the step as CUDA graphs (max-autotune implies them).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def one_time_steps(compile_mode) -> tuple[str, ...]:
+    """What a worker process's first steps carry before its steps are steady, one kind per
+    step: an eager first step allocates and, under cudnn.benchmark, autotunes every
+    convolution (1.5-12 s on the H100 against 10-30 ms steps); a compiled one compiles
+    forward and backward; CUDA graphs are recorded on the call after the one that compiles
+    (torch's cudagraph trees warm up, then record: 0.5 s at batch 1024 against 15 ms)."""
+    if not compile_mode:
+        return (FIRST_STEP,)
+    if compile_mode in CUDA_GRAPH_MODES:
+        return (COMPILATION, RECORDING)
+    return (COMPILATION,)
+
+
+def check_steps(warmup_steps: int, timed_steps: int, compile_mode=False) -> None:
     """One-line errors for step counts the protocol cannot use."""
-    if warmup_steps < 1:
+    one_time = one_time_steps(compile_mode)
+    if warmup_steps < len(one_time):
+        detail = " and ".join(ONE_TIME_WHAT[kind] for kind in one_time)
         raise NnperfError(
-            f"warmup_steps {warmup_steps!r} is not allowed; allowed: an integer >= 1 "
-            "(the first step includes autotuning and compilation)"
+            f"warmup_steps {warmup_steps!r} is not allowed; allowed: an integer >= "
+            f"{len(one_time)} (the first {len(one_time)} step(s) carry {detail}, which must "
+            "not land in a timed window)"
         )
     if timed_steps < 1:
         raise NnperfError(f"timed_steps {timed_steps!r} is not allowed; allowed: an integer >= 1")

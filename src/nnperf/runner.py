@@ -158,7 +158,9 @@ def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
         compile_times.append(record["compile_time_s"])
     first = result.processes[0] if result.processes else {}
     first_warmup = first.get("warmup_step_time_s") or []
+    one_time = first.get("one_time_step_time_s") or {}
     later = [c for c in compile_times[1:] if c is not None]
+    # Steady steps only: an over-budget verdict reached in a one-time step has none.
     single = steady if result.status == "ok" else result.single_step_time_s
     return {
         "step_time_s": measure.describe(step_times) if step_times else None,
@@ -174,6 +176,11 @@ def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
         "first_step_time_s": first.get("first_step_time_s"),
         "warmup_time_s": first.get("warmup_time_s"),
         "warmup_step_time_s": list(first_warmup),
+        # Process 0's one-time steps (measure.one_time_steps), each bounded on its own.
+        "one_time_s": float(result.one_time_s),
+        "one_time_step_time_s": dict(one_time),
+        "recording_time_s": one_time.get(measure.RECORDING),
+        "over_budget_phase": result.over_budget_phase,
     }
 
 
@@ -202,16 +209,19 @@ def perform_run(
     workflow_dir=None,
     process_started_at: float | None = None,
     method: str | None = None,
+    **engine,
 ) -> tuple[dict, list[dict], list[dict]]:
     """Measure one configuration; returns (run document, window rows, step rows).
 
     Without `model_factory`/`data` each worker loads them by name (`load_run_data`); this
     process then never imports torch. Given, they must pickle (they are sent to the workers).
-    `method` is how workers start (`workers.start_method()` when None, or `workers.WARM`).
+    `method` is how workers start (`workers.start_method()` when None, or `workers.WARM`);
+    `engine` passes a rehearsal's clock and workers on (`workers.run_measurement`).
     """
-    started_at = time.time()
+    clock = engine.get("clock", time.time)
+    started_at = clock()
     result = workers.run_measurement(
-        request, model_factory, data, workflow_dir=workflow_dir, method=method
+        request, model_factory, data, workflow_dir=workflow_dir, method=method, **engine
     )
     windows = stability.flag_windows(result.windows)
     unstable, reasons = stability.instability(windows)
@@ -221,6 +231,7 @@ def perform_run(
         "status": result.status,
         "error": result.error,
         "stop_reason": result.stop_reason,
+        "stop_detail": result.stop_detail,
         **request.header(),
         "num_classes": result.data_info.get("num_classes"),
         "input_size": result.data_info.get("input_size"),
@@ -240,7 +251,7 @@ def perform_run(
         "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
         "environment": result.environment or _parent_environment(request, result, workflow_dir),
         "started_at_unix": started_at,
-        "ended_at_unix": time.time(),
+        "ended_at_unix": clock(),
     }
     return document, document["windows"], result.steps
 
@@ -375,4 +386,5 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
         f"({count_of(document['n_processes'], 'process')} x "
         f"{count_of(document['n_windows'], 'window')}, "
         f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
+        + (f"; {document['stop_detail']}" if document.get("stop_detail") else "")
     )

@@ -76,7 +76,7 @@ DEFAULT_TARGET_CI = {"cpu": 0.03, "cuda": 0.01, "mps": 0.03}
 # minimal measurement could not fit in `timing.max_seconds`.
 RUN_STATUSES = ("ok", "oom", "over_budget")
 # Why an `ok` measurement stopped (run JSON `stop_reason`).
-STOP_REASONS = ("ci_target", "budget", "max_processes")
+STOP_REASONS = ("ci_target", "budget", "max_processes", "target_unreachable")
 
 # The keys of one configuration, in the order results paths and tables use them.
 CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")

@@ -257,18 +257,24 @@ class Measurement:
     status: str = "ok"
     error: str | None = None
     stop_reason: str | None = None
+    stop_detail: str | None = None
     processes: list[dict] = dataclasses.field(default_factory=list)
     windows: list[dict] = dataclasses.field(default_factory=list)
     steps: list[dict] = dataclasses.field(default_factory=list)
     environment: dict | None = None
     data_info: dict = dataclasses.field(default_factory=dict)
+    # A steady step's time, only: a one-time step (measure.one_time_steps) is never one.
     single_step_time_s: float | None = None
     single_step_time_is_lower_bound: bool = False
+    # Which phase an over-budget verdict came from: a kind of one-time step, or "steady".
+    over_budget_phase: str | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     started_at_unix: float = 0.0
     ended_at_unix: float = 0.0
-    # When the budget's clock started: process 0 up, its data loaded (see _drive).
+    # When the budget's clock started: process 0 up, its data loaded (see _Driver.drive).
     budget_start_unix: float = 0.0
+    # Process 0's one-time steps: bounded on their own, they extend the budget's end.
+    one_time_s: float = 0.0
     start_method: str = "fork"
 
     def samples(self) -> list[measure.WindowSample]:
@@ -278,7 +284,7 @@ class Measurement:
         ]
 
 
-class _Overrun(Exception):
+class Overrun(Exception):
     """A worker missed its deadline and was killed."""
 
     def __init__(self, waited_s: float):
@@ -291,8 +297,10 @@ UNPICKLABLE = (
 )
 
 
-class _Worker:
-    """One live worker process and the parent's end of its connection."""
+class Worker:
+    """One live worker process and the parent's end of its connection (the protocol in the
+    module docstring). Subclasses start it; `nnperf.rehearsal` replays recorded timings
+    through the same interface."""
 
     conn: Any
     index: int
@@ -300,7 +308,7 @@ class _Worker:
     pid: int | None = None
 
     def receive(self, deadline_unix: float):
-        """The next message, or _Overrun (worker killed) when `deadline_unix` passes."""
+        """The next message, or Overrun (worker killed) when `deadline_unix` passes."""
         waited_from = time.time()
         timeout = max(0.0, deadline_unix - waited_from)
         try:
@@ -309,7 +317,7 @@ class _Worker:
             ready = True
         if not ready:
             self.kill()
-            raise _Overrun(time.time() - waited_from)
+            raise Overrun(time.time() - waited_from)
         try:
             message = self.conn.recv()
         except (EOFError, OSError):
@@ -343,7 +351,7 @@ class _Worker:
         raise NotImplementedError
 
 
-class _ForkedWorker(_Worker):
+class _ForkedWorker(Worker):
     """A worker started by multiprocessing (its fork server, or spawn)."""
 
     def __init__(self, context, job: WorkerJob):
@@ -372,7 +380,38 @@ class _ForkedWorker(_Worker):
         return f"exit code {self.process.exitcode}; it crashed, see the log above"
 
 
-class _ServedWorker(_Worker):
+# How long a killed served worker may take to be gone (its CUDA context torn down) before
+# the next one starts anyway.
+REAP_TIMEOUT_S = 10.0
+
+
+def is_gone(pid: int) -> bool:
+    """Whether process `pid` has exited (gone, or a zombie: its resources are released)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def reap(pid: int, timeout_s: float = REAP_TIMEOUT_S) -> bool:
+    """Wait until `pid` is gone; False when it outlived `timeout_s`. The warm server (its
+    parent) has the kernel reap its workers, so this process can only watch, not wait."""
+    end = time.monotonic() + timeout_s
+    while not is_gone(pid):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class _ServedWorker(Worker):
     """A worker forked by the machine's warm server (`nnperf.warmserver`)."""
 
     def __init__(self, job: WorkerJob):
@@ -388,22 +427,23 @@ class _ServedWorker(_Worker):
             raise NnperfError(UNPICKLABLE.format(exc)) from None
 
     def kill(self) -> None:
+        """Kill the worker and wait until it is gone: the next process's CUDA init and
+        autotuning must not overlap this one's teardown."""
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            reap(self.pid)
         self.conn.close()
 
     def join(self) -> None:
+        if self.pid is not None:
+            reap(self.pid)
         self.conn.close()
 
     def ended_how(self) -> str:
         return f"it crashed; its output is in the warm server's log {self.log}"
-
-
-def _start_worker(method: str, context, job: WorkerJob) -> _Worker:
-    return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)
 
 
 def _raise_for(message: tuple, index: int) -> None:
@@ -424,20 +464,33 @@ def run_measurement(
     data: Any = None,
     workflow_dir: str | None = None,
     method: str | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+    start_worker: Callable[[WorkerJob], Worker] | None = None,
+    watch_host: bool = True,
 ) -> Measurement:
     """Measure one configuration with worker processes until the stopping rule says stop.
 
     With `model_factory` and `data` given the workers use them (they are pickled to each
     worker); without, each worker loads them from the request (`runner.load_run_data`).
+    `clock` (unix seconds), `start_worker` and `watch_host` are for a rehearsal on recorded
+    timings (`nnperf.rehearsal`): a fake clock, workers that replay, no host to watch.
     """
     method = method or start_method()
-    measure.check_steps(request.training.warmup_steps, request.training.timed_steps)
-    context = None if method == WARM else multiprocessing.get_context(method)
-    if method == "forkserver":
-        # Takes effect when the server starts (the first measurement of this process).
-        context.set_forkserver_preload(list(PRELOAD))
-    now = time.time()
+    compile_mode = request.settings.compile
+    measure.check_steps(request.training.warmup_steps, request.training.timed_steps, compile_mode)
+    if start_worker is None:
+        context = None if method == WARM else multiprocessing.get_context(method)
+        if method == "forkserver":
+            # Takes effect when the server starts (the first measurement of this process).
+            context.set_forkserver_preload(list(PRELOAD))
+
+        def start_worker(job: WorkerJob) -> Worker:
+            return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)
+
+    now = clock()
     result = Measurement(started_at_unix=now, budget_start_unix=now, start_method=method)
+    driver = _Driver(request, result, clock, watch_host)
     process = 0
     while True:
         job = WorkerJob(
@@ -448,7 +501,7 @@ def run_measurement(
             model_factory=model_factory,
             data=data,
         )
-        worker = _start_worker(method, context, job)
+        worker = start_worker(job)
         record = {
             "process": process,
             "seed": request.seed_of(process),
@@ -456,181 +509,233 @@ def run_measurement(
             "status": "ok",
             "started_at_unix": worker.started_at_unix,
             "warmup_step_time_s": [],
+            "one_time_step_time_s": {},
         }
         result.processes.append(record)
         try:
-            action = _drive(worker, record, result, request)
+            action = driver.drive(worker, record)
         finally:
             worker.kill()
-            record["ended_at_unix"] = time.time()
+            record["ended_at_unix"] = clock()
         if action.kind != "process":
             if result.status == "ok":
                 result.stop_reason = action.reason
+                result.stop_detail = action.detail
             break
         process += 1
-    result.ended_at_unix = time.time()
+    result.ended_at_unix = clock()
     return result
 
 
-def _drive(worker: _Worker, record: dict, result: Measurement, request):
-    """Run one worker to its end; returns the action that ended it ("process": start the
-    next one; "stop": the measurement is over)."""
-    first = worker.index == 0
-    try:
-        # Starting the fork server (its imports, once) is not the configuration's cost: the
-        # budget's clock starts when the first worker is up and has its data.
-        if first:
-            message = worker.receive(time.time() + STARTUP_TIMEOUT_S)
-            result.budget_start_unix = time.time()
-        budget_end = result.budget_start_unix + request.timing.max_seconds
-        hard_end = budget_end + _grace(request)
-        if not first:
-            message = worker.receive(hard_end)
-        record["pid"] = worker.pid
-        if message[0] != "loaded":
-            return _ended_early(message, record, result, first)
-        result.data_info = message[1]
-        message = worker.receive(hard_end)
-        if message[0] != "ready":
-            return _ended_early(message, record, result, first)
-        record["first_step_at_unix"] = message[1]["first_step_at_unix"]
-        if message[1]["environment"] is not None:
-            result.environment = message[1]["environment"]
-        record["fixed_cost_s"] = message[1]["first_step_at_unix"] - worker.started_at_unix
-        verdict = _warm_up(worker, record, result, request, budget_end, hard_end)
-        if verdict is not None:
-            return verdict
-        while True:
-            worker.send("window")
-            message = worker.receive(hard_end)
-            if message[0] != "window":
-                return _ended_early(message, record, result, first)
-            result.windows.append(message[1])
-            result.steps.extend(message[2])
-            action = measure.next_action(
-                result.samples(),
-                current_process=worker.index,
-                elapsed_s=time.time() - result.budget_start_unix,
-                process_cost_s=process_cost(result, bool(request.settings.compile)),
-                timing=request.timing,
-                target_ci=request.target_ci,
-            )
-            if action.kind != "window":
-                closing = worker.finish(hard_end)
-                _close_record(record, closing, result)
-                return action
-    except _Overrun as overrun:
+class _Driver:
+    """The parent's side of one measurement: runs each worker to its end under the budget.
+
+    The budget (`timing.max_seconds`) starts when process 0 is up with its data and is
+    extended by process 0's one-time steps, which have bounds of their own
+    (`TimingSettings.one_time_bound`); later processes' one-time steps are part of what
+    another process costs, which the stopping rule weighs before starting one.
+    """
+
+    def __init__(self, request: RunRequest, result: Measurement, clock, watch_host: bool):
+        self.request = request
+        self.result = result
+        self.clock = clock
+        self.watch_host = watch_host
+        self.one_time = measure.one_time_steps(request.settings.compile)
+
+    def budget_end(self) -> float:
+        result = self.result
+        return result.budget_start_unix + result.one_time_s + self.request.timing.max_seconds
+
+    def hard_end(self) -> float:
+        return self.budget_end() + _grace(self.request)
+
+    def drive(self, worker: Worker, record: dict) -> measure.Action:
+        """Run one worker to its end; returns the action that ended it ("process": start
+        the next one; "stop": the measurement is over)."""
+        result, request, first = self.result, self.request, worker.index == 0
+        record["phase"] = "startup"
+        try:
+            # Starting the fork server (its imports, once) is not the configuration's cost:
+            # the budget's clock starts when the first worker is up and has its data.
+            if first:
+                message = worker.receive(self.clock() + STARTUP_TIMEOUT_S)
+                result.budget_start_unix = self.clock()
+            else:
+                message = worker.receive(self.hard_end())
+            record["pid"] = worker.pid
+            if message[0] != "loaded":
+                return self._ended_early(message, record)
+            result.data_info = message[1]
+            message = worker.receive(self.hard_end())
+            if message[0] != "ready":
+                return self._ended_early(message, record)
+            record["first_step_at_unix"] = message[1]["first_step_at_unix"]
+            if message[1]["environment"] is not None:
+                result.environment = message[1]["environment"]
+            record["fixed_cost_s"] = message[1]["first_step_at_unix"] - worker.started_at_unix
+            verdict = self._warm_up(worker, record)
+            if verdict is not None:
+                return verdict
+            record["phase"] = "steady"
+            while True:
+                worker.send("window")
+                message = worker.receive(self.hard_end())
+                if message[0] != "window":
+                    return self._ended_early(message, record)
+                result.windows.append(message[1])
+                result.steps.extend(message[2])
+                action = measure.next_action(
+                    result.samples(),
+                    current_process=worker.index,
+                    elapsed_s=self.clock() - result.budget_start_unix - result.one_time_s,
+                    process_cost_s=process_cost(result, bool(request.settings.compile)),
+                    timing=request.timing,
+                    target_ci=request.target_ci,
+                )
+                if action.kind != "window":
+                    closing = worker.finish(self.hard_end())
+                    _close_record(record, closing, result)
+                    return action
+        except Overrun as overrun:
+            return self._overran(worker, record, overrun.waited_s)
+
+    def _overran(self, worker: Worker, record: dict, waited_s: float) -> measure.Action:
+        result = self.result
         record["status"] = "killed"
         has_windows = any(w["process"] == worker.index for w in result.windows)
-        if first and not has_windows:
+        phase = record["phase"]
+        if worker.index == 0 and not has_windows and phase in measure.ONE_TIME_KINDS:
+            bound, key = self.request.timing.one_time_bound(phase)
+            self._over_budget_one_time(phase, waited_s, bound, key)
+        elif worker.index == 0 and not has_windows:
             warmed = len(record["warmup_step_time_s"])
-            _over_budget(result, request, overrun.waited_s, lower_bound=True, warmed=warmed)
+            self._over_budget(waited_s, lower_bound=True, warmed=warmed)
         else:
             result.notes.append(
-                f"process {worker.index} was stopped at the budget after {overrun.waited_s:.1f} s"
+                f"process {worker.index} was stopped at the budget after {waited_s:.1f} s"
             )
         return measure.Action("stop", "budget")
 
-
-def _warm_up(worker, record, result, request, budget_end, hard_end):
-    """Receive the warm-up steps; for process 0, end the measurement as over_budget as soon
-    as its minimal measurement (rest of warm-up + min_windows windows) cannot fit."""
-    warmup_steps = request.training.warmup_steps
-    needed_after = request.timing.min_windows * request.training.timed_steps
-    deadline = hard_end
-    if worker.index == 0 and not request.settings.compile:
-        # An eager first step carries allocation and autotuning, not minutes of compilation:
-        # one that takes more than this share of the budget leaves too little for the rest.
-        deadline = min(hard_end, time.time() + FIRST_STEP_SHARE * request.timing.max_seconds)
-    # The parent watches the host while process 0 warms up: a step slowed by a competing
-    # load must not pass for the configuration's own speed unremarked.
-    host = stability.HostSampler(own_threads=0, extra_pids=[worker.pid])
-    before, waited_from = host.snapshot(), time.time()
-    for done in range(1, warmup_steps + 1):
-        try:
-            message = worker.receive(deadline)
-        except _Overrun:
-            if worker.index == 0:
-                _note_host_load(result, host, before, waited_from)
-            raise
-        if message[0] != "warmup":
-            return _ended_early(message, record, result, worker.index == 0)
-        seconds = float(message[1])
-        record["warmup_step_time_s"].append(seconds)
-        if worker.index != 0:
-            continue
-        now = time.time()
-        steps_left = warmup_steps - done + needed_after
-        # The first step carries one-time costs (allocation, autotuning, compilation): it
-        # predicts nothing when later warm-up steps follow.
-        if done == 1 and warmup_steps > 1:
-            per_step = (budget_end - now) / steps_left
-            if not request.settings.compile and seconds > FIRST_STEP_ALLOWANCE * per_step:
+    def _warm_up(self, worker: Worker, record: dict) -> measure.Action | None:
+        """Receive the warm-up steps. The first ones carry one-time costs (`self.one_time`):
+        each is bounded on its own and predicts nothing. For process 0, the steady ones
+        after them end the measurement as over_budget as soon as even the fastest of them
+        says its minimal measurement (rest of warm-up + min_windows windows) cannot fit."""
+        result, request, clock = self.result, self.request, self.clock
+        warmup_steps = request.training.warmup_steps
+        needed_after = request.timing.min_windows * request.training.timed_steps
+        first = worker.index == 0
+        steady: list[float] = []
+        # The parent watches the host while process 0 warms up: a step slowed by a competing
+        # load must not pass for the configuration's own speed unremarked.
+        host = stability.HostSampler(own_threads=0, extra_pids=[worker.pid])
+        before, waited_from = self._host_snapshot(host), clock()
+        for done in range(1, warmup_steps + 1):
+            kind = self.one_time[done - 1] if done <= len(self.one_time) else "steady"
+            record["phase"] = kind
+            deadline = self.hard_end()
+            if first and kind != "steady":
+                bound, _ = request.timing.one_time_bound(kind)
+                deadline = clock() + bound + GRACE_S
+            elif first:
+                steps_left = warmup_steps - done + 1 + needed_after
+                now = clock()
+                deadline = min(deadline, now + (self.budget_end() - now) / steps_left + GRACE_S)
+            try:
+                message = worker.receive(deadline)
+            except Overrun:
+                if first:
+                    self._note_host_load(host, before, waited_from)
+                raise
+            if message[0] != "warmup":
+                return self._ended_early(message, record)
+            seconds = float(message[1])
+            record["warmup_step_time_s"].append(seconds)
+            if kind != "steady":
+                record["one_time_step_time_s"][kind] = seconds
+                if first:
+                    result.one_time_s += seconds
+                continue
+            steady.append(seconds)
+            if not first:
+                continue
+            now = clock()
+            step_s = min(steady)
+            steps_left = warmup_steps - done + needed_after
+            if now + steps_left * step_s > self.budget_end():
                 worker.kill()
                 record["status"] = "killed"
-                _over_budget(result, request, seconds, lower_bound=False, warmed=done)
-                _note_host_load(result, host, before, waited_from)
+                self._over_budget(step_s, lower_bound=False, warmed=done)
+                self._note_host_load(host, before, waited_from)
                 return measure.Action("stop", "over_budget")
-            deadline = min(hard_end, now + per_step + GRACE_S)
-            before, waited_from = host.snapshot(), now
-            continue
-        if now + steps_left * seconds > budget_end:
-            worker.kill()
-            record["status"] = "killed"
-            _over_budget(result, request, seconds, lower_bound=False, warmed=done)
-            _note_host_load(result, host, before, waited_from)
-            return measure.Action("stop", "over_budget")
-        deadline = min(hard_end, now + (budget_end - now) / max(steps_left, 1) + GRACE_S)
-        before, waited_from = host.snapshot(), now
-    return None
+            before, waited_from = self._host_snapshot(host), now
+        return None
 
+    def _host_snapshot(self, host):
+        return host.snapshot() if self.watch_host else None
 
-def _note_host_load(result: Measurement, host, before, waited_from: float) -> None:
-    """Flag an over-budget verdict reached while other processes loaded the host."""
-    fields = host.window_fields(before, host.snapshot(), time.time() - waited_from)
-    other = fields["other_cores"]
-    if other is not None and other > stability.OVERLOAD_TOLERANCE_CORES:
-        result.notes.append(
-            f"host loaded while the step was timed: other processes used {other:.1f} of "
-            f"{fields['cores']} cores (the step may be slower than on a quiet machine)"
+    def _note_host_load(self, host, before, waited_from: float) -> None:
+        """Flag an over-budget verdict reached while other processes loaded the host."""
+        if not self.watch_host or before is None:
+            return
+        fields = host.window_fields(before, host.snapshot(), self.clock() - waited_from)
+        other = fields["other_cores"]
+        if other is not None and other > stability.OVERLOAD_TOLERANCE_CORES:
+            self.result.notes.append(
+                f"host loaded while the step was timed: other processes used {other:.1f} of "
+                f"{fields['cores']} cores (the step may be slower than on a quiet machine)"
+            )
+
+    def _over_budget(self, step_s: float, lower_bound: bool, warmed: int) -> None:
+        """End the measurement as over budget: after `warmed` warm-up steps, one steady step
+        took `step_s` (at least, when `lower_bound`: the step was cut off)."""
+        from nnperf.report_format import count_of
+
+        result, request = self.result, self.request
+        training, timing_settings = request.training, request.timing
+        steps_left = max(0, training.warmup_steps - warmed) + (
+            timing_settings.min_windows * training.timed_steps
+        )
+        left_s = max(0.0, self.budget_end() - self.clock())
+        at_least = "at least " if lower_bound else ""
+        result.status = "over_budget"
+        result.over_budget_phase = "steady"
+        result.single_step_time_s = step_s
+        result.single_step_time_is_lower_bound = lower_bound
+        result.error = (
+            f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
+            f"still needed (warm-up and {count_of(timing_settings.min_windows, 'window')} of "
+            f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more "
+            f"than the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
         )
 
+    def _over_budget_one_time(self, kind: str, waited_s: float, bound: float, key: str) -> None:
+        """End the measurement as over budget because a one-time step of process 0 outran its
+        own bound: no steady step was measured, so there is no step time to report."""
+        result = self.result
+        result.status = "over_budget"
+        result.over_budget_phase = kind
+        result.single_step_time_s = None
+        result.single_step_time_is_lower_bound = False
+        result.error = (
+            f"over budget: {measure.ONE_TIME_WHAT[kind]} took more than {waited_s:.0f} s, past "
+            f"its bound timing.{key} = {bound:g} s; no steady step was measured (a one-time "
+            "cost says nothing about the step time)"
+        )
 
-def _over_budget(
-    result: Measurement, request: RunRequest, step_s: float, lower_bound: bool, warmed: int
-) -> None:
-    """End the measurement as over budget: after `warmed` warm-up steps, one step took
-    `step_s` (at least, when `lower_bound`: the step was cut off)."""
-    from nnperf.report_format import count_of
-
-    training, timing_settings = request.training, request.timing
-    steps_left = max(0, training.warmup_steps - warmed) + (
-        timing_settings.min_windows * training.timed_steps
-    )
-    left_s = max(0.0, result.budget_start_unix + timing_settings.max_seconds - time.time())
-    at_least = "at least " if lower_bound else ""
-    result.status = "over_budget"
-    result.single_step_time_s = step_s
-    result.single_step_time_is_lower_bound = lower_bound
-    result.error = (
-        f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
-        f"still needed (warm-up and {count_of(timing_settings.min_windows, 'window')} of "
-        f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more than "
-        f"the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
-    )
-
-
-def _ended_early(message, record, result: Measurement, first: bool) -> measure.Action:
-    """A worker sent oom or an error instead of what was expected."""
-    if message[0] == "oom":
-        record["status"] = "oom"
-        if first and not result.windows:
-            result.status, result.error = "oom", message[1]
-        else:
-            result.notes.append(f"process {record['process']} ran out of memory: {message[1]}")
-        return measure.Action("stop", "budget")
-    _raise_for(message, record["process"])
-    raise AssertionError("unreachable")
+    def _ended_early(self, message, record) -> measure.Action:
+        """A worker sent oom or an error instead of what was expected."""
+        result = self.result
+        if message[0] == "oom":
+            record["status"] = "oom"
+            if record["process"] == 0 and not result.windows:
+                result.status, result.error = "oom", message[1]
+            else:
+                result.notes.append(f"process {record['process']} ran out of memory: {message[1]}")
+            return measure.Action("stop", "budget")
+        _raise_for(message, record["process"])
+        raise AssertionError("unreachable")
 
 
 # What a later process is planned to pay for compilation, as a share of the first one's:
@@ -643,7 +748,7 @@ def process_cost(result: Measurement, compiled: bool = False) -> float:
 
     Once a second process has run, the mean over the processes after the first (they start
     with warm compile caches). Before, the first process's cost; for a compiled variant with
-    its compile time (warm-up above its last warm-up step) cut to LATER_COMPILE_SHARE.
+    its compilation cut to LATER_COMPILE_SHARE.
     """
     costs = {}
     for record in result.processes:
@@ -658,11 +763,9 @@ def process_cost(result: Measurement, compiled: bool = False) -> float:
     later = [cost for process, cost in costs.items() if process > 0]
     if later:
         return sum(later) / len(later)
-    first = result.processes[0]
-    warmup = first.get("warmup_step_time_s") or []
-    if not compiled or len(warmup) < 2:
+    compiling = result.processes[0].get("one_time_step_time_s", {}).get(measure.COMPILATION)
+    if not compiled or compiling is None:
         return costs[0]
-    compiling = measure.compile_time(warmup, warmup[-1])
     return costs[0] - (1 - LATER_COMPILE_SHARE) * compiling
 
 

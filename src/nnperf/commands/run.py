@@ -35,11 +35,16 @@ HELP = {
     "seed": "base seed of model init, data order and augmentation; each process adds its index",
     "target_ci": "relative 95%% CI half-width to stop at (default: 0.01 on GPUs, 0.03 on CPUs)",
     "min_seconds": "timed-window seconds before the CI may stop the measurement",
-    "max_seconds": "wall-time budget of the configuration (all processes, warm-ups included)",
+    "max_seconds": "wall-time budget of the configuration's steady steps (all processes; the "
+    "first process's one-time steps have bounds of their own)",
     "min_processes": "worker processes at least",
     "max_processes": "worker processes at most",
     "min_windows": "timed windows per process at least",
     "max_windows": "timed windows per process at most",
+    "max_first_step_seconds": "bound of a process's first step (allocation, cuDNN autotuning; "
+    "default: max-seconds)",
+    "max_compile_seconds": "bound of torch.compile's compilation",
+    "max_recording_seconds": "bound of the CUDA-graph recording step (default: max-seconds)",
     "augment": "random crop (padding 4) and horizontal flip, as in CIFAR training",
 }
 CHOICES = {"device": (*DEVICES, AUTO_DEVICE), "precision": PRECISIONS, "dataset": DATASETS}

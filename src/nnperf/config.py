@@ -330,3 +330,68 @@ def check_runnable(device: str, precision: str) -> None:
 def unique(values: Iterable[Any]) -> list[Any]:
     """Values in first-seen order without repeats."""
     return list(dict.fromkeys(values))
+
+
+DEFAULT_CONFIG_PATH = SCHEMA_PATH.parents[2] / "config" / "config.yaml"
+
+
+def read_study_file(path: str | Path) -> dict:
+    """One study file (YAML), or a one-line error naming it and, for a YAML error, where."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise NnperfError(f"config file {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise NnperfError(f"config file {path}: {problem}{where}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise NnperfError(f"config file {path}: a study file is a YAML mapping of config keys")
+    return document
+
+
+def load_study(
+    configfiles: Iterable[str | Path] = (),
+    overrides: dict | None = None,
+    base: str | Path | None = DEFAULT_CONFIG_PATH,
+) -> dict:
+    """The validated study as the workflow sees it: `base` (config/config.yaml), each of
+    `configfiles` merged over it key by key (as Snakemake's --configfile), then `overrides`
+    (--config), with the matrix sections replaced whole (`overlay_study`)."""
+    from snakemake.utils import update_config
+
+    layers = [read_study_file(path) for path in configfiles] + [dict(overrides or {})]
+    merged = copy.deepcopy(read_study_file(base)) if base is not None else {}
+    for layer in layers:
+        update_config(merged, copy.deepcopy(layer))
+    return validate(overlay_study(merged, layers))
+
+
+def run_requests(config: dict, detect: Callable[[], str] = devices.detect_best_device) -> list:
+    """The `contract.RunRequest` of every configuration of a validated study, as the
+    workflow's rule `timed_run` asks for them (its dataset prepared in the default place)."""
+    from nnperf import contract, layout
+
+    study = contract.from_dict(contract.StudyConfig, config)
+    matrix, _ = expand_matrix(config, detect)
+    return [
+        contract.RunRequest(
+            device=key.device,
+            model=key.model,
+            precision=key.precision,
+            batch_size=key.batch_size,
+            variant=key.variant,
+            settings=study.variants[key.variant],
+            dataset=study.dataset.name,
+            data_root=layout.path("dataset", dataset=study.dataset.name),
+            training=study.training,
+            timing=study.timing,
+        )
+        for key in matrix
+    ]

@@ -202,3 +202,58 @@ def test_timing_settings_refuse_inverted_ranges():
     assert TimingSettings().target_for("cuda") == 0.01
     assert TimingSettings().target_for("cpu") == 0.03
     assert TimingSettings(target_ci=0.02).target_for("cuda") == 0.02
+
+
+def test_processes_needed_against_a_hand_computed_case():
+    # A 4% process spread and a 1% target: t(63) x 0.04 / sqrt(64) = 1.998 x 0.005 = 0.00999
+    # reaches it, t(62) x 0.04 / sqrt(63) = 0.01007 does not.
+    assert measure.processes_for_spread(0.04, 1.0, 0.01) == 64
+    rates = [96.0, 100.0, 104.0]  # sample sd 4 around 100
+    assert measure.processes_needed(rates, 0.01) == 64
+    assert measure.processes_needed([100.0], 0.01) is None
+
+
+@pytest.mark.parametrize(
+    "df, expected", [(1, 2.7055), (2, 4.6052), (3, 6.2514), (5, 9.2364), (10, 15.9872)]
+)
+def test_chi2_quantile_matches_the_tables(df, expected):
+    assert measure.chi2_quantile(df, 0.9) == pytest.approx(expected, rel=0.01)
+
+
+def _three_processes(spread: float, window_sd: float = 0.0):
+    means = [1000 * (1 - spread), 1000.0, 1000 * (1 + spread)]
+    return [[m * (1 - window_sd), m * (1 + window_sd)] for m in means]
+
+
+def test_a_process_spread_out_of_reach_stops_early_and_says_why():
+    timing = TimingSettings(min_seconds=0, max_seconds=600, max_processes=6, max_windows=10)
+    windows = _windows(_three_processes(0.05))
+    action = measure.next_action(
+        windows,
+        current_process=2,
+        elapsed_s=10.0,
+        process_cost_s=3.0,
+        timing=timing,
+        target_ci=0.01,
+    )
+    assert action == measure.Action("stop", "target_unreachable", action.detail)
+    assert action.detail.startswith("process-to-process spread 5.0%: a 1% CI would need ~")
+    assert action.detail.endswith("timing.max_processes is 6")
+
+
+def test_a_reachable_or_window_dominated_target_does_not_stop_early():
+    timing = TimingSettings(min_seconds=0, max_seconds=600, max_processes=100, max_windows=10)
+    kwargs = dict(current_process=2, elapsed_s=10.0, process_cost_s=3.0, timing=timing)
+    # 0.5% spread, 1% target: a handful of processes more.
+    assert (
+        measure.next_action(_windows(_three_processes(0.005)), target_ci=0.01, **kwargs).kind
+        != "stop"
+    )
+    # Windows noisier than processes: more windows still narrow it.
+    noisy = _windows(_three_processes(0.01, window_sd=0.2))
+    assert measure.next_action(noisy, target_ci=0.01, **kwargs).reason != "target_unreachable"
+    # Two processes only: the spread of two is not judged.
+    two = _windows(_three_processes(0.05)[:2])
+    assert (
+        measure.next_action(two, target_ci=0.01, **{**kwargs, "current_process": 1}).kind != "stop"
+    )

@@ -389,6 +389,7 @@ SUMMARY_COLUMNS = [
     "dataset",
     "status",
     "stop_reason",
+    "stop_detail",
     "error",
     "n_processes",
     "n_windows",

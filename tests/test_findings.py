@@ -432,6 +432,11 @@ def test_ci_target_findings_say_which_missed_and_why():
     assert findings.ci_missed_sentences(findings.measurement_table(capped))[0].endswith(
         "; it reached the process limit first (timing.max_processes)."
     )
+    detail = "process-to-process spread 4.0%: a 1% CI would need ~64 processes, and ..."
+    unreachable = laptop_summary().assign(stop_reason="target_unreachable", stop_detail=detail)
+    assert findings.ci_missed_sentences(findings.measurement_table(unreachable))[0].endswith(
+        f"; it stopped early, the target out of reach: {detail}."
+    )
     assert LAPTOP_TARGET_CI == 0.06
 
 

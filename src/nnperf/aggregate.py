@@ -237,6 +237,7 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     row.update(
         status=document.get("status"),
         stop_reason=document.get("stop_reason"),
+        stop_detail=document.get("stop_detail"),
         error=document.get("error"),
         n_processes=document.get("n_processes"),
         n_windows=document.get("n_windows"),

@@ -1141,6 +1141,7 @@ STOP_LABELS = {
     "ci_target": "CI target reached",
     "budget": "time budget (timing.max_seconds)",
     "max_processes": "process limit (timing.max_processes)",
+    "target_unreachable": "target out of reach (process spread)",
 }
 MEASUREMENT_COLUMNS = (
     "status",
@@ -1150,6 +1151,7 @@ MEASUREMENT_COLUMNS = (
     "ci_target",
     "target_met",
     "stop_reason",
+    "stop_detail",
     "dominant_level",
     "between_process_rsd",
     "within_process_rsd",
@@ -1232,7 +1234,7 @@ def measurement_table(
     frame = summary.copy()
     for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    for name in ("status", "stop_reason", "dominant_level", "unstable_reasons"):
+    for name in ("status", "stop_reason", "stop_detail", "dominant_level", "unstable_reasons"):
         if name not in frame:
             frame[name] = None
     rows = frame.to_dict("records")
@@ -1307,6 +1309,11 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
             )
         elif reason == "max_processes":
             why = "it reached the process limit first (timing.max_processes)"
+        elif reason == "target_unreachable":
+            detail = row.get("stop_detail")
+            why = "it stopped early, the target out of reach" + (
+                f": {detail}" if isinstance(detail, str) and detail else ""
+            )
         elif isinstance(reason, str) and reason:
             why = f"it stopped on {STOP_LABELS.get(reason, reason)}"
         else:

@@ -127,7 +127,7 @@ def test_gpu_study_dry_run_shows_every_keyed_job_on_a_cpu_machine(workdir):
     # torch.profiler: tuned and compiled at batch 256 for each precision; training: bf16 only.
     assert counts["operator_profile"] == 4 * 2
     assert counts["train_to_accuracy"] == 2 and counts["plot_accuracy"] == 1
-    assert "results/runs/cifar10/cuda/resnet18_cifar/bf16/bs2048/compiled.json" in result.stdout
+    assert "results/runs/cifar10/cuda/resnet18_cifar/bf16/bs1024/compiled.json" in result.stdout
     assert (
         "results/training/cifar10/cuda/resnet18_cifar/bf16/bs256/compiled/default.json"
         in result.stdout

@@ -1,0 +1,451 @@
+"""`nnperf plan`: a study's jobs per stage with their estimated cost and its sources."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, snakemake_env
+from nnperf import cli, layout, plan, rehearsal, selection
+from nnperf import config as study_config
+from nnperf.commands.plan import load_study
+from nnperf.errors import NnperfError
+
+GPU_STUDY = str(REPO / "config" / "gpu.yaml")
+TOTAL_LINE = re.compile(r"^total\s+(\d+)\s+(\d+\.\d) min$")
+STAGE_LINE = re.compile(r"^(?P<stage>.+?)\s+(?P<jobs>\d+)\s+(?P<min>\d+\.\d)\s+(?P<source>.+)$")
+# DESIGN.md: config/gpu.yaml finishes on one H100 in under 30 minutes, ncu and report included.
+GPU_STUDY_LIMIT_S = 30 * 60
+
+
+def plan_output(capsys, *args: str) -> str:
+    assert cli.main(["plan", *args]) == 0
+    return capsys.readouterr().out
+
+
+def stage_lines(text: str) -> dict[str, dict]:
+    """The stage table of a plan: {stage: {jobs, min, source}}."""
+    rows = {}
+    for line in text.splitlines():
+        for stage in plan.STAGES:
+            if line.startswith(stage + " "):
+                match = STAGE_LINE.match(line)
+                assert match, line
+                rows[stage] = {
+                    "jobs": int(match["jobs"]),
+                    "min": float(match["min"]),
+                    "source": match["source"],
+                }
+    return rows
+
+
+def h100_plan(*entries: str, configfiles=(GPU_STUDY,)) -> plan.Plan:
+    _, study = load_study(list(configfiles), list(entries))
+    return plan.plan_study(study, plan.timings_from("h100", ["cuda"]), ncu_on_path=True)
+
+
+# --- the printed plan -------------------------------------------------------------------
+
+
+def test_one_line_per_stage_then_the_total(capsys):
+    text = plan_output(capsys, "--timings", "cpu")
+    rows = stage_lines(text)
+    assert list(rows) == list(plan.STAGES)
+    # The default study: 2 precisions x 2 batch sizes x 2 variants on the CPU, every one
+    # under torch.profiler, the batch-32 baselines trained; no ncu on a CPU.
+    assert rows["timed runs"]["jobs"] == 8
+    assert rows["operator profiles"]["jobs"] == 8
+    assert rows["training to accuracy"]["jobs"] == 2
+    assert rows["ncu profiles (+export)"] == {"jobs": 0, "min": 0.0, "source": "-"}
+    last = text.rstrip("\n").splitlines()[-1]
+    total = TOTAL_LINE.match(last)
+    assert total, last
+    assert int(total[1]) == sum(row["jobs"] for row in rows.values())
+    # Stage minutes are rounded to 0.1 each.
+    assert float(total[2]) == pytest.approx(sum(row["min"] for row in rows.values()), abs=0.05 * 8)
+    for stage in ("data", "complexity", "ceilings", "timed runs", "tables, figures, report"):
+        assert rows[stage]["min"] > 0, stage
+    assert "assumed" in rows["tables, figures, report"]["source"]
+
+
+def test_every_job_is_listed_with_its_parts_and_their_sources(capsys):
+    text = plan_output(capsys, "--timings", "cpu", "--per-job")
+    job_lines = [line for line in text.splitlines() if line.startswith("    ")]
+    total = TOTAL_LINE.match(text.rstrip("\n").splitlines()[-1])
+    assert len(job_lines) == int(total[1])
+    run = next(line for line in job_lines if "timed_run cpu/resnet18_cifar/fp32/bs32/tuned" in line)
+    seconds = float(re.search(r"  (\d+\.\d) s  = ", run)[1])
+    parts = [float(x) for x in re.findall(r" (\d+\.\d) \(", run)]
+    assert seconds == pytest.approx(sum(parts), abs=0.05 * len(parts))
+    assert "job start" in run and "(assumed)" in run
+    assert any(
+        "train_to_accuracy cpu/resnet18_cifar/bf16/bs32/baseline/default" in line
+        for line in job_lines
+    )
+
+
+def test_the_default_timings_follow_the_study_devices(capsys):
+    assert "timings: h100" in plan_output(capsys, "--configfile", GPU_STUDY)
+    assert "timings: cpu" in plan_output(capsys)
+
+
+def test_an_invalid_study_is_one_line(capsys):
+    assert cli.main(["plan", "--config", "batch_sizes=0"]) == 2
+    assert "batch_sizes" in capsys.readouterr().err
+
+
+def test_planning_imports_no_torch():
+    code = (
+        "import sys\nfrom nnperf.cli import main\n"
+        f"main(['plan', '--configfile', {GPU_STUDY!r}])\n"
+        "print(sorted(m for m in ('torch', 'torchvision', 'seaborn') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=snakemake_env(),
+        timeout=120,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --- config/gpu.yaml --------------------------------------------------------------------
+
+
+def test_the_gpu_study_fits_half_an_hour_on_an_h100_with_ncu_operators_and_training():
+    estimate = h100_plan()
+    totals = {row.stage: row for row in estimate.stage_totals()}
+    # Every stage is in the sum: four ncu profiles (tuned at batch 256, one per precision)
+    # with their requests and exports, eight operator profiles, two training runs.
+    assert totals[plan.TIMED_RUNS].jobs == 4 * 2 * 3
+    assert totals[plan.NCU].jobs == 4 * 3
+    assert totals[plan.OPERATORS].jobs == 8
+    assert totals[plan.TRAINING].jobs == 2
+    for row in totals.values():
+        assert row.seconds > 0, row.stage
+    assert estimate.seconds <= GPU_STUDY_LIMIT_S, plan.render(estimate, per_job=True)
+    # The timed runs go through the rehearsal of recorded timings, not the budget bound.
+    for job in estimate.jobs:
+        if job.stage == plan.TIMED_RUNS:
+            assert plan.BUDGET_BOUND not in job.sources, job
+
+
+def test_gpu_yaml_states_no_hand_arithmetic():
+    text = (REPO / "config" / "gpu.yaml").read_text()
+    comments = "\n".join(line.split("#", 1)[1] for line in text.splitlines() if "#" in line)
+    assert "nnperf plan --configfile config/gpu.yaml" in comments
+    arithmetic = [
+        r"\d+(\.\d+)?\s*x\s*\d+",  # 24 x 35 s
+        r"=\s*~?\d+(\.\d+)?\s*(min|s)\b",  # = 14 min
+        r"~?\d+(\.\d+)?\s*min\b",  # ~7 min
+        r"\d+(\.\d+)?\s*\+\s*\d+(\.\d+)?",  # 14 + 7 + ...
+        r"\d+(\.\d+)?k img/s",  # results that drift
+    ]
+    for pattern in arithmetic:
+        found = re.search(pattern, comments)
+        assert found is None, f"gpu.yaml comment states arithmetic or a result: {found[0]!r}"
+    assert "shared/" not in text  # no file outside the repository
+
+
+def test_gpu_yaml_sweeps_the_launch_bound_and_the_saturated_batch_size():
+    assert yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())["batch_sizes"] == [256, 1024]
+
+
+# --- an earlier study's measurements ----------------------------------------------------
+
+# A timed run as nnperf writes it, trimmed to what describes its cost (shaped like the H100's
+# runs: bf16 tuned at batch 256, two warm worker processes).
+RUN_DOCUMENT = {
+    "schema_version": 1,
+    "kind": "timed_run",
+    "status": "ok",
+    "error": None,
+    "stop_reason": "ci_target",
+    "dataset": "cifar10",
+    "device": "cuda",
+    "model": "resnet18_cifar",
+    "precision": "bf16",
+    "batch_size": 256,
+    "variant": "tuned",
+    "warmup_steps": 5,
+    "timed_steps": 10,
+    "timing": {
+        "target_ci": 0.01,
+        "min_seconds": 2.0,
+        "max_seconds": 35.0,
+        "min_processes": 2,
+        "max_processes": 6,
+        "min_windows": 2,
+        "max_windows": 10,
+    },
+    "n_processes": 2,
+    "n_windows": 6,
+    "throughput_img_s": 12800.0,
+    "images_timed": 15360,
+    "timed_window_s": 1.2,
+    "step_time_s": {
+        "median": 0.02,
+        "mean": 0.0201,
+        "std": 0.0009,
+        "min": 0.0185,
+        "max": 0.0231,
+        "p10": 0.019,
+        "p90": 0.0215,
+    },
+    "single_step_time_s": 0.02,
+    "compile_time_s": None,
+    "compile_time_s_later": None,
+    "first_step_time_s": 1.86,
+    "warmup_time_s": 2.07,
+    "warmup_step_time_s": [1.86, 0.05, 0.03, 0.021, 0.02],
+    "fixed_cost_s": 1.1,
+    "process_fixed_cost_s": 0.9,
+    "elapsed_s": 6.4,
+    "duty_cycle": 0.18,
+    "processes": [
+        {
+            "process": 0,
+            "fixed_cost_s": 0.9,
+            "first_step_time_s": 1.86,
+            "compile_time_s": None,
+            "warmup_step_time_s": [1.86, 0.05, 0.03, 0.021, 0.02],
+            "throughput_img_s": 12790.0,
+        },
+        {
+            "process": 1,
+            "fixed_cost_s": 0.9,
+            "first_step_time_s": 0.41,
+            "compile_time_s": None,
+            "warmup_step_time_s": [0.41, 0.04, 0.03, 0.021, 0.02],
+            "throughput_img_s": 12810.0,
+        },
+    ],
+    "process_started_at_unix": 1795416493.2,
+    "started_at_unix": 1795416494.4,
+    "ended_at_unix": 1795416500.8,
+}
+
+
+def write_json(path: Path, document: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+
+@pytest.fixture
+def earlier_study(tmp_path) -> Path:
+    """The results folder of an earlier run of the GPU study: two timed runs, the ncu
+    profile of one, and the ceilings."""
+    results = tmp_path / "results"
+    for precision, step_s in (("bf16", 0.02), ("fp32", 0.05)):
+        document = copy.deepcopy(RUN_DOCUMENT)
+        document["precision"] = precision
+        document["step_time_s"] = {k: v * step_s / 0.02 for k, v in document["step_time_s"].items()}
+        keys = {
+            key: document[key] for key in ("dataset", "device", "model", "batch_size", "variant")
+        }
+        write_json(tmp_path / layout.path("run", precision=precision, **keys), document)
+    keys = {
+        key: RUN_DOCUMENT[key]
+        for key in ("dataset", "device", "model", "precision", "batch_size", "variant")
+    }
+    write_json(
+        tmp_path / layout.path("profile_meta", **keys), {"schema_version": 1, "wall_time_s": 71.5}
+    )
+    write_json(tmp_path / layout.path("ceilings", device="cuda"), {"duration_s": 40.0})
+    return results
+
+
+def jobs_by_name(estimate: plan.Plan) -> dict[str, plan.JobEstimate]:
+    return {job.job: job for job in estimate.jobs}
+
+
+def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
+    config, study = load_study([GPU_STUDY], [])
+    matrix, _ = study_config.expand_matrix(config, lambda: "cuda")
+    requests = dict(zip(matrix, study_config.run_requests(config, lambda: "cuda")))
+    timings = plan.timings_from(str(earlier_study), ["cuda"])
+    measured = jobs_by_name(plan.plan_study(study, timings, ncu_on_path=True))
+    recorded = jobs_by_name(h100_plan())
+    source = f"measured in {earlier_study}"
+
+    # A configuration the earlier study ran is the rehearsal of its own run document under
+    # this study's settings.
+    for precision in ("bf16", "fp32"):
+        key = study_config.RunKey("cuda", "resnet18_cifar", precision, 256, "tuned")
+        document = json.loads(
+            (
+                earlier_study.parent / layout.path("run", dataset="cifar10", **key.as_dict())
+            ).read_text()
+        )
+        expected = rehearsal.replay(
+            requests[key],
+            rehearsal.ConfigTiming.from_run_documents([document]),
+            seed=0,
+        )
+        job = measured[f"timed_run cuda/resnet18_cifar/{precision}/bs256/tuned"]
+        assert [(p.seconds, p.source) for p in job.parts if p.what == "rehearsal"] == [
+            (pytest.approx(expected.wall_s), source)
+        ]
+
+    profile = measured["ncu_profile cuda/resnet18_cifar/bf16/bs256/tuned"]
+    assert [(p.seconds, p.source) for p in profile.parts if p.what == "ncu"] == [(71.5, source)]
+    assert measured["ceilings cuda"].sources[0] == source
+    # The training and operator profile of that configuration use its measured steps.
+    trained = measured["train_to_accuracy cuda/resnet18_cifar/bf16/bs256/tuned/default"]
+    assert any(p.source == source and p.what == "epochs" for p in trained.parts)
+
+    # What the earlier study lacks falls back to the H100's defaults, and the plan says so.
+    other = "timed_run cuda/resnet18_cifar/tf32/bs256/tuned"
+    assert source not in measured[other].sources
+    assert measured[other].seconds == pytest.approx(recorded[other].seconds)
+    notes = " ".join(plan.plan_study(study, timings, ncu_on_path=True).notes)
+    assert f"{earlier_study} lacks 22 of the timed runs: h100 defaults for those" in notes
+    assert "lacks 3 of the ncu profiles" in notes
+
+
+def test_the_results_folder_may_be_given_as_its_working_directory(earlier_study):
+    assert plan.MeasuredResults(earlier_study.parent).root == earlier_study
+    with pytest.raises(NnperfError, match="no such results folder"):
+        plan.MeasuredResults(earlier_study / "missing")
+
+
+def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(earlier_study):
+    _, study = load_study([GPU_STUDY], [])
+    keys = {
+        "dataset": "cifar10",
+        "device": "cuda",
+        "model": "resnet18_cifar",
+        "precision": "bf16",
+        "batch_size": 256,
+        "variant": "compiled",
+    }
+    recipe = study.recipes["default"]
+    from nnperf import contract
+
+    write_json(
+        earlier_study.parent / layout.path("training_run", recipe="default", **keys),
+        {
+            "kind": "training_run",
+            "convergence": contract.to_dict(recipe),
+            "started_at_unix": 100.0,
+            "ended_at_unix": 142.0,
+        },
+    )
+    write_json(
+        earlier_study.parent / layout.path("opprofile", **keys),
+        {
+            "started_at_unix": 10.0,
+            "ended_at_unix": 19.0,
+        },
+    )
+    timings = plan.timings_from(str(earlier_study), ["cuda"])
+    jobs = jobs_by_name(plan.plan_study(study, timings, ncu_on_path=True))
+    source = f"measured in {earlier_study}"
+    trained = jobs["train_to_accuracy cuda/resnet18_cifar/bf16/bs256/compiled/default"]
+    assert [(p.what, p.seconds) for p in trained.parts if p.source == source] == [
+        ("training", 42.0)
+    ]
+    profiled = jobs["operator_profile cuda/resnet18_cifar/bf16/bs256/compiled"]
+    assert [(p.what, p.seconds) for p in profiled.parts if p.source == source] == [("profile", 9.0)]
+
+    # Trained under another recipe: not this one's measurement.
+    other = contract.to_dict(recipe) | {"epochs": 3}
+    write_json(
+        earlier_study.parent / layout.path("training_run", recipe="default", **keys),
+        {
+            "kind": "training_run",
+            "convergence": other,
+            "started_at_unix": 100.0,
+            "ended_at_unix": 142.0,
+        },
+    )
+    jobs = jobs_by_name(plan.plan_study(study, timings, ncu_on_path=True))
+    trained = jobs["train_to_accuracy cuda/resnet18_cifar/bf16/bs256/compiled/default"]
+    assert all(p.what != "training" for p in trained.parts)
+
+
+# --- stages that a study leaves out -----------------------------------------------------
+
+
+def test_a_study_without_cuda_plans_no_ncu():
+    _, study = load_study([GPU_STUDY], ["devices=cpu", "precisions=fp32,bf16"])
+    estimate = plan.plan_study(study, plan.timings_from(None, ["cpu"]), ncu_on_path=True)
+    assert estimate.timings == "cpu"
+    assert not [
+        job
+        for job in estimate.jobs
+        if job.job.startswith(("ncu_", "profile_request", "plot_roofline "))
+    ]
+    totals = {row.stage: row for row in estimate.stage_totals()}
+    assert totals[plan.NCU].jobs == 0 and totals[plan.NCU].seconds == 0
+    assert any("Nsight Compute profiles CUDA devices only" in note for note in estimate.notes)
+    assert totals[plan.TIMED_RUNS].jobs == 2 * 2 * 3
+
+
+def test_ncu_disabled_or_absent_leaves_the_stage_empty():
+    assert not h100_plan("ncu={enabled: false}").stage_totals()[plan.STAGES.index(plan.NCU)].jobs
+    _, study = load_study([GPU_STUDY], [])
+    estimate = plan.plan_study(study, plan.timings_from("h100", ["cuda"]), ncu_on_path=False)
+    assert not [job for job in estimate.jobs if job.stage == plan.NCU]
+    assert any("ncu is not on PATH" in note for note in estimate.notes)
+
+
+def test_an_empty_matrix_is_an_error():
+    _, study = load_study([], ["devices=cpu", "precisions=tf32"])
+    with pytest.raises(NnperfError, match="nothing to measure"):
+        plan.plan_study(study, plan.timings_from("cpu", ["cpu"]), ncu_on_path=False)
+
+
+# --- the pieces ---------------------------------------------------------------------------
+
+
+def test_the_stage_selection_of_the_gpu_study():
+    config, study = load_study([GPU_STUDY], [])
+    matrix, _ = study_config.expand_matrix(config, lambda: "cuda")
+    chosen = selection.select_stages(study, matrix, ncu_on_path=True)
+    assert sorted((k.precision, k.batch_size, k.variant) for k in chosen.ncu) == [
+        (p, 256, "tuned") for p in ("bf16", "fp16", "fp32", "tf32")
+    ]
+    assert {(k.batch_size, k.variant) for k in chosen.operator_profile} == {
+        (256, "tuned"),
+        (256, "compiled"),
+    }
+    assert len(chosen.operator_profile) == 8
+    assert [(k.precision, k.batch_size, k.variant, r) for k, r in chosen.training] == [
+        ("bf16", 256, "compiled", "default"),
+        ("bf16", 256, "tuned", "default"),
+    ]
+    assert not selection.select_stages(study, matrix, ncu_on_path=False).ncu
+
+
+def test_training_time_follows_the_convergence_budget_rule():
+    # 10 steps of 1 s per epoch, a 5 s compile in the first: 15, 10, 10 s.
+    assert plan.training_seconds(
+        epochs=3, max_seconds=None, steps_per_epoch=10, step_s=1.0, compile_s=5.0
+    ) == (35.0, 3)
+    # Epoch 1 is projected at 10 s (fits 30); epoch 2 at epoch 1's 15 s: 15 + 15 = 30 fits;
+    # epoch 3 at 10 s: 25 + 10 > 30 is not started.
+    assert plan.training_seconds(
+        epochs=3, max_seconds=30, steps_per_epoch=10, step_s=1.0, compile_s=5.0
+    ) == (25.0, 2)
+    # Not even one epoch fits: nothing trains.
+    assert plan.training_seconds(
+        epochs=3, max_seconds=5, steps_per_epoch=10, step_s=1.0, compile_s=0.0
+    ) == (0.0, 0)
+
+
+def test_dataset_sizes():
+    _, study = load_study([GPU_STUDY], [])
+    assert plan.dataset_images(study.dataset) == (50_000, 10_000)
+    _, study = load_study([], [])
+    assert plan.dataset_images(study.dataset) == (1024, 128)

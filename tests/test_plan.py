@@ -449,3 +449,23 @@ def test_dataset_sizes():
     assert plan.dataset_images(study.dataset) == (50_000, 10_000)
     _, study = load_study([], [])
     assert plan.dataset_images(study.dataset) == (1024, 128)
+
+
+def test_without_step_timings_a_timed_run_counts_at_its_budget_or_the_machines_typical_one():
+    _, study = load_study([GPU_STUDY], [])
+    estimate = plan.plan_study(study, plan.Timings(machine=plan.H100), ncu_on_path=True)
+    runs = [job for job in estimate.jobs if job.stage == plan.TIMED_RUNS]
+    for job in runs:
+        assert [(p.what, p.seconds, p.source) for p in job.parts][-1] == (
+            "timing.max_seconds",
+            study.timing.max_seconds,
+            plan.BUDGET_BOUND,
+        )
+    assert any("counted at their budget" in note for note in estimate.notes)
+
+    # The CPU has no timing model to replay: its typical timed run, at most the budget.
+    for max_seconds, expected in ((60, plan.CPU.timed_run.seconds), (30, 30.0)):
+        _, study = load_study([], [f"timing={{max_seconds: {max_seconds}}}"])
+        estimate = plan.plan_study(study, plan.timings_from("cpu", ["cpu"]), ncu_on_path=False)
+        run = next(job for job in estimate.jobs if job.stage == plan.TIMED_RUNS)
+        assert run.parts[-1].seconds == expected

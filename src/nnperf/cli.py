@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "ncu_kernels",
     "render_report",
     "compare_machines",
+    "doctor",
 )
 
 

@@ -178,7 +178,8 @@ def check_driver(
 ) -> Check:
     """A GPU driver here (`devices.absent_reason`), and its CUDA version against torch's build."""
     if absent:
-        text = f"no GPU driver here (none of {', '.join(devices.CUDA_DRIVER_FILES + devices.CUDA_TOOLS)})"
+        looked = ", ".join(devices.CUDA_DRIVER_FILES + devices.CUDA_TOOLS)
+        text = f"no GPU driver here (none of {looked})"
         if not needs.cuda:
             text += f" ({needs.unneeded})"
         return Check(
@@ -212,8 +213,9 @@ def check_driver(
         return Check("driver", OK, needs.cuda, text + built)
     older = f"{text}, older than torch's CUDA {torch.cuda_build} build"
     fix = (
-        f"update the NVIDIA driver to one for CUDA {torch.cuda_build} or newer, or install a torch "
-        f"built for CUDA {smi.cuda_version} or older (--index-url https://download.pytorch.org/whl/cuXYZ)"
+        f"update the NVIDIA driver to one for CUDA {torch.cuda_build} or newer, or install a "
+        f"torch built for CUDA {smi.cuda_version} or older "
+        "(--index-url https://download.pytorch.org/whl/cuXYZ)"
     )
     if driver_cuda[0] == torch_cuda[0]:
         # CUDA minor-version compatibility: a 12.x driver runs a 12.y runtime's prebuilt

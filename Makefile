@@ -3,6 +3,14 @@
 #   make run   - the default study (offline, CPU) and its reports
 #   make test  - the test suite (CI runs this one)
 #   make test-fast - all but the real workflow, SLURM, browser and full-model subprocess runs
+#   make gpu-study - on a GPU machine (offline is fine): `nnperf doctor` for config/gpu.yaml
+#                    first (driver vs torch's CUDA build, ncu and its counter permission, NVML,
+#                    NVTX; it stops here with the fix when the study lacks something), then
+#                    config/gpu.yaml on synthetic data of CIFAR-10's size one stage at a time
+#                    (`nnperf gpu-study`: data/complexity/ceilings, timed runs, ncu, operator
+#                    profiles, training, tables/figures/report, snakemake --report), each
+#                    stage's wall time recorded; the report, tables and stage times (CSV and a
+#                    README table with machine, commit, date) go to $(GPU_STUDY_DEST).
 # Anything else is plain Snakemake: .venv/bin/snakemake --cores all [target]
 
 VENV ?= .venv
@@ -21,7 +29,13 @@ PIP_VERSION ?= 26.3
 TORCH_INDEX ?=
 CUDA_PINS := platform_system == "Linux"
 
-.PHONY: run test test-fast check report clean-results
+# make gpu-study: the study, its data (synthetic, CIFAR-10's size: no download) and where
+# its example report goes.
+GPU_STUDY_CONFIG ?= config/gpu.yaml
+GPU_STUDY_DATA ?= dataset={name: synthetic, synthetic: {train_images: 50000, test_images: 10000}}
+GPU_STUDY_DEST ?= reports/examples/h100-gpu-study
+
+.PHONY: run test test-fast check report clean-results gpu-study
 
 $(VENV)/.installed: envs/requirements-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +53,11 @@ endif
 run: $(VENV)/.installed
 	$(BIN)/snakemake --cores $(CORES)
 	$(BIN)/snakemake --report reports/report.html
+
+gpu-study: $(VENV)/.installed
+	$(BIN)/nnperf doctor --configfile $(GPU_STUDY_CONFIG)
+	$(BIN)/nnperf gpu-study --configfile $(GPU_STUDY_CONFIG) --config '$(GPU_STUDY_DATA)' \
+		--dest $(GPU_STUDY_DEST) --cores $(CORES)
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from nnperf import config, measure, rehearsal
+from nnperf import measure, rehearsal, study
 from nnperf.contract import RunRequest, TimingSettings, TrainingSettings, VariantSettings
 from nnperf.runner import expected_step_time
 
@@ -28,7 +28,7 @@ SHARED_RUNS = REPO.parent / "shared" / "h100" / "runs"
 def gpu_replays():
     """Every configuration of config/gpu.yaml, replayed on the recorded H100."""
     model = rehearsal.h100_model()
-    requests = config.run_requests(config.load_study([GPU_STUDY]), detect=lambda: "cuda")
+    requests = study.load_study([GPU_STUDY], detect=lambda: "cuda").run_requests()
     replays = {}
     for request in requests:
         timing = model.timing_for(request)
@@ -42,12 +42,9 @@ def gpu_replays():
 
 
 def test_replay_covers_every_gpu_study_configuration(gpu_replays):
-    study = config.load_study([GPU_STUDY])
+    gpu = study.load_study([GPU_STUDY], detect=lambda: "cuda").config
     expected = (
-        len(study["models"])
-        * len(study["precisions"])
-        * len(study["batch_sizes"])
-        * len(study["variants"])
+        len(gpu["models"]) * len(gpu["precisions"]) * len(gpu["batch_sizes"]) * len(gpu["variants"])
     )
     assert len(gpu_replays) == expected >= 24
     assert {variant for _, _, variant in gpu_replays} == {"baseline", "tuned", "compiled"}

@@ -28,6 +28,8 @@ COMMAND_MODULES = (
     "ncu_kernels",
     "render_report",
     "compare_machines",
+    "doctor",
+    "gpu_study",
     "plan",
 )
 

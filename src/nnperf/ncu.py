@@ -39,7 +39,7 @@ import gzip
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -352,7 +352,27 @@ def ncu_exclusion_reason(setting: object, device: str, ncu_on_path: bool) -> str
         return f"device {device!r}: Nsight Compute profiles CUDA devices only; roofline is analytic"
     if mode == "false":
         return "ncu.enabled is false: no Nsight Compute profiles; roofline is analytic"
-    return "ncu.enabled is auto and ncu is not on PATH here: no profiles; set true to force"
+    return (
+        f"ncu.enabled is auto and ncu is not on PATH here (nor in {searched_places(path=False)}): "
+        "no Nsight Compute profiles, the roofline is analytic; set true to force"
+    )
+
+
+# Where Nsight Compute is when it is not on PATH (`nnperf.profiling.find_ncu` looks there): the
+# CUDA toolkit's bin folder (the /usr/local/cuda link, then the versioned installs beside it)
+# and the standalone Nsight Compute installer's folder. A GPU machine often has the toolkit
+# without its bin folder on PATH.
+NCU_SEARCH = (
+    "/usr/local/cuda/bin/ncu",
+    "/usr/local/cuda-*/bin/ncu",
+    "/opt/nvidia/nsight-compute/*/ncu",
+)
+
+
+def searched_places(search: Sequence[str] = NCU_SEARCH, path: bool = True) -> str:
+    """Where `ncu` is looked for, for messages: PATH, /usr/local/cuda/bin, ..."""
+    folders = [str(PurePosixPath(pattern).parent) for pattern in search]
+    return ", ".join((["PATH"] if path else []) + folders)
 
 
 # --------------------------------------------------------------------------------------------

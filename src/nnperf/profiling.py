@@ -12,7 +12,9 @@ step of a `ProfileStepRequest`, that request and its configuration keys, which i
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -29,6 +31,8 @@ from nnperf.files import atomic_path, write_json
 from nnperf.vocab import CONFIG_KEYS
 
 META_KIND = "ncu_profile"
+# The executable name; a bare name is also looked for where Nsight Compute installs (find_ncu).
+DEFAULT_NCU = "ncu"
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class NcuOptions:
     clock_control: str = NcuSettings.clock_control
     replay_mode: str = ncu.REPLAY_MODES[0]
     cache_control: str = ncu.CACHE_CONTROLS[0]
-    ncu: str = "ncu"
+    ncu: str = DEFAULT_NCU
 
 
 def step_target(request_path: str | os.PathLike) -> list[str]:
@@ -49,11 +53,33 @@ def step_target(request_path: str | os.PathLike) -> list[str]:
     return [sys.executable, "-m", "nnperf", "step", "--request", str(request_path)]
 
 
-def require_ncu(executable: str) -> str:
+def _version_key(path: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", path))
+
+
+def find_ncu(executable: str = DEFAULT_NCU, search: Sequence[str] = ncu.NCU_SEARCH) -> str | None:
+    """The `ncu` to run: `executable` on PATH (or as a path); for the bare default name also
+    the folders of `ncu.NCU_SEARCH`, the newest version first. None when there is none.
+
+    The workflow decides with this whether `ncu.enabled: auto` profiles, and the jobs run what
+    it finds, so both agree on one executable.
+    """
     found = shutil.which(executable)
+    if found or executable != DEFAULT_NCU:
+        return found
+    for pattern in search:
+        for candidate in sorted(glob.glob(pattern), key=_version_key, reverse=True):
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+    return None
+
+
+def require_ncu(executable: str) -> str:
+    found = find_ncu(executable)
     if found is None:
+        where = ncu.searched_places() if executable == DEFAULT_NCU else "PATH"
         raise NnperfError(
-            f"ncu executable {executable!r} not found on PATH; install Nsight Compute (CUDA "
+            f"ncu executable {executable!r} not found on {where}; install Nsight Compute (CUDA "
             "toolkit) or set ncu.enabled: false in the config"
         )
     return found

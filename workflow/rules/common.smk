@@ -3,7 +3,6 @@
 
 import dataclasses
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,8 @@ from nnperf import contract
 from nnperf import devices as nnperf_devices
 from nnperf import layout
 from nnperf import ncu as nnperf_ncu
+from nnperf import preflight
+from nnperf import profiling as nnperf_profiling
 from nnperf import vocab
 from nnperf.codehash import code_hash
 from nnperf.config import unique
@@ -68,18 +69,23 @@ RUN_STARTED = time.time()
 def stop_if_a_device_is_absent():
     """The `onstart` handler: a device this machine lacks is one line before any job runs,
     not a failed job per configuration minutes later. Only for jobs that will run here (a
-    cluster executor submits them elsewhere; dry runs never get here) and need a device."""
+    cluster executor submits them elsewhere; dry runs never get here) and need a device.
+    Pending CUDA jobs also get `nnperf doctor`'s CUDA checks (torch's CUDA build, the driver,
+    NVML, NVTX; ncu and its counters when ncu_profile jobs are pending); torch is imported
+    only then."""
     if workflow.non_local_exec and not workflow.remote_exec:
         return
-    needed = unique(
-        job.wildcards_dict["device"]
-        for job in workflow.dag.needrun_jobs()
-        if "device" in job.wildcards_dict
-    )
+    jobs = list(workflow.dag.needrun_jobs())
+    needed = unique(job.wildcards_dict["device"] for job in jobs if "device" in job.wildcards_dict)
     for device in needed:
         reason = nnperf_devices.absent_reason(device)
         if reason:
             sys.exit(f"nnperf: config devices: {reason}")
+    if "cuda" in needed:
+        profiles = any(job.rule.name == "ncu_profile" for job in jobs)
+        problem = preflight.cuda_problem(profile_ncu=profiles)
+        if problem:
+            sys.exit(f"nnperf: {problem}")
 
 
 def print_failure_causes():
@@ -440,7 +446,8 @@ def report_inputs(wildcards):
 
 # --- Nsight Compute profiles and the roofline -------------------------------------------
 
-NCU_ON_PATH = shutil.which("ncu") is not None
+# On PATH or where Nsight Compute installs; the ncu jobs run the same executable.
+NCU_ON_PATH = nnperf_profiling.find_ncu() is not None
 
 for device in DEVICES:
     reason = nnperf_ncu.ncu_exclusion_reason(STUDY.ncu.enabled, device, NCU_ON_PATH)

@@ -1,0 +1,64 @@
+"""`nnperf doctor`: does this machine have what a study needs below torch?
+
+Checks torch's CUDA build against the driver, that torch sees a CUDA device, `ncu` and its
+permission to read the GPU's performance counters (a one-kernel profile), NVML and NVTX
+(`nnperf.preflight`), for the study of config/config.yaml and the given --configfile files,
+read as the workflow reads them. One line per check; a missing need of the study carries its
+fix, and the exit status is then 2. A study without `cuda` in its devices does not need the
+CUDA checks: their lines say so, and they do not fail it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from nnperf import preflight, study
+from nnperf.errors import NnperfError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check the driver, CUDA build, ncu and its counters, NVML and NVTX for a study",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="study file over config/config.yaml, as snakemake --configfile (repeatable)",
+    )
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides, as snakemake --config",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the checks as a JSON list instead of lines"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = study.load_study(args.configfile, args.config)
+    needs = preflight.needs_of(loaded.devices, loaded.typed.ncu.enabled)
+    checks = preflight.run_checks(needs)
+    if args.json:
+        print(json.dumps([check.as_dict() for check in checks], indent=2))
+    else:
+        for check in checks:
+            print(check.line())
+    failing = preflight.problems(checks)
+    if failing:
+        names = ", ".join(check.name for check in failing)
+        raise NnperfError(
+            f"this machine lacks what {loaded.name} needs ({names}): see the doctor lines above"
+        )
+    if not args.json:
+        print(f"doctor: ready: this machine has what {loaded.name} needs")
+    return 0

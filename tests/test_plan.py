@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO, snakemake_env
 from nnperf import cli, layout, plan, rehearsal, selection
 from nnperf import config as study_config
-from nnperf.commands.plan import load_study
+from nnperf.study import load_study
 from nnperf.errors import NnperfError
 
 GPU_STUDY = str(REPO / "config" / "gpu.yaml")
@@ -46,8 +46,13 @@ def stage_lines(text: str) -> dict[str, dict]:
     return rows
 
 
+def load(configfiles, entries, device: str = "cuda"):
+    """A study as the workflow reads it, `auto` resolved to `device`."""
+    return load_study(list(configfiles), list(entries), detect=lambda: device)
+
+
 def h100_plan(*entries: str, configfiles=(GPU_STUDY,)) -> plan.Plan:
-    _, study = load_study(list(configfiles), list(entries))
+    study = load(configfiles, entries)
     return plan.plan_study(study, plan.timings_from("h100", ["cuda"]), ncu_on_path=True)
 
 
@@ -270,9 +275,9 @@ def jobs_by_name(estimate: plan.Plan) -> dict[str, plan.JobEstimate]:
 
 
 def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
-    config, study = load_study([GPU_STUDY], [])
-    matrix, _ = study_config.expand_matrix(config, lambda: "cuda")
-    requests = dict(zip(matrix, study_config.run_requests(config, lambda: "cuda")))
+    study = load([GPU_STUDY], [])
+    matrix, _ = study_config.expand_matrix(study.config, lambda: "cuda")
+    requests = dict(zip(matrix, study.run_requests()))
     timings = plan.timings_from(str(earlier_study), ["cuda"])
     measured = jobs_by_name(plan.plan_study(study, timings, ncu_on_path=True))
     recorded = jobs_by_name(h100_plan())
@@ -320,7 +325,7 @@ def test_the_results_folder_may_be_given_as_its_working_directory(earlier_study)
 
 
 def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(earlier_study):
-    _, study = load_study([GPU_STUDY], [])
+    study = load([GPU_STUDY], [])
     keys = {
         "dataset": "cifar10",
         "device": "cuda",
@@ -329,7 +334,7 @@ def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(e
         "batch_size": 256,
         "variant": "compiled",
     }
-    recipe = study.recipes["default"]
+    recipe = study.typed.recipes["default"]
     from nnperf import contract
 
     write_json(
@@ -378,7 +383,7 @@ def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(e
 
 
 def test_a_study_without_cuda_plans_no_ncu():
-    _, study = load_study([GPU_STUDY], ["devices=cpu", "precisions=fp32,bf16"])
+    study = load([GPU_STUDY], ["devices=cpu", "precisions=fp32,bf16"], device="cpu")
     estimate = plan.plan_study(study, plan.timings_from(None, ["cpu"]), ncu_on_path=True)
     assert estimate.timings == "cpu"
     assert not [
@@ -394,14 +399,14 @@ def test_a_study_without_cuda_plans_no_ncu():
 
 def test_ncu_disabled_or_absent_leaves_the_stage_empty():
     assert not h100_plan("ncu={enabled: false}").stage_totals()[plan.STAGES.index(plan.NCU)].jobs
-    _, study = load_study([GPU_STUDY], [])
+    study = load([GPU_STUDY], [])
     estimate = plan.plan_study(study, plan.timings_from("h100", ["cuda"]), ncu_on_path=False)
     assert not [job for job in estimate.jobs if job.stage == plan.NCU]
     assert any("ncu is not on PATH" in note for note in estimate.notes)
 
 
 def test_an_empty_matrix_is_an_error():
-    _, study = load_study([], ["devices=cpu", "precisions=tf32"])
+    study = load([], ["devices=cpu", "precisions=tf32"], device="cpu")
     with pytest.raises(NnperfError, match="nothing to measure"):
         plan.plan_study(study, plan.timings_from("cpu", ["cpu"]), ncu_on_path=False)
 
@@ -410,9 +415,9 @@ def test_an_empty_matrix_is_an_error():
 
 
 def test_the_stage_selection_of_the_gpu_study():
-    config, study = load_study([GPU_STUDY], [])
-    matrix, _ = study_config.expand_matrix(config, lambda: "cuda")
-    chosen = selection.select_stages(study, matrix, ncu_on_path=True)
+    study = load([GPU_STUDY], [])
+    matrix, _ = study_config.expand_matrix(study.config, lambda: "cuda")
+    chosen = selection.select_stages(study.typed, matrix, ncu_on_path=True)
     assert sorted((k.precision, k.batch_size, k.variant) for k in chosen.ncu) == [
         (p, 256, "tuned") for p in ("bf16", "fp16", "fp32", "tf32")
     ]
@@ -425,7 +430,7 @@ def test_the_stage_selection_of_the_gpu_study():
         ("bf16", 256, "compiled", "default"),
         ("bf16", 256, "tuned", "default"),
     ]
-    assert not selection.select_stages(study, matrix, ncu_on_path=False).ncu
+    assert not selection.select_stages(study.typed, matrix, ncu_on_path=False).ncu
 
 
 def test_training_time_follows_the_convergence_budget_rule():
@@ -445,27 +450,27 @@ def test_training_time_follows_the_convergence_budget_rule():
 
 
 def test_dataset_sizes():
-    _, study = load_study([GPU_STUDY], [])
-    assert plan.dataset_images(study.dataset) == (50_000, 10_000)
-    _, study = load_study([], [])
-    assert plan.dataset_images(study.dataset) == (1024, 128)
+    study = load([GPU_STUDY], [])
+    assert plan.dataset_images(study.typed.dataset) == (50_000, 10_000)
+    study = load([], [])
+    assert plan.dataset_images(study.typed.dataset) == (1024, 128)
 
 
 def test_without_step_timings_a_timed_run_counts_at_its_budget_or_the_machines_typical_one():
-    _, study = load_study([GPU_STUDY], [])
+    study = load([GPU_STUDY], [])
     estimate = plan.plan_study(study, plan.Timings(machine=plan.H100), ncu_on_path=True)
     runs = [job for job in estimate.jobs if job.stage == plan.TIMED_RUNS]
     for job in runs:
         assert [(p.what, p.seconds, p.source) for p in job.parts][-1] == (
             "timing.max_seconds",
-            study.timing.max_seconds,
+            study.typed.timing.max_seconds,
             plan.BUDGET_BOUND,
         )
     assert any("counted at their budget" in note for note in estimate.notes)
 
     # The CPU has no timing model to replay: its typical timed run, at most the budget.
     for max_seconds, expected in ((60, plan.CPU.timed_run.seconds), (30, 30.0)):
-        _, study = load_study([], [f"timing={{max_seconds: {max_seconds}}}"])
+        study = load([], [f"timing={{max_seconds: {max_seconds}}}"])
         estimate = plan.plan_study(study, plan.timings_from("cpu", ["cpu"]), ncu_on_path=False)
         run = next(job for job in estimate.jobs if job.stage == plan.TIMED_RUNS)
         assert run.parts[-1].seconds == expected

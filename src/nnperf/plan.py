@@ -28,11 +28,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from nnperf import config as study_config
 from nnperf import contract, layout, ncu, rehearsal, selection
 from nnperf.errors import NnperfError
+from nnperf.study import Study
 
 # Stages in the order a study runs them, as `nnperf plan` prints them.
 DATA = "data"
@@ -783,27 +784,27 @@ class _Planner:
 
 
 def plan_study(
-    study: contract.StudyConfig,
+    study: Study,
     timings: Timings,
     *,
     ncu_on_path: bool,
-    detect: Callable[[], str] | None = None,
     title: str | None = None,
 ) -> Plan:
-    """Every job of `study` with its estimate. `ncu_on_path` decides `ncu.enabled: auto` as
-    on the machine that will build the DAG; `detect` resolves device `auto` (default: the
-    timings' machine's device)."""
-    detect = detect or (lambda: timings.machine.device)
-    config = contract.to_dict(study)
-    matrix, matrix_notes = study_config.expand_matrix(config, detect)
+    """Every job of `study` (`nnperf.study.load_study`, its `auto` devices resolved) with its
+    estimate. `ncu_on_path` decides `ncu.enabled: auto` as on the machine that will build
+    the DAG."""
+    devices = list(study.devices)
+    matrix, matrix_notes = study_config.expand_matrix(
+        {**study.config, "devices": devices}, detect=lambda: devices[0]
+    )
     empty = study_config.empty_matrix_message(matrix, matrix_notes)
     if empty:
         raise NnperfError(empty)
-    devices = study_config.resolved_devices(config, detect)
-    chosen = selection.select_stages(study, matrix, ncu_on_path)
+    typed = study.typed
+    chosen = selection.select_stages(typed, matrix, ncu_on_path)
     # The timed runs' requests as the workflow builds them, in matrix order.
-    requests = dict(zip(matrix, study_config.run_requests(config, detect)))
-    planner = _Planner(study, timings, requests)
+    requests = dict(zip(matrix, study.run_requests()))
+    planner = _Planner(typed, timings, requests)
     jobs = (
         planner.data()
         + planner.complexity()
@@ -816,7 +817,7 @@ def plan_study(
     )
     notes = [note.removeprefix("note: ") for note in matrix_notes]
     for device in devices:
-        reason = ncu.ncu_exclusion_reason(study.ncu.enabled, device, ncu_on_path)
+        reason = ncu.ncu_exclusion_reason(typed.ncu.enabled, device, ncu_on_path)
         if reason:
             notes.append(reason)
     if timings.measured is not None:
@@ -842,7 +843,7 @@ def plan_study(
     if chosen.training:
         notes.append("training is counted to its last epoch; reaching the target ends it earlier")
     return Plan(
-        title=title or study.study.name,
+        title=title or typed.study.name,
         timings=timings.name,
         machine=timings.machine,
         configurations=len(matrix),

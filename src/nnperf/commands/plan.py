@@ -10,13 +10,8 @@ and where the numbers come from; --per-job lists every job's estimate and its pa
 from __future__ import annotations
 
 import argparse
-import shutil
-from pathlib import Path
 
-from nnperf import config as study_config
-from nnperf import contract, plan
-
-BASE_CONFIG = Path("config/config.yaml")
+from nnperf import plan
 
 
 def register(subparsers) -> None:
@@ -59,31 +54,22 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def load_study(configfiles: list[str], entries: list[str], base: Path = BASE_CONFIG):
-    """The validated config and its typed study, as the workflow reads them: `base`
-    (config/config.yaml here, else the checkout's), every --configfile, then the --config
-    pairs parsed as Snakemake parses them."""
-    from snakemake.cli import parse_config
-
-    if not base.is_file():
-        base = study_config.DEFAULT_CONFIG_PATH
-    config = study_config.load_study(configfiles, parse_config(entries), base)
-    return config, contract.from_dict(contract.StudyConfig, config)
-
-
 def run(args: argparse.Namespace) -> int:
     from nnperf.devices import detect_best_device
+    from nnperf.profiling import find_ncu
+    from nnperf.study import load_study
 
-    config, study = load_study(args.configfile, args.config)
     if args.timings in plan.MACHINES:
         # Planning for that machine: `auto` is its device.
-        detect = lambda: plan.MACHINES[args.timings].device  # noqa: E731
+        device = plan.MACHINES[args.timings].device
+        detect = lambda: device  # noqa: E731
     else:
         detect = detect_best_device
-    timings = plan.timings_from(args.timings, study_config.resolved_devices(config, detect))
+    study = load_study(args.configfile, args.config, detect=detect)
+    timings = plan.timings_from(args.timings, study.devices)
     # `ncu.enabled: auto` looks for ncu on the machine that builds the DAG: a GPU study is
     # planned for its GPU machine, which has it.
-    ncu_on_path = shutil.which("ncu") is not None or timings.machine.device == "cuda"
-    estimate = plan.plan_study(study, timings, ncu_on_path=ncu_on_path, detect=detect)
+    ncu_on_path = find_ncu() is not None or timings.machine.device == "cuda"
+    estimate = plan.plan_study(study, timings, ncu_on_path=ncu_on_path)
     print(plan.render(estimate, per_job=args.per_job), end="")
     return 0

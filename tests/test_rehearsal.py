@@ -239,3 +239,11 @@ def test_too_few_warm_up_steps_for_cuda_graphs_is_one_line():
     )
     with pytest.raises(Exception, match=r"warmup_steps 1 is not allowed; allowed: an integer >= 2"):
         rehearsal.replay(request, _one_process(0.01, (20.0, 0.5)))
+
+
+def test_model_says_nothing_of_a_model_or_device_it_has_no_recording_of():
+    model = rehearsal.h100_model()
+    request = _request(cudnn_benchmark=True)
+    assert model.timing_for(request) is not None
+    assert model.timing_for(dataclasses.replace(request, model="resnet34_cifar")) is None
+    assert model.timing_for(dataclasses.replace(request, device="cpu")) is None

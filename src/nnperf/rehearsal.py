@@ -431,7 +431,19 @@ class TimingModel:
         return self._timing(found, f"{self.machine} recorded: {files}")
 
     def timing_for(self, request: RunRequest) -> ConfigTiming | None:
-        """`request`'s timings: recorded, or derived by the module docstring's rules."""
+        """`request`'s timings: recorded, or derived by the module docstring's rules; None
+        for a model or device nothing was recorded of (one model's steps say nothing of
+        another's)."""
+        recorded = [
+            d
+            for d in self.documents
+            if d.get("model", request.model) == request.model
+            and d.get("device", request.device) == request.device
+        ]
+        if len(recorded) < len(self.documents):
+            return TimingModel(recorded, self.machine, self.start_s).timing_for(request)
+        if not recorded:
+            return None
         kind = variant_kind(request.settings)
         precision, batch = request.precision, request.batch_size
         timing = self.recorded_timing(precision, kind, batch)

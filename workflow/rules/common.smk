@@ -30,6 +30,7 @@ from nnperf.codehash import code_hash
 from nnperf.config import unique
 from nnperf.errors import NnperfError
 from nnperf.jobs import failure_causes
+from nnperf.selection import select_stages
 from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
@@ -448,6 +449,8 @@ def report_inputs(wildcards):
 
 # On PATH or where Nsight Compute installs; the ncu jobs run the same executable.
 NCU_ON_PATH = nnperf_profiling.find_ncu() is not None
+# What ncu, operator profiles and training take of the matrix.
+SELECTION = select_stages(STUDY, MATRIX, NCU_ON_PATH)
 
 for device in DEVICES:
     reason = nnperf_ncu.ncu_exclusion_reason(STUDY.ncu.enabled, device, NCU_ON_PATH)
@@ -456,16 +459,8 @@ for device in DEVICES:
 
 
 def ncu_keys():
-    """Configurations profiled under ncu: CUDA ones where `ncu.enabled` allows it, at the
-    `ncu.batch_sizes` and `ncu.variants` (all of them when null)."""
-    sizes, variants = STUDY.ncu.batch_sizes, STUDY.ncu.variants
-    return [
-        key
-        for key in MATRIX
-        if nnperf_ncu.ncu_included(STUDY.ncu.enabled, key.device, NCU_ON_PATH)
-        and (sizes is None or key.batch_size in sizes)
-        and (variants is None or key.variant in variants)
-    ]
+    """Configurations profiled under ncu (nnperf.selection)."""
+    return list(SELECTION.ncu)
 
 
 for name in STUDY.ncu.variants or ():
@@ -523,17 +518,8 @@ if not STUDY.operator_profile.enabled:
 
 
 def operator_profile_keys():
-    """Configurations profiled under torch.profiler: all of the matrix's, or those at
-    `operator_profile.batch_sizes` and `operator_profile.variants`."""
-    settings = STUDY.operator_profile
-    if not settings.enabled:
-        return []
-    return [
-        key
-        for key in MATRIX
-        if (settings.batch_sizes is None or key.batch_size in settings.batch_sizes)
-        and (settings.variants is None or key.variant in settings.variants)
-    ]
+    """Configurations profiled under torch.profiler (nnperf.selection)."""
+    return list(SELECTION.operator_profile)
 
 
 def operator_profiles(kind):
@@ -554,19 +540,8 @@ if not STUDY.convergence.enabled:
 
 
 def training_keys():
-    """(configuration, recipe) of every training run: the configurations at
-    `convergence.precisions`, `.batch_sizes` and `.variants`, under every recipe."""
-    selection = STUDY.convergence
-    if not selection.enabled:
-        return []
-    return [
-        (key, recipe)
-        for key in MATRIX
-        if (selection.precisions is None or key.precision in selection.precisions)
-        and (selection.batch_sizes is None or key.batch_size in selection.batch_sizes)
-        and (selection.variants is None or key.variant in selection.variants)
-        for recipe in STUDY.recipes
-    ]
+    """(configuration, recipe) of every training run (nnperf.selection)."""
+    return list(SELECTION.training)
 
 
 def training_runs(kind, device=None, model=None):

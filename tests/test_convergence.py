@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -568,6 +569,126 @@ def test_an_epoch_that_cannot_fit_the_budget_is_not_started(small):
     assert convergence.epoch_time_projection(result.epochs, None, 6) is None
     rows = [{"epoch": 0, "epoch_time_s": 0.0}, {"epoch": 1, "epoch_time_s": 2.5}]
     assert convergence.epoch_time_projection(rows, 13.0, 6) == 2.5  # the last epoch rules
+
+
+@pytest.mark.parametrize(
+    ("one_time_s", "one_time_steps", "expected_s", "projected"),
+    [
+        # A first epoch of 6 steps, 20.5 s of it compiling: 1.5 s for 5 steady steps.
+        (20.5, 1, None, 1.5 * 6 / 5),
+        # reduce-overhead on CUDA: compilation and CUDA-graph recording, 2 one-time steps.
+        (20.9, 2, None, 1.1 * 6 / 4),
+        # An epoch without one-time steps (not a process's first) is its own projection.
+        (0.0, 1, 0.5, 22.0),
+    ],
+)
+def test_one_time_costs_are_not_projected_onto_later_epochs(
+    one_time_s, one_time_steps, expected_s, projected
+):
+    rows = [
+        {"epoch": 0, "epoch_time_s": 0.0, "one_time_s": 0.0},
+        {"epoch": 1, "epoch_time_s": 22.0, "one_time_s": one_time_s},
+    ]
+    got = convergence.epoch_time_projection(rows, expected_s, 6, one_time_steps)
+    assert got == pytest.approx(projected)
+
+
+def test_an_epoch_of_one_time_steps_only_projects_from_the_timed_runs():
+    """One step an epoch, two one-time steps: no steady step to go by in the epoch."""
+    rows = [
+        {"epoch": 0, "epoch_time_s": 0.0},
+        {"epoch": 1, "epoch_time_s": 21.0, "one_time_s": 21.0},
+    ]
+    assert convergence.epoch_time_projection(rows, 0.015, 1, 2) == 0.015
+    assert convergence.epoch_time_projection(rows, None, 1, 2) == 21.0  # all that is known
+
+
+class SlowFirstTrainingStep(torch.nn.Module):
+    """The toy CNN, whose first forward call in train mode sleeps: a first step carrying a
+    one-time cost, as compilation or cuDNN autotuning does (evaluation does not sleep)."""
+
+    def __init__(self, seconds: float = 2.0):
+        super().__init__()
+        self.net = toy_cnn()
+        self.seconds = seconds
+        self.slept = False
+
+    def forward(self, x):
+        if self.training and not self.slept:
+            self.slept = True
+            time.sleep(self.seconds)
+        return self.net(x)
+
+
+def test_a_slow_first_step_does_not_stop_the_run_at_the_budget(small):
+    """A 2 s first step and a 3 s budget: projected from the first epoch's whole time
+    (> 2 s), the second epoch would not fit; at its steady pace every epoch does."""
+    run = request(epochs=3, max_seconds=3.0)
+    result = convergence.train_to_accuracy(run, SlowFirstTrainingStep, small)
+    summary = result.summary
+    first, second, third = result.epochs[1:]
+    assert summary["status"] == "ok", summary["error"]
+    assert summary["epochs_run"] == 3
+    assert first["one_time_s"] >= 2.0 and first["epoch_time_s"] > first["one_time_s"]
+    assert second["one_time_s"] == third["one_time_s"] == 0.0
+    assert summary["one_time_s"] == first["one_time_s"]
+    steady = convergence.steady_epoch_time(first, 6, 1)
+    assert steady == pytest.approx((first["epoch_time_s"] - first["one_time_s"]) * 6 / 5)
+    assert steady < first["epoch_time_s"] / 2
+
+
+def test_a_timed_run_over_budget_without_a_steady_step_gives_no_projection(prepared, tmp_path):
+    """The timed run stopped before a steady step (single_step_time_s null): nothing to
+    project from, so the first epoch runs (and is measured) instead of being refused."""
+    run = TrainingRunRequest(
+        device="cpu",
+        model="resnet18_cifar",
+        precision="fp32",
+        batch_size=16,
+        settings=ONE_THREAD,
+        convergence=ConvergenceSettings(
+            epochs=1, target_accuracy=None, warmup_epochs=0.0, max_seconds=600.0
+        ),
+        data_root=str(prepared),
+    )
+    timed = tmp_path / "run.json"
+    timed.write_text(
+        json.dumps({**run.keys(), "status": "over_budget", "single_step_time_s": None})
+    )
+    summary = convergence.train_to_files(
+        run, tmp_path / "s.json", tmp_path / "e.csv", None, run_json=timed
+    )
+    assert summary["status"] == "ok" and summary["epochs_run"] == 1
+
+
+# --- compiled training ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def inductor():
+    """torch.compile's default backend, or a skip saying why it cannot run here (it needs a
+    C++ compiler on a CPU)."""
+    try:
+        torch.compile(lambda x: x + 1)(torch.ones(2))
+    except Exception as exc:  # noqa: BLE001 - any failure means: cannot compile here
+        pytest.skip(f"torch.compile cannot run here: {type(exc).__name__}: {exc}")
+
+
+def test_compiled_training_evaluates_without_compiling_again(small, inductor):
+    """torch.compile on the CPU (inductor): the training graph is the only graph compiled.
+    Evaluating through the compiled model would compile an eval-mode graph and another
+    for the test split's last batch (40 images at batch 16 leave 8)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    variant = dataclasses.replace(ONE_THREAD, compile="default")
+    result = convergence.train_to_accuracy(request(epochs=2, settings=variant), toy_cnn, small)
+    assert result.summary["status"] == "ok"
+    assert counters["stats"]["unique_graphs"] == 1
+    first, second = result.epochs[1:]
+    assert first["one_time_s"] > 0 and second["one_time_s"] == 0.0
+    assert all(0 <= row["test_top1"] <= 1 for row in result.epochs)
 
 
 def test_the_workflow_resumes_only_its_own_checkpoints(prepared, tmp_path, capsys):

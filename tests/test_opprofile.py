@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import time
+import types
 
 import pandas as pd
 import pytest
@@ -25,6 +27,7 @@ from nnperf.contract import (
     SyntheticData,
 )
 from nnperf.errors import NnperfError
+from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 OUTPUTS = ("out_json", "out_trace", "out_operators", "out_layers", "out_steps", "out_memory")
@@ -179,7 +182,10 @@ def test_the_document_checks_against_the_timed_run(resnet):
         "baseline",
     )
     assert saved["profiler"]["layer_ranges"] is True
-    assert set(saved["cost"]) == {"build_s", "warmup_s", "profile_s", "analysis_s"}
+    assert set(saved["cost"]) == {"build_s", "one_time_s", "warmup_s", "profile_s", "analysis_s"}
+    # One warm-up step asked for: it is the one-time step, so no steady unprofiled step.
+    assert saved["one_time_steps"] == 1 and saved["unprofiled_step_time_s"] is None
+    assert saved["cost"]["one_time_s"] == saved["warmup_step_time_s"][0]
 
 
 # --- how a profile can end ------------------------------------------------------------------
@@ -271,12 +277,16 @@ def test_a_timed_step_too_slow_for_the_budget_is_over_budget_before_building(tmp
     assert_outputs_written(profile, tmp_path)
 
 
-def test_without_a_timed_run_the_first_warm_up_step_decides():
+def test_without_a_timed_run_the_first_steady_warm_up_step_decides():
+    """The first step is a one-time step: the second, the first steady one, is the basis."""
     profile = tiny_profile(OperatorProfileSettings(max_seconds=1e-6))
     document = profile.document
     assert document["status"] == "over_budget"
-    assert document["warmup_steps_run"] == 1
-    assert document["single_step_time_s"]["source"] == "warm-up step"
+    assert document["warmup_steps_run"] == 2 and document["one_time_steps"] == 1
+    assert document["single_step_time_s"] == {
+        "seconds": document["warmup_step_time_s"][1],
+        "source": "warm-up step",
+    }
 
 
 def test_a_run_document_of_another_configuration_is_refused():
@@ -472,3 +482,147 @@ def test_the_request_round_trips_and_bad_settings_are_one_line(tmp_path):
         with pytest.raises(NnperfError, match=message.replace("(", r"\(")) as info:
             contract.from_dict(OperatorProfileSettings, bad)
         assert "\n" not in str(info.value)
+
+
+# --- one-time steps -------------------------------------------------------------------------
+
+
+class SlowFirstCall(torch.nn.Module):
+    """The tiny model, whose first forward call sleeps: a first step carrying a one-time
+    cost (as cuDNN autotuning or compilation does on a GPU), later steps fast."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.net = tiny_model()
+        self.seconds = seconds
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(self.seconds)
+        return self.net(x)
+
+
+def test_a_slow_first_step_is_a_one_time_cost_and_the_profile_runs():
+    """A 1 s first step and a 0.5 s budget: planned from the first step, one warm-up and one
+    profiled step (1 + 1.5 s) would not fit; planned from the steady steps, they do."""
+    settings = OperatorProfileSettings(warmup_steps=2, steps=2, max_seconds=0.5)
+    request = OperatorProfileRequest(run=tiny_request(), settings=settings)
+    profile = opprofile.perform_operator_profile(request, lambda: SlowFirstCall(1.0), tiny_data())
+    document = profile.document
+    first, steady = document["warmup_step_time_s"]
+    assert opprofile.plan_steps(first, settings) is None  # the first step as the basis: refused
+    assert document["status"] == "ok", document["error"]
+    assert first >= 1.0 and steady < first / 10  # generous: the steady step takes milliseconds
+    assert document["one_time_steps"] == 1 and document["cost"]["one_time_s"] == first
+    assert document["unprofiled_step_time_s"] == steady
+    assert document["profiled_steps"] >= 1 and document["single_step_time_s"] is None
+
+
+def fake_steps(monkeypatch, seconds: list[float]) -> list[float]:
+    """`timed_step` on a fake clock: each call returns the next of `seconds` and runs
+    nothing; returns the list, which empties as steps are taken."""
+    left = list(seconds)
+    monkeypatch.setattr(opprofile, "timed_step", lambda training: left.pop(0))
+    return left
+
+
+CPU_TRAINING = types.SimpleNamespace(device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("steps_s", "one_time", "expected_s", "basis_s"),
+    [
+        # Eager with cudnn_benchmark on an H100: a 12 s autotuning step, then 10.4 ms steps.
+        ([12.0, 0.0104, 0.0104], 1, None, 0.0104),
+        # reduce-overhead: compilation (18 s), CUDA-graph recording (0.51 s), then replays.
+        ([18.0, 0.51, 0.0124], 2, None, 0.0124),
+        # With the timed runs' steady step, that is the basis, not the profile's own steps.
+        ([12.0, 0.02, 0.02], 1, 0.0104, 0.0104),
+        # Compilation longer than the whole budget is no reason to refuse: it is one-time.
+        ([199.0, 0.0041, 0.0041], 1, 0.0041, 0.0041),
+    ],
+)
+def test_the_plan_uses_the_steady_step(monkeypatch, steps_s, one_time, expected_s, basis_s):
+    """Three warm-up steps asked for: all are run, and the plan for the profiled steps is
+    made at the steady step, whatever the one-time steps took."""
+    left = fake_steps(monkeypatch, steps_s)
+    settings = OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=20)
+    times: list[float] = []
+    budget = opprofile.warm_up(CPU_TRAINING, settings, one_time, expected_s, times)
+    assert budget.step_time_s == basis_s
+    assert times == steps_s and not left
+    assert (budget.plan.warmup_steps, budget.plan.profiled_steps) == (0, 3)
+
+
+def test_a_one_time_cost_past_its_bound_is_over_budget_without_a_step_time(monkeypatch):
+    fake_steps(monkeypatch, [500.0, 150.0, 0.01])
+    settings = OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=20)
+    times: list[float] = []
+    with pytest.raises(opprofile.OverBudget) as info:
+        opprofile.warm_up(
+            CPU_TRAINING,
+            settings,
+            2,
+            None,
+            times,
+            "torch.compile compilation and CUDA-graph recording",
+        )
+    assert times == [500.0, 150.0]  # stopped at the one-time step that passed the bound
+    assert info.value.step_time_s is None and info.value.source == opprofile.ONE_TIME_SOURCE
+    assert str(info.value) == (
+        "the one-time cost (torch.compile compilation and CUDA-graph recording) took 650 s in "
+        "the first 2 steps, past the 600 s a profile allows for it (ONE_TIME_MAX_S or "
+        "operator_profile.max_seconds); no steady step was measured"
+    )
+    # A profile granted more than ONE_TIME_MAX_S grants its one-time steps as much.
+    assert opprofile.one_time_limit_s(OperatorProfileSettings(max_seconds=3600)) == 3600
+
+
+def test_a_slow_steady_step_is_over_budget_with_its_own_time(monkeypatch):
+    fake_steps(monkeypatch, [20.0, 13.0, 13.0])
+    settings = OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=10)
+    with pytest.raises(opprofile.OverBudget) as info:
+        opprofile.warm_up(CPU_TRAINING, settings, 1, None, [])
+    assert (info.value.step_time_s, info.value.source) == (13.0, "warm-up step")
+    assert "about 19.5 s at the warm-up step's 13 s per step" in str(info.value)
+
+
+def test_the_document_of_a_one_time_cost_past_its_bound(monkeypatch, tmp_path):
+    fake_steps(monkeypatch, [700.0])
+    request = OperatorProfileRequest(
+        run=tiny_request(settings={"compile": "default"}), settings=OperatorProfileSettings()
+    )
+    document = opprofile.perform_operator_profile(request, tiny_model, tiny_data()).document
+    assert document["status"] == "over_budget"
+    assert document["error"].startswith("the one-time cost (torch.compile compilation) took 700 s")
+    assert document["single_step_time_s"] is None  # the one-time step is no step time
+    assert document["cost"]["one_time_s"] == 700.0 and document["warmup_step_time_s"] == [700.0]
+
+
+@pytest.mark.parametrize(
+    ("variant", "device", "warmup_steps", "steps"),
+    [
+        ({}, "cuda", 3, 1),
+        ({"cudnn_benchmark": True}, "cuda", 3, 1),
+        ({}, "cpu", 0, 0),  # warmup_steps 0: a cold profile, as asked
+        ({"compile": "default"}, "cuda", 3, 1),
+        ({"compile": "default"}, "cpu", 0, 1),  # compilation is never profiled
+        ({"compile": "reduce-overhead"}, "cuda", 3, 2),  # + CUDA-graph recording
+        ({"compile": "max-autotune"}, "cuda", 1, 2),
+        ({"compile": "reduce-overhead"}, "cpu", 3, 1),  # no CUDA graphs on a CPU
+    ],
+)
+def test_how_many_warm_up_steps_are_one_time(variant, device, warmup_steps, steps):
+    settings = parse_variant_settings(variant)
+    assert opprofile.profile_one_time_steps(settings, device, warmup_steps) == steps
+
+
+def test_a_timed_step_that_fits_without_the_one_time_step_is_profiled():
+    """5 s steady steps and a 10 s budget: one profiled step (7.5 s) fits once the first
+    warm-up step is paid as a one-time cost; it did not when it was paid from the budget."""
+    settings = OperatorProfileSettings(warmup_steps=3, steps=3, max_seconds=10)
+    assert opprofile.plan_steps(5.0, settings, warmups_done=0) is None
+    plan = opprofile.plan_steps(5.0, settings, warmups_done=1)
+    assert (plan.warmup_steps, plan.profiled_steps) == (0, 1)

@@ -112,3 +112,212 @@ def test_host_sampler_sees_its_own_cpu_time_as_its_own():
     fields = sampler.window_fields(before, after, window_s=0.2)
     assert fields["cores"] == os.cpu_count() and fields["own_threads"] == 1
     assert fields["other_cores"] >= 0 and 0 <= fields["steal_share"] <= 1
+
+
+# --- which GPU NVML reads ---------------------------------------------------------------------
+
+# Two H100s in NVML's (PCI bus) order, told apart by their SM clocks; a MIG instance on the first.
+GPU_A = "5b3a0c2e-1111-2222-3333-444455556666"
+GPU_B = "7c4b1d3f-aaaa-bbbb-cccc-ddddeeeeffff"
+MIG_ON_A = "0e2f4a6c-9999-8888-7777-666655554444"
+SM_CLOCK_MHZ = {GPU_A: 1980.0, GPU_B: 1410.0}
+
+
+class FakeNvml:
+    """pynvml's calls the sampler makes, on the machine above; `calls` records the lookups."""
+
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    def __init__(self, gpus=(GPU_A, GPU_B), mig_mode=()):
+        self.gpus = list(gpus)
+        self.mig_mode = set(mig_mode)
+        self.calls = []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self.calls.append(("index", index))
+        return ("gpu", self.gpus[index])
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self.calls.append(("uuid", uuid))
+        kind, _, bare = uuid.partition("-")
+        if kind == "GPU" and bare in self.gpus:
+            return ("gpu", bare)
+        if kind == "MIG" and bare == MIG_ON_A and GPU_A in self.mig_mode:
+            return ("mig", bare)
+        raise RuntimeError("NVMLError_NotFound: Not Found")
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle):
+        assert handle == ("mig", MIG_ON_A)
+        return ("gpu", GPU_A)
+
+    def nvmlDeviceGetMigMode(self, handle):
+        return [int(handle[1] in self.mig_mode), 0]
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        assert handle[0] == "gpu", "NVML reads no clocks from a MIG instance handle"
+        return SM_CLOCK_MHZ[handle[1]] if clock == self.NVML_CLOCK_SM else 2619.0
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return 0x4  # the software power cap
+
+
+class FakeUuid:
+    """torch's `_CUuuid`: printed as the bare UUID."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+def fake_machine(monkeypatch, nvml, torch_uuid, environ):
+    """pynvml replaced by `nvml`; torch's device 0 reports `torch_uuid` (None: a torch
+    without `uuid`); the environment holds exactly `environ`'s CUDA variables."""
+    import types
+
+    import torch
+
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3")
+    if torch_uuid is not None:
+        props.uuid = FakeUuid(torch_uuid)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize(
+    ("visible", "order"),
+    [
+        # A UUID list: the old index lookup read NVML's GPU 0, another GPU.
+        (f"GPU-{GPU_B}", None),
+        # An integer list in CUDA's default order (FASTEST_FIRST): "0" need not be NVML's 0.
+        ("0", None),
+        ("1,0", "PCI_BUS_ID"),
+    ],
+)
+def test_the_gpu_is_found_by_the_uuid_torch_reports(monkeypatch, visible, order):
+    nvml = FakeNvml()
+    environ = {"CUDA_VISIBLE_DEVICES": visible, **({"CUDA_DEVICE_ORDER": order} if order else {})}
+    fake_machine(monkeypatch, nvml, GPU_B, environ)
+    sampler = stability.GpuSampler(0)
+    assert nvml.calls == [("uuid", f"GPU-{GPU_B}")]  # never by index
+    assert sampler.record() == {"uuid": GPU_B, "nvml_lookup": "uuid", "note": None}
+    assert sampler.window_fields() == {
+        "sm_clock_mhz": 1410.0,
+        "memory_clock_mhz": 2619.0,
+        "throttle_reasons": "",
+        "power_capped": True,
+    }
+
+
+def test_a_mig_device_reads_its_parent_gpus_clocks_and_says_so(monkeypatch):
+    nvml = FakeNvml(mig_mode=[GPU_A])
+    fake_machine(monkeypatch, nvml, MIG_ON_A, {"CUDA_VISIBLE_DEVICES": f"MIG-{MIG_ON_A}"})
+    sampler = stability.GpuSampler(0)
+    assert nvml.calls == [("uuid", f"GPU-{MIG_ON_A}"), ("uuid", f"MIG-{MIG_ON_A}")]
+    assert sampler.lookup == "mig_parent"
+    assert sampler.note == (
+        f"MIG device MIG-{MIG_ON_A}: the clocks and throttle reasons are its parent GPU's, "
+        "shared with every MIG instance on it"
+    )
+    assert sampler.window_fields()["sm_clock_mhz"] == 1980.0
+
+
+def test_a_whole_gpu_in_mig_mode_is_noted(monkeypatch):
+    fake_machine(monkeypatch, FakeNvml(mig_mode=[GPU_A]), GPU_A, {})
+    sampler = stability.GpuSampler(0)
+    assert sampler.lookup == "uuid" and "is in MIG mode" in sampler.note
+    assert sampler.window_fields()["sm_clock_mhz"] == 1980.0
+
+
+def test_a_uuid_nvml_does_not_know_reads_nothing(monkeypatch):
+    nvml = FakeNvml()
+    fake_machine(monkeypatch, nvml, "00000000-0000-0000-0000-000000000000", {})
+    sampler = stability.GpuSampler(0)
+    assert sampler.window_fields()["sm_clock_mhz"] is None
+    assert sampler.note.startswith("NVML knows no GPU or MIG device with torch's UUID 0000")
+    assert not any(kind == "index" for kind, _ in nvml.calls)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "environ", "clock", "lookup", "note"),
+    [
+        # Without a UUID from torch, an index is trusted only where the orders agree.
+        (
+            (GPU_A, GPU_B),
+            {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+            1410.0,
+            "index",
+            "torch gave no device UUID: GPU found by its NVML index 1",
+        ),
+        ((GPU_B,), {}, 1410.0, "index", "torch gave no device UUID: GPU found by its NVML index 0"),
+        (
+            (GPU_A, GPU_B),
+            {"CUDA_VISIBLE_DEVICES": "1"},
+            None,
+            None,
+            "torch gave no device UUID and CUDA_DEVICE_ORDER is FASTEST_FIRST: CUDA's device "
+            "numbers need not be NVML's (PCI bus order), so GPU clocks are not recorded (set "
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID, or use torch >= 2.4)",
+        ),
+        (
+            (GPU_A, GPU_B),
+            {"CUDA_VISIBLE_DEVICES": f"GPU-{GPU_B}", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+            None,
+            None,
+            f"CUDA_VISIBLE_DEVICES=GPU-{GPU_B} names devices by UUID or MIG id and "
+            "torch gave no device UUID: GPU clocks not recorded",
+        ),
+    ],
+)
+def test_without_a_uuid_an_index_only_where_it_names_the_same_gpu(
+    monkeypatch, gpus, environ, clock, lookup, note
+):
+    nvml = FakeNvml(gpus=gpus)
+    fake_machine(monkeypatch, nvml, None, environ)
+    sampler = stability.GpuSampler(0)
+    assert sampler.window_fields()["sm_clock_mhz"] == clock
+    assert (sampler.lookup, sampler.note) == (lookup, note)
+    assert all(kind == "index" for kind, _ in nvml.calls)
+
+
+def test_the_uuid_can_be_given(monkeypatch):
+    nvml = FakeNvml()
+    fake_machine(monkeypatch, nvml, GPU_A, {})
+    sampler = stability.GpuSampler(0, uuid=f"GPU-{GPU_B}")
+    assert sampler.uuid == GPU_B and nvml.calls == [("uuid", f"GPU-{GPU_B}")]
+
+
+def test_without_nvml_the_note_says_so(monkeypatch):
+    class NoDriver(FakeNvml):
+        def nvmlInit(self):
+            raise RuntimeError("NVMLError_LibraryNotFound")
+
+    fake_machine(monkeypatch, NoDriver(), GPU_A, {})
+    sampler = stability.GpuSampler(0)
+    assert sampler.note == "NVML unavailable (RuntimeError): GPU clocks not recorded"
+    assert sampler.window_fields()["sm_clock_mhz"] is None
+
+
+def test_device_uuid_is_none_without_cuda(monkeypatch):
+    import torch
+
+    from nnperf.envinfo import device_uuid
+
+    def no_cuda(index):
+        raise RuntimeError("Found no NVIDIA driver on your system")
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", no_cuda)
+    assert device_uuid(0) is None

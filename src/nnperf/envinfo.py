@@ -154,12 +154,24 @@ def cpu_record() -> dict[str, Any]:
     }
 
 
+def device_uuid(index: int) -> str | None:
+    """The UUID torch reports for CUDA device `index`, bare (`58e0d7ba-...`, without NVML's
+    and nvidia-smi's `GPU-`/`MIG-` prefix): the one name of a GPU that CUDA, NVML and
+    nvidia-smi share whatever CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER say. None where
+    torch has none (`_CudaDeviceProperties.uuid` came with torch 2.4) or cannot tell."""
+    try:
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    except Exception:  # noqa: BLE001 - no CUDA, a bad index: no UUID
+        return None
+    return str(uuid) if uuid is not None and str(uuid) else None
+
+
 def gpu_record(device: str) -> dict[str, Any] | None:
     """Identity and clocks of the GPU torch uses (cuda: torch + nvidia-smi; mps: name only)."""
     if device == "cuda" and torch.cuda.is_available():
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
-        uuid = str(getattr(props, "uuid", "")) or None
+        uuid = device_uuid(index)
         record: dict[str, Any] = {
             "name": props.name,
             "uuid": uuid,

@@ -27,12 +27,21 @@ torch-tb-profiler) reads traces named `*.pt.trace.json.gz` from a run folder, as
 `torch.profiler.tensorboard_trace_handler` writes them: copy or link the file to
 `<logdir>/<run>/<name>.pt.trace.json.gz` and run `tensorboard --logdir <logdir>`.
 
+The budget (`settings.max_seconds`) is for steady steps. The first warm-up steps of a process
+carry one-time costs (`nnperf.train.one_time_steps`: allocation, cuDNN autotuning,
+compilation, CUDA-graph recording; on an H100 seconds to minutes against steady steps of
+milliseconds): they run outside the budget, bounded on their own (`ONE_TIME_MAX_S`), and are
+never taken as the step time. The steady steps are planned from the timed runs' steady step
+when given, else from the latest warm-up step after the one-time ones.
+
 Statuses (`nnperf.operators.PROFILE_STATUSES`): `ok`; `oom` when building, warming up or a
-profiled step runs out of memory (a result, as in the timed runs); `over_budget` when one
-warm-up step and one profiled step cannot fit in `settings.max_seconds` (decided before
-building when the timed runs' step time is given, else after the first warm-up step, so
-such a configuration costs at most one step; otherwise the steps that fit are run, fewer
-than asked when needed, and the profiled steps stop at the budget's deadline);
+profiled step runs out of memory (a result, as in the timed runs); `over_budget` when the
+warm-up steps still needed after the one-time ones and one profiled step cannot fit in
+`settings.max_seconds` (decided before building when the timed runs' step time is given,
+else after the first steady warm-up step, so such a configuration costs its one-time steps
+and at most one steady step; otherwise the steps that fit are run, fewer than asked when
+needed, and the profiled steps stop at the budget's deadline), or when the one-time steps
+pass their own bound (then `single_step_time_s` is null: no steady step was measured);
 `unsupported` when the profiler cannot run here (a torch build without Kineto, a profiler
 start or export that raises, as a CUPTI failure can). Every status writes every output
 (empty tables, an empty trace), with a one-line reason in `error`. A CUPTI failure that does not raise (torch then only warns and
@@ -60,7 +69,12 @@ import pandas as pd
 import torch
 
 from nnperf import operators, step_memory
-from nnperf.contract import OperatorProfileRequest, OperatorProfileSettings, to_dict
+from nnperf.contract import (
+    OperatorProfileRequest,
+    OperatorProfileSettings,
+    VariantSettings,
+    to_dict,
+)
 from nnperf.errors import NnperfError
 from nnperf.files import atomic_path, load_json, write_csv, write_json
 from nnperf.runner import (
@@ -73,7 +87,7 @@ from nnperf.runner import (
     one_line,
 )
 from nnperf.timing import synchronize
-from nnperf.train import Training, is_out_of_memory
+from nnperf.train import Training, is_out_of_memory, one_time_steps
 from nnperf.vocab import CONFIG_KEYS
 
 PROFILE_KIND = "operator_profile"
@@ -83,6 +97,15 @@ PROFILE_KIND = "operator_profile"
 PROFILED_STEP_COST = 1.5
 # A profile without any warm-up step would time allocator growth and first-call setup.
 MIN_WARMUP_STEPS = 1
+# The one-time steps (`nnperf.train.one_time_steps`: allocation, cuDNN autotuning,
+# compilation, CUDA-graph recording) are not paid from operator_profile.max_seconds, which
+# budgets steady steps, but they are bounded on their own. On an H100 (shared/h100) they took
+# 1.5-12 s (cuDNN autotuning), 17-21 s (torch.compile) and 199 s (max-autotune) for
+# resnet18_cifar; three times the slowest leaves room for a larger model or a slower host,
+# and past it a profile is not worth the wait (nor may a runaway autotune hold the job).
+ONE_TIME_MAX_S = 600.0
+# `single_step_time_s.source` and OverBudget's source when the one-time steps ended it.
+ONE_TIME_SOURCE = "one-time steps"
 # On CUDA the profiler's first session pays CUPTI's initialisation inside the steps it
 # records; one step is profiled and thrown away first (as torch.profiler.schedule's warmup).
 PROFILER_WARMUP_STEPS = {"cuda": 1}
@@ -90,6 +113,31 @@ PROFILER_WARMUP_STEPS = {"cuda": 1}
 
 class ProfilerUnavailable(Exception):
     """The profiler cannot run here; the message is the one-line reason."""
+
+
+def one_time_limit_s(settings: OperatorProfileSettings) -> float:
+    """Seconds the one-time steps may take in all: `ONE_TIME_MAX_S`, or the profile's own
+    budget when that is larger (a profile granted an hour may autotune for one)."""
+    return max(ONE_TIME_MAX_S, settings.max_seconds)
+
+
+def profile_one_time_steps(variant: VariantSettings, device: str, warmup_steps: int) -> int:
+    """How many first warm-up steps of a profile are one-time steps. A compiled variant's
+    always run (a profile of compilation or graph recording is no profile of the step);
+    an eager variant's first step only when warm-up steps are asked for at all (with
+    `warmup_steps: 0` the settings ask for a cold profile)."""
+    steps = one_time_steps(variant, device)
+    return steps if variant.compile else min(steps, warmup_steps)
+
+
+def one_time_work(variant: VariantSettings, device: str) -> str:
+    """What the one-time steps of `variant` do, for messages."""
+    if variant.compile:
+        graphs = one_time_steps(variant, device) > 1
+        return "torch.compile compilation" + (" and CUDA-graph recording" if graphs else "")
+    if device == "cuda" and variant.cudnn_benchmark:
+        return "cuDNN autotuning and allocation"
+    return "first-call setup and allocation"
 
 
 @dataclass(frozen=True)
@@ -120,8 +168,8 @@ def plan_steps(
     profiled_cost = step_time_s * PROFILED_STEP_COST
     fixed_cost = profiled_cost * (1 + profiler_warmup_steps)
     wanted_warmup = max(settings.warmup_steps - warmups_done, 0)
-    needed_warmup = max(min(settings.warmup_steps, MIN_WARMUP_STEPS) - warmups_done, 0)
-    if needed_warmup * step_time_s + fixed_cost > left:
+    needed_warmup = _needed_warmup(settings, warmups_done)
+    if minimal_cost_s(step_time_s, settings, warmups_done, profiler_warmup_steps) > left:
         return None
     if step_time_s > 0:
         warmup = min(wanted_warmup, int((left - fixed_cost) // step_time_s))
@@ -132,6 +180,22 @@ def plan_steps(
         warmup_steps=max(warmup, needed_warmup),
         profiled_steps=max(1, min(settings.steps, 1 + extra)),
     )
+
+
+def _needed_warmup(settings: OperatorProfileSettings, warmups_done: int) -> int:
+    return max(min(settings.warmup_steps, MIN_WARMUP_STEPS) - warmups_done, 0)
+
+
+def minimal_cost_s(
+    step_time_s: float,
+    settings: OperatorProfileSettings,
+    warmups_done: int = 0,
+    profiler_warmup_steps: int = 0,
+) -> float:
+    """Seconds of the least a profile still needs (`plan_steps`): the warm-up steps it
+    cannot do without, and one profiled step with the profiler's warm-up steps before it."""
+    profiled_cost = step_time_s * PROFILED_STEP_COST * (1 + profiler_warmup_steps)
+    return _needed_warmup(settings, warmups_done) * step_time_s + profiled_cost
 
 
 # --- layer ranges ------------------------------------------------------------------------
@@ -404,7 +468,9 @@ def profile_steps(
 
 
 class OverBudget(Exception):
-    """Warm-up and one profiled step do not fit in the budget."""
+    """The profile cannot fit its budget: its steady steps (`step_time_s`, from `source`)
+    in `operator_profile.max_seconds`, or its one-time steps in `one_time_limit_s` (then
+    `step_time_s` is None: a one-time step is no step time)."""
 
     def __init__(self, message: str, step_time_s: float | None, source: str):
         super().__init__(message)
@@ -412,12 +478,27 @@ class OverBudget(Exception):
         self.source = source
 
 
-def _over_budget_message(step_time_s: float, settings: OperatorProfileSettings, source: str):
+def _over_budget_message(
+    step_time_s: float,
+    settings: OperatorProfileSettings,
+    source: str,
+    warmups_done: int = 0,
+    profiler_warmup_steps: int = 0,
+) -> str:
+    needed = minimal_cost_s(step_time_s, settings, warmups_done, profiler_warmup_steps)
     return (
-        f"one warm-up and one profiled step need about "
-        f"{step_time_s * (1 + PROFILED_STEP_COST):.1f} s at the {source}'s "
-        f"{step_time_s:.3g} s per step; operator_profile.max_seconds is "
+        f"the warm-up and profiled steps still needed take about {needed:.1f} s at the "
+        f"{source}'s {step_time_s:.3g} s per step; operator_profile.max_seconds is "
         f"{settings.max_seconds:g} s"
+    )
+
+
+def _one_time_message(times: list[float], limit_s: float, work: str) -> str:
+    steps = "step" if len(times) == 1 else f"{len(times)} steps"
+    return (
+        f"the one-time cost ({work}) took {sum(times):.3g} s in the first {steps}, past "
+        f"the {limit_s:g} s a profile allows for it (ONE_TIME_MAX_S or "
+        "operator_profile.max_seconds); no steady step was measured"
     )
 
 
@@ -434,48 +515,52 @@ class Budget:
 def warm_up(
     training: Training,
     settings: OperatorProfileSettings,
-    compiled: bool,
+    one_time: int,
     expected_s: float | None,
     times: list[float],
+    work: str = "first-call setup and allocation",
 ) -> Budget:
-    """Warm-up steps within the budget, their times appended to `times`; returns what is
-    left for the profiled steps.
+    """Warm-up steps, their times appended to `times`; returns what is left for the
+    profiled steps.
 
-    Raises OverBudget when not even one warm-up and one profiled step fit. The first step
-    of a compiled variant is compilation: it is not counted against the budget, nor taken
-    as the variant's step time.
+    The first `one_time` steps carry one-time costs (`work`; `profile_one_time_steps`):
+    they run outside `settings.max_seconds`, bounded on their own by `one_time_limit_s`
+    (checked as each ends: a step in this process cannot be stopped safely halfway), and
+    are never taken as the step time. The rest are planned from the timed runs' steady
+    step when given, else from the latest warm-up step after the one-time ones (the first
+    of them runs unplanned: it is what tells the step time).
+
+    Raises OverBudget when the one-time steps pass their bound, or when the warm-up steps
+    still needed and one profiled step cannot fit in `settings.max_seconds`.
     """
     profiler_warmup = PROFILER_WARMUP_STEPS.get(training.device.type, 0)
-    budget_start = time.perf_counter()
-    latest = expected_s
-    while len(times) < settings.warmup_steps:
-        if latest is not None:
-            plan = plan_steps(
-                latest,
-                settings,
-                time.perf_counter() - budget_start,
-                len(times),
-                profiler_warmup,
-            )
-            if plan is None:
-                source = "timed runs" if not times else "warm-up step"
-                raise OverBudget(_over_budget_message(latest, settings, source), latest, source)
-            if plan.warmup_steps == 0:
-                break
+    limit = one_time_limit_s(settings)
+    while len(times) < one_time:
         times.append(timed_step(training))
-        latest = times[-1]
-        if compiled and len(times) == 1:
-            budget_start, latest = time.perf_counter(), expected_s
+        if sum(times) > limit:
+            raise OverBudget(_one_time_message(times, limit, work), None, ONE_TIME_SOURCE)
+    budget_start = time.perf_counter()
+    source = "timed runs" if expected_s is not None else "warm-up step"
+    latest = expected_s
+
+    def plan() -> StepPlan:
+        spent = time.perf_counter() - budget_start
+        planned = plan_steps(latest, settings, spent, len(times), profiler_warmup)
+        if planned is None:
+            message = _over_budget_message(latest, settings, source, len(times), profiler_warmup)
+            raise OverBudget(message, latest, source)
+        return planned
+
+    while len(times) < max(settings.warmup_steps, one_time):
+        if latest is not None and plan().warmup_steps == 0:
+            break
+        times.append(timed_step(training))
+        if expected_s is None:
+            latest = times[-1]
     deadline = budget_start + settings.max_seconds
     if latest is None:  # no step time to go by: the profiled steps check as they go
         return Budget(StepPlan(0, settings.steps), deadline, None)
-    plan = plan_steps(
-        latest, settings, time.perf_counter() - budget_start, len(times), profiler_warmup
-    )
-    if plan is None:
-        source = "warm-up step" if times else "timed runs"
-        raise OverBudget(_over_budget_message(latest, settings, source), latest, source)
-    return Budget(plan, deadline, latest)
+    return Budget(plan(), deadline, latest)
 
 
 @dataclass
@@ -529,6 +614,8 @@ class StepsRun:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     warmup_times: list[float] = field(default_factory=list)
+    # How many of the first warm-up steps are one-time steps (`profile_one_time_steps`).
+    one_time_steps: int = 0
     single_step: dict | None = None
     profiled: ProfiledSteps | None = None
     module_types: dict[str, str] = field(default_factory=dict)
@@ -547,16 +634,20 @@ def run_steps(
     propagates (the job must fail with its cause)."""
     run, settings = request.run, request.settings
     compiled = bool(run.settings.compile)
-    result = StepsRun()
+    one_time = profile_one_time_steps(run.settings, run.device, settings.warmup_steps)
+    result = StepsRun(one_time_steps=one_time)
     ranges = None
     training = None
     try:
         profiler_warmup = PROFILER_WARMUP_STEPS.get(run.device, 0)
+        # The one-time steps are not paid from the budget: only the steady steps must fit.
         if (
             expected_s is not None
-            and plan_steps(expected_s, settings, 0, 0, profiler_warmup) is None
+            and plan_steps(expected_s, settings, 0, one_time, profiler_warmup) is None
         ):
-            message = _over_budget_message(expected_s, settings, "timed runs")
+            message = _over_budget_message(
+                expected_s, settings, "timed runs", one_time, profiler_warmup
+            )
             raise OverBudget(message, expected_s, "timed runs")
         clock = time.perf_counter()
         training = build(run, model_factory, data, run.seed_of(0))
@@ -569,8 +660,16 @@ def run_steps(
             )
         result.cost["build_s"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        budget = warm_up(training, settings, compiled, expected_s, result.warmup_times)
-        result.cost["warmup_s"] = time.perf_counter() - clock
+        budget = warm_up(
+            training,
+            settings,
+            one_time,
+            expected_s,
+            result.warmup_times,
+            one_time_work(run.settings, run.device),
+        )
+        one_time_s = sum(result.warmup_times[:one_time])
+        result.cost["warmup_s"] = time.perf_counter() - clock - one_time_s
         clock = time.perf_counter()
         result.profiled = profile_steps(
             training,
@@ -589,7 +688,8 @@ def run_steps(
             )
     except OverBudget as exc:
         result.status, result.error = "over_budget", str(exc)
-        result.single_step = {"seconds": exc.step_time_s, "source": exc.source}
+        if exc.step_time_s is not None:
+            result.single_step = {"seconds": exc.step_time_s, "source": exc.source}
     except ProfilerUnavailable as exc:
         result.status, result.error = "unsupported", str(exc)
     except Exception as exc:  # noqa: BLE001 - only OOM is swallowed
@@ -599,6 +699,8 @@ def run_steps(
     finally:
         if ranges is not None:
             ranges.remove()
+    if result.warmup_times:
+        result.cost["one_time_s"] = sum(result.warmup_times[:one_time])
     if result.status == "oom":
         del training
         free_after_oom(run.device)
@@ -674,8 +776,14 @@ def perform_operator_profile(
         },
         "warmup_steps_run": len(steps.warmup_times),
         "warmup_step_time_s": steps.warmup_times,
-        # The last warm-up step (not the first: one-time costs), unprofiled, synchronised.
-        "unprofiled_step_time_s": (steps.warmup_times[-1] if len(steps.warmup_times) > 1 else None),
+        # The first of the warm-up steps carry one-time costs (their sum: cost.one_time_s).
+        "one_time_steps": steps.one_time_steps,
+        # The last warm-up step after the one-time ones, unprofiled, synchronised.
+        "unprofiled_step_time_s": (
+            steps.warmup_times[-1]
+            if len(steps.warmup_times) > max(steps.one_time_steps, 1)
+            else None
+        ),
         "profiled_steps": steps.profiled.steps if steps.profiled is not None else 0,
         "single_step_time_s": steps.single_step,
         "timed_run": (

@@ -15,12 +15,13 @@ beside, and `flag_windows()` marks the windows whose conditions were not clean:
   snapshot of runnable threads (`procs_running`, recorded too) because a snapshot taken at
   the window's edge sees the run's own spinning OpenMP workers and misses anything brief.
   Steal time (a hypervisor giving the VM's CPU to someone else) is recorded the same way.
-* **GPU clocks and throttling** (NVML through `nvidia-ml-py`, when installed): SM and
-  memory clocks at the window's end and the clock-event (throttle) reasons. Thermal and
-  hardware slowdowns flag a window; the software power cap is recorded as `power_capped`
-  but does not flag on its own (a GPU at full load sits at its power limit by design), the
-  clock rule below catches it when it costs speed. A window whose SM clock is more than
-  10% under the configuration's median is flagged.
+* **GPU clocks and throttling** (NVML through `nvidia-ml-py`, when installed): SM and memory
+  clocks at the window's end and the clock-event (throttle) reasons, of the GPU NVML finds
+  by the UUID torch reports (`find_nvml_device`: CUDA's device numbers need not be NVML's).
+  Thermal and hardware slowdowns flag a window; the software power cap is recorded as
+  `power_capped` but does not flag on its own (a GPU at full load sits at its power limit by
+  design), the clock rule below catches it when it costs speed. A window whose SM clock is
+  more than 10% under the configuration's median is flagged.
 
 psutil would read the same counters, but it is not a dependency and these are two files on
 Linux; elsewhere (macOS) the host fields are null and nothing is flagged for host load.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 # A window is flagged when other processes used more than this many cores beyond the ones
 # the run leaves free: background daemons use a few hundredths of a core.
@@ -163,22 +164,155 @@ def _load_1m() -> float | None:
         return None
 
 
-class GpuSampler:
-    """SM/memory clocks and throttle reasons of the GPU a CUDA run uses (NVML), or nothing."""
+# `GpuSampler(uuid=...)` left out: the UUID is asked from torch.
+_FROM_TORCH = object()
 
-    def __init__(self, device_index: int | None):
+
+@dataclasses.dataclass(frozen=True)
+class NvmlDevice:
+    """Which NVML device a run's clocks are read from: its handle (None: none is read),
+    how it was found (`uuid`, `mig_parent`, `index`, or None), and why it is not simply
+    the run's own GPU found by UUID (None when it is)."""
+
+    handle: object | None
+    lookup: str | None
+    note: str | None
+
+
+def _bare_uuid(uuid: str) -> str:
+    for prefix in ("GPU-", "MIG-"):
+        if uuid.startswith(prefix):
+            return uuid[len(prefix) :]
+    return uuid
+
+
+def find_nvml_device(nvml, index: int, uuid: str | None, environ: Mapping[str, str]) -> NvmlDevice:
+    """The NVML device of CUDA device `index` whose UUID torch reported (`uuid`, None when
+    it could not).
+
+    By UUID where there is one: NVML numbers GPUs by PCI bus, CUDA by CUDA_DEVICE_ORDER
+    (FASTEST_FIRST unless set) within CUDA_VISIBLE_DEVICES (indices, UUIDs or MIG ids), so
+    an index can name another GPU. NVML wants the prefixed form: `GPU-<uuid>`, or for a MIG
+    instance `MIG-<uuid>`, whose clocks and throttle reasons NVML reads from its parent GPU
+    (shared with every instance on it), which is what is read then, with a note. Without a
+    UUID, the index is mapped through an integer CUDA_VISIBLE_DEVICES only where CUDA's and
+    NVML's numbering agree (CUDA_DEVICE_ORDER=PCI_BUS_ID, or a single GPU); elsewhere
+    nothing is read: null clocks, never another GPU's.
+    """
+    if uuid:
+        bare = _bare_uuid(uuid)
+        try:
+            handle = nvml.nvmlDeviceGetHandleByUUID(f"GPU-{bare}")
+        except Exception:  # noqa: BLE001 - not a whole GPU: a MIG instance, or unknown
+            handle = None
+        if handle is not None:
+            return NvmlDevice(handle, "uuid", _mig_mode_note(nvml, handle, bare))
+        try:
+            instance = nvml.nvmlDeviceGetHandleByUUID(f"MIG-{bare}")
+            parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(instance)
+        except Exception:  # noqa: BLE001
+            return NvmlDevice(
+                None,
+                None,
+                f"NVML knows no GPU or MIG device with torch's UUID {bare}: "
+                "GPU clocks not recorded",
+            )
+        return NvmlDevice(
+            parent,
+            "mig_parent",
+            f"MIG device MIG-{bare}: the clocks and throttle reasons are its parent GPU's, "
+            "shared with every MIG instance on it",
+        )
+    visible = [v.strip() for v in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible and not all(_is_int(v) for v in visible):
+        return NvmlDevice(
+            None,
+            None,
+            f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} names devices by UUID or "
+            "MIG id and torch gave no device UUID: GPU clocks not recorded",
+        )
+    order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    try:
+        single = int(nvml.nvmlDeviceGetCount()) == 1
+    except Exception:  # noqa: BLE001
+        single = False
+    if order != "PCI_BUS_ID" and not single:
+        return NvmlDevice(
+            None,
+            None,
+            f"torch gave no device UUID and CUDA_DEVICE_ORDER is {order}: CUDA's device "
+            "numbers need not be NVML's (PCI bus order), so GPU clocks are not recorded "
+            "(set CUDA_DEVICE_ORDER=PCI_BUS_ID, or use torch >= 2.4)",
+        )
+    physical = int(visible[index]) if index < len(visible) else index
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(physical)
+    except Exception:  # noqa: BLE001
+        return NvmlDevice(None, None, f"NVML has no GPU {physical}: GPU clocks not recorded")
+    return NvmlDevice(
+        handle, "index", f"torch gave no device UUID: GPU found by its NVML index {physical}"
+    )
+
+
+def _mig_mode_note(nvml, handle, bare: str) -> str | None:
+    """A note when the GPU found runs in MIG mode: its clocks are shared by its instances."""
+    try:
+        current = nvml.nvmlDeviceGetMigMode(handle)[0]
+    except Exception:  # noqa: BLE001 - no MIG support: not in MIG mode
+        return None
+    if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return None
+    return (
+        f"GPU-{bare} is in MIG mode: the clocks and throttle reasons are the whole GPU's, "
+        "shared with every MIG instance on it"
+    )
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+class GpuSampler:
+    """SM/memory clocks and throttle reasons of the GPU a CUDA run uses (NVML), or nothing.
+
+    The GPU is found by the UUID torch reports for `device_index` (`find_nvml_device`;
+    `uuid` overrides it). `uuid` is the bare UUID, `lookup` how the NVML device was found
+    and `note` why the clocks are not simply the run's own GPU's (a MIG device's parent
+    GPU, an index lookup, or none found: then every field stays null): the run document
+    should carry the note.
+    """
+
+    def __init__(self, device_index: int | None, *, uuid: str | None | object = _FROM_TORCH):
         self._handle = None
         self._nvml = None
+        self.uuid: str | None = None
+        self.lookup: str | None = None
+        self.note: str | None = None
         if device_index is None:
             return
         try:
             import pynvml
 
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(device_index))
-            self._nvml = pynvml
-        except Exception:  # noqa: BLE001 - no NVML (no driver, no package): fields stay null
-            self._handle = None
+        except Exception as exc:  # noqa: BLE001 - no NVML (no driver, no package): fields null
+            self.note = f"NVML unavailable ({type(exc).__name__}): GPU clocks not recorded"
+            return
+        if uuid is _FROM_TORCH:
+            from nnperf.envinfo import device_uuid
+
+            uuid = device_uuid(device_index)
+        self.uuid = _bare_uuid(uuid) if uuid else None
+        found = find_nvml_device(pynvml, device_index, self.uuid, os.environ)
+        self._handle, self.lookup, self.note = found.handle, found.lookup, found.note
+        self._nvml = pynvml if found.handle is not None else None
+
+    def record(self) -> dict:
+        """What the run document says about where its clocks came from."""
+        return {"uuid": self.uuid, "nvml_lookup": self.lookup, "note": self.note}
 
     def window_fields(self) -> dict:
         fields = {
@@ -208,17 +342,6 @@ class GpuSampler:
         )
         fields["power_capped"] = bool(mask & POWER_CAP_REASON)
         return fields
-
-
-def _physical_index(index: int) -> int:
-    """NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES renumbers them for torch."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    if visible and visible[0].strip() and index < len(visible):
-        try:
-            return int(visible[index])
-        except ValueError:
-            return index  # a UUID list: leave the index as torch sees it
-    return index
 
 
 # --- flags ----------------------------------------------------------------------------------

@@ -41,6 +41,11 @@ OOM_MESSAGE_MARKERS = (
 )
 
 
+# torch.compile modes that capture CUDA graphs (`triton.cudagraphs` in
+# torch._inductor.list_mode_options()).
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """True when `exc` is an allocation failure (a result to record, not a bug)."""
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
@@ -231,6 +236,19 @@ def compile_model(model: torch.nn.Module, settings: VariantSettings) -> torch.nn
         return model
     mode = None if settings.compile == "default" else settings.compile
     return torch.compile(model, mode=mode)
+
+
+def one_time_steps(settings: VariantSettings, device: str) -> int:
+    """How many first steps of a process carry one-time costs that no later step repeats.
+
+    The first always does (allocation, cuDNN autotuning with `cudnn_benchmark`, and
+    compilation for a compiled variant; on an H100: autotuning 1.5-12 s and compilation
+    17-21 s against steady steps of 10-32 ms). On CUDA a compile mode that captures CUDA
+    graphs records them in the second step (0.51 s against 15 ms steady at batch 1024).
+    Budgets and projections are planned from the steps after these, never from these.
+    """
+    graphs = device == "cuda" and settings.compile in CUDA_GRAPH_COMPILE_MODES
+    return 2 if graphs else 1
 
 
 def make_input_preparer(

@@ -115,7 +115,9 @@ TRAINING_KEYS = ("dataset", "device", "model", "precision", "batch_size", "varia
 # The recipe a study trains with when it names none (config `recipes`).
 DEFAULT_RECIPE = "default"
 # One row per epoch (epoch 0 is the model before training: its test accuracy is the start of
-# the curve). Times are training only; evaluation is timed apart in eval_time_s.
+# the curve). Times are training only; evaluation is timed apart in eval_time_s. one_time_s
+# is the part of epoch_time_s spent in a process's first steps (compilation, autotuning,
+# CUDA-graph recording): 0 but in the first epoch a process trains.
 EPOCH_CSV_COLUMNS = (
     *TRAINING_KEYS,
     "epoch",
@@ -124,6 +126,7 @@ EPOCH_CSV_COLUMNS = (
     "test_top1",
     "lr",
     "epoch_time_s",
+    "one_time_s",
     "eval_time_s",
     "train_time_s",
     "throughput_img_s",

@@ -210,7 +210,8 @@ class OperatorProfileSettings:
     After `warmup_steps` untimed steps, `steps` training steps run under `torch.profiler`
     (CPU activity, plus CUDA on a GPU; shapes and memory always recorded). The job's warm-up
     and profiled steps must fit in `max_seconds` (the model's build and the trace export are
-    not counted; neither is the first step of a compiled variant, which is compilation):
+    not counted; neither are the one-time first steps, allocation and autotuning,
+    compilation, CUDA-graph recording, which `nnperf.opprofile.ONE_TIME_MAX_S` bounds):
     steps are cut down to fit, down to one warm-up and one profiled step, and a
     configuration whose single step is too slow even for that ends with status
     `over_budget`, as a timed run does. `top_operators` rows of the operator and layer

@@ -395,26 +395,30 @@ ONE_TIME_WHAT = {
     COMPILATION: "compilation (torch.compile)",
     RECORDING: "CUDA-graph recording",
 }
-# torch.compile modes that run the step as CUDA graphs (max-autotune implies them).
+# torch.compile modes that capture CUDA graphs (`triton.cudagraphs` in
+# torch._inductor.list_mode_options(); max-autotune implies them).
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
-def one_time_steps(compile_mode) -> tuple[str, ...]:
+def one_time_steps(compile_mode, device: str = "cuda") -> tuple[str, ...]:
     """What a worker process's first steps carry before its steps are steady, one kind per
     step: an eager first step allocates and, under cudnn.benchmark, autotunes every
     convolution (1.5-12 s on the H100 against 10-30 ms steps); a compiled one compiles
     forward and backward; CUDA graphs are recorded on the call after the one that compiles
-    (torch's cudagraph trees warm up, then record: 0.5 s at batch 1024 against 15 ms)."""
+    (torch's cudagraph trees warm up, then record: 0.5 s at batch 1024 against 15 ms); only
+    CUDA has CUDA graphs."""
     if not compile_mode:
         return (FIRST_STEP,)
-    if compile_mode in CUDA_GRAPH_MODES:
+    if compile_mode in CUDA_GRAPH_MODES and device == "cuda":
         return (COMPILATION, RECORDING)
     return (COMPILATION,)
 
 
-def check_steps(warmup_steps: int, timed_steps: int, compile_mode=False) -> None:
+def check_steps(
+    warmup_steps: int, timed_steps: int, compile_mode=False, device: str = "cuda"
+) -> None:
     """One-line errors for step counts the protocol cannot use."""
-    one_time = one_time_steps(compile_mode)
+    one_time = one_time_steps(compile_mode, device)
     if warmup_steps < len(one_time):
         detail = " and ".join(ONE_TIME_WHAT[kind] for kind in one_time)
         raise NnperfError(

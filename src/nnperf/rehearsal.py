@@ -317,7 +317,7 @@ def _process_timing(timing: ConfigTiming, index: int, request: RunRequest) -> Pr
     """Process `index`'s timings; a later process of a compiled variant compiles from warm
     caches (LATER_COMPILE_REPLAY_SHARE of the recorded compilation)."""
     process = timing.processes[index % len(timing.processes)]
-    one_time = measure.one_time_steps(request.settings.compile)
+    one_time = measure.one_time_steps(request.settings.compile, request.device)
     if index == 0 or measure.COMPILATION not in one_time or not process.warmup_step_time_s:
         return process
     first, *rest = process.warmup_step_time_s

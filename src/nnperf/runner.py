@@ -322,8 +322,10 @@ def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
 
 
 def expected_step_time(run_document: Mapping | None) -> float | None:
-    """The timed runs' step time: the median of a measured configuration, or the single
-    step an over-budget one showed (a lower bound where it was cut off); None otherwise."""
+    """The timed runs' steady step time: the median of a measured configuration, or the
+    steady step an over-budget one showed (a lower bound where it was cut off); None
+    otherwise, and None for a configuration that ended over budget in a one-time step
+    (its first step, compilation or recording says nothing about the step time)."""
     if not run_document:
         return None
     if run_document.get("status") == "ok":

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nnperf import measure
 from nnperf import precision as precision_mod
 from nnperf.datapath import InputPreparer, make_feeder
 from nnperf.contract import TrainingSettings, VariantSettings
@@ -39,11 +40,6 @@ OOM_MESSAGE_MARKERS = (
     "cudnn_status_not_enough_workspace",
     "mps backend out of memory",
 )
-
-
-# torch.compile modes that capture CUDA graphs (`triton.cudagraphs` in
-# torch._inductor.list_mode_options()).
-CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -247,8 +243,7 @@ def one_time_steps(settings: VariantSettings, device: str) -> int:
     graphs records them in the second step (0.51 s against 15 ms steady at batch 1024).
     Budgets and projections are planned from the steps after these, never from these.
     """
-    graphs = device == "cuda" and settings.compile in CUDA_GRAPH_COMPILE_MODES
-    return 2 if graphs else 1
+    return len(measure.one_time_steps(settings.compile, device))
 
 
 def make_input_preparer(

@@ -196,6 +196,9 @@ def _work(conn, job: WorkerJob) -> None:
             optimizer_impl_resolved=optimizer_impl,
             workflow_dir=job.workflow_dir,
         )
+        if training.device.type == "cuda":
+            # Where the windows' clocks come from (the GPU found by its UUID), or why none.
+            environment["nvml"] = gpu.record()
     conn.send(("ready", {"first_step_at_unix": time.time(), "environment": environment}))
     loss_start = None
     for _ in range(request.training.warmup_steps):
@@ -478,7 +481,9 @@ def run_measurement(
     """
     method = method or start_method()
     compile_mode = request.settings.compile
-    measure.check_steps(request.training.warmup_steps, request.training.timed_steps, compile_mode)
+    measure.check_steps(
+        request.training.warmup_steps, request.training.timed_steps, compile_mode, request.device
+    )
     if start_worker is None:
         context = None if method == WARM else multiprocessing.get_context(method)
         if method == "forkserver":
@@ -541,7 +546,7 @@ class _Driver:
         self.result = result
         self.clock = clock
         self.watch_host = watch_host
-        self.one_time = measure.one_time_steps(request.settings.compile)
+        self.one_time = measure.one_time_steps(request.settings.compile, request.device)
 
     def budget_end(self) -> float:
         result = self.result

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nnperf import ceilings
-from nnperf.ceilings import GIB, KIB, MIB
-from nnperf.contract import CeilingsRequest, CeilingsSettings, from_dict
-from nnperf.errors import NnperfError
-from nnperf.files import read_json, write_json
-from nnperf.plots import ceilings as ceilings_plots
+from nnperf.core.contract import CeilingsRequest, CeilingsSettings, from_dict
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import read_json, write_json
+from nnperf.report.plots import ceilings as ceilings_plots
+from nnperf.roofline import ceilings
+from nnperf.roofline.ceilings import GIB, KIB, MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAKS_YAML = ROOT / "config" / "peaks.yaml"
@@ -604,7 +604,7 @@ def test_missing_peaks_file_is_one_line_and_writes_nothing(tmp_path):
 
 def test_nvidia_smi_clocks_in_hz(monkeypatch):
     """Clocks come from the environment record's nvidia-smi query (MHz there, Hz here)."""
-    from nnperf import envinfo
+    from nnperf.core import environment as envinfo
 
     row = dict.fromkeys(envinfo.NVIDIA_SMI_FIELDS)
     row.update(

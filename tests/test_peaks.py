@@ -9,8 +9,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nnperf import peaks
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.roofline import peaks
 
 PEAKS_YAML = Path(__file__).resolve().parents[1] / "config" / "peaks.yaml"
 

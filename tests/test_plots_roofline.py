@@ -1,4 +1,5 @@
-"""Tests for nnperf.plots.roofline: the figures' axes, roofs, styles, legends and point labels."""
+"""Tests for nnperf.report.plots.roofline: the figures' axes, roofs, styles, legends and point
+labels."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import pandas as pd
 import pytest
 from matplotlib.text import Text
 
-from nnperf import files, kernels, ncu, peaks, roofline
-from nnperf.contract import FigureRequest
-from nnperf.plots import roofline as plots
+from nnperf.core import files
+from nnperf.core.contract import FigureRequest
+from nnperf.ncu import kernels
+from nnperf.ncu import metrics as ncu
+from nnperf.report.plots import roofline as plots
+from nnperf.roofline import peaks
+from nnperf.roofline import points as roofline
 
 from h100_exports import EXPORTS
 from ncu_writer import H100_CONFIG

@@ -18,10 +18,10 @@ import time
 import pytest
 import torch
 
-from nnperf import warmserver, workers
-from nnperf.contract import TimingSettings
-from nnperf.errors import NnperfError
-from nnperf.runner import perform_run
+from nnperf.core.contract import TimingSettings
+from nnperf.core.errors import NnperfError
+from nnperf.engine import warmserver, workers
+from nnperf.engine.runner import perform_run
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 pytestmark = pytest.mark.skipif(

@@ -434,7 +434,7 @@ def test_profiled_steps_stop_at_the_deadline():
     for the device inside its range) and no other runs."""
     import time
 
-    from nnperf.engine.runner import build
+    from nnperf.engine.build import build
 
     training = build(tiny_request(), tiny_model, tiny_data(), 0)
     training.step()

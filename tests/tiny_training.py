@@ -13,7 +13,7 @@ import torch
 
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings
 from nnperf.core.variant import parse_variant_settings
-from nnperf.engine.runner import RunData
+from nnperf.engine.build import RunData
 
 NUM_IMAGES = 64
 NUM_CLASSES = 10

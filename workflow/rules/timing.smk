@@ -1,5 +1,6 @@
 # One job measures one configuration: worker processes forked from the job's warm process,
-# timed windows until the CI target or the timing budget (nnperf.engine.workers, nnperf.engine.stopping).
+# timed windows until the CI target or the timing budget (nnperf.engine.manager,
+# nnperf.engine.stopping).
 rule timed_run:
     input:
         data=run_data,

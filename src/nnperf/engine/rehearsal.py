@@ -11,8 +11,9 @@ choice. None of that needs the GPU to be rehearsed; it needs its timings. So:
   `ConfigTiming.from_run_documents` reads them from run documents (each process of each
   document), so any earlier study of a machine is a timing model of it.
 * `ReplayWorker` plays those timings to the engine through the worker protocol
-  (`nnperf.engine.workers`), on a `FakeClock`: the real runner, stopping rule, budgets, deadlines
-  and verdicts run unchanged, in milliseconds, with no process started.
+  (`nnperf.engine.worker`, received by `manager.Worker`), on a `FakeClock`: the real runner,
+  stopping rule, budgets, deadlines and verdicts run unchanged, in milliseconds, with no
+  process started.
 * `h100_model()` is the recorded H100 (`recordings/h100.json`, from nnperf's own run documents
   on an H100 80GB) with the rules that fill in configurations nobody recorded: another batch
   size scales step times linearly (an upper bound: a step never grows faster than its
@@ -39,14 +40,14 @@ import numpy as np
 
 from nnperf.core.contract import RunRequest
 from nnperf.core.vocab import PHASES
-from nnperf.engine import stopping, workers
+from nnperf.engine import manager, stopping, worker
 
 # Where the replayed clock starts (any unix time; the H100 recordings' month).
 CLOCK_START_UNIX = 1_795_000_000.0
 # What a later process of a compiled variant pays for compilation, as a share of the first
 # one's, in the rehearsal: Inductor's FX-graph cache spares the code generation, not Dynamo's
 # tracing. Assumed (no H100 recording has a second compiled process); deliberately not the
-# engine's own planning share (`workers.LATER_COMPILE_SHARE`), so that a rehearsal does not
+# engine's own planning share (`manager.LATER_COMPILE_SHARE`), so that a rehearsal does not
 # merely confirm the engine's assumption.
 LATER_COMPILE_REPLAY_SHARE = 0.5
 # A replayed step is never faster than this share of its process's steady step.
@@ -196,14 +197,14 @@ def _processes_of(document: Mapping, start_s: float) -> list[ProcessTiming]:
 # --- the replaying worker --------------------------------------------------------------
 
 
-class ReplayWorker(workers.Worker):
+class ReplayWorker(manager.Worker):
     """A worker that plays recorded timings to the engine (the protocol of
-    `nnperf.engine.workers`): every message arrives when the fake clock says it would have, and a
-    deadline the recorded step would miss is an `Overrun`, exactly as a killed process."""
+    `nnperf.engine.worker`): every message arrives when the fake clock says it would have, and
+    a deadline the recorded step would miss is an `Overrun`, exactly as a killed process."""
 
     def __init__(
         self,
-        job: workers.WorkerJob,
+        job: worker.WorkerJob,
         timing: ConfigTiming,
         clock: FakeClock,
         rng: np.random.Generator,
@@ -253,7 +254,7 @@ class ReplayWorker(workers.Worker):
         if waited_from + seconds > deadline_unix:
             self.clock.advance(max(0.0, deadline_unix - waited_from))
             self.kill()
-            raise workers.Overrun(self.clock() - waited_from)
+            raise manager.Overrun(self.clock() - waited_from)
         self.clock.advance(seconds)
         if message[0] == "ready":
             message = ("ready", {**message[1], "first_step_at_unix": self.clock()})
@@ -364,7 +365,7 @@ def replay(request: RunRequest, timing: ConfigTiming, seed: int = 0) -> Replay:
     clock = FakeClock()
     rng = np.random.default_rng(seed)
 
-    def start_worker(job: workers.WorkerJob) -> ReplayWorker:
+    def start_worker(job: worker.WorkerJob) -> ReplayWorker:
         return ReplayWorker(job, timing, clock, rng)
 
     document, windows, steps = perform_run(

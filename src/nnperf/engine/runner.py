@@ -1,8 +1,8 @@
 """One configuration's measurement, from request to documents, OOM and over-budget included.
 
 `perform_run()` measures a configuration with worker processes and adaptive repetition
-(`nnperf.engine.workers` drives them, `nnperf.engine.stopping` decides when to stop) and returns the run
-JSON document, the per-window rows and the per-step rows. An allocation failure is a result
+(`nnperf.engine.manager` drives them, `nnperf.engine.stopping` decides when to stop) and
+returns the run JSON document, the per-window rows and the per-step rows. An allocation failure is a result
 (`status: "oom"`), and so is a configuration whose warm-up and minimal windows cannot fit in
 `timing.max_seconds` (`status: "over_budget"`, with the step time it showed); both get null
 numbers. Any other failure propagates (the job must fail with its cause).
@@ -10,78 +10,25 @@ numbers. Any other failure propagates (the job must fail with its cause).
 `perform_run()` takes the model and data as arguments (a zero-argument model factory and
 uint8 arrays), so the engine runs on anything and its tests need no files. The file edge is
 `run_to_files()` (rule `timed_run`, `nnperf run`): its workers load the prepared dataset and
-the model by name (`load_run_data()`), and it writes the documents. This process imports no torch: the workers (`nnperf.engine.workers`) load the data and
-the model, check the device and train.
+the model by name (`nnperf.engine.build.load_run_data()`), and it writes the documents. This
+process imports no torch: the workers (`nnperf.engine.worker`) load the data and the model,
+check the device and train.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
 import time
 from typing import Callable, Mapping
 
-import numpy as np
-
 from nnperf.core import stats, vocab
 from nnperf.core.contract import RunRequest
 from nnperf.core.files import write_csv, write_json
 from nnperf.core.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
-from nnperf.engine import stability, stopping, workers
-
-
-@dataclasses.dataclass(frozen=True)
-class RunData:
-    """The training split and what the model needs to know about it."""
-
-    images: np.ndarray
-    labels: np.ndarray
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    num_classes: int
-    input_size: int
-
-
-def one_line(exc: BaseException) -> str:
-    """The first line of an exception message (CUDA OOM messages run over many lines)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
-
-
-def build(request: RunRequest, model_factory: Callable, data: RunData, seed: int):
-    """The `Training` of one worker process of `request`, seeded with `seed`."""
-    from nnperf.engine.step import build_training, seed_everything
-
-    seed_everything(seed)
-    model = model_factory()
-    training = build_training(
-        model,
-        device=request.device,
-        precision=request.precision,
-        batch_size=request.batch_size,
-        settings=request.settings,
-        hyper=request.training,
-        seed=seed,
-        images=data.images,
-        labels=data.labels,
-        mean=data.mean,
-        std=data.std,
-        input_size=data.input_size,
-    )
-    return training
-
-
-def free_after_oom(device: str) -> None:
-    """Drop what a failed step held so the environment record can still be collected."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if device == "cuda" and torch.cuda.is_available():
-        torch.cuda.empty_cache()
+from nnperf.engine import manager, stability, stopping, worker
+from nnperf.engine.build import RunData
 
 
 def _number(value: float) -> float | None:
@@ -99,8 +46,8 @@ def _quantiles(values) -> dict:
     return {"median": _number(median), "q1": _number(q1), "q3": _number(q3), "cv": _number(cv)}
 
 
-def estimate_fields(result: workers.Measurement, request: RunRequest) -> dict:
-    """The run document's numbers from the windows (module `nnperf.engine.stopping` has the maths)."""
+def estimate_fields(result: manager.Measurement, request: RunRequest) -> dict:
+    """The run document's numbers from the windows (`nnperf.engine.stopping` has the maths)."""
     current = stopping.estimate(result.samples())
     rates = _quantiles([w["throughput_img_s"] for w in result.windows])
     relative = current.half_width_rel
@@ -109,7 +56,7 @@ def estimate_fields(result: workers.Measurement, request: RunRequest) -> dict:
     if current.between_processes is not None:
         optimal = stopping.optimal_windows(
             current,
-            workers.process_cost(result, bool(request.settings.compile)),
+            manager.process_cost(result, bool(request.settings.compile)),
             max((w["window_s"] for w in result.windows), default=0.0),
             request.timing,
         )
@@ -137,7 +84,7 @@ def estimate_fields(result: workers.Measurement, request: RunRequest) -> dict:
     }
 
 
-def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
+def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     """Step and phase times over every timed step; compile and warm-up times per process."""
     step_times = [row["step_time_s"] for row in result.steps]
     steady = _median(step_times)
@@ -187,7 +134,7 @@ def step_fields(result: workers.Measurement, request: RunRequest) -> dict:
     }
 
 
-def cost_fields(result: workers.Measurement, process_started_at: float | None) -> dict:
+def cost_fields(result: manager.Measurement, process_started_at: float | None) -> dict:
     """What the measurement cost: fixed costs before the first warm-up step, and the share of
     the job's wall time spent inside timed windows."""
     first = result.processes[0] if result.processes else {}
@@ -218,12 +165,12 @@ def perform_run(
 
     Without `model_factory`/`data` each worker loads them by name (`load_run_data`); this
     process then never imports torch. Given, they must pickle (they are sent to the workers).
-    `method` is how workers start (`workers.start_method()` when None, or `workers.WARM`);
-    `engine` passes a rehearsal's clock and workers on (`workers.run_measurement`).
+    `method` is how workers start (`worker.start_method()` when None, or `worker.WARM`);
+    `engine` passes a rehearsal's clock and workers on (`manager.run_measurement`).
     """
     clock = engine.get("clock", time.time)
     started_at = clock()
-    result = workers.run_measurement(
+    result = manager.run_measurement(
         request, model_factory, data, workflow_dir=workflow_dir, method=method, **engine
     )
     windows = stability.flag_windows(result.windows)
@@ -264,7 +211,7 @@ def _max(values) -> int | None:
     return max(known) if known else None
 
 
-def _parent_environment(request: RunRequest, result: workers.Measurement, workflow_dir) -> dict:
+def _parent_environment(request: RunRequest, result: manager.Measurement, workflow_dir) -> dict:
     """The environment record when process 0 could not send one (killed or out of memory);
     the workers are gone, so touching the device here is safe."""
     from nnperf.core.environment import collect_environment
@@ -296,32 +243,6 @@ def windows_frame(windows: list[dict]):
 
 
 # --- the file edge ---------------------------------------------------------------------------
-
-
-def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
-    """The training split of `request.dataset` (prepared in `request.root`) and a factory of
-    fresh `request.model` instances. An unknown model fails before the data is read."""
-    from nnperf.workload import datasets as data_mod
-    from nnperf.workload import models as models_mod
-
-    spec = data_mod.get_spec(request.dataset)
-    models_mod.get_spec(request.model)
-    images, labels = data_mod.load_split(request.root, request.dataset, "train")
-    num_classes = int(spec.num_classes)
-    input_size = request.input_size or models_mod.input_size(request.model, int(images.shape[1]))
-
-    def model_factory():
-        return models_mod.build_model(request.model, num_classes)
-
-    run_data = RunData(
-        images=images,
-        labels=labels,
-        mean=tuple(spec.mean),
-        std=tuple(spec.std),
-        num_classes=num_classes,
-        input_size=input_size,
-    )
-    return run_data, model_factory
 
 
 def expected_step_time(run_document: Mapping | None) -> float | None:
@@ -359,12 +280,12 @@ def run_to_files(
     """
     from nnperf.engine import warmserver
 
-    process_started_at = workers.process_started_at_unix()
+    process_started_at = worker.process_started_at_unix()
     document, windows, steps = perform_run(
         request,
         workflow_dir=workflow_dir,
         process_started_at=process_started_at,
-        method=workers.WARM if warmserver.enabled() else None,
+        method=worker.WARM if warmserver.enabled() else None,
     )
     write_csv(out_steps, steps_frame(steps))
     write_csv(out_windows, windows_frame(windows))

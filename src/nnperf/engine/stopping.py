@@ -27,7 +27,7 @@ window) cannot average away the variation of the expensive one (a process). So:
   keeps out of every projection of the steady step.
 
 Both are pure functions of numbers, so the rule is tested with synthetic noisy timers;
-`nnperf.engine.workers` runs them against real processes.
+`nnperf.engine.manager` runs them against real processes.
 """
 
 from __future__ import annotations

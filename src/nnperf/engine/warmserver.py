@@ -2,10 +2,10 @@
 
 Every `timed_run` job is its own process (Snakemake's unit of work, resume and scheduling),
 and a fresh process pays the imports before it can time anything: 5.4 s here, 9 s on the
-H100 machine for torch and torchvision. multiprocessing's fork server (`nnperf.engine.workers`)
-pays them once per *job*; this server pays them once per *study*. The first job starts it;
-it imports torch and nnperf (`workers.PRELOAD`), never runs a torch op or touches a device,
-and forks one worker per request. Later jobs connect to it, so a job reaches its first
+H100 machine for torch and torchvision. multiprocessing's fork server (started by
+`nnperf.engine.manager`) pays them once per *job*; this server pays them once per *study*.
+The first job starts it; it imports torch and the worker's side of nnperf (`worker.PRELOAD`),
+never runs a torch op or touches a device, and forks one worker per request. Later jobs connect to it, so a job reaches its first
 warm-up step in about a second (its own interpreter start, the request, the fork, device
 init and model build) instead of after the imports.
 
@@ -157,7 +157,7 @@ def connect() -> tuple[Connection, Path]:
 
 def _serve_one(client: socket.socket) -> None:
     """Body of a forked worker: read the job, move to its directory, run it."""
-    from nnperf.engine.workers import worker_main
+    from nnperf.engine.worker import worker_main
 
     conn = Connection(client.detach())
     try:
@@ -172,7 +172,7 @@ def serve(path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
     """Import once, then fork one worker per connection until idle for `idle_exit_s`."""
     import importlib
 
-    from nnperf.engine.workers import PRELOAD
+    from nnperf.engine.worker import PRELOAD
 
     for name in PRELOAD:
         importlib.import_module(name)

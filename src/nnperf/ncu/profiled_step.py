@@ -36,7 +36,8 @@ from nnperf.core.devices import require_available
 from nnperf.core.environment import collect_environment
 from nnperf.core.files import write_json
 from nnperf.core.precision import TENSOR_DTYPES
-from nnperf.engine.runner import RunData, build, free_after_oom, label, load_run_data, one_line
+from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, one_line
+from nnperf.engine.runner import label
 from nnperf.engine.step import is_out_of_memory
 from nnperf.engine.timing import synchronize
 from nnperf.ncu.metrics import CALIBRATION_GEMM_MNK, CALIBRATION_RANGE, PHASE_RANGES, STEP_RANGE

@@ -7,12 +7,12 @@ it), and what the peak memory holds. It runs apart from the timed runs (its own 
 workflow serialises it with them), so the profiler never perturbs a timed number.
 
 The job: build the configuration's training exactly as the timed runs do
-(`runner.load_run_data`, `runner.build`, process 0's seed), put a profiler range around each
-module's forward call (forward pre/post hooks, named by module path: `nnperf.torchprof.analysis`
-groups operators by layer with them, backward included), warm up, then run
-`settings.steps` steps under `torch.profiler.profile` (CPU activity, plus CUDA on a GPU;
-shapes and allocations recorded; Python stacks when `settings.with_stack`). Each step is a
-`record_function` range `nnperf_step#<i>` with one range per phase inside
+(`build.load_run_data`, `build.build`, process 0's seed), put a profiler range around each
+module's forward call (forward pre/post hooks, named by module path:
+`nnperf.torchprof.analysis` groups operators by layer with them, backward included), warm up,
+then run `settings.steps` steps under `torch.profiler.profile` (CPU activity, plus CUDA on a
+GPU; shapes and allocations recorded; Python stacks when `settings.with_stack`). Each step is
+a `record_function` range `nnperf_step#<i>` with one range per phase inside
 (`nnperf_phase:<phase>`, the phases of the timed runs); the device is synchronised before
 the first step and inside the last one, never between steps, so the host runs ahead of the
 device as it does in the timed runs. Between backward and the optimizer step the job notes
@@ -77,15 +77,8 @@ from nnperf.core.contract import (
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path, load_json, write_csv, write_json
 from nnperf.core.vocab import CONFIG_KEYS
-from nnperf.engine.runner import (
-    RunData,
-    build,
-    expected_step_time,
-    free_after_oom,
-    label,
-    load_run_data,
-    one_line,
-)
+from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, one_line
+from nnperf.engine.runner import expected_step_time, label
 from nnperf.engine.step import Training, is_out_of_memory, one_time_steps
 from nnperf.engine.timing import synchronize
 from nnperf.torchprof import analysis as operators

@@ -331,7 +331,7 @@ def test_unreadable_table_names_the_file(tmp_path):
     path = tmp_path / "summary.csv"
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(NnperfError, match="summary.csv: not a readable CSV table"):
-        results.read_table(path)
+        files.read_table(path)
 
 
 def _rounded(values) -> list[float]:

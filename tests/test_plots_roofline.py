@@ -13,6 +13,7 @@ from matplotlib.text import Text
 
 from nnperf.core import files
 from nnperf.core.contract import FigureRequest
+from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.ncu import kernels
 from nnperf.ncu import metrics as ncu
 from nnperf.report.plots import roofline as plots
@@ -335,7 +336,7 @@ def test_step_points_of_the_hierarchical_roofline_are_labelled_apart(h100):
 
 
 def test_a_null_derived_bf16_roof_is_left_out_and_explained():
-    sheet = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
+    sheet = peaks.derived_cpu_peak(parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
     assert sheet["flop_s"]["bf16"] is None
     ceilings = {
         "measured": {

@@ -20,6 +20,7 @@ from nnperf.cli import main
 from nnperf.core import files
 from nnperf.core.codehash import closure
 from nnperf.core.contract import ReportRequest
+from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.core.errors import NnperfError
 from nnperf.report import results
 from nnperf.report import document as report
@@ -510,7 +511,7 @@ def test_a_cpu_only_study_reports_the_torch_build_and_no_bf16_roof_it_lacks(tmp_
     monkeypatch.chdir(tmp_path)
     configs = laptop_configs()
     bf16 = next(c for c in configs if c.precision == "bf16")
-    sheet = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
+    sheet = peaks.derived_cpu_peak(parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
     ceilings = ceilings_document(
         "cpu",
         LAPTOP[1],

@@ -27,7 +27,7 @@ import torch
 
 from nnperf.core import precision as precision_mod
 from nnperf.core.variant import VariantSettings
-from nnperf.roofline import peaks
+from nnperf.core import cpuinfo
 
 # Fields asked from `nvidia-smi --query-gpu` (names from `nvidia-smi --help-query-gpu`).
 NVIDIA_SMI_FIELDS = (
@@ -111,7 +111,7 @@ def nvidia_smi_rows(fields: tuple[str, ...] = NVIDIA_SMI_FIELDS) -> list[dict[st
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """CPU model name and the per-core `cpu MHz` readings from /proc/cpuinfo text."""
-    info = peaks.parse_cpuinfo(text)
+    info = cpuinfo.parse_cpuinfo(text)
     return {"cpu_model": info["model_name"], "cpu_mhz": info["cpu_mhz_per_cpu"]}
 
 

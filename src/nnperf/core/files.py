@@ -92,6 +92,22 @@ def read_json(path: str | os.PathLike) -> dict:
     return document
 
 
+def read_table(path: str | os.PathLike, **options):
+    """A CSV table (a pandas DataFrame), or NnperfError naming the file when it cannot be
+    parsed."""
+    import pandas as pd
+
+    from nnperf.core.errors import NnperfError
+
+    try:
+        return pd.read_csv(path, **options)
+    except FileNotFoundError:
+        raise NnperfError(f"{os.fspath(path)}: file not found") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise NnperfError(f"{os.fspath(path)}: not a readable CSV table ({first_line})") from None
+
+
 def write_csv(path: str | os.PathLike, frame) -> None:
     """Write a pandas DataFrame as CSV without its index, atomically."""
     with atomic_path(path) as tmp:

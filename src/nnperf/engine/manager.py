@@ -502,7 +502,7 @@ class _Driver:
     def _over_budget(self, step_s: float, lower_bound: bool, warmed: int) -> None:
         """End the measurement as over budget: after `warmed` warm-up steps, one steady step
         took `step_s` (at least, when `lower_bound`: the step was cut off)."""
-        from nnperf.report.format import count_of
+        from nnperf.core.wording import count_of
 
         result, request = self.result, self.request
         training, timing_settings = request.training, request.timing

@@ -297,7 +297,7 @@ def run_to_files(
 
 def describe_outcome(request: RunRequest, document: dict) -> str:
     """One line for the job's log."""
-    from nnperf.report.format import count_of
+    from nnperf.core.wording import count_of
 
     name = label(request)
     if document["status"] == "oom":

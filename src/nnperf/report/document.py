@@ -32,6 +32,7 @@ from nnperf.core import files
 from nnperf.core.contract import ReportRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT, precision_rank
+from nnperf.core.wording import count_of, missing
 from nnperf.report import results
 from nnperf.report import machines as machines_mod
 from nnperf.report.findings import (
@@ -86,7 +87,6 @@ from nnperf.report.findings import (
 from nnperf.report.format import (
     ci_interval,
     config_text,
-    count_of,
     fmt,
     fmt_duration,
     fmt_ghz,
@@ -94,7 +94,6 @@ from nnperf.report.format import (
     fmt_si,
     fmt_times,
     fmt_utc,
-    missing,
     truthy,
 )
 from nnperf.report.operator_findings import bound_sentence, profile_findings

@@ -23,10 +23,10 @@ from nnperf.core.vocab import (
     REFERENCE_VARIANT,
     precision_rank,
 )
+from nnperf.core.wording import count_of, missing
 from nnperf.ncu.metrics import compute_peak_column
 from nnperf.report.format import (
     config_text,
-    count_of,
     fmt,
     fmt_duration,
     fmt_ghz,
@@ -34,7 +34,6 @@ from nnperf.report.format import (
     fmt_si,
     fmt_times,
     fmt_utc,
-    missing,
     throughput_text,
     truthy,
 )

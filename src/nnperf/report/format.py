@@ -8,28 +8,9 @@ for what the numbers mean (`nnperf.report.findings`).
 from __future__ import annotations
 
 import datetime
-import math
 from typing import Mapping
 
-import pandas as pd
-
-
-def missing(value) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def count_of(value, noun: str) -> str:
-    """`1 window`, `12 windows`, `3 processes`, `? windows` where unknown."""
-    plural = noun + ("es" if noun.endswith("s") else "s")
-    if missing(value):
-        return f"? {plural}"
-    n = int(value)
-    return f"{n} {noun if n == 1 else plural}"
+from nnperf.core.wording import count_of, missing
 
 
 def fmt(value, unit: str = "") -> str:

@@ -18,8 +18,9 @@ from typing import Mapping
 
 import pandas as pd
 
+from nnperf.core.wording import missing
 from nnperf.report.findings import INPUT_BOUND_SHARE, PHASE_LABELS
-from nnperf.report.format import config_text, fmt, fmt_pct, fmt_si, fmt_times, missing
+from nnperf.report.format import config_text, fmt, fmt_pct, fmt_si, fmt_times
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 

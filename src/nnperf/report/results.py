@@ -29,6 +29,7 @@ import pandas as pd
 
 from nnperf.core import files, layout
 from nnperf.core.errors import NnperfError
+from nnperf.core.files import read_table
 from nnperf.core.vocab import CONFIG_KEYS, DATASETS
 from nnperf.report import machines
 
@@ -253,17 +254,6 @@ def _existing(path: str | os.PathLike, what: str) -> Path:
     if not Path(path).is_file():
         raise NnperfError(f"{what} {os.fspath(path)!r}: file not found")
     return Path(path)
-
-
-def read_table(path: str | os.PathLike, **options) -> pd.DataFrame:
-    """A CSV table, or NnperfError naming the file when it cannot be parsed."""
-    try:
-        return pd.read_csv(path, **options)
-    except FileNotFoundError:
-        raise NnperfError(f"{os.fspath(path)}: file not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise NnperfError(f"{os.fspath(path)}: not a readable CSV table ({first_line})") from None
 
 
 def load(folders: list[FolderFiles]) -> ResultSet:

@@ -25,10 +25,10 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import read_json, write_csv
+from nnperf.core.files import read_json, read_table, write_csv
 from nnperf.core.vocab import CONFIG_KEYS, TRAINING_KEYS, TRAINING_RUN_KIND, precision_rank
-from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_times, missing
-from nnperf.report.results import read_table
+from nnperf.core.wording import missing
+from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_times
 
 TABLE_COLUMNS = (
     *TRAINING_KEYS,

@@ -51,6 +51,7 @@ from pathlib import Path
 
 from nnperf.core import files
 from nnperf.core.contract import CeilingsRequest, to_dict
+from nnperf.core.cpuinfo import parse_cpuinfo, physical_cores_of
 from nnperf.core.devices import require_available
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import DEVICES, SUPPORTED_PRECISIONS
@@ -410,7 +411,7 @@ def probe_cpu_clock() -> tuple[float | None, str]:
     if khz:
         return max(khz) * 1e3, "cpufreq cpuinfo_max_freq"
     with contextlib.suppress(OSError):
-        mhz = peaks_mod.parse_cpuinfo(Path("/proc/cpuinfo").read_text())["cpu_mhz"]
+        mhz = parse_cpuinfo(Path("/proc/cpuinfo").read_text())["cpu_mhz"]
         if mhz:
             return (
                 mhz * 1e6,
@@ -793,7 +794,7 @@ def _device_identity(device: str) -> tuple[str, list[dict], str, dict]:
         "python": platform.python_version(),
     }
     with contextlib.suppress(OSError):
-        cpu = peaks_mod.parse_cpuinfo(Path("/proc/cpuinfo").read_text())
+        cpu = parse_cpuinfo(Path("/proc/cpuinfo").read_text())
         env.update(
             cpu_model=cpu["model_name"],
             cpu_logical_cpus=cpu["logical_cpus"],
@@ -848,13 +849,13 @@ def datasheet_for(
     if entry is not None or device != "cpu":
         return entry
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    cpuinfo = peaks_mod.parse_cpuinfo(text)
+    cpuinfo = parse_cpuinfo(text)
     affinity = (
         os.sched_getaffinity(0)
         if hasattr(os, "sched_getaffinity")
         else set(range(os.cpu_count() or 1))
     )
-    cores = min(threads, peaks_mod.physical_cores_of(text, affinity) or len(affinity))
+    cores = min(threads, physical_cores_of(text, affinity) or len(affinity))
     if cpu_clock_hz:
         clock_hz, clock_source = float(cpu_clock_hz), "given"
     else:

@@ -33,7 +33,6 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.ncu import metrics as ncu
 from nnperf.ncu.kernels import KERNEL_COLUMNS, PEAK_COLUMNS
-from nnperf.report import results
 from nnperf.torchprof import analysis as operators
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
@@ -583,7 +582,7 @@ def read_complexities(paths: Iterable[str | os.PathLike]) -> dict[str, dict]:
 def _read(
     path: str | os.PathLike, what: str, columns: Sequence[str], text: Sequence[str]
 ) -> pd.DataFrame:
-    frame = results.read_table(path, dtype={c: str for c in text})
+    frame = files.read_table(path, dtype={c: str for c in text})
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise NnperfError(f"{os.fspath(path)}: {what} table lacks columns {', '.join(missing)}")

@@ -800,7 +800,7 @@ def epoch_line(row: dict) -> str:
 
 def describe_outcome(request: TrainingRunRequest, summary: dict) -> str:
     """One line for the job's log: best accuracy and the time to target."""
-    from nnperf.report.format import count_of
+    from nnperf.core.wording import count_of
 
     name = label(request)
     best = summary["best_test_top1"]

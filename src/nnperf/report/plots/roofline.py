@@ -37,11 +37,12 @@ from matplotlib.transforms import Bbox, IdentityTransform  # noqa: E402
 from nnperf.core import files  # noqa: E402
 from nnperf.core.contract import FigureRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
+from nnperf.core.files import read_table  # noqa: E402
 from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
+from nnperf.core.wording import missing  # noqa: E402
 from nnperf.ncu import metrics as ncu  # noqa: E402
 from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
-from nnperf.report.format import fmt_ghz, fmt_pct, missing, truthy  # noqa: E402
-from nnperf.report.results import read_table  # noqa: E402
+from nnperf.report.format import fmt_ghz, fmt_pct, truthy  # noqa: E402
 from nnperf.roofline import points as roofline  # noqa: E402
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.

@@ -5,9 +5,9 @@ Torch-free and import-free on purpose: the workflow reads it while Snakemake bui
 and every reader of results (tables, figures, the report) sorts and labels with it, so that a
 figure and a table can never disagree on what comes first.
 
-It holds names only. What a precision *does* is `nnperf.core.precision`; whether this machine can
-run it is `nnperf.core.devices`; where files go is `nnperf.core.layout`; the settings are
-`nnperf.requests`.
+It holds names only. What a precision *does* is `nnperf.core.precision`; whether this machine
+can run it is `nnperf.core.devices`; where files go is `nnperf.core.layout`; the settings are
+`nnperf.core.contract`.
 """
 
 from __future__ import annotations

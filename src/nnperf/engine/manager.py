@@ -109,8 +109,8 @@ UNPICKLABLE = (
 
 class Worker:
     """One live worker process and the parent's end of its connection (the protocol in
-    `nnperf.engine.worker`'s docstring). Subclasses start it; `nnperf.engine.rehearsal` replays recorded timings
-    through the same interface."""
+    `nnperf.engine.worker`'s docstring). Subclasses start it; `nnperf.engine.rehearsal`
+    replays recorded timings through the same interface."""
 
     conn: Any
     index: int

@@ -2,10 +2,11 @@
 
 `perform_run()` measures a configuration with worker processes and adaptive repetition
 (`nnperf.engine.manager` drives them, `nnperf.engine.stopping` decides when to stop) and
-returns the run JSON document, the per-window rows and the per-step rows. An allocation failure is a result
-(`status: "oom"`), and so is a configuration whose warm-up and minimal windows cannot fit in
-`timing.max_seconds` (`status: "over_budget"`, with the step time it showed); both get null
-numbers. Any other failure propagates (the job must fail with its cause).
+returns the run JSON document, the per-window rows and the per-step rows. An allocation
+failure is a result (`status: "oom"`), and so is a configuration whose warm-up and minimal
+windows cannot fit in `timing.max_seconds` (`status: "over_budget"`, with the step time it
+showed); both get null numbers. Any other failure propagates (the job must fail with its
+cause).
 
 `perform_run()` takes the model and data as arguments (a zero-argument model factory and
 uint8 arrays), so the engine runs on anything and its tests need no files. The file edge is

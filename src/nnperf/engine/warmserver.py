@@ -5,9 +5,9 @@ and a fresh process pays the imports before it can time anything: 5.4 s here, 9 
 H100 machine for torch and torchvision. multiprocessing's fork server (started by
 `nnperf.engine.manager`) pays them once per *job*; this server pays them once per *study*.
 The first job starts it; it imports torch and the worker's side of nnperf (`worker.PRELOAD`),
-never runs a torch op or touches a device, and forks one worker per request. Later jobs connect to it, so a job reaches its first
-warm-up step in about a second (its own interpreter start, the request, the fork, device
-init and model build) instead of after the imports.
+never runs a torch op or touches a device, and forks one worker per request. Later jobs
+connect to it, so a job reaches its first warm-up step in about a second (its own interpreter
+start, the request, the fork, device init and model build) instead of after the imports.
 
 Isolation is kept where it matters:
 

@@ -3,7 +3,7 @@
 Runs the same configuration (model, device, precision, batch size, device-resident data
 without augmentation, SGD) through
 
-  A. nnperf's engine: `nnperf.train.build_training` + `nnperf.timing.time_window`
+  A. nnperf's engine: `nnperf.engine.step.build_training` + `nnperf.engine.timing.time_window`
      (phase marks between data wait, h2d, forward, backward, optimizer), and
   B. a minimal hand-written loop: index a device tensor, normalise, forward, backward, step,
      timed only around the whole window,
@@ -26,11 +26,11 @@ import time
 import numpy as np
 import torch
 
-from nnperf import precision as precision_mod
-from nnperf.contract import TrainingSettings
-from nnperf.timing import DeviceMemoryTracker, synchronize, time_window, warmup_step
-from nnperf.train import build_training, seed_everything
-from nnperf.variant import parse_variant_settings
+from nnperf.core import precision as precision_mod
+from nnperf.core.contract import TrainingSettings
+from nnperf.core.variant import parse_variant_settings
+from nnperf.engine.step import build_training, seed_everything
+from nnperf.engine.timing import DeviceMemoryTracker, synchronize, time_window, warmup_step
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 channel statistics
 STD = (0.2470, 0.2435, 0.2616)
@@ -38,7 +38,7 @@ STD = (0.2470, 0.2435, 0.2616)
 
 def make_model(name: str, num_classes: int) -> torch.nn.Module:
     try:
-        from nnperf.models import build_model
+        from nnperf.workload.models import build_model
     except ImportError:  # before the models module exists: torchvision's ResNet-18
         import torchvision
 

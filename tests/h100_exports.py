@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from nnperf import kernels, ncu
+from nnperf.ncu import kernels
+from nnperf.ncu import metrics as ncu
 
 H100_DIR = Path(__file__).parent / "data" / "ncu" / "h100"
 H100_RUN_CLOCK_HZ = 1.98e9  # NVML SM clock of every timed run on that machine

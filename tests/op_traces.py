@@ -3,7 +3,7 @@ the tables' numbers can be computed by hand (they are, in the tests' comments).
 
 The events have the fields and categories Kineto writes (`cpu_op`, `user_annotation`,
 `cuda_runtime`, `kernel`, `[memory]` instant events; `External id`, `correlation`,
-`Sequence number`, `Input Dims`), and the ranges `nnperf.opprofile` opens.
+`Sequence number`, `Input Dims`), and the ranges `nnperf.torchprof.profile` opens.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Results folders as the pipeline writes them, for the report tests.
 
 The report reads what the timing, roofline, ceilings and complexity stages write, where
-`nnperf.layout` puts them. These builders write those files with hand-picked numbers, so the
+`nnperf.core.layout` puts them. These builders write those files with hand-picked numbers, so the
 tests can compute every number the report prints by hand: summary.csv (one row per
 configuration), runs.csv (one row per worker process) and windows.csv (one row per timed
-window) in the shapes nnperf.aggregate writes, one run JSON per configuration (kind
-"timed_run", with its processes, windows and an `environment` record as nnperf.envinfo
-records it), roofline_points.csv (nnperf.roofline.POINT_COLUMNS), kernels.csv
-(nnperf.kernels.KERNEL_COLUMNS), the ceilings JSON (nnperf.ceilings) and the complexity JSON
-(nnperf.complexity), each JSON with the start and end of its job.
+window) in the shapes nnperf.report.aggregate writes, one run JSON per configuration (kind
+"timed_run", with its processes, windows and an `environment` record as nnperf.core.environment
+records it), roofline_points.csv (nnperf.roofline.points.POINT_COLUMNS), kernels.csv
+(nnperf.ncu.kernels.KERNEL_COLUMNS), the ceilings JSON (nnperf.roofline.ceilings) and the
+complexity JSON (nnperf.workload.complexity), each JSON with the start and end of its job.
 
 How a measured configuration is built (defaults: 3 processes x 4 windows of 2 s):
 process k's throughput is mean + between_rsd x mean x (k - 1) (-1, 0, +1 for three), its
@@ -34,8 +34,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nnperf import files, layout, roofline  # noqa: E402
-from nnperf.vocab import DEFAULT_TARGET_CI, PHASES, WINDOW_CSV_COLUMNS  # noqa: E402
+from nnperf.core import files, layout  # noqa: E402
+from nnperf.core.vocab import DEFAULT_TARGET_CI, PHASES, WINDOW_CSV_COLUMNS  # noqa: E402
+from nnperf.roofline import points as roofline  # noqa: E402
 
 # Where a folder's timeline starts (2023-11-14 22:13:20 UTC) and how far apart its jobs are.
 START_UNIX = 1_700_000_000.0
@@ -86,7 +87,7 @@ class Config:
     # Relative standard deviations of the process means and of the windows within one.
     between_rsd: float = 0.01
     within_rsd: float = 0.005
-    # None: the device's default (nnperf.vocab.DEFAULT_TARGET_CI).
+    # None: the device's default (nnperf.core.vocab.DEFAULT_TARGET_CI).
     target_ci: float | None = None
     stop_reason: str | None = None
     fixed_cost_s: float = 2.0
@@ -169,7 +170,7 @@ def job_start(start_unix: float, index: int) -> float:
 
 
 def environment(device: str, device_name: str, hostname: str, **extra) -> dict:
-    """An environment record with the fields nnperf.envinfo.collect_environment writes."""
+    """An environment record with the fields nnperf.core.environment.collect_environment writes."""
     record = {
         "device": device,
         "device_name": device_name,
@@ -239,7 +240,7 @@ def _dominant(c: Config) -> str:
 def summary_rows(
     configs: list[Config], cv_threshold: float = 0.05, start_unix: float = START_UNIX
 ) -> pd.DataFrame:
-    """summary.csv: one row per configuration, columns as nnperf.aggregate writes them."""
+    """summary.csv: one row per configuration, columns as nnperf.report.aggregate writes them."""
     rows = []
     for index, c in enumerate(configs):
         job = job_start(start_unix, index)
@@ -360,7 +361,7 @@ FLAG_REASON = "other processes used 1.3 of 2 cores"
 
 
 def window_records(c: Config, job_started: float) -> list[dict]:
-    """Every timed window of `c` (nnperf.vocab.WINDOW_CSV_COLUMNS)."""
+    """Every timed window of `c` (nnperf.core.vocab.WINDOW_CSV_COLUMNS)."""
     if not c.ok:
         return []
     records = []
@@ -725,7 +726,7 @@ def write_machine(
     if kernels is not None:
         files.write_csv(inside(root, "table", name="kernels"), kernels)
     if environment_csv:
-        from nnperf import machines
+        from nnperf.report import machines
 
         docs = [files.read_json(p) for p in sorted((root / "runs").rglob("*.json"))]
         files.write_csv(inside(root, "table", name="environment"), machines.environment_frame(docs))

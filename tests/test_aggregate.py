@@ -1,7 +1,7 @@
 """Aggregation of run documents: runs.csv (per process), windows.csv, summary.csv, speedups,
 the overlap check.
 
-The run documents are built here in the format nnperf.runner writes (kind `timed_run`, one
+The run documents are built here in the format nnperf.engine.runner writes (kind `timed_run`, one
 per configuration, with its `processes` and `windows`); their numbers are chosen so every
 expected table value can be worked out by hand from the builder's arguments.
 """
@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nnperf import aggregate
-from nnperf.contract import TablesRequest
-from nnperf.errors import NnperfError
-from nnperf.files import write_json
-from nnperf.vocab import CONFIG_KEYS, PHASES, WINDOW_CSV_COLUMNS
+from nnperf.core.contract import TablesRequest
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_json
+from nnperf.core.vocab import CONFIG_KEYS, PHASES, WINDOW_CSV_COLUMNS
+from nnperf.report import aggregate
 
 T0 = 1_700_000_000.0
 HOST = "node1"

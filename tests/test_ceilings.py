@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nnperf import ceilings
-from nnperf.ceilings import GIB, KIB, MIB
-from nnperf.contract import CeilingsRequest, CeilingsSettings, from_dict
-from nnperf.errors import NnperfError
-from nnperf.files import read_json, write_json
-from nnperf.plots import ceilings as ceilings_plots
+from nnperf.core.contract import CeilingsRequest, CeilingsSettings, from_dict
+from nnperf.core.cpuinfo import parse_cpuinfo
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import read_json, write_json
+from nnperf.report.plots import ceilings as ceilings_plots
+from nnperf.roofline import ceilings
+from nnperf.roofline.ceilings import GIB, KIB, MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAKS_YAML = ROOT / "config" / "peaks.yaml"
@@ -268,7 +269,7 @@ EMULATED_BF16 = {"gemm_flop_s": {"fp32": 69e9, "bf16": 0.84e9}, "memory_bandwidt
     ],
 )
 def test_the_ceilings_note_says_why_a_cpu_has_no_derived_bf16_roof(flags, bf16_roof):
-    cpuinfo = ceilings.peaks_mod.parse_cpuinfo(CPUINFO.replace("FLAGS", flags))
+    cpuinfo = parse_cpuinfo(CPUINFO.replace("FLAGS", flags))
     sheet = ceilings.peaks_mod.derived_cpu_peak(cpuinfo, 2, 2.45e9, "/proc/cpuinfo 'cpu MHz'")
     ratio = ceilings.ratios(EMULATED_BF16, sheet)
     note = ceilings.notes_for("cpu", "AMD EPYC", sheet, ratio, "p.yaml", {})
@@ -437,7 +438,7 @@ def test_document_has_the_contract_keys(cpu_doc):
     assert set(sheet) >= {"key", "name", "flop_s", "memory_bandwidth_bytes_s", "source"}
     # This CPU's own flags decide its derived bf16 roof: a number with bf16 arithmetic,
     # else null with the reason in the entry and the note.
-    flags = set(ceilings.peaks_mod.parse_cpuinfo(Path("/proc/cpuinfo").read_text())["flags"])
+    flags = set(parse_cpuinfo(Path("/proc/cpuinfo").read_text())["flags"])
     if sheet["clock_hz"] and not flags & {"amx_bf16", "avx512_bf16", "avx_ne_convert", "bf16"}:
         assert sheet["flop_s"]["bf16"] is None and sheet["flop_s"]["fp32"] > 0
         assert "Derived bf16 peak is null: no native bf16 arithmetic" in cpu_doc["note"]
@@ -604,7 +605,7 @@ def test_missing_peaks_file_is_one_line_and_writes_nothing(tmp_path):
 
 def test_nvidia_smi_clocks_in_hz(monkeypatch):
     """Clocks come from the environment record's nvidia-smi query (MHz there, Hz here)."""
-    from nnperf import envinfo
+    from nnperf.core import environment as envinfo
 
     row = dict.fromkeys(envinfo.NVIDIA_SMI_FIELDS)
     row.update(

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from nnperf import checkpoints, convergence
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.training import checkpoints
+from nnperf.training import to_accuracy as convergence
 
 from test_convergence import request, restore_threads, synthetic, toy_cnn  # noqa: F401
 

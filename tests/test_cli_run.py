@@ -11,10 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nnperf import data
 from nnperf.cli import build_parser, main
 from nnperf.commands.run import request_from
-from nnperf.contract import (
+from nnperf.core.contract import (
     DatasetRequest,
     DatasetSettings,
     ProfileStepRequest,
@@ -25,9 +24,10 @@ from nnperf.contract import (
     VariantSettings,
     write_request,
 )
-from nnperf.devices import detect_best_device
-from nnperf.files import read_json
-from nnperf.vocab import STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.core.devices import detect_best_device
+from nnperf.core.files import read_json
+from nnperf.core.vocab import STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.workload import datasets as data
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "resnet18_cifar"

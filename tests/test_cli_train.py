@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from nnperf import data
 from nnperf.cli import main
-from nnperf.contract import DatasetRequest, DatasetSettings, SyntheticData
+from nnperf.core.contract import DatasetRequest, DatasetSettings, SyntheticData
+from nnperf.workload import datasets as data
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,8 @@ import pandas as pd
 import pytest
 
 from h100_exports import EXPORTS
-from nnperf import data, kernels, ncu, profiling
 from nnperf.cli import build_parser, main
-from nnperf.contract import (
+from nnperf.core.contract import (
     DatasetRequest,
     DatasetSettings,
     NcuSettings,
@@ -32,7 +31,11 @@ from nnperf.contract import (
     TrainingSettings,
     write_request,
 )
-from nnperf.files import read_json, write_json
+from nnperf.core.files import read_json, write_json
+from nnperf.ncu import kernels
+from nnperf.ncu import command as profiling
+from nnperf.ncu import metrics as ncu
+from nnperf.workload import datasets as data
 
 DATA = Path(__file__).parent / "data" / "ncu"
 REAL = EXPORTS["bf16_bs256_tuned"]

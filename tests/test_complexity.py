@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from nnperf import complexity, files, models, vocab
-from nnperf.complexity import complexity_document
-from nnperf.contract import ComplexityRequest, TrainingSettings, from_dict
-from nnperf.errors import NnperfError
+from nnperf.core import files, vocab
+from nnperf.core.contract import ComplexityRequest, TrainingSettings, from_dict
+from nnperf.core.errors import NnperfError
+from nnperf.workload import complexity, models
+from nnperf.workload.complexity import complexity_document
 
 CONTRACT_KEYS = {
     "model",

@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from nnperf import config as study_config
-from nnperf.errors import NnperfError
+from nnperf.core import config as study_config
+from nnperf.core.errors import NnperfError
 
 from conftest import REPO
 
@@ -64,7 +64,7 @@ def test_default_config_is_valid(default_config, schema):
 
 
 def test_schema_model_enum_matches_the_registry(schema):
-    from nnperf import models
+    from nnperf.workload import models
 
     assert sorted(schema["properties"]["models"]["items"]["enum"]) == sorted(models.MODEL_NAMES)
 

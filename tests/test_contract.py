@@ -11,10 +11,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nnperf import codehash, contract, layout, vocab
-from nnperf import config as study_config
-from nnperf.errors import NnperfError
-from nnperf.jobs import logged_job
+from nnperf.core import codehash, contract, layout, vocab
+from nnperf.core import config as study_config
+from nnperf.core.errors import NnperfError
+from nnperf.core.jobs import logged_job
 
 from conftest import REPO
 
@@ -225,9 +225,17 @@ def test_every_file_that_depends_on_the_data_names_its_dataset():
 
 
 def test_engine_hash_covers_what_the_engine_imports_and_nothing_else(tmp_path, monkeypatch):
-    engine = codehash.closure("nnperf.runner")
-    assert {"nnperf.timing", "nnperf.train", "nnperf.contract", "nnperf.vocab"} <= set(engine)
-    assert not any(name.startswith("nnperf.plots") or name == "nnperf.report" for name in engine)
+    engine = codehash.closure("nnperf.engine.runner")
+    assert {
+        "nnperf.engine.timing",
+        "nnperf.engine.step",
+        "nnperf.core.contract",
+        "nnperf.core.vocab",
+    } <= set(engine)
+    assert not any(
+        name.startswith("nnperf.report.plots") or name == "nnperf.report.document"
+        for name in engine
+    )
     # A copy of the package: editing a module the engine imports changes the hash.
     package = tmp_path / "nnperf"
     import shutil
@@ -235,11 +243,13 @@ def test_engine_hash_covers_what_the_engine_imports_and_nothing_else(tmp_path, m
     shutil.copytree(codehash.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(codehash, "PACKAGE_DIR", package)
     codehash.closure.cache_clear()
-    before = codehash.code_hash("nnperf.runner")
-    (package / "report.py").write_text((package / "report.py").read_text() + "\n# edited\n")
-    assert codehash.code_hash("nnperf.runner") == before
-    (package / "timing.py").write_text((package / "timing.py").read_text() + "\n# edited\n")
-    assert codehash.code_hash("nnperf.runner") != before
+    before = codehash.code_hash("nnperf.engine.runner")
+    report = package / "report" / "document.py"
+    report.write_text(report.read_text() + "\n# edited\n")
+    assert codehash.code_hash("nnperf.engine.runner") == before
+    timing = package / "engine" / "timing.py"
+    timing.write_text(timing.read_text() + "\n# edited\n")
+    assert codehash.code_hash("nnperf.engine.runner") != before
     codehash.closure.cache_clear()
 
 

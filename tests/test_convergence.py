@@ -23,9 +23,8 @@ import pandas as pd
 import pytest
 import torch
 
-from nnperf import checkpoints, convergence, contract, vocab
-from nnperf import data as data_mod
-from nnperf.contract import (
+from nnperf.core import contract, vocab
+from nnperf.core.contract import (
     ConvergenceSettings,
     DatasetRequest,
     DatasetSettings,
@@ -33,7 +32,10 @@ from nnperf.contract import (
     TrainingRunRequest,
     VariantSettings,
 )
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.training import checkpoints
+from nnperf.training import to_accuracy as convergence
+from nnperf.workload import datasets as data_mod
 
 # One thread: the machine is shared, and a fixed thread count keeps CPU float sums in the
 # same order from process to process (the kill -9 test compares across processes).
@@ -453,7 +455,7 @@ KILLED_SCRIPT = """
 import sys, time
 sys.path[:0] = [{src!r}, {tests!r}]
 import test_convergence as t
-from nnperf import convergence
+from nnperf.training import to_accuracy as convergence
 
 def on_epoch(row):
     print("EPOCH", row["epoch"], flush=True)

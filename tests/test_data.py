@@ -1,4 +1,5 @@
-"""nnperf.data: fetching, verifying and reading CIFAR-format datasets, and the synthetic set.
+"""nnperf.workload.datasets: fetching, verifying and reading CIFAR-format datasets, and the
+synthetic set.
 
 No network here, so the tests build tiny archives in the genuine CIFAR python format (a
 tar.gz holding `cifar-10-batches-py/` or `cifar-100-python/` with Python-2-style pickles,
@@ -23,10 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from nnperf import data, vocab
-from nnperf.contract import DatasetRequest, DatasetSettings, SyntheticData, from_dict
-from nnperf.errors import NnperfError
-from nnperf.files import read_json
+from nnperf.core import vocab
+from nnperf.core.contract import DatasetRequest, DatasetSettings, SyntheticData, from_dict
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import read_json
+from nnperf.workload import datasets as data
 
 CIFAR10_LABEL_NAMES = [
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",

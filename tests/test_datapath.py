@@ -7,9 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nnperf.datapath import DataLoaderFeeder, DeviceResidentFeeder, InputPreparer, random_crop_flip
-from nnperf.errors import NnperfError
-from nnperf.variant import parse_variant_settings
+from nnperf.core.errors import NnperfError
+from nnperf.core.variant import parse_variant_settings
+from nnperf.engine.feeders import (
+    DataLoaderFeeder,
+    DeviceResidentFeeder,
+    InputPreparer,
+    random_crop_flip,
+)
 
 CPU = torch.device("cpu")
 

@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY_CONFIG, run_snakemake, snakemake_env
 
-from nnperf import devices, ncu, preflight, profiling, study
-from nnperf.errors import NnperfError
-from nnperf.preflight import (
+from nnperf.core import devices
+from nnperf.core.errors import NnperfError
+from nnperf.ncu import command as profiling
+from nnperf.ncu import metrics as ncu
+from nnperf.study import preflight
+from nnperf.study import loading as study
+from nnperf.study.preflight import (
     FAILED,
     MISSING,
     NCU_IF_FOUND,
@@ -462,7 +466,7 @@ def test_nvidia_smi_facts_from_a_fake_nvidia_smi(tmp_path, monkeypatch):
 
 
 def test_the_preflight_module_does_not_import_torch():
-    code = "import sys, nnperf.preflight, nnperf.study; print('torch' in sys.modules)"
+    code = "import sys, nnperf.study.preflight, nnperf.study.loading; print('torch' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

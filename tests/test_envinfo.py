@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import subprocess
 
-from nnperf.envinfo import (
+from nnperf.core.environment import (
     collect_environment,
     cpu_record,
     git_commit,
     parse_cpuinfo,
     parse_nvidia_smi_csv,
 )
-from nnperf.variant import parse_variant_settings
+from nnperf.core.variant import parse_variant_settings
 
 # Shape of `nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS> --format=csv,noheader,nounits` on an
 # H100 node (fields in the order of NVIDIA_SMI_FIELDS; ", " separated, "[N/A]" when missing).

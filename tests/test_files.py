@@ -9,8 +9,8 @@ import stat
 import pandas as pd
 import pytest
 
-from nnperf import files
-from nnperf.errors import NnperfError
+from nnperf.core import files
+from nnperf.core.errors import NnperfError
 
 
 def test_json_round_trip_with_schema_version_and_no_nan(tmp_path):

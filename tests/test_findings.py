@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from h100_exports import EXPORTS
-from nnperf import findings, roofline
+from nnperf.report import findings
+from nnperf.roofline import points as roofline
 from report_tables import (
     LAPTOP,
     LAPTOP_TARGET_CI,
@@ -490,7 +491,7 @@ def test_union_lies_between_the_longest_job_and_the_sum(jobs):
 
 
 def laptop_jobs() -> pd.DataFrame:
-    """The laptop folder's jobs as nnperf.results reads them from its JSONs."""
+    """The laptop folder's jobs as nnperf.report.results reads them from its JSONs."""
     rows = [
         ("complexity", START_UNIX - 60, START_UNIX - 55),
         ("ceilings", START_UNIX - 50, START_UNIX + 10),
@@ -732,7 +733,7 @@ def test_a_profile_whose_calibration_contradicts_its_roof_or_counters_is_noted()
 def test_no_ci_is_printed_from_fewer_than_two_samples(
     low, high, windows, processes, method, expected
 ):
-    from nnperf.report_format import throughput_text
+    from nnperf.report.format import throughput_text
 
     text = throughput_text(
         8379.0, low, high, n_windows=windows, n_processes=processes, method=method

@@ -1,4 +1,4 @@
-"""What a failed job leaves for the person at the terminal (nnperf.jobs)."""
+"""What a failed job leaves for the person at the terminal (nnperf.core.jobs)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from nnperf.errors import NnperfError
-from nnperf.jobs import failure_causes, logged_job
+from nnperf.core.errors import NnperfError
+from nnperf.core.jobs import failure_causes, logged_job
 
 
 def test_a_failed_job_s_cause_is_read_back_from_its_log(tmp_path):

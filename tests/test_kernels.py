@@ -1,4 +1,4 @@
-"""Tests for nnperf.kernels: the kernel-name classifier and the kernels table."""
+"""Tests for nnperf.ncu.kernels: the kernel-name classifier and the kernels table."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from h100_exports import EXPORTS
-from nnperf import kernels, ncu
-from nnperf.contract import ProfileStepRequest, RunRequest, write_request
-from nnperf.errors import NnperfError
-from nnperf.files import write_json
+from nnperf.core.contract import ProfileStepRequest, RunRequest, write_request
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_json
+from nnperf.ncu import kernels
+from nnperf.ncu import metrics as ncu
 
 DATA = Path(__file__).parent / "data" / "ncu"
 

@@ -2,8 +2,8 @@
 
 The results folders are written the way the pipeline writes them: one run document per
 configuration (`test_aggregate.run_document`, the runner's format) under the layout's path,
-then runs.csv, windows.csv and summary.csv from `nnperf.aggregate.write_tables` and
-environment.csv from `nnperf.machines.write_environment_table`.
+then runs.csv, windows.csv and summary.csv from `nnperf.report.aggregate.write_tables` and
+environment.csv from `nnperf.report.machines.write_environment_table`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
 
-from nnperf import aggregate, files, layout, machines, results
-from nnperf.contract import TablesRequest
-from nnperf.errors import NnperfError
-from nnperf.plots import machines as plot_machines
+from nnperf.core import files, layout
+from nnperf.core.contract import TablesRequest
+from nnperf.core.errors import NnperfError
+from nnperf.report import aggregate, machines, results
+from nnperf.report.plots import machines as plot_machines
 from test_aggregate import run_document as timed_run_document
 
 LAPTOP = ("cpu", "Intel(R) Core(TM) i7-1185G7", "laptop")
@@ -30,7 +31,7 @@ DATASET = "synthetic"
 
 
 def environment(device: str, device_name: str, hostname: str, **extra) -> dict:
-    """An environment record with the fields nnperf.envinfo.collect_environment writes."""
+    """An environment record with the fields nnperf.core.environment.collect_environment writes."""
     cuda = device == "cuda"
     record = {
         "device": device,
@@ -170,7 +171,7 @@ def test_environment_frame_flattens_the_record_and_labels_the_machine():
 
 def _machine_rows(documents, tmp_path=None) -> pd.DataFrame:
     """The report's machine table (fields as rows) for run documents; through
-    environment.csv and back (read as text, as nnperf.results reads it) when `tmp_path`."""
+    environment.csv and back (read as text, as nnperf.report.results reads it) when `tmp_path`."""
     frame = machines.environment_frame(documents)
     if tmp_path is not None:
         files.write_csv(tmp_path / "environment.csv", frame)
@@ -310,7 +311,7 @@ def test_environment_table_has_one_row_per_configuration_in_the_shared_order(tmp
     assert len(frame) == len(GPU_CONFIGS)
     assert set(frame["machine"]) == {H100}
     assert frame["status"].tolist() == ["ok", "ok", "over_budget"]
-    # fp32 before bf16 (nnperf.vocab), not alphabetically.
+    # fp32 before bf16 (nnperf.core.vocab), not alphabetically.
     assert list(dict.fromkeys(frame["precision"])) == ["fp32", "bf16"]
     settings = machines.settings_table(frame)
     assert settings[["variant", "precision"]].values.tolist() == [
@@ -330,7 +331,7 @@ def test_unreadable_table_names_the_file(tmp_path):
     path = tmp_path / "summary.csv"
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(NnperfError, match="summary.csv: not a readable CSV table"):
-        results.read_table(path)
+        files.read_table(path)
 
 
 def _rounded(values) -> list[float]:

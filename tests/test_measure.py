@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from nnperf import measure
-from nnperf.contract import TimingSettings
-from nnperf.errors import NnperfError
-from nnperf.measure import WindowSample
+from nnperf.core.contract import TimingSettings
+from nnperf.core.errors import NnperfError
+from nnperf.engine import stopping as measure
+from nnperf.engine.stopping import WindowSample
 
 IMAGES = 1000
 

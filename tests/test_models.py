@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from nnperf import models
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.workload import models
 
 REQUIRED = {
     "resnet18",

@@ -1,4 +1,5 @@
-"""Tests for nnperf.ncu: metric sets, command lines, units, the raw-page parser, formulas."""
+"""Tests for nnperf.ncu.metrics: metric sets, command lines, units, the raw-page parser,
+formulas."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from hypothesis import strategies as st
 
 from h100_exports import EXPORTS, Export
 from ncu_writer import START_END, export_text, format_value, start_end_cell
-from nnperf import kernels, ncu
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.ncu import kernels
+from nnperf.ncu import metrics as ncu
 
 DATA = Path(__file__).parent / "data" / "ncu"
 A100 = DATA / "a100_fp32_resnet18.csv"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from nnperf import operator_findings, operators, step_memory
+from nnperf.report import operator_findings
+from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import memory as step_memory
 from op_traces import cpu_trace, cuda_trace
 
 KEYS = {"model": "resnet18_cifar", "batch_size": 256, "variant": "baseline", "dataset": "synthetic"}

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nnperf import operators
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.torchprof import analysis as operators
 from op_traces import cpu_trace, cuda_trace
 
 US = 1e-6

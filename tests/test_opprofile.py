@@ -17,8 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
-from nnperf import data, models, operators, opprofile, runner, step_memory
-from nnperf.contract import (
+from nnperf.core.contract import (
     DatasetRequest,
     DatasetSettings,
     OperatorProfileRequest,
@@ -26,8 +25,14 @@ from nnperf.contract import (
     RunRequest,
     SyntheticData,
 )
-from nnperf.errors import NnperfError
-from nnperf.variant import parse_variant_settings
+from nnperf.core.errors import NnperfError
+from nnperf.core.variant import parse_variant_settings
+from nnperf.engine import runner
+from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import memory as step_memory
+from nnperf.torchprof import profile as opprofile
+from nnperf.workload import models
+from nnperf.workload import datasets as data
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 OUTPUTS = ("out_json", "out_trace", "out_operators", "out_layers", "out_steps", "out_memory")
@@ -389,8 +394,8 @@ OOM_SCRIPT = """
 import json, resource, sys
 sys.path.insert(0, {tests!r})
 from tiny_training import tiny_data, tiny_model, tiny_request
-from nnperf.contract import OperatorProfileRequest, OperatorProfileSettings
-from nnperf.opprofile import perform_operator_profile
+from nnperf.core.contract import OperatorProfileRequest, OperatorProfileSettings
+from nnperf.torchprof.profile import perform_operator_profile
 with open("/proc/self/status") as status:
     vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
 resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + 512 * 2**20, resource.RLIM_INFINITY))
@@ -429,7 +434,7 @@ def test_profiled_steps_stop_at_the_deadline():
     for the device inside its range) and no other runs."""
     import time
 
-    from nnperf.runner import build
+    from nnperf.engine.build import build
 
     training = build(tiny_request(), tiny_model, tiny_data(), 0)
     training.step()
@@ -449,7 +454,7 @@ def read_trace_bytes(raw: bytes) -> dict:
 
 
 def test_the_request_round_trips_and_bad_settings_are_one_line(tmp_path):
-    from nnperf import contract
+    from nnperf.core import contract
 
     request = OperatorProfileRequest(
         run=tiny_request("bf16", batch_size=16),

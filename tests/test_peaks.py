@@ -9,8 +9,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nnperf import peaks
-from nnperf.errors import NnperfError
+from nnperf.core.cpuinfo import parse_cpuinfo, physical_cores_of
+from nnperf.core.errors import NnperfError
+from nnperf.roofline import peaks
 
 PEAKS_YAML = Path(__file__).resolve().parents[1] / "config" / "peaks.yaml"
 
@@ -196,18 +197,18 @@ def test_real_file_round_trips_through_yaml():
 
 
 def test_parse_cpuinfo_counts_physical_cores_not_smt_threads():
-    info = peaks.parse_cpuinfo(CPUINFO_SMT)
+    info = parse_cpuinfo(CPUINFO_SMT)
     assert info["model_name"] == "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz"
     assert info["vendor"] == "GenuineIntel" and info["family"] == 6
     assert info["logical_cpus"] == 4 and info["physical_cores"] == 2
     assert info["cpu_mhz"] == pytest.approx(2103.0)
     assert {"avx512f", "fma", "avx2"} <= set(info["flags"])
-    assert peaks.physical_cores_of(CPUINFO_SMT, {0, 2}) == 1  # SMT siblings of core 0
-    assert peaks.physical_cores_of(CPUINFO_SMT, {0, 1}) == 2
+    assert physical_cores_of(CPUINFO_SMT, {0, 2}) == 1  # SMT siblings of core 0
+    assert physical_cores_of(CPUINFO_SMT, {0, 1}) == 2
 
 
 def test_parse_cpuinfo_arm_without_core_ids():
-    info = peaks.parse_cpuinfo(CPUINFO_ARM)
+    info = parse_cpuinfo(CPUINFO_ARM)
     assert info["physical_cores"] == 8 and "asimd" in info["flags"] and info["cpu_mhz"] is None
     assert peaks.cpu_flop_per_cycle(info["flags"])["fp32"] == 4 * 2 * 2
 
@@ -245,7 +246,7 @@ def test_cpu_without_vector_flags_has_no_derived_peak():
 
 
 def test_derived_cpu_peak_by_hand():
-    info = peaks.parse_cpuinfo(CPUINFO_SMT)
+    info = parse_cpuinfo(CPUINFO_SMT)
     entry = peaks.derived_cpu_peak(info, cores=2, clock_hz=2.1e9, clock_source="test", fma_units=2)
     # 2 cores x 2.1e9 Hz x (16 lanes x 2 FMA x 2 FLOP) = 268.8 GFLOP/s.
     assert entry["flop_s"]["fp32"] == pytest.approx(268.8e9)
@@ -279,7 +280,7 @@ NO_BF16 = (
     ],
 )
 def test_derived_bf16_peak_only_with_bf16_arithmetic_in_the_flags(flags, bf16_per_cycle):
-    info = peaks.parse_cpuinfo(_with_flags(CPUINFO_SMT, flags))
+    info = parse_cpuinfo(_with_flags(CPUINFO_SMT, flags))
     assert info["flags"] == sorted(flags.split())
     entry = peaks.derived_cpu_peak(info, cores=2, clock_hz=2.1e9, clock_source="test")
     if bf16_per_cycle is None:
@@ -295,13 +296,13 @@ def test_derived_bf16_peak_only_with_bf16_arithmetic_in_the_flags(flags, bf16_pe
 
 
 def test_arm_without_bf16_names_the_arm_flag():
-    info = peaks.parse_cpuinfo(CPUINFO_ARM)
+    info = parse_cpuinfo(CPUINFO_ARM)
     entry = peaks.derived_cpu_peak(info, cores=8, clock_hz=3.0e9, clock_source="test")
     assert entry["flop_s"]["fp32"] == pytest.approx(8 * 3.0e9 * 16)
     assert entry["flop_s_null_reasons"] == {
         "bf16": "no native bf16 arithmetic (flags lack bf16): bf16 runs emulated, no derived peak"
     }
-    with_bf16 = peaks.parse_cpuinfo(
+    with_bf16 = parse_cpuinfo(
         CPUINFO_ARM.replace("Features\t: fp asimd", "Features\t: fp asimd bf16")
     )
     entry = peaks.derived_cpu_peak(with_bf16, cores=8, clock_hz=3.0e9, clock_source="test")
@@ -309,7 +310,7 @@ def test_arm_without_bf16_names_the_arm_flag():
 
 
 def test_derived_cpu_peak_without_clock_is_null():
-    entry = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_SMT), 2, None, "unreadable")
+    entry = peaks.derived_cpu_peak(parse_cpuinfo(CPUINFO_SMT), 2, None, "unreadable")
     assert entry["flop_s"] == {"fp32": None, "bf16": None}
     assert entry["flop_s_null_reasons"]["fp32"] == "the CPU clock could not be read (unreadable)"
 

@@ -13,10 +13,13 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake_env
-from nnperf import cli, layout, plan, rehearsal, selection
-from nnperf import config as study_config
-from nnperf.study import load_study
-from nnperf.errors import NnperfError
+from nnperf import cli
+from nnperf.core import layout
+from nnperf.core import config as study_config
+from nnperf.core.errors import NnperfError
+from nnperf.engine import rehearsal
+from nnperf.study import plan, selection
+from nnperf.study.loading import load_study
 
 GPU_STUDY = str(REPO / "config" / "gpu.yaml")
 TOTAL_LINE = re.compile(r"^total\s+(\d+)\s+(\d+\.\d) min$")
@@ -335,7 +338,7 @@ def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(e
         "variant": "compiled",
     }
     recipe = study.typed.recipes["default"]
-    from nnperf import contract
+    from nnperf.core import contract
 
     write_json(
         earlier_study.parent / layout.path("training_run", recipe="default", **keys),

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from nnperf.errors import NnperfError
-from nnperf.files import write_json
-from nnperf.plots import ceilings as plots
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_json
+from nnperf.report.plots import ceilings as plots
 
 KIB, MIB = 1024, 1024**2
 

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from nnperf import operators, step_memory
-from nnperf.errors import NnperfError
-from nnperf.files import write_csv
-from nnperf.plots import operators as plots
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_csv
+from nnperf.report.plots import operators as plots
+from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import memory as step_memory
 from op_traces import cpu_trace, cuda_trace
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

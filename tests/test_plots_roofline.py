@@ -1,4 +1,5 @@
-"""Tests for nnperf.plots.roofline: the figures' axes, roofs, styles, legends and point labels."""
+"""Tests for nnperf.report.plots.roofline: the figures' axes, roofs, styles, legends and point
+labels."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ import pandas as pd
 import pytest
 from matplotlib.text import Text
 
-from nnperf import files, kernels, ncu, peaks, roofline
-from nnperf.contract import FigureRequest
-from nnperf.plots import roofline as plots
+from nnperf.core import files
+from nnperf.core.contract import FigureRequest
+from nnperf.core.cpuinfo import parse_cpuinfo
+from nnperf.ncu import kernels
+from nnperf.ncu import metrics as ncu
+from nnperf.report.plots import roofline as plots
+from nnperf.roofline import peaks
+from nnperf.roofline import points as roofline
 
 from h100_exports import EXPORTS
 from ncu_writer import H100_CONFIG
@@ -330,7 +336,7 @@ def test_step_points_of_the_hierarchical_roofline_are_labelled_apart(h100):
 
 
 def test_a_null_derived_bf16_roof_is_left_out_and_explained():
-    sheet = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
+    sheet = peaks.derived_cpu_peak(parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
     assert sheet["flop_s"]["bf16"] is None
     ceilings = {
         "measured": {

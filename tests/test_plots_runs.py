@@ -1,6 +1,6 @@
 """Figures of the timed runs, inspected as matplotlib Figures and as the files `draw` writes.
 
-The tables come from `nnperf.aggregate` applied to run documents in the runner's format
+The tables come from `nnperf.report.aggregate` applied to run documents in the runner's format
 (`test_aggregate.study`: measured, single-process, over-budget and out-of-memory
 configurations of one model), so the figures are tested on what the pipeline really writes.
 """
@@ -13,12 +13,13 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PathCollection
 
-from nnperf import aggregate, layout
-from nnperf.contract import FigureRequest
-from nnperf.errors import NnperfError
-from nnperf.files import write_csv
-from nnperf.plots import runs as plots
-from nnperf.vocab import PHASES
+from nnperf.core import layout
+from nnperf.core.contract import FigureRequest
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_csv
+from nnperf.core.vocab import PHASES
+from nnperf.report import aggregate
+from nnperf.report.plots import runs as plots
 from test_aggregate import run_document, study
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

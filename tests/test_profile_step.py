@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nnperf import ncu, profile_step
-from nnperf.contract import ProfileStepRequest
-from nnperf.profile_step import perform_profile_step
+from nnperf.core.contract import ProfileStepRequest
+from nnperf.ncu import metrics as ncu
+from nnperf.ncu import profiled_step as profile_step
+from nnperf.ncu.profiled_step import perform_profile_step
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY_CONFIG, run_snakemake, snakemake_command, snakemake_env
 
-from nnperf import layout, warmserver
+from nnperf.core import layout
+from nnperf.engine import warmserver
 
 pytestmark = pytest.mark.workflow
 

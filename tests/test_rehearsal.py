@@ -1,8 +1,8 @@
 """The GPU study rehearsed: recorded H100 timings replayed through the real engine.
 
 Every configuration of `config/gpu.yaml` is measured by the real runner, stopping rule and
-budget code (`nnperf.runner.perform_run`), with workers that replay what nnperf's own
-processes took on an H100 80GB (`nnperf/timings/h100.json`, from shared/h100/runs) on a
+budget code (`nnperf.engine.runner.perform_run`), with workers that replay what nnperf's own
+processes took on an H100 80GB (`nnperf/engine/recordings/h100.json`, from shared/h100/runs) on a
 fake clock. What went wrong there before (a tuned configuration killed in its cuDNN
 autotuning, a 5.7 s warm-up step passed on as the step time) must not happen here.
 """
@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from nnperf import measure, rehearsal, study
-from nnperf.contract import RunRequest, TimingSettings, TrainingSettings, VariantSettings
-from nnperf.runner import expected_step_time
+from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings, VariantSettings
+from nnperf.engine import rehearsal
+from nnperf.engine import stopping as measure
+from nnperf.engine.runner import expected_step_time
+from nnperf.study import loading as study
 
 GPU_STUDY = REPO / "config" / "gpu.yaml"
 SHARED_RUNS = REPO.parent / "shared" / "h100" / "runs"

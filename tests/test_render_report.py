@@ -16,11 +16,15 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from nnperf import files, peaks, report, results
 from nnperf.cli import main
-from nnperf.codehash import closure
-from nnperf.contract import ReportRequest
-from nnperf.errors import NnperfError
+from nnperf.core import files
+from nnperf.core.codehash import closure
+from nnperf.core.contract import ReportRequest
+from nnperf.core.cpuinfo import parse_cpuinfo
+from nnperf.core.errors import NnperfError
+from nnperf.report import results
+from nnperf.report import document as report
+from nnperf.roofline import peaks
 from report_tables import (
     CPUINFO_NO_BF16,
     GPU_START_UNIX,
@@ -507,7 +511,7 @@ def test_a_cpu_only_study_reports_the_torch_build_and_no_bf16_roof_it_lacks(tmp_
     monkeypatch.chdir(tmp_path)
     configs = laptop_configs()
     bf16 = next(c for c in configs if c.precision == "bf16")
-    sheet = peaks.derived_cpu_peak(peaks.parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
+    sheet = peaks.derived_cpu_peak(parse_cpuinfo(CPUINFO_NO_BF16), 2, 2.45e9, "test")
     ceilings = ceilings_document(
         "cpu",
         LAPTOP[1],
@@ -588,7 +592,7 @@ def test_report_rules_run_without_torch(name):
     """These rules use envs/nnperf-report.yaml, which has no torch: importing every nnperf
     module their script reaches must not import it."""
     modules = closure(*sorted(_script_modules(REPO / "workflow/scripts" / f"{name}.py")))
-    assert {"nnperf.jobs", "nnperf.errors"} <= set(modules)  # the closure was found
+    assert {"nnperf.core.jobs", "nnperf.core.errors"} <= set(modules)  # the closure was found
     code = (
         "import importlib, sys\n"
         f"for module in {list(modules)!r}:\n"

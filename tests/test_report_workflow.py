@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from conftest import TINY_CONFIG, run_snakemake
-from nnperf import files
-from nnperf.report_format import fmt, fmt_si
+from nnperf.core import files
+from nnperf.report.format import fmt, fmt_si
 from report_tables import gpu_folder
 
 pytestmark = pytest.mark.workflow

@@ -1,5 +1,5 @@
-"""Tests for nnperf.roofline: formulas, ceilings, calibration, ncu and analytic points, and
-the rules' entry points (`write_points`, `nnperf.plots.roofline.write_figure`)."""
+"""Tests for nnperf.roofline.points: formulas, ceilings, calibration, ncu and analytic points, and
+the rules' entry points (`write_points`, `nnperf.report.plots.roofline.write_figure`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from nnperf import kernels, ncu, roofline
-from nnperf.contract import FigureRequest
-from nnperf.errors import NnperfError
-from nnperf.files import write_csv, write_json
-from nnperf.plots.roofline import write_figure
+from nnperf.core.contract import FigureRequest
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_csv, write_json
+from nnperf.ncu import kernels
+from nnperf.ncu import metrics as ncu
+from nnperf.report.plots.roofline import write_figure
+from nnperf.roofline import points as roofline
 
 from h100_exports import EXPORTS, H100_RUN_CLOCK_HZ
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nnperf.runner import perform_run, steps_frame, windows_frame
-from nnperf.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.core.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.engine.runner import perform_run, steps_frame, windows_frame
 from tiny_training import STUDY_OOM_BATCH, run_out_of_memory, tiny_data, tiny_model, tiny_request
 
 REPO = Path(__file__).resolve().parents[1]

@@ -152,8 +152,8 @@ PROFILE_SNAKEFILE = textwrap.dedent("""
 
 RECORD_SCRIPT = textwrap.dedent("""
     import argparse, json, os, socket, sys
-    from nnperf.errors import NnperfError
-    from nnperf.devices import require_available
+    from nnperf.core.devices import require_available
+    from nnperf.core.errors import NnperfError
 
     parser = argparse.ArgumentParser()
     parser.add_argument("out")

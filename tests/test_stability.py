@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from nnperf import stability
+from nnperf.engine import stability
 
 PROC_STAT = """cpu  1000 20 300 5000 40 5 6 70 0 0
 cpu0 500 10 150 2500 20 2 3 35 0 0
@@ -314,7 +314,7 @@ def test_without_nvml_the_note_says_so(monkeypatch):
 def test_device_uuid_is_none_without_cuda(monkeypatch):
     import torch
 
-    from nnperf.envinfo import device_uuid
+    from nnperf.core.environment import device_uuid
 
     def no_cuda(index):
         raise RuntimeError("Found no NVIDIA driver on your system")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nnperf import stats
+from nnperf.core import stats
 
 
 def test_quartiles_and_iqr_hand_computed():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nnperf import operators, step_memory
+from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import memory as step_memory
 from op_traces import annotation, cpu_trace, memory
 
 # One 100 µs step: forward [10,40), backward [40,80), optimizer [80,95).

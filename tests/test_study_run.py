@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY_CONFIG, snakemake_env
 
-from nnperf import layout, study, study_run
-from nnperf.errors import NnperfError
-from nnperf.study_run import STAGES, StageTime
+from nnperf.core import layout
+from nnperf.core.errors import NnperfError
+from nnperf.study import loading as study
+from nnperf.study import stages as study_run
+from nnperf.study.stages import STAGES, StageTime
 
 # The tiny study made smaller still: one configuration, a few seconds of timing.
 SMALL = (

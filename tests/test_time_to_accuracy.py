@@ -9,9 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nnperf import convergence, time_to_accuracy
-from nnperf.errors import NnperfError
-from nnperf.plots import accuracy
+from nnperf.core.errors import NnperfError
+from nnperf.report import time_to_accuracy
+from nnperf.report.plots import accuracy
+from nnperf.training import to_accuracy as convergence
 
 from test_convergence import request, restore_threads, synthetic, toy_cnn  # noqa: F401
 
@@ -174,7 +175,7 @@ def test_draw_writes_a_png_from_the_epoch_csvs(epochs, tmp_path):
 
 
 def test_write_training_table_reads_the_runs_and_joins_the_timed_throughput(tmp_path):
-    from nnperf.files import write_csv, write_json
+    from nnperf.core.files import write_csv, write_json
 
     runs = []
     for i, document in enumerate(

@@ -6,9 +6,12 @@ import math
 
 import pytest
 
-from nnperf.errors import NnperfError
-from nnperf.measure import check_steps, compile_time, describe
-from nnperf.timing import (
+from nnperf.core.contract import TrainingSettings
+from nnperf.core.errors import NnperfError
+from nnperf.core.variant import parse_variant_settings
+from nnperf.engine.step import build_training
+from nnperf.engine.stopping import check_steps, compile_time, describe
+from nnperf.engine.timing import (
     PHASES,
     DeviceMemoryTracker,
     HostClock,
@@ -17,9 +20,6 @@ from nnperf.timing import (
     time_window,
     warmup_step,
 )
-from nnperf.contract import TrainingSettings
-from nnperf.train import build_training
-from nnperf.variant import parse_variant_settings
 from tiny_training import tiny_data, tiny_model
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnperf import precision as precision_mod
-from nnperf.errors import NnperfError
-from nnperf.contract import TrainingSettings
-from nnperf.train import build_training, is_out_of_memory, make_optimizer, resolved_optimizer_impl
-from nnperf.variant import parse_variant_settings
+from nnperf.core import precision as precision_mod
+from nnperf.core.contract import TrainingSettings
+from nnperf.core.errors import NnperfError
+from nnperf.core.variant import parse_variant_settings
+from nnperf.engine.step import (
+    build_training,
+    is_out_of_memory,
+    make_optimizer,
+    resolved_optimizer_impl,
+)
 from tiny_training import tiny_data, tiny_model
 
 

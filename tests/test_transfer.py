@@ -16,9 +16,11 @@ import torch
 import torchvision
 from torch import nn
 
-from nnperf import checkpoints, convergence, models
-from nnperf.contract import ConvergenceSettings, TrainingRunRequest
-from nnperf.errors import NnperfError
+from nnperf.core.contract import ConvergenceSettings, TrainingRunRequest
+from nnperf.core.errors import NnperfError
+from nnperf.training import checkpoints
+from nnperf.training import to_accuracy as convergence
+from nnperf.workload import models
 
 from test_convergence import (  # noqa: F401 (fixtures)
     ONE_THREAD,

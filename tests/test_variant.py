@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nnperf.errors import NnperfError
-from nnperf.variant import VariantSettings, load_variant_settings, parse_variant_settings
+from nnperf.core.errors import NnperfError
+from nnperf.core.variant import VariantSettings, load_variant_settings, parse_variant_settings
 
 
 def test_empty_variant_is_plain_pytorch():

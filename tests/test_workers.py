@@ -18,10 +18,10 @@ import time
 import pytest
 import torch
 
-from nnperf import warmserver, workers
-from nnperf.contract import TimingSettings
-from nnperf.errors import NnperfError
-from nnperf.runner import perform_run
+from nnperf.core.contract import TimingSettings
+from nnperf.core.errors import NnperfError
+from nnperf.engine import manager, warmserver, worker
+from nnperf.engine.runner import perform_run
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 pytestmark = pytest.mark.skipif(
@@ -158,7 +158,7 @@ def test_hopeless_configuration_ends_over_budget_with_its_step_time():
     assert "left of timing.max_seconds 4 s" in document["error"] and "\n" not in document["error"]
     assert document["throughput_img_s"] is None and windows == [] and steps == []
     assert document["environment"]["cpu_model"]  # sent before the first step
-    assert took < 4.0 + workers.STARTUP_TIMEOUT_S  # it did not wait for the budget's end
+    assert took < 4.0 + manager.STARTUP_TIMEOUT_S  # it did not wait for the budget's end
     assert (
         document["processes"][0]["ended_at_unix"] - document["processes"][0]["first_step_at_unix"]
         < 3.0 * 1.5
@@ -193,7 +193,7 @@ def test_a_first_step_past_its_bound_ends_over_budget_without_a_step_time():
     assert document["single_step_time_s"] is None  # a one-time cost is not a step time
     assert "timing.max_first_step_seconds = 1 s" in document["error"]
     assert "the first step (allocation, cuDNN autotuning) took more than" in document["error"]
-    assert took < 1.0 + workers.GRACE_S + 5  # not 30 s
+    assert took < 1.0 + manager.GRACE_S + 5  # not 30 s
 
 
 def test_a_steady_step_longer_than_the_budget_is_killed_and_reported_as_a_lower_bound():
@@ -206,7 +206,7 @@ def test_a_steady_step_longer_than_the_budget_is_killed_and_reported_as_a_lower_
     assert document["status"] == "over_budget" and document["over_budget_phase"] == "steady"
     assert document["single_step_time_is_lower_bound"] is True
     assert document["error"].startswith("over budget: one step takes at least ")
-    assert took < 1.0 + workers.GRACE_S + workers.GRACE_SHARE * 1.0 + 5  # not 30 s
+    assert took < 1.0 + manager.GRACE_S + manager.GRACE_SHARE * 1.0 + 5  # not 30 s
 
 
 def _broken_model():
@@ -253,14 +253,14 @@ def test_a_busy_loop_on_every_core_flags_the_configuration_unstable():
 
 
 def test_process_start_time_is_before_now():
-    started = workers.process_started_at_unix()
+    started = worker.process_started_at_unix()
     assert started is not None and started <= time.time()
     assert time.time() - started < 24 * 3600
 
 
 def test_the_warm_server_forks_workers_for_every_job_of_a_machine(monkeypatch):
-    first = perform_run(tiny_request("fp32"), tiny_model, tiny_data(), method=workers.WARM)[0]
-    second = perform_run(tiny_request("fp32"), tiny_model, tiny_data(), method=workers.WARM)[0]
+    first = perform_run(tiny_request("fp32"), tiny_model, tiny_data(), method=worker.WARM)[0]
+    second = perform_run(tiny_request("fp32"), tiny_model, tiny_data(), method=worker.WARM)[0]
     for document in (first, second):
         assert document["status"] == "ok" and document["start_method"] == "warm_server"
         assert document["n_processes"] == 2
@@ -283,7 +283,7 @@ def test_a_stale_socket_is_replaced_by_a_new_server(monkeypatch):
     monkeypatch.setenv("NNPERF_TEST_FRESH_SERVER", str(time.time()))  # a fresh identity
     path = warmserver.address(warmserver.identity())
     path.write_text("")  # what a killed server leaves behind
-    document = perform_run(tiny_request("fp32"), tiny_model, tiny_data(), method=workers.WARM)[0]
+    document = perform_run(tiny_request("fp32"), tiny_model, tiny_data(), method=worker.WARM)[0]
     assert document["status"] == "ok" and document["start_method"] == "warm_server"
 
 
@@ -293,6 +293,6 @@ def test_a_served_workers_own_cpu_time_is_not_taken_for_a_competing_load():
     timing = TimingSettings(min_seconds=0, max_seconds=2.0, min_windows=2)
     request = tiny_request(warmup_steps=3, timed_steps=4, timing=timing)
     busy_model = functools.partial(_slow_tiny_model, 0.5, busy=True)
-    document = perform_run(request, busy_model, tiny_data(), method=workers.WARM)[0]
+    document = perform_run(request, busy_model, tiny_data(), method=worker.WARM)[0]
     assert document["status"] == "over_budget"
     assert not any("host loaded" in reason for reason in document["unstable_reasons"])

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from nnperf import layout
+from nnperf.core import layout
 
 from conftest import run_snakemake
 

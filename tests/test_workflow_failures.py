@@ -17,7 +17,7 @@ import pytest
 from conftest import TINY_CONFIG, run_snakemake
 from test_data import build_cifar10_archive
 
-from nnperf import devices, layout
+from nnperf.core import devices, layout
 
 pytestmark = pytest.mark.workflow
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from conftest import run_snakemake
-from nnperf import config as study_config
+from nnperf.core import config as study_config
 
 CUDA = ["devices=cuda", "precisions=bf16", "batch_sizes=256", "models=resnet18_cifar"]
 NCU_RULES = ("profile_request", "ncu_profile", "ncu_export", "ncu_kernels")

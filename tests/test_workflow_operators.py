@@ -10,8 +10,8 @@ import json
 import pandas as pd
 import pytest
 
-from nnperf import files, layout
-from nnperf.results import opprofile_table_paths
+from nnperf.core import files, layout
+from nnperf.report.results import opprofile_table_paths
 
 pytestmark = pytest.mark.workflow
 

@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from nnperf.aggregate import check_no_overlap, find_overlaps
-from nnperf.vocab import STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.core.vocab import STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.report.aggregate import check_no_overlap, find_overlaps
 
 pytestmark = pytest.mark.workflow
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from nnperf import files, layout, vocab
+from nnperf.core import files, layout, vocab
 
 pytestmark = pytest.mark.workflow
 

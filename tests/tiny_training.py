@@ -11,9 +11,9 @@ import functools
 import numpy as np
 import torch
 
-from nnperf.runner import RunData
-from nnperf.contract import RunRequest, TimingSettings, TrainingSettings
-from nnperf.variant import parse_variant_settings
+from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings
+from nnperf.core.variant import parse_variant_settings
+from nnperf.engine.build import RunData
 
 NUM_IMAGES = 64
 NUM_CLASSES = 10
@@ -88,7 +88,7 @@ OOM_SCRIPT = """
 import json, resource, sys
 sys.path.insert(0, {tests!r})
 from tiny_training import tiny_data, tiny_model, tiny_request
-from nnperf.runner import perform_run
+from nnperf.engine.runner import perform_run
 # Cap the address space at what is mapped now plus 512 MiB: torch's CUDA libraries are
 # already mapped, and the step below needs far more than the headroom.
 with open("/proc/self/status") as status:
@@ -149,7 +149,7 @@ STUDY_OOM_BATCH = 16
 
 @functools.lru_cache(maxsize=1)
 def _study_documents() -> tuple:
-    from nnperf.runner import perform_run
+    from nnperf.engine.runner import perform_run
 
     documents = []
     for precision, batch_size, variant, settings in STUDY:

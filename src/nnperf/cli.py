@@ -1,7 +1,7 @@
 """The `nnperf` command: the verbs a person uses by hand.
 
 The workflow's jobs call the library through `workflow/scripts/` with typed requests
-(`nnperf.contract`); these verbs are thin over the same requests: one timed run, the step
+(`nnperf.core.contract`); these verbs are thin over the same requests: one timed run, the step
 profiled under ncu, an ncu command or export, and rendering or comparing reports.
 
 Each verb lives in `nnperf.commands.<name>` with `register(subparsers)`, which adds its
@@ -16,7 +16,7 @@ import importlib
 import sys
 
 from nnperf import __version__
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
 
 # As `nnperf --help` lists them. The verb is the module name with
 # hyphens (`render_report` -> `nnperf render-report`).

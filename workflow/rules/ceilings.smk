@@ -18,7 +18,7 @@ rule ceilings:
         bench_slot=1,
     params:
         request=ceilings_request,
-        engine=code_hash("nnperf.ceilings"),
+        engine=code_hash("nnperf.roofline.ceilings"),
     script:
         "../scripts/ceilings.py"
 

@@ -18,19 +18,17 @@ os.environ.update(
     )
 )
 
-from nnperf import config as study_config
-from nnperf import contract
-from nnperf import devices as nnperf_devices
-from nnperf import layout
-from nnperf import ncu as nnperf_ncu
-from nnperf import preflight
-from nnperf import profiling as nnperf_profiling
-from nnperf import vocab
-from nnperf.codehash import code_hash
-from nnperf.config import unique
-from nnperf.errors import NnperfError
-from nnperf.jobs import failure_causes
-from nnperf.selection import select_stages
+from nnperf.core import contract, layout, vocab
+from nnperf.core import config as study_config
+from nnperf.core import devices as nnperf_devices
+from nnperf.core.codehash import code_hash
+from nnperf.core.config import unique
+from nnperf.core.errors import NnperfError
+from nnperf.core.jobs import failure_causes
+from nnperf.ncu import command as nnperf_profiling
+from nnperf.ncu import metrics as nnperf_ncu
+from nnperf.study import preflight
+from nnperf.study.selection import select_stages
 from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
@@ -149,11 +147,11 @@ wildcard_constraints:
     recipe=layout.KEY_PATTERNS["recipe"],
 
 
-# --- requests: what each job is asked to do (nnperf.contract), as rule params ------------
+# --- requests: what each job is asked to do (nnperf.core.contract), as rule params ------------
 # Params must be plain data: Snakemake's change detection records only builtin values, so
 # a request crosses as contract.to_dict() and the script rebuilds it with from_dict().
 # Measurement rules also take `engine=code_hash(<entry module>)`, which changes with the
-# library code they run, so editing the engine re-runs them (nnperf.codehash).
+# library code they run, so editing the engine re-runs them (nnperf.core.codehash).
 
 
 def as_param(request):
@@ -459,7 +457,7 @@ for device in DEVICES:
 
 
 def ncu_keys():
-    """Configurations profiled under ncu (nnperf.selection)."""
+    """Configurations profiled under ncu (nnperf.study.selection)."""
     return list(SELECTION.ncu)
 
 
@@ -518,7 +516,7 @@ if not STUDY.operator_profile.enabled:
 
 
 def operator_profile_keys():
-    """Configurations profiled under torch.profiler (nnperf.selection)."""
+    """Configurations profiled under torch.profiler (nnperf.study.selection)."""
     return list(SELECTION.operator_profile)
 
 
@@ -540,7 +538,7 @@ if not STUDY.convergence.enabled:
 
 
 def training_keys():
-    """(configuration, recipe) of every training run (nnperf.selection)."""
+    """(configuration, recipe) of every training run (nnperf.study.selection)."""
     return list(SELECTION.training)
 
 

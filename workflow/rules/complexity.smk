@@ -14,6 +14,6 @@ rule complexity:
         "../../envs/nnperf.yaml"
     params:
         request=complexity_request,
-        engine=code_hash("nnperf.complexity", "nnperf.models"),
+        engine=code_hash("nnperf.workload.complexity", "nnperf.workload.models"),
     script:
         "../scripts/complexity.py"

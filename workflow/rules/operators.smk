@@ -48,7 +48,7 @@ rule operator_profile:
         bench_slot=1,
     params:
         request=operator_profile_request,
-        engine=code_hash("nnperf.opprofile"),
+        engine=code_hash("nnperf.torchprof.profile"),
     script:
         "../scripts/operator_profile.py"
 

@@ -31,7 +31,7 @@ rule ncu_profile:
     params:
         nnperf=NNPERF,
         clock_control=STUDY.ncu.clock_control,
-        engine=code_hash("nnperf.profile_step", "nnperf.profiling"),
+        engine=code_hash("nnperf.ncu.profiled_step", "nnperf.ncu.command"),
     shell:
         "{params.nnperf} ncu-command profile --report {output.report} --meta {output.meta}"
         " --clock-control {params.clock_control} --request {input.request} > {log} 2>&1"

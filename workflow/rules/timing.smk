@@ -1,5 +1,6 @@
 # One job measures one configuration: worker processes forked from the job's warm process,
-# timed windows until the CI target or the timing budget (nnperf.workers, nnperf.measure).
+# timed windows until the CI target or the timing budget (nnperf.engine.manager,
+# nnperf.engine.stopping).
 rule timed_run:
     input:
         data=run_data,
@@ -17,7 +18,7 @@ rule timed_run:
         bench_slot=1,
     params:
         request=run_request,
-        engine=code_hash("nnperf.runner"),
+        engine=code_hash("nnperf.engine.runner"),
     script:
         "../scripts/timed_run.py"
 

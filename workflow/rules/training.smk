@@ -33,7 +33,7 @@ rule train_to_accuracy:
     params:
         request=training_request,
         checkpoints=training_checkpoints,
-        engine=code_hash("nnperf.convergence"),
+        engine=code_hash("nnperf.training.to_accuracy"),
     script:
         "../scripts/train_to_accuracy.py"
 

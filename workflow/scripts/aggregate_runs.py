@@ -1,9 +1,9 @@
 """Rule aggregate_runs: every run JSON -> runs.csv, windows.csv and summary.csv
-(nnperf.aggregate)."""
+(nnperf.report.aggregate)."""
 
-from nnperf.aggregate import write_tables
-from nnperf.contract import TablesRequest, from_dict
-from nnperf.jobs import logged_job
+from nnperf.core.contract import TablesRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.report.aggregate import write_tables
 
 with logged_job(snakemake.log[0], "aggregate_runs"):  # noqa: F821 - injected by Snakemake
     write_tables(

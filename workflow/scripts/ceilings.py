@@ -1,8 +1,8 @@
 """Rule ceilings: measure one device's compute and memory roofs -> ceilings JSON."""
 
-from nnperf import ceilings
-from nnperf.contract import CeilingsRequest, from_dict
-from nnperf.jobs import logged_job
+from nnperf.core.contract import CeilingsRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.roofline import ceilings
 
 with logged_job(snakemake.log[0], "ceilings"):  # noqa: F821 - injected by Snakemake
     request = from_dict(CeilingsRequest, snakemake.params.request)  # noqa: F821

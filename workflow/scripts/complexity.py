@@ -1,8 +1,8 @@
 """Rule complexity: one model's FLOPs, saved activations and traffic -> JSON + per-layer CSV."""
 
-from nnperf import complexity
-from nnperf.contract import ComplexityRequest, from_dict
-from nnperf.jobs import logged_job
+from nnperf.core.contract import ComplexityRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.workload import complexity
 
 with logged_job(snakemake.log[0], "complexity"):  # noqa: F821 - injected by Snakemake
     request = from_dict(ComplexityRequest, snakemake.params.request)  # noqa: F821

@@ -1,8 +1,8 @@
 """Rule ncu_kernels: every profile's CSV export and meta -> the per-kernel table
-(nnperf.kernels)."""
+(nnperf.ncu.kernels)."""
 
-from nnperf.jobs import logged_job
-from nnperf.kernels import write_table
+from nnperf.core.jobs import logged_job
+from nnperf.ncu.kernels import write_table
 
 with logged_job(snakemake.log[0], "ncu_kernels"):  # noqa: F821 - injected by Snakemake
     inputs = snakemake.input  # noqa: F821

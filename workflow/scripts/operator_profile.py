@@ -1,11 +1,11 @@
 """Rule operator_profile: one configuration's training steps under torch.profiler -> its
-document, trace, operators/layers/steps/memory tables (nnperf.opprofile)."""
+document, trace, operators/layers/steps/memory tables (nnperf.torchprof.profile)."""
 
 from pathlib import Path
 
-from nnperf.contract import OperatorProfileRequest, from_dict
-from nnperf.jobs import logged_job
-from nnperf.opprofile import operator_profile_to_files
+from nnperf.core.contract import OperatorProfileRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.torchprof.profile import operator_profile_to_files
 
 with logged_job(snakemake.log[0], "operator_profile"):  # noqa: F821 - injected by Snakemake
     output = snakemake.output  # noqa: F821

@@ -1,8 +1,8 @@
 """Rule plot_accuracy: the per-epoch CSVs of one device's and model's training runs -> test
-accuracy against epoch and against training time (nnperf.plots.accuracy)."""
+accuracy against epoch and against training time (nnperf.report.plots.accuracy)."""
 
-from nnperf.jobs import logged_job
-from nnperf.plots.accuracy import draw
+from nnperf.core.jobs import logged_job
+from nnperf.report.plots.accuracy import draw
 
 with logged_job(snakemake.log[0], "plot_accuracy"):  # noqa: F821 - injected by Snakemake
     wildcards = snakemake.wildcards  # noqa: F821

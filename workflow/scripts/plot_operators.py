@@ -1,8 +1,8 @@
 """Rules plot_operators and plot_memory: one figure of one operator profile, from its
-document and its operators or memory table (nnperf.plots.operators)."""
+document and its operators or memory table (nnperf.report.plots.operators)."""
 
-from nnperf.jobs import logged_job
-from nnperf.plots.operators import draw
+from nnperf.core.jobs import logged_job
+from nnperf.report.plots.operators import draw
 
 with logged_job(snakemake.log[0], snakemake.rule):  # noqa: F821 - injected by Snakemake
     draw(

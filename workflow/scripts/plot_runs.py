@@ -1,9 +1,11 @@
 """Rules plot_throughput, plot_breakdown, plot_speedup: one figure of the timed runs for one
-device and model, from summary.csv (and runs.csv for the per-process points) (nnperf.plots.runs)."""
+device and model, from summary.csv (and runs.csv for the per-process points)
+(nnperf.report.plots.runs).
+"""
 
-from nnperf.contract import FigureRequest, from_dict
-from nnperf.jobs import logged_job
-from nnperf.plots.runs import draw
+from nnperf.core.contract import FigureRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.report.plots.runs import draw
 
 with logged_job(snakemake.log[0], snakemake.rule):  # noqa: F821 - injected by Snakemake
     draw(

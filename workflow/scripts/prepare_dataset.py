@@ -1,8 +1,9 @@
-"""Rule prepare_dataset: download and verify CIFAR, or generate the synthetic set (nnperf.data)."""
+"""Rule prepare_dataset: download and verify CIFAR, or generate the synthetic set
+(nnperf.workload.datasets)."""
 
-from nnperf import data
-from nnperf.contract import DatasetRequest, from_dict
-from nnperf.jobs import logged_job
+from nnperf.core.contract import DatasetRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.workload import datasets as data
 
 with logged_job(snakemake.log[0], "prepare_dataset"):  # noqa: F821 - injected by Snakemake
     request = from_dict(DatasetRequest, snakemake.params.request)  # noqa: F821

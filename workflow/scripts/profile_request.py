@@ -1,8 +1,8 @@
 """Rule profile_request: the ProfileStepRequest of one profiled configuration -> JSON, which
 the process run under ncu (`nnperf step --request FILE`) reads."""
 
-from nnperf.contract import ProfileStepRequest, from_dict, write_request
-from nnperf.jobs import logged_job
+from nnperf.core.contract import ProfileStepRequest, from_dict, write_request
+from nnperf.core.jobs import logged_job
 
 with logged_job(snakemake.log[0], "profile_request"):  # noqa: F821 - injected by Snakemake
     request = from_dict(ProfileStepRequest, snakemake.params.request)  # noqa: F821

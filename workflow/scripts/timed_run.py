@@ -1,4 +1,5 @@
-"""Rule timed_run: one configuration -> run JSON, per-window and per-step CSVs (nnperf.runner).
+"""Rule timed_run: one configuration -> run JSON, per-window and per-step CSVs
+(nnperf.engine.runner).
 
 The body runs only as the main module: without the warm server (NNPERF_WARM_SERVER=0, or
 any non-Linux machine) the workers are forkserver/spawn children, which import this file
@@ -7,9 +8,9 @@ again as `__mp_main__`, where Snakemake's `snakemake` object does not exist.
 
 from pathlib import Path
 
-from nnperf.contract import RunRequest, from_dict
-from nnperf.jobs import logged_job
-from nnperf.runner import run_to_files
+from nnperf.core.contract import RunRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.engine.runner import run_to_files
 
 if __name__ == "__main__":
     with logged_job(snakemake.log[0], "timed_run"):  # noqa: F821 - injected by Snakemake

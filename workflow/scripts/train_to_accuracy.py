@@ -1,11 +1,11 @@
 """Rule train_to_accuracy: one configuration trained under one recipe -> its summary JSON and
-per-epoch CSV, resuming from its own checkpoints after a kill (nnperf.convergence)."""
+per-epoch CSV, resuming from its own checkpoints after a kill (nnperf.training.to_accuracy)."""
 
 from pathlib import Path
 
-from nnperf.contract import TrainingRunRequest, from_dict
-from nnperf.convergence import RESUME_MATCHING, train_to_files
-from nnperf.jobs import logged_job
+from nnperf.core.contract import TrainingRunRequest, from_dict
+from nnperf.core.jobs import logged_job
+from nnperf.training.to_accuracy import RESUME_MATCHING, train_to_files
 
 with logged_job(snakemake.log[0], "train_to_accuracy"):  # noqa: F821 - injected by Snakemake
     params = snakemake.params  # noqa: F821

@@ -1,4 +1,4 @@
-"""Thin command-line adapters: parse flags, build a request (`nnperf.contract`), call the
+"""Thin command-line adapters: parse flags, build a request (`nnperf.core.contract`), call the
 library.
 
 `add_fields()` makes a verb's flags from the fields of a request or settings class, so the

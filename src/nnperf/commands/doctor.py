@@ -2,7 +2,7 @@
 
 Checks torch's CUDA build against the driver, that torch sees a CUDA device, `ncu` and its
 permission to read the GPU's performance counters (a one-kernel profile), NVML and NVTX
-(`nnperf.preflight`), for the study of config/config.yaml and the given --configfile files,
+(`nnperf.study.preflight`), for the study of config/config.yaml and the given --configfile files,
 read as the workflow reads them. One line per check; a missing need of the study carries its
 fix, and the exit status is then 2. A study without `cuda` in its devices does not need the
 CUDA checks: their lines say so, and they do not fail it.
@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from nnperf import preflight, study
-from nnperf.errors import NnperfError
+from nnperf.core.errors import NnperfError
+from nnperf.study import preflight
+from nnperf.study import loading as study
 
 
 def register(subparsers) -> None:

@@ -2,7 +2,7 @@
 
 Each stage is one `snakemake --until <its rules>` call (data, complexity and ceilings; timed
 runs; ncu profiles; operator profiles; training; tables, figures and the summary report),
-then `snakemake --report reports/report.html` (`nnperf.study_run`). The summary, its tables
+then `snakemake --report reports/report.html` (`nnperf.study.stages`). The summary, its tables
 and the measured ceilings are then copied into --dest (no .ncu-rep), with stage_times.csv and
 a README.md holding the stage times, the machine, the commit and the date. A failing stage
 stops the run with one line naming it; earlier stages' results stay in results/.
@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nnperf import study, study_run
+from nnperf.study import loading as study
+from nnperf.study import stages as study_run
 
 
 def register(subparsers) -> None:

@@ -13,10 +13,11 @@ import argparse
 import shlex
 from pathlib import Path
 
-from nnperf import ncu, profiling
 from nnperf.commands import add_fields, field_values
-from nnperf.contract import ProfileStepRequest, from_dict, read_request
-from nnperf.errors import NnperfError
+from nnperf.core.contract import ProfileStepRequest, from_dict, read_request
+from nnperf.core.errors import NnperfError
+from nnperf.ncu import command as profiling
+from nnperf.ncu import metrics as ncu
 
 HELP = {
     "arch": f"metric set: auto (the GPU's), one of {', '.join(ncu.ARCHITECTURES)}, or a compute "

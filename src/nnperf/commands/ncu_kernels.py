@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from nnperf.ncu import ARCHITECTURES
+from nnperf.ncu.metrics import ARCHITECTURES
 
 
 def register(subparsers) -> None:
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnperf.kernels import write_table
+    from nnperf.ncu.kernels import write_table
 
     write_table(args.profile, args.output, arch=args.arch)
     return 0

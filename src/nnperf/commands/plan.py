@@ -4,14 +4,14 @@ The study is loaded as the workflow loads it: config/config.yaml, each --configf
 over it in order, then the --config KEY=VALUE pairs (Snakemake's own parsing and merging),
 validated against the schema. Each stage's line gives its job count, its estimated minutes
 and where the numbers come from; --per-job lists every job's estimate and its parts
-(`nnperf.plan` has the model, docs/plan.md the sources).
+(`nnperf.study.plan` has the model, docs/plan.md the sources).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from nnperf import plan
+from nnperf.study import plan
 
 
 def register(subparsers) -> None:
@@ -55,9 +55,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnperf.devices import detect_best_device
-    from nnperf.profiling import find_ncu
-    from nnperf.study import load_study
+    from nnperf.core.devices import detect_best_device
+    from nnperf.ncu.command import find_ncu
+    from nnperf.study.loading import load_study
 
     if args.timings in plan.MACHINES:
         # Planning for that machine: `auto` is its device.

@@ -2,9 +2,9 @@
 
 Reads this machine's results (a `--results` folder, or the files named) and any
 `--extra-results` folders from other machines, and writes the self-contained HTML summary and
-the Markdown one (`nnperf.report.render_files`, the same as rule `render_report`). The flags
-mirror config `study:` and `report:`; their defaults are those of
-`nnperf.contract.ReportRequest`.
+the Markdown one (`nnperf.report.document.render_files`, the same as rule `render_report`).
+The flags mirror config `study:` and `report:`; their defaults are those of
+`nnperf.core.contract.ReportRequest`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import argparse
 import json
 from pathlib import Path
 
-from nnperf import layout, report, results, vocab
-from nnperf.contract import ReportRequest, from_dict
-from nnperf.errors import NnperfError
+from nnperf.core import layout, vocab
+from nnperf.core.contract import ReportRequest, from_dict
+from nnperf.core.errors import NnperfError
+from nnperf.report import results
+from nnperf.report import document as report
 
 
 def add_input_flags(parser: argparse.ArgumentParser) -> None:

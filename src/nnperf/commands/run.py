@@ -1,6 +1,6 @@
 """`nnperf run`: measure one configuration -> run JSON + per-window CSV + per-step CSV.
 
-Flags are the fields of `nnperf.contract.RunRequest`, `TrainingSettings` and
+Flags are the fields of `nnperf.core.contract.RunRequest`, `TrainingSettings` and
 `TimingSettings`, named like the config keys and with their defaults; rule `timed_run` builds
 the same request from the config. Exit status 0 also for a configuration that ran out of
 memory or over its budget (status "oom" / "over_budget" in the JSON: results).
@@ -12,13 +12,13 @@ import argparse
 import os
 
 from nnperf.commands import add_fields, field_values
-from nnperf.contract import RunRequest, TimingSettings, TrainingSettings, from_dict
-from nnperf.devices import resolve_device
-from nnperf.variant import load_variant_settings
-from nnperf.vocab import AUTO_DEVICE, DATASETS, DEVICES, OPTIMIZERS, PRECISIONS
+from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings, from_dict
+from nnperf.core.devices import resolve_device
+from nnperf.core.variant import load_variant_settings
+from nnperf.core.vocab import AUTO_DEVICE, DATASETS, DEVICES, OPTIMIZERS, PRECISIONS
 
 HELP = {
-    "model": "model name (nnperf.models.MODEL_NAMES)",
+    "model": "model name (nnperf.workload.models.MODEL_NAMES)",
     "device": f"device to train on; {AUTO_DEVICE} picks cuda, then mps, then cpu",
     "precision": "fp32 (TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)",
     "batch_size": "images per training step",
@@ -84,7 +84,7 @@ def request_from(args: argparse.Namespace) -> RunRequest:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnperf.runner import run_to_files
+    from nnperf.engine.runner import run_to_files
 
     run_to_files(
         request_from(args),

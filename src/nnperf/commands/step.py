@@ -1,9 +1,9 @@
 """`nnperf step --request FILE`: warm up, then one NVTX-marked training step for Nsight Compute.
 
 FILE is a `ProfileStepRequest` as JSON (rule `profile_request` writes it; by hand,
-`nnperf.contract.write_request`). A calibration GEMM runs in range `nnperf_calibration_gemm`,
+`nnperf.core.contract.write_request`). A calibration GEMM runs in range `nnperf_calibration_gemm`,
 then one step in range `nnperf_step` with `forward`, `backward`, `optimizer` ranges inside
-(see nnperf.profile_step). `nnperf ncu-command profile --request FILE` runs this under ncu.
+(see nnperf.ncu.profiled_step). `nnperf ncu-command profile --request FILE` runs this under ncu.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnperf.contract import ProfileStepRequest, read_request
-    from nnperf.profile_step import profile_step_to_file
+    from nnperf.core.contract import ProfileStepRequest, read_request
+    from nnperf.ncu.profiled_step import profile_step_to_file
 
     request = read_request(ProfileStepRequest, args.request)
     profile_step_to_file(request, args.out_json, args.workflow_dir)

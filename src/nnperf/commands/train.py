@@ -1,7 +1,7 @@
 """`nnperf train`: train one configuration to accuracy -> summary JSON + per-epoch CSV, with
 checkpoints to resume from.
 
-Flags are the fields of `nnperf.contract.TrainingRunRequest` and `ConvergenceSettings` (one
+Flags are the fields of `nnperf.core.contract.TrainingRunRequest` and `ConvergenceSettings` (one
 recipe of config `recipes:`), named like the config keys and with their defaults; rule
 `train_to_accuracy` builds the same request from the config. A run with `--checkpoints DIR`
 resumes from the newest checkpoint there (a checkpoint of other settings is an error);
@@ -15,10 +15,10 @@ import argparse
 import os
 
 from nnperf.commands import add_fields, field_values
-from nnperf.contract import ConvergenceSettings, TrainingRunRequest, from_dict
-from nnperf.devices import resolve_device
-from nnperf.variant import load_variant_settings
-from nnperf.vocab import (
+from nnperf.core.contract import ConvergenceSettings, TrainingRunRequest, from_dict
+from nnperf.core.devices import resolve_device
+from nnperf.core.variant import load_variant_settings
+from nnperf.core.vocab import (
     AUTO_DEVICE,
     DATASETS,
     DEVICES,
@@ -28,7 +28,7 @@ from nnperf.vocab import (
 )
 
 HELP = {
-    "model": "model name (nnperf.models.MODEL_NAMES)",
+    "model": "model name (nnperf.workload.models.MODEL_NAMES)",
     "device": f"device to train on; {AUTO_DEVICE} picks cuda, then mps, then cpu",
     "precision": "fp32 (TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)",
     "batch_size": "images per training step",
@@ -106,7 +106,7 @@ def request_from(args: argparse.Namespace) -> TrainingRunRequest:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnperf.convergence import train_to_files
+    from nnperf.training.to_accuracy import train_to_files
 
     train_to_files(
         request_from(args),

@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE.parents[1]))  # tests/ for ncu_writer
 
 from ncu_writer import START_END, export_text, start_end_cell  # noqa: E402
 
-from nnperf import ncu  # noqa: E402
+from nnperf.ncu import metrics as ncu  # noqa: E402
 
 CALIB_FLOPS = (
     ncu.CALIBRATION_GEMM_MNK[0] * ncu.CALIBRATION_GEMM_MNK[1] * ncu.CALIBRATION_GEMM_MNK[2] * 2

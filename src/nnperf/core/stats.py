@@ -1,0 +1,62 @@
+"""Descriptive statistics of a set of measurements: median, quartiles, IQR, CV, variance flag.
+
+These describe the spread of timings (for example across the windows of one configuration)
+so a reader can see how noisy a measurement was. They are not the estimate: the headline
+throughput and its 95% confidence interval come from the measurement engine, which builds a
+two-level t-interval over worker processes and their windows and records it in the run
+document; `nnperf.report.aggregate` copies it from there and computes no interval of its own.
+
+Quartiles use numpy's default (linear interpolation, Hyndman & Fan type 7, same as pandas).
+The CV uses the sample standard deviation (ddof=1). NaN values (a failed measurement) are
+left out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from nnperf.core.contract import ReportSettings
+
+
+def _clean(values: Sequence[float]) -> np.ndarray:
+    data = np.asarray(values, dtype=float)
+    return data[np.isfinite(data)]
+
+
+def median(values: Sequence[float]) -> float:
+    data = _clean(values)
+    return float(np.median(data)) if data.size else math.nan
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(q1, median, q3) with linear interpolation."""
+    data = _clean(values)
+    if not data.size:
+        return (math.nan, math.nan, math.nan)
+    q1, q2, q3 = np.percentile(data, [25, 50, 75])
+    return float(q1), float(q2), float(q3)
+
+
+def iqr(values: Sequence[float]) -> float:
+    q1, _, q3 = quartiles(values)
+    return q3 - q1
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float:
+    """Sample std / mean; NaN with fewer than two values."""
+    data = _clean(values)
+    if data.size < 2:
+        return math.nan
+    return float(np.std(data, ddof=1) / np.mean(data))
+
+
+def is_high_variance(cv: float, threshold: float = ReportSettings.cv_threshold) -> bool:
+    """True when the CV is above `threshold` (NaN, i.e. one value, is not flagged).
+
+    Above a few percent of variation a speedup of a few percent cannot be told from noise
+    by eye; the flag marks such configurations in the tables.
+    """
+    return bool(np.isfinite(cv) and cv > threshold)

@@ -1,0 +1,153 @@
+"""The words every part of nnperf shares, defined once: devices, precisions and their order,
+the phases of a step, the configuration keys and the reference a speedup is measured against.
+
+Torch-free and import-free on purpose: the workflow reads it while Snakemake builds the DAG,
+and every reader of results (tables, figures, the report) sorts and labels with it, so that a
+figure and a table can never disagree on what comes first.
+
+It holds names only. What a precision *does* is `nnperf.core.precision`; whether this machine
+can run it is `nnperf.core.devices`; where files go is `nnperf.core.layout`; the settings are
+`nnperf.core.contract`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+# Concrete devices a run can use. `auto` (config `devices`) resolves to one of them.
+DEVICES = ("cpu", "cuda", "mps")
+AUTO_DEVICE = "auto"
+
+# Numeric modes, in the order every table, figure and finding lists them: full precision
+# first, then the reduced ones from widest mantissa to narrowest exponent.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+# fp16 on CPU is left out: CPU autocast to fp16 has no fast kernels on common CPUs, so its
+# timings would measure emulation, not a training mode anyone uses.
+SUPPORTED_PRECISIONS = {
+    "cpu": ("fp32", "bf16"),
+    "cuda": PRECISIONS,
+    "mps": ("fp32", "fp16", "bf16"),
+}
+
+# Phases of one training step, in order; per-step CSV columns are `<phase>_s`.
+PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
+# A configuration is measured by worker processes, each running timed windows of steps;
+# every per-step row says which process and window it belongs to.
+STEP_CSV_COLUMNS = (
+    "process",
+    "window",
+    "step",
+    *(f"{phase}_s" for phase in PHASES),
+    "step_time_s",
+    "loss",
+)
+# One row per timed window (the unit the confidence interval is built from), with what was
+# sampled around it to tell a clean window from a disturbed one (nnperf.engine.stability).
+WINDOW_CSV_COLUMNS = (
+    "process",
+    "window",
+    "steps",
+    "images",
+    "window_s",
+    "throughput_img_s",
+    "started_at_unix",
+    "ended_at_unix",
+    "loss_end",
+    "sm_clock_mhz",
+    "memory_clock_mhz",
+    "throttle_reasons",
+    "power_capped",
+    "load_1m",
+    "other_cores",
+    "steal_share",
+    "runnable_threads",
+    "own_threads",
+    "cores",
+    "flagged",
+    "flag_reasons",
+)
+
+# Relative 95% CI half-width a configuration is measured to when `timing.target_ci` is null:
+# GPU step times are steady enough for 1%; CPU runs share the host with everything else.
+DEFAULT_TARGET_CI = {"cpu": 0.03, "cuda": 0.01, "mps": 0.03}
+
+# How a configuration's measurement ended (run JSON `status`): measured; out of memory; its
+# minimal measurement could not fit in `timing.max_seconds`.
+RUN_STATUSES = ("ok", "oom", "over_budget")
+# Why an `ok` measurement stopped (run JSON `stop_reason`).
+STOP_REASONS = ("ci_target", "budget", "max_processes", "target_unreachable")
+
+# The keys of one configuration, in the order results paths and tables use them.
+CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
+
+# Speedups are measured against this variant at this precision (config `variants` must
+# name it; the schema documents it).
+REFERENCE_VARIANT = "baseline"
+REFERENCE_PRECISION = "fp32"
+
+DATASETS = ("synthetic", "cifar10", "cifar100")
+OPTIMIZERS = ("sgd", "adam")
+COMPILE_MODES = (False, "default", "reduce-overhead", "max-autotune")
+OPTIMIZER_IMPLS = ("default", "foreach", "fused", "for-loop")
+DATA_PATHS = ("dataloader", "device_resident")
+CLOCK_CONTROLS = ("base", "none")
+NCU_ENABLED = ("auto", True, False)
+
+# The `kind` field of a timed run's JSON document.
+RUN_KIND = "timed_run"
+
+# Training to a target accuracy (nnperf.training.to_accuracy, config `convergence:`).
+TRAINING_RUN_KIND = "training_run"
+# The optimisers and learning-rate schedules a training run can use. AdamW rather than Adam:
+# with weight_decay 0 the two are the same update, and with decay AdamW is the one
+# fine-tuning recipes mean.
+TRAINING_OPTIMIZERS = ("sgd", "adamw")
+LR_SCHEDULES = ("cosine", "one_cycle", "constant")
+# How a training run ended (its summary's `status`): trained as asked (to the target or for
+# all epochs); stopped by `convergence.max_seconds`; out of memory; the loss became NaN/inf.
+TRAINING_STATUSES = ("ok", "over_budget", "oom", "diverged")
+# Why it stopped (`stop_reason`): the target was reached (with stop_at_target), every epoch
+# ran, or one of the statuses above.
+TRAINING_STOP_REASONS = ("target", "epochs", "budget", "oom", "diverged")
+# A training run's keys: a configuration's, plus the recipe (the named convergence settings).
+TRAINING_KEYS = ("dataset", "device", "model", "precision", "batch_size", "variant", "recipe")
+# The recipe a study trains with when it names none (config `recipes`).
+DEFAULT_RECIPE = "default"
+# One row per epoch (epoch 0 is the model before training: its test accuracy is the start of
+# the curve). Times are training only; evaluation is timed apart in eval_time_s. one_time_s
+# is the part of epoch_time_s spent in a process's first steps (compilation, autotuning,
+# CUDA-graph recording): 0 but in the first epoch a process trains.
+EPOCH_CSV_COLUMNS = (
+    *TRAINING_KEYS,
+    "epoch",
+    "train_loss",
+    "test_loss",
+    "test_top1",
+    "lr",
+    "epoch_time_s",
+    "one_time_s",
+    "eval_time_s",
+    "train_time_s",
+    "throughput_img_s",
+    "images_seen",
+)
+
+# Names outside a vocabulary sort after it, in their own order.
+_UNKNOWN_RANK = 1_000
+
+
+def precision_rank(precision: str) -> int:
+    """Position of `precision` in PRECISIONS (unknown names after every known one)."""
+    return PRECISIONS.index(precision) if precision in PRECISIONS else _UNKNOWN_RANK
+
+
+def sort_precisions(precisions: Iterable[str]) -> list[str]:
+    """Distinct precisions in the shared order; unknown ones last, alphabetically."""
+    distinct = set(precisions)
+    return sorted(distinct, key=lambda p: (precision_rank(p), p))
+
+
+def supports(device: str, precision: str) -> bool:
+    """True when `precision` is a meaningful training mode on `device`."""
+    return precision in SUPPORTED_PRECISIONS.get(device, ())

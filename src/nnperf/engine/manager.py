@@ -1,0 +1,586 @@
+"""The parent side of a measurement: the worker processes of one configuration, forked from a
+warm parent one after another, driven by the stopping rule under the budget.
+
+Why processes, and why forked: run-to-run variation has a process level (memory layout,
+allocator state, cuDNN's algorithm choice, initial weights) that repeating windows inside one
+process cannot average away, so a configuration is measured by several processes. Starting
+each one fresh would pay Python, torch and torchvision imports every time (9 s warm on the
+H100 machine, of which 5.3 s is torchvision pulling in torch._dynamo), so the imports are paid
+once and the workers are forked, warm, one after another, as pyperf runs its workers.
+
+They are forked from multiprocessing's *fork server*, not from the job's own process: a
+server started fresh that imports torch and nnperf (`worker.PRELOAD`) and never runs a torch
+op or touches a device. Forking a process that has run a parallel CPU op deadlocks the child (GNU
+OpenMP's thread pool does not survive fork()), and forking one that has initialised CUDA
+breaks CUDA in the child; the server is clean by construction, whatever its caller did
+before. The job's process itself imports no torch at all. A forked worker starts in a
+fraction of a second: it initialises the device itself, loads the prepared data, builds the
+model, warms up and runs the windows the parent asks for. Only one worker exists at a time:
+processes of a measurement never overlap.
+
+The parent enforces the budget: every wait has a deadline, and a worker that overruns it is
+killed. That is how a hopeless configuration (a 13 s bf16 step on a CPU without bf16
+arithmetic) ends in seconds with status `over_budget` and the step time it showed. What a
+worker runs, and the protocol over the pipe, is `nnperf.engine.worker`: this module imports
+it, never the other way.
+
+Where there is no fork server (macOS, where fork is unsafe; Windows), workers are spawned:
+each pays the imports, just as correct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import signal
+import time
+from typing import Any, Callable
+
+from nnperf.core.contract import RunRequest
+from nnperf.core.errors import NnperfError
+from nnperf.engine import stability, stopping
+from nnperf.engine.worker import PRELOAD, WARM, WorkerJob, start_method, worker_main
+
+# A worker past its deadline gets this much grace before it is killed (seconds, and a share
+# of the budget): a deadline is a projection, and killing a step that was about to end
+# wastes all of it.
+GRACE_S = 2.0
+GRACE_SHARE = 0.1
+# Seconds a worker may take to start (the first one starts the fork server: imports).
+STARTUP_TIMEOUT_S = 180.0
+# Share of `timing.max_seconds` the first warm-up step of an eager (not compiled) variant may
+# take before the configuration is called over budget.
+FIRST_STEP_SHARE = 1 / 4
+# How much longer than the steps still needed can afford an eager first step may be (its
+# one-time costs: allocation, autotuning) before the configuration is called over budget
+# without waiting for a second step. Compiled variants are exempt: compilation is minutes.
+FIRST_STEP_ALLOWANCE = 2.0
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Everything the processes of one configuration produced (raw; `nnperf.engine.runner`
+    turns it into the run document)."""
+
+    status: str = "ok"
+    error: str | None = None
+    stop_reason: str | None = None
+    stop_detail: str | None = None
+    processes: list[dict] = dataclasses.field(default_factory=list)
+    windows: list[dict] = dataclasses.field(default_factory=list)
+    steps: list[dict] = dataclasses.field(default_factory=list)
+    environment: dict | None = None
+    data_info: dict = dataclasses.field(default_factory=dict)
+    # A steady step's time, only: a one-time step (stopping.one_time_steps) is never one.
+    single_step_time_s: float | None = None
+    single_step_time_is_lower_bound: bool = False
+    # Which phase an over-budget verdict came from: a kind of one-time step, or "steady".
+    over_budget_phase: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    started_at_unix: float = 0.0
+    ended_at_unix: float = 0.0
+    # When the budget's clock started: process 0 up, its data loaded (see _Driver.drive).
+    budget_start_unix: float = 0.0
+    # Process 0's one-time steps: bounded on their own, they extend the budget's end.
+    one_time_s: float = 0.0
+    start_method: str = "fork"
+
+    def samples(self) -> list[stopping.WindowSample]:
+        return [
+            stopping.WindowSample(int(w["process"]), int(w["images"]), float(w["window_s"]))
+            for w in self.windows
+        ]
+
+
+class Overrun(Exception):
+    """A worker missed its deadline and was killed."""
+
+    def __init__(self, waited_s: float):
+        self.waited_s = waited_s
+
+
+UNPICKLABLE = (
+    "the measurement's model factory or data cannot be sent to a worker process ({}); "
+    "allowed: a module-level function (or functools.partial of one) and picklable data"
+)
+
+
+class Worker:
+    """One live worker process and the parent's end of its connection (the protocol in
+    `nnperf.engine.worker`'s docstring). Subclasses start it; `nnperf.engine.rehearsal`
+    replays recorded timings through the same interface."""
+
+    conn: Any
+    index: int
+    started_at_unix: float
+    pid: int | None = None
+
+    def receive(self, deadline_unix: float):
+        """The next message, or Overrun (worker killed) when `deadline_unix` passes."""
+        waited_from = time.time()
+        timeout = max(0.0, deadline_unix - waited_from)
+        try:
+            ready = self.conn.poll(timeout)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self.kill()
+            raise Overrun(time.time() - waited_from)
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError):
+            raise RuntimeError(
+                f"worker process {self.index} ended without a result ({self.ended_how()})"
+            ) from None
+        if message[0] == "started":
+            self.pid = message[1]
+            return self.receive(deadline_unix)
+        return message
+
+    def send(self, command: str) -> None:
+        self.conn.send(command)
+
+    def finish(self, deadline_unix: float) -> dict:
+        """Ask the worker to stop and return its closing record."""
+        self.send("stop")
+        message = self.receive(deadline_unix)
+        self.join()
+        if message[0] != "done":
+            _raise_for(message, self.index)
+        return message[1]
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def join(self) -> None:
+        raise NotImplementedError
+
+    def ended_how(self) -> str:
+        raise NotImplementedError
+
+
+class _ForkedWorker(Worker):
+    """A worker started by multiprocessing (its fork server, or spawn)."""
+
+    def __init__(self, context, job: WorkerJob):
+        self.conn, child_conn = context.Pipe()
+        self.index = job.process
+        self.started_at_unix = time.time()
+        self.process = context.Process(target=worker_main, args=(child_conn, job), daemon=True)
+        try:
+            self.process.start()
+        except (AttributeError, TypeError, pickle.PicklingError) as exc:
+            raise NnperfError(UNPICKLABLE.format(exc)) from None
+        finally:
+            child_conn.close()
+        self.pid = self.process.pid
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.join()
+
+    def join(self) -> None:
+        self.process.join(10)
+
+    def ended_how(self) -> str:
+        self.process.join(5)
+        return f"exit code {self.process.exitcode}; it crashed, see the log above"
+
+
+# How long a killed served worker may take to be gone (its CUDA context torn down) before
+# the next one starts anyway.
+REAP_TIMEOUT_S = 10.0
+
+
+def is_gone(pid: int) -> bool:
+    """Whether process `pid` has exited (gone, or a zombie: its resources are released)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def reap(pid: int, timeout_s: float = REAP_TIMEOUT_S) -> bool:
+    """Wait until `pid` is gone; False when it outlived `timeout_s`. The warm server (its
+    parent) has the kernel reap its workers, so this process can only watch, not wait."""
+    end = time.monotonic() + timeout_s
+    while not is_gone(pid):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class _ServedWorker(Worker):
+    """A worker forked by the machine's warm server (`nnperf.engine.warmserver`)."""
+
+    def __init__(self, job: WorkerJob):
+        from nnperf.engine import warmserver
+
+        self.index = job.process
+        self.started_at_unix = time.time()
+        self.conn, self.log = warmserver.connect()
+        try:
+            self.conn.send_bytes(pickle.dumps((os.getcwd(), job)))
+        except (AttributeError, TypeError, pickle.PicklingError) as exc:
+            self.conn.close()
+            raise NnperfError(UNPICKLABLE.format(exc)) from None
+
+    def kill(self) -> None:
+        """Kill the worker and wait until it is gone: the next process's CUDA init and
+        autotuning must not overlap this one's teardown."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            reap(self.pid)
+        self.conn.close()
+
+    def join(self) -> None:
+        if self.pid is not None:
+            reap(self.pid)
+        self.conn.close()
+
+    def ended_how(self) -> str:
+        return f"it crashed; its output is in the warm server's log {self.log}"
+
+
+def _raise_for(message: tuple, index: int) -> None:
+    if message[0] == "error" and message[1] == "nnperf":
+        raise NnperfError(message[2])
+    if message[0] == "error":
+        raise RuntimeError(f"worker process {index} failed:\n{message[2]}")
+    raise RuntimeError(f"worker process {index} sent an unexpected message {message[0]!r}")
+
+
+def _grace(request: RunRequest) -> float:
+    return GRACE_S + GRACE_SHARE * request.timing.max_seconds
+
+
+def run_measurement(
+    request: RunRequest,
+    model_factory: Callable[[], Any] | None = None,
+    data: Any = None,
+    workflow_dir: str | None = None,
+    method: str | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+    start_worker: Callable[[WorkerJob], Worker] | None = None,
+    watch_host: bool = True,
+) -> Measurement:
+    """Measure one configuration with worker processes until the stopping rule says stop.
+
+    With `model_factory` and `data` given the workers use them (they are pickled to each
+    worker); without, each worker loads them from the request (`build.load_run_data`).
+    `clock` (unix seconds), `start_worker` and `watch_host` are for a rehearsal on recorded
+    timings (`nnperf.engine.rehearsal`): a fake clock, workers that replay, no host to watch.
+    """
+    method = method or start_method()
+    compile_mode = request.settings.compile
+    stopping.check_steps(
+        request.training.warmup_steps, request.training.timed_steps, compile_mode, request.device
+    )
+    if start_worker is None:
+        context = None if method == WARM else multiprocessing.get_context(method)
+        if method == "forkserver":
+            # Takes effect when the server starts (the first measurement of this process).
+            context.set_forkserver_preload(list(PRELOAD))
+
+        def start_worker(job: WorkerJob) -> Worker:
+            return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)
+
+    now = clock()
+    result = Measurement(started_at_unix=now, budget_start_unix=now, start_method=method)
+    driver = _Driver(request, result, clock, watch_host)
+    process = 0
+    while True:
+        job = WorkerJob(
+            request=request,
+            process=process,
+            collect_environment=process == 0,
+            workflow_dir=None if workflow_dir is None else str(workflow_dir),
+            model_factory=model_factory,
+            data=data,
+        )
+        worker = start_worker(job)
+        record = {
+            "process": process,
+            "seed": request.seed_of(process),
+            "pid": None,
+            "status": "ok",
+            "started_at_unix": worker.started_at_unix,
+            "warmup_step_time_s": [],
+            "one_time_step_time_s": {},
+        }
+        result.processes.append(record)
+        try:
+            action = driver.drive(worker, record)
+        finally:
+            worker.kill()
+            record["ended_at_unix"] = clock()
+        if action.kind != "process":
+            if result.status == "ok":
+                result.stop_reason = action.reason
+                result.stop_detail = action.detail
+            break
+        process += 1
+    result.ended_at_unix = clock()
+    return result
+
+
+class _Driver:
+    """The parent's side of one measurement: runs each worker to its end under the budget.
+
+    The budget (`timing.max_seconds`) starts when process 0 is up with its data and is
+    extended by process 0's one-time steps, which have bounds of their own
+    (`TimingSettings.one_time_bound`); later processes' one-time steps are part of what
+    another process costs, which the stopping rule weighs before starting one.
+    """
+
+    def __init__(self, request: RunRequest, result: Measurement, clock, watch_host: bool):
+        self.request = request
+        self.result = result
+        self.clock = clock
+        self.watch_host = watch_host
+        self.one_time = stopping.one_time_steps(request.settings.compile, request.device)
+
+    def budget_end(self) -> float:
+        result = self.result
+        return result.budget_start_unix + result.one_time_s + self.request.timing.max_seconds
+
+    def hard_end(self) -> float:
+        return self.budget_end() + _grace(self.request)
+
+    def drive(self, worker: Worker, record: dict) -> stopping.Action:
+        """Run one worker to its end; returns the action that ended it ("process": start
+        the next one; "stop": the measurement is over)."""
+        result, request, first = self.result, self.request, worker.index == 0
+        record["phase"] = "startup"
+        try:
+            # Starting the fork server (its imports, once) is not the configuration's cost:
+            # the budget's clock starts when the first worker is up and has its data.
+            if first:
+                message = worker.receive(self.clock() + STARTUP_TIMEOUT_S)
+                result.budget_start_unix = self.clock()
+            else:
+                message = worker.receive(self.hard_end())
+            record["pid"] = worker.pid
+            if message[0] != "loaded":
+                return self._ended_early(message, record)
+            result.data_info = message[1]
+            message = worker.receive(self.hard_end())
+            if message[0] != "ready":
+                return self._ended_early(message, record)
+            record["first_step_at_unix"] = message[1]["first_step_at_unix"]
+            if message[1]["environment"] is not None:
+                result.environment = message[1]["environment"]
+            record["fixed_cost_s"] = message[1]["first_step_at_unix"] - worker.started_at_unix
+            verdict = self._warm_up(worker, record)
+            if verdict is not None:
+                return verdict
+            record["phase"] = "steady"
+            while True:
+                worker.send("window")
+                message = worker.receive(self.hard_end())
+                if message[0] != "window":
+                    return self._ended_early(message, record)
+                result.windows.append(message[1])
+                result.steps.extend(message[2])
+                action = stopping.next_action(
+                    result.samples(),
+                    current_process=worker.index,
+                    elapsed_s=self.clock() - result.budget_start_unix - result.one_time_s,
+                    process_cost_s=process_cost(result, bool(request.settings.compile)),
+                    timing=request.timing,
+                    target_ci=request.target_ci,
+                )
+                if action.kind != "window":
+                    closing = worker.finish(self.hard_end())
+                    _close_record(record, closing, result)
+                    return action
+        except Overrun as overrun:
+            return self._overran(worker, record, overrun.waited_s)
+
+    def _overran(self, worker: Worker, record: dict, waited_s: float) -> stopping.Action:
+        result = self.result
+        record["status"] = "killed"
+        has_windows = any(w["process"] == worker.index for w in result.windows)
+        phase = record["phase"]
+        if worker.index == 0 and not has_windows and phase in stopping.ONE_TIME_KINDS:
+            bound, key = self.request.timing.one_time_bound(phase)
+            self._over_budget_one_time(phase, waited_s, bound, key)
+        elif worker.index == 0 and not has_windows:
+            warmed = len(record["warmup_step_time_s"])
+            self._over_budget(waited_s, lower_bound=True, warmed=warmed)
+        else:
+            result.notes.append(
+                f"process {worker.index} was stopped at the budget after {waited_s:.1f} s"
+            )
+        return stopping.Action("stop", "budget")
+
+    def _warm_up(self, worker: Worker, record: dict) -> stopping.Action | None:
+        """Receive the warm-up steps. The first ones carry one-time costs (`self.one_time`):
+        each is bounded on its own and predicts nothing. For process 0, the steady ones
+        after them end the measurement as over_budget as soon as even the fastest of them
+        says its minimal measurement (rest of warm-up + min_windows windows) cannot fit."""
+        result, request, clock = self.result, self.request, self.clock
+        warmup_steps = request.training.warmup_steps
+        needed_after = request.timing.min_windows * request.training.timed_steps
+        first = worker.index == 0
+        steady: list[float] = []
+        # The parent watches the host while process 0 warms up: a step slowed by a competing
+        # load must not pass for the configuration's own speed unremarked.
+        host = stability.HostSampler(own_threads=0, extra_pids=[worker.pid])
+        before, waited_from = self._host_snapshot(host), clock()
+        for done in range(1, warmup_steps + 1):
+            kind = self.one_time[done - 1] if done <= len(self.one_time) else "steady"
+            record["phase"] = kind
+            deadline = self.hard_end()
+            if first and kind != "steady":
+                bound, _ = request.timing.one_time_bound(kind)
+                deadline = clock() + bound + GRACE_S
+            elif first:
+                steps_left = warmup_steps - done + 1 + needed_after
+                now = clock()
+                deadline = min(deadline, now + (self.budget_end() - now) / steps_left + GRACE_S)
+            try:
+                message = worker.receive(deadline)
+            except Overrun:
+                if first:
+                    self._note_host_load(host, before, waited_from)
+                raise
+            if message[0] != "warmup":
+                return self._ended_early(message, record)
+            seconds = float(message[1])
+            record["warmup_step_time_s"].append(seconds)
+            if kind != "steady":
+                record["one_time_step_time_s"][kind] = seconds
+                if first:
+                    result.one_time_s += seconds
+                continue
+            steady.append(seconds)
+            if not first:
+                continue
+            now = clock()
+            step_s = min(steady)
+            steps_left = warmup_steps - done + needed_after
+            if now + steps_left * step_s > self.budget_end():
+                worker.kill()
+                record["status"] = "killed"
+                self._over_budget(step_s, lower_bound=False, warmed=done)
+                self._note_host_load(host, before, waited_from)
+                return stopping.Action("stop", "over_budget")
+            before, waited_from = self._host_snapshot(host), now
+        return None
+
+    def _host_snapshot(self, host):
+        return host.snapshot() if self.watch_host else None
+
+    def _note_host_load(self, host, before, waited_from: float) -> None:
+        """Flag an over-budget verdict reached while other processes loaded the host."""
+        if not self.watch_host or before is None:
+            return
+        fields = host.window_fields(before, host.snapshot(), self.clock() - waited_from)
+        other = fields["other_cores"]
+        if other is not None and other > stability.OVERLOAD_TOLERANCE_CORES:
+            self.result.notes.append(
+                f"host loaded while the step was timed: other processes used {other:.1f} of "
+                f"{fields['cores']} cores (the step may be slower than on a quiet machine)"
+            )
+
+    def _over_budget(self, step_s: float, lower_bound: bool, warmed: int) -> None:
+        """End the measurement as over budget: after `warmed` warm-up steps, one steady step
+        took `step_s` (at least, when `lower_bound`: the step was cut off)."""
+        from nnperf.core.wording import count_of
+
+        result, request = self.result, self.request
+        training, timing_settings = request.training, request.timing
+        steps_left = max(0, training.warmup_steps - warmed) + (
+            timing_settings.min_windows * training.timed_steps
+        )
+        left_s = max(0.0, self.budget_end() - self.clock())
+        at_least = "at least " if lower_bound else ""
+        result.status = "over_budget"
+        result.over_budget_phase = "steady"
+        result.single_step_time_s = step_s
+        result.single_step_time_is_lower_bound = lower_bound
+        result.error = (
+            f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
+            f"still needed (warm-up and {count_of(timing_settings.min_windows, 'window')} of "
+            f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more "
+            f"than the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
+        )
+
+    def _over_budget_one_time(self, kind: str, waited_s: float, bound: float, key: str) -> None:
+        """End the measurement as over budget because a one-time step of process 0 outran its
+        own bound: no steady step was measured, so there is no step time to report."""
+        result = self.result
+        result.status = "over_budget"
+        result.over_budget_phase = kind
+        result.single_step_time_s = None
+        result.single_step_time_is_lower_bound = False
+        result.error = (
+            f"over budget: {stopping.ONE_TIME_WHAT[kind]} took more than {waited_s:.0f} s, past "
+            f"its bound timing.{key} = {bound:g} s; no steady step was measured (a one-time "
+            "cost says nothing about the step time)"
+        )
+
+    def _ended_early(self, message, record) -> stopping.Action:
+        """A worker sent oom or an error instead of what was expected."""
+        result = self.result
+        if message[0] == "oom":
+            record["status"] = "oom"
+            if record["process"] == 0 and not result.windows:
+                result.status, result.error = "oom", message[1]
+            else:
+                result.notes.append(f"process {record['process']} ran out of memory: {message[1]}")
+            return stopping.Action("stop", "budget")
+        _raise_for(message, record["process"])
+        raise AssertionError("unreachable")
+
+
+# What a later process is planned to pay for compilation, as a share of the first one's:
+# the Inductor FX-graph and autotune caches are shared by the processes of a machine.
+LATER_COMPILE_SHARE = 0.25
+
+
+def process_cost(result: Measurement, compiled: bool = False) -> float:
+    """What starting one more process is expected to cost: worker start to its first window.
+
+    Once a second process has run, the mean over the processes after the first (they start
+    with warm compile caches). Before, the first process's cost; for a compiled variant with
+    its compilation cut to LATER_COMPILE_SHARE.
+    """
+    costs = {}
+    for record in result.processes:
+        first_window = next(
+            (w["started_at_unix"] for w in result.windows if w["process"] == record["process"]),
+            None,
+        )
+        if first_window is not None:
+            costs[record["process"]] = first_window - record["started_at_unix"]
+    if not costs:
+        return 0.0
+    later = [cost for process, cost in costs.items() if process > 0]
+    if later:
+        return sum(later) / len(later)
+    compiling = result.processes[0].get("one_time_step_time_s", {}).get(stopping.COMPILATION)
+    if not compiled or compiling is None:
+        return costs[0]
+    return costs[0] - (1 - LATER_COMPILE_SHARE) * compiling
+
+
+def _close_record(record: dict, closing: dict, result: Measurement) -> None:
+    kept = ("loss_start", "peak_memory_device_bytes", "peak_memory_host_bytes", "optimizer_impl")
+    record.update({key: closing[key] for key in kept})

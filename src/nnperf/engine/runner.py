@@ -1,0 +1,317 @@
+"""One configuration's measurement, from request to documents, OOM and over-budget included.
+
+`perform_run()` measures a configuration with worker processes and adaptive repetition
+(`nnperf.engine.manager` drives them, `nnperf.engine.stopping` decides when to stop) and
+returns the run JSON document, the per-window rows and the per-step rows. An allocation
+failure is a result (`status: "oom"`), and so is a configuration whose warm-up and minimal
+windows cannot fit in `timing.max_seconds` (`status: "over_budget"`, with the step time it
+showed); both get null numbers. Any other failure propagates (the job must fail with its
+cause).
+
+`perform_run()` takes the model and data as arguments (a zero-argument model factory and
+uint8 arrays), so the engine runs on anything and its tests need no files. The file edge is
+`run_to_files()` (rule `timed_run`, `nnperf run`): its workers load the prepared dataset and
+the model by name (`nnperf.engine.build.load_run_data()`), and it writes the documents. This
+process imports no torch: the workers (`nnperf.engine.worker`) load the data and the model,
+check the device and train.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from typing import Callable, Mapping
+
+from nnperf.core import stats, vocab
+from nnperf.core.contract import RunRequest
+from nnperf.core.files import write_csv, write_json
+from nnperf.core.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.engine import manager, stability, stopping, worker
+from nnperf.engine.build import RunData
+
+
+def _number(value: float) -> float | None:
+    """A statistic for the JSON document: NaN (no data) becomes null."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _median(values) -> float | None:
+    return _number(stats.median(list(values)))
+
+
+def _quantiles(values) -> dict:
+    q1, median, q3 = stats.quartiles(values)
+    cv = stats.coefficient_of_variation(values)
+    return {"median": _number(median), "q1": _number(q1), "q3": _number(q3), "cv": _number(cv)}
+
+
+def estimate_fields(result: manager.Measurement, request: RunRequest) -> dict:
+    """The run document's numbers from the windows (`nnperf.engine.stopping` has the maths)."""
+    current = stopping.estimate(result.samples())
+    rates = _quantiles([w["throughput_img_s"] for w in result.windows])
+    relative = current.half_width_rel
+    windows = len(result.windows)
+    optimal = None
+    if current.between_processes is not None:
+        optimal = stopping.optimal_windows(
+            current,
+            manager.process_cost(result, bool(request.settings.compile)),
+            max((w["window_s"] for w in result.windows), default=0.0),
+            request.timing,
+        )
+    return {
+        "throughput_img_s": current.throughput,
+        "throughput_img_s_ci95_low": current.ci_low,
+        "throughput_img_s_ci95_high": current.ci_high,
+        "ci_half_width_rel": relative,
+        "ci_method": current.method,
+        "ci_target_met": bool(relative is not None and relative <= request.target_ci),
+        "throughput_img_s_median": rates["median"],
+        "throughput_img_s_q1": rates["q1"],
+        "throughput_img_s_q3": rates["q3"],
+        "throughput_img_s_cv": rates["cv"],
+        "variance": {
+            "between_processes": current.between_processes,
+            "within_process": current.within_process,
+            "dominant_level": current.dominant_level,
+            "optimal_windows_per_process": optimal,
+        },
+        "n_processes": current.n_processes,
+        "n_windows": windows,
+        "images_timed": int(sum(w["images"] for w in result.windows)),
+        "timed_window_s": current.timed_s,
+    }
+
+
+def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
+    """Step and phase times over every timed step; compile and warm-up times per process."""
+    step_times = [row["step_time_s"] for row in result.steps]
+    steady = _median(step_times)
+    compiled = bool(request.settings.compile)
+    rates = stopping.process_throughputs(result.samples())
+    compile_times = []
+    for record in result.processes:
+        process = record["process"]
+        warmup = record.get("warmup_step_time_s") or []
+        own_steady = _median(r["step_time_s"] for r in result.steps if r["process"] == process)
+        record["compile_time_s"] = (
+            stopping.compile_time(warmup, own_steady)
+            if compiled and own_steady and warmup
+            else None
+        )
+        # Its first step (compilation included) and the sum of its warm-up steps.
+        record["first_step_time_s"] = warmup[0] if warmup else None
+        record["warmup_time_s"] = float(sum(warmup)) if warmup else None
+        record["n_windows"] = sum(1 for w in result.windows if w["process"] == process)
+        record["throughput_img_s"] = rates.get(process)
+        compile_times.append(record["compile_time_s"])
+    first = result.processes[0] if result.processes else {}
+    first_warmup = first.get("warmup_step_time_s") or []
+    one_time = first.get("one_time_step_time_s") or {}
+    later = [c for c in compile_times[1:] if c is not None]
+    # Steady steps only: an over-budget verdict reached in a one-time step has none.
+    single = steady if result.status == "ok" else result.single_step_time_s
+    return {
+        "step_time_s": stopping.describe(step_times) if step_times else None,
+        "phase_time_s": (
+            {phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES}
+            if step_times
+            else None
+        ),
+        "single_step_time_s": single,
+        "single_step_time_is_lower_bound": bool(result.single_step_time_is_lower_bound),
+        "compile_time_s": compile_times[0] if compile_times else None,
+        "compile_time_s_later": _median(later) if later else None,
+        "first_step_time_s": first.get("first_step_time_s"),
+        "warmup_time_s": first.get("warmup_time_s"),
+        "warmup_step_time_s": list(first_warmup),
+        # Process 0's one-time steps (stopping.one_time_steps), each bounded on its own.
+        "one_time_s": float(result.one_time_s),
+        "one_time_step_time_s": dict(one_time),
+        "recording_time_s": one_time.get(stopping.RECORDING),
+        "over_budget_phase": result.over_budget_phase,
+    }
+
+
+def cost_fields(result: manager.Measurement, process_started_at: float | None) -> dict:
+    """What the measurement cost: fixed costs before the first warm-up step, and the share of
+    the job's wall time spent inside timed windows."""
+    first = result.processes[0] if result.processes else {}
+    first_step_at = first.get("first_step_at_unix")
+    started = process_started_at if process_started_at is not None else result.started_at_unix
+    timed = sum(w["window_s"] for w in result.windows)
+    wall = result.ended_at_unix - started
+    return {
+        "fixed_cost_s": first_step_at - started if first_step_at is not None else None,
+        "process_fixed_cost_s": _median(r.get("fixed_cost_s") for r in result.processes),
+        "elapsed_s": result.ended_at_unix - result.started_at_unix,
+        "duty_cycle": timed / wall if wall > 0 else None,
+        "process_started_at_unix": process_started_at,
+        "start_method": result.start_method,
+    }
+
+
+def perform_run(
+    request: RunRequest,
+    model_factory: Callable | None = None,
+    data: RunData | None = None,
+    workflow_dir=None,
+    process_started_at: float | None = None,
+    method: str | None = None,
+    **engine,
+) -> tuple[dict, list[dict], list[dict]]:
+    """Measure one configuration; returns (run document, window rows, step rows).
+
+    Without `model_factory`/`data` each worker loads them by name (`load_run_data`); this
+    process then never imports torch. Given, they must pickle (they are sent to the workers).
+    `method` is how workers start (`worker.start_method()` when None, or `worker.WARM`);
+    `engine` passes a rehearsal's clock and workers on (`manager.run_measurement`).
+    """
+    clock = engine.get("clock", time.time)
+    started_at = clock()
+    result = manager.run_measurement(
+        request, model_factory, data, workflow_dir=workflow_dir, method=method, **engine
+    )
+    windows = stability.flag_windows(result.windows)
+    unstable, reasons = stability.instability(windows)
+    reasons = reasons + result.notes
+    document = {
+        "kind": vocab.RUN_KIND,
+        "status": result.status,
+        "error": result.error,
+        "stop_reason": result.stop_reason,
+        "stop_detail": result.stop_detail,
+        **request.header(),
+        "num_classes": result.data_info.get("num_classes"),
+        "input_size": result.data_info.get("input_size"),
+        "train_images": result.data_info.get("train_images"),
+        **estimate_fields(result, request),
+        **step_fields(result, request),
+        **cost_fields(result, process_started_at),
+        "unstable": bool(unstable or result.notes),
+        "unstable_reasons": reasons,
+        "loss_start": (result.processes[0].get("loss_start") if result.processes else None),
+        "loss_end": windows[-1]["loss_end"] if windows else None,
+        "peak_memory_device_bytes": _max(
+            r.get("peak_memory_device_bytes") for r in result.processes
+        ),
+        "peak_memory_host_bytes": _max(r.get("peak_memory_host_bytes") for r in result.processes),
+        "processes": result.processes,
+        "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
+        "environment": result.environment or _parent_environment(request, result, workflow_dir),
+        "started_at_unix": started_at,
+        "ended_at_unix": clock(),
+    }
+    return document, document["windows"], result.steps
+
+
+def _max(values) -> int | None:
+    known = [int(v) for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _parent_environment(request: RunRequest, result: manager.Measurement, workflow_dir) -> dict:
+    """The environment record when process 0 could not send one (killed or out of memory);
+    the workers are gone, so touching the device here is safe."""
+    from nnperf.core.environment import collect_environment
+
+    impl = next(
+        (r.get("optimizer_impl") for r in result.processes if r.get("optimizer_impl")), None
+    )
+    return collect_environment(
+        device=request.device,
+        precision=request.precision,
+        settings=request.settings,
+        optimizer_impl_resolved=impl,
+        workflow_dir=workflow_dir,
+    )
+
+
+def steps_frame(steps: list[dict]):
+    """The per-step CSV table (exact columns, even when empty)."""
+    import pandas as pd
+
+    return pd.DataFrame(steps, columns=list(STEP_CSV_COLUMNS))
+
+
+def windows_frame(windows: list[dict]):
+    """The per-window CSV table (exact columns, even when empty)."""
+    import pandas as pd
+
+    return pd.DataFrame(windows, columns=list(WINDOW_CSV_COLUMNS))
+
+
+# --- the file edge ---------------------------------------------------------------------------
+
+
+def expected_step_time(run_document: Mapping | None) -> float | None:
+    """The timed runs' steady step time: the median of a measured configuration, or the
+    steady step an over-budget one showed (a lower bound where it was cut off); None
+    otherwise, and None for a configuration that ended over budget in a one-time step
+    (its first step, compilation or recording says nothing about the step time)."""
+    if not run_document:
+        return None
+    if run_document.get("status") == "ok":
+        steps = run_document.get("step_time_s") or {}
+        median = steps.get("median") if isinstance(steps, Mapping) else None
+        return float(median) if median else None
+    single = run_document.get("single_step_time_s")
+    return float(single) if single else None
+
+
+def label(request: RunRequest) -> str:
+    """How logs name a configuration: `resnet18_cifar cpu fp32 bs32 baseline`."""
+    return f"{request.model} {request.device} {request.precision} bs{request.batch_size} {request.variant}"
+
+
+def run_to_files(
+    request: RunRequest,
+    out_json: str | os.PathLike,
+    out_windows: str | os.PathLike,
+    out_steps: str | os.PathLike,
+    workflow_dir: str | os.PathLike | None = None,
+) -> dict:
+    """One configuration's measurement -> run JSON, per-window CSV and per-step CSV.
+
+    `workflow_dir` is the checkout whose git commit the document records (not part of the
+    request: a moved checkout must not change what a run is). An out-of-memory or
+    over-budget configuration is written like any other and says so on stderr.
+    """
+    from nnperf.engine import warmserver
+
+    process_started_at = worker.process_started_at_unix()
+    document, windows, steps = perform_run(
+        request,
+        workflow_dir=workflow_dir,
+        process_started_at=process_started_at,
+        method=worker.WARM if warmserver.enabled() else None,
+    )
+    write_csv(out_steps, steps_frame(steps))
+    write_csv(out_windows, windows_frame(windows))
+    write_json(out_json, document)
+    stream = sys.stdout if document["status"] == "ok" else sys.stderr
+    print(describe_outcome(request, document), file=stream)
+    return document
+
+
+def describe_outcome(request: RunRequest, document: dict) -> str:
+    """One line for the job's log."""
+    from nnperf.core.wording import count_of
+
+    name = label(request)
+    if document["status"] == "oom":
+        return f"{name}: out of memory: {document['error']}"
+    if document["status"] == "over_budget":
+        return f"{name}: {document['error']}"
+    relative = document["ci_half_width_rel"]
+    ci = f" +/- {relative:.1%}" if relative is not None else " (no CI: one window)"
+    flags = f"; unstable: {'; '.join(document['unstable_reasons'])}" if document["unstable"] else ""
+    return (
+        f"{name}: {document['throughput_img_s']:.1f} img/s{ci} "
+        f"({count_of(document['n_processes'], 'process')} x "
+        f"{count_of(document['n_windows'], 'window')}, "
+        f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
+        + (f"; {document['stop_detail']}" if document.get("stop_detail") else "")
+    )

@@ -1,0 +1,454 @@
+"""How much measuring is enough: the two-level estimate and the adaptive stopping rule.
+
+A configuration is measured at two levels (Kalibera & Jones, "Rigorous benchmarking in
+reasonable time", 2013): worker **processes** (each with its own memory layout, allocator
+state, cuDNN algorithm choice, initial weights) and, inside each, timed **windows** of
+`timed_steps` steps. Throughput varies at both levels, and repeating the cheap level (a
+window) cannot average away the variation of the expensive one (a process). So:
+
+* `estimate()` takes every window measured so far and returns the throughput (mean of the
+  per-process throughputs), its 95% confidence interval (a t-interval over the process
+  throughputs; with a single process, over its windows, which says nothing about the process
+  level and is labelled so), and the variance at each level with the dominant one.
+* `next_action()` is the stopping rule, in the spirit of NVBench (stop when the relative noise
+  is under a threshold, with a minimum time and a timeout) and pyperf (worker processes x
+  values): stop once the CI half-width is within `target_ci` of the estimate after
+  `min_seconds` of windows and `min_processes` processes; otherwise spend the budget where it
+  shrinks the interval most. Each process runs the Kalibera-Jones optimal number of windows,
+  sqrt(process cost / window cost x within-process variance / between-process variance),
+  clamped to [min_windows, max_windows]; a window or a process that would not fit in what is
+  left of `max_seconds` is not started. When the process level dominates and the processes
+  the target needs at the measured spread (`processes_needed`) cannot be had, it stops early
+  (`target_unreachable`) and says how many it would take, instead of spending the budget on
+  an interval that cannot get there: the process-level spread of cuDNN's per-process
+  algorithm choice (about 4% on the H100) puts 1% dozens of processes away.
+* `one_time_steps()` names the one-time costs of a process's first steps (allocation and
+  autotuning, compilation, CUDA-graph recording), which the engine bounds on their own and
+  keeps out of every projection of the steady step.
+
+Both are pure functions of numbers, so the rule is tested with synthetic noisy timers;
+`nnperf.engine.manager` runs them against real processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import numpy as np
+
+from nnperf.core.contract import TimingSettings
+from nnperf.core.errors import NnperfError
+
+CONFIDENCE = 0.95
+# Processes measured before windows per process follow the Kalibera-Jones optimum.
+PROCESSES_BEFORE_OPTIMAL = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowSample:
+    """One timed window, as the stopping rule sees it."""
+
+    process: int
+    images: int
+    seconds: float
+
+    @property
+    def throughput(self) -> float:
+        return self.images / self.seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """Throughput of a configuration from its windows so far."""
+
+    throughput: float | None
+    ci_low: float | None
+    ci_high: float | None
+    method: str | None  # "processes", "windows" or None (no interval from one window)
+    between_processes: float | None  # variance component of process throughputs, (img/s)^2
+    within_process: float | None  # pooled variance of windows inside a process, (img/s)^2
+    n_processes: int
+    n_windows: int
+    timed_s: float
+
+    @property
+    def half_width_rel(self) -> float | None:
+        if self.ci_low is None or self.ci_high is None or not self.throughput:
+            return None
+        return (self.ci_high - self.ci_low) / 2 / self.throughput
+
+    @property
+    def dominant_level(self) -> str | None:
+        """The level whose variation contributes most to the estimate's variance."""
+        if self.between_processes is None or self.within_process is None:
+            return None
+        per_process_windows = self.n_windows / self.n_processes
+        window_part = self.within_process / per_process_windows
+        return "process" if self.between_processes > window_part else "window"
+
+
+def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
+    """Two-sided Student-t critical value, e.g. 12.706 for df=1 at 95%.
+
+    scipy is not a dependency for this one number: exact closed forms for df 1 and 2,
+    the Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5) above, good to 0.1% from df 3.
+    """
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    p = 1 - (1 - confidence) / 2
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    from statistics import NormalDist
+
+    x = NormalDist().inv_cdf(p)
+    g1 = (x**3 + x) / 4
+    g2 = (5 * x**5 + 16 * x**3 + 3 * x) / 96
+    g3 = (3 * x**7 + 19 * x**5 + 17 * x**3 - 15 * x) / 384
+    g4 = (79 * x**9 + 776 * x**7 + 1482 * x**5 - 1920 * x**3 - 945 * x) / 92160
+    return x + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _variance(values: Sequence[float]) -> float:
+    mean = _mean(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def by_process(windows: Sequence[WindowSample]) -> dict[int, list[WindowSample]]:
+    groups: dict[int, list[WindowSample]] = {}
+    for window in windows:
+        groups.setdefault(window.process, []).append(window)
+    return groups
+
+
+def process_throughputs(windows: Sequence[WindowSample]) -> dict[int, float]:
+    """Each process's throughput: its images over its timed seconds (what it sustained)."""
+    return {
+        process: sum(w.images for w in group) / sum(w.seconds for w in group)
+        for process, group in by_process(windows).items()
+    }
+
+
+def estimate(windows: Sequence[WindowSample], confidence: float = CONFIDENCE) -> Estimate:
+    """The configuration's throughput, CI and variance components from `windows`."""
+    groups = by_process(windows)
+    timed_s = sum(w.seconds for w in windows)
+    if not windows:
+        return Estimate(None, None, None, None, None, None, 0, 0, 0.0)
+    process_rates = list(process_throughputs(windows).values())
+    throughput = _mean(process_rates)
+    within_df = sum(len(g) - 1 for g in groups.values())
+    within = (
+        sum(
+            sum((w.throughput - _mean([x.throughput for x in g])) ** 2 for w in g)
+            for g in groups.values()
+        )
+        / within_df
+        if within_df
+        else None
+    )
+    between = None
+    low = high = method = None
+    if len(groups) >= 2:
+        spread = _variance(process_rates)
+        mean_windows = len(windows) / len(groups)
+        # Kalibera & Jones' estimator of the process-level component: the variance of the
+        # process means less what their own windows' noise puts into it (never below 0).
+        between = max(0.0, spread - (within or 0.0) / mean_windows)
+        half = t_quantile(len(groups) - 1, confidence) * math.sqrt(spread / len(groups))
+        low, high, method = throughput - half, throughput + half, "processes"
+    elif len(windows) >= 2:
+        rates = [w.throughput for w in windows]
+        half = t_quantile(len(rates) - 1, confidence) * math.sqrt(_variance(rates) / len(rates))
+        low, high, method = throughput - half, throughput + half, "windows"
+    return Estimate(
+        throughput=throughput,
+        ci_low=low,
+        ci_high=high,
+        method=method,
+        between_processes=between,
+        within_process=within,
+        n_processes=len(groups),
+        n_windows=len(windows),
+        timed_s=timed_s,
+    )
+
+
+def optimal_windows(
+    current: Estimate, process_cost_s: float, window_cost_s: float, timing: TimingSettings
+) -> int:
+    """Windows per process that minimise the CI for a given time (Kalibera & Jones):
+    sqrt(c_process / c_window x within / between), clamped to the configured range.
+
+    Until three processes have run: min_windows. Before two the between-process variance
+    is unknown; and the t-interval over two processes has one degree of freedom (t = 12.7,
+    against 4.3 with three), so a third process narrows it more than any number of windows.
+    No between-process variation at all: windows are the cheaper way to shrink the CI.
+    """
+    if current.between_processes is None or current.within_process is None:
+        return timing.min_windows
+    if current.n_processes < PROCESSES_BEFORE_OPTIMAL and timing.max_processes >= 3:
+        return timing.min_windows
+    if current.between_processes <= 0:
+        return timing.max_windows
+    ratio = (process_cost_s / max(window_cost_s, 1e-9)) * (
+        current.within_process / current.between_processes
+    )
+    return max(timing.min_windows, min(timing.max_windows, math.ceil(math.sqrt(ratio))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    """What to do next: run another `window` in the current process, start a new
+    `process`, or `stop` (with a reason from vocab.STOP_REASONS, and for some reasons a
+    sentence saying why)."""
+
+    kind: str
+    reason: str | None = None
+    detail: str | None = None
+
+
+def processes_needed(
+    process_rates: Sequence[float], target_ci: float, confidence: float = CONFIDENCE
+) -> int | None:
+    """Processes a t-interval over process throughputs needs to reach `target_ci` (relative
+    half-width) at the spread `process_rates` show: the smallest n with
+    t(n - 1) x s / sqrt(n) <= target_ci x mean. None from fewer than two processes."""
+    if len(process_rates) < 2:
+        return None
+    return processes_for_spread(
+        math.sqrt(_variance(process_rates)), _mean(process_rates), target_ci, confidence
+    )
+
+
+def processes_for_spread(
+    spread: float, mean: float, target_ci: float, confidence: float = CONFIDENCE
+) -> int:
+    """`processes_needed` from a process-throughput standard deviation and mean."""
+    if spread <= 0 or mean <= 0:
+        return 2
+    # The normal approximation is a lower bound of n (t > z); walk up from it.
+    n = max(2, math.ceil((1.96 * spread / (target_ci * mean)) ** 2))
+    while t_quantile(n - 1, confidence) * spread / math.sqrt(n) > target_ci * mean:
+        n += 1
+    return n
+
+
+# One-sided confidence of the spread's lower bound that an early stop is judged at: the
+# spread of three processes is itself uncertain, and stopping on an overestimate would give
+# up on a target that was within reach.
+SPREAD_CONFIDENCE = 0.9
+
+
+def chi2_quantile(df: int, p: float) -> float:
+    """The p-quantile of the chi-square distribution with `df` degrees of freedom.
+
+    Exact for df 1 and 2 (a squared normal; an exponential), Wilson-Hilferty's cube-root
+    normal approximation above (within 1% from df 3). Hand-written for the same reason as
+    `t_quantile`: scipy is not a dependency for one number.
+    """
+    from statistics import NormalDist
+
+    if df < 1 or not 0 < p < 1:
+        raise ValueError(f"chi2_quantile needs df >= 1 and 0 < p < 1, got {df}, {p}")
+    if df == 1:
+        return NormalDist().inv_cdf((1 + p) / 2) ** 2
+    if df == 2:
+        return -2 * math.log(1 - p)
+    z = NormalDist().inv_cdf(p)
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def spread_lower_bound(process_rates: Sequence[float], confidence: float = SPREAD_CONFIDENCE):
+    """A one-sided lower confidence bound of the process-to-process standard deviation:
+    s x sqrt((n - 1) / chi2_confidence(n - 1))."""
+    n = len(process_rates)
+    spread = math.sqrt(_variance(process_rates))
+    return spread * math.sqrt((n - 1) / chi2_quantile(n - 1, confidence))
+
+
+def unreachable_target(
+    current: Estimate,
+    process_rates: Sequence[float],
+    *,
+    process_cost_s: float,
+    window_cost_s: float,
+    remaining_s: float,
+    timing: TimingSettings,
+    target_ci: float,
+) -> str | None:
+    """Why the target cannot be reached in what is left, or None while it still may be.
+
+    Judged only once `PROCESSES_BEFORE_OPTIMAL` processes (and `min_processes`) have run,
+    so the spread is estimated from more than one degree of freedom, at the spread's lower
+    confidence bound (`spread_lower_bound`), only when the process level dominates (when
+    windows dominate, more windows still narrow the interval) and only while another
+    process could still be started (the last one runs to its window cap as before).
+    """
+    if current.n_processes < max(timing.min_processes, PROCESSES_BEFORE_OPTIMAL):
+        return None
+    if current.dominant_level != "process" or current.n_processes >= timing.max_processes:
+        return None
+    mean = _mean(process_rates)
+    within = current.within_process or 0.0
+    windows_each = current.n_windows / current.n_processes
+    # The process-level variance at the lower bound of the spread of process means, less
+    # what their windows' noise put into it; then the variance of a process mean at the
+    # best the window cap allows: what the target is judged against.
+    low = spread_lower_bound(process_rates)
+    between_low = max(0.0, low**2 - within / windows_each)
+    best = between_low + within / timing.max_windows
+    needed = processes_for_spread(math.sqrt(best), mean, target_ci)
+    per_process = process_cost_s + timing.min_windows * window_cost_s
+    more = int(max(0.0, remaining_s) // per_process) if per_process > 0 else timing.max_processes
+    reachable = min(timing.max_processes, current.n_processes + more)
+    if needed <= reachable:
+        return None
+    spread = math.sqrt(current.between_processes or 0.0) / mean
+    limit = (
+        f"timing.max_processes is {timing.max_processes}"
+        if timing.max_processes < current.n_processes + more
+        else f"{reachable} fit in timing.max_seconds"
+    )
+    return (
+        f"process-to-process spread {spread:.1%}: a {target_ci:.0%} CI would need ~{needed} "
+        f"processes, and {limit}"
+    )
+
+
+def next_action(
+    windows: Sequence[WindowSample],
+    *,
+    current_process: int,
+    elapsed_s: float,
+    process_cost_s: float,
+    timing: TimingSettings,
+    target_ci: float,
+) -> Action:
+    """The stopping rule (module docstring); called after every window.
+
+    `current_process` is the index of the process whose window just ended, `elapsed_s` the
+    configuration's wall time so far and `process_cost_s` what starting a process costs
+    (fork, model build, warm-up: measured on the processes so far).
+    """
+    current = estimate(windows)
+    groups = by_process(windows)
+    in_current = len(groups.get(current_process, []))
+    window_cost = max(w.seconds for w in windows) if windows else 0.0
+    remaining = timing.max_seconds - elapsed_s
+    enough_processes = current.n_processes >= timing.min_processes
+    enough_windows = all(len(g) >= timing.min_windows for g in groups.values())
+    relative = current.half_width_rel
+    if (
+        enough_processes
+        and enough_windows
+        and current.timed_s >= timing.min_seconds
+        and relative is not None
+        and relative <= target_ci
+    ):
+        return Action("stop", "ci_target")
+    window_fits = window_cost <= remaining
+    if in_current >= timing.min_windows:
+        why = unreachable_target(
+            current,
+            list(process_throughputs(windows).values()),
+            process_cost_s=process_cost_s,
+            window_cost_s=window_cost,
+            remaining_s=remaining,
+            timing=timing,
+            target_ci=target_ci,
+        )
+        if why is not None:
+            return Action("stop", "target_unreachable", why)
+    if in_current < timing.min_windows:
+        return Action("window") if window_fits else Action("stop", "budget")
+    wanted = optimal_windows(current, process_cost_s, window_cost, timing)
+    more_processes = current_process + 1 < timing.max_processes
+    process_fits = process_cost_s + timing.min_windows * window_cost <= remaining
+    if in_current >= wanted or in_current >= timing.max_windows:
+        if more_processes and process_fits:
+            return Action("process")
+        if in_current < timing.max_windows and window_fits:
+            return Action("window")
+        exhausted = not more_processes and in_current >= timing.max_windows
+        return Action("stop", "max_processes" if exhausted else "budget")
+    if window_fits:
+        return Action("window")
+    return Action("stop", "budget")
+
+
+# --- per-step statistics -------------------------------------------------------------
+
+
+# The one-time costs a worker process's first steps carry, in order (see one_time_steps).
+FIRST_STEP, COMPILATION, RECORDING = "first_step", "compile", "recording"
+ONE_TIME_KINDS = (FIRST_STEP, COMPILATION, RECORDING)
+ONE_TIME_WHAT = {
+    FIRST_STEP: "the first step (allocation, cuDNN autotuning)",
+    COMPILATION: "compilation (torch.compile)",
+    RECORDING: "CUDA-graph recording",
+}
+# torch.compile modes that capture CUDA graphs (`triton.cudagraphs` in
+# torch._inductor.list_mode_options(); max-autotune implies them).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def one_time_steps(compile_mode, device: str = "cuda") -> tuple[str, ...]:
+    """What a worker process's first steps carry before its steps are steady, one kind per
+    step: an eager first step allocates and, under cudnn.benchmark, autotunes every
+    convolution (1.5-12 s on the H100 against 10-30 ms steps); a compiled one compiles
+    forward and backward; CUDA graphs are recorded on the call after the one that compiles
+    (torch's cudagraph trees warm up, then record: 0.5 s at batch 1024 against 15 ms); only
+    CUDA has CUDA graphs."""
+    if not compile_mode:
+        return (FIRST_STEP,)
+    if compile_mode in CUDA_GRAPH_MODES and device == "cuda":
+        return (COMPILATION, RECORDING)
+    return (COMPILATION,)
+
+
+def check_steps(
+    warmup_steps: int, timed_steps: int, compile_mode=False, device: str = "cuda"
+) -> None:
+    """One-line errors for step counts the protocol cannot use."""
+    one_time = one_time_steps(compile_mode, device)
+    if warmup_steps < len(one_time):
+        detail = " and ".join(ONE_TIME_WHAT[kind] for kind in one_time)
+        raise NnperfError(
+            f"warmup_steps {warmup_steps!r} is not allowed; allowed: an integer >= "
+            f"{len(one_time)} (the first {len(one_time)} step(s) carry {detail}, which must "
+            "not land in a timed window)"
+        )
+    if timed_steps < 1:
+        raise NnperfError(f"timed_steps {timed_steps!r} is not allowed; allowed: an integer >= 1")
+
+
+def compile_time(warmup_step_time_s: Sequence[float], steady_step_s: float) -> float:
+    """Warm-up time above steady state: sum(warm-up steps) - their count x steady step time.
+
+    torch.compile compiles lazily inside the first calls (forward, then backward,
+    recompiles, CUDA-graph recording), so this catches all of it without reaching into
+    torch._dynamo's private counters.
+    """
+    return max(0.0, float(sum(warmup_step_time_s)) - len(warmup_step_time_s) * steady_step_s)
+
+
+def describe(values) -> dict:
+    """median, mean, std (sample), min, max, p10, p90 of per-step times."""
+    data = np.asarray(values, dtype=float)
+    return {
+        "median": float(np.median(data)),
+        "mean": float(np.mean(data)),
+        "std": float(np.std(data, ddof=1)) if data.size > 1 else None,
+        "min": float(np.min(data)),
+        "max": float(np.max(data)),
+        "p10": float(np.percentile(data, 10)),
+        "p90": float(np.percentile(data, 90)),
+    }

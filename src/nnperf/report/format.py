@@ -1,0 +1,145 @@
+"""How the report writes numbers: every number in the summary goes through these.
+
+Readable rather than exact (three significant digits, thousands separators, SI prefixes),
+because the exact values are in the tables each section names as its source. Not the place
+for what the numbers mean (`nnperf.report.findings`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Mapping
+
+from nnperf.core.wording import count_of, missing
+
+
+def fmt(value, unit: str = "") -> str:
+    """A readable number: thousands separators above 100, three significant digits below."""
+    if missing(value):
+        return "n/a"
+    x = float(value)
+    if abs(x) >= 100:
+        text = f"{x:,.0f}"
+    elif abs(x) >= 10:
+        text = f"{x:.1f}"
+    elif abs(x) >= 1:
+        text = f"{x:.2f}"
+    elif x == 0:
+        text = "0"
+    else:
+        text = f"{x:.3g}"
+    return f"{text} {unit}".rstrip()
+
+
+SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def fmt_si(value, unit: str) -> str:
+    """`1.23 TFLOP/s`: a decimal SI prefix and three significant digits."""
+    if missing(value):
+        return "n/a"
+    x = float(value)
+    for scale, prefix in SI_PREFIXES:
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_pct(value) -> str:
+    if missing(value):
+        return "n/a"
+    x = 100 * float(value)
+    return f"{x:.1f}%" if abs(x) < 10 else f"{x:.0f}%"
+
+
+def fmt_ghz(hz) -> str:
+    """`1.98 GHz` from a clock in Hz."""
+    return "n/a" if missing(hz) else f"{float(hz) / 1e9:.2f} GHz"
+
+
+def fmt_times(value) -> str:
+    return "n/a" if missing(value) else f"{float(value):.2f}x"
+
+
+def ci_interval(
+    low, high, *, n_windows=None, n_processes=None, method=None
+) -> tuple[str | None, str]:
+    """(`"1,200–1,260"`, "") for a confidence interval that may be printed, or (None, why not).
+
+    An interval needs at least two samples at the level it was computed over (worker
+    processes for `method` "processes", windows for "windows"; windows when the method is
+    not recorded) and a positive width: one sample has no spread to build it from, and an
+    interval of zero width (one rep, or copies of one value) would claim a certainty no
+    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`.
+    """
+    counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
+    count, noun = counts.get(str(method), (n_windows, "window"))
+    if not missing(count) and int(count) < 2:
+        return None, f"n/a, {count_of(count, noun)}"
+    if not missing(n_windows) and int(n_windows) < 2:
+        return None, f"n/a, {count_of(n_windows, 'window')}"
+    if missing(low) or missing(high) or not float(low) < float(high):
+        return None, "n/a"
+    return f"{fmt(low)}–{fmt(high)}", ""
+
+
+def throughput_text(
+    mean, low=None, high=None, *, n_windows=None, n_processes=None, method=None, unstable=False
+) -> str:
+    """`1,234 img/s (95% CI 1,200–1,260)`, with `; unstable` for a flagged measurement.
+
+    Without a printable CI (`ci_interval`) the text says why instead of printing one:
+    `(95% CI n/a, 1 window)`.
+    """
+    text = fmt(mean, "img/s")
+    if missing(mean):
+        return text
+    interval, why = ci_interval(
+        low, high, n_windows=n_windows, n_processes=n_processes, method=method
+    )
+    notes = [f"95% CI {interval or why}"]
+    if unstable:
+        notes.append("unstable")
+    return f"{text} ({'; '.join(notes)})"
+
+
+def fmt_duration(seconds) -> str:
+    """`42.0 s`, `17.5 min`, `3.2 h`, `4.0 days`: a wall time in the unit a reader thinks in."""
+    if missing(seconds):
+        return "n/a"
+    x = float(seconds)
+    if abs(x) < 120:
+        return fmt(x, "s")
+    if abs(x) < 2 * 3600:
+        return f"{x / 60:.1f} min"
+    if abs(x) < 2 * 86400:
+        return f"{x / 3600:.1f} h"
+    return f"{x / 86400:.1f} days"
+
+
+def fmt_utc(unix_seconds) -> str:
+    """`2023-11-14 22:13 UTC`: a recorded Unix time, in UTC so every machine reads it alike."""
+    if missing(unix_seconds):
+        return "n/a"
+    moment = datetime.datetime.fromtimestamp(float(unix_seconds), tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def config_text(
+    row: Mapping, *, precision: bool = True, batch: bool = True, variant: bool = True
+) -> str:
+    """`resnet18_cifar bf16 at batch 256 (baseline)`."""
+    text = str(row["model"])
+    if precision:
+        text += f" {row['precision']}"
+    if batch:
+        text += f" at batch {int(row['batch_size'])}"
+    if variant:
+        text += f" ({row['variant']})"
+    return text
+
+
+def truthy(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return (not missing(value)) and bool(value)

@@ -1,0 +1,151 @@
+"""Figures of the training runs: test accuracy against epochs and against training time.
+
+`accuracy_figure()` draws, for one model on one device and dataset, every training run's test
+top-1 after each epoch in two panels: against the epoch (how fast a configuration learns per
+pass over the data) and against the cumulative training time (how fast it learns per second,
+what time to accuracy ranks). The target accuracy is a dashed line, and each run's first
+epoch at the target is marked on both panels, so a configuration whose curve is ahead in the
+left panel but behind in the right one (or the other way round) stands out.
+
+Input is the per-epoch table of `nnperf.training.to_accuracy` (one row per epoch, keys included;
+epoch 0 is the model before training). The figure is a `matplotlib.figure.Figure`, never
+pyplot; `draw()` is the file edge (CSV files in, one PNG out).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import atomic_path
+from nnperf.core.vocab import precision_rank
+
+FIGURE_DPI = 150
+ACCURACY_YLABEL = "test top-1 accuracy (%)"
+EPOCH_XLABEL = "epoch"
+TIME_XLABEL = "training time (s, evaluation excluded)"
+TARGET_COLOUR = "dimgrey"
+
+
+def curve_label(row, with_model: bool = False, with_recipe: bool = False) -> str:
+    """`bf16 bs256 baseline` (+ model, recipe when the figure holds several)."""
+    text = f"{row['precision']} bs{int(row['batch_size'])} {row['variant']}"
+    if with_recipe:
+        text += f", recipe {row['recipe']}"
+    if with_model:
+        text = f"{row['model']} {text}"
+    return text
+
+
+def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a curve label, in the shared order, accuracy in percent."""
+    with_model = epochs["model"].nunique() > 1
+    with_recipe = epochs["recipe"].nunique() > 1
+    frame = epochs.assign(
+        curve=[curve_label(row, with_model, with_recipe) for _, row in epochs.iterrows()],
+        test_top1_pct=100.0 * epochs["test_top1"].astype(float),
+        _precision=epochs["precision"].map(precision_rank),
+    )
+    return frame.sort_values(
+        ["model", "recipe", "batch_size", "_precision", "variant", "epoch"], kind="stable"
+    ).drop(columns="_precision")
+
+
+def accuracy_figure(
+    epochs: pd.DataFrame, target: float | None = None, title: str | None = None
+) -> Figure:
+    """Test top-1 vs epoch (left) and vs cumulative training time (right), one line per run;
+    `target` (a fraction) as a dashed line, each run's first epoch at it as a ring."""
+    if epochs.empty:
+        raise NnperfError("the per-epoch table is empty; allowed: the rows of a training run")
+    frame = _curves(epochs)
+    order = list(dict.fromkeys(frame["curve"]))
+    palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
+    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
+    by_epoch, by_time = fig.subplots(1, 2, sharey=True)
+    for ax, x, xlabel in (
+        (by_epoch, "epoch", EPOCH_XLABEL),
+        (by_time, "train_time_s", TIME_XLABEL),
+    ):
+        sns.lineplot(
+            data=frame,
+            x=x,
+            y="test_top1_pct",
+            hue="curve",
+            hue_order=order,
+            palette=palette,
+            marker="o",
+            markersize=4,
+            estimator=None,
+            sort=False,
+            legend=ax is by_time,
+            ax=ax,
+        )
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ACCURACY_YLABEL)
+        ax.set_ylim(0, 100)
+        if target is not None:
+            ax.axhline(100 * target, color=TARGET_COLOUR, linestyle="--", linewidth=1)
+            hits = frame[frame["test_top1"].astype(float) >= target].groupby("curve").head(1)
+            ax.scatter(
+                hits[x],
+                hits["test_top1_pct"],
+                s=90,
+                facecolors="none",
+                edgecolors=[palette[c] for c in hits["curve"]],
+                linewidths=1.5,
+                zorder=4,
+            )
+    by_epoch.xaxis.get_major_locator().set_params(integer=True)
+    if target is not None:
+        by_epoch.annotate(
+            f"target {100 * target:g}%",
+            (0, 100 * target),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 3),
+            textcoords="offset points",
+            color=TARGET_COLOUR,
+            fontsize="small",
+        )
+    by_time.legend(
+        title="ring: first epoch at the target" if target is not None else None,
+        fontsize="small",
+        title_fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+    )
+    keys = frame.iloc[0]
+    fig.suptitle(
+        title
+        or f"{', '.join(sorted(frame['model'].unique()))} on {keys['device']} ({keys['dataset']}):"
+        " test accuracy while training"
+    )
+    return fig
+
+
+def read_epochs(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """The per-epoch CSVs of several training runs as one table."""
+    frames = [pd.read_csv(path) for path in paths]
+    if not frames:
+        raise NnperfError("no per-epoch tables given; allowed: one or more *_epochs.csv files")
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[np.isfinite(frame["test_top1"].astype(float))]
+
+
+def draw(
+    epochs_paths: Sequence[str | os.PathLike],
+    out_png: str | os.PathLike,
+    target: float | None = None,
+    title: str | None = None,
+) -> None:
+    """The accuracy figure of some training runs, from their per-epoch CSVs to a PNG."""
+    figure = accuracy_figure(read_epochs(epochs_paths), target=target, title=title)
+    with atomic_path(out_png) as tmp:
+        figure.savefig(tmp, dpi=FIGURE_DPI, format="png")
+    print(f"accuracy figure of {len(epochs_paths)} training run(s) -> {out_png}")

@@ -1,0 +1,664 @@
+"""Roofline figures: a hierarchical roofline per config and a step-level roofline per device.
+
+Takes rows of `roofline_points.csv` (and optionally the profile's own ceilings and a ceilings
+JSON) and returns a matplotlib Figure; saving is the caller's job. Ceiling styles: the ncu
+profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roofs dashed, each
+labelled with its value. Points: sized by time, coloured by kernel kind, marker by memory level;
+step points are stars; analytic points say "analytic" in the legend. Step points carry text
+labels placed so that no two overlap and none leaves the axes (`place_labels`). A roof the
+ceilings JSON leaves null with a reason (a CPU's derived bf16 peak without bf16 arithmetic) is
+not drawn; the legend says why.
+
+`write_figure` at the bottom is the edge the workflow calls (rules `plot_roofline` and
+`plot_roofline_steps`): it reads the tables, selects the figure's rows by their key columns
+and saves the PNG. Not here: computing points or ceilings (`nnperf.roofline.points`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import Bbox, IdentityTransform  # noqa: E402
+
+from nnperf.core import files  # noqa: E402
+from nnperf.core.contract import FigureRequest  # noqa: E402
+from nnperf.core.errors import NnperfError  # noqa: E402
+from nnperf.core.files import read_table  # noqa: E402
+from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
+from nnperf.core.wording import missing  # noqa: E402
+from nnperf.ncu import metrics as ncu  # noqa: E402
+from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
+from nnperf.report.format import fmt_ghz, fmt_pct, truthy  # noqa: E402
+from nnperf.roofline import points as roofline  # noqa: E402
+
+# FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
+KINDS = ("roofline", "roofline_steps")
+
+X_LABEL = "Arithmetic intensity (FLOP/byte)"
+Y_LABEL = "Performance (FLOP/s)"
+LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
+LEVEL_LABELS = {"dram": "DRAM", "l2": "L2", "l1": "L1", "algorithmic": "algorithmic"}
+ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--"}
+STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
+# Marker areas (points^2) of the step points: stars in the configuration figure, the step
+# figure's points.
+CONFIG_STEP_MARKER_S = 260
+DEVICE_STEP_MARKER_S = 90
+
+# Point labels. matplotlib puts text exactly where it is told and has no collision avoidance;
+# adjustText, the usual add-on, is not a dependency of nnperf (and its iterative repulsion
+# does not promise disjoint boxes), so labels are placed by hand: greedily, each trying
+# offsets around its point nearest first (`LABEL_RADII_PT` x `LABEL_ANGLES_DEG`, upper right
+# first) and taking the first whose box, in display pixels, stays inside the axes and clear
+# of every drawn point, every label placed before and their leader lines.
+LABEL_FONTSIZE = 6
+LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
+LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+# Clear space kept between a label's box and anything else.
+LABEL_PAD_PT = 1.5
+# A label whose anchor is more than this beyond its point's marker gets a leader line.
+LEADER_GAP_PT = 8.0
+LEADER_STYLE = {"arrowstyle": "-", "color": "0.4", "linewidth": 0.5, "shrinkA": 0}
+# Labels sit on a white patch (within LABEL_PAD_PT of the text) above the lines, so a leader
+# line passing behind one does not cross its text.
+LABEL_BACKGROUND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
+LABEL_ZORDER = 6
+# Width (characters) of a legend line saying why a roof is absent.
+NOTE_WIDTH = 48
+
+
+def format_flop_s(value: float) -> str:
+    """'312 TFLOP/s' style label."""
+    return _format(value, "FLOP/s")
+
+
+def format_bytes_s(value: float) -> str:
+    """'2.04 TB/s' style label."""
+    return _format(value, "B/s")
+
+
+def _format(value: float, unit: str) -> str:
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _positive(frame: pd.DataFrame) -> pd.DataFrame:
+    """The points a log-log plot can show. An empty table read from CSV (every configuration
+    over budget) has text columns, hence the conversion."""
+    x = pd.to_numeric(frame["arithmetic_intensity_flop_per_byte"], errors="coerce")
+    y = pd.to_numeric(frame["performance_flop_s"], errors="coerce")
+    return frame[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)]
+
+
+def roofs_from_ncu(
+    ceilings: Mapping[str, float] | None,
+    precision: str | None,
+    tensor_peaks: Mapping[str, float] | None = None,
+) -> list[dict]:
+    """ncu ceilings (from `nnperf.roofline.points.ncu_ceilings`) as roof dicts.
+
+    The tensor roof is the one of `precision`; `tensor_peaks` (precision -> FLOP/s) adds one
+    per precision for figures that mix precisions.
+    """
+    if not ceilings:
+        return []
+    roofs = []
+    clock = ceilings.get("clock_hz", math.nan)
+    clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
+    compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
+    # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
+    if ncu.TENSOR_DTYPE_OF_PRECISION.get(precision):
+        compute.append((f"tensor {precision} dense", "peak_flop_s_tensor"))
+    values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
+    values += [(f"tensor {p} dense", v) for p, v in sorted((tensor_peaks or {}).items())]
+    for name, value in values:
+        if value and math.isfinite(value) and value > 0:
+            roofs.append(
+                {
+                    "label": f"ncu {name}{clock_text}",
+                    "kind": "compute",
+                    "value": float(value),
+                    "origin": "ncu",
+                }
+            )
+    for level in ("dram", "l2", "l1"):
+        value = ceilings.get(f"peak_bytes_s_{level}", math.nan)
+        if value and math.isfinite(value) and value > 0:
+            roofs.append(
+                {
+                    "label": f"ncu {LEVEL_LABELS[level]}",
+                    "kind": "memory",
+                    "value": float(value),
+                    "origin": "ncu",
+                }
+            )
+    return roofs
+
+
+class PointLabel(NamedTuple):
+    """A text for the point (x, y) in data coordinates, whose marker is `marker_pt` wide
+    (its leader line stops at the marker's edge)."""
+
+    x: float
+    y: float
+    text: str
+    marker_pt: float = 8.0
+
+
+def _alignment(angle_deg: float) -> tuple[str, str]:
+    """Text alignment that puts the label on the far side of its anchor from the point."""
+    dx, dy = math.cos(math.radians(angle_deg)), math.sin(math.radians(angle_deg))
+    ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
+    va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
+    return ha, va
+
+
+def _text_box(anchor: tuple[float, float], size: tuple[float, float], ha: str, va: str) -> Bbox:
+    """The box a one-line text of `size` pixels covers when aligned `ha`/`va` at `anchor`
+    (matplotlib aligns the whole box, descent included, for bottom/center/top)."""
+    width, height = size
+    left = anchor[0] - {"left": 0.0, "center": width / 2, "right": width}[ha]
+    bottom = anchor[1] - {"bottom": 0.0, "center": height / 2, "top": height}[va]
+    return Bbox.from_bounds(left, bottom, width, height)
+
+
+def _segments_cross(segments: np.ndarray, box: Bbox) -> bool:
+    """Whether any segment (rows x0, y0, x1, y1) meets `box` (Liang-Barsky clipping)."""
+    if not len(segments):
+        return False
+    start, delta = segments[:, :2], segments[:, 2:] - segments[:, :2]
+    low, high = np.zeros(len(segments)), np.ones(len(segments))
+    for axis, (lo, hi) in enumerate(((box.x0, box.x1), (box.y0, box.y1))):
+        d, p = delta[:, axis], start[:, axis]
+        still = d == 0
+        outside = still & ((p < lo) | (p > hi))
+        low[outside], high[outside] = 1.0, 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_lo, t_hi = (lo - p) / d, (hi - p) / d
+        moving = ~still
+        low[moving] = np.maximum(low[moving], np.minimum(t_lo, t_hi)[moving])
+        high[moving] = np.minimum(high[moving], np.maximum(t_lo, t_hi)[moving])
+    return bool(np.any(low <= high))
+
+
+@dataclass
+class _Taken:
+    """What a new label must keep clear of, in display pixels: every drawn point's marker
+    and the label boxes placed so far (rows x0, y0, x1, y1), and their leader lines (rows
+    x0, y0, x1, y1: from the point to the label's anchor)."""
+
+    boxes: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+    leaders: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+
+    def add(self, box: Bbox, leader: tuple | None) -> None:
+        self.boxes = np.vstack([self.boxes, box.extents])
+        if leader is not None:
+            self.leaders = np.vstack([self.leaders, leader])
+
+    def free(self, box: Bbox, pad: float) -> bool:
+        """Whether a label box (grown by `pad`) keeps clear of every marker, label and
+        leader line. A new leader line may pass behind an earlier label (labels have an
+        opaque background): forbidding that would wall a crowded point in with its first
+        ring of labels."""
+        padded = box.padded(pad)
+        x0, y0, x1, y1 = padded.extents
+        b = self.boxes
+        if np.any((b[:, 0] <= x1) & (x0 <= b[:, 2]) & (b[:, 1] <= y1) & (y0 <= b[:, 3])):
+            return False
+        return not _segments_cross(self.leaders, padded)
+
+
+def _markers(ax) -> np.ndarray:
+    """The box (x0, y0, x1, y1, pixels) of every point drawn by a scatter on `ax`."""
+    scale = ax.figure.dpi / 72.0
+    boxes = [np.empty((0, 4))]
+    for collection in ax.collections:
+        if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
+            continue
+        # get_offsets() is a masked array; plain floats keep the overlap tests fast.
+        offsets = np.ma.getdata(collection.get_offsets()).astype(float)
+        centres = collection.get_offset_transform().transform(offsets)
+        sizes = np.broadcast_to(collection.get_sizes(), (len(centres),))
+        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
+        half = np.sqrt(sizes)[:, None] * scale / 2
+        boxes.append(np.hstack([centres - half, centres + half]))
+    return np.vstack(boxes)
+
+
+def _place_one(ax, label: PointLabel, text: str, taken: _Taken, renderer, fontsize) -> object:
+    """Annotate `label`'s point with `text` at the nearest free offset (recorded in `taken`);
+    None when no offset is free."""
+    scale = ax.figure.dpi / 72.0  # pixels per point
+    pad = LABEL_PAD_PT * scale
+    frame = ax.get_window_extent(renderer).padded(-pad)
+    probe = ax.text(0, 0, text, fontsize=fontsize, transform=IdentityTransform())
+    extent = probe.get_window_extent(renderer)
+    probe.remove()
+    size = (extent.width, extent.height)
+    point = ax.transData.transform((label.x, label.y))
+    for radius in LABEL_RADII_PT:
+        for angle in LABEL_ANGLES_DEG:
+            dx = radius * math.cos(math.radians(angle))
+            dy = radius * math.sin(math.radians(angle))
+            ha, va = _alignment(angle)
+            anchor = (point[0] + dx * scale, point[1] + dy * scale)
+            box = _text_box(anchor, size, ha, va)
+            if box.x0 < frame.x0 or box.x1 > frame.x1 or box.y0 < frame.y0 or box.y1 > frame.y1:
+                continue
+            if not taken.free(box, pad):
+                continue
+            leader = radius - label.marker_pt / 2 > LEADER_GAP_PT
+            taken.add(box, (*point, *anchor) if leader else None)
+            return ax.annotate(
+                text,
+                (label.x, label.y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                fontsize=fontsize,
+                bbox=LABEL_BACKGROUND,
+                zorder=LABEL_ZORDER,
+                arrowprops=(
+                    {**LEADER_STYLE, "shrinkB": label.marker_pt / 2 + 1} if leader else None
+                ),
+            )
+    return None
+
+
+def place_labels(ax, labels: Sequence[PointLabel], *, fontsize=LABEL_FONTSIZE) -> list:
+    """Annotate every point of `labels` so that no two label boxes overlap, none covers a
+    drawn point (any scatter marker on `ax`) or a leader line, and all stay inside the
+    axes; return the annotations.
+
+    Call it once the axes' limits, scales, points and the figure's layout are final: the
+    placement is done in display coordinates. A label that finds no room is replaced by a
+    number (`[1]`) beside its point and written out in a key under the axes; in the rare
+    case that even the number has no room, the key gives the point's coordinates instead.
+    """
+    if not labels:
+        return []
+    renderer = ax.figure.canvas.get_renderer()
+    taken = _Taken(boxes=_markers(ax))
+    placed, crowded = [], []
+    for label in labels:
+        annotation = _place_one(ax, label, label.text, taken, renderer, fontsize)
+        if annotation is None:
+            crowded.append(label)
+        else:
+            placed.append(annotation)
+    numbered, unlabelled = [], []
+    for label in crowded:
+        tag = f"[{len(numbered) + 1}]"
+        annotation = _place_one(ax, label, tag, taken, renderer, fontsize)
+        if annotation is None:
+            unlabelled.append(
+                f"{label.text}: at {label.x:.3g} FLOP/byte, {format_flop_s(label.y)} "
+                "(no room for a label)"
+            )
+        else:
+            placed.append(annotation)
+            numbered.append(f"{tag} {label.text}")
+    if numbered or unlabelled:
+        ax.annotate(
+            "\n".join(["Points labelled by number:", *numbered, *unlabelled]),
+            (0.0, 0.0),
+            xycoords="axes fraction",
+            xytext=(0, -40),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=fontsize,
+        )
+    return placed
+
+
+def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
+    """Why a roof of `precisions` is absent: the ceilings JSON's datasheet (or derived) entry
+    gives the peak as null with a reason (`flop_s_null_reasons`)."""
+    sheet = document.get("datasheet") or {}
+    reasons = sheet.get("flop_s_null_reasons") or {}
+    origin = "derived" if sheet.get("derived") else "datasheet"
+    return [
+        textwrap.fill(f"no {origin} {p} peak: {reasons[p]}", NOTE_WIDTH)
+        for p in dict.fromkeys(precisions)
+        if p in reasons and not (sheet.get("flop_s") or {}).get(p)
+    ]
+
+
+def _limits(points: pd.DataFrame, roofs: Sequence[dict]) -> tuple[tuple, tuple]:
+    xs = list(points["arithmetic_intensity_flop_per_byte"])
+    ys = list(points["performance_flop_s"])
+    compute = [r["value"] for r in roofs if r["kind"] == "compute"]
+    memory = [r["value"] for r in roofs if r["kind"] == "memory"]
+    for peak in compute:
+        for bandwidth in memory:
+            xs.append(peak / bandwidth)  # ridge points
+    ys += compute
+    xs = [x for x in xs if x > 0 and math.isfinite(x)] or [1.0]
+    ys = [y for y in ys if y > 0 and math.isfinite(y)] or [1e9]
+    xlim = (min(xs) / 4, max(xs) * 4)
+    ylim = (min(ys) / 4, max(ys) * 3)
+    return xlim, ylim
+
+
+def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
+    top = max((r["value"] for r in roofs if r["kind"] == "compute"), default=None)
+    x = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
+    palette = sns.color_palette("dark", max(len(roofs), 1))
+    for colour, roof in zip(palette, roofs):
+        style = ORIGIN_STYLES.get(roof["origin"], ":")
+        if roof["kind"] == "compute":
+            text = f"{roof['label']}: {format_flop_s(roof['value'])}"
+            ax.axhline(roof["value"], linestyle=style, color=colour, linewidth=1.2, label=text)
+        else:
+            text = f"{roof['label']}: {format_bytes_s(roof['value'])}"
+            y = x * roof["value"]
+            if top is not None:
+                y = np.minimum(y, top)
+            ax.plot(x, y, linestyle=style, color=colour, linewidth=1.2, label=text)
+
+
+def _finish(
+    ax,
+    fig: Figure,
+    xlim: tuple,
+    ylim: tuple,
+    title: str,
+    labels: Sequence[PointLabel] = (),
+    notes: Sequence[str] = (),
+) -> Figure:
+    for note in notes:
+        # A legend entry without a line: the text says which roof is absent and why.
+        ax.plot([], [], linestyle="none", label=note)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_xlabel(X_LABEL)
+    ax.set_ylabel(Y_LABEL)
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
+    fig.tight_layout()
+    # After the layout: labels are placed in display coordinates, which it changes.
+    place_labels(ax, labels)
+    return fig
+
+
+def plot_config_roofline(
+    points: pd.DataFrame,
+    *,
+    title: str,
+    ncu_ceilings: Mapping[str, float] | None = None,
+    json_roofs: Sequence[dict] = (),
+    precision: str | None = None,
+    roof_notes: Sequence[str] = (),
+) -> Figure:
+    """Hierarchical roofline of one config.
+
+    `points`: that config's rows of roofline_points (kernel and step granularity, any source).
+    `ncu_ceilings`: the profile's own ceilings; `json_roofs`: from
+    `nnperf.roofline.points.json_ceilings`; `roof_notes`: legend lines for roofs left out
+    (`null_roof_notes`). Each step point is labelled with its memory level.
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(10, 6))
+    roofs = [*roofs_from_ncu(ncu_ceilings, precision), *json_roofs]
+    visible = _positive(points)
+    xlim, ylim = _limits(visible, roofs)
+    _draw_roofs(ax, roofs, xlim)
+
+    kernels = visible[visible["granularity"] == "kernel"].copy()
+    if not kernels.empty:
+        kernels["kind"] = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
+        kernels["memory level"] = kernels["memory_level"].map(LEVEL_LABELS)
+        kernels["time (µs)"] = kernels["time_s"] * 1e6
+        sns.scatterplot(
+            data=kernels,
+            x="arithmetic_intensity_flop_per_byte",
+            y="performance_flop_s",
+            hue="kind",
+            style="memory level",
+            markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
+            size="time (µs)",
+            sizes=(15, 250),
+            alpha=0.7,
+            ax=ax,
+            legend="brief",
+        )
+    steps = visible[visible["granularity"] == "step"]
+    labels = []
+    for row in steps.itertuples(index=False):
+        analytic = row.source == "analytic"
+        level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
+        label = "analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})"
+        ax.scatter(
+            [row.arithmetic_intensity_flop_per_byte],
+            [row.performance_flop_s],
+            marker="X" if analytic else "*",
+            s=CONFIG_STEP_MARKER_S,
+            color=STEP_COLOURS.get(row.memory_level, "grey"),
+            edgecolor="black",
+            linewidth=0.8,
+            zorder=5,
+            label=label,
+        )
+        labels.append(
+            PointLabel(
+                row.arithmetic_intensity_flop_per_byte,
+                row.performance_flop_s,
+                "step, analytic" if analytic else f"step, {level}",
+                math.sqrt(CONFIG_STEP_MARKER_S),
+            )
+        )
+    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
+
+
+def plot_device_steps(
+    points: pd.DataFrame,
+    *,
+    device: str,
+    json_roofs: Sequence[dict] = (),
+    ncu_ceilings: Mapping[str, float] | None = None,
+    ncu_tensor_peaks: Mapping[str, float] | None = None,
+    roof_notes: Sequence[str] = (),
+) -> Figure:
+    """Step-level roofline of every config on `device`.
+
+    Uses each config's step point: ncu at DRAM (the measured level closest to algorithmic
+    traffic) and analytic at `algorithmic`. Colour = model / precision, marker = source; each
+    point is labelled with its batch size and variant (`place_labels`: never overlapping,
+    numbered in a key where the points crowd). `roof_notes`: legend lines for roofs left out.
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(10, 6))
+    steps = points[
+        (points["device"] == device)
+        & (points["granularity"] == "step")
+        & (
+            ((points["source"] == "ncu") & (points["memory_level"] == "dram"))
+            | (points["source"] == "analytic")
+        )
+    ]
+    visible = _positive(steps).copy()
+    roofs = [*roofs_from_ncu(ncu_ceilings, None, ncu_tensor_peaks), *json_roofs]
+    xlim, ylim = _limits(visible, roofs)
+    _draw_roofs(ax, roofs, xlim)
+    if not visible.empty:
+        visible["source"] = np.where(
+            visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
+        )
+        visible["model / precision"] = visible["model"] + " / " + visible["precision"]
+        sns.scatterplot(
+            data=visible,
+            x="arithmetic_intensity_flop_per_byte",
+            y="performance_flop_s",
+            hue="model / precision",
+            style="source",
+            markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
+            s=DEVICE_STEP_MARKER_S,
+            ax=ax,
+            legend="brief",
+        )
+    labels = [
+        PointLabel(
+            row.arithmetic_intensity_flop_per_byte,
+            row.performance_flop_s,
+            f"bs{row.batch_size} {row.variant}",
+            math.sqrt(DEVICE_STEP_MARKER_S),
+        )
+        for row in visible.itertuples(index=False)
+    ]
+    sources = sorted(set(steps["source"])) if not steps.empty else []
+    title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
+    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
+
+
+# --------------------------------------------------------------------------------------------
+# The edge: tables in, one PNG out.
+# --------------------------------------------------------------------------------------------
+def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
+    """The rows whose key columns equal `keys` (batch_size compared as a number)."""
+    mask = pd.Series(True, index=frame.index)
+    for key, value in keys.items():
+        column = frame[key].astype(int) if key == "batch_size" else frame[key].astype(str)
+        mask &= column == value
+    return frame[mask]
+
+
+def clocks_line(profile: Mapping | None) -> str:
+    """The clocks beside a profiled step: ncu's, the timed runs' and the GPU's busy share of
+    the timed step (a profiles.csv row), so nobody compares points at different clocks
+    unawares."""
+    if not profile:
+        return ""
+    text = (
+        f"profiled at {fmt_ghz(profile.get('profiled_sm_clock_hz'))} SM clock "
+        f"(ncu clock control {profile.get('clock_control', '?')}); timed runs at "
+        f"{fmt_ghz(profile.get('run_sm_clock_hz'))}"
+    )
+    if not missing(profile.get("busy_share")):
+        text += (
+            f"; GPU busy {fmt_pct(profile['busy_share'])} of the "
+            f"{float(profile['step_time_s']) * 1e3:.3g} ms timed step "
+            f"({profile.get('busy_verdict')})"
+        )
+    if not truthy(profile.get("roof_ok", True)):
+        text += "; profile roof FLAGGED by its calibration GEMM"
+    return text
+
+
+def config_figure(
+    points: pd.DataFrame,
+    kernels: pd.DataFrame,
+    ceilings: Mapping,
+    request: FigureRequest,
+    profiles: pd.DataFrame | None = None,
+) -> Figure:
+    """The hierarchical roofline of the configuration `request` names; its profiles.csv row
+    (when given) puts the clocks and the GPU's busy share under the title.
+
+    A configuration that ran out of memory has no point: that is a result, drawn as an
+    empty roofline with its roofs.
+    """
+    keys = {key: getattr(request, key) for key in CONFIG_KEYS}
+    absent = [key for key, value in keys.items() if value is None]
+    if absent:
+        raise NnperfError(f"a {request.kind} figure needs {', '.join(absent)}")
+    selected = _matching(points, keys)
+    profile = roofline.step_kernels(_matching(kernels, keys))
+    sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
+    title = (
+        f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
+        f"{request.variant}: hierarchical roofline ({sources})"
+    )
+    profile_row = None
+    if profiles is not None and not profiles.empty:
+        match = _matching(profiles, keys)
+        profile_row = match.iloc[0].to_dict() if not match.empty else None
+    clocks = clocks_line(profile_row)
+    if clocks:
+        title += "\n" + clocks
+    return plot_config_roofline(
+        selected,
+        title=title,
+        ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
+        precision=request.precision,
+        json_roofs=(
+            roofline.json_ceilings(ceilings, [request.precision])
+            if request.precision in PRECISIONS
+            else []
+        ),
+        roof_notes=null_roof_notes(ceilings, [request.precision]),
+    )
+
+
+def device_figure(
+    points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
+) -> Figure:
+    """The step roofline of every configuration on `device`, with one tensor roof per
+    profiled precision."""
+    device_points = points[points["device"].astype(str) == device]
+    profile = roofline.step_kernels(kernels[kernels["device"].astype(str) == device])
+    tensor_peaks = {}
+    for precision, group in profile.groupby("precision"):
+        value = roofline.ncu_ceilings(group)["peak_flop_s_tensor"]
+        if math.isfinite(value):
+            tensor_peaks[precision] = value
+    precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
+    return plot_device_steps(
+        device_points,
+        device=device,
+        ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
+        ncu_tensor_peaks=tensor_peaks,
+        json_roofs=roofline.json_ceilings(ceilings, precisions),
+        roof_notes=null_roof_notes(ceilings, precisions),
+    )
+
+
+def write_figure(
+    request: FigureRequest,
+    points: str | os.PathLike,
+    ceilings: str | os.PathLike | None,
+    kernels: str | os.PathLike | None,
+    out: str | os.PathLike,
+    profiles: str | os.PathLike | None = None,
+) -> None:
+    """Draw the roofline figure `request` names from roofline_points.csv, the device's
+    ceilings JSON, kernels.csv and profiles.csv (None: no configuration was profiled), and
+    save it."""
+    if request.kind not in KINDS:
+        raise NnperfError(f"figure kind {request.kind!r} is not a roofline; allowed: {KINDS}")
+    table = roofline.read_points(points)
+    profile = roofline.read_kernels(kernels)
+    document = files.read_json(ceilings) if ceilings is not None else {}
+    if request.kind == "roofline":
+        checks = read_table(profiles) if profiles is not None else None
+        figure = config_figure(table, profile, document, request, checks)
+    else:
+        figure = device_figure(table, profile, document, request.device)
+    try:
+        with files.atomic_path(out) as tmp:
+            figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+    finally:
+        plt.close(figure)

@@ -1,0 +1,900 @@
+"""What a study costs before it runs: its jobs, stage by stage, each with an estimate.
+
+`nnperf plan` builds the study's jobs as the workflow does (the matrix, then the part of it
+each stage selects: `nnperf.study.selection`) and estimates each job's wall time from one of three
+sources, and every estimate says which:
+
+* a machine's defaults (`H100`, `CPU`): the recorded fixed costs of that machine (process
+  imports, device init, the ceilings stage, an ncu profile), and assumptions where nothing
+  was recorded, labelled "assumed";
+* the rehearsal (`nnperf.engine.rehearsal`): a timed run is not estimated by arithmetic but run
+  through the real engine (stopping rule, budgets) on a fake clock, with the step timings the
+  machine recorded (or an earlier study measured);
+* an earlier study's results folder (`MeasuredResults`): its run documents, ncu sidecars,
+  operator profiles and training summaries, where it has the configuration.
+
+The estimate is job time: the jobs one after another. Measurements (timed runs, profiles,
+training) never overlap (`bench_slot`), so their sum is the floor of the study's wall time;
+tables and figures may run beside them. Training is estimated to its last epoch: a run that
+reaches its target accuracy earlier ends earlier.
+
+It is not the place to measure anything or to run Snakemake: `plan_study` takes a validated
+study and a `Timings` and returns a `Plan`; `render` turns it into text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from nnperf.core import contract, layout
+from nnperf.core import config as study_config
+from nnperf.core.errors import NnperfError
+from nnperf.engine import rehearsal
+from nnperf.ncu import metrics as ncu
+from nnperf.study import selection
+from nnperf.study.loading import Study
+
+# Stages in the order a study runs them, as `nnperf plan` prints them.
+DATA = "data"
+COMPLEXITY = "complexity"
+CEILINGS = "ceilings"
+TIMED_RUNS = "timed runs"
+NCU = "ncu profiles (+export)"
+OPERATORS = "operator profiles"
+TRAINING = "training to accuracy"
+REPORT = "tables, figures, report"
+STAGES = (DATA, COMPLEXITY, CEILINGS, TIMED_RUNS, NCU, OPERATORS, TRAINING, REPORT)
+
+# Source labels: where a number comes from.
+ASSUMED = "assumed"
+H100_RECORDED = "H100 recorded (shared/h100)"
+CPU_RECORDED = "2-core CPU recorded (reports/examples)"
+BUDGET_BOUND = "budget bound"
+
+# Images in the test split of the real datasets (CIFAR-10 and CIFAR-100 both have 10,000).
+CIFAR_TEST_IMAGES = 10_000
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds and where they come from."""
+
+    seconds: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The fixed costs of one kind of machine: everything a job pays besides its steps."""
+
+    name: str
+    description: str
+    # The device whose recorded timings these are; a study's devices default to it.
+    device: str
+    # Snakemake starting a `script:` job: the job's interpreter and Snakemake's preamble.
+    job_start: Cost
+    # A fresh job process importing torch, torchvision and nnperf.workload.models.
+    imports: Cost
+    # A fresh process initialising the device (0 on a CPU).
+    device_init: Cost
+    # Building the model in a process that has the imports.
+    model_build: Cost
+    # The first timed job starting the machine's warm fork server (`nnperf.engine.warmserver`).
+    warm_server: Cost
+    # rule prepare_dataset, per dataset name.
+    prepare: dict[str, Cost]
+    # rule complexity: counting one model's FLOPs and traffic, after the imports.
+    complexity: Cost
+    # rule ceilings: GEMM peaks, STREAM and the cache sweep, after the imports.
+    ceilings: Cost
+    # rule ncu_profile (wall time of the profiled process under ncu), per precision for an
+    # eager variant; `ncu_compiled` for a compiled one; `ncu_other` where none was recorded.
+    ncu_eager: dict[str, Cost]
+    ncu_compiled: Cost | None
+    ncu_other: Cost | None
+    # rule ncu_export: `ncu --import ... --csv --page raw` of one report.
+    ncu_export: Cost
+    # A table or figure job (pandas, matplotlib), and rule render_report.
+    script_job: Cost
+    report_job: Cost
+    # torch.profiler: how much slower a profiled step is than a timed one, and the trace
+    # export and analysis after the profiled steps.
+    profiler_slowdown: Cost
+    profile_export: Cost
+    # Reading the dataset into memory at the start of a training run.
+    training_data_load: Cost
+    # An evaluation step (forward only, no gradients) as a fraction of a training step.
+    eval_step_fraction: Cost
+    # A timed run where no step timing can be replayed (None: its budget, max_seconds).
+    timed_run: Cost | None
+    # Seconds per training image where no step time is known (a model nothing was recorded
+    # for): the slowest recorded rate of the reference model.
+    fallback_image_s: Cost
+
+
+# An NVIDIA H100 80GB HBM3 (132 SMs) in a 16-vCPU Xeon VM, nnperf at 0df04b2, torch 2.11,
+# Nsight Compute 2025.3.1: the measurements under shared/h100 (README there).
+H100 = Machine(
+    name="h100",
+    description="an NVIDIA H100 80GB in a 16-vCPU VM",
+    device="cuda",
+    # Not recorded: a script job with nnperf's light imports (no torch in the job process).
+    job_start=Cost(1.5, ASSUMED),
+    # A fresh process spends 11-12 s on the imports (runs/process_overheads.txt: warm
+    # `import torch, torchvision` 8.9 s, nnperf.workload.models' torchvision.ops -> torch._dynamo).
+    imports=Cost(12.0, H100_RECORDED),
+    # process_overheads.txt: CUDA init 4.7 s in a fresh process.
+    device_init=Cost(4.7, H100_RECORDED),
+    # Forked warm workers: model build 0.15-0.25 s.
+    model_build=Cost(0.25, H100_RECORDED),
+    # The warm server's parent importing torch, torchvision and nnperf.workload.models: 9.4 s.
+    warm_server=Cost(9.4, H100_RECORDED),
+    # Not recorded: a synthetic set is generated in memory; CIFAR is a ~170 MB download,
+    # MD5-checked and unpacked.
+    prepare={
+        "synthetic": Cost(5.0, ASSUMED),
+        "cifar10": Cost(30.0, ASSUMED),
+        "cifar100": Cost(30.0, ASSUMED),
+    },
+    complexity=Cost(5.0, ASSUMED),
+    # ceilings_h100.json: duration_s of GEMMs 4096/8192 x 10 trials and the sweep to 4 GiB.
+    ceilings=Cost(46.2, H100_RECORDED),
+    # ncu/*.ncu.json wall_time_s, batch 256: bf16 tuned 93.4 s, fp32 baseline 98.2 s, fp32
+    # tuned 111.7 s. fp16 takes bf16's (both 16-bit tensor-core paths, the same kernels),
+    # tf32 fp32's (fp32 tensors, cuDNN choosing among the same algorithms); the slowest
+    # eager profile stands for anything else.
+    ncu_eager={
+        "bf16": Cost(93.4, H100_RECORDED),
+        "fp16": Cost(93.4, H100_RECORDED),
+        "fp32": Cost(111.7, H100_RECORDED),
+        "tf32": Cost(111.7, H100_RECORDED),
+    },
+    # reduce-overhead (CUDA graphs), bf16 batch 256: 160 s of ncu wall time.
+    ncu_compiled=Cost(160.0, H100_RECORDED),
+    ncu_other=Cost(111.7, H100_RECORDED),
+    ncu_export=Cost(5.0, ASSUMED),
+    script_job=Cost(4.0, ASSUMED),
+    report_job=Cost(8.0, ASSUMED),
+    profiler_slowdown=Cost(2.0, ASSUMED),
+    profile_export=Cost(5.0, ASSUMED),
+    training_data_load=Cost(3.0, ASSUMED),
+    eval_step_fraction=Cost(1 / 3, ASSUMED),
+    # runs/study1: fp32 baseline at batch 256, 5,174 img/s, the slowest resnet18_cifar run.
+    timed_run=None,
+    fallback_image_s=Cost(1 / 5174, H100_RECORDED),
+)
+
+# A 2-vCPU AMD EPYC VM without a GPU: the default study of reports/examples/cpu-default-study
+# (make run: 49 jobs in 9.2 min), and the import time nnperf.engine.warmserver records there.
+CPU = Machine(
+    name="cpu",
+    description="a 2-core CPU VM without a GPU",
+    device="cpu",
+    job_start=Cost(1.5, ASSUMED),
+    # nnperf.engine.warmserver: a fresh process pays 5.4 s of imports on the 2-core machine.
+    imports=Cost(5.4, CPU_RECORDED),
+    device_init=Cost(0.0, ASSUMED),
+    model_build=Cost(0.3, ASSUMED),
+    warm_server=Cost(5.4, CPU_RECORDED),
+    prepare={
+        "synthetic": Cost(3.0, ASSUMED),
+        "cifar10": Cost(30.0, ASSUMED),
+        "cifar100": Cost(30.0, ASSUMED),
+    },
+    complexity=Cost(5.0, ASSUMED),
+    # cpu.json of the example: duration_s 6.5 (GEMMs 512-2048 x 3 trials, sweep to 256 MiB).
+    ceilings=Cost(6.5, CPU_RECORDED),
+    ncu_eager={},
+    ncu_compiled=None,
+    ncu_other=None,
+    ncu_export=Cost(5.0, ASSUMED),
+    script_job=Cost(3.0, ASSUMED),
+    report_job=Cost(6.0, ASSUMED),
+    profiler_slowdown=Cost(2.0, ASSUMED),
+    profile_export=Cost(3.0, ASSUMED),
+    training_data_load=Cost(1.0, ASSUMED),
+    eval_step_fraction=Cost(1 / 3, ASSUMED),
+    # summary.csv of the example: fp32 at batch 32, 47 img/s (bf16 ran twice as fast).
+    # summary.csv of the example: its 8 timed runs took 42.4 s each on average (process start
+    # to end; max_seconds 60, min_seconds 20, a 3% CI target).
+    timed_run=Cost(42.4, CPU_RECORDED),
+    fallback_image_s=Cost(1 / 47, CPU_RECORDED),
+)
+
+MACHINES = {machine.name: machine for machine in (H100, CPU)}
+
+
+# --- an earlier study's measurements -------------------------------------------------------
+
+
+class MeasuredResults:
+    """The results folder of an earlier study on the same machine, read file by file.
+
+    `root` is the `results/` folder or the working directory holding it. Each getter returns
+    None where the earlier study has no such file (the plan then falls back to the machine's
+    defaults and says so).
+    """
+
+    def __init__(self, root: str | Path):
+        root = Path(root)
+        if (root / "results").is_dir() and not (root / "runs").is_dir():
+            root = root / "results"
+        if not root.is_dir():
+            raise NnperfError(f"--timings {root}: no such results folder")
+        self.root = root
+        self.source = f"measured in {root}"
+
+    def _read(self, kind: str, **keys: Any) -> dict | None:
+        path = self.root / layout.path(kind, **keys).removeprefix("results/")
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def run_document(self, dataset: str, key: study_config.RunKey) -> dict | None:
+        document = self._read("run", dataset=dataset, **key.as_dict())
+        return document if document and document.get("kind") == "timed_run" else None
+
+    def ncu_wall_s(self, dataset: str, key: study_config.RunKey) -> float | None:
+        meta = self._read("profile_meta", dataset=dataset, **key.as_dict()) or {}
+        return _positive(meta.get("wall_time_s"))
+
+    def operator_profile_s(self, dataset: str, key: study_config.RunKey) -> float | None:
+        return _span(self._read("opprofile", dataset=dataset, **key.as_dict()))
+
+    def training_s(
+        self,
+        dataset: str,
+        key: study_config.RunKey,
+        recipe: str,
+        settings: contract.ConvergenceSettings,
+    ) -> float | None:
+        """A training run's duration, when the earlier run trained under the same recipe."""
+        summary = self._read("training_run", dataset=dataset, recipe=recipe, **key.as_dict())
+        if not summary or summary.get("convergence") != contract.to_dict(settings):
+            return None
+        return _span(summary)
+
+    def ceilings_s(self, device: str) -> float | None:
+        return _positive((self._read("ceilings", device=device) or {}).get("duration_s"))
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _span(document: dict | None) -> float | None:
+    if not document:
+        return None
+    start, end = document.get("started_at_unix"), document.get("ended_at_unix")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+        return float(end - start)
+    return None
+
+
+# --- timings: a machine, its rehearsal model, maybe an earlier study -----------------------
+
+
+@dataclass
+class Timings:
+    """Where a plan's numbers come from: a machine's fixed costs, the rehearsal's model of
+    its step timings (None: timed runs are bounded by their budget), and optionally an
+    earlier study's measurements, which win where they have the configuration."""
+
+    machine: Machine
+    model: Any = None
+    model_source: str = ASSUMED
+    measured: MeasuredResults | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.machine.name
+
+
+def machine_timings(machine: Machine) -> Timings:
+    """A machine's defaults with its rehearsal model (`rehearsal.h100_model`,
+    `rehearsal.cpu_model` where the rehearsal has one)."""
+    factory = getattr(rehearsal, f"{machine.name}_model", None)
+    return Timings(
+        machine=machine,
+        model=factory() if factory is not None else None,
+        model_source=H100_RECORDED if machine is H100 else CPU_RECORDED,
+    )
+
+
+def timings_from(choice: str | None, devices: Iterable[str]) -> Timings:
+    """`--timings`: "h100", "cpu", or an earlier study's results folder; None picks h100
+    when the study's devices include cuda, else cpu. An earlier study falls back to the
+    defaults of the machine kind its devices name."""
+    kind = "h100" if "cuda" in set(devices) else "cpu"
+    if choice is None or choice in MACHINES:
+        return machine_timings(MACHINES[choice or kind])
+    timings = machine_timings(MACHINES[kind])
+    timings.measured = MeasuredResults(choice)
+    timings.name = str(choice)
+    return timings
+
+
+# --- estimates ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One component of a job's estimate."""
+
+    what: str
+    seconds: float
+    source: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    """One job of the study and its estimated wall time, made of parts."""
+
+    stage: str
+    job: str
+    parts: tuple[Part, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(part.seconds for part in self.parts)
+
+    @property
+    def sources(self) -> list[str]:
+        return sources_of(self.parts)
+
+
+def sources_of(parts: Iterable[Part]) -> list[str]:
+    """The sources of `parts`, the one contributing most seconds first."""
+    totals: dict[str, float] = {}
+    for part in parts:
+        totals[part.source] = totals.get(part.source, 0.0) + part.seconds
+    return [
+        source for source, seconds in sorted(totals.items(), key=lambda kv: -kv[1]) if seconds > 0
+    ]
+
+
+@dataclass(frozen=True)
+class StageTotal:
+    stage: str
+    jobs: int
+    seconds: float
+    sources: list[str]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A study's jobs with their estimates, and what the plan could not estimate exactly."""
+
+    title: str
+    timings: str
+    machine: Machine
+    configurations: int
+    jobs: tuple[JobEstimate, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def stage_totals(self) -> list[StageTotal]:
+        return [
+            StageTotal(
+                stage=stage,
+                jobs=sum(1 for job in self.jobs if job.stage == stage),
+                seconds=sum(job.seconds for job in self.jobs if job.stage == stage),
+                sources=sources_of(
+                    part for job in self.jobs if job.stage == stage for part in job.parts
+                ),
+            )
+            for stage in STAGES
+        ]
+
+    @property
+    def seconds(self) -> float:
+        return sum(job.seconds for job in self.jobs)
+
+    def stage_seconds(self, stage: str) -> float:
+        return sum(job.seconds for job in self.jobs if job.stage == stage)
+
+
+def training_seconds(
+    *,
+    epochs: int,
+    max_seconds: float | None,
+    steps_per_epoch: int,
+    step_s: float,
+    compile_s: float,
+) -> tuple[float, int]:
+    """(training seconds, epochs run) by `nnperf.training.to_accuracy`'s rule: an epoch is started
+    only when the training time so far plus its projection (the last epoch's time, or before
+    any epoch the step time x steps per epoch) fits in `max_seconds`. The first epoch pays
+    the compilation. Every epoch runs: a target reached earlier ends the run earlier."""
+    trained, run, last = 0.0, 0, None
+    while run < epochs:
+        projected = last if last is not None else step_s * steps_per_epoch
+        if max_seconds is not None and trained + projected > max_seconds:
+            break
+        last = step_s * steps_per_epoch + (compile_s if run == 0 else 0.0)
+        trained += last
+        run += 1
+    return trained, run
+
+
+def dataset_images(dataset: contract.DatasetSettings) -> tuple[int, int]:
+    """(train, test) images of the study's dataset."""
+    if dataset.name == "synthetic":
+        return dataset.synthetic.train_images, dataset.synthetic.test_images
+    return study_config.CIFAR_TRAIN_IMAGES, CIFAR_TEST_IMAGES
+
+
+def _key_name(key: study_config.RunKey) -> str:
+    return f"{key.device}/{key.model}/{key.precision}/bs{key.batch_size}/{key.variant}"
+
+
+class _Planner:
+    """Builds the job estimates of one study (the state: the study, its timings and notes)."""
+
+    def __init__(
+        self,
+        study: contract.StudyConfig,
+        timings: Timings,
+        requests: dict[study_config.RunKey, contract.RunRequest],
+    ):
+        self.study = study
+        self.requests = requests
+        self.timings = timings
+        self.machine = timings.machine
+        self.dataset = study.dataset.name
+        self.notes: list[str] = []
+        self.missing: dict[str, int] = {}
+        self._step_timings: dict[study_config.RunKey, tuple[Any, str]] = {}
+
+    def note_missing(self, what: str) -> None:
+        if self.timings.measured is not None:
+            self.missing[what] = self.missing.get(what, 0) + 1
+
+    # Fixed costs of a job process.
+    def fresh_process(self, device: bool) -> list[Part]:
+        m = self.machine
+        parts = [
+            Part("job start", m.job_start.seconds, m.job_start.source),
+            Part("imports", m.imports.seconds, m.imports.source),
+        ]
+        if device:
+            parts.append(Part("device init", m.device_init.seconds, m.device_init.source))
+        return parts
+
+    def step_timing(self, key: study_config.RunKey) -> tuple[Any, str]:
+        """The configuration's rehearsal timing (or None) and its source: the earlier
+        study's run document first, then the machine's model."""
+        if key in self._step_timings:
+            return self._step_timings[key]
+        request = self.requests[key]
+        timing, source = None, BUDGET_BOUND
+        measured = self.timings.measured
+        document = measured.run_document(self.dataset, key) if measured else None
+        if document is not None:
+            try:
+                timing = rehearsal.ConfigTiming.from_run_documents([document])
+                source = measured.source
+            except (NnperfError, KeyError, TypeError, ValueError):
+                timing = None
+        if timing is None and self.timings.model is not None:
+            timing = self.timings.model.timing_for(request)
+            if timing is not None:
+                source = self.timings.model_source
+        self._step_timings[key] = (timing, source)
+        return timing, source
+
+    def step_s(self, key: study_config.RunKey) -> tuple[float, float, str]:
+        """(steady step seconds, compile seconds, source) of a configuration."""
+        timing, source = self.step_timing(key)
+        if timing is not None and timing.steady_step_s:
+            return float(timing.steady_step_s), float(timing.compile_s or 0.0), source
+        fallback = self.machine.fallback_image_s
+        return fallback.seconds * key.batch_size, 0.0, fallback.source
+
+    # --- stages --------------------------------------------------------------------------
+    def data(self) -> list[JobEstimate]:
+        m = self.machine
+        prepare = m.prepare.get(self.dataset, Cost(30.0, ASSUMED))
+        parts = (
+            Part("job start", m.job_start.seconds, m.job_start.source),
+            Part(f"prepare {self.dataset}", prepare.seconds, prepare.source),
+        )
+        return [JobEstimate(DATA, f"prepare_dataset {self.dataset}", parts)]
+
+    def complexity(self) -> list[JobEstimate]:
+        m = self.machine
+        return [
+            JobEstimate(
+                COMPLEXITY,
+                f"complexity {model}",
+                (
+                    *self.fresh_process(device=False),
+                    Part("count", m.complexity.seconds, m.complexity.source),
+                ),
+            )
+            for model in self.study.models
+        ]
+
+    def ceilings(self, devices: list[str]) -> list[JobEstimate]:
+        jobs = []
+        measured = self.timings.measured
+        for device in devices:
+            seconds = measured.ceilings_s(device) if measured else None
+            if seconds is not None:
+                cost = Cost(seconds, measured.source)
+            elif device == self.machine.device:
+                self.note_missing("ceilings")
+                cost = self.machine.ceilings
+            else:
+                cost = Cost(self.machine.ceilings.seconds, ASSUMED)
+            parts = (
+                *self.fresh_process(device=device != "cpu"),
+                Part("measure", cost.seconds, cost.source),
+            )
+            jobs.append(JobEstimate(CEILINGS, f"ceilings {device}", parts))
+        return jobs
+
+    def timed_runs(self, matrix: list[study_config.RunKey]) -> list[JobEstimate]:
+        m = self.machine
+        jobs = []
+        for index, key in enumerate(matrix):
+            request = self.requests[key]
+            timing, source = self.step_timing(key)
+            parts = [Part("job start", m.job_start.seconds, m.job_start.source)]
+            if index == 0:
+                parts.append(Part("warm server start", m.warm_server.seconds, m.warm_server.source))
+            if timing is not None:
+                outcome = rehearsal.replay(request, timing, seed=0)
+                document = outcome.document or {}
+                detail = ", ".join(
+                    str(value)
+                    for value in (
+                        document.get("status"),
+                        document.get("stop_reason"),
+                        (
+                            f"{document.get('n_processes')} processes"
+                            if document.get("n_processes")
+                            else None
+                        ),
+                    )
+                    if value
+                )
+                parts.append(Part("rehearsal", float(outcome.wall_s), source, detail))
+            else:
+                parts.append(self.unrehearsed_run(key, request))
+            if self.timings.measured is not None and source != self.timings.measured.source:
+                self.note_missing("timed runs")
+            jobs.append(JobEstimate(TIMED_RUNS, f"timed_run {_key_name(key)}", tuple(parts)))
+        return jobs
+
+    def unrehearsed_run(self, key: study_config.RunKey, request: contract.RunRequest) -> Part:
+        """A timed run with no step timing to replay: the machine's typical timed run, or its
+        budget where that is less or the machine has none."""
+        budget = request.timing.max_seconds
+        typical = self.machine.timed_run
+        if typical is not None and key.device == self.machine.device and typical.seconds < budget:
+            return Part(
+                "typical timed run", typical.seconds, typical.source, "no step timing known"
+            )
+        return Part("timing.max_seconds", budget, BUDGET_BOUND, "no step timing known")
+
+    def ncu_profiles(self, keys: Iterable[study_config.RunKey]) -> list[JobEstimate]:
+        m = self.machine
+        jobs = []
+        measured = self.timings.measured
+        for key in keys:
+            name = _key_name(key)
+            jobs.append(
+                JobEstimate(
+                    NCU,
+                    f"profile_request {name}",
+                    (Part("job start", m.job_start.seconds, m.job_start.source),),
+                )
+            )
+            seconds = measured.ncu_wall_s(self.dataset, key) if measured else None
+            if seconds is not None:
+                cost = Cost(seconds, measured.source)
+            else:
+                self.note_missing("ncu profiles")
+                cost = self.ncu_default(key)
+            jobs.append(
+                JobEstimate(
+                    NCU,
+                    f"ncu_profile {name}",
+                    (
+                        Part("job start", m.job_start.seconds, m.job_start.source),
+                        Part("ncu", cost.seconds, cost.source),
+                    ),
+                )
+            )
+            jobs.append(
+                JobEstimate(
+                    NCU,
+                    f"ncu_export {name}",
+                    (
+                        Part("job start", m.job_start.seconds, m.job_start.source),
+                        Part("export", m.ncu_export.seconds, m.ncu_export.source),
+                    ),
+                )
+            )
+        return jobs
+
+    def ncu_default(self, key: study_config.RunKey) -> Cost:
+        m = self.machine
+        if key.device != m.device or m.ncu_other is None:
+            # No ncu profile was recorded on this kind of machine: about the H100's.
+            return Cost(H100.ncu_other.seconds, ASSUMED)
+        if self.study.variants[key.variant].compile:
+            return m.ncu_compiled or m.ncu_other
+        return m.ncu_eager.get(key.precision, m.ncu_other)
+
+    def operator_profiles(self, keys: Iterable[study_config.RunKey]) -> list[JobEstimate]:
+        m = self.machine
+        settings = self.study.operator_profile
+        measured = self.timings.measured
+        jobs = []
+        for key in keys:
+            name = f"operator_profile {_key_name(key)}"
+            seconds = measured.operator_profile_s(self.dataset, key) if measured else None
+            if seconds is not None:
+                parts = (
+                    Part("job start", m.job_start.seconds, m.job_start.source),
+                    Part("imports", m.imports.seconds, m.imports.source),
+                    Part("profile", seconds, measured.source),
+                )
+                jobs.append(JobEstimate(OPERATORS, name, parts))
+                continue
+            self.note_missing("operator profiles")
+            step_s, compile_s, source = self.step_s(key)
+            steps = (settings.warmup_steps + settings.steps) * step_s
+            # The profiled steps run slower under the profiler.
+            overhead = settings.steps * step_s * (m.profiler_slowdown.seconds - 1)
+            detail = f"{settings.warmup_steps} + {settings.steps} steps of {step_s * 1000:.3g} ms"
+            parts = [
+                *self.fresh_process(device=key.device != "cpu"),
+                Part("model build", m.model_build.seconds, m.model_build.source),
+            ]
+            if compile_s:
+                # Not in the budget: the first step of a compiled variant is compilation.
+                parts.append(Part("compile", compile_s, source))
+            if steps + overhead > settings.max_seconds:
+                parts.append(
+                    Part(
+                        "steps", settings.max_seconds, BUDGET_BOUND, detail + ", cut to max_seconds"
+                    )
+                )
+            else:
+                parts.append(Part("steps", steps, source, detail))
+                parts.append(Part("profiler overhead", overhead, m.profiler_slowdown.source))
+            parts.append(
+                Part("trace export and analysis", m.profile_export.seconds, m.profile_export.source)
+            )
+            jobs.append(JobEstimate(OPERATORS, name, tuple(parts)))
+        return jobs
+
+    def training(self, runs: Iterable[tuple[study_config.RunKey, str]]) -> list[JobEstimate]:
+        m = self.machine
+        measured = self.timings.measured
+        train_images, test_images = dataset_images(self.study.dataset)
+        jobs = []
+        for key, recipe in runs:
+            settings = self.study.recipes[recipe]
+            name = f"train_to_accuracy {_key_name(key)}/{recipe}"
+            fixed = [
+                *self.fresh_process(device=key.device != "cpu"),
+                Part("data load", m.training_data_load.seconds, m.training_data_load.source),
+            ]
+            seconds = measured.training_s(self.dataset, key, recipe, settings) if measured else None
+            if seconds is not None:
+                jobs.append(
+                    JobEstimate(
+                        TRAINING, name, (*fixed, Part("training", seconds, measured.source))
+                    )
+                )
+                continue
+            self.note_missing("training runs")
+            step_s, compile_s, source = self.step_s(key)
+            steps_per_epoch = max(train_images // key.batch_size, 1)
+            trained, epochs_run = training_seconds(
+                epochs=settings.epochs,
+                max_seconds=settings.max_seconds,
+                steps_per_epoch=steps_per_epoch,
+                step_s=step_s,
+                compile_s=compile_s,
+            )
+            eval_steps = math.ceil(test_images / key.batch_size) * (epochs_run + 1)
+            eval_s = eval_steps * step_s * m.eval_step_fraction.seconds
+            detail = (
+                f"{epochs_run} of {settings.epochs} epochs x {steps_per_epoch} steps of "
+                f"{step_s * 1000:.3g} ms"
+            )
+            if epochs_run < settings.epochs:
+                detail += " (max_seconds stops it)"
+            jobs.append(
+                JobEstimate(
+                    TRAINING,
+                    name,
+                    (
+                        *fixed,
+                        Part("epochs", trained, source, detail),
+                        Part(
+                            "evaluation",
+                            eval_s,
+                            m.eval_step_fraction.source,
+                            f"{eval_steps} forward steps",
+                        ),
+                    ),
+                )
+            )
+        return jobs
+
+    def report(
+        self,
+        matrix: list[study_config.RunKey],
+        devices: list[str],
+        chosen: selection.StageSelection,
+    ) -> list[JobEstimate]:
+        """The table, figure and report jobs (`common.smk` get_final_output's rest)."""
+        m = self.machine
+        names: list[str] = ["aggregate_runs", "environment_table", "roofline_points"]
+        pairs = study_config.unique((key.device, key.model) for key in matrix)
+        names += [
+            f"plot_{kind} {d}/{model}" for d, model in pairs for kind in layout.RUN_FIGURE_KINDS
+        ]
+        names += [f"plot_ceilings {device}" for device in devices]
+        names += [f"plot_roofline_steps {device}" for device in devices]
+        if chosen.ncu:
+            names.append("ncu_kernels")
+            names += [f"plot_roofline {_key_name(key)}" for key in chosen.ncu]
+        names += [
+            f"plot_{kind} {_key_name(key)}"
+            for key in chosen.operator_profile
+            for kind in ("operators", "memory")
+        ]
+        if chosen.training:
+            names.append("training_table")
+            trained = study_config.unique((key.device, key.model) for key, _ in chosen.training)
+            names += [f"plot_accuracy {d}/{model}" for d, model in trained]
+        if self.study.report.extra_results:
+            names.append("compare_machines")
+        jobs = [
+            JobEstimate(
+                REPORT,
+                name,
+                (
+                    Part("job start", m.job_start.seconds, m.job_start.source),
+                    Part("script", m.script_job.seconds, m.script_job.source),
+                ),
+            )
+            for name in names
+        ]
+        jobs.append(
+            JobEstimate(
+                REPORT,
+                "render_report",
+                (
+                    Part("job start", m.job_start.seconds, m.job_start.source),
+                    Part("render", m.report_job.seconds, m.report_job.source),
+                ),
+            )
+        )
+        return jobs
+
+
+def plan_study(
+    study: Study,
+    timings: Timings,
+    *,
+    ncu_on_path: bool,
+    title: str | None = None,
+) -> Plan:
+    """Every job of `study` (`nnperf.study.loading.load_study`, its `auto` devices resolved)
+    with its estimate. `ncu_on_path` decides `ncu.enabled: auto` as on the machine that will
+    build the DAG."""
+    devices = list(study.devices)
+    matrix, matrix_notes = study_config.expand_matrix(
+        {**study.config, "devices": devices}, detect=lambda: devices[0]
+    )
+    empty = study_config.empty_matrix_message(matrix, matrix_notes)
+    if empty:
+        raise NnperfError(empty)
+    typed = study.typed
+    chosen = selection.select_stages(typed, matrix, ncu_on_path)
+    # The timed runs' requests as the workflow builds them, in matrix order.
+    requests = dict(zip(matrix, study.run_requests()))
+    planner = _Planner(typed, timings, requests)
+    jobs = (
+        planner.data()
+        + planner.complexity()
+        + planner.ceilings(devices)
+        + planner.timed_runs(matrix)
+        + planner.ncu_profiles(chosen.ncu)
+        + planner.operator_profiles(chosen.operator_profile)
+        + planner.training(chosen.training)
+        + planner.report(matrix, devices, chosen)
+    )
+    notes = [note.removeprefix("note: ") for note in matrix_notes]
+    for device in devices:
+        reason = ncu.ncu_exclusion_reason(typed.ncu.enabled, device, ncu_on_path)
+        if reason:
+            notes.append(reason)
+    if timings.measured is not None:
+        for what, count in planner.missing.items():
+            notes.append(
+                f"{timings.measured.root} lacks {count} of the {what}: "
+                f"{timings.machine.name} defaults for those"
+            )
+    unrehearsed = [part.what for job in jobs if job.stage == TIMED_RUNS for part in job.parts]
+    if "typical timed run" in unrehearsed:
+        notes.append(
+            f"no {timings.machine.device} step timings to replay: a timed run counts as "
+            f"{timings.machine.name}'s typical one ({timings.machine.timed_run.seconds:g} s), "
+            "at most its timing.max_seconds"
+        )
+    if any(
+        part.source == BUDGET_BOUND for job in jobs if job.stage == TIMED_RUNS for part in job.parts
+    ):
+        notes.append(
+            "timed runs with no step timing to replay are counted at their budget, "
+            "timing.max_seconds"
+        )
+    if chosen.training:
+        notes.append("training is counted to its last epoch; reaching the target ends it earlier")
+    return Plan(
+        title=title or typed.study.name,
+        timings=timings.name,
+        machine=timings.machine,
+        configurations=len(matrix),
+        jobs=tuple(jobs),
+        notes=tuple(notes),
+    )
+
+
+# --- text -----------------------------------------------------------------------------------
+
+STAGE_WIDTH = max(len(stage) for stage in STAGES)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f}"
+
+
+def render(plan: Plan, per_job: bool = False) -> str:
+    """The plan as text: notes, one line per stage (jobs, minutes, sources), per-job lines
+    under each stage when `per_job`, and last the total."""
+    machine = f"{plan.machine.name} = {plan.machine.description}"
+    if plan.timings == plan.machine.name:
+        timings = machine
+    else:
+        timings = f"{plan.timings}, elsewhere {machine}"
+    lines = [
+        f"nnperf plan: {plan.title}: {plan.configurations} configurations; timings: {timings}",
+        "Job time, jobs one after another (measurements never overlap); minutes per stage.",
+    ]
+    lines += [f"note: {note}" for note in plan.notes]
+    lines.append("")
+    lines.append(f"{'stage':<{STAGE_WIDTH}}  {'jobs':>5}  {'min':>6}  source")
+    for total in plan.stage_totals():
+        sources = " + ".join(total.sources) if total.jobs else "-"
+        lines.append(
+            f"{total.stage:<{STAGE_WIDTH}}  {total.jobs:>5}  {_minutes(total.seconds):>6}  {sources}"
+        )
+        if per_job:
+            for job in plan.jobs:
+                if job.stage == total.stage:
+                    lines.append(f"    {job.job}  {job.seconds:.1f} s  = {_describe(job.parts)}")
+    lines.append(f"{'total':<{STAGE_WIDTH}}  {len(plan.jobs):>5}  {_minutes(plan.seconds):>6} min")
+    return "\n".join(lines) + "\n"
+
+
+def _describe(parts: Iterable[Part]) -> str:
+    words = []
+    for part in parts:
+        detail = f"; {part.detail}" if part.detail else ""
+        words.append(f"{part.what} {part.seconds:.1f} ({part.source}{detail})")
+    return " + ".join(words)

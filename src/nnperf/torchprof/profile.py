@@ -1,0 +1,888 @@
+"""One configuration's operator profile: a few training steps under torch.profiler, any device.
+
+The timed runs say how fast a step is; this says where its time and memory go, one level
+above the kernels Nsight Compute explains: which operators and layers the step spends its
+time in, how much of it the device is busy (and so whether the host or the device bounds
+it), and what the peak memory holds. It runs apart from the timed runs (its own job; the
+workflow serialises it with them), so the profiler never perturbs a timed number.
+
+The job: build the configuration's training exactly as the timed runs do
+(`build.load_run_data`, `build.build`, process 0's seed), put a profiler range around each
+module's forward call (forward pre/post hooks, named by module path:
+`nnperf.torchprof.analysis` groups operators by layer with them, backward included), warm up,
+then run `settings.steps` steps under `torch.profiler.profile` (CPU activity, plus CUDA on a
+GPU; shapes and allocations recorded; Python stacks when `settings.with_stack`). Each step is
+a `record_function` range `nnperf_step#<i>` with one range per phase inside
+(`nnperf_phase:<phase>`, the phases of the timed runs); the device is synchronised before
+the first step and inside the last one, never between steps, so the host runs ahead of the
+device as it does in the timed runs. Between backward and the optimizer step the job notes
+the addresses and sizes of the gradient storages, which is how the memory analysis tells
+gradients from other allocations. The trace is exported (gzipped Chrome-trace JSON, with
+the configuration's keys under `nnperf` at its top level) and analysed from that file
+(`nnperf.torchprof.analysis.analyse`), so the tables can always be recomputed from the trace.
+
+Viewing a trace: open the `.json.gz` in Perfetto (https://ui.perfetto.dev, "Open trace
+file"; it reads gzip) or `chrome://tracing`. TensorBoard's profiler plugin (pip package
+torch-tb-profiler) reads traces named `*.pt.trace.json.gz` from a run folder, as
+`torch.profiler.tensorboard_trace_handler` writes them: copy or link the file to
+`<logdir>/<run>/<name>.pt.trace.json.gz` and run `tensorboard --logdir <logdir>`.
+
+The budget (`settings.max_seconds`) is for steady steps. The first warm-up steps of a process
+carry one-time costs (`nnperf.engine.step.one_time_steps`: allocation, cuDNN autotuning,
+compilation, CUDA-graph recording; on an H100 seconds to minutes against steady steps of
+milliseconds): they run outside the budget, bounded on their own (`ONE_TIME_MAX_S`), and are
+never taken as the step time. The steady steps are planned from the timed runs' steady step
+when given, else from the latest warm-up step after the one-time ones.
+
+Statuses (`nnperf.torchprof.analysis.PROFILE_STATUSES`): `ok`; `oom` when building, warming up or a
+profiled step runs out of memory (a result, as in the timed runs); `over_budget` when the
+warm-up steps still needed after the one-time ones and one profiled step cannot fit in
+`settings.max_seconds` (decided before building when the timed runs' step time is given,
+else after the first steady warm-up step, so such a configuration costs its one-time steps
+and at most one steady step; otherwise the steps that fit are run, fewer than asked when
+needed, and the profiled steps stop at the budget's deadline), or when the one-time steps
+pass their own bound (then `single_step_time_s` is null: no steady step was measured);
+`unsupported` when the profiler cannot run here (a torch build without Kineto, a profiler
+start or export that raises, as a CUPTI failure can). Every status writes every output
+(empty tables, an empty trace), with a one-line reason in `error`. A CUPTI failure that does not raise (torch then only warns and
+records no CUDA activity) leaves the host-side tables intact: the status stays `ok` and a
+note says the device side is missing; so does MPS, whose kernels torch.profiler does not
+record.
+
+What it is not: the analysis (`nnperf.torchprof.analysis`), the report's sentences
+(`nnperf.report.operator_findings`) or the figures (`nnperf.report.plots.operators`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping
+
+import pandas as pd
+import torch
+
+from nnperf.core.contract import (
+    OperatorProfileRequest,
+    OperatorProfileSettings,
+    VariantSettings,
+    to_dict,
+)
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import atomic_path, load_json, write_csv, write_json
+from nnperf.core.vocab import CONFIG_KEYS
+from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, one_line
+from nnperf.engine.runner import expected_step_time, label
+from nnperf.engine.step import Training, is_out_of_memory, one_time_steps
+from nnperf.engine.timing import synchronize
+from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import memory as step_memory
+
+PROFILE_KIND = "operator_profile"
+# A profiled step also records every operator with its shapes and allocations, and the
+# layer ranges: measured at 1.1x an unprofiled step for resnet18_cifar on a CPU (0.31 vs
+# 0.30 s at batch 16, fp32); budgeted at 1.5x so a plan does not overrun.
+PROFILED_STEP_COST = 1.5
+# A profile without any warm-up step would time allocator growth and first-call setup.
+MIN_WARMUP_STEPS = 1
+# The one-time steps (`nnperf.engine.step.one_time_steps`: allocation, cuDNN autotuning,
+# compilation, CUDA-graph recording) are not paid from operator_profile.max_seconds, which
+# budgets steady steps, but they are bounded on their own. On an H100 (shared/h100) they took
+# 1.5-12 s (cuDNN autotuning), 17-21 s (torch.compile) and 199 s (max-autotune) for
+# resnet18_cifar; three times the slowest leaves room for a larger model or a slower host,
+# and past it a profile is not worth the wait (nor may a runaway autotune hold the job).
+ONE_TIME_MAX_S = 600.0
+# `single_step_time_s.source` and OverBudget's source when the one-time steps ended it.
+ONE_TIME_SOURCE = "one-time steps"
+# On CUDA the profiler's first session pays CUPTI's initialisation inside the steps it
+# records; one step is profiled and thrown away first (as torch.profiler.schedule's warmup).
+PROFILER_WARMUP_STEPS = {"cuda": 1}
+
+
+class ProfilerUnavailable(Exception):
+    """The profiler cannot run here; the message is the one-line reason."""
+
+
+def one_time_limit_s(settings: OperatorProfileSettings) -> float:
+    """Seconds the one-time steps may take in all: `ONE_TIME_MAX_S`, or the profile's own
+    budget when that is larger (a profile granted an hour may autotune for one)."""
+    return max(ONE_TIME_MAX_S, settings.max_seconds)
+
+
+def profile_one_time_steps(variant: VariantSettings, device: str, warmup_steps: int) -> int:
+    """How many first warm-up steps of a profile are one-time steps. A compiled variant's
+    always run (a profile of compilation or graph recording is no profile of the step);
+    an eager variant's first step only when warm-up steps are asked for at all (with
+    `warmup_steps: 0` the settings ask for a cold profile)."""
+    steps = one_time_steps(variant, device)
+    return steps if variant.compile else min(steps, warmup_steps)
+
+
+def one_time_work(variant: VariantSettings, device: str) -> str:
+    """What the one-time steps of `variant` do, for messages."""
+    if variant.compile:
+        graphs = one_time_steps(variant, device) > 1
+        return "torch.compile compilation" + (" and CUDA-graph recording" if graphs else "")
+    if device == "cuda" and variant.cudnn_benchmark:
+        return "cuDNN autotuning and allocation"
+    return "first-call setup and allocation"
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How many more warm-up and profiled steps a profile runs."""
+
+    warmup_steps: int
+    profiled_steps: int
+
+
+def plan_steps(
+    step_time_s: float,
+    settings: OperatorProfileSettings,
+    spent_s: float = 0.0,
+    warmups_done: int = 0,
+    profiler_warmup_steps: int = 0,
+) -> StepPlan | None:
+    """The warm-up and profiled steps still to run that fit in what is left of
+    `settings.max_seconds`, at `step_time_s` per step (a profiled step costs
+    `PROFILED_STEP_COST` times that; profiler warm-up steps count as profiled ones).
+
+    At least `MIN_WARMUP_STEPS` warm-up steps in all (fewer only when the settings ask for
+    fewer) and one profiled step must fit, or the answer is None (over budget). Warm-up
+    steps are kept before profiled ones: a profile of a cold step misleads more than a
+    profile of one step.
+    """
+    left = settings.max_seconds - spent_s
+    profiled_cost = step_time_s * PROFILED_STEP_COST
+    fixed_cost = profiled_cost * (1 + profiler_warmup_steps)
+    wanted_warmup = max(settings.warmup_steps - warmups_done, 0)
+    needed_warmup = _needed_warmup(settings, warmups_done)
+    if minimal_cost_s(step_time_s, settings, warmups_done, profiler_warmup_steps) > left:
+        return None
+    if step_time_s > 0:
+        warmup = min(wanted_warmup, int((left - fixed_cost) // step_time_s))
+        extra = int((left - warmup * step_time_s - fixed_cost) // profiled_cost)
+    else:
+        warmup, extra = wanted_warmup, settings.steps
+    return StepPlan(
+        warmup_steps=max(warmup, needed_warmup),
+        profiled_steps=max(1, min(settings.steps, 1 + extra)),
+    )
+
+
+def _needed_warmup(settings: OperatorProfileSettings, warmups_done: int) -> int:
+    return max(min(settings.warmup_steps, MIN_WARMUP_STEPS) - warmups_done, 0)
+
+
+def minimal_cost_s(
+    step_time_s: float,
+    settings: OperatorProfileSettings,
+    warmups_done: int = 0,
+    profiler_warmup_steps: int = 0,
+) -> float:
+    """Seconds of the least a profile still needs (`plan_steps`): the warm-up steps it
+    cannot do without, and one profiled step with the profiler's warm-up steps before it."""
+    profiled_cost = step_time_s * PROFILED_STEP_COST * (1 + profiler_warmup_steps)
+    return _needed_warmup(settings, warmups_done) * step_time_s + profiled_cost
+
+
+# --- layer ranges ------------------------------------------------------------------------
+
+
+def layer_modules(training: Training, compiled: bool) -> list[tuple[str, torch.nn.Module]]:
+    """(row name, module) of every module of the model (its root as `ROOT_MODULE`) and the
+    loss; a compiled model has none: its layers are fused into graphs, and hooks would be
+    traced into them."""
+    if compiled:
+        return []
+    named = [(name or operators.ROOT_MODULE, m) for name, m in training.model.named_modules()]
+    return [*named, (operators.LOSS_MODULE, training.criterion)]
+
+
+class LayerRanges:
+    """A profiler range around every forward call of the given modules, named
+    `nnperf_module:<path>` (forward pre-hook opens it, forward hook closes it).
+
+    Forward hooks do not touch the autograd graph, so the step is the step the timed runs
+    run; backward time is attributed through autograd's sequence numbers instead
+    (`nnperf.torchprof.analysis`). Outside a profiler the ranges cost a few microseconds a call.
+    """
+
+    def __init__(self, modules: Iterable[tuple[str, torch.nn.Module]]):
+        self._open: dict[int, list] = {}
+        self._handles = []
+        for name, module in modules:
+            self._handles.append(module.register_forward_pre_hook(self._opener(name)))
+            self._handles.append(module.register_forward_hook(self._close, always_call=True))
+
+    def _opener(self, name: str):
+        range_name = operators.MODULE_RANGE_PREFIX + name
+
+        def open_range(module, _inputs):
+            handle = torch.autograd.profiler.record_function(range_name)
+            handle.__enter__()
+            self._open.setdefault(id(module), []).append(handle)
+
+        return open_range
+
+    def _close(self, module, _inputs, _output):
+        stack = self._open.get(id(module))
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        for stack in self._open.values():
+            while stack:
+                stack.pop().__exit__(None, None, None)
+
+
+# --- what the memory analysis needs from the live tensors -----------------------------------
+
+
+def device_total_bytes(device: torch.device) -> int | None:
+    """The device's memory: the GPU's, MPS's recommended working set, or the machine's RAM."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    if device.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
+        return int(torch.mps.recommended_max_memory())
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def persistent_bytes(training: Training) -> dict[str, int]:
+    """Bytes of what lives across steps: parameters, buffers, optimizer state, and the
+    training split when it is resident on the device."""
+    from nnperf.engine.feeders import DeviceResidentFeeder
+
+    model = training.model
+    state = [
+        value
+        for per_parameter in training.optimizer.state.values()
+        for value in per_parameter.values()
+        if isinstance(value, torch.Tensor)
+    ]
+    feeder = training.feeder
+    resident = 0
+    if isinstance(feeder, DeviceResidentFeeder):
+        resident = feeder.images.nbytes + feeder.labels.nbytes
+    return {
+        "parameter_bytes": sum(p.nbytes for p in model.parameters()),
+        "buffer_bytes": sum(b.nbytes for b in model.buffers()),
+        "optimizer_state_bytes": sum(t.nbytes for t in state),
+        "resident_data_bytes": int(resident),
+    }
+
+
+def allocated_bytes(device: torch.device, persistent: Mapping[str, int]) -> tuple[int, str]:
+    """(bytes allocated now, where the number comes from): the CUDA allocator's count, or on
+    a CPU (no allocator statistics) the persistent tensors' bytes."""
+    if device.type == "cuda":
+        return int(torch.cuda.memory_allocated(device)), "allocator"
+    if device.type == "mps":
+        return int(torch.mps.current_allocated_memory()), "allocator"
+    return int(sum(persistent.values())), "persistent tensors"
+
+
+def gradient_storages(training: Training) -> dict[str, int]:
+    """{address: bytes} of the gradients' storages (addresses as text: JSON keys)."""
+    storages = {}
+    for parameter in training.model.parameters():
+        if parameter.grad is not None:
+            storage = parameter.grad.untyped_storage()
+            storages[str(storage.data_ptr())] = int(storage.nbytes())
+    return storages
+
+
+# --- the steps --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def phase_range(phase: str) -> Iterator[None]:
+    with torch.autograd.profiler.record_function(operators.PHASE_RANGE_PREFIX + phase):
+        yield
+
+
+def marked_step(training: Training, index: int, last: bool) -> dict[str, int]:
+    """One training step inside `nnperf_step#<index>`, each phase in its range; returns the
+    gradient storages noted between backward and the optimizer step. The last step waits
+    for the device inside its range, so the profiled window ends when the device is done."""
+    with torch.autograd.profiler.record_function(f"{operators.STEP_RANGE_PREFIX}{index}"):
+        with phase_range("data_wait"):
+            batch = training.next_batch()
+        with phase_range("h2d"):
+            inputs, labels = training.to_device(batch)
+        with phase_range("forward"):
+            loss = training.forward(inputs, labels)
+        with phase_range("backward"):
+            training.backward(loss)
+        gradients = gradient_storages(training)
+        with phase_range("optimizer"):
+            training.optimizer_step()
+        if last:
+            synchronize(training.device)
+    return gradients
+
+
+def timed_step(training: Training) -> float:
+    """One warm-up step, synchronised on both sides (as `nnperf.engine.timing.warmup_step`); its
+    wall time."""
+    synchronize(training.device)
+    start = time.perf_counter()
+    training.step()
+    synchronize(training.device)
+    return time.perf_counter() - start
+
+
+def make_profiler(device: str, with_stack: bool):
+    """The profiler of a profile (raises ProfilerUnavailable where there is none)."""
+    if not torch.autograd.kineto_available():
+        raise ProfilerUnavailable("this torch build has no Kineto profiler (torch.profiler)")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    try:
+        return torch.profiler.profile(
+            activities=activities,
+            record_shapes=True,
+            profile_memory=True,
+            with_stack=with_stack,
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure to set the profiler up is the note
+        raise ProfilerUnavailable(f"torch.profiler cannot be set up: {one_line(exc)}") from None
+
+
+@contextlib.contextmanager
+def profiling(device: str, with_stack: bool, metadata: Mapping | None = None):
+    """A started profiler; failures to start or stop it are ProfilerUnavailable, failures
+    of the code inside (out of memory) propagate as they are."""
+    profiler = make_profiler(device, with_stack)
+    if metadata is not None:
+        profiler.preset_metadata_json("nnperf", json.dumps(metadata))
+    try:
+        profiler.__enter__()
+    except Exception as exc:  # noqa: BLE001 - a CUPTI failure raises here
+        raise ProfilerUnavailable(f"torch.profiler failed to start: {one_line(exc)}") from None
+    failed = True
+    try:
+        yield profiler
+        failed = False
+    finally:
+        try:
+            profiler.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001
+            if not failed:
+                raise ProfilerUnavailable(
+                    f"torch.profiler failed to stop: {one_line(exc)}"
+                ) from None
+
+
+def export_trace(profiler) -> bytes:
+    """The profiler's Chrome trace, gzipped (torch gzips when the path ends in .gz)."""
+    with tempfile.TemporaryDirectory(prefix="nnperf_trace_") as folder:
+        path = os.path.join(folder, "trace.json.gz")
+        try:
+            profiler.export_chrome_trace(path)
+            with open(path, "rb") as handle:
+                return handle.read()
+        except Exception as exc:  # noqa: BLE001
+            raise ProfilerUnavailable(f"exporting the trace failed: {one_line(exc)}") from None
+
+
+@dataclass
+class ProfiledSteps:
+    """What the profiled window left behind: the gzipped trace and the memory inventory."""
+
+    trace: bytes
+    inventory: dict
+    steps: int
+
+
+def profile_steps(
+    training: Training,
+    steps: int,
+    with_stack: bool,
+    metadata: Mapping | None = None,
+    deadline: float | None = None,
+    step_time_s: float | None = None,
+) -> ProfiledSteps:
+    """Up to `steps` marked steps under the profiler (after a thrown-away profiled step on
+    CUDA, `PROFILER_WARMUP_STEPS`), with the memory inventory of
+    `nnperf.torchprof.memory.memory_breakdown`.
+
+    With a `deadline` (`time.perf_counter`), a step is made the last one when another after
+    it would not end before the deadline, at the profiled steps' own pace (`step_time_s`
+    times `PROFILED_STEP_COST` before the first has run); at least one step runs.
+    """
+    device = training.device
+    for _ in range(PROFILER_WARMUP_STEPS.get(device.type, 0)):
+        with profiling(device.type, with_stack):
+            training.step()
+    persistent = persistent_bytes(training)
+    gradients = []
+    synchronize(device)
+    with profiling(device.type, with_stack, metadata) as profiler:
+        start_allocated, source = allocated_bytes(device, persistent)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        pace = step_time_s * PROFILED_STEP_COST if step_time_s is not None else None
+        for index in range(steps):
+            started = time.perf_counter()
+            last = index == steps - 1 or (
+                deadline is not None and pace is not None and started + 2 * pace > deadline
+            )
+            storages = marked_step(training, index, last=last)
+            gradients.append({"step": index, "storages": storages})
+            pace = time.perf_counter() - started
+            if last:
+                break
+        peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
+    inventory = {
+        "device_type": step_memory.DEVICE_TYPES.get(device.type),
+        "start_allocated_bytes": start_allocated,
+        "start_allocated_source": source,
+        **persistent,
+        "allocator_peak_bytes": peak,
+        "gradients": gradients,
+        "device_total_bytes": device_total_bytes(device),
+    }
+    return ProfiledSteps(trace=export_trace(profiler), inventory=inventory, steps=len(gradients))
+
+
+# --- the job ------------------------------------------------------------------------------
+
+
+class OverBudget(Exception):
+    """The profile cannot fit its budget: its steady steps (`step_time_s`, from `source`)
+    in `operator_profile.max_seconds`, or its one-time steps in `one_time_limit_s` (then
+    `step_time_s` is None: a one-time step is no step time)."""
+
+    def __init__(self, message: str, step_time_s: float | None, source: str):
+        super().__init__(message)
+        self.step_time_s = step_time_s
+        self.source = source
+
+
+def _over_budget_message(
+    step_time_s: float,
+    settings: OperatorProfileSettings,
+    source: str,
+    warmups_done: int = 0,
+    profiler_warmup_steps: int = 0,
+) -> str:
+    needed = minimal_cost_s(step_time_s, settings, warmups_done, profiler_warmup_steps)
+    return (
+        f"the warm-up and profiled steps still needed take about {needed:.1f} s at the "
+        f"{source}'s {step_time_s:.3g} s per step; operator_profile.max_seconds is "
+        f"{settings.max_seconds:g} s"
+    )
+
+
+def _one_time_message(times: list[float], limit_s: float, work: str) -> str:
+    steps = "step" if len(times) == 1 else f"{len(times)} steps"
+    return (
+        f"the one-time cost ({work}) took {sum(times):.3g} s in the first {steps}, past "
+        f"the {limit_s:g} s a profile allows for it (ONE_TIME_MAX_S or "
+        "operator_profile.max_seconds); no steady step was measured"
+    )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What is left for the profiled steps: how many, until when (`time.perf_counter`), and
+    the step time they were planned with (None: unknown)."""
+
+    plan: StepPlan
+    deadline: float
+    step_time_s: float | None
+
+
+def warm_up(
+    training: Training,
+    settings: OperatorProfileSettings,
+    one_time: int,
+    expected_s: float | None,
+    times: list[float],
+    work: str = "first-call setup and allocation",
+) -> Budget:
+    """Warm-up steps, their times appended to `times`; returns what is left for the
+    profiled steps.
+
+    The first `one_time` steps carry one-time costs (`work`; `profile_one_time_steps`):
+    they run outside `settings.max_seconds`, bounded on their own by `one_time_limit_s`
+    (checked as each ends: a step in this process cannot be stopped safely halfway), and
+    are never taken as the step time. The rest are planned from the timed runs' steady
+    step when given, else from the latest warm-up step after the one-time ones (the first
+    of them runs unplanned: it is what tells the step time).
+
+    Raises OverBudget when the one-time steps pass their bound, or when the warm-up steps
+    still needed and one profiled step cannot fit in `settings.max_seconds`.
+    """
+    profiler_warmup = PROFILER_WARMUP_STEPS.get(training.device.type, 0)
+    limit = one_time_limit_s(settings)
+    while len(times) < one_time:
+        times.append(timed_step(training))
+        if sum(times) > limit:
+            raise OverBudget(_one_time_message(times, limit, work), None, ONE_TIME_SOURCE)
+    budget_start = time.perf_counter()
+    source = "timed runs" if expected_s is not None else "warm-up step"
+    latest = expected_s
+
+    def plan() -> StepPlan:
+        spent = time.perf_counter() - budget_start
+        planned = plan_steps(latest, settings, spent, len(times), profiler_warmup)
+        if planned is None:
+            message = _over_budget_message(latest, settings, source, len(times), profiler_warmup)
+            raise OverBudget(message, latest, source)
+        return planned
+
+    while len(times) < max(settings.warmup_steps, one_time):
+        if latest is not None and plan().warmup_steps == 0:
+            break
+        times.append(timed_step(training))
+        if expected_s is None:
+            latest = times[-1]
+    deadline = budget_start + settings.max_seconds
+    if latest is None:  # no step time to go by: the profiled steps check as they go
+        return Budget(StepPlan(0, settings.steps), deadline, None)
+    return Budget(plan(), deadline, latest)
+
+
+@dataclass
+class OperatorProfile:
+    """A profile's outputs: the document, the four tables and the gzipped trace."""
+
+    document: dict
+    tables: dict[str, pd.DataFrame]
+    trace: bytes
+
+
+def empty_trace(metadata: Mapping) -> bytes:
+    """A valid, empty Chrome trace carrying the configuration's keys and status."""
+    return gzip.compress(json.dumps({"traceEvents": [], "nnperf": dict(metadata)}).encode())
+
+
+def _check_keys(request: OperatorProfileRequest, document: Mapping | None, what: str) -> None:
+    if not document:
+        return
+    keys = request.run.keys()
+    mismatched = [k for k in (*CONFIG_KEYS, "dataset") if k in document and document[k] != keys[k]]
+    if mismatched:
+        key = mismatched[0]
+        raise NnperfError(
+            f"the {what} is for {key} {document[key]!r}, the profile for {keys[key]!r}; "
+            "allowed: the same configuration's file"
+        )
+
+
+def _device_notes(device: str, analysis: operators.Analysis) -> list[str]:
+    if device == "cpu":
+        return []
+    if device == "mps":
+        return [
+            "torch.profiler records no MPS kernels: device time, device busy share and "
+            "host-bound/device-bound are not available on mps"
+        ]
+    if analysis.summary.get("device_busy_time_s") is None:
+        return [
+            "the profiler recorded no CUDA kernels (CUPTI unavailable or failed to "
+            "initialise: see the job's log); device time and busy share are missing"
+        ]
+    return []
+
+
+@dataclass
+class StepsRun:
+    """What building, warming up and profiling left behind, however it ended."""
+
+    status: str = "ok"
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    warmup_times: list[float] = field(default_factory=list)
+    # How many of the first warm-up steps are one-time steps (`profile_one_time_steps`).
+    one_time_steps: int = 0
+    single_step: dict | None = None
+    profiled: ProfiledSteps | None = None
+    module_types: dict[str, str] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+
+
+def run_steps(
+    request: OperatorProfileRequest,
+    model_factory: Callable[[], torch.nn.Module],
+    data: RunData,
+    expected_s: float | None,
+    metadata: Mapping,
+) -> StepsRun:
+    """Build, warm up and profile within the budget; an allocation failure, a budget that
+    cannot fit and a profiler that cannot run end it with their status, anything else
+    propagates (the job must fail with its cause)."""
+    run, settings = request.run, request.settings
+    compiled = bool(run.settings.compile)
+    one_time = profile_one_time_steps(run.settings, run.device, settings.warmup_steps)
+    result = StepsRun(one_time_steps=one_time)
+    ranges = None
+    training = None
+    try:
+        profiler_warmup = PROFILER_WARMUP_STEPS.get(run.device, 0)
+        # The one-time steps are not paid from the budget: only the steady steps must fit.
+        if (
+            expected_s is not None
+            and plan_steps(expected_s, settings, 0, one_time, profiler_warmup) is None
+        ):
+            message = _over_budget_message(
+                expected_s, settings, "timed runs", one_time, profiler_warmup
+            )
+            raise OverBudget(message, expected_s, "timed runs")
+        clock = time.perf_counter()
+        training = build(run, model_factory, data, run.seed_of(0))
+        modules = layer_modules(training, compiled) if settings.label_layers else []
+        result.module_types = {name: type(module).__name__ for name, module in modules}
+        ranges = LayerRanges(modules)
+        if settings.label_layers and not modules:
+            result.notes.append(
+                "compiled model: operators are not grouped by layer (layers are fused)"
+            )
+        result.cost["build_s"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        budget = warm_up(
+            training,
+            settings,
+            one_time,
+            expected_s,
+            result.warmup_times,
+            one_time_work(run.settings, run.device),
+        )
+        one_time_s = sum(result.warmup_times[:one_time])
+        result.cost["warmup_s"] = time.perf_counter() - clock - one_time_s
+        clock = time.perf_counter()
+        result.profiled = profile_steps(
+            training,
+            budget.plan.profiled_steps,
+            settings.with_stack,
+            metadata,
+            deadline=budget.deadline,
+            step_time_s=budget.step_time_s,
+        )
+        result.cost["profile_s"] = time.perf_counter() - clock
+        profiled = result.profiled.steps
+        if profiled < settings.steps or len(result.warmup_times) < settings.warmup_steps:
+            result.notes.append(
+                f"cut to {len(result.warmup_times)} warm-up and {profiled} profiled steps "
+                f"to fit operator_profile.max_seconds = {settings.max_seconds:g} s"
+            )
+    except OverBudget as exc:
+        result.status, result.error = "over_budget", str(exc)
+        if exc.step_time_s is not None:
+            result.single_step = {"seconds": exc.step_time_s, "source": exc.source}
+    except ProfilerUnavailable as exc:
+        result.status, result.error = "unsupported", str(exc)
+    except Exception as exc:  # noqa: BLE001 - only OOM is swallowed
+        if not is_out_of_memory(exc):
+            raise
+        result.status, result.error = "oom", one_line(exc)
+    finally:
+        if ranges is not None:
+            ranges.remove()
+    if result.warmup_times:
+        result.cost["one_time_s"] = sum(result.warmup_times[:one_time])
+    if result.status == "oom":
+        del training
+        free_after_oom(run.device)
+    return result
+
+
+def perform_operator_profile(
+    request: OperatorProfileRequest,
+    model_factory: Callable[[], torch.nn.Module],
+    data: RunData,
+    timed_run: Mapping | None = None,
+    complexity: Mapping | None = None,
+    workflow_dir=None,
+) -> OperatorProfile:
+    """Build, warm up, profile and analyse one configuration (module docstring); returns
+    its document, tables and trace. `timed_run` (the configuration's run document) gives
+    the step time the budget is planned with and the profile is checked against;
+    `complexity` (the model's complexity document) the memory estimates."""
+    from nnperf.core.environment import collect_environment
+
+    _check_keys(request, timed_run, "timed run document")
+    if complexity and complexity.get("model") not in (None, request.run.model):
+        raise NnperfError(
+            f"the complexity document is for model {complexity.get('model')!r}, the profile "
+            f"for {request.run.model!r}; allowed: the same model's file"
+        )
+    run, settings = request.run, request.settings
+    started_at = time.time()
+    metadata = {**run.keys(), "kind": PROFILE_KIND, "settings": to_dict(settings)}
+    expected = expected_step_time(timed_run)
+    steps = run_steps(request, model_factory, data, expected, metadata)
+    tables = operators.empty_tables()
+    trace = empty_trace({**metadata, "status": steps.status, "error": steps.error})
+    memory, summary = None, {}
+    if steps.profiled is not None:
+        clock = time.perf_counter()
+        trace = steps.profiled.trace
+        analysis = operators.analyse(
+            json.loads(gzip.decompress(trace)),
+            run.device,
+            inventory={**steps.profiled.inventory, "batch_size": run.batch_size},
+            depth=settings.layer_depth,
+            module_types=steps.module_types,
+            timed_step_time_s=expected if timed_run and timed_run.get("status") == "ok" else None,
+        )
+        steps.notes += _device_notes(run.device, analysis)
+        memory, summary = analysis.memory, analysis.summary
+        tables = {
+            "operators": analysis.operators,
+            "layers": analysis.layers,
+            "steps": analysis.steps,
+            "memory": step_memory.memory_table(memory, complexity),
+        }
+        steps.cost["analysis_s"] = time.perf_counter() - clock
+    document = {
+        "kind": PROFILE_KIND,
+        "status": steps.status,
+        "error": steps.error,
+        "notes": steps.notes,
+        **run.keys(),
+        "variant_settings": to_dict(run.settings),
+        "training": to_dict(run.training),
+        "settings": to_dict(settings),
+        "input_size": data.input_size,
+        "profiler": {
+            "api": "torch.profiler.profile",
+            "activities": ["cpu", "cuda"] if run.device == "cuda" else ["cpu"],
+            "record_shapes": True,
+            "profile_memory": True,
+            "with_stack": settings.with_stack,
+            "layer_ranges": bool(steps.module_types),
+            "profiler_warmup_steps": PROFILER_WARMUP_STEPS.get(run.device, 0),
+        },
+        "warmup_steps_run": len(steps.warmup_times),
+        "warmup_step_time_s": steps.warmup_times,
+        # The first of the warm-up steps carry one-time costs (their sum: cost.one_time_s).
+        "one_time_steps": steps.one_time_steps,
+        # The last warm-up step after the one-time ones, unprofiled, synchronised.
+        "unprofiled_step_time_s": (
+            steps.warmup_times[-1]
+            if len(steps.warmup_times) > max(steps.one_time_steps, 1)
+            else None
+        ),
+        "profiled_steps": steps.profiled.steps if steps.profiled is not None else 0,
+        "single_step_time_s": steps.single_step,
+        "timed_run": (
+            {
+                "status": timed_run.get("status"),
+                "step_time_s": expected,
+                "throughput_img_s": timed_run.get("throughput_img_s"),
+            }
+            if timed_run
+            else None
+        ),
+        "summary": summary,
+        "memory": memory,
+        "saved_activation_estimate_bytes": step_memory.saved_activation_estimate(
+            complexity, run.batch_size
+        ),
+        "cost": steps.cost,
+        "environment": collect_environment(
+            device=run.device,
+            precision=run.precision,
+            settings=run.settings,
+            workflow_dir=workflow_dir,
+        ),
+        "started_at_unix": started_at,
+        "ended_at_unix": time.time(),
+    }
+    return OperatorProfile(document=document, tables=tables, trace=trace)
+
+
+def write_outputs(
+    profile: OperatorProfile,
+    *,
+    out_json: str | os.PathLike,
+    out_trace: str | os.PathLike,
+    out_operators: str | os.PathLike,
+    out_layers: str | os.PathLike,
+    out_steps: str | os.PathLike,
+    out_memory: str | os.PathLike,
+) -> None:
+    """Every output of a profile, atomically; the document last (it says the rest is there)."""
+    with atomic_path(out_trace) as tmp:
+        tmp.write_bytes(profile.trace)
+    for name, path in (
+        ("operators", out_operators),
+        ("layers", out_layers),
+        ("steps", out_steps),
+        ("memory", out_memory),
+    ):
+        write_csv(path, profile.tables[name])
+    write_json(out_json, profile.document)
+
+
+def operator_profile_to_files(
+    request: OperatorProfileRequest,
+    *,
+    out_json: str | os.PathLike,
+    out_trace: str | os.PathLike,
+    out_operators: str | os.PathLike,
+    out_layers: str | os.PathLike,
+    out_steps: str | os.PathLike,
+    out_memory: str | os.PathLike,
+    run_json: str | os.PathLike | None = None,
+    complexity_json: str | os.PathLike | None = None,
+    workflow_dir: str | os.PathLike | None = None,
+) -> dict:
+    """The job (a future rule `operator_profile`): the configuration's data and model by
+    name, its timed-run and complexity documents when given, the profile, every output
+    written. A status other than `ok` is one line on stderr; returns the document."""
+    from nnperf.core.devices import require_available
+
+    run = request.run
+    require_available(run.device, run.precision)
+    timed_run = load_json(run_json, what="run document") if run_json else None
+    complexity = load_json(complexity_json, what="complexity document") if complexity_json else None
+    run_data, model_factory = load_run_data(run)
+    profile = perform_operator_profile(
+        request, model_factory, run_data, timed_run, complexity, workflow_dir=workflow_dir
+    )
+    write_outputs(
+        profile,
+        out_json=out_json,
+        out_trace=out_trace,
+        out_operators=out_operators,
+        out_layers=out_layers,
+        out_steps=out_steps,
+        out_memory=out_memory,
+    )
+    print(
+        describe_outcome(request, profile.document),
+        file=sys.stdout if profile.document["status"] == "ok" else sys.stderr,
+    )
+    return profile.document
+
+
+def describe_outcome(request: OperatorProfileRequest, document: Mapping) -> str:
+    """One line for the job's log."""
+    name = label(request.run)
+    if document["status"] != "ok":
+        return f"{name}: operator profile {document['status']}: {document['error']}"
+    summary = document.get("summary") or {}
+    memory = document.get("memory") or {}
+    share = summary.get("busy_share")
+    return (
+        f"{name}: profiled {document['profiled_steps']} steps, "
+        f"{summary.get('step_time_s', float('nan')):.4g} s per step, "
+        f"{summary.get('busy_kind')} busy {share if share is None else f'{share:.0%}'}, "
+        f"peak {memory.get('peak_allocated_bytes', 0) / 2**20:.1f} MiB"
+    )

@@ -1,0 +1,649 @@
+"""Image-classification datasets on disk: fetch or generate them, then read a split back.
+
+`prepare(request)` makes one dataset directory (rule `prepare_dataset`, into
+`resources/data/{dataset}/`) from a `nnperf.core.contract.DatasetRequest`:
+CIFAR-10 or CIFAR-100 downloaded from the official archive (or a mirror, a `file://` URL or a
+local copy) and MD5-verified, or a deterministic synthetic set written in the same CIFAR-10
+python-pickle layout. `load_split()` reads any of the three into numpy arrays with
+torchvision's own CIFAR reader, so there is exactly one loading path for all of them.
+
+Layout of a prepared directory (exactly what torchvision's CIFAR10/CIFAR100 expect as `root`):
+
+    {root}/cifar-10-batches-py/{data_batch_1..5, test_batch, batches.meta}   cifar10, synthetic
+    {root}/cifar-100-python/{train, test, meta}                               cifar100
+    {root}/manifest.json   what was prepared, from where, with which checksum
+
+A directory appears only when it is complete: everything is built in a scratch directory
+beside it and renamed into place at the end, so a failed or interrupted attempt leaves
+nothing behind and never damages a dataset that was already there.
+
+This module is not the training input pipeline: batching, augmentation, normalisation and
+device transfer belong to the code that times training steps. It ends at numpy arrays.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+import struct
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nnperf.core import layout, vocab
+from nnperf.core.contract import DatasetRequest, SyntheticData, to_dict
+from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_json
+
+SPLITS = ("train", "test")
+MANIFEST_NAME = "manifest.json"
+IMAGE_SHAPE = (3, 32, 32)  # channels, height, width: every CIFAR-shaped image here
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What the rest of nnperf needs to know about one dataset."""
+
+    name: str
+    num_classes: int
+    image_shape: tuple[int, int, int]
+    # Per-channel mean and std of the training pixels scaled to [0, 1] (for Normalize).
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    url: str | None  # official archive; None when generated locally
+    md5: str | None  # MD5 of the official archive
+    archive_filename: str | None
+    folder: str  # the folder inside the dataset directory (torchvision's `base_folder`)
+
+
+# Normalisation constants: the per-channel mean and standard deviation of all training
+# pixels in [0, 1], as computed over the official training splits (the values torchvision's
+# and most CIFAR training recipes use). The std (0.2023, 0.1994, 0.2010) seen in many CIFAR
+# repositories is not the pixel std (kuangliu/pytorch-cifar issue #19); it is not used here.
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
+CIFAR100_STD = (0.2673, 0.2564, 0.2762)
+
+# Archive URLs and MD5s as published on https://www.cs.toronto.edu/~kriz/cifar.html (the
+# same values torchvision.datasets.CIFAR10/CIFAR100 carry). One entry per name in
+# `vocab.DATASETS` (a test checks they agree).
+DATASETS: dict[str, DatasetSpec] = {
+    "cifar10": DatasetSpec(
+        name="cifar10",
+        num_classes=10,
+        image_shape=IMAGE_SHAPE,
+        mean=CIFAR10_MEAN,
+        std=CIFAR10_STD,
+        url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+        md5="c58f30108f718f92721af3b95e74349a",
+        archive_filename="cifar-10-python.tar.gz",
+        folder="cifar-10-batches-py",
+    ),
+    "cifar100": DatasetSpec(
+        name="cifar100",
+        num_classes=100,
+        image_shape=IMAGE_SHAPE,
+        mean=CIFAR100_MEAN,
+        std=CIFAR100_STD,
+        url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+        md5="eb9058c3a382ffc7106e4002c42a8d85",
+        archive_filename="cifar-100-python.tar.gz",
+        folder="cifar-100-python",
+    ),
+    # Synthetic images depend on the seed and the image counts, so no single constant is
+    # their true statistic; CIFAR-10's constants keep a normalised input in the same range
+    # as for the real data (the prepared manifest records the measured values).
+    "synthetic": DatasetSpec(
+        name="synthetic",
+        num_classes=10,
+        image_shape=IMAGE_SHAPE,
+        mean=CIFAR10_MEAN,
+        std=CIFAR10_STD,
+        url=None,
+        md5=None,
+        archive_filename=None,
+        folder="cifar-10-batches-py",
+    ),
+}
+
+URL_SCHEMES = ("http", "https", "ftp", "file")
+_MD5_PATTERN = re.compile(r"[0-9a-fA-F]{32}")
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The spec of dataset `name`; an unknown name is an NnperfError listing the known ones."""
+    try:
+        return DATASETS[name]
+    except (KeyError, TypeError):
+        raise NnperfError(
+            f"dataset.name {name!r} is unknown; allowed: {', '.join(vocab.DATASETS)}"
+        ) from None
+
+
+# --------------------------------------------------------------------------------------
+# Synthetic data
+# --------------------------------------------------------------------------------------
+
+
+def check_synthetic(settings: SyntheticData) -> SyntheticData:
+    """`settings` if every count is a positive integer and the seed is >= 0, else NnperfError.
+
+    The config schema checks the same bounds; this is for requests built by hand.
+    """
+    for key in ("train_images", "test_images", "seed"):
+        value = getattr(settings, key)
+        minimum = 0 if key == "seed" else 1
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise NnperfError(
+                f"dataset.synthetic.{key} is {value!r}; allowed: an integer >= {minimum}"
+            )
+    return settings
+
+
+SYNTHETIC_NUM_CLASSES = DATASETS["synthetic"].num_classes
+SYNTHETIC_LABEL_NAMES = tuple(f"pattern_{k}" for k in range(SYNTHETIC_NUM_CLASSES))
+# The signal is a class colour plus an oriented stripe pattern (one orientation per class)
+# of +-SYNTHETIC_PATTERN_AMPLITUDE grey levels. Each image gets a random overall brightness
+# shift, so mean colour alone separates the classes only partly, and per-pixel Gaussian
+# noise hides the pattern from any single pixel. Half the images, drawn at random, show their
+# class's pattern mirrored left to right, and the orientations lie between vertical and
+# horizontal stripes (0 to 90 degrees), where no class is the mirror of another: so the
+# horizontal flip of the standard CIFAR augmentation keeps every label, as it does on
+# natural images, and a training run sees the same distribution its test split holds.
+# Seed 0, 2000 test images: the nearest class-mean colour is right for 64% of them, the
+# nearest of the twenty noiseless patterns (ten and their mirror images) for 93%.
+#
+# Learnable on purpose, so that a training run to accuracy has a curve to show offline
+# (nnperf.training.to_accuracy), and not at once, so that the curve says something. Measured with
+# SGD (Nesterov, lr 0.05, one warm-up epoch, cosine), batch 32 and flip-and-crop
+# augmentation on 512 training images, test top-1 on 500 test images (chance: 10%):
+#   a two-conv CNN (5.5k parameters):  38%, 72%, 86%, 91%, 90% after epochs 1-5 (1 s on CPU)
+#   resnet18_cifar:                    21%, 29%, 78%, 97% after epochs 1-4 (74 s on CPU)
+# (tests/test_convergence.py checks the first).
+SYNTHETIC_COLOUR_RANGE = (96.0, 160.0)
+SYNTHETIC_PATTERN_AMPLITUDE = 40.0
+SYNTHETIC_BRIGHTNESS_STD = 16.0
+SYNTHETIC_NOISE_STD = 48.0
+# Images are generated in fixed-size chunks to bound memory (float32 noise for 50k images
+# would be 600 MB); the chunk size is fixed so the bytes never depend on it.
+_SYNTHETIC_CHUNK = 2048
+
+
+def _synthetic_templates(rng: np.random.Generator) -> np.ndarray:
+    """One noiseless float32 [classes, 32, 32, 3] image per class."""
+    _, height, width = IMAGE_SHAPE
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+    templates = np.empty((SYNTHETIC_NUM_CLASSES, height, width, 3), dtype=np.float32)
+    for k in range(SYNTHETIC_NUM_CLASSES):
+        colour = rng.uniform(*SYNTHETIC_COLOUR_RANGE, size=3)
+        # A distinct stripe orientation per class in [0, pi/2]: mirrored, they fill
+        # (pi/2, pi], so no class's mirror image is another class's pattern.
+        angle = (np.pi / 2) * k / (SYNTHETIC_NUM_CLASSES - 1)
+        cycles = rng.uniform(1.5, 3.0)
+        phase = rng.uniform(0.0, 2.0 * np.pi)
+        channel_weight = rng.uniform(-1.0, 1.0, size=3)
+        wave = np.sin(
+            2 * np.pi * cycles * (xs * np.cos(angle) + ys * np.sin(angle)) / width + phase
+        )
+        templates[k] = colour + SYNTHETIC_PATTERN_AMPLITUDE * wave[..., None] * channel_weight
+    return templates
+
+
+def synthetic_split(settings: SyntheticData, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Generate one synthetic split: (uint8 [N, 32, 32, 3], int64 [N]) from the seed alone.
+
+    Train and test share the class templates and draw their noise (and which images are
+    mirrored) from independent streams, so the test split does not change when the number of
+    training images does.
+    """
+    check_synthetic(settings)
+    if split not in SPLITS:
+        raise NnperfError(f"split {split!r} is unknown; allowed: {', '.join(SPLITS)}")
+    template_seed, train_seed, test_seed = np.random.SeedSequence(settings.seed).spawn(3)
+    templates = _synthetic_templates(np.random.default_rng(template_seed))
+    rng = np.random.default_rng(train_seed if split == "train" else test_seed)
+    count = settings.train_images if split == "train" else settings.test_images
+    # Balanced classes in random order.
+    labels = rng.permutation(np.arange(count) % SYNTHETIC_NUM_CLASSES).astype(np.int64)
+    images = np.empty((count, *templates.shape[1:]), dtype=np.uint8)
+    for start in range(0, count, _SYNTHETIC_CHUNK):
+        chunk = labels[start : start + _SYNTHETIC_CHUNK]
+        brightness = rng.standard_normal((len(chunk), 1, 1, 1), dtype=np.float32)
+        noise = rng.standard_normal((len(chunk), *templates.shape[1:]), dtype=np.float32)
+        mirrored = rng.integers(0, 2, size=len(chunk)).astype(bool)
+        patterns = np.where(
+            mirrored[:, None, None, None], templates[chunk][:, :, ::-1], templates[chunk]
+        )
+        pixels = patterns + SYNTHETIC_BRIGHTNESS_STD * brightness + SYNTHETIC_NOISE_STD * noise
+        images[start : start + len(chunk)] = np.clip(np.rint(pixels), 0, 255)
+    return images, labels
+
+
+# --------------------------------------------------------------------------------------
+# Writing the CIFAR python-pickle format
+# --------------------------------------------------------------------------------------
+
+
+class _Py2Pickler(pickle._Pickler):
+    """Pickle `str` and `bytes` the way Python 2's cPickle wrote its `str` (BINSTRING).
+
+    Written by hand because no library writes Python 2 pickles from Python 3. The genuine
+    CIFAR files were written by Python 2, so their keys and byte strings are Python 2 `str`:
+    they load as `str` under `encoding="latin1"` (what torchvision uses: `entry["data"]`)
+    and as `bytes` under `encoding="bytes"` (the dataset page's snippet: `d[b"data"]`).
+    A plain Python 3 pickle would satisfy only one of those readers. Only the pure-Python
+    pickler (`pickle._Pickler`) lets a subclass emit its own opcodes per type.
+    """
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def _save_py2_str(self, obj: str | bytes) -> None:
+        raw = obj.encode("latin-1") if isinstance(obj, str) else bytes(obj)
+        if len(raw) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(raw)]))
+        elif len(raw) <= 0x7FFFFFFF:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(raw)))
+        else:
+            raise ValueError(f"a Python 2 string holds at most 2 GiB, got {len(raw)} bytes")
+        self.write(raw)
+        self.memoize(obj)
+
+    dispatch[str] = _save_py2_str
+    dispatch[bytes] = _save_py2_str
+
+
+def write_py2_pickle(path: str | os.PathLike, obj: object) -> None:
+    """Write `obj` as a protocol-2 pickle in which every str/bytes is a Python 2 `str`.
+
+    Numpy arrays pickle through their own reduce; their raw buffer becomes a Python 2
+    string, exactly as in the genuine CIFAR files.
+    """
+    with open(path, "wb") as handle:
+        _Py2Pickler(handle, protocol=2).dump(obj)
+
+
+def _to_cifar_rows(images: np.ndarray) -> np.ndarray:
+    """uint8 [N, 32, 32, 3] -> uint8 [N, 3072]: the red, green, blue 32x32 planes, row-major."""
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2).reshape(len(images), -1))
+
+
+def write_cifar10_folder(
+    folder: str | os.PathLike,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    label_names: tuple[str, ...] | list[str],
+    filename_prefix: str = "image",
+) -> None:
+    """Write the CIFAR-10 python layout: data_batch_1..5, test_batch, batches.meta.
+
+    `train` and `test` are (uint8 [N, 32, 32, 3], int labels [N]). The training images are
+    spread over five batches in order, as in the original (whose batches hold 10000 each).
+    Keys are those of the genuine files: batch_label, labels, data, filenames;
+    batches.meta holds num_cases_per_batch, label_names, num_vis.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    train_images, train_labels = train
+    batches = np.array_split(np.arange(len(train_labels)), 5)
+    for number, index in enumerate(batches, start=1):
+        write_py2_pickle(
+            folder / f"data_batch_{number}",
+            _cifar10_batch(
+                f"training batch {number} of 5",
+                train_images[index],
+                np.asarray(train_labels)[index],
+                [f"{filename_prefix}_train_{i:06d}.png" for i in index],
+            ),
+        )
+    test_images, test_labels = test
+    write_py2_pickle(
+        folder / "test_batch",
+        _cifar10_batch(
+            "testing batch 1 of 1",
+            test_images,
+            np.asarray(test_labels),
+            [f"{filename_prefix}_test_{i:06d}.png" for i in range(len(test_labels))],
+        ),
+    )
+    write_py2_pickle(
+        folder / "batches.meta",
+        {
+            "num_cases_per_batch": len(batches[0]),
+            "label_names": list(label_names),
+            "num_vis": int(np.prod(IMAGE_SHAPE)),
+        },
+    )
+
+
+def _cifar10_batch(
+    batch_label: str, images: np.ndarray, labels: np.ndarray, filenames: list[str]
+) -> dict:
+    return {
+        "batch_label": batch_label,
+        "labels": [int(label) for label in labels],  # a list of ints, as in the original
+        "data": _to_cifar_rows(images),
+        "filenames": filenames,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Reading (torchvision's reader)
+# --------------------------------------------------------------------------------------
+
+
+def _torchvision_reader(spec: DatasetSpec):
+    """torchvision's CIFAR10/CIFAR100 class for `spec`, minus its per-file checksums.
+
+    torchvision checks each batch file against the MD5 of the official file. That is right
+    for the official data only: synthetic sets and custom archives hold other bytes. The
+    archive itself was verified by `prepare()`, so here a file only has to exist.
+    """
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    base = CIFAR100 if spec.folder == CIFAR100.base_folder else CIFAR10
+
+    class Reader(base):
+        train_list = [[filename, None] for filename, _ in base.train_list]
+        test_list = [[filename, None] for filename, _ in base.test_list]
+        meta = {**base.meta, "md5": None}
+
+    Reader.__name__ = f"Unchecked{base.__name__}"
+    return Reader
+
+
+def _read(root: Path, spec: DatasetSpec, split: str, label: str | None = None):
+    """Run torchvision's reader on `root`; any failure is one NnperfError line.
+
+    Messages name `label` (default: the dataset folder) as the file at fault.
+    """
+    folder = root / spec.folder
+    where = label or folder
+    again = "" if label else "; prepare it again"
+    if not folder.is_dir():
+        raise NnperfError(
+            f"{folder}: not found; prepare the dataset first (rule prepare_dataset: "
+            f"`snakemake {layout.path('dataset', dataset=spec.name)}`)"
+        )
+    try:
+        dataset = _torchvision_reader(spec)(root=root, train=(split == "train"))
+    except RuntimeError:  # torchvision's "Dataset not found or corrupted": a file is missing
+        raise NnperfError(
+            f"{where}: incomplete {spec.name} dataset, a batch or meta file is missing{again}"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a damaged file
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise NnperfError(f"{where}: cannot read the {split} split ({detail}){again}") from None
+    images = np.ascontiguousarray(dataset.data, dtype=np.uint8)
+    labels = np.asarray(dataset.targets, dtype=np.int64)
+    if len(images) != len(labels):
+        raise NnperfError(
+            f"{where}: {split} split has {len(images)} images but {len(labels)} labels"
+        )
+    if len(labels) and (labels.min() < 0 or labels.max() >= spec.num_classes):
+        raise NnperfError(
+            f"{where}: {split} labels span {labels.min()}..{labels.max()}; "
+            f"allowed for {spec.name}: 0..{spec.num_classes - 1}"
+        )
+    return images, labels, list(dataset.classes)
+
+
+def load_split(root: str | os.PathLike, name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read one split of a prepared dataset.
+
+    Returns (images: uint8 [N, 32, 32, 3] in RGB, labels: int64 [N]); CIFAR-100 labels are
+    the 100 fine classes.
+    """
+    spec = get_spec(name)
+    if split not in SPLITS:
+        raise NnperfError(f"split {split!r} is unknown; allowed: {', '.join(SPLITS)}")
+    images, labels, _ = _read(Path(root), spec, split)
+    return images, labels
+
+
+def pixel_mean_std(images: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of uint8 NHWC images, in [0, 1] units.
+
+    Summed in float64 chunks so 50k images never need a 1.2 GB float copy.
+    """
+    count = 0
+    total = np.zeros(3)
+    total_sq = np.zeros(3)
+    for start in range(0, len(images), 4096):
+        chunk = images[start : start + 4096].reshape(-1, 3).astype(np.float64) / 255.0
+        count += len(chunk)
+        total += chunk.sum(axis=0)
+        total_sq += np.square(chunk).sum(axis=0)
+    if count == 0:
+        return [float("nan")] * 3, [float("nan")] * 3
+    mean = total / count
+    std = np.sqrt(np.maximum(total_sq / count - mean**2, 0.0))
+    return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
+
+
+# --------------------------------------------------------------------------------------
+# Preparing a dataset directory
+# --------------------------------------------------------------------------------------
+
+
+def _check_md5(md5: str | None) -> str | None:
+    if md5 is None:
+        return None
+    if not isinstance(md5, str) or not _MD5_PATTERN.fullmatch(md5):
+        raise NnperfError(f"dataset.md5 {md5!r} is not an MD5; allowed: 32 hex digits or null")
+    return md5.lower()
+
+
+def _fetch(source: str, destination: Path) -> None:
+    """Copy the archive at `source` (URL or local path) to `destination`."""
+    scheme = urllib.parse.urlparse(source).scheme.lower()
+    if scheme in ("http", "https", "ftp"):
+        from torchvision.datasets.utils import download_url
+
+        try:
+            # md5=None: the checksum is checked by the caller, which can name both values.
+            download_url(source, str(destination.parent), destination.name, md5=None)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise NnperfError(f"dataset.source {source}: download failed ({reason})") from None
+        return
+    if scheme == "file":
+        # torchvision's download_url cannot fetch file: URLs (its _urlretrieve reads
+        # `response.length`, which urllib's file responses lack), so they are copied here.
+        parsed = urllib.parse.urlparse(source)
+        local = Path(urllib.request.url2pathname(parsed.path))
+    elif scheme and len(scheme) > 1:  # one letter would be a Windows drive, i.e. a path
+        raise NnperfError(
+            f"dataset.source {source!r} has scheme {scheme!r}; allowed: "
+            f"{', '.join(s + '://' for s in URL_SCHEMES)} URLs or a local file path"
+        )
+    else:
+        local = Path(source).expanduser()
+    if not local.is_file():
+        raise NnperfError(f"dataset.source {source}: no such file")
+    # Copied rather than read in place, so the bytes that are verified are the bytes that
+    # are extracted even if the source changes meanwhile.
+    try:
+        shutil.copyfile(local, destination)
+    except OSError as exc:
+        raise NnperfError(f"dataset.source {source}: cannot read ({exc.strerror})") from None
+
+
+def _extract(archive: Path, destination: Path, source: str) -> None:
+    """Unpack the tar archive `archive` into `destination`.
+
+    Written with tarfile instead of torchvision's extract_archive because that calls
+    extractall() without a filter; the "data" filter refuses members that would land
+    outside `destination` (absolute paths, "..", links), which matters when the source can
+    be any URL.
+    """
+    options = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            tar.extractall(destination, **options)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise NnperfError(
+            f"{source}: not a complete tar archive, cannot extract it ({exc})"
+        ) from None
+
+
+def _install(staging: Path, root: Path, scratch: Path) -> None:
+    """Put the finished `staging` directory at `root`, replacing what was there.
+
+    Two renames on the same filesystem; an existing dataset is moved into `scratch` first
+    (and deleted with it) and moved back if the second rename fails.
+    """
+    if root.exists() or root.is_symlink():
+        previous = scratch / "previous"
+        os.replace(root, previous)
+        try:
+            os.replace(staging, root)
+        except BaseException:
+            os.replace(previous, root)
+            raise
+    else:
+        os.replace(staging, root)
+
+
+def _prepare_cifar(
+    spec: DatasetSpec, source: str | None, md5: str | None, scratch: Path, staging: Path
+) -> dict:
+    is_official = source is None or source == spec.url
+    source = spec.url if source is None else os.fspath(source)
+    # Verified by default, whatever the source: a mirror or a local copy of the official
+    # archive has the official bytes. Another archive needs its own dataset.md5.
+    expected = md5 if md5 is not None else spec.md5
+    md5_origin = "dataset.md5" if md5 is not None else "official"
+
+    archive = scratch / "download" / spec.archive_filename
+    archive.parent.mkdir()
+    _fetch(source, archive)
+
+    from torchvision.datasets.utils import calculate_md5
+
+    actual = calculate_md5(archive)
+    if actual != expected:
+        hint = (
+            "; for an archive other than the official one, set dataset.md5 to its MD5"
+            if md5 is None and not is_official
+            else ""
+        )
+        raise NnperfError(
+            f"{source}: md5 {actual} does not match the expected {expected} "
+            f"({md5_origin}); the archive is corrupt, incomplete or not {spec.name}{hint}"
+        )
+
+    extracted = scratch / "extract"
+    extracted.mkdir()
+    _extract(archive, extracted, source)
+    archive.unlink()  # the archive is not kept: the extracted files are the dataset
+    if not (extracted / spec.folder).is_dir():
+        found = ", ".join(sorted(p.name for p in extracted.iterdir())) or "nothing"
+        raise NnperfError(
+            f"{source}: archive has no {spec.folder}/ folder (found: {found}); "
+            f"expected the CIFAR python version, like {spec.url}"
+        )
+    os.replace(extracted / spec.folder, staging / spec.folder)
+    return {
+        "source": source,
+        "md5": {"expected": expected, "actual": actual, "origin": md5_origin, "verified": True},
+        "synthetic": None,
+    }
+
+
+def prepare(request: DatasetRequest) -> dict:
+    """Create the dataset directory `request.root` for `request.dataset`; return its manifest.
+
+    cifar10/cifar100: fetch `dataset.source` (default: the official URL; also any
+    http(s)/ftp or file:// URL or a local path), check its MD5 against `dataset.md5`
+    (default: the official archive's MD5, also for other sources, since a mirror or a local
+    copy holds the same bytes), extract it and read both splits back before anything is
+    installed. synthetic: generate `dataset.synthetic` images; source and md5 must be null.
+
+    Built in a scratch directory beside the root and renamed onto it at the end: on any
+    failure the root is exactly as before (absent, or the previous dataset) and the scratch
+    directory is gone. The manifest (also written as `manifest.json`) names the dataset and
+    how it was made, so the directory carries its own key.
+    """
+    settings = request.dataset
+    name, source, synthetic = settings.name, settings.source, settings.synthetic
+    spec = get_spec(name)
+    md5 = _check_md5(settings.md5)
+    if spec.url is None:
+        for key, value in (("source", source), ("md5", md5)):
+            if value is not None:
+                raise NnperfError(
+                    f"dataset.{key} is {value!r} but dataset {name!r} is generated, not "
+                    f"downloaded; allowed: null"
+                )
+        check_synthetic(synthetic)
+
+    root = Path(request.root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    try:
+        staging = scratch / "dataset"
+        staging.mkdir()
+        if spec.url is None:
+            train = synthetic_split(synthetic, "train")
+            test = synthetic_split(synthetic, "test")
+            write_cifar10_folder(
+                staging / spec.folder,
+                train,
+                test,
+                SYNTHETIC_LABEL_NAMES,
+                filename_prefix="synthetic",
+            )
+            provenance = {
+                "source": "synthetic",
+                "md5": None,
+                "synthetic": to_dict(synthetic),
+            }
+        else:
+            provenance = _prepare_cifar(spec, source, md5, scratch, staging)
+
+        # Read both splits back with the loader the runs use: what is installed is readable.
+        label = f"{provenance['source']} ({spec.folder}/)"
+        train_images, train_labels, class_names = _read(staging, spec, "train", label)
+        test_images, _, _ = _read(staging, spec, "test", label)
+        mean, std = pixel_mean_std(train_images)
+        manifest = {
+            "dataset": spec.name,
+            "layout": spec.folder,
+            **provenance,
+            "images": {"train": int(len(train_labels)), "test": int(len(test_images))},
+            "num_classes": spec.num_classes,
+            "image_shape": list(spec.image_shape),
+            "class_names": class_names,
+            "train_pixel_mean": mean,
+            "train_pixel_std": std,
+            "created_at_unix": time.time(),
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        write_json(staging / MANIFEST_NAME, manifest)
+        _install(staging, root, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return manifest
+
+
+def summary(manifest: dict) -> str:
+    """One line for the job log: what was prepared and how it was checked."""
+    images = manifest["images"]
+    if manifest["md5"] is None:
+        how = f"generated with seed {manifest['synthetic']['seed']}"
+    else:
+        how = f"md5 {manifest['md5']['actual']} verified"
+    return (
+        f"{manifest['dataset']}: {images['train']} train and {images['test']} test images ({how})"
+    )

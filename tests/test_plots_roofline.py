@@ -15,7 +15,7 @@ from nnperf.core import files
 from nnperf.core.contract import FigureRequest
 from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.ncu import kernels
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import raw_csv
 from nnperf.report.plots import roofline as plots
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline
@@ -36,7 +36,7 @@ RESNET18 = {
 def h100():
     """The real bf16 H100 export, keyed as these figure tests' configuration (its name does
     not matter to a figure; the numbers and kernel kinds are real)."""
-    raw = ncu.read_raw_csv(EXPORTS["bf16_bs256_tuned"].path)
+    raw = raw_csv.read_raw_csv(EXPORTS["bf16_bs256_tuned"].path)
     table = kernels.kernels_table(raw, H100_CONFIG, clock_control="base")
     return table, roofline.ncu_points(table)
 

@@ -32,6 +32,7 @@ from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.ncu import metrics as ncu
+from nnperf.ncu import ranges
 from nnperf.ncu.kernels import KERNEL_COLUMNS, PEAK_COLUMNS
 from nnperf.torchprof import analysis as operators
 
@@ -90,7 +91,7 @@ def calibration_ratio(measured_flops: float, expected_flops: float) -> float:
     return measured_flops / expected_flops
 
 
-def calibration_ok(ratio: float, tolerance: float = ncu.CALIBRATION_TOLERANCE) -> bool:
+def calibration_ok(ratio: float, tolerance: float = ranges.CALIBRATION_TOLERANCE) -> bool:
     """Within `tolerance` (2 %) of exact."""
     return bool(abs(ratio - 1.0) <= tolerance)
 
@@ -223,9 +224,9 @@ def roof_basis(arch: str, precision: str) -> str:
 
 def calibration_table(
     kernels: pd.DataFrame,
-    mnk: tuple[int, int, int] = ncu.CALIBRATION_GEMM_MNK,
+    mnk: tuple[int, int, int] = ranges.CALIBRATION_GEMM_MNK,
     launches: int = 1,
-    tolerance: float = ncu.CALIBRATION_TOLERANCE,
+    tolerance: float = ranges.CALIBRATION_TOLERANCE,
 ) -> pd.DataFrame:
     """Per config, the calibration GEMM as the check of both the counters and the roof.
 

@@ -19,6 +19,7 @@ from nnperf.ncu import raw_csv
 from nnperf.report.plots import roofline as plots
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline
+from nnperf.roofline import tables as roofline_tables
 
 from h100_exports import EXPORTS
 from ncu_writer import H100_CONFIG
@@ -354,7 +355,7 @@ def test_a_null_derived_bf16_roof_is_left_out_and_explained():
         {"m": model},
         {("cpu", "m", "fp32", 32, "baseline"): 0.8, ("cpu", "m", "bf16", 32, "baseline"): 40.0},
     )
-    empty = roofline.read_kernels(None)
+    empty = roofline_tables.read_kernels(None)
     request = FigureRequest(
         kind="roofline",
         device="cpu",

@@ -16,6 +16,7 @@ import pandas as pd
 
 from nnperf.ncu import kernels
 from nnperf.ncu import metrics as ncu
+from nnperf.ncu import raw_csv
 
 H100_DIR = Path(__file__).parent / "data" / "ncu" / "h100"
 H100_RUN_CLOCK_HZ = 1.98e9  # NVML SM clock of every timed run on that machine
@@ -50,7 +51,7 @@ class Export:
         return gzip.decompress(self.path.read_bytes()).decode("utf-8")
 
     def kernels(self) -> pd.DataFrame:
-        raw = ncu.read_raw_csv(self.path, required=ncu.metric_set("hopper").metrics())
+        raw = raw_csv.read_raw_csv(self.path, required=ncu.metric_set("hopper").metrics())
         return kernels.kernels_table(raw, self.config, clock_control="base")
 
 

@@ -14,8 +14,8 @@ from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_json
 from nnperf.report.plots import ceilings as ceilings_plots
-from nnperf.roofline import ceilings
-from nnperf.roofline.ceilings import GIB, KIB, MIB
+from nnperf.roofline import ceilings, compute_roofs, memory_roofs, microbench
+from nnperf.roofline.memory_roofs import GIB, KIB, MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAKS_YAML = ROOT / "config" / "peaks.yaml"
@@ -76,46 +76,50 @@ def cpu_doc():
 
 
 def test_gemm_flops_by_hand():
-    assert ceilings.gemm_flops(2, 3, 4) == 48  # 2 x 3 outputs, 4 multiply-adds each
-    assert ceilings.gemm_flops(4096, 4096, 4096) == 137_438_953_472
+    assert compute_roofs.gemm_flops(2, 3, 4) == 48  # 2 x 3 outputs, 4 multiply-adds each
+    assert compute_roofs.gemm_flops(4096, 4096, 4096) == 137_438_953_472
 
 
 @given(st.integers(1, 10_000), st.integers(1, 10_000), st.integers(1, 10_000))
 def test_gemm_flops_is_two_mnk(m, n, k):
-    assert ceilings.gemm_flops(m, n, k) == 2 * m * n * k == ceilings.gemm_flops(n, m, k)
+    assert compute_roofs.gemm_flops(m, n, k) == 2 * m * n * k == compute_roofs.gemm_flops(n, m, k)
 
 
 def test_gemm_cost_by_hand():
     # A call that fills a window alone: no calibration; 2 warm-up calls, then 3 trials of
     # one untimed call and a one-call window.
-    assert ceilings.window_iters(0.5, 0.02) == 1
-    assert ceilings.gemm_cost_s(0.5, warmup=2, trials=3, min_trial_s=0.02) == pytest.approx(4.0)
+    assert microbench.window_iters(0.5, 0.02) == 1
+    assert compute_roofs.gemm_cost_s(0.5, warmup=2, trials=3, min_trial_s=0.02) == pytest.approx(
+        4.0
+    )
     # 3 ms calls: windows of 8 calls (4 x 3 ms < 20 ms <= 8 x 3 ms), calibrated through
     # windows of 1, 2, 4, 8 calls (15 calls): (2 + 15 + 3 x 9) x 3 ms.
-    assert ceilings.window_iters(0.003, 0.02) == 8
-    assert ceilings.gemm_cost_s(0.003, warmup=2, trials=3, min_trial_s=0.02) == pytest.approx(0.132)
+    assert microbench.window_iters(0.003, 0.02) == 8
+    assert compute_roofs.gemm_cost_s(0.003, warmup=2, trials=3, min_trial_s=0.02) == pytest.approx(
+        0.132
+    )
     # Twice the size, eight times the FLOPs, eight times the time at the same rate.
-    assert ceilings.projected_call_s(0.1, 512, 1024) == pytest.approx(0.8)
+    assert compute_roofs.projected_call_s(0.1, 512, 1024) == pytest.approx(0.8)
 
 
 def test_stream_bytes_follow_the_stream_convention():
     n = 1_000_000
-    assert ceilings.stream_bytes("copy", n, 8) == 16_000_000  # read b, write a
-    assert ceilings.stream_bytes("triad", n, 8) == 24_000_000  # read b, c, write a
-    assert ceilings.stream_bytes("copy", n) == 8_000_000  # fp32 arrays by default
+    assert memory_roofs.stream_bytes("copy", n, 8) == 16_000_000  # read b, write a
+    assert memory_roofs.stream_bytes("triad", n, 8) == 24_000_000  # read b, c, write a
+    assert memory_roofs.stream_bytes("copy", n) == 8_000_000  # fp32 arrays by default
     with pytest.raises(NnperfError, match="stream kernel 'scale' is unknown; allowed: copy, triad"):
-        ceilings.stream_bytes("scale", n)
+        memory_roofs.stream_bytes("scale", n)
 
 
 def test_sweep_call_bytes_and_repeats_by_hand():
-    assert ceilings.sweep_repeats(16 * KIB, 64 * MIB) == 4096
-    assert ceilings.sweep_repeats(1 * GIB, 64 * MIB) == 1
+    assert memory_roofs.sweep_repeats(16 * KIB, 64 * MIB) == 4096
+    assert memory_roofs.sweep_repeats(1 * GIB, 64 * MIB) == 1
     # 4096 reads of 16 KiB plus 4096 fp32 results written.
-    assert ceilings.sweep_call_bytes(16 * KIB, 4096) == 4096 * 16384 + 4096 * 4
+    assert memory_roofs.sweep_call_bytes(16 * KIB, 4096) == 4096 * 16384 + 4096 * 4
 
 
 def test_sweep_working_sets_default_span():
-    sizes = ceilings.sweep_working_sets(16 * KIB, 1 * GIB, 2)
+    sizes = memory_roofs.sweep_working_sets(16 * KIB, 1 * GIB, 2)
     assert sizes[0] == 16 * KIB and sizes[-1] == 1 * GIB and len(sizes) == 33
     assert sizes[2] == 32 * KIB and sizes[1] == 23296  # 16 KiB x sqrt(2), 256-byte aligned
 
@@ -123,7 +127,7 @@ def test_sweep_working_sets_default_span():
 @given(low=st.integers(1, 1 << 24), factor=st.integers(1, 1 << 12), steps=st.integers(1, 4))
 def test_sweep_working_sets_properties(low, factor, steps):
     high = low * factor + 256
-    sizes = ceilings.sweep_working_sets(low, high, steps)
+    sizes = memory_roofs.sweep_working_sets(low, high, steps)
     assert sizes == sorted(set(sizes))
     assert all(s % 256 == 0 and low <= s <= high for s in sizes)
     assert sizes[0] < low + 256 and sizes[-1] > high - 256
@@ -133,31 +137,31 @@ def test_sweep_working_sets_rejects_bad_range():
     with pytest.raises(
         NnperfError, match="ceilings.sweep_min_bytes..sweep_max_bytes is 2048..1024"
     ):
-        ceilings.sweep_working_sets(2048, 1024, 1)
+        memory_roofs.sweep_working_sets(2048, 1024, 1)
     with pytest.raises(NnperfError, match="ceilings.sweep_steps_per_octave is 0"):
-        ceilings.sweep_working_sets(1024, 2048, 0)
+        memory_roofs.sweep_working_sets(1024, 2048, 0)
 
 
 def test_bandwidth_array_bytes():
-    assert ceilings.bandwidth_array_bytes(32 * MIB) == 256 * MIB  # 4 x 32 MiB < 256 MiB floor
-    assert ceilings.bandwidth_array_bytes(100 * MIB) == 400 * MIB  # 4 x LLC wins
-    assert ceilings.bandwidth_array_bytes(None) == 256 * MIB
-    assert ceilings.bandwidth_array_bytes(100 * MIB + 1) == 401 * MIB  # rounded up to whole MiB
+    assert memory_roofs.bandwidth_array_bytes(32 * MIB) == 256 * MIB  # 4 x 32 MiB < 256 MiB floor
+    assert memory_roofs.bandwidth_array_bytes(100 * MIB) == 400 * MIB  # 4 x LLC wins
+    assert memory_roofs.bandwidth_array_bytes(None) == 256 * MIB
+    assert memory_roofs.bandwidth_array_bytes(100 * MIB + 1) == 401 * MIB  # rounded up to whole MiB
 
 
 def test_cache_parsers():
-    assert ceilings.parse_cache_size("48K\n") == 48 * KIB
-    assert ceilings.parse_cache_size("32768K") == 32 * MIB
-    assert ceilings.parse_cache_size("2M") == 2 * MIB
-    assert ceilings.count_cpu_list("0-3,8,10-11\n") == 7
-    caches = ceilings.caches_from_lscpu_json(LSCPU_JSON)
+    assert memory_roofs.parse_cache_size("48K\n") == 48 * KIB
+    assert memory_roofs.parse_cache_size("32768K") == 32 * MIB
+    assert memory_roofs.parse_cache_size("2M") == 2 * MIB
+    assert memory_roofs.count_cpu_list("0-3,8,10-11\n") == 7
+    caches = memory_roofs.caches_from_lscpu_json(LSCPU_JSON)
     assert [(c["name"], c["level"], c["size_bytes"]) for c in caches] == [
         ("L1d", 1, 49152),
         ("L2", 2, 1048576),
         ("L3", 3, 33554432),
     ]
-    assert ceilings.last_level_cache_bytes(caches) == 32 * MIB
-    assert ceilings.last_level_cache_bytes([]) is None
+    assert memory_roofs.last_level_cache_bytes(caches) == 32 * MIB
+    assert memory_roofs.last_level_cache_bytes([]) is None
 
 
 def test_read_sysfs_caches_from_a_sysfs_tree(tmp_path):
@@ -178,13 +182,13 @@ def test_read_sysfs_caches_from_a_sysfs_tree(tmp_path):
             ("shared_cpu_list", shared),
         ):
             (folder / name).write_text(value + "\n")
-    caches = ceilings.read_sysfs_caches(tmp_path)
+    caches = memory_roofs.read_sysfs_caches(tmp_path)
     assert [(c["name"], c["size_bytes"], c["shared_cpu_count"]) for c in caches] == [
         ("L1d", 32 * KIB, 2),
         ("L2", MIB, 2),
         ("L3", 16 * MIB, 16),
     ]
-    assert ceilings.read_sysfs_caches(tmp_path / "absent") == []
+    assert memory_roofs.read_sysfs_caches(tmp_path / "absent") == []
 
 
 # --- roofs, ratios, MFU ----------------------------------------------------------------
@@ -307,13 +311,13 @@ def test_unknown_gpu_gives_null_datasheet_without_crashing():
 def gemm_sizes_built(monkeypatch) -> list[int]:
     """Record the size of every GEMM measure_gemm builds (the real one still runs)."""
     built = []
-    real = ceilings._gemm_call
+    real = compute_roofs._gemm_call
 
     def recording(device, dtype, size, generator):
         built.append(size)
         return real(device, dtype, size, generator)
 
-    monkeypatch.setattr(ceilings, "_gemm_call", recording)
+    monkeypatch.setattr(compute_roofs, "_gemm_call", recording)
     return built
 
 
@@ -323,7 +327,7 @@ def test_gemm_budget_skips_the_sizes_that_would_overrun_it(monkeypatch):
     # warm-up and trials need far more than the 0.3 s budget, so it is never built; 32 (and
     # 64 unless the machine is very busy) take milliseconds.
     built = gemm_sizes_built(monkeypatch)
-    result = ceilings.measure_gemm(
+    result = compute_roofs.measure_gemm(
         "cpu", "fp32", [4096, 64, 32], warmup=2, trials=2, min_trial_s=0.002, budget_s=0.3
     )
     measured = [row["m"] for row in result["sizes"]]
@@ -340,7 +344,7 @@ def test_gemm_budget_skips_the_sizes_that_would_overrun_it(monkeypatch):
 
 
 def test_gemm_budget_generous_enough_measures_every_size(monkeypatch):
-    result = ceilings.measure_gemm(
+    result = compute_roofs.measure_gemm(
         "cpu", "bf16", [64, 32], warmup=1, trials=2, min_trial_s=0.002, budget_s=60.0
     )
     assert [row["m"] for row in result["sizes"]] == [32, 64]
@@ -349,7 +353,7 @@ def test_gemm_budget_generous_enough_measures_every_size(monkeypatch):
 
 def test_gemm_budget_of_zero_reports_no_number(monkeypatch):
     # Small first size: its warm-up call is measured, then nothing fits.
-    result = ceilings.measure_gemm(
+    result = compute_roofs.measure_gemm(
         "cpu", "fp32", [32, 64], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
     )
     assert result["sizes"] == [] and result["best_flop_s"] is None
@@ -361,10 +365,10 @@ def test_gemm_budget_of_zero_reports_no_number(monkeypatch):
     }
     # Large first size: only probe GEMMs run; the size itself is never built.
     built = gemm_sizes_built(monkeypatch)
-    result = ceilings.measure_gemm(
+    result = compute_roofs.measure_gemm(
         "cpu", "fp32", [4096], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
     )
-    assert built == [ceilings.GEMM_PROBE_SIZE] and result["sizes"] == []
+    assert built == [compute_roofs.GEMM_PROBE_SIZE] and result["sizes"] == []
     assert "from the 128^3 GEMM's rate" in result["skipped_sizes"][0]["reason"]
 
 
@@ -379,16 +383,18 @@ def test_one_long_call_is_not_repeated_needlessly(monkeypatch):
     def two():
         counts[1] += 1
 
-    ceilings.time_interleaved([one], "cpu", warmup=0, trials=3, min_trial_s=1.0, iters=[1])
+    microbench.time_interleaved([one], "cpu", warmup=0, trials=3, min_trial_s=1.0, iters=[1])
     assert counts == [3, 0]
-    ceilings.time_interleaved([one, two], "cpu", warmup=1, trials=3, min_trial_s=1.0, iters=[1, 1])
+    microbench.time_interleaved(
+        [one, two], "cpu", warmup=1, trials=3, min_trial_s=1.0, iters=[1, 1]
+    )
     assert counts == [3 + 1 + 6, 1 + 6]
 
 
 def test_ceilings_document_names_the_skipped_sizes(monkeypatch):
     # 2048^3 projected from 64^3 (~0.3 s a call at the 64^3 rate of any CPU) cannot fit
     # 0.2 s; fp32 and bf16 are still measured at 64.
-    monkeypatch.setitem(ceilings.GEMM_BUDGET_S, "cpu", 0.2)
+    monkeypatch.setitem(compute_roofs.GEMM_BUDGET_S, "cpu", 0.2)
     doc = measure(monkeypatch, gemm_sizes=[64, 2048], sweep_max_bytes=16 * KIB)
     for precision in ("fp32", "bf16"):
         gemm = doc["measured"]["gemm"][precision]
@@ -398,7 +404,7 @@ def test_ceilings_document_names_the_skipped_sizes(monkeypatch):
         assert f"{precision} GEMM roof leaves out size(s) 2048: a 2048^3 call" in doc["note"]
     assert doc["settings"]["gemm_budget_s"] == 0.2
     # No time at all: no roof, and the precision is listed as not measured, with why.
-    monkeypatch.setitem(ceilings.GEMM_BUDGET_S, "cpu", 0.0)
+    monkeypatch.setitem(compute_roofs.GEMM_BUDGET_S, "cpu", 0.0)
     doc = measure(monkeypatch, gemm_sizes=[64], sweep_max_bytes=16 * KIB)
     assert doc["measured"]["gemm_flop_s"] == {} and doc["measured"]["gemm"] == {}
     assert doc["skipped_precisions"]["fp32"].startswith("no GEMM size fits the time budget: ")
@@ -484,11 +490,11 @@ def test_bandwidth_counts_stream_bytes(cpu_doc):
 
 def test_sweep_counts_repeated_reads(cpu_doc):
     for point in cpu_doc["measured"]["sweep"]:
-        repeats = ceilings.sweep_repeats(
+        repeats = memory_roofs.sweep_repeats(
             point["working_set_bytes"], ceilings.SWEEP_BYTES_PER_CALL["cpu"]
         )
         assert point["repeats_per_call"] == repeats
-        assert point["bytes_per_call"] == ceilings.sweep_call_bytes(
+        assert point["bytes_per_call"] == memory_roofs.sweep_call_bytes(
             point["working_set_bytes"], repeats
         )
 
@@ -537,8 +543,8 @@ def test_settings_are_the_request_s_and_the_constants(cpu_doc):
     settings = cpu_doc["settings"]
     assert settings["trials"] == 2 and settings["sweep_max_bytes"] == MIB
     assert settings["warmup"] == 1 and settings["min_trial_s"] == 0.002  # fast()
-    assert settings["gemm_budget_s"] == ceilings.GEMM_BUDGET_S["cpu"]
-    assert settings["gemm_probe_size"] == ceilings.GEMM_PROBE_SIZE
+    assert settings["gemm_budget_s"] == compute_roofs.GEMM_BUDGET_S["cpu"]
+    assert settings["gemm_probe_size"] == compute_roofs.GEMM_PROBE_SIZE
     assert settings["sweep_steps_per_octave"] == 1
     assert settings["peaks"] == str(PEAKS_YAML) and settings["threads"] is None
     assert settings["cpu_fma_units"] == ceilings.peaks_mod.DEFAULT_FMA_UNITS

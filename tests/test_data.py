@@ -28,6 +28,7 @@ from nnperf.core import vocab
 from nnperf.core.contract import DatasetRequest, DatasetSettings, SyntheticData, from_dict
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json
+from nnperf.workload import cifar_pickle
 from nnperf.workload import datasets as data
 
 CIFAR10_LABEL_NAMES = [
@@ -93,7 +94,7 @@ def build_cifar10_archive(where: Path, train_count: int = 7, test_count: int = 3
     }
     for name, content in files.items():
         if name not in skip:
-            data.write_py2_pickle(folder / name, content)
+            cifar_pickle.write_py2_pickle(folder / name, content)
     archive = where / "cifar-10-python.tar.gz"
     return archive, tar_gz(folder, archive), train, test
 
@@ -104,7 +105,7 @@ def build_cifar100_archive(where: Path, train_count: int = 6, test_count: int = 
     folder = where / "build100" / "cifar-100-python"
     folder.mkdir(parents=True)
     for name, (images, fine) in (("train", train), ("test", test)):
-        data.write_py2_pickle(
+        cifar_pickle.write_py2_pickle(
             folder / name,
             {
                 "filenames": [f"{name}_{i}.png" for i in range(len(fine))],
@@ -114,7 +115,7 @@ def build_cifar100_archive(where: Path, train_count: int = 6, test_count: int = 
                 "data": cifar_rows(images),
             },
         )
-    data.write_py2_pickle(
+    cifar_pickle.write_py2_pickle(
         folder / "meta",
         {
             "fine_label_names": [f"fine_{k}" for k in range(100)],
@@ -335,9 +336,9 @@ def test_pixels_are_read_from_the_rgb_planes_row_major(tmp_path):
     folder.mkdir(parents=True)
     for n in range(1, 6):
         batch = {"batch_label": "b", "labels": [3], "data": row[None, :], "filenames": ["a.png"]}
-        data.write_py2_pickle(folder / f"data_batch_{n}", batch)
-    data.write_py2_pickle(folder / "test_batch", batch)
-    data.write_py2_pickle(folder / "batches.meta", {"label_names": CIFAR10_LABEL_NAMES})
+        cifar_pickle.write_py2_pickle(folder / f"data_batch_{n}", batch)
+    cifar_pickle.write_py2_pickle(folder / "test_batch", batch)
+    cifar_pickle.write_py2_pickle(folder / "batches.meta", {"label_names": CIFAR10_LABEL_NAMES})
 
     images, labels = data.load_split(tmp_path / "pix", "cifar10", "test")
 
@@ -655,7 +656,7 @@ latin1_text = st.text(alphabet=st.characters(max_codepoint=255), max_size=300)
 )
 def test_py2_pickle_round_trips(tmp_path_factory, rows, labels, names):
     path = tmp_path_factory.mktemp("pickle") / "batch"
-    data.write_py2_pickle(path, {"data": rows, "labels": labels, "filenames": names})
+    cifar_pickle.write_py2_pickle(path, {"data": rows, "labels": labels, "filenames": names})
     latin1 = pickle.loads(path.read_bytes(), encoding="latin1")
     assert latin1["labels"] == labels and latin1["filenames"] == names
     np.testing.assert_array_equal(latin1["data"], rows)

@@ -13,7 +13,7 @@ from nnperf.core.contract import ProfileStepRequest, RunRequest, write_request
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
 from nnperf.ncu import kernels
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import raw_csv
 
 DATA = Path(__file__).parent / "data" / "ncu"
 
@@ -393,7 +393,7 @@ def test_eager_export_kinds_cover_the_step():
 
 def test_export_without_cc_column_says_what_it_is_and_how_to_read_it(tmp_path):
     """Raw pages of Nsight Compute before 2021 have no CC column (nor Block/Grid Size, Device)."""
-    raw = ncu.read_raw_csv(DATA / "a100_fp32_resnet18.csv").drop(columns=["cc"])
+    raw = raw_csv.read_raw_csv(DATA / "a100_fp32_resnet18.csv").drop(columns=["cc"])
     with pytest.raises(NnperfError) as info:
         kernels.arch_of_export(raw)
     message = str(info.value)
@@ -418,7 +418,7 @@ def test_export_without_cc_column_says_what_it_is_and_how_to_read_it(tmp_path):
 
 
 def _table(path: Path, precision: str):
-    raw = ncu.read_raw_csv(path)
+    raw = raw_csv.read_raw_csv(path)
     config = {
         "device": "cuda",
         "model": "resnet18",
@@ -464,7 +464,7 @@ def test_kernels_table_from_the_a100_fixture():
 
 def test_empty_export_says_the_ranges_matched_nothing():
     text = (DATA / "a100_fp32_resnet18.csv").read_text().splitlines()[:2]
-    raw = ncu.parse_raw_csv("\n".join(text), "empty.csv")
+    raw = raw_csv.parse_raw_csv("\n".join(text), "empty.csv")
     with pytest.raises(NnperfError, match=r"empty\.csv: no kernels in the export.*nnperf_step"):
         kernels.kernels_table(
             raw,
@@ -479,7 +479,7 @@ def test_empty_export_says_the_ranges_matched_nothing():
 
 
 def test_export_missing_a_metric_of_its_arch_is_refused():
-    raw = ncu.read_raw_csv(DATA / "a100_fp32_resnet18.csv").drop(columns=["lts__t_bytes.sum"])
+    raw = raw_csv.read_raw_csv(DATA / "a100_fp32_resnet18.csv").drop(columns=["lts__t_bytes.sum"])
     with pytest.raises(
         NnperfError, match=r"metrics of the ampere set missing from the export: lts__t_bytes\.sum"
     ):

@@ -1,5 +1,5 @@
-"""Tests for nnperf.ncu.metrics: metric sets, command lines, units, the raw-page parser,
-formulas."""
+"""Tests for nnperf.ncu.metrics, .ranges and .raw_csv: metric sets, command lines, units, the
+raw-page parser, formulas."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ncu_writer import START_END, export_text, format_value, start_end_cell
 from nnperf.core.errors import NnperfError
 from nnperf.ncu import kernels
 from nnperf.ncu import metrics as ncu
+from nnperf.ncu import ranges, raw_csv
 
 DATA = Path(__file__).parent / "data" / "ncu"
 A100 = DATA / "a100_fp32_resnet18.csv"
@@ -209,7 +210,7 @@ def test_export_and_query_commands():
     ],
 )
 def test_parse_unit(unit, factor, si):
-    got_factor, got_si = ncu.parse_unit(unit)
+    got_factor, got_si = raw_csv.parse_unit(unit)
     assert got_factor == pytest.approx(factor)
     assert got_si == si
 
@@ -217,7 +218,7 @@ def test_parse_unit(unit, factor, si):
 @pytest.mark.parametrize("unit", ["furlong", "Xbyte", "byte/cycle/second", "mbyte", "kparsec"])
 def test_unknown_units_are_refused(unit):
     with pytest.raises(ValueError):
-        ncu.parse_unit(unit)
+        raw_csv.parse_unit(unit)
 
 
 @pytest.mark.parametrize(
@@ -234,12 +235,12 @@ def test_unknown_units_are_refused(unit):
     ],
 )
 def test_parse_number(text, value):
-    assert ncu.parse_number(text) == pytest.approx(value)
+    assert raw_csv.parse_number(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["n/a", "N/A", "", "  "])
 def test_missing_values_are_nan(text):
-    assert math.isnan(ncu.parse_number(text))
+    assert math.isnan(raw_csv.parse_number(text))
 
 
 @pytest.mark.parametrize(
@@ -247,7 +248,7 @@ def test_missing_values_are_nan(text):
 )
 def test_malformed_numbers_are_refused(text):
     with pytest.raises(ValueError):
-        ncu.parse_number(text)
+        raw_csv.parse_number(text)
 
 
 # ------------------------------------------------------------------ parser on real exports
@@ -276,7 +277,7 @@ HOPPER = ncu.metric_set("hopper").metrics()
 
 def test_real_h100_export_parses_to_si_units():
     export = _real()
-    frame = ncu.read_raw_csv(export.path, required=HOPPER)
+    frame = raw_csv.read_raw_csv(export.path, required=HOPPER)
     assert len(frame) == export.step_kernels + 1  # + the calibration GEMM
     assert frame["id"].is_unique
     assert frame.attrs["units"]["gpu__time_duration.sum"] == "second"
@@ -293,20 +294,20 @@ def test_real_h100_export_parses_to_si_units():
     assert gemm["sm__ops_path_tensor_src_bf16_dst_fp32.sum"] == 2 * 4096**3
     # The exported tensor peak: 8192 per SM per cycle x 132 SMs (the 2:4-sparse rate).
     assert gemm["sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"] == 8192 * 132
-    assert ncu.phase_of(gemm["nvtx_start_end"]) == "calibration"
+    assert ranges.phase_of(gemm["nvtx_start_end"]) == "calibration"
     assert frame["cc"].unique().tolist() == ["9.0"]
     assert gemm["source_line"] == 3
 
 
 @pytest.mark.parametrize("name", sorted(EXPORTS))
 def test_every_real_export_parses_with_the_hopper_set_required(name):
-    frame = ncu.read_raw_csv(EXPORTS[name].path, required=HOPPER)
+    frame = raw_csv.read_raw_csv(EXPORTS[name].path, required=HOPPER)
     assert len(frame) == EXPORTS[name].step_kernels + 1
     assert (frame["gpu__time_duration.sum"] > 0).all()
 
 
 def test_a100_fixture_parses_older_unit_spellings():
-    frame = ncu.read_raw_csv(A100, required=ncu.metric_set("ampere").metrics())
+    frame = raw_csv.read_raw_csv(A100, required=ncu.metric_set("ampere").metrics())
     assert len(frame) == 7
     row = frame.iloc[0]
     assert row["gpu__time_duration.sum"] == pytest.approx(9.61e-3)  # "9,610.00" usecond
@@ -331,8 +332,8 @@ def test_preamble_interleaved_tool_lines_and_crlf_are_tolerated_and_warnings_kep
             "==PROF== Disconnected from process 48213",
         ]
     )
-    frame = ncu.parse_raw_csv(noisy, "noisy.csv")
-    clean = ncu.parse_raw_csv("\n".join(lines), "clean.csv")
+    frame = raw_csv.parse_raw_csv(noisy, "noisy.csv")
+    clean = raw_csv.parse_raw_csv("\n".join(lines), "clean.csv")
     pd.testing.assert_frame_equal(
         frame.drop(columns="source_line"), clean.drop(columns="source_line")
     )
@@ -342,14 +343,14 @@ def test_preamble_interleaved_tool_lines_and_crlf_are_tolerated_and_warnings_kep
 def test_utf8_bom_and_gzip_are_accepted(tmp_path):
     path = tmp_path / "bom.csv"
     path.write_bytes(b"\xef\xbb\xbf" + A100.read_bytes())
-    assert len(ncu.read_raw_csv(path)) == 7
+    assert len(raw_csv.read_raw_csv(path)) == 7
     zipped = tmp_path / "a100.csv.gz"
     zipped.write_bytes(gzip.compress(A100.read_bytes()))
-    pd.testing.assert_frame_equal(ncu.read_raw_csv(zipped), ncu.read_raw_csv(A100))
+    pd.testing.assert_frame_equal(raw_csv.read_raw_csv(zipped), raw_csv.read_raw_csv(A100))
     broken = tmp_path / "broken.csv.gz"
     broken.write_bytes(gzip.compress(A100.read_bytes())[:200])
     with pytest.raises(NnperfError, match=r"broken\.csv\.gz: not a readable gzip file"):
-        ncu.read_raw_csv(broken)
+        raw_csv.read_raw_csv(broken)
 
 
 def test_non_numeric_optional_metric_is_kept_as_text():
@@ -357,7 +358,7 @@ def test_non_numeric_optional_metric_is_kept_as_text():
         '"ID","Kernel Name","CC","device__attribute_display_name","dram__bytes.sum"\n'
         '"","","","","byte"\n"0","k","9.0","NVIDIA H100 80GB HBM3","5"\n'
     )
-    frame = ncu.parse_raw_csv(text, required=["dram__bytes.sum"])
+    frame = raw_csv.parse_raw_csv(text, required=["dram__bytes.sum"])
     assert frame.iloc[0]["device__attribute_display_name"] == "NVIDIA H100 80GB HBM3"
     assert frame.iloc[0]["dram__bytes.sum"] == 5
 
@@ -369,7 +370,7 @@ def _lines(path: Path) -> list[str]:
 
 def _error(text: str, required=()) -> str:
     with pytest.raises(NnperfError) as info:
-        ncu.parse_raw_csv(text, "bad.csv", required=required)
+        raw_csv.parse_raw_csv(text, "bad.csv", required=required)
     message = str(info.value)
     assert "\n" not in message
     return message
@@ -405,7 +406,7 @@ def test_na_counter_is_refused_by_the_kernels_table_too():
     """A frame parsed without `required` (nnperf ncu-kernels on an export with no meta) is
     checked where the numbers are used."""
     lines = _set_cell(_head(), 3, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "n/a")
-    raw = ncu.parse_raw_csv("\n".join(lines), "bad.csv")
+    raw = raw_csv.parse_raw_csv("\n".join(lines), "bad.csv")
     with pytest.raises(NnperfError, match=r"^bad\.csv:4: kernel 1 .*ffma_pred_on\.sum is 'n/a'"):
         kernels.kernels_table(raw, _real().config)
 
@@ -537,18 +538,18 @@ def test_no_header_duplicate_header_bad_id_and_unclosed_quote():
 
 def test_missing_file_and_binary_file(tmp_path):
     with pytest.raises(NnperfError, match=r"nope\.csv: file not found"):
-        ncu.read_raw_csv(tmp_path / "nope.csv")
+        raw_csv.read_raw_csv(tmp_path / "nope.csv")
     path = tmp_path / "binary.csv"
     path.write_bytes(b'"ID","Kernel Name"\n\xff\xfe\x00junk')
     with pytest.raises(NnperfError, match=r"binary\.csv:2: not UTF-8 text"):
-        ncu.read_raw_csv(path)
+        raw_csv.read_raw_csv(path)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=400))
 def test_fuzz_arbitrary_text_never_escapes_as_another_exception(text):
     try:
-        ncu.parse_raw_csv(text, "fuzz.csv", required=["dram__bytes.sum"])
+        raw_csv.parse_raw_csv(text, "fuzz.csv", required=["dram__bytes.sum"])
     except NnperfError as exc:
         assert re.match(r"^fuzz\.csv:\d+: ", str(exc))
         assert "\n" not in str(exc).strip()
@@ -601,7 +602,7 @@ def test_fuzz_corrupted_real_rows_are_parsed_exactly_or_refused(data):
         column = data.draw(st.sampled_from(HOPPER), label="column")
         lines = _set_cell(lines, max(index, 2), column, junk)
     try:
-        frame = ncu.parse_raw_csv("\n".join(lines), "fuzz.csv", required=HOPPER)
+        frame = raw_csv.parse_raw_csv("\n".join(lines), "fuzz.csv", required=HOPPER)
     except NnperfError as exc:
         assert re.match(r"^fuzz\.csv:\d+: ", str(exc))
         assert "\n" not in str(exc)
@@ -647,21 +648,21 @@ def test_round_trip_of_generated_exports(names, byte_unit, time_unit, hundredths
             "ID": format_value(i),
             "Kernel Name": name,
             "CC": "9.0",
-            START_END: start_end_cell([(1, ncu.STEP_RANGE), (2, "backward")]),
+            START_END: start_end_cell([(1, ranges.STEP_RANGE), (2, "backward")]),
         }
         kernels.append({"meta": meta, "metrics": values})
     text = export_text(kernels, units, preamble=["==PROF== Connected to process 1 (python)"])
     if 0 <= missing < len(names):
         with pytest.raises(NnperfError) as info:
-            ncu.parse_raw_csv(text, "gen.csv", required=list(units))
+            raw_csv.parse_raw_csv(text, "gen.csv", required=list(units))
         # preamble, header and units rows come before kernel 0
         assert str(info.value).startswith(f"gen.csv:{4 + missing}: kernel {missing} (")
         assert "dram__bytes.sum is 'n/a'" in str(info.value)
         return
-    frame = ncu.parse_raw_csv(text, "gen.csv", required=list(units))
+    frame = raw_csv.parse_raw_csv(text, "gen.csv", required=list(units))
     assert list(frame["kernel_name"]) == names
-    byte_factor, _ = ncu.parse_unit(byte_unit)
-    time_factor, _ = ncu.parse_unit(time_unit)
+    byte_factor, _ = raw_csv.parse_unit(byte_unit)
+    time_factor, _ = raw_csv.parse_unit(time_unit)
     for i in range(len(names)):
         assert frame.iloc[i]["dram__bytes.sum"] == pytest.approx(
             hundredths[2 * i] / 100 * byte_factor, rel=1e-12
@@ -670,7 +671,7 @@ def test_round_trip_of_generated_exports(names, byte_unit, time_unit, hundredths
             hundredths[2 * i + 1] / 100 * time_factor, rel=1e-12
         )
         assert frame.iloc[i]["id"] == i
-        assert ncu.phase_of(frame.iloc[i]["nvtx_start_end"]) == "backward"
+        assert ranges.phase_of(frame.iloc[i]["nvtx_start_end"]) == "backward"
 
 
 # ------------------------------------------------------------------ NVTX phases
@@ -692,7 +693,7 @@ def test_round_trip_of_generated_exports(names, byte_unit, time_unit, hundredths
     ],
 )
 def test_phase_of(cell, phase):
-    assert ncu.phase_of(cell) == phase
+    assert ranges.phase_of(cell) == phase
 
 
 # ------------------------------------------------------------------ per-kernel formulas

@@ -7,6 +7,7 @@ import pytest
 
 from nnperf.report import operator_findings
 from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import breakdown
 from nnperf.torchprof import memory as step_memory
 from op_traces import cpu_trace, cuda_trace
 
@@ -95,7 +96,7 @@ def test_top_operators_by_device_time_on_a_gpu_and_host_time_on_a_cpu():
         document(cpu, device="cpu"), cpu.operators, 2
     )
     assert "most host time per step are aten::convolution_backward (16%, 0.016 ms), " in sentence
-    assert operators.OUTSIDE_OPERATORS_ROW not in sentence
+    assert breakdown.OUTSIDE_OPERATORS_ROW not in sentence
 
 
 def test_top_layers_name_module_paths_with_forward_and_backward():

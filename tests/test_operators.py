@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from nnperf.core.errors import NnperfError
 from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import breakdown, events
 from op_traces import cpu_trace, cuda_trace
 
 US = 1e-6
@@ -141,7 +142,7 @@ def test_operator_self_times_hand_computed(cpu):
         "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad": 4,
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__": 4,
         "Optimizer.step#SGD.step": 3,
-        operators.OUTSIDE_OPERATORS_ROW: 34,
+        breakdown.OUTSIDE_OPERATORS_ROW: 34,
     }
     for name, micros in expected_us.items():
         assert table.at[name, "host_self_time_s"] == pytest.approx(micros * US), name
@@ -168,18 +169,18 @@ def test_layers_group_forward_and_backward_by_module_path(cpu):
     assert conv["backward_host_time_s"] == pytest.approx(20 * US)
     assert conv["host_time_s"] == pytest.approx(33 * US)
     assert conv["forward_calls_per_step"] == 1
-    loss = table.loc[operators.LOSS_MODULE]
+    loss = table.loc[events.LOSS_MODULE]
     assert (loss["forward_host_time_s"], loss["backward_host_time_s"]) == pytest.approx(
         (10 * US, 6 * US)
     )
     for name, micros in {
-        operators.ROOT_MODULE: 5,
-        operators.INPUT_ROW: 15,
-        operators.OPTIMIZER_ROW: 8,
-        operators.GRADIENT_ACCUMULATION_ROW: 4,
-        operators.FORWARD_OTHER_ROW: 7,
-        operators.BACKWARD_OTHER_ROW: 10,
-        operators.OUTSIDE_PHASES_ROW: 2,
+        events.ROOT_MODULE: 5,
+        events.INPUT_ROW: 15,
+        events.OPTIMIZER_ROW: 8,
+        events.GRADIENT_ACCUMULATION_ROW: 4,
+        events.FORWARD_OTHER_ROW: 7,
+        events.BACKWARD_OTHER_ROW: 10,
+        events.OUTSIDE_PHASES_ROW: 2,
     }.items():
         assert table.at[name, "host_time_s"] == pytest.approx(micros * US), name
     assert table["host_time_s"].sum() == pytest.approx(100 * US)
@@ -190,8 +191,8 @@ def test_layer_depth_cuts_module_paths():
     shallow = operators.analyse(cpu_trace(steps=1), "cpu", depth=1).layers.set_index("layer")
     assert "features" in shallow.index and "features.conv" not in shallow.index
     assert shallow.at["features", "host_time_s"] == pytest.approx(33 * US)
-    assert operators.layer_name("layer1.0.conv1", 2) == "layer1.0"
-    assert operators.layer_name(operators.OPTIMIZER_ROW, 1) == operators.OPTIMIZER_ROW
+    assert breakdown.layer_name("layer1.0.conv1", 2) == "layer1.0"
+    assert breakdown.layer_name(events.OPTIMIZER_ROW, 1) == events.OPTIMIZER_ROW
 
 
 def test_module_types_label_the_layers():
@@ -251,8 +252,8 @@ def test_backward_on_autograd_thread_follows_its_forward_layer(cuda):
     )
     # The main thread only waits in its backward range: that is not host work.
     layers = cuda.layers.set_index("layer")
-    assert operators.BACKWARD_OTHER_ROW not in layers.index
-    assert layers.at[operators.OPTIMIZER_ROW, "device_time_s"] == pytest.approx(2 * US)
+    assert events.BACKWARD_OTHER_ROW not in layers.index
+    assert layers.at[events.OPTIMIZER_ROW, "device_time_s"] == pytest.approx(2 * US)
 
 
 def test_missing_device_activity_leaves_device_columns_null():
@@ -291,7 +292,7 @@ def test_load_trace_reads_gzip_and_plain_json(tmp_path):
     gz, plain = tmp_path / "t.json.gz", tmp_path / "t.json"
     gz.write_bytes(gzip.compress(json.dumps(document).encode()))
     plain.write_text(json.dumps(document))
-    assert operators.load_trace(gz) == operators.load_trace(plain) == document
+    assert events.load_trace(gz) == events.load_trace(plain) == document
 
 
 @pytest.mark.parametrize(
@@ -302,9 +303,9 @@ def test_load_trace_refuses_what_is_not_a_trace(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     with pytest.raises(NnperfError, match=message):
-        operators.load_trace(path)
+        events.load_trace(path)
     with pytest.raises(NnperfError, match="trace not found"):
-        operators.load_trace(tmp_path / "missing.json.gz")
+        events.load_trace(tmp_path / "missing.json.gz")
 
 
 def test_a_trace_without_step_ranges_is_refused():

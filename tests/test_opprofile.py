@@ -29,6 +29,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.variant import parse_variant_settings
 from nnperf.engine import runner
 from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import breakdown, events
 from nnperf.torchprof import memory as step_memory
 from nnperf.torchprof import profile as opprofile
 from nnperf.workload import models
@@ -118,7 +119,7 @@ def test_operator_times_add_up_to_the_profiled_steps(resnet):
     document, paths = resnet
     table = pd.read_csv(paths["out_operators"])
     steps = pd.read_csv(paths["out_steps"])
-    assert list(table.columns) == list(operators.OPERATOR_COLUMNS)
+    assert list(table.columns) == list(breakdown.OPERATOR_COLUMNS)
     assert list(steps.columns) == list(operators.STEP_COLUMNS) and len(steps) == 2
     step_s = steps["step_time_s"].mean()
     assert table["host_self_time_s"].sum() == pytest.approx(step_s, rel=0.10)
@@ -129,7 +130,7 @@ def test_operator_times_add_up_to_the_profiled_steps(resnet):
     assert convolution["calls_per_step"] == 20  # 17 convs + 3 shortcut convs
     assert "4x" in convolution["input_shapes"]
     # The analysis of the file gives the job's tables back.
-    again = operators.analyse(operators.load_trace(paths["out_trace"]), "cpu")
+    again = operators.analyse(events.load_trace(paths["out_trace"]), "cpu")
     assert again.operators["host_self_time_s"].sum() == pytest.approx(
         table["host_self_time_s"].sum()
     )
@@ -147,7 +148,7 @@ def test_layers_are_the_models_module_paths(resnet):
         assert table.at[layer, "backward_host_time_s"] > 0, layer
     assert table.at["layer1.0.conv1", "module_type"] == "Conv2d"
     assert table.at["layer1.0", "module_type"] == "BasicBlock"  # its residual add
-    assert table.at[operators.LOSS_MODULE, "module_type"] == "CrossEntropyLoss"
+    assert table.at[events.LOSS_MODULE, "module_type"] == "CrossEntropyLoss"
     steps = pd.read_csv(paths["out_steps"])
     assert layers["host_time_s"].sum() == pytest.approx(steps["step_time_s"].mean(), rel=0.10)
 
@@ -209,8 +210,8 @@ def assert_outputs_written(profile, folder) -> dict:
     trace = read_trace(paths["out_trace"])
     assert trace["traceEvents"] == []
     for name, columns in (
-        ("out_operators", operators.OPERATOR_COLUMNS),
-        ("out_layers", operators.LAYER_COLUMNS),
+        ("out_operators", breakdown.OPERATOR_COLUMNS),
+        ("out_layers", breakdown.LAYER_COLUMNS),
         ("out_steps", operators.STEP_COLUMNS),
         ("out_memory", step_memory.MEMORY_COLUMNS),
     ):

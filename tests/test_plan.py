@@ -18,7 +18,7 @@ from nnperf.core import layout
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.engine import rehearsal
-from nnperf.study import plan, selection
+from nnperf.study import estimate_sources, plan, plan_text, selection
 from nnperf.study.loading import load_study
 
 GPU_STUDY = str(REPO / "config" / "gpu.yaml")
@@ -56,7 +56,7 @@ def load(configfiles, entries, device: str = "cuda"):
 
 def h100_plan(*entries: str, configfiles=(GPU_STUDY,)) -> plan.Plan:
     study = load(configfiles, entries)
-    return plan.plan_study(study, plan.timings_from("h100", ["cuda"]), ncu_on_path=True)
+    return plan.plan_study(study, estimate_sources.timings_from("h100", ["cuda"]), ncu_on_path=True)
 
 
 # --- the printed plan -------------------------------------------------------------------
@@ -141,11 +141,11 @@ def test_the_gpu_study_fits_half_an_hour_on_an_h100_with_ncu_operators_and_train
     assert totals[plan.TRAINING].jobs == 2
     for row in totals.values():
         assert row.seconds > 0, row.stage
-    assert estimate.seconds <= GPU_STUDY_LIMIT_S, plan.render(estimate, per_job=True)
+    assert estimate.seconds <= GPU_STUDY_LIMIT_S, plan_text.render(estimate, per_job=True)
     # The timed runs go through the rehearsal of recorded timings, not the budget bound.
     for job in estimate.jobs:
         if job.stage == plan.TIMED_RUNS:
-            assert plan.BUDGET_BOUND not in job.sources, job
+            assert estimate_sources.BUDGET_BOUND not in job.sources, job
 
 
 def test_gpu_yaml_states_no_hand_arithmetic():
@@ -281,7 +281,7 @@ def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
     study = load([GPU_STUDY], [])
     matrix, _ = study_config.expand_matrix(study.config, lambda: "cuda")
     requests = dict(zip(matrix, study.run_requests()))
-    timings = plan.timings_from(str(earlier_study), ["cuda"])
+    timings = estimate_sources.timings_from(str(earlier_study), ["cuda"])
     measured = jobs_by_name(plan.plan_study(study, timings, ncu_on_path=True))
     recorded = jobs_by_name(h100_plan())
     source = f"measured in {earlier_study}"
@@ -322,9 +322,9 @@ def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
 
 
 def test_the_results_folder_may_be_given_as_its_working_directory(earlier_study):
-    assert plan.MeasuredResults(earlier_study.parent).root == earlier_study
+    assert estimate_sources.MeasuredResults(earlier_study.parent).root == earlier_study
     with pytest.raises(NnperfError, match="no such results folder"):
-        plan.MeasuredResults(earlier_study / "missing")
+        estimate_sources.MeasuredResults(earlier_study / "missing")
 
 
 def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(earlier_study):
@@ -356,7 +356,7 @@ def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(e
             "ended_at_unix": 19.0,
         },
     )
-    timings = plan.timings_from(str(earlier_study), ["cuda"])
+    timings = estimate_sources.timings_from(str(earlier_study), ["cuda"])
     jobs = jobs_by_name(plan.plan_study(study, timings, ncu_on_path=True))
     source = f"measured in {earlier_study}"
     trained = jobs["train_to_accuracy cuda/resnet18_cifar/bf16/bs256/compiled/default"]
@@ -387,7 +387,9 @@ def test_training_and_operator_profiles_measured_earlier_are_taken_as_measured(e
 
 def test_a_study_without_cuda_plans_no_ncu():
     study = load([GPU_STUDY], ["devices=cpu", "precisions=fp32,bf16"], device="cpu")
-    estimate = plan.plan_study(study, plan.timings_from(None, ["cpu"]), ncu_on_path=True)
+    estimate = plan.plan_study(
+        study, estimate_sources.timings_from(None, ["cpu"]), ncu_on_path=True
+    )
     assert estimate.timings == "cpu"
     assert not [
         job
@@ -403,7 +405,9 @@ def test_a_study_without_cuda_plans_no_ncu():
 def test_ncu_disabled_or_absent_leaves_the_stage_empty():
     assert not h100_plan("ncu={enabled: false}").stage_totals()[plan.STAGES.index(plan.NCU)].jobs
     study = load([GPU_STUDY], [])
-    estimate = plan.plan_study(study, plan.timings_from("h100", ["cuda"]), ncu_on_path=False)
+    estimate = plan.plan_study(
+        study, estimate_sources.timings_from("h100", ["cuda"]), ncu_on_path=False
+    )
     assert not [job for job in estimate.jobs if job.stage == plan.NCU]
     assert any("ncu is not on PATH" in note for note in estimate.notes)
 
@@ -411,7 +415,7 @@ def test_ncu_disabled_or_absent_leaves_the_stage_empty():
 def test_an_empty_matrix_is_an_error():
     study = load([], ["devices=cpu", "precisions=tf32"], device="cpu")
     with pytest.raises(NnperfError, match="nothing to measure"):
-        plan.plan_study(study, plan.timings_from("cpu", ["cpu"]), ncu_on_path=False)
+        plan.plan_study(study, estimate_sources.timings_from("cpu", ["cpu"]), ncu_on_path=False)
 
 
 # --- the pieces ---------------------------------------------------------------------------
@@ -461,19 +465,23 @@ def test_dataset_sizes():
 
 def test_without_step_timings_a_timed_run_counts_at_its_budget_or_the_machines_typical_one():
     study = load([GPU_STUDY], [])
-    estimate = plan.plan_study(study, plan.Timings(machine=plan.H100), ncu_on_path=True)
+    estimate = plan.plan_study(
+        study, estimate_sources.Timings(machine=estimate_sources.H100), ncu_on_path=True
+    )
     runs = [job for job in estimate.jobs if job.stage == plan.TIMED_RUNS]
     for job in runs:
         assert [(p.what, p.seconds, p.source) for p in job.parts][-1] == (
             "timing.max_seconds",
             study.typed.timing.max_seconds,
-            plan.BUDGET_BOUND,
+            estimate_sources.BUDGET_BOUND,
         )
     assert any("counted at their budget" in note for note in estimate.notes)
 
     # The CPU has no timing model to replay: its typical timed run, at most the budget.
-    for max_seconds, expected in ((60, plan.CPU.timed_run.seconds), (30, 30.0)):
+    for max_seconds, expected in ((60, estimate_sources.CPU.timed_run.seconds), (30, 30.0)):
         study = load([], [f"timing={{max_seconds: {max_seconds}}}"])
-        estimate = plan.plan_study(study, plan.timings_from("cpu", ["cpu"]), ncu_on_path=False)
+        estimate = plan.plan_study(
+            study, estimate_sources.timings_from("cpu", ["cpu"]), ncu_on_path=False
+        )
         run = next(job for job in estimate.jobs if job.stage == plan.TIMED_RUNS)
         assert run.parts[-1].seconds == expected

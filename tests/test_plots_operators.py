@@ -14,6 +14,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_csv
 from nnperf.report.plots import operators as plots
 from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import breakdown
 from nnperf.torchprof import memory as step_memory
 from op_traces import cpu_trace, cuda_trace
 
@@ -60,7 +61,7 @@ def test_on_the_cpu_only_host_time_is_drawn_and_said_why():
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [plots.HOST_LABEL]
     assert bar_widths(ax) == [0.016, 0.008, 0.007, 0.004]
-    assert operators.OUTSIDE_OPERATORS_ROW not in [t.get_text() for t in ax.get_yticklabels()]
+    assert breakdown.OUTSIDE_OPERATORS_ROW not in [t.get_text() for t in ax.get_yticklabels()]
     assert "no device time" in ax.get_title()
 
 

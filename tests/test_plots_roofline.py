@@ -15,10 +15,11 @@ from nnperf.core import files
 from nnperf.core.contract import FigureRequest
 from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.ncu import kernels
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import raw_csv
 from nnperf.report.plots import roofline as plots
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline
+from nnperf.roofline import tables as roofline_tables
 
 from h100_exports import EXPORTS
 from ncu_writer import H100_CONFIG
@@ -36,7 +37,7 @@ RESNET18 = {
 def h100():
     """The real bf16 H100 export, keyed as these figure tests' configuration (its name does
     not matter to a figure; the numbers and kernel kinds are real)."""
-    raw = ncu.read_raw_csv(EXPORTS["bf16_bs256_tuned"].path)
+    raw = raw_csv.read_raw_csv(EXPORTS["bf16_bs256_tuned"].path)
     table = kernels.kernels_table(raw, H100_CONFIG, clock_control="base")
     return table, roofline.ncu_points(table)
 
@@ -354,7 +355,7 @@ def test_a_null_derived_bf16_roof_is_left_out_and_explained():
         {"m": model},
         {("cpu", "m", "fp32", 32, "baseline"): 0.8, ("cpu", "m", "bf16", 32, "baseline"): 40.0},
     )
-    empty = roofline.read_kernels(None)
+    empty = roofline_tables.read_kernels(None)
     request = FigureRequest(
         kind="roofline",
         device="cpu",

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from nnperf.core.contract import ProfileStepRequest
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import ranges
 from nnperf.ncu import profiled_step as profile_step
 from nnperf.ncu.profiled_step import perform_profile_step
 from tiny_training import tiny_data, tiny_model, tiny_request
 
 
 def test_range_names_are_the_contract_with_the_ncu_stream():
-    assert profile_step.STEP_RANGE == ncu.STEP_RANGE == "nnperf_step"
-    assert profile_step.CALIBRATION_RANGE == ncu.CALIBRATION_RANGE == "nnperf_calibration_gemm"
-    assert profile_step.PHASE_RANGES == ncu.PHASE_RANGES == ("forward", "backward", "optimizer")
-    assert profile_step.CALIBRATION_GEMM_MNK == ncu.CALIBRATION_GEMM_MNK
+    assert profile_step.STEP_RANGE == ranges.STEP_RANGE == "nnperf_step"
+    assert profile_step.CALIBRATION_RANGE == ranges.CALIBRATION_RANGE == "nnperf_calibration_gemm"
+    assert profile_step.PHASE_RANGES == ranges.PHASE_RANGES == ("forward", "backward", "optimizer")
+    assert profile_step.CALIBRATION_GEMM_MNK == ranges.CALIBRATION_GEMM_MNK
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_profile_step_on_cpu_writes_the_sidecar_fields(precision, dtype):
 
 
 def test_default_calibration_gemm_is_the_one_the_parser_checks(monkeypatch):
-    """Without calibration_gemm_size the GEMM is ncu.CALIBRATION_GEMM_MNK (shrunk here so the
+    """Without calibration_gemm_size the GEMM is ranges.CALIBRATION_GEMM_MNK (shrunk here so the
     test stays fast: the request's None must reach the module constant, not a copy of it)."""
     monkeypatch.setattr(profile_step, "CALIBRATION_GEMM_MNK", (32, 48, 16))
     document = perform_profile_step(ProfileStepRequest(run=tiny_request()), tiny_model, tiny_data())

@@ -22,6 +22,7 @@ from nnperf.ncu import kernels
 from nnperf.ncu import metrics as ncu
 from nnperf.report.plots.roofline import write_figure
 from nnperf.roofline import points as roofline
+from nnperf.roofline import tables as roofline_tables
 
 from h100_exports import EXPORTS, H100_RUN_CLOCK_HZ
 
@@ -362,7 +363,7 @@ def test_analytic_roofline_end_to_end_on_cpu(tmp_path):
     write_csv(summary, pd.DataFrame(rows))
     points_path = tmp_path / "results/tables/roofline_points.csv"
     profiles_path = tmp_path / "results/tables/profiles.csv"
-    roofline.write_points(
+    roofline_tables.write_points(
         summary, [tmp_path / "results/complexity/tiny.json"], None, points_path, profiles_path
     )
     points = pd.read_csv(points_path)
@@ -459,9 +460,9 @@ def test_points_and_figure_from_a_kernels_table(h100_kernels, tmp_path):
     table = tmp_path / "kernels.csv"
     write_csv(table, h100_kernels)
     summary = tmp_path / "summary.csv"
-    write_csv(summary, pd.DataFrame(columns=[*roofline.SUMMARY_COLUMNS, "status"]))
+    write_csv(summary, pd.DataFrame(columns=[*roofline_tables.SUMMARY_COLUMNS, "status"]))
     points, profiles = tmp_path / "points.csv", tmp_path / "profiles.csv"
-    written = roofline.write_points(summary, [], table, points, profiles)
+    written = roofline_tables.write_points(summary, [], table, points, profiles)
     frame = pd.read_csv(points)
     assert len(frame) == len(written) == 344 * 3 + 3  # 344 kernels and the step, at 3 levels
     checks = pd.read_csv(profiles).iloc[0]
@@ -495,7 +496,7 @@ def test_an_out_of_memory_configuration_is_an_empty_roofline(tmp_path):
         },
     )
     points = tmp_path / "points.csv"
-    roofline.write_points(summary, [complexity], None, points, tmp_path / "flops.csv")
+    roofline_tables.write_points(summary, [complexity], None, points, tmp_path / "flops.csv")
     row = pd.read_csv(points).iloc[0]
     assert (row["batch_size"], row["flops"], row["bytes"], row["time_s"]) == (4, 4e6, 140, 0.25)
     empty = tmp_path / "oom.png"
@@ -510,7 +511,7 @@ def test_bad_tables_and_requests_are_one_line_naming_them(tmp_path):
     with pytest.raises(NnperfError, match="points.csv: roofline points table lacks columns"):
         write_figure(FigureRequest(kind="roofline_steps", device="cpu"), points, None, None, figure)
     with pytest.raises(NnperfError, match="summary.csv: file not found"):
-        roofline.write_points(tmp_path / "summary.csv", [], None, points, tmp_path / "x.csv")
+        roofline_tables.write_points(tmp_path / "summary.csv", [], None, points, tmp_path / "x.csv")
     good = tmp_path / "good.csv"
     write_csv(good, pd.DataFrame(columns=list(roofline.POINT_COLUMNS)))
     with pytest.raises(NnperfError, match="a roofline figure needs model, precision"):

@@ -1,9 +1,9 @@
 """Rule roofline_points: summary.csv, complexity JSONs and kernels.csv -> every roofline point
 and one row per profiled configuration: FLOPs checks, roofs, clocks, GPU busy share
-(nnperf.roofline.points)."""
+(nnperf.roofline.points, written by nnperf.roofline.tables)."""
 
 from nnperf.core.jobs import logged_job
-from nnperf.roofline.points import write_points
+from nnperf.roofline.tables import write_points
 
 with logged_job(snakemake.log[0], "roofline_points"):  # noqa: F821 - injected by Snakemake
     write_points(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from nnperf.study import plan
+from nnperf.study import estimate_sources, plan, plan_text
 
 
 def register(subparsers) -> None:
@@ -59,17 +59,17 @@ def run(args: argparse.Namespace) -> int:
     from nnperf.ncu.command import find_ncu
     from nnperf.study.loading import load_study
 
-    if args.timings in plan.MACHINES:
+    if args.timings in estimate_sources.MACHINES:
         # Planning for that machine: `auto` is its device.
-        device = plan.MACHINES[args.timings].device
+        device = estimate_sources.MACHINES[args.timings].device
         detect = lambda: device  # noqa: E731
     else:
         detect = detect_best_device
     study = load_study(args.configfile, args.config, detect=detect)
-    timings = plan.timings_from(args.timings, study.devices)
+    timings = estimate_sources.timings_from(args.timings, study.devices)
     # `ncu.enabled: auto` looks for ncu on the machine that builds the DAG: a GPU study is
     # planned for its GPU machine, which has it.
     ncu_on_path = find_ncu() is not None or timings.machine.device == "cuda"
     estimate = plan.plan_study(study, timings, ncu_on_path=ncu_on_path)
-    print(plan.render(estimate, per_job=args.per_job), end="")
+    print(plan_text.render(estimate, per_job=args.per_job), end="")
     return 0

@@ -1,13 +1,13 @@
 """Running Nsight Compute on this machine: a training step profiled into a report and its
 meta, and a report exported to the raw-page CSV.
 
-`nnperf.ncu.metrics` knows what to collect, how the command lines look and how to read the export;
-this module is the process edge around it (`nnperf ncu-command`, rules `ncu_profile` and
-`ncu_export`). It finds the `ncu` executable and the GPU's architecture, runs the commands,
-checks what they wrote, and records how a profile was taken in its meta (`.ncu.json`): the
-command line, the settings, the ncu version, the wall time, and, when the target is the
-step of a `ProfileStepRequest`, that request and its configuration keys, which is where
-`nnperf.ncu.kernels` reads them from (nothing parses them out of a path).
+`nnperf.ncu.metrics` knows what to collect and how the command lines look, `nnperf.ncu.raw_csv`
+how to read the export; this module is the process edge around them (`nnperf ncu-command`,
+rules `ncu_profile` and `ncu_export`). It finds the `ncu` executable and the GPU's architecture,
+runs the commands, checks what they wrote, and records how a profile was taken in its meta
+(`.ncu.json`): the command line, the settings, the ncu version, the wall time, and, when the
+target is the step of a `ProfileStepRequest`, that request and its configuration keys, which is
+where `nnperf.ncu.kernels` reads them from (nothing parses them out of a path).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path, write_json
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.ncu import metrics as ncu
+from nnperf.ncu import ranges, raw_csv
 
 META_KIND = "ncu_profile"
 # The executable name; a bare name is also looked for where Nsight Compute installs (find_ncu).
@@ -159,7 +160,7 @@ def profile_to_files(
     if not Path(report).exists():
         raise NnperfError(
             f"{report}: ncu wrote no report; no kernel matched the NVTX ranges "
-            f"{ncu.STEP_RANGE!r}/{ncu.CALIBRATION_RANGE!r}"
+            f"{ranges.STEP_RANGE!r}/{ranges.CALIBRATION_RANGE!r}"
         )
     keys = {key: getattr(request.run, key) for key in CONFIG_KEYS} if request else {}
     document = {
@@ -174,7 +175,7 @@ def profile_to_files(
         "clock_control": options.clock_control,
         "replay_mode": options.replay_mode,
         "cache_control": options.cache_control,
-        "nvtx_include": ncu.nvtx_include_filters(),
+        "nvtx_include": ranges.nvtx_include_filters(),
         "ncu_version": ncu_version(argv[0]),
         "started_at_unix": started,
         "wall_time_s": wall_time_s,
@@ -206,7 +207,7 @@ def export_to_csv(
         raise NnperfError(
             f"ncu --import {report} exited with status {completed.returncode}: {last}"
         )
-    ncu.parse_raw_csv(completed.stdout, source=f"{report} (export)")
+    raw_csv.parse_raw_csv(completed.stdout, source=f"{report} (export)")
     with atomic_path(csv) as tmp:
         tmp.write_text(completed.stdout, encoding="utf-8")
     return argv

@@ -9,9 +9,9 @@ roofline points can be coloured by what they are.
 keys, architecture and clock control come from its meta (`.ncu.json`, written by
 `nnperf ncu-command profile --request`) or from the request it ran, never from its path.
 
-Not here: parsing the export or the metric formulas (`nnperf.ncu.metrics`), roofline points
-(`nnperf.roofline.points`). No library classifies kernel names, hence the hand-written rules below;
-each rule names the library convention it relies on.
+Not here: parsing the export (`nnperf.ncu.raw_csv`) or the metric formulas
+(`nnperf.ncu.metrics`), roofline points (`nnperf.roofline.points`). No library classifies kernel
+names, hence the hand-written rules below; each rule names the library convention it relies on.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.ncu import metrics as ncu
+from nnperf.ncu import ranges, raw_csv
 
 KINDS = (
     "conv_fwd",
@@ -217,7 +218,7 @@ def arch_of_export(raw: pd.DataFrame) -> str:
             "Nsight Compute before 2021 do, so its GPU architecture is unknown; give it "
             f"(`nnperf ncu-kernels --arch {'|'.join(ncu.ARCHITECTURES)}`, or `arch` in the "
             f"profile's .ncu.json), or re-export the report with a current ncu: "
-            f"{ncu.remake_hint(source)}"
+            f"{raw_csv.remake_hint(source)}"
         )
     capabilities = sorted(set(raw["cc"]))
     if len(capabilities) != 1:
@@ -246,7 +247,7 @@ def kernels_table(
         said = raw.attrs.get("ncu_messages") or []
         raise NnperfError(
             f"{source}: no kernels in the export; ncu found no kernel inside the NVTX ranges "
-            f"{ncu.STEP_RANGE!r} / {ncu.CALIBRATION_RANGE!r} (start/end ranges)"
+            f"{ranges.STEP_RANGE!r} / {ranges.CALIBRATION_RANGE!r} (start/end ranges)"
             + (f"; ncu said: {' | '.join(said)}" if said else "")
         )
     if arch is None:
@@ -257,12 +258,12 @@ def kernels_table(
         raise NnperfError(
             f"{source}: metrics of the {mset.arch} set missing from the export: {', '.join(missing)}"
         )
-    ncu.check_values(raw, mset.metrics())
+    raw_csv.check_values(raw, mset.metrics())
     quantities = ncu.kernel_quantities(raw, mset, precision=config.get("precision"))
     nvtx = (
         raw["nvtx_start_end"] if "nvtx_start_end" in raw.columns else pd.Series("", index=raw.index)
     )
-    phases = [ncu.phase_of(cell) for cell in nvtx]
+    phases = [ranges.phase_of(cell) for cell in nvtx]
     table = pd.DataFrame({key: config[key] for key in CONFIG_KEYS}, index=raw.index)
     table["kernel_index"] = raw["id"].to_numpy()
     table["kernel_name"] = raw["kernel_name"].to_numpy()
@@ -320,11 +321,11 @@ def table_from_files(
     context = profile_context(context_path)
     arch = context["arch"] or (ncu.metric_set(arch).arch if arch else None)
     if arch is None:
-        first = ncu.read_raw_csv(csv_path)
+        first = raw_csv.read_raw_csv(csv_path)
         arch = arch_of_export(first) if not first.empty else None
     # With the set's metrics required, a missing column or a bad value names its file and line.
     required = ncu.metric_set(arch).metrics() if arch is not None else ()
-    raw = ncu.read_raw_csv(csv_path, required=required)
+    raw = raw_csv.read_raw_csv(csv_path, required=required)
     for message in raw.attrs.get("ncu_messages", []):
         print(f"{csv_path}: ncu said: {message}")
     return kernels_table(raw, context, arch=arch, clock_control=context["clock_control"])

@@ -12,7 +12,7 @@ runs inside `CALIBRATION_RANGE`; its exact FLOP count (2*M*N*K) goes to the side
 profile's FLOP counters can be checked against a known answer.
 
 The range names and the GEMM size are the contract with the Nsight Compute parser; they are
-defined once, in `nnperf.ncu.metrics`, and imported here.
+defined once, in `nnperf.ncu.ranges`, and imported here.
 Off CUDA the NVTX calls are harmless no-ops (nothing listens), so the whole path runs on CPU.
 
 `perform_profile_step()` is the whole job on a built run (the sidecar document, OOM as a
@@ -40,7 +40,7 @@ from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, o
 from nnperf.engine.runner import label
 from nnperf.engine.step import is_out_of_memory
 from nnperf.engine.timing import synchronize
-from nnperf.ncu.metrics import CALIBRATION_GEMM_MNK, CALIBRATION_RANGE, PHASE_RANGES, STEP_RANGE
+from nnperf.ncu.ranges import CALIBRATION_GEMM_MNK, CALIBRATION_RANGE, PHASE_RANGES, STEP_RANGE
 
 FORWARD_RANGE, BACKWARD_RANGE, OPTIMIZER_RANGE = PHASE_RANGES
 NVTX_API = "torch.cuda.nvtx.range_start/range_end"

@@ -25,6 +25,7 @@ from nnperf.core.vocab import (
 )
 from nnperf.core.wording import count_of, missing
 from nnperf.ncu.metrics import compute_peak_column
+from nnperf.ncu.ranges import CALIBRATION_TOLERANCE
 from nnperf.report.format import (
     config_text,
     fmt,
@@ -778,7 +779,7 @@ def profile_check_notes(profiles: pd.DataFrame | None) -> list[str]:
             notes.append(
                 f"FLOP counters off: {where} — the calibration GEMM counted "
                 f"{fmt_times(row['calibration_ratio'])} its known FLOPs (allowed: within "
-                f"{fmt_pct(roofline.ncu.CALIBRATION_TOLERANCE)}); the profile's FLOPs and "
+                f"{fmt_pct(CALIBRATION_TOLERANCE)}); the profile's FLOPs and "
                 "every point made from them are suspect."
             )
         if not truthy(row.get("roof_ok")):

@@ -1,35 +1,23 @@
 """Empirical roofs: what this machine actually reaches, next to what the datasheet says.
 
-A roofline is only as honest as its roofs. This module measures
+A roofline is only as honest as its roofs. The ceilings stage measures
 
-* compute roofs: large square GEMMs per precision the device can run (CPU: fp32, bf16;
-  CUDA: fp32 with TF32 off, tf32, fp16, bf16), best over several sizes and trials. Sizes
-  run from small to large within a time budget per precision (`GEMM_BUDGET_S`): a size
-  projected to overrun it is skipped, and the document says which and why
-  (`skipped_gemm_sizes`, the note), so a CPU without native bf16 costs seconds, not minutes;
-* a main-memory bandwidth roof: STREAM-style copy and triad over arrays far larger than
-  the last-level cache;
-* a working-set sweep: read bandwidth for working sets from a few KiB to hundreds of MiB, whose
-  plateaus show the cache levels;
+* compute roofs: large square GEMMs per precision the device can run, best over several
+  sizes and trials, within a time budget per precision (`nnperf.roofline.compute_roofs`);
+* a main-memory bandwidth roof (STREAM copy and triad) and a working-set sweep whose
+  plateaus show the cache levels (`nnperf.roofline.memory_roofs`);
 
-and assembles them with the datasheet entry (`nnperf.roofline.peaks`) into the document written to
-`results/ceilings/{device}.json`. `measure_ceilings(request)` takes a
-`nnperf.core.contract.CeilingsRequest`, whose `settings` are the config's `ceilings:` section (and
-own its defaults); what is not a config key (warm-up calls, the shortest timed window, the
-sweep's steps per octave) is a named constant below.
+and this module assembles them with the datasheet entry (`nnperf.roofline.peaks`) into the
+document written to `results/ceilings/{device}.json`: the roofs, their ratios to the datasheet,
+a note saying what is missing or looks wrong, the caches, clocks and environment.
+`measure_ceilings(request)` takes a `nnperf.core.contract.CeilingsRequest`, whose `settings`
+are the config's `ceilings:` section (and own its defaults); what is not a config key (warm-up
+calls, the shortest timed window, the sweep's steps per octave) is a named constant below.
+Rule `ceilings` runs `write_ceilings` and hashes this module, which imports every module it
+runs (`nnperf.core.codehash`).
 
-Byte-counting convention (STREAM's, McCalpin, "STREAM: Sustainable Memory Bandwidth in
-High Performance Computers", https://www.cs.virginia.edu/stream/ref.html): every array
-element a kernel reads or writes counts once, so copy `a = b` moves 2 x N x size bytes
-and triad `a = b + s * c` moves 3 x N x size bytes. The extra read that write-allocate
-caches perform on `a` is NOT counted, so on CPUs the hardware moves more than the figure
-says; it is the convention every published STREAM number uses, so ours compare with them.
-
-Timing follows the timed runs: warm-up calls first, then repeated trials, each trial a
-window of back-to-back calls closed by one synchronisation (CUDA events on GPU,
-`time.perf_counter` on CPU); best and median over trials are reported. The number of
-calls per window is calibrated so a window lasts at least `MIN_TRIAL_S`, which keeps
-launch and timer overheads out of the figures.
+Timing follows the timed runs (`nnperf.roofline.microbench`): warm-up calls, then trials of
+calibrated windows of back-to-back calls; best and median over trials are reported.
 
 Not here: datasheet numbers and the derived CPU peak (`nnperf.roofline.peaks`), drawing
 (`nnperf.report.plots.ceilings`).
@@ -38,14 +26,8 @@ Not here: datasheet numbers and the derived CPU peak (`nnperf.roofline.peaks`), 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import platform
-import re
-import shutil
-import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -56,10 +38,18 @@ from nnperf.core.devices import require_available
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import DEVICES, SUPPORTED_PRECISIONS
 from nnperf.roofline import peaks as peaks_mod
-
-KIB = 1024
-MIB = 1024**2
-GIB = 1024**3
+from nnperf.roofline.compute_roofs import GEMM_BUDGET_S, GEMM_PROBE_SIZE, measure_gemm
+from nnperf.roofline.memory_roofs import (
+    ELEMENT_BYTES,
+    GIB,
+    MIB,
+    bandwidth_array_bytes,
+    last_level_cache_bytes,
+    measure_stream,
+    measure_sweep,
+    probe_cpu_caches,
+    sweep_working_sets,
+)
 
 # Square GEMM sizes per device when config `ceilings.gemm_sizes` is null: large enough to be
 # compute-bound there, small enough to take seconds.
@@ -70,185 +60,15 @@ DEFAULT_GEMM_SIZES = {
 }
 # Untimed calls before each measurement (first-call allocation, kernel selection, clocks up).
 WARMUP_CALLS = 2
-# Seconds one precision's GEMMs may take (all sizes: warm-up, calibration, trials). Sizes run
-# from small to large; a size whose projected cost would overrun this is skipped, with the
-# reason in the document. Why bound it: a CPU without native bf16 runs bf16 GEMMs 100x or
-# more slower than fp32 (2-core Xeon VM: fp32 120-166 GFLOP/s; bf16 1.3 at 512^3, 0.9 at
-# 1024^3, 0.3 at 2048^3), so the 2048^3 bf16 call alone takes ~60 s and the unbounded
-# stage took 579 s, in a CPU study meant to take minutes (bounded: 11 s).
-# A few seconds still lets every default CPU size run where fp32 or bf16 reach ~50 GFLOP/s
-# (a 2048^3 call is 0.34 s; warm-up and 3 trials ~2-3 s), and a GPU's sizes take well
-# under a second (an H100's 8192^3 fp32 call, the slowest, is 21 ms).
-GEMM_BUDGET_S = {"cpu": 5.0, "cuda": 30.0, "mps": 15.0}
-# Smallest probe GEMM. A call's time is projected to a larger size at the same FLOP rate,
-# which is only trusted over one doubling of the size (8x the FLOPs) or from a call of at
-# least GEMM_TRUSTED_CALL_S: a short call is mostly dispatch and, on a busy machine, waiting
-# for a time slice (a 32^3 GEMM took 16 ms instead of 10 us on this 2-core VM under load),
-# which 8x-per-doubling scaling would blow up into a skipped size. So sizes are probed from
-# here, doubling, up to half the size to project, as long as the budget affords the probe;
-# even a user's 8192^3 on a slow CPU is never started blind. Probes cost a fraction of the
-# size they are for and are not reported as roofs.
-GEMM_PROBE_SIZE = 128
-GEMM_TRUSTED_CALL_S = 0.1
 # Shortest timed window; long enough that perf_counter resolution and the per-call launch
 # overhead (a few microseconds) are well under 1% of it.
 MIN_TRIAL_S = {"cpu": 0.02, "cuda": 0.05, "mps": 0.05}
-# Bandwidth arrays: each at least LLC_MULTIPLE x the last-level cache and never smaller than
-# MIN_BANDWIDTH_ARRAY_BYTES, so no pass is served from cache (STREAM's rule asks for 4x).
-LLC_MULTIPLE = 4
-MIN_BANDWIDTH_ARRAY_BYTES = 256 * MIB
 # Working sets per doubling of size in the sweep: enough to place a cache edge within 41%.
 SWEEP_STEPS_PER_OCTAVE = 2
 # Bytes each sweep call reads (the working set re-read R times in one kernel), so a call
 # is long against the launch overhead: a few microseconds on CPU, ~5 us on a GPU whose
 # caches deliver >10 TB/s.
 SWEEP_BYTES_PER_CALL = {"cpu": 64 * MIB, "cuda": 1 * GIB, "mps": 256 * MIB}
-# Streams need whole cache lines; working sets are rounded to this many bytes.
-SWEEP_ALIGN_BYTES = 256
-MAX_ITERS_PER_TRIAL = 100_000
-ELEMENT_BYTES = 4  # bandwidth kernels use fp32 arrays
-# STREAM convention: arrays touched per element (copy: read b, write a; triad: read b, c,
-# write a).
-STREAM_ARRAYS_TOUCHED = {"copy": 2, "triad": 3}
-TRIAD_SCALAR = 3.0
-
-# ---------------------------------------------------------------------------------------
-# Formulas (pure)
-
-
-def gemm_flops(m: int, n: int, k: int) -> int:
-    """FLOPs of C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per (i, j, l)."""
-    return 2 * m * n * k
-
-
-def stream_bytes(kernel: str, n_elements: int, element_bytes: int = ELEMENT_BYTES) -> int:
-    """Bytes one STREAM kernel call moves under the STREAM convention (module docstring)."""
-    if kernel not in STREAM_ARRAYS_TOUCHED:
-        raise NnperfError(
-            f"stream kernel {kernel!r} is unknown; allowed: {', '.join(STREAM_ARRAYS_TOUCHED)}"
-        )
-    return STREAM_ARRAYS_TOUCHED[kernel] * n_elements * element_bytes
-
-
-def sweep_call_bytes(
-    working_set_bytes: int, repeats: int, element_bytes: int = ELEMENT_BYTES
-) -> int:
-    """Bytes of one sweep call: the working set read `repeats` times plus one result per read."""
-    return repeats * working_set_bytes + repeats * element_bytes
-
-
-def sweep_repeats(working_set_bytes: int, bytes_per_call: int) -> int:
-    """How many times one call re-reads the working set to move about `bytes_per_call`."""
-    return max(1, bytes_per_call // working_set_bytes)
-
-
-def sweep_working_sets(min_bytes: int, max_bytes: int, steps_per_octave: int) -> list[int]:
-    """Geometric working-set sizes from min to max (both included), aligned to 256 bytes."""
-    low = -(-min_bytes // SWEEP_ALIGN_BYTES) * SWEEP_ALIGN_BYTES
-    high = max_bytes // SWEEP_ALIGN_BYTES * SWEEP_ALIGN_BYTES
-    if min_bytes < 1 or high < low:
-        raise NnperfError(
-            f"ceilings.sweep_min_bytes..sweep_max_bytes is {min_bytes}..{max_bytes}; need "
-            f"0 < min <= max with at least one multiple of {SWEEP_ALIGN_BYTES} bytes between them"
-        )
-    if steps_per_octave < 1:
-        raise NnperfError(
-            f"ceilings.sweep_steps_per_octave is {steps_per_octave}; expected an integer >= 1"
-        )
-    steps = round(math.log2(high / low) * steps_per_octave)
-    sizes = {low, high} | {
-        round(low * 2 ** (i / steps_per_octave) / SWEEP_ALIGN_BYTES) * SWEEP_ALIGN_BYTES
-        for i in range(steps + 1)
-    }
-    return sorted(size for size in sizes if low <= size <= high)
-
-
-def bandwidth_array_bytes(
-    llc_bytes: int | None, multiple: int = LLC_MULTIPLE, minimum: int = MIN_BANDWIDTH_ARRAY_BYTES
-) -> int:
-    """Bytes per bandwidth array: max(multiple x LLC, minimum), a whole number of MiB."""
-    wanted = max(minimum, multiple * (llc_bytes or 0))
-    return -(-wanted // MIB) * MIB
-
-
-def window_iters(call_s: float, min_trial_s: float) -> int:
-    """Calls per timed window as `calibrate_iters` finds them for a call of `call_s`: the
-    smallest power of two whose window lasts `min_trial_s` (1 for a call that long)."""
-    iters = 1
-    while iters * call_s < min_trial_s and iters < MAX_ITERS_PER_TRIAL:
-        iters = min(MAX_ITERS_PER_TRIAL, iters * 2)
-    return iters
-
-
-def gemm_cost_s(call_s: float, *, warmup: int, trials: int, min_trial_s: float) -> float:
-    """Projected seconds to measure one GEMM size whose call takes `call_s`: `warmup` calls,
-    calibration (windows of 1, 2, 4 ... calls; none when one call fills a window), then
-    `trials` windows, each after one untimed call (see `time_interleaved`)."""
-    iters = window_iters(call_s, min_trial_s)
-    calibration = 0 if iters == 1 else 2 * iters - 1
-    return (warmup + calibration + trials * (1 + iters)) * call_s
-
-
-def projected_call_s(call_s: float, size: int, new_size: int) -> float:
-    """A square GEMM call's seconds at `new_size` from one at `size`, at the same FLOP rate.
-
-    Usually an over-estimate, as larger GEMMs run at a higher rate. Where the rate falls
-    with size (bf16 emulated on a CPU: 1.3 GFLOP/s at 512, 0.9 at 1024) it under-estimates;
-    `measure_gemm` then checks again on the size's own warm-up call before any trial, so the
-    overrun is at most its warm-up calls."""
-    return call_s * gemm_flops(new_size, new_size, new_size) / gemm_flops(size, size, size)
-
-
-def summarize_times(times_s: list[float]) -> dict:
-    """Best (shortest) and median of per-call times."""
-    return {"best_time_s": min(times_s), "median_time_s": statistics.median(times_s)}
-
-
-def parse_cache_size(text: str) -> int:
-    """Size as written in /sys/devices/system/cpu/cpu*/cache/index*/size ("48K", "32768K")."""
-    match = re.fullmatch(r"\s*([0-9]+)\s*([KMG]?)i?B?\s*", text, flags=re.IGNORECASE)
-    if not match:
-        raise ValueError(f"cache size {text!r} is not understood")
-    scale = {"": 1, "K": KIB, "M": MIB, "G": GIB}[match.group(2).upper()]
-    return int(match.group(1)) * scale
-
-
-def count_cpu_list(text: str) -> int:
-    """Number of CPUs in a sysfs cpu list such as "0-3,8,10-11"."""
-    total = 0
-    for part in text.strip().split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            total += int(hi) - int(lo) + 1
-        elif part:
-            total += 1
-    return total
-
-
-def caches_from_lscpu_json(text: str) -> list[dict]:
-    """Data/unified caches from `lscpu -B -C --json` (util-linux)."""
-    caches = []
-    for row in json.loads(text).get("caches", []):
-        if str(row.get("type", "")).lower() == "instruction":
-            continue
-        one = row.get("one-size")
-        caches.append(
-            {
-                "name": row.get("name"),
-                "level": int(row["level"]),
-                "type": row.get("type"),
-                "size_bytes": int(one) if str(one).isdigit() else parse_cache_size(str(one)),
-                "shared_cpu_count": None,
-            }
-        )
-    return sorted(caches, key=lambda c: c["level"])
-
-
-def last_level_cache_bytes(caches: list[dict]) -> int | None:
-    """Size of the highest-level data/unified cache, or None when nothing is known."""
-    if not caches:
-        return None
-    return max(caches, key=lambda c: (c["level"], c["size_bytes"]))["size_bytes"]
 
 
 def fraction_of_roofs(achieved_flop_s: float | None, ceilings_doc: dict, dtype: str) -> dict:
@@ -349,55 +169,7 @@ def notes_for(
 
 
 # ---------------------------------------------------------------------------------------
-# Probes of this machine (files under /proc and /sys, nvidia-smi, torch)
-
-
-def read_sysfs_caches(cache_dir: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[dict]:
-    """Data/unified caches of cpu0 from sysfs, lowest level first; [] when unreadable."""
-    caches = []
-    for index in sorted(Path(cache_dir).glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            if kind == "Instruction":
-                continue
-            level = int((index / "level").read_text())
-            size = parse_cache_size((index / "size").read_text())
-            shared = count_cpu_list((index / "shared_cpu_list").read_text())
-        except (OSError, ValueError):
-            continue
-        name = f"L{level}d" if kind == "Data" else f"L{level}"
-        caches.append(
-            {
-                "name": name,
-                "level": level,
-                "type": kind,
-                "size_bytes": size,
-                "shared_cpu_count": shared,
-            }
-        )
-    return sorted(caches, key=lambda c: c["level"])
-
-
-def probe_cpu_caches() -> tuple[list[dict], str]:
-    """CPU caches from sysfs, else from lscpu; with where they came from."""
-    caches = read_sysfs_caches()
-    if caches:
-        return caches, "sysfs"
-    if shutil.which("lscpu"):
-        try:
-            out = subprocess.run(
-                ["lscpu", "-B", "-C", "--json"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout
-            caches = caches_from_lscpu_json(out)
-        except (OSError, subprocess.SubprocessError, ValueError, KeyError):
-            caches = []
-        if caches:
-            return caches, "lscpu"
-    return [], "unknown"
+# Clocks of this machine (cpufreq, /proc/cpuinfo, nvidia-smi)
 
 
 def probe_cpu_clock() -> tuple[float | None, str]:
@@ -442,342 +214,6 @@ def nvidia_smi_clocks() -> dict | None:
         "memory_clock_max_hz": hz("clocks.max.mem"),
         "driver": gpu["driver_version"],
     }
-
-
-# ---------------------------------------------------------------------------------------
-# Timing
-
-
-def synchronize(device: str) -> None:
-    import torch
-
-    if device == "cuda":
-        torch.cuda.synchronize()
-    elif device == "mps":
-        torch.mps.synchronize()
-
-
-def _window_s(fn, device: str, iters: int) -> float:
-    """Seconds for `iters` back-to-back calls, closed by one synchronisation."""
-    import torch
-
-    if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-    synchronize(device)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    synchronize(device)
-    return time.perf_counter() - t0
-
-
-def calibrate_iters(fn, device: str, min_trial_s: float) -> int:
-    """Calls per timed window, as timeit.Timer.autorange finds them: double until a window
-    lasts `min_trial_s`. (Calibrating on one call would let a single stalled call shrink
-    every window to a call or two.)"""
-    iters = 1
-    while _window_s(fn, device, iters) < min_trial_s and iters < MAX_ITERS_PER_TRIAL:
-        iters = min(MAX_ITERS_PER_TRIAL, iters * 2)
-    return iters
-
-
-def time_interleaved(
-    fns, device: str, *, warmup: int, trials: int, min_trial_s: float, iters=None
-) -> list[dict]:
-    """Per-call seconds of each function in `fns`, trials interleaved round-robin.
-
-    Round-robin (trial 1 of every function, then trial 2, ...) spreads a burst of
-    interference from other processes over one trial of many measurements instead of all
-    trials of one, so best-of-trials stays clean on a shared machine. One untimed call
-    before each window puts that function's data back in the caches the previous
-    function evicted; with a single function nothing evicts them, so it is left out (for a
-    GEMM that takes seconds a call, it would double the cost of every trial).
-
-    `iters` gives calls per window where the caller already knows them (None entries, or
-    no list, are calibrated): a call known to fill a window alone needs no calibration.
-    """
-    known = list(iters) if iters is not None else [None] * len(fns)
-    iters = []
-    for fn, n in zip(fns, known):
-        for _ in range(warmup):
-            fn()
-        iters.append(n or calibrate_iters(fn, device, min_trial_s))
-    refresh = len(fns) > 1
-    times = [[] for _ in fns]
-    for _ in range(trials):
-        for fn, n, out in zip(fns, iters, times):
-            if refresh:
-                fn()
-            out.append(_window_s(fn, device, n) / n)
-    return [
-        {"times_s": t, "iters_per_trial": n, "trials": trials, **summarize_times(t)}
-        for t, n in zip(times, iters)
-    ]
-
-
-# ---------------------------------------------------------------------------------------
-# Measurements
-
-
-@contextlib.contextmanager
-def float32_matmul_mode(precision: str):
-    """fp32 means TF32 off; tf32 allows it. Restores the previous setting."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
-def torch_dtype(precision: str):
-    import torch
-
-    return {
-        "fp32": torch.float32,
-        "tf32": torch.float32,
-        "fp16": torch.float16,
-        "bf16": torch.bfloat16,
-    }[precision]
-
-
-def _gemm_call(device: str, dtype, size: int, generator):
-    """One square GEMM `out = a @ b` of `size`, its operands drawn on the device (an 8192^2
-    matrix takes ~1 s to draw on a CPU)."""
-    import torch
-
-    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
-    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
-    out = torch.empty(size, size, device=device, dtype=dtype)
-    return lambda: torch.matmul(a, b, out=out)
-
-
-def _fastest_call_s(call, device: str, calls: int, min_trial_s: float) -> float:
-    """The fastest of `calls` timed calls, and of one more when one call is shorter than a
-    window: a first call carries one-time costs (allocation, thread pools, kernel choice)."""
-    times = [_window_s(call, device, 1) for _ in range(calls)]
-    if len(times) == 1 and times[0] < min_trial_s:
-        times.append(_window_s(call, device, 1))
-    return min(times)
-
-
-def _probe_up_to(size: int, estimate, left_s, device: str, dtype, generator, min_trial_s):
-    """(size, seconds per call) to project `size` from: `estimate` when it is trusted for it
-    (see GEMM_PROBE_SIZE), else probe GEMMs of doubling sizes below `size` while `left_s()`
-    affords two calls of the next one; None when `size` needs no projection (<= the probe
-    size)."""
-    while True:
-        if estimate is None:
-            if size <= GEMM_PROBE_SIZE:
-                return None
-            probe_size = GEMM_PROBE_SIZE
-        else:
-            probe_size = 2 * estimate[0]
-            trusted = size <= probe_size or estimate[1] >= GEMM_TRUSTED_CALL_S
-            if trusted or 2 * projected_call_s(estimate[1], estimate[0], probe_size) > left_s():
-                return estimate
-        probe = _gemm_call(device, dtype, probe_size, generator)
-        estimate = (probe_size, _fastest_call_s(probe, device, 2, min_trial_s))
-
-
-def _skip_rows(sizes, reason: str) -> list[dict]:
-    """The first size left out carries the reason; the larger ones point at it."""
-    return [{"size": sizes[0], "reason": reason}] + [
-        {"size": size, "reason": f"larger than {sizes[0]}, which did not fit the budget"}
-        for size in sizes[1:]
-    ]
-
-
-def measure_gemm(
-    device: str,
-    precision: str,
-    sizes,
-    *,
-    warmup: int,
-    trials: int,
-    min_trial_s: float,
-    budget_s: float | None = None,
-    seed: int = 0,
-) -> dict:
-    """Square GEMM throughput per size; the roof is the best over the sizes measured.
-
-    Sizes run from small to large within `budget_s` seconds (None: `GEMM_BUDGET_S`). A
-    size's cost (`gemm_cost_s`) is projected before it starts, from the previous size's
-    call or from probe GEMMs (`GEMM_PROBE_SIZE`), and again after its warm-up calls, which
-    are timed one by one, from its own fastest call. A size whose cost would overrun
-    what is left of the budget is skipped with every larger size; `skipped_sizes` says why.
-    Nothing is reported for a size that was not measured whole: with no size left,
-    `sizes` is empty and the roofs are None. The sizes kept are then timed together,
-    trials interleaved; a size whose call fills a window alone is not calibrated again.
-    """
-    import torch
-
-    budget = GEMM_BUDGET_S[device] if budget_s is None else budget_s
-    generator = torch.Generator(device=device).manual_seed(seed)
-    dtype = torch_dtype(precision)
-    ordered = sorted(set(sizes))
-    started = time.perf_counter()
-    committed = 0.0  # projected seconds of the kept sizes' calibration and trials
-    kept, calls, known_iters, skipped = [], [], [], []
-    estimate = None  # (size, seconds per call) the next size is projected from
-
-    def left_s() -> float:
-        return budget - (time.perf_counter() - started) - committed
-
-    with float32_matmul_mode(precision):
-        for index, size in enumerate(ordered):
-            estimate = _probe_up_to(size, estimate, left_s, device, dtype, generator, min_trial_s)
-            if estimate is not None:
-                call_s = projected_call_s(estimate[1], estimate[0], size)
-                cost = gemm_cost_s(call_s, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
-                if cost > left_s():
-                    skipped = _skip_rows(
-                        ordered[index:],
-                        f"a {size}^3 call is projected at {call_s:.3g} s from the "
-                        f"{estimate[0]}^3 GEMM's rate, so warm-up and {trials} trials would "
-                        f"take ~{cost:.3g} s; {max(0.0, left_s()):.3g} s were left of the "
-                        f"{budget:g} s per precision (ceilings.GEMM_BUDGET_S[{device!r}])",
-                    )
-                    break
-            call = _gemm_call(device, dtype, size, generator)
-            call_s = _fastest_call_s(call, device, max(1, warmup), min_trial_s)
-            rest = gemm_cost_s(call_s, warmup=0, trials=trials, min_trial_s=min_trial_s)
-            if rest > left_s():
-                skipped = _skip_rows(
-                    ordered[index:],
-                    f"a {size}^3 call takes {call_s:.3g} s (measured in warm-up), so "
-                    f"{trials} trials would take ~{rest:.3g} s more; "
-                    f"{max(0.0, left_s()):.3g} s were left of the {budget:g} s per precision "
-                    f"(ceilings.GEMM_BUDGET_S[{device!r}])",
-                )
-                break
-            committed += rest
-            kept.append(size)
-            calls.append(call)
-            known_iters.append(1 if call_s >= min_trial_s else None)
-            estimate = (size, call_s)
-        timings = (
-            time_interleaved(
-                calls,
-                device,
-                warmup=0,
-                trials=trials,
-                min_trial_s=min_trial_s,
-                iters=known_iters,
-            )
-            if calls
-            else []
-        )
-    rows = []
-    for size, timing in zip(kept, timings):
-        flops = gemm_flops(size, size, size)
-        rows.append(
-            {
-                "m": size,
-                "n": size,
-                "k": size,
-                "flops": flops,
-                "best_time_s": timing["best_time_s"],
-                "median_time_s": timing["median_time_s"],
-                "best_flop_s": flops / timing["best_time_s"],
-                "median_flop_s": flops / timing["median_time_s"],
-                "trials": trials,
-                "iters_per_trial": timing["iters_per_trial"],
-            }
-        )
-    best = max(rows, key=lambda r: r["best_flop_s"]) if rows else None
-    return {
-        "best_flop_s": best["best_flop_s"] if best else None,
-        "median_flop_s": best["median_flop_s"] if best else None,
-        "best_size": best["m"] if best else None,
-        "sizes": rows,
-        "skipped_sizes": skipped,
-        "budget_s": budget,
-        "duration_s": time.perf_counter() - started,
-    }
-
-
-def measure_stream(
-    device: str, array_bytes: int, *, warmup: int, trials: int, min_trial_s: float
-) -> dict:
-    """Copy and triad bandwidth over fp32 arrays of `array_bytes` each (STREAM counting)."""
-    import torch
-
-    n = array_bytes // ELEMENT_BYTES
-    # Filled, not empty: first-touch page faults must happen before timing, not inside it.
-    a = torch.full((n,), 0.0, device=device)
-    b = torch.full((n,), 1.0, device=device)
-    c = torch.full((n,), 2.0, device=device)
-    kernels = {
-        "copy": lambda: a.copy_(b),
-        "triad": lambda: torch.add(b, c, alpha=TRIAD_SCALAR, out=a),
-    }
-    timings = time_interleaved(
-        list(kernels.values()), device, warmup=warmup, trials=trials, min_trial_s=min_trial_s
-    )
-    result = {}
-    for name, timing in zip(kernels, timings):
-        moved = stream_bytes(name, n)
-        result[name] = {
-            "bytes_per_call": moved,
-            "best_bandwidth_bytes_s": moved / timing["best_time_s"],
-            "median_bandwidth_bytes_s": moved / timing["median_time_s"],
-            "best_time_s": timing["best_time_s"],
-            "median_time_s": timing["median_time_s"],
-            "trials": trials,
-            "iters_per_trial": timing["iters_per_trial"],
-        }
-    return result
-
-
-def measure_sweep(
-    device: str, working_sets, *, bytes_per_call: int, warmup: int, trials: int, min_trial_s: float
-) -> list[dict]:
-    """Read bandwidth per working-set size.
-
-    One call sums the rows of `x[:n].expand(R, n)`: R rows that all alias the same
-    n-element working set, so one kernel re-reads it R times from whichever cache holds
-    it. A separate call per pass would time the framework's dispatch (microseconds), not
-    a 16 KiB read from L1 (nanoseconds). Every working set is a prefix of one buffer, so
-    all sizes can be timed round-robin without holding one buffer per size. Read-only,
-    hence no write-allocate traffic: the large sizes read faster than the copy/triad roof.
-    """
-    import torch
-
-    buffer = torch.full((max(working_sets) // ELEMENT_BYTES,), 1.0, device=device)
-    calls, shapes = [], []
-    for working_set in working_sets:
-        n = max(1, working_set // ELEMENT_BYTES)
-        repeats = sweep_repeats(n * ELEMENT_BYTES, bytes_per_call)
-        rows = buffer[:n].expand(repeats, n)
-        out = torch.empty(repeats, device=device)
-        calls.append(lambda rows=rows, out=out: torch.sum(rows, dim=1, out=out))
-        shapes.append((n * ELEMENT_BYTES, repeats))
-    timings = time_interleaved(calls, device, warmup=warmup, trials=trials, min_trial_s=min_trial_s)
-    points = []
-    for (size, repeats), timing in zip(shapes, timings):
-        moved = sweep_call_bytes(size, repeats)
-        points.append(
-            {
-                "working_set_bytes": size,
-                "bandwidth_bytes_s": moved / timing["best_time_s"],
-                "bandwidth_bytes_s_median": moved / timing["median_time_s"],
-                "repeats_per_call": repeats,
-                "bytes_per_call": moved,
-                "trials": trials,
-                "iters_per_trial": timing["iters_per_trial"],
-            }
-        )
-    return points
 
 
 # ---------------------------------------------------------------------------------------

@@ -15,24 +15,23 @@ Two sources of points, always labelled:
   `fixed_bytes + batch x per_image_bytes`, time = median step time of the timed runs; memory
   level `algorithmic`.
 
-The formulas and frames take data and return data; `write_points` at the bottom is the one
-edge that reads the tables and writes `roofline_points.csv` (rule `roofline_points`). Drawing
-is `nnperf.report.plots.roofline`.
+The formulas and frames take data and return data; reading the tables and writing
+`roofline_points.csv` (rule `roofline_points`) is `nnperf.roofline.tables`. Drawing is
+`nnperf.report.plots.roofline`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.ncu import metrics as ncu
-from nnperf.ncu.kernels import KERNEL_COLUMNS, PEAK_COLUMNS
+from nnperf.ncu import ranges
+from nnperf.ncu.kernels import PEAK_COLUMNS
 from nnperf.torchprof import analysis as operators
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
@@ -90,7 +89,7 @@ def calibration_ratio(measured_flops: float, expected_flops: float) -> float:
     return measured_flops / expected_flops
 
 
-def calibration_ok(ratio: float, tolerance: float = ncu.CALIBRATION_TOLERANCE) -> bool:
+def calibration_ok(ratio: float, tolerance: float = ranges.CALIBRATION_TOLERANCE) -> bool:
     """Within `tolerance` (2 %) of exact."""
     return bool(abs(ratio - 1.0) <= tolerance)
 
@@ -223,9 +222,9 @@ def roof_basis(arch: str, precision: str) -> str:
 
 def calibration_table(
     kernels: pd.DataFrame,
-    mnk: tuple[int, int, int] = ncu.CALIBRATION_GEMM_MNK,
+    mnk: tuple[int, int, int] = ranges.CALIBRATION_GEMM_MNK,
     launches: int = 1,
-    tolerance: float = ncu.CALIBRATION_TOLERANCE,
+    tolerance: float = ranges.CALIBRATION_TOLERANCE,
 ) -> pd.DataFrame:
     """Per config, the calibration GEMM as the check of both the counters and the roof.
 
@@ -522,101 +521,3 @@ def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
                 }
             )
     return roofs
-
-
-# --------------------------------------------------------------------------------------------
-# The edge: tables in, roofline_points.csv and profiles.csv out.
-# --------------------------------------------------------------------------------------------
-KERNEL_TEXT_COLUMNS = (
-    "device",
-    "model",
-    "precision",
-    "variant",
-    "kernel_name",
-    "kind",
-    "phase",
-    "arch",
-    "cc",
-    "clock_control",
-)
-POINT_TEXT_COLUMNS = (
-    "device",
-    "model",
-    "precision",
-    "variant",
-    "source",
-    "granularity",
-    "kernel_name",
-    "kind",
-    "memory_level",
-)
-SUMMARY_COLUMNS = (*CONFIG_KEYS, "step_time_s_median")
-
-
-def read_kernels(path: str | os.PathLike | None) -> pd.DataFrame:
-    """kernels.csv (`nnperf.ncu.kernels`), or an empty table when no profile was taken (None)."""
-    if path is None:
-        return pd.DataFrame(columns=list(KERNEL_COLUMNS))
-    return _read(path, "kernels", KERNEL_COLUMNS, KERNEL_TEXT_COLUMNS)
-
-
-def read_points(path: str | os.PathLike) -> pd.DataFrame:
-    """roofline_points.csv, text columns as text (an empty kernel name stays '')."""
-    frame = _read(path, "roofline points", POINT_COLUMNS, POINT_TEXT_COLUMNS)
-    for column in POINT_TEXT_COLUMNS:
-        frame[column] = frame[column].fillna("")
-    return frame
-
-
-def read_complexities(paths: Iterable[str | os.PathLike]) -> dict[str, dict]:
-    """Complexity JSONs keyed by the model each names."""
-    documents = {}
-    for path in paths:
-        document = files.read_json(path)
-        if "model" not in document:
-            raise NnperfError(f"{os.fspath(path)}: complexity JSON has no 'model' key")
-        documents[document["model"]] = document
-    return documents
-
-
-def _read(
-    path: str | os.PathLike, what: str, columns: Sequence[str], text: Sequence[str]
-) -> pd.DataFrame:
-    frame = files.read_table(path, dtype={c: str for c in text})
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise NnperfError(f"{os.fspath(path)}: {what} table lacks columns {', '.join(missing)}")
-    return frame
-
-
-def write_points(
-    summary: str | os.PathLike,
-    complexity: Iterable[str | os.PathLike],
-    kernels: str | os.PathLike | None,
-    out_points: str | os.PathLike,
-    out_profiles: str | os.PathLike,
-) -> pd.DataFrame:
-    """Every roofline point of a study, and one row per profiled configuration (rule
-    `roofline_points`).
-
-    Analytic points come from summary.csv's median step times and the complexity JSONs; ncu
-    points, the calibration checks, the FLOPs comparison and the GPU's busy share
-    (`profiles_table`) from kernels.csv when configurations were profiled (None otherwise:
-    profiles.csv is then the header alone). Returns the points written.
-    """
-    table = _read(summary, "summary", SUMMARY_COLUMNS, ("device", "model", "precision", "variant"))
-    profile = read_kernels(kernels)
-    parts = [
-        frame
-        for frame in (
-            ncu_points(profile),
-            analytic_points(read_complexities(complexity), step_times(table)),
-        )
-        if not frame.empty
-    ]
-    points = (
-        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(POINT_COLUMNS))
-    )
-    files.write_csv(out_points, points)
-    files.write_csv(out_profiles, profiles_table(profile, points, table))
-    return points

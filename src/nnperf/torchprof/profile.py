@@ -82,6 +82,7 @@ from nnperf.engine.runner import expected_step_time, label
 from nnperf.engine.step import Training, is_out_of_memory, one_time_steps
 from nnperf.engine.timing import synchronize
 from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import events
 from nnperf.torchprof import memory as step_memory
 
 PROFILE_KIND = "operator_profile"
@@ -201,8 +202,8 @@ def layer_modules(training: Training, compiled: bool) -> list[tuple[str, torch.n
     traced into them."""
     if compiled:
         return []
-    named = [(name or operators.ROOT_MODULE, m) for name, m in training.model.named_modules()]
-    return [*named, (operators.LOSS_MODULE, training.criterion)]
+    named = [(name or events.ROOT_MODULE, m) for name, m in training.model.named_modules()]
+    return [*named, (events.LOSS_MODULE, training.criterion)]
 
 
 class LayerRanges:
@@ -222,7 +223,7 @@ class LayerRanges:
             self._handles.append(module.register_forward_hook(self._close, always_call=True))
 
     def _opener(self, name: str):
-        range_name = operators.MODULE_RANGE_PREFIX + name
+        range_name = events.MODULE_RANGE_PREFIX + name
 
         def open_range(module, _inputs):
             handle = torch.autograd.profiler.record_function(range_name)
@@ -308,7 +309,7 @@ def gradient_storages(training: Training) -> dict[str, int]:
 
 @contextlib.contextmanager
 def phase_range(phase: str) -> Iterator[None]:
-    with torch.autograd.profiler.record_function(operators.PHASE_RANGE_PREFIX + phase):
+    with torch.autograd.profiler.record_function(events.PHASE_RANGE_PREFIX + phase):
         yield
 
 
@@ -316,7 +317,7 @@ def marked_step(training: Training, index: int, last: bool) -> dict[str, int]:
     """One training step inside `nnperf_step#<index>`, each phase in its range; returns the
     gradient storages noted between backward and the optimizer step. The last step waits
     for the device inside its range, so the profiled window ends when the device is done."""
-    with torch.autograd.profiler.record_function(f"{operators.STEP_RANGE_PREFIX}{index}"):
+    with torch.autograd.profiler.record_function(f"{events.STEP_RANGE_PREFIX}{index}"):
         with phase_range("data_wait"):
             batch = training.next_batch()
         with phase_range("h2d"):

@@ -16,9 +16,13 @@ sys.path.insert(0, str(HERE.parents[1]))  # tests/ for ncu_writer
 from ncu_writer import START_END, export_text, start_end_cell  # noqa: E402
 
 from nnperf.ncu import metrics as ncu  # noqa: E402
+from nnperf.ncu import ranges, raw_csv  # noqa: E402
 
 CALIB_FLOPS = (
-    ncu.CALIBRATION_GEMM_MNK[0] * ncu.CALIBRATION_GEMM_MNK[1] * ncu.CALIBRATION_GEMM_MNK[2] * 2
+    ranges.CALIBRATION_GEMM_MNK[0]
+    * ranges.CALIBRATION_GEMM_MNK[1]
+    * ranges.CALIBRATION_GEMM_MNK[2]
+    * 2
 )
 
 
@@ -71,7 +75,7 @@ def _counters(
     si.update(peaks)
     raw = {}
     for name, value in si.items():
-        factor, _ = ncu.parse_unit(units[name])
+        factor, _ = raw_csv.parse_unit(units[name])
         raw[name] = None if name in na else value / factor
     return raw
 
@@ -113,8 +117,8 @@ def ampere_fixture() -> str:
         "lts__t_bytes.sum.peak_sustained": 5120,
         "l1tex__t_bytes.sum.peak_sustained": 13824,
     }
-    step, fwd, bwd, opt = (1, ncu.STEP_RANGE), (2, "forward"), (3, "backward"), (4, "optimizer")
-    cal = (0, ncu.CALIBRATION_RANGE)
+    step, fwd, bwd, opt = (1, ranges.STEP_RANGE), (2, "forward"), (3, "backward"), (4, "optimizer")
+    cal = (0, ranges.CALIBRATION_RANGE)
     c = dict(clocks=clocks, peaks=peaks)
     half = CALIB_FLOPS // 2  # FFMA instructions of the fp32 calibration GEMM
     kernels = [

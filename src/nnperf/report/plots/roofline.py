@@ -44,6 +44,7 @@ from nnperf.ncu import metrics as ncu  # noqa: E402
 from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
 from nnperf.report.format import fmt_ghz, fmt_pct, truthy  # noqa: E402
 from nnperf.roofline import points as roofline  # noqa: E402
+from nnperf.roofline import tables as roofline_tables  # noqa: E402
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
@@ -649,8 +650,8 @@ def write_figure(
     save it."""
     if request.kind not in KINDS:
         raise NnperfError(f"figure kind {request.kind!r} is not a roofline; allowed: {KINDS}")
-    table = roofline.read_points(points)
-    profile = roofline.read_kernels(kernels)
+    table = roofline_tables.read_points(points)
+    profile = roofline_tables.read_kernels(kernels)
     document = files.read_json(ceilings) if ceilings is not None else {}
     if request.kind == "roofline":
         checks = read_table(profiles) if profiles is not None else None

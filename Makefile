@@ -50,9 +50,12 @@ endif
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
+# The summary's folder is the study's dataset: synthetic in config/config.yaml
+# (reports/<dataset>/summary.html when it names another).
 run: $(VENV)/.installed
 	$(BIN)/snakemake --cores $(CORES)
 	$(BIN)/snakemake --report reports/report.html
+	@echo "nnperf: the summary is reports/synthetic/summary.html; Snakemake's report is reports/report.html"
 
 gpu-study: $(VENV)/.installed
 	$(BIN)/nnperf doctor --configfile $(GPU_STUDY_CONFIG)

@@ -11,7 +11,7 @@ from pathlib import Path
 NNPERF_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, NNPERF_SRC)
 
-from nnperf.core import contract, layout, vocab
+from nnperf.core import contract, layout
 from nnperf.core import config as study_config
 from nnperf.core.codehash import code_hash
 from nnperf.core.config import unique

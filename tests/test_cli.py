@@ -43,3 +43,14 @@ def test_unknown_verb_is_a_usage_error():
     )
     assert result.returncode == 2
     assert "invalid choice: 'frobnicate'" in result.stderr
+
+
+def test_study_verbs_take_configfile_and_config_as_snakemake_does():
+    """doctor, gpu-study and plan share one pair of flags: repeatable, several values each,
+    every value kept in order."""
+    argv = ["--configfile", "a.yaml", "--configfile", "b.yaml", "c.yaml"]
+    argv += ["--config", "x=1", "--config", "y=2", "z=3"]
+    for verb, extra in (("doctor", []), ("plan", []), ("gpu-study", ["--dest", "out"])):
+        args = cli.build_parser([verb]).parse_args([verb, *argv, *extra])
+        assert args.configfile == ["a.yaml", "b.yaml", "c.yaml"], verb
+        assert args.config == ["x=1", "y=2", "z=3"], verb

@@ -186,3 +186,79 @@ def test_configuration_reference_is_the_schema():
         assert f"### `{section}`" in page
         for key in node.get("properties", {}):
             assert f"`{key}`" in page, f"{section}.{key}"
+
+
+# --- paths the code cites ----------------------------------------------------------------------
+
+# Repository paths a comment or docstring of the library, the workflow or the tests may cite.
+CODE_CITED_PREFIXES = ("src/nnperf/", "workflow/", "config/", "docs/")
+CODE_PATH = re.compile(
+    r"(?<![\w./-])((?:%s)[^\s`'\"(),;:\]]*)" % "|".join(re.escape(p) for p in CODE_CITED_PREFIXES)
+)
+TRIPLE_QUOTED = re.compile(r'"""(.*?)"""', re.DOTALL)
+
+
+def code_cited_paths(text: str) -> list[str]:
+    """Repository paths under CODE_CITED_PREFIXES in a piece of prose, placeholders left out."""
+    paths = []
+    for match in CODE_PATH.finditer(text):
+        path = match.group(1).rstrip(".")
+        if not PLACEHOLDER.search(path):
+            paths.append(path)
+    return paths
+
+
+def python_prose(text: str) -> str:
+    """The comments and docstrings of a Python source (module, class and function ones)."""
+    import ast
+    import io
+    import tokenize
+
+    comments = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    tree = ast.parse(text)
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    docstrings = [
+        ast.get_docstring(node) or "" for node in ast.walk(tree) if isinstance(node, kinds)
+    ]
+    return "\n".join(comments + docstrings)
+
+
+def workflow_prose(text: str) -> str:
+    """The comments and docstrings of a Snakemake file (or a YAML/RST one: its `#` comments
+    and, for RST, the whole caption)."""
+    comments = [line.split("#", 1)[1] for line in text.splitlines() if "#" in line]
+    return "\n".join(comments + TRIPLE_QUOTED.findall(text))
+
+
+def code_sources() -> list[Path]:
+    sources = sorted((REPO / "src").rglob("*.py")) + sorted((REPO / "tests").glob("*.py"))
+    workflow = [path for path in sorted((REPO / "workflow").rglob("*")) if path.is_file()]
+    return sources + [path for path in workflow if "__pycache__" not in path.parts]
+
+
+@pytest.mark.parametrize("source", code_sources(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_path_the_code_cites_exists(source):
+    text = source.read_text(encoding="utf-8")
+    if source.suffix == ".py":
+        prose = python_prose(text)
+    elif source.suffix == ".rst":
+        prose = text
+    else:
+        prose = workflow_prose(text)
+    absent = sorted({path for path in code_cited_paths(prose) if missing(path)})
+    assert not absent, f"{source.relative_to(REPO)} cites paths that do not exist: {absent}"
+
+
+def test_the_code_path_check_sees_paths_and_skips_placeholders():
+    assert code_cited_paths("see src/nnperf/core/layout.py.") == ["src/nnperf/core/layout.py"]
+    assert code_cited_paths("`workflow/rules/common.smk` and ../report/x.rst") == [
+        "workflow/rules/common.smk"
+    ]
+    assert code_cited_paths("workflow/rules/*.smk config/{name}.yaml docs/<page>.md src/...") == []
+    assert python_prose('"""Cites docs/a.md."""\nx = "docs/b.md"  # and docs/c.md\n').split(
+        "\n"
+    ) == ["# and docs/c.md", "Cites docs/a.md."]

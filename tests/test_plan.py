@@ -24,7 +24,7 @@ from nnperf.study.loading import load_study
 GPU_STUDY = str(REPO / "config" / "gpu.yaml")
 TOTAL_LINE = re.compile(r"^total\s+(\d+)\s+(\d+\.\d) min$")
 STAGE_LINE = re.compile(r"^(?P<stage>.+?)\s+(?P<jobs>\d+)\s+(?P<min>\d+\.\d)\s+(?P<source>.+)$")
-# DESIGN.md: config/gpu.yaml finishes on one H100 in under 30 minutes, ncu and report included.
+# The GPU study (config/gpu.yaml) ends on one H100 in under 30 minutes, ncu and report included.
 GPU_STUDY_LIMIT_S = 30 * 60
 
 

@@ -1,37 +1,31 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
-import dataclasses
 import os
 import sys
 import time
 from pathlib import Path
 
 # Use the library of this checkout, whether or not nnperf is pip-installed: every result
-# must come from the code whose git commit it records. Jobs (scripts, the ncu process)
-# inherit it through PYTHONPATH.
+# must come from the code whose git commit it records (nnperf.study.session).
 NNPERF_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, NNPERF_SRC)
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(
-        [NNPERF_SRC] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    )
-)
 
-from nnperf.core import contract, layout, vocab
+from nnperf.core import contract, layout
 from nnperf.core import config as study_config
-from nnperf.core import devices as nnperf_devices
 from nnperf.core.codehash import code_hash
 from nnperf.core.config import unique
 from nnperf.core.errors import NnperfError
-from nnperf.core.jobs import failure_causes
+from nnperf.core.keys import RunKey
 from nnperf.ncu import command as nnperf_profiling
-from nnperf.ncu import metrics as nnperf_ncu
-from nnperf.study import preflight
-from nnperf.study.selection import select_stages
+from nnperf.study import job_requests, session
+from nnperf.study.scope import scope_of
 from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
+
+# Jobs (scripts, the ncu process) inherit it through PYTHONPATH.
+os.environ.update(PYTHONPATH=session.library_pythonpath(NNPERF_SRC, os.environ))
 
 
 def study_layers():
@@ -47,94 +41,56 @@ try:
     )
     # The typed study: every request below is built from it, never from `config` directly.
     STUDY = contract.from_dict(contract.StudyConfig, config)
+    # What the study covers here: its matrix, devices, each stage's selection, its notes.
+    # `ncu` on PATH or where Nsight Compute installs; the ncu jobs run the same executable.
+    SCOPE = scope_of(config, STUDY, ncu_on_path=nnperf_profiling.find_ncu() is not None)
 except NnperfError as error:
     sys.exit(f"nnperf: {error}")
 
+REPORT_PATH_PROBLEM = session.report_path_problem(sys.argv[1:])
+if REPORT_PATH_PROBLEM:
+    sys.exit(f"nnperf: {REPORT_PATH_PROBLEM}")
 
-# `snakemake --report` without a path writes report.html into the working directory, the
-# repository root; the study's Snakemake report belongs beside its summary under reports/.
-if "--report" in sys.argv[1:]:
-    after = sys.argv[sys.argv.index("--report") + 1 :]
-    if not after or after[0].startswith("-"):
-        sys.exit(
-            "nnperf: give --report a path: snakemake --report reports/report.html "
-            "(without one Snakemake writes report.html into the repository root)"
-        )
+for line in SCOPE.messages:
+    print(line, file=sys.stderr)
 
 # When this run started: failed jobs' logs are the ones written since (print_failure_causes).
 RUN_STARTED = time.time()
 
 
 def stop_if_a_device_is_absent():
-    """The `onstart` handler: a device this machine lacks is one line before any job runs,
-    not a failed job per configuration minutes later. Only for jobs that will run here (a
-    cluster executor submits them elsewhere; dry runs never get here) and need a device.
-    Pending CUDA jobs also get `nnperf doctor`'s CUDA checks (torch's CUDA build, the driver,
-    NVML, NVTX; ncu and its counters when ncu_profile jobs are pending); torch is imported
-    only then."""
+    """The `onstart` handler: a device this machine lacks is one line before any job runs
+    (nnperf.study.session.absent_device_problem). Only for jobs that will run here (a
+    cluster executor submits them elsewhere; dry runs never get here)."""
     if workflow.non_local_exec and not workflow.remote_exec:
         return
     jobs = list(workflow.dag.needrun_jobs())
     needed = unique(job.wildcards_dict["device"] for job in jobs if "device" in job.wildcards_dict)
-    for device in needed:
-        reason = nnperf_devices.absent_reason(device)
-        if reason:
-            sys.exit(f"nnperf: config devices: {reason}")
-    if "cuda" in needed:
-        profiles = any(job.rule.name == "ncu_profile" for job in jobs)
-        problem = preflight.cuda_problem(profile_ncu=profiles)
-        if problem:
-            sys.exit(f"nnperf: {problem}")
+    profiles = any(job.rule.name == "ncu_profile" for job in jobs)
+    problem = session.absent_device_problem(needed, profiles_ncu=profiles)
+    if problem:
+        sys.exit(f"nnperf: {problem}")
 
 
 def print_failure_causes():
     """The `onerror` handler: one line per failed job with the cause from its log."""
-    causes = failure_causes("logs", RUN_STARTED)
-    if causes:
-        print(f"nnperf: {len(causes)} failed job(s), and why:", file=sys.stderr)
-    for log, cause in causes:
-        print(f"  {cause}  [{log}]", file=sys.stderr)
+    for line in session.failure_lines("logs", RUN_STARTED):
+        print(line, file=sys.stderr)
 
 
-def nnperf_command():
-    """How ncu_profile calls the nnperf CLI: the interpreter running Snakemake, so a job
-    never picks up another environment's torch from PATH; under `--sdm conda` the rule's
-    own environment."""
-    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
-        return "python -m nnperf"
-    return f"'{sys.executable}' -m nnperf"
+# How ncu_profile calls the nnperf CLI (nnperf.study.session.nnperf_command).
+NNPERF = session.nnperf_command(
+    sys.executable, conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+)
 
-
-NNPERF = nnperf_command()
-
-DATASET = STUDY.dataset.name
-PEAKS = "config/peaks.yaml"
-MATRIX, MATRIX_NOTES = study_config.expand_matrix(config)
-DEVICES = study_config.resolved_devices(config)
-
+DATASET = SCOPE.dataset
+PEAKS = job_requests.PEAKS
+DEVICES = list(SCOPE.devices)
+MATRIX = list(SCOPE.matrix)
 # Notes for the report's "skipped and flagged" section: what the study left out and why.
-# Stages add theirs while the Snakefile is read; the report rule reads the list.
-REPORT_NOTES = []
-
-
-def add_note(text):
-    """Print a note on what the study leaves out, and keep it for the report."""
-    print(f"nnperf note: {text}", file=sys.stderr)
-    REPORT_NOTES.append(text[:1].upper() + text[1:])
-
-
-for note in MATRIX_NOTES:
-    add_note(note.removeprefix("note: "))
-
-# A study with nothing to measure asks for nothing: no table, figure or report is rebuilt
-# from zero runs (Snakemake deletes a job's old outputs before running it), so an empty
-# matrix can never cost another study's results.
-EMPTY_MATRIX = study_config.empty_matrix_message(MATRIX, MATRIX_NOTES)
-if EMPTY_MATRIX:
-    print(f"nnperf: {EMPTY_MATRIX}", file=sys.stderr)
-
-if "auto" in STUDY.devices and "cuda" not in DEVICES and "mps" not in DEVICES:
-    REPORT_NOTES.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
+REPORT_NOTES = list(SCOPE.notes)
+# Why the study has nothing to measure, or None (get_final_output asks for nothing then).
+EMPTY_MATRIX = SCOPE.empty_message
 
 
 wildcard_constraints:
@@ -147,11 +103,12 @@ wildcard_constraints:
     recipe=layout.KEY_PATTERNS["recipe"],
 
 
-# --- requests: what each job is asked to do (nnperf.core.contract), as rule params ------------
+# --- requests: what each job is asked to do (nnperf.study.job_requests), as rule params ------
 # Params must be plain data: Snakemake's change detection records only builtin values, so
 # a request crosses as contract.to_dict() and the script rebuilds it with from_dict().
 # Measurement rules also take `engine=code_hash(<entry module>)`, which changes with the
 # library code they run, so editing the engine re-runs them (nnperf.core.codehash).
+# A request that cannot be built (an impossible configuration) fails with one line.
 
 
 def as_param(request):
@@ -159,125 +116,51 @@ def as_param(request):
 
 
 def this_study(wildcards):
-    """Raise unless a study-level file (table, figure, report) is this study's: it is built
-    from this study's matrix, so it must name this study's dataset and the matrix must not
-    be empty."""
-    if EMPTY_MATRIX:
-        raise WorkflowError(f"nnperf: {EMPTY_MATRIX}")
-    if wildcards.dataset != DATASET:
-        raise WorkflowError(
-            f"nnperf: a file of dataset {wildcards.dataset!r} belongs to a study of that "
-            f"dataset, and this study's dataset is {DATASET!r}: add "
-            f"--config dataset={wildcards.dataset} to build it"
-        )
+    """Raise unless a study-level file (table, figure, report) is this study's."""
+    try:
+        SCOPE.check_dataset(wildcards.dataset)
+    except NnperfError as error:
+        raise WorkflowError(f"nnperf: {error}")
 
 
 def dataset_request(wildcards):
-    dataset = dataclasses.replace(STUDY.dataset, name=wildcards.dataset)
-    return as_param(
-        contract.DatasetRequest(
-            root=layout.path("dataset", dataset=wildcards.dataset), dataset=dataset
-        )
-    )
+    return as_param(job_requests.dataset_request(STUDY, wildcards.dataset))
 
 
 def complexity_request(wildcards):
-    return as_param(
-        contract.ComplexityRequest(
-            model=wildcards.model, dataset=wildcards.dataset, training=STUDY.training
-        )
-    )
+    return as_param(job_requests.complexity_request(STUDY, wildcards.model, wildcards.dataset))
 
 
 def ceilings_request(wildcards):
-    # CPU roofs are measured at the thread count of the timed runs' reference variant.
-    threads = STUDY.variants[vocab.REFERENCE_VARIANT].cpu_threads
-    return as_param(
-        contract.CeilingsRequest(
-            device=wildcards.device,
-            settings=STUDY.ceilings,
-            peaks_path=PEAKS,
-            threads=threads,
-        )
-    )
-
-
-def variant_settings(name):
-    if name not in STUDY.variants:
-        raise NnperfError(
-            f"variant {name!r} is not in config variants; allowed: {', '.join(STUDY.variants)}"
-        )
-    return STUDY.variants[name]
-
-
-def run_request_of(wildcards, training):
-    """The RunRequest of the configuration a path names; an impossible one fails here."""
-    study_config.check_runnable(wildcards.device, wildcards.precision)
-    return contract.RunRequest(
-        device=wildcards.device,
-        model=wildcards.model,
-        precision=wildcards.precision,
-        batch_size=int(wildcards.batch_size),
-        variant=wildcards.variant,
-        settings=variant_settings(wildcards.variant),
-        dataset=wildcards.dataset,
-        data_root=layout.path("dataset", dataset=wildcards.dataset),
-        training=training,
-        timing=STUDY.timing,
-    )
+    return as_param(job_requests.ceilings_request(STUDY, wildcards.device))
 
 
 def run_request(wildcards):
-    return as_param(run_request_of(wildcards, STUDY.training))
+    key = RunKey.from_wildcards(wildcards)
+    return as_param(job_requests.run_request(STUDY, key, wildcards.dataset))
 
 
 def run_data(wildcards):
     """The dataset a run (timed or profiled) reads. Building the request here makes a path
     naming an impossible run (device/precision pair, unknown variant) fail while the DAG is
     built; params are only evaluated when a job is about to run."""
-    run_request_of(wildcards, STUDY.training)
-    return layout.path("dataset", dataset=wildcards.dataset)
+    job_requests.run_request(STUDY, RunKey.from_wildcards(wildcards), wildcards.dataset)
+    return job_requests.data_root(wildcards.dataset)
 
 
 def profile_request(wildcards):
-    """The step profiled under ncu: the configuration's process 0 after `ncu.warmup_steps`."""
-    training = dataclasses.replace(STUDY.training, warmup_steps=STUDY.ncu.warmup_steps)
-    return as_param(contract.ProfileStepRequest(run=run_request_of(wildcards, training)))
+    key = RunKey.from_wildcards(wildcards)
+    return as_param(job_requests.profile_request(STUDY, key, wildcards.dataset))
 
 
 def operator_profile_request(wildcards):
-    """A few steps of the configuration under torch.profiler (its process 0's seed)."""
-    return as_param(
-        contract.OperatorProfileRequest(
-            run=run_request_of(wildcards, STUDY.training), settings=STUDY.operator_profile
-        )
-    )
+    key = RunKey.from_wildcards(wildcards)
+    return as_param(job_requests.operator_profile_request(STUDY, key, wildcards.dataset))
 
 
 def training_request(wildcards):
-    """One configuration trained to accuracy under one recipe of config `recipes`."""
-    study_config.check_runnable(wildcards.device, wildcards.precision)
-    if wildcards.recipe not in STUDY.recipes:
-        raise NnperfError(
-            f"recipe {wildcards.recipe!r} is not in config recipes; allowed: "
-            f"{', '.join(STUDY.recipes)}"
-        )
-    recipe = STUDY.recipes[wildcards.recipe]
-    return as_param(
-        contract.TrainingRunRequest(
-            device=wildcards.device,
-            model=wildcards.model,
-            precision=wildcards.precision,
-            batch_size=int(wildcards.batch_size),
-            variant=wildcards.variant,
-            settings=variant_settings(wildcards.variant),
-            recipe=wildcards.recipe,
-            convergence=recipe,
-            dataset=wildcards.dataset,
-            data_root=layout.path("dataset", dataset=wildcards.dataset),
-            input_size=recipe.input_size,
-        )
-    )
+    key = RunKey.from_wildcards(wildcards)
+    return as_param(job_requests.training_request(STUDY, key, wildcards.recipe, wildcards.dataset))
 
 
 def training_checkpoints(wildcards):
@@ -286,50 +169,41 @@ def training_checkpoints(wildcards):
 
 
 def tables_request():
-    return as_param(contract.TablesRequest(cv_threshold=STUDY.report.cv_threshold))
+    return as_param(job_requests.tables_request(STUDY))
 
 
 def figure_keys(wildcards):
     """The keys a figure's path names, typed (batch_size an integer)."""
     this_study(wildcards)
-    return {
-        key: int(value) if key in layout.INTEGER_KEYS else value for key, value in wildcards.items()
-    }
+    return layout.typed_keys(wildcards)
 
 
 def report_request():
-    return as_param(
-        contract.ReportRequest(
-            title=STUDY.study.name,
-            description=STUDY.study.description.strip(),
-            dataset=DATASET,
-            notes=tuple(REPORT_NOTES),
-            cv_threshold=STUDY.report.cv_threshold,
-            extra_results=STUDY.report.extra_results,
-        )
-    )
+    return as_param(job_requests.report_request(STUDY, REPORT_NOTES))
+
+
+def accuracy_target(wildcards):
+    """The target line of the accuracy figure: the recipes' target when they share one."""
+    return job_requests.accuracy_target(STUDY)
 
 
 def measurement_threads(wildcards):
-    """Cores a measurement job holds: all of them on the CPU, so nothing runs beside a CPU
-    measurement and perturbs it; on an accelerator one, plus the variant's DataLoader
-    workers (bench_slot serialises accelerator measurements).
+    """Cores a measurement job holds (nnperf.study.job_requests.measurement_threads).
 
     On a cluster the submitting Snakemake has no core count (workflow.cores raises) and
     must not ask for the login node's: it asks for one, the slurm profile's --exclusive
     hands the job its whole node, and inside the job (--cores all) this is the node's count.
     """
-    if wildcards.device != "cpu":
-        # The GPU does the work; the host needs one core plus one per DataLoader worker.
-        variant = STUDY.variants.get(wildcards.get("variant", vocab.REFERENCE_VARIANT))
-        return 1 + (variant.num_workers if variant else 0)
     if workflow.non_local_exec and not workflow.remote_exec:
-        return 1
-    try:
-        return workflow.cores
-    except WorkflowError:
-        # No --cores given: a run that executes nothing (`snakemake --report`, --lint).
-        return 1
+        cores = 1
+    else:
+        try:
+            cores = workflow.cores
+        except WorkflowError:
+            # No --cores given: a run that executes nothing (`snakemake --report`, --lint).
+            cores = 1
+    variant = wildcards.get("variant")
+    return job_requests.measurement_threads(STUDY, wildcards.device, variant, cores)
 
 
 # --- outputs of each stage ---------------------------------------------------------------
@@ -445,28 +319,10 @@ def report_inputs(wildcards):
 
 # --- Nsight Compute profiles and the roofline -------------------------------------------
 
-# On PATH or where Nsight Compute installs; the ncu jobs run the same executable.
-NCU_ON_PATH = nnperf_profiling.find_ncu() is not None
-# What ncu, operator profiles and training take of the matrix.
-SELECTION = select_stages(STUDY, MATRIX, NCU_ON_PATH)
-
-for device in DEVICES:
-    reason = nnperf_ncu.ncu_exclusion_reason(STUDY.ncu.enabled, device, NCU_ON_PATH)
-    if reason:
-        add_note(reason)
-
 
 def ncu_keys():
     """Configurations profiled under ncu (nnperf.study.selection)."""
-    return list(SELECTION.ncu)
-
-
-for name in STUDY.ncu.variants or ():
-    if name not in STUDY.variants:
-        sys.exit(
-            f"nnperf: config ncu.variants names {name!r}, which is not in config variants; "
-            f"allowed: {', '.join(STUDY.variants)}"
-        )
+    return list(SCOPE.selection.ncu)
 
 
 def profiles(kind):
@@ -505,19 +361,10 @@ def ncu_outputs():
 
 # --- operator profiles (torch.profiler) -------------------------------------------------
 
-for name in STUDY.operator_profile.variants or ():
-    if name not in STUDY.variants:
-        sys.exit(
-            f"nnperf: config operator_profile.variants names {name!r}, which is not in config "
-            f"variants; allowed: {', '.join(STUDY.variants)}"
-        )
-if not STUDY.operator_profile.enabled:
-    add_note("operator_profile.enabled is false: no torch.profiler operator profiles")
-
 
 def operator_profile_keys():
     """Configurations profiled under torch.profiler (nnperf.study.selection)."""
-    return list(SELECTION.operator_profile)
+    return list(SCOPE.selection.operator_profile)
 
 
 def operator_profiles(kind):
@@ -527,19 +374,10 @@ def operator_profiles(kind):
 
 # --- training to accuracy -----------------------------------------------------------------
 
-for name in STUDY.convergence.variants or ():
-    if name not in STUDY.variants:
-        sys.exit(
-            f"nnperf: config convergence.variants names {name!r}, which is not in config "
-            f"variants; allowed: {', '.join(STUDY.variants)}"
-        )
-if not STUDY.convergence.enabled:
-    add_note("convergence.enabled is false: no configuration is trained to accuracy")
-
 
 def training_keys():
     """(configuration, recipe) of every training run (nnperf.study.selection)."""
-    return list(SELECTION.training)
+    return list(SCOPE.selection.training)
 
 
 def training_runs(kind, device=None, model=None):
@@ -559,12 +397,6 @@ def training_table_inputs(wildcards):
 def accuracy_figure_inputs(wildcards):
     figure_keys(wildcards)
     return training_runs("training_epochs", wildcards.device, wildcards.model)
-
-
-def accuracy_target(wildcards):
-    """The target line of the accuracy figure: the recipes' target when they share one."""
-    targets = {recipe.target_accuracy for recipe in STUDY.recipes.values()}
-    return targets.pop() if len(targets) == 1 else None
 
 
 def training_outputs():

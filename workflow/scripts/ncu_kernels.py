@@ -6,5 +6,6 @@ from nnperf.ncu.kernels import write_table
 
 with logged_job(snakemake.log[0], "ncu_kernels"):  # noqa: F821 - injected by Snakemake
     inputs = snakemake.input  # noqa: F821
-    # profile_csvs() and profile_metas() list the same configurations in the same order.
+    # ncu_kernels_inputs (common.smk) lists csvs and metas of the same configurations in the
+    # same order.
     write_table(zip(inputs.csvs, inputs.metas), snakemake.output.table)  # noqa: F821

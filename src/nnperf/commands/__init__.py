@@ -3,7 +3,9 @@ library.
 
 `add_fields()` makes a verb's flags from the fields of a request or settings class, so the
 flags mirror the config keys (`batch_size` -> `--batch-size`) and take the class's defaults,
-which are stated there and nowhere else; `field_values()` reads them back.
+which are stated there and nowhere else; `field_values()` reads them back. `add_study_flags()`
+gives the verbs that read a whole study (`doctor`, `gpu-study`, `plan`) Snakemake's
+`--configfile` and `--config`, the same way in each.
 """
 
 from __future__ import annotations
@@ -52,3 +54,28 @@ def add_fields(
 def field_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The parsed values of the fields of `cls` that have flags."""
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+
+
+def add_study_flags(parser: argparse.ArgumentParser, default_configfile: str | None = None) -> None:
+    """`--configfile FILE...` and `--config KEY=VALUE...` as Snakemake takes them: each may be
+    given more than once and with several values, and every value counts, in order
+    (`nnperf.study.loading.load_study` reads them as the workflow does). `default_configfile`:
+    the study file a verb reads when none is given, for the help."""
+    default = f"; default: {default_configfile}" if default_configfile else ""
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help=f"study files merged over config/config.yaml in order, as snakemake --configfile"
+        f"{default}",
+    )
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config values set last, as snakemake --config",
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from nnperf.commands import add_study_flags
 from nnperf.core.errors import NnperfError
 from nnperf.study import preflight
 from nnperf.study import loading as study
@@ -25,20 +26,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--configfile",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="study file over config/config.yaml, as snakemake --configfile (repeatable)",
-    )
-    parser.add_argument(
-        "--config",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="config overrides, as snakemake --config",
-    )
+    add_study_flags(parser)
     parser.add_argument(
         "--json", action="store_true", help="print the checks as a JSON list instead of lines"
     )

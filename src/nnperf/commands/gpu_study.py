@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from nnperf.commands import add_study_flags
 from nnperf.study import loading as study
 from nnperf.study import stages as study_run
 
@@ -27,17 +28,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--configfile",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="study file over config/config.yaml, as snakemake --configfile (repeatable; "
-        "default: config/gpu.yaml)",
-    )
-    parser.add_argument(
-        "--config", nargs="+", default=[], metavar="KEY=VALUE", help="as snakemake --config"
-    )
+    add_study_flags(parser, default_configfile="config/gpu.yaml")
     parser.add_argument(
         "--dest",
         required=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from nnperf.commands import add_study_flags
 from nnperf.study import estimate_sources, plan, plan_text
 
 
@@ -21,22 +22,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--configfile",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="FILE",
-        help="study files merged over config/config.yaml in order, as snakemake --configfile",
-    )
-    parser.add_argument(
-        "--config",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="config values set last, as snakemake --config",
-    )
+    add_study_flags(parser)
     parser.add_argument(
         "--timings",
         metavar="h100|cpu|RESULTS_DIR",

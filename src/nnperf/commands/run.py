@@ -52,7 +52,9 @@ CHOICES = {"device": (*DEVICES, AUTO_DEVICE), "precision": PRECISIONS, "dataset"
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "run", help="measure one configuration (worker processes x timed windows)", description=__doc__
+        "run",
+        help="measure one configuration (worker processes x timed windows)",
+        description=__doc__,
     )
     add_fields(parser.add_argument_group("configuration"), RunRequest, HELP, CHOICES)
     parser.add_argument(

@@ -69,7 +69,9 @@ RECIPE_HELP = {key: text for key, text in HELP.items() if key != "input_size"}
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "train", help="train one configuration to accuracy (epochs, checkpoints)", description=__doc__
+        "train",
+        help="train one configuration to accuracy (epochs, checkpoints)",
+        description=__doc__,
     )
     add_fields(parser.add_argument_group("configuration"), TrainingRunRequest, HELP, CHOICES)
     parser.add_argument(

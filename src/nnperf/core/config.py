@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -22,31 +21,14 @@ import yaml
 from nnperf.core import devices, vocab
 from nnperf.core.errors import NnperfError
 
+# The key of one configuration; `config.RunKey` is where the matrix's users have found it.
+from nnperf.core.keys import RunKey
+
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 # Keys that users set with `--config key=value` and that arrive as a scalar or a
 # comma-separated string instead of a YAML list.
 LIST_KEYS = ("models", "devices", "precisions", "batch_sizes")
-
-
-@dataclass(frozen=True, order=True)
-class RunKey:
-    """One configuration of the matrix; a path under results/runs/ names exactly one."""
-
-    device: str
-    model: str
-    precision: str
-    batch_size: int
-    variant: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "model": self.model,
-            "precision": self.precision,
-            "batch_size": self.batch_size,
-            "variant": self.variant,
-        }
 
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict:

@@ -8,741 +8,84 @@ else: the config schema's defaults are checked against these fields key by key
 (`tests/test_contract.py`), and the library's functions take a request instead of loose
 keyword arguments with defaults of their own.
 
-Two kinds of class live here:
+Three modules hold it, and this one names them all, so `contract.RunRequest` is how every
+caller spells a request whichever module defines it:
 
-* **settings**, one per config section (`TrainingSettings` is `training:`,
-  `VariantSettings` one entry of `variants:`, ...), and `StudyConfig` for the whole file;
-* **requests**, one per job (`RunRequest` is one timed run, `ProfileStepRequest` the step
-  under ncu, ...), made of keys and settings.
-
-`to_dict()` / `from_dict()` turn any of them into plain JSON-able data and back, strictly:
-an unknown key or a value of the wrong type is one line naming the key and what is allowed.
-Snakemake's `params:` must be plain data for its change detection to see them (it records
-only builtin values), so that is how requests cross into a script.
+* **settings** (`nnperf.core.settings`), one per config section (`TrainingSettings` is
+  `training:`, `VariantSettings` one entry of `variants:`, ...), and `StudyConfig` for the
+  whole file;
+* **requests** (`nnperf.core.requests`), one per job (`RunRequest` is one timed run,
+  `ProfileStepRequest` the step under ncu, ...), made of keys (`nnperf.core.keys.RunKey`)
+  and settings;
+* **plain data** (`nnperf.core.plaindata`): `to_dict()` / `from_dict()` turn any of them into
+  JSON-able data and back, strictly (an unknown key or a value of the wrong type is one line
+  naming the key and what is allowed). Snakemake's `params:` must be plain data for its
+  change detection to see them (it records only builtin values), so that is how requests
+  cross into a script.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
-import typing
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping, TypeVar
-
-from nnperf.core import vocab
-from nnperf.core.errors import NnperfError
-
-T = TypeVar("T")
-
-
-# --- settings: one class per config section ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class StudyInfo:
-    """What this study is, for the report (config `study:`)."""
-
-    name: str = "nnperf study"
-    description: str = "Training throughput and its limits."
-
-
-@dataclass(frozen=True)
-class SyntheticData:
-    """Size and seed of the synthetic, CIFAR-shaped dataset (config `dataset.synthetic:`)."""
-
-    train_images: int = 2048
-    test_images: int = 256
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class DatasetSettings:
-    """Training data (config `dataset:`)."""
-
-    name: str = "synthetic"
-    source: str | None = None
-    md5: str | None = None
-    synthetic: SyntheticData = SyntheticData()
-
-
-@dataclass(frozen=True)
-class TrainingSettings:
-    """The training step that is timed and its optimiser (config `training:`)."""
-
-    warmup_steps: int = 5
-    timed_steps: int = 20
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 0.0005
-    seed: int = 0
-    augment: bool = True
-
-
-@dataclass(frozen=True)
-class TimingSettings:
-    """How long and how often a configuration is measured (config `timing:`).
-
-    A configuration is timed by worker processes (at least `min_processes`, at most
-    `max_processes`), each running `training.warmup_steps` untimed steps and then between
-    `min_windows` and `max_windows` timed windows of `training.timed_steps` steps. It stops
-    once the 95% confidence interval of its throughput is within `target_ci` of the estimate
-    and `min_seconds` of timed windows have run, or when `max_seconds` of wall time are
-    spent (`nnperf.engine.stopping` has the rule). A configuration whose minimal measurement cannot
-    fit in `max_seconds` ends early with status `over_budget` and its measured step time.
-
-    One-time costs are judged apart (`nnperf.engine.stopping.one_time_steps`): the first step of
-    every process (allocation, cuDNN autotuning), compilation and CUDA-graph recording each
-    have a bound of their own, and the first process's one-time steps do not spend
-    `max_seconds`, which budgets steady steps: a 6 s cuDNN autotune ahead of 30 ms steps
-    says nothing about whether the measurement fits.
-    """
-
-    # None: the device's default (vocab.DEFAULT_TARGET_CI: 1% on GPUs, 3% on CPUs).
-    target_ci: float | None = None
-    min_seconds: float = 5.0
-    max_seconds: float = 60.0
-    min_processes: int = 2
-    max_processes: int = 10
-    min_windows: int = 2
-    max_windows: int = 10
-    # Bounds of the one-time steps (seconds); None: max_seconds.
-    max_first_step_seconds: float | None = None
-    max_compile_seconds: float = 300.0
-    max_recording_seconds: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.target_ci is not None and not 0 < self.target_ci < 1:
-            raise NnperfError(
-                f"timing.target_ci = {self.target_ci!r} is not allowed; allowed: a number "
-                "between 0 and 1 (a relative half-width, 0.01 = 1%) or null"
-            )
-        for low, high in (
-            ("min_seconds", "max_seconds"),
-            ("min_processes", "max_processes"),
-            ("min_windows", "max_windows"),
-        ):
-            if getattr(self, low) > getattr(self, high):
-                raise NnperfError(
-                    f"timing.{low} = {getattr(self, low)!r} is larger than timing.{high} = "
-                    f"{getattr(self, high)!r}; allowed: {low} <= {high}"
-                )
-
-    def one_time_bound(self, kind: str) -> tuple[float, str]:
-        """(seconds, config key) bounding one one-time step of `kind`
-        (`nnperf.engine.stopping.ONE_TIME_KINDS`)."""
-        key = f"max_{kind}_seconds"
-        bound = getattr(self, key)
-        return (self.max_seconds if bound is None else float(bound)), key
-
-    def target_for(self, device: str) -> float:
-        """The CI target on `device`: `target_ci`, or the device's default when null."""
-        if self.target_ci is not None:
-            return self.target_ci
-        return vocab.DEFAULT_TARGET_CI[device]
-
-
-@dataclass(frozen=True)
-class VariantSettings:
-    """One variant's optimisation toggles (config `variants: {name: ...}`); the defaults are
-    the plain PyTorch training script."""
-
-    channels_last: bool = False
-    cudnn_benchmark: bool = False
-    compile: str | bool = False
-    optimizer_impl: str = "default"
-    data_path: str = "dataloader"
-    num_workers: int = 0
-    pin_memory: bool = False
-    # None: torch's default (2 when num_workers > 0); DataLoader refuses one with 0 workers.
-    prefetch_factor: int | None = None
-    cpu_threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.prefetch_factor is not None and self.num_workers == 0:
-            raise NnperfError(
-                f"variant setting prefetch_factor={self.prefetch_factor!r} needs num_workers > 0;"
-                " allowed with num_workers=0: null"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
-
-
-@dataclass(frozen=True)
-class NcuSettings:
-    """Nsight Compute profiling of one training step (config `ncu:`)."""
-
-    enabled: str | bool = "auto"
-    clock_control: str = "base"
-    warmup_steps: int = 10
-    batch_sizes: tuple[int, ...] | None = None
-    variants: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class CeilingsSettings:
-    """Measured compute and bandwidth roofs (config `ceilings:`)."""
-
-    # None: the device's own sizes (`nnperf.roofline.ceilings.DEFAULT_GEMM_SIZES`).
-    gemm_sizes: tuple[int, ...] | None = None
-    trials: int = 5
-    bandwidth_bytes: int | None = None
-    sweep_min_bytes: int = 16384
-    sweep_max_bytes: int = 536870912
-
-
-@dataclass(frozen=True)
-class ReportSettings:
-    """The written summary (config `report:`)."""
-
-    cv_threshold: float = 0.05
-    extra_results: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class OperatorProfileSettings:
-    """torch.profiler operator profiles, apart from the timed runs (config
-    `operator_profile:`; `nnperf.torchprof.profile` runs them, `nnperf.torchprof.analysis`
-    reads them).
-
-    After `warmup_steps` untimed steps, `steps` training steps run under `torch.profiler`
-    (CPU activity, plus CUDA on a GPU; shapes and memory always recorded). The job's warm-up
-    and profiled steps must fit in `max_seconds` (the model's build and the trace export are
-    not counted; neither are the one-time first steps, allocation and autotuning,
-    compilation, CUDA-graph recording, which `nnperf.torchprof.profile.ONE_TIME_MAX_S` bounds):
-    steps are cut down to fit, down to one warm-up and one profiled step, and a
-    configuration whose single step is too slow even for that ends with status
-    `over_budget`, as a timed run does. `top_operators` rows of the operator and layer
-    tables are named in the report (the CSVs hold them all). `label_layers` marks every
-    module's forward call with a profiler range named by its module path, which is what
-    groups operators by layer; `layer_depth` groups by the first N path components (null:
-    the innermost module). `with_stack` records Python stacks in the trace (slower, larger).
-    `batch_sizes` and `variants` limit which configurations are profiled (null: all).
-    """
-
-    enabled: bool = True
-    warmup_steps: int = 3
-    steps: int = 3
-    max_seconds: float = 20.0
-    top_operators: int = 10
-    label_layers: bool = True
-    layer_depth: int | None = None
-    with_stack: bool = False
-    batch_sizes: tuple[int, ...] | None = None
-    variants: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        minimums = {"warmup_steps": 0, "steps": 1, "top_operators": 1}
-        for key, minimum in minimums.items():
-            if getattr(self, key) < minimum:
-                raise NnperfError(
-                    f"operator_profile.{key} = {getattr(self, key)!r} is not allowed; "
-                    f"allowed: an integer >= {minimum}"
-                )
-        if not self.max_seconds > 0:
-            raise NnperfError(
-                f"operator_profile.max_seconds = {self.max_seconds!r} is not allowed; "
-                "allowed: a number of seconds > 0"
-            )
-        if self.layer_depth is not None and self.layer_depth < 1:
-            raise NnperfError(
-                f"operator_profile.layer_depth = {self.layer_depth!r} is not allowed; "
-                "allowed: an integer >= 1 or null"
-            )
-
-
-@dataclass(frozen=True)
-class ConvergenceSettings:
-    """How a configuration is trained to accuracy (config `convergence:`;
-    `nnperf.training.to_accuracy`).
-
-    A training run trains for `epochs` epochs, evaluating the test split after each one, and
-    ends early once test top-1 reaches `target_accuracy` when `stop_at_target` is set (the
-    rule of MLPerf Training and DAWNBench: the clock stops at the target). The learning rate
-    rises linearly over `warmup_epochs` and then follows `schedule` (see
-    `nnperf.training.to_accuracy.make_lr_scheduler`), stepped every iteration.
-
-    Every field but those in `OUTSIDE_IDENTITY` decides the trajectory (the run's identity,
-    see `TrainingRunRequest.definition`); those decide when the run stops, how often it is
-    saved and where the weights file lies, so they may change between a run and its
-    resumption.
-    """
-
-    epochs: int = 5
-    # A fraction of the test split (0.9 = 90% top-1); None: no target, train every epoch.
-    target_accuracy: float | None = 0.9
-    stop_at_target: bool = True
-    # Training seconds the run may spend: an epoch that would take it past them is not
-    # started (status over_budget); projected from the last epoch or the timed runs' step.
-    max_seconds: float | None = None
-    # Write last.pt every this many epochs (0: only best.pt and final.pt).
-    checkpoint_every: int = 1
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    nesterov: bool = False
-    weight_decay: float = 0.0005
-    schedule: str = "cosine"
-    # Fractional epochs are allowed: the warm-up is round(warmup_epochs * steps per epoch)
-    # iterations (seed 000's 500 steps at 390 steps per epoch are 1.282 epochs).
-    warmup_epochs: float = 1.0
-    label_smoothing: float = 0.0
-    seed: int = 0
-    augment: bool = True
-    # A torchvision weights name of the model ("IMAGENET1K_V2", "DEFAULT"); None: random init.
-    pretrained: str | None = None
-    # The weights file; None: torch hub's cache (`torch.hub.get_dir()/checkpoints/<file>`).
-    pretrained_path: str | None = None
-    freeze_backbone: bool = False
-    # The image size fed to the model; None: the model's own (32 for *_cifar models, 224 for
-    # ImageNet ones, images resized on the device). Seeds 000 and 004 fed ImageNet ResNets
-    # CIFAR's 32x32 images as they are: 32.
-    input_size: int | None = None
-
-    # The fields that do not change what is trained.
-    OUTSIDE_IDENTITY: typing.ClassVar[tuple[str, ...]] = (
-        "target_accuracy",
-        "stop_at_target",
-        "max_seconds",
-        "checkpoint_every",
-        "pretrained_path",
-    )
-
-    def __post_init__(self) -> None:
-        def refuse(key: str, allowed: str) -> None:
-            raise NnperfError(
-                f"recipe setting {key} = {getattr(self, key)!r} is not allowed; "
-                f"allowed: {allowed}"
-            )
-
-        if self.epochs < 1:
-            refuse("epochs", "an integer >= 1")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            refuse("target_accuracy", "a fraction in (0, 1] (0.9 = 90% top-1) or null")
-        if self.max_seconds is not None and self.max_seconds <= 0:
-            refuse("max_seconds", "a number > 0 or null")
-        if self.checkpoint_every < 0:
-            refuse("checkpoint_every", "an integer >= 0 (0: best and final checkpoints only)")
-        if self.optimizer not in vocab.TRAINING_OPTIMIZERS:
-            refuse("optimizer", ", ".join(vocab.TRAINING_OPTIMIZERS))
-        if self.lr <= 0:
-            refuse("lr", "a number > 0")
-        if not 0 <= self.momentum < 1:
-            refuse("momentum", "a number in [0, 1)")
-        if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
-            refuse("nesterov", "true only with optimizer sgd and momentum > 0")
-        if self.weight_decay < 0:
-            refuse("weight_decay", "a number >= 0")
-        if self.schedule not in vocab.LR_SCHEDULES:
-            refuse("schedule", ", ".join(vocab.LR_SCHEDULES))
-        if not 0 <= self.warmup_epochs <= self.epochs:
-            refuse("warmup_epochs", f"a number between 0 and epochs ({self.epochs})")
-        if self.schedule == "one_cycle" and not 0 < self.warmup_epochs < self.epochs:
-            refuse(
-                "warmup_epochs",
-                "with schedule one_cycle, a number strictly between 0 and "
-                f"epochs ({self.epochs}): the rising part of the cycle",
-            )
-        if not 0 <= self.label_smoothing < 1:
-            refuse("label_smoothing", "a number in [0, 1)")
-        if self.seed < 0:
-            refuse("seed", "an integer >= 0")
-        if self.pretrained_path is not None and self.pretrained is None:
-            refuse("pretrained_path", "null unless the recipe's pretrained names the weights")
-        if self.freeze_backbone and self.pretrained is None:
-            refuse("freeze_backbone", "true only with the recipe's pretrained weights")
-        if self.input_size is not None and self.input_size < 16:
-            refuse("input_size", "an integer >= 16 or null")
-
-
-@dataclass(frozen=True)
-class ConvergenceSelection:
-    """Which configurations of the matrix are trained to accuracy, under every recipe of
-    config `recipes:` (config `convergence:`). null selects all of a key's values."""
-
-    enabled: bool = True
-    precisions: tuple[str, ...] | None = None
-    batch_sizes: tuple[int, ...] | None = None
-    variants: tuple[str, ...] | None = None
-
-
-def _baseline_only() -> dict[str, VariantSettings]:
-    return {vocab.REFERENCE_VARIANT: VariantSettings()}
-
-
-def _default_recipe() -> dict[str, ConvergenceSettings]:
-    return {vocab.DEFAULT_RECIPE: ConvergenceSettings()}
-
-
-@dataclass(frozen=True)
-class StudyConfig:
-    """A whole study file (config/config.yaml) with every default filled in."""
-
-    study: StudyInfo = StudyInfo()
-    dataset: DatasetSettings = DatasetSettings()
-    models: tuple[str, ...] = ("resnet18_cifar",)
-    devices: tuple[str, ...] = ("cpu",)
-    precisions: tuple[str, ...] = ("fp32",)
-    batch_sizes: tuple[int, ...] = (32,)
-    variants: dict[str, VariantSettings] = field(default_factory=_baseline_only)
-    training: TrainingSettings = TrainingSettings()
-    timing: TimingSettings = TimingSettings()
-    ncu: NcuSettings = NcuSettings()
-    operator_profile: OperatorProfileSettings = OperatorProfileSettings()
-    convergence: ConvergenceSelection = ConvergenceSelection()
-    recipes: dict[str, ConvergenceSettings] = field(default_factory=_default_recipe)
-    ceilings: CeilingsSettings = CeilingsSettings()
-    report: ReportSettings = ReportSettings()
-
-
-# --- requests: one class per job -----------------------------------------------------------
-
-
-def dataset_root(data_root: str | None, dataset: str) -> str:
-    """Where a request's prepared dataset is: `data_root`, or where rule `prepare_dataset`
-    puts `dataset` (resources/data/<dataset>)."""
-    from nnperf.core import layout
-
-    return data_root or layout.path("dataset", dataset=dataset)
-
-
-@dataclass(frozen=True)
-class DatasetRequest:
-    """Prepare one dataset in `root` (rule `prepare_dataset`)."""
-
-    root: str
-    dataset: DatasetSettings = DatasetSettings()
-
-
-@dataclass(frozen=True)
-class ComplexityRequest:
-    """Count one model's FLOPs, saved activations and traffic (rule `complexity`).
-
-    The optimiser settings are the timed runs' own, so the state it counts (an SGD momentum
-    buffer, Adam's two moments) is the state they had.
-    """
-
-    model: str
-    dataset: str = "synthetic"
-    training: TrainingSettings = TrainingSettings()
-    # None: the model's own input size (32 for *_cifar models, 224 for ImageNet ones).
-    input_size: int | None = None
-
-
-@dataclass(frozen=True)
-class CeilingsRequest:
-    """Measure one device's roofs (rule `ceilings`)."""
-
-    device: str
-    settings: CeilingsSettings = CeilingsSettings()
-    peaks_path: str = "config/peaks.yaml"
-    # The thread count of the timed runs' reference variant; None keeps torch's default.
-    threads: int | None = None
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """The measurement of one configuration: all its worker processes and windows (rule
-    `timed_run`, `nnperf run`)."""
-
-    device: str
-    model: str
-    precision: str
-    batch_size: int
-    variant: str = vocab.REFERENCE_VARIANT
-    settings: VariantSettings = VariantSettings()
-    dataset: str = "synthetic"
-    # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
-    data_root: str | None = None
-    training: TrainingSettings = TrainingSettings()
-    timing: TimingSettings = TimingSettings()
-    # None: the model's own input size (as ComplexityRequest.input_size); images are resized
-    # on the device when it differs from theirs.
-    input_size: int | None = None
-
-    def seed_of(self, process: int) -> int:
-        """Worker process `process`'s seed: `training.seed` plus its index, so processes
-        differ in initial weights and data order as real retrainings do."""
-        return self.training.seed + process
-
-    @property
-    def target_ci(self) -> float:
-        """The relative CI half-width this configuration is measured to."""
-        return self.timing.target_for(self.device)
-
-    @property
-    def root(self) -> str:
-        """Where the prepared dataset is."""
-        return dataset_root(self.data_root, self.dataset)
-
-    def keys(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "device": self.device,
-            "precision": self.precision,
-            "batch_size": self.batch_size,
-            "variant": self.variant,
-            "dataset": self.dataset,
-        }
-
-    def header(self) -> dict[str, Any]:
-        """Keys, variant, training and timing settings: the head of every run document."""
-        return {
-            **self.keys(),
-            "variant_settings": to_dict(self.settings),
-            **to_dict(self.training),
-            "timing": {**to_dict(self.timing), "target_ci": self.target_ci},
-        }
-
-
-@dataclass(frozen=True)
-class ProfileStepRequest:
-    """One NVTX-marked training step for Nsight Compute (rule `ncu_profile`, `nnperf step`).
-
-    The run's `training.warmup_steps` are `ncu.warmup_steps`; its timed steps and timing
-    settings are unused. The profiled process is the configuration's process 0 (its seed).
-    """
-
-    run: RunRequest
-    # None: nnperf.ncu.metrics.CALIBRATION_GEMM_MNK, the size the parser checks against.
-    calibration_gemm_size: int | None = None
-
-
-@dataclass(frozen=True)
-class OperatorProfileRequest:
-    """One configuration's operator profile under torch.profiler (`nnperf.torchprof.profile`).
-
-    The training is built as the timed runs build it, with process 0's seed; the run's
-    `training.warmup_steps`, timed steps and timing settings are unused (`settings` has the
-    profile's own steps and budget).
-    """
-
-    run: RunRequest
-    settings: OperatorProfileSettings = OperatorProfileSettings()
-
-
-@dataclass(frozen=True)
-class TablesRequest:
-    """Aggregate run JSONs into runs.csv and summary.csv (rule `aggregate_runs`)."""
-
-    cv_threshold: float = ReportSettings.cv_threshold
-
-
-@dataclass(frozen=True)
-class FigureRequest:
-    """One figure: its kind and the keys it is drawn for (the `plot_*` rules)."""
-
-    kind: str
-    device: str
-    dataset: str | None = None
-    model: str | None = None
-    precision: str | None = None
-    batch_size: int | None = None
-    variant: str | None = None
-
-
-@dataclass(frozen=True)
-class ReportRequest:
-    """The written summary (rule `render_report`, `nnperf render-report`)."""
-
-    title: str = StudyInfo.name
-    description: str = ""
-    # The study's dataset: other machines' folders are read for the same one.
-    dataset: str | None = None
-    notes: tuple[str, ...] = ()
-    cv_threshold: float = ReportSettings.cv_threshold
-    extra_results: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TrainingRunRequest:
-    """One configuration trained to accuracy under one recipe (the training stage,
-    `nnperf.training.to_accuracy`).
-
-    A training run is keyed like a timed run (dataset, device, model, precision, batch size,
-    variant) plus `recipe`, the name of its `ConvergenceSettings` the way `variant` names a
-    set of toggles: two recipes of one configuration (another lr, schedule or seed) are two
-    runs side by side. What the run computes is `definition()`; its checkpoints carry it, so
-    one can only be resumed by the run that wrote it.
-    """
-
-    device: str
-    model: str
-    precision: str
-    batch_size: int
-    variant: str = vocab.REFERENCE_VARIANT
-    settings: VariantSettings = VariantSettings()
-    recipe: str = vocab.DEFAULT_RECIPE
-    convergence: ConvergenceSettings = ConvergenceSettings()
-    dataset: str = "synthetic"
-    # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
-    data_root: str | None = None
-    # None: the model's own input size (as RunRequest.input_size); seed 004 fed ResNet-50
-    # CIFAR's 32x32 images as they are (input_size 32).
-    input_size: int | None = None
-
-    @property
-    def root(self) -> str:
-        """Where the prepared dataset is."""
-        return dataset_root(self.data_root, self.dataset)
-
-    def keys(self) -> dict[str, Any]:
-        """The run's keys, in `vocab.TRAINING_KEYS` order."""
-        return {key: getattr(self, key) for key in vocab.TRAINING_KEYS}
-
-    def definition(self) -> dict[str, Any]:
-        """Everything that decides what is trained, as plain data: the keys' meanings (not the
-        variant's and recipe's names but their settings), less the convergence fields that
-        only decide when to stop (`ConvergenceSettings.OUTSIDE_IDENTITY`)."""
-        convergence = {
-            key: value
-            for key, value in to_dict(self.convergence).items()
-            if key not in ConvergenceSettings.OUTSIDE_IDENTITY
-        }
-        return {
-            "dataset": self.dataset,
-            "device": self.device,
-            "model": self.model,
-            "precision": self.precision,
-            "batch_size": self.batch_size,
-            "input_size": self.input_size,
-            "variant_settings": to_dict(self.settings),
-            "convergence": convergence,
-        }
-
-    def header(self) -> dict[str, Any]:
-        """Keys and settings: the head of the run's summary document."""
-        return {
-            **self.keys(),
-            "variant_settings": to_dict(self.settings),
-            "convergence": to_dict(self.convergence),
-            "requested_input_size": self.input_size,
-        }
-
-
-# --- plain data both ways ----------------------------------------------------------------
-
-
-def to_dict(value: Any) -> Any:
-    """A request or settings object as plain JSON-able data (tuples become lists)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {key: to_dict(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_dict(item) for item in value]
-    return value
-
-
-def from_dict(cls: type[T], data: Mapping[str, Any] | None, where: str = "") -> T:
-    """Build `cls` from plain data; missing keys take their defaults.
-
-    Raises NnperfError naming the key for an unknown key or a value of the wrong type.
-    """
-    if data is None:
-        data = {}
-    if isinstance(data, cls):
-        return data
-    if not isinstance(data, Mapping):
-        raise NnperfError(f"{where or cls.__name__} = {data!r} is not a mapping")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names))
-    if unknown:
-        raise NnperfError(
-            f"{_join(where, unknown[0])} is not a setting of {cls.__name__}; "
-            f"allowed: {', '.join(names)}"
-        )
-    values = {name: _convert(hints[name], data[name], _join(where, name)) for name in data}
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a required key is missing
-        raise NnperfError(f"{where or cls.__name__}: {exc}") from None
-
-
-def to_json(value: Any) -> str:
-    return json.dumps(to_dict(value), indent=2, sort_keys=True) + "\n"
-
-
-def write_request(path: str | Path, request: Any) -> None:
-    """Write a request as JSON for a process that cannot be handed Python objects (ncu)."""
-    from nnperf.core.files import atomic_path
-
-    with atomic_path(path) as tmp:
-        tmp.write_text(to_json(request), encoding="utf-8")
-
-
-def read_request(cls: type[T], path: str | Path) -> T:
-    """Read a request written by `write_request`, with one-line errors naming the file."""
-    from nnperf.core.files import load_json
-
-    data = load_json(path, what="request file")
-    try:
-        return from_dict(cls, data)
-    except NnperfError as exc:
-        raise NnperfError(f"{path}: {exc}") from None
-
-
-def _join(where: str, key: Any) -> str:
-    return f"{where}.{key}" if where else str(key)
-
-
-def _type_name(hint: Any) -> str:
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-    options = [a for a in typing.get_args(hint)] if _is_union(hint) else [hint]
-    words = [
-        "null" if a is type(None) else names.get(a, getattr(a, "__name__", str(a))) for a in options
-    ]
-    return " or ".join(words)
-
-
-def _is_union(hint: Any) -> bool:
-    return typing.get_origin(hint) in (typing.Union, types.UnionType)
-
-
-def _convert(hint: Any, value: Any, where: str) -> Any:
-    """`value` as the type `hint` names, or NnperfError."""
-    if _is_union(hint):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        # bool before int: `True` must not become 1, and `False` stays a compile mode.
-        for option in sorted(options, key=lambda o: o is not bool):
-            if option is type(None):
-                continue
-            try:
-                return _convert(option, value, where)
-            except NnperfError:
-                continue
-        raise NnperfError(f"{where} = {value!r} has the wrong type; expected {_type_name(hint)}")
-    origin = typing.get_origin(hint)
-    if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value, where)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise NnperfError(f"{where} = {value!r} has the wrong type; expected a list")
-        item = typing.get_args(hint)[0]
-        return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise NnperfError(f"{where} = {value!r} has the wrong type; expected a mapping")
-        _, item = typing.get_args(hint)
-        return {str(k): _convert(item, v, _join(where, k)) for k, v in value.items()}
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    elif hint is Any:
-        return value
-    raise NnperfError(f"{where} = {value!r} has the wrong type; expected {_type_name(hint)}")
+from nnperf.core.keys import RunKey
+from nnperf.core.plaindata import from_dict, read_request, to_dict, to_json, write_request
+from nnperf.core.requests import (
+    CeilingsRequest,
+    ComplexityRequest,
+    DatasetRequest,
+    FigureRequest,
+    OperatorProfileRequest,
+    ProfileStepRequest,
+    ReportRequest,
+    RunRequest,
+    TablesRequest,
+    TrainingRunRequest,
+    dataset_root,
+)
+from nnperf.core.settings import (
+    CeilingsSettings,
+    ConvergenceSelection,
+    ConvergenceSettings,
+    DatasetSettings,
+    NcuSettings,
+    OperatorProfileSettings,
+    ReportSettings,
+    StudyConfig,
+    StudyInfo,
+    SyntheticData,
+    TimingSettings,
+    TrainingSettings,
+    VariantSettings,
+)
+
+__all__ = [
+    "CeilingsRequest",
+    "CeilingsSettings",
+    "ComplexityRequest",
+    "ConvergenceSelection",
+    "ConvergenceSettings",
+    "DatasetRequest",
+    "DatasetSettings",
+    "FigureRequest",
+    "NcuSettings",
+    "OperatorProfileRequest",
+    "OperatorProfileSettings",
+    "ProfileStepRequest",
+    "ReportRequest",
+    "ReportSettings",
+    "RunKey",
+    "RunRequest",
+    "StudyConfig",
+    "StudyInfo",
+    "SyntheticData",
+    "TablesRequest",
+    "TimingSettings",
+    "TrainingRunRequest",
+    "TrainingSettings",
+    "VariantSettings",
+    "dataset_root",
+    "from_dict",
+    "read_request",
+    "to_dict",
+    "to_json",
+    "write_request",
+]

@@ -1,4 +1,5 @@
-"""The environment record stored with every timed run and profile (DESIGN §3).
+"""The environment record stored with every timed run and profile (docs/concepts.md, "How
+runs are timed").
 
 Everything a reader needs to judge or reproduce a number: what hardware (device, CPU, clocks
 where readable), what software (driver, CUDA, cuDNN, torch, torchvision, python), which math

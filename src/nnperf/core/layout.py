@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any
+from typing import Any, Mapping
 
 from nnperf.core import vocab
 from nnperf.core.errors import NnperfError
@@ -109,10 +109,13 @@ def parse(kind: str, text: str) -> dict[str, Any]:
     match = _regex(kind).search(str(text).replace("\\", "/"))
     if not match:
         raise NnperfError(f"{text!r} is not a {kind} path; expected {_template(kind)}")
-    return {
-        name: int(value) if name in INTEGER_KEYS else value
-        for name, value in match.groupdict().items()
-    }
+    return typed_keys(match.groupdict())
+
+
+def typed_keys(keys: Mapping[str, Any]) -> dict[str, Any]:
+    """Keys as a path's text gives them (Snakemake's wildcards, a regex match), typed:
+    batch_size an integer, the rest as they are."""
+    return {name: int(value) if name in INTEGER_KEYS else value for name, value in keys.items()}
 
 
 def log(kind: str, /, **keys: Any) -> str:

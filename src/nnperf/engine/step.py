@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from nnperf.core import precision as precision_mod
-from nnperf.core.contract import TrainingSettings, VariantSettings
+from nnperf.core.contract import ConvergenceSettings, TrainingSettings, VariantSettings
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import OPTIMIZERS
+from nnperf.core.vocab import OPTIMIZERS, TRAINING_OPTIMIZERS
 from nnperf.engine import stopping
 from nnperf.engine.feeders import InputPreparer, make_feeder
 
@@ -144,24 +144,40 @@ class Training:
         return loss.detach()
 
 
+# Every optimiser a step can take: the timed runs' (`vocab.OPTIMIZERS`, config `training:`)
+# and training to accuracy's (`vocab.TRAINING_OPTIMIZERS`, a recipe's `optimizer`).
+ALL_OPTIMIZERS = tuple(dict.fromkeys(OPTIMIZERS + TRAINING_OPTIMIZERS))
+
+
 def make_optimizer(
-    params: list[torch.Tensor], hyper: TrainingSettings, impl: str
+    params: list[torch.Tensor],
+    settings: TrainingSettings | ConvergenceSettings,
+    impl: str = "default",
+    key: str = "optimizer",
 ) -> torch.optim.Optimizer:
-    """SGD with momentum (the default) or Adam, in the implementation the variant names."""
-    if hyper.optimizer == "sgd":
+    """The optimiser `settings` name (config `training:` or a recipe), in the implementation
+    the variant names (`impl`): SGD with momentum (Nesterov when a recipe asks), Adam or
+    AdamW. An unknown name is one line naming the config `key` it came from."""
+    if settings.optimizer == "sgd":
         return torch.optim.SGD(
             params,
-            lr=hyper.lr,
-            momentum=hyper.momentum,
-            weight_decay=hyper.weight_decay,
+            lr=settings.lr,
+            momentum=settings.momentum,
+            # Only a recipe has the setting; the timed runs' SGD is torch's default (off).
+            nesterov=getattr(settings, "nesterov", False),
+            weight_decay=settings.weight_decay,
             **optimizer_kwargs(impl),
         )
-    if hyper.optimizer == "adam":
-        # Adam has no momentum argument: its betas keep torch's defaults (0.9, 0.999).
-        return torch.optim.Adam(
-            params, lr=hyper.lr, weight_decay=hyper.weight_decay, **optimizer_kwargs(impl)
+    if settings.optimizer in ("adam", "adamw"):
+        # No momentum argument: betas and eps keep torch's defaults ((0.9, 0.999), 1e-8),
+        # so AdamW with weight_decay 0 is Adam.
+        adam = torch.optim.Adam if settings.optimizer == "adam" else torch.optim.AdamW
+        return adam(
+            params, lr=settings.lr, weight_decay=settings.weight_decay, **optimizer_kwargs(impl)
         )
-    raise NnperfError(f"optimizer {hyper.optimizer!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
+    raise NnperfError(
+        f"{key} {settings.optimizer!r} is unknown; allowed: {', '.join(ALL_OPTIMIZERS)}"
+    )
 
 
 def apply_process_settings(device: str, precision: str, settings: VariantSettings) -> None:

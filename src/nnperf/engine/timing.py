@@ -1,10 +1,10 @@
 """Phase timers and the timed training loop.
 
-Protocol (DESIGN §3): warm-up steps first (cuDNN autotune, allocator growth, torch.compile),
-each synchronised on its own, then timed windows of `timed_steps` steps (how many, and in how
-many processes, is `nnperf.engine.stopping`'s decision). Between the phases of every step a clock is
-marked; marks are shared, so step i's end is step i+1's start and the per-step times add up
-to the window exactly.
+Protocol (docs/concepts.md, "How runs are timed"): warm-up steps first (cuDNN autotune,
+allocator growth, torch.compile), each synchronised on its own, then timed windows of
+`timed_steps` steps (how many, and in how many processes, is `nnperf.engine.stopping`'s
+decision). Between the phases of every step a clock is marked; marks are shared, so step i's
+end is step i+1's start and the per-step times add up to the window exactly.
 
 * GPU (cuda, mps): a timing event is recorded on the stream at every mark; the host never
   waits inside the window. One synchronize closes the window, then the events are read.

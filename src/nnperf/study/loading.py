@@ -47,27 +47,13 @@ class Study:
         """The `contract.RunRequest` of every configuration of the matrix, as rule
         `timed_run` asks for them (the dataset prepared where rule `prepare_dataset` puts
         it), with `auto` resolved to this study's devices."""
-        from nnperf.core import layout
+        from nnperf.study.job_requests import run_request
 
         matrix, _ = study_config.expand_matrix(
             {**self.config, "devices": list(self.devices)}, detect=lambda: self.devices[0]
         )
         dataset = self.typed.dataset.name
-        return [
-            contract.RunRequest(
-                device=key.device,
-                model=key.model,
-                precision=key.precision,
-                batch_size=key.batch_size,
-                variant=key.variant,
-                settings=self.typed.variants[key.variant],
-                dataset=dataset,
-                data_root=layout.path("dataset", dataset=dataset),
-                training=self.typed.training,
-                timing=self.typed.timing,
-            )
-            for key in matrix
-        ]
+        return [run_request(self.typed, key, dataset) for key in matrix]
 
 
 def default_config(workdir: str | Path = ".") -> Path:

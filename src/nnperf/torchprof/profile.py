@@ -49,289 +49,80 @@ records no CUDA activity) leaves the host-side tables intact: the status stays `
 note says the device side is missing; so does MPS, whose kernels torch.profiler does not
 record.
 
-What it is not: the analysis (`nnperf.torchprof.analysis`), the report's sentences
-(`nnperf.report.operator_findings`) or the figures (`nnperf.report.plots.operators`).
+This module is the job and its files; the step plan and budget are `nnperf.torchprof.budget`,
+the profiled steps and their ranges `nnperf.torchprof.steps`. What it is not: the analysis
+(`nnperf.torchprof.analysis`), the report's sentences (`nnperf.report.operator_findings`) or
+the figures (`nnperf.report.plots.operators`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Mapping
 
 import pandas as pd
 import torch
 
-from nnperf.core.contract import (
-    OperatorProfileRequest,
-    OperatorProfileSettings,
-    VariantSettings,
-    to_dict,
-)
+from nnperf.core.contract import OperatorProfileRequest, OperatorProfileSettings, to_dict
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path, load_json, write_csv, write_json
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, one_line
 from nnperf.engine.runner import expected_step_time, label
-from nnperf.engine.step import Training, is_out_of_memory, one_time_steps
+from nnperf.engine.step import Training, is_out_of_memory
 from nnperf.engine.timing import synchronize
 from nnperf.torchprof import analysis as operators
-from nnperf.torchprof import events
 from nnperf.torchprof import memory as step_memory
+from nnperf.torchprof.budget import (
+    ONE_TIME_MAX_S,
+    ONE_TIME_SOURCE,
+    PROFILER_WARMUP_STEPS,
+    OverBudget,
+    StepPlan,
+    one_time_limit_s,
+    one_time_message,
+    one_time_work,
+    over_budget_message,
+    plan_steps,
+    profile_one_time_steps,
+)
+from nnperf.torchprof.steps import (
+    LayerRanges,
+    ProfiledSteps,
+    ProfilerUnavailable,
+    layer_modules,
+    profile_steps,
+)
+
+# The budget's and the steps' names that callers know from here (the job's module).
+__all__ = [
+    "ONE_TIME_MAX_S",
+    "ONE_TIME_SOURCE",
+    "PROFILE_KIND",
+    "LayerRanges",
+    "OperatorProfile",
+    "OverBudget",
+    "describe_outcome",
+    "one_time_limit_s",
+    "operator_profile_to_files",
+    "perform_operator_profile",
+    "plan_steps",
+    "profile_one_time_steps",
+    "profile_steps",
+    "timed_step",
+    "warm_up",
+    "write_outputs",
+]
 
 PROFILE_KIND = "operator_profile"
-# A profiled step also records every operator with its shapes and allocations, and the
-# layer ranges: measured at 1.1x an unprofiled step for resnet18_cifar on a CPU (0.31 vs
-# 0.30 s at batch 16, fp32); budgeted at 1.5x so a plan does not overrun.
-PROFILED_STEP_COST = 1.5
-# A profile without any warm-up step would time allocator growth and first-call setup.
-MIN_WARMUP_STEPS = 1
-# The one-time steps (`nnperf.engine.step.one_time_steps`: allocation, cuDNN autotuning,
-# compilation, CUDA-graph recording) are not paid from operator_profile.max_seconds, which
-# budgets steady steps, but they are bounded on their own. On an H100 (shared/h100) they took
-# 1.5-12 s (cuDNN autotuning), 17-21 s (torch.compile) and 199 s (max-autotune) for
-# resnet18_cifar; three times the slowest leaves room for a larger model or a slower host,
-# and past it a profile is not worth the wait (nor may a runaway autotune hold the job).
-ONE_TIME_MAX_S = 600.0
-# `single_step_time_s.source` and OverBudget's source when the one-time steps ended it.
-ONE_TIME_SOURCE = "one-time steps"
-# On CUDA the profiler's first session pays CUPTI's initialisation inside the steps it
-# records; one step is profiled and thrown away first (as torch.profiler.schedule's warmup).
-PROFILER_WARMUP_STEPS = {"cuda": 1}
 
 
-class ProfilerUnavailable(Exception):
-    """The profiler cannot run here; the message is the one-line reason."""
-
-
-def one_time_limit_s(settings: OperatorProfileSettings) -> float:
-    """Seconds the one-time steps may take in all: `ONE_TIME_MAX_S`, or the profile's own
-    budget when that is larger (a profile granted an hour may autotune for one)."""
-    return max(ONE_TIME_MAX_S, settings.max_seconds)
-
-
-def profile_one_time_steps(variant: VariantSettings, device: str, warmup_steps: int) -> int:
-    """How many first warm-up steps of a profile are one-time steps. A compiled variant's
-    always run (a profile of compilation or graph recording is no profile of the step);
-    an eager variant's first step only when warm-up steps are asked for at all (with
-    `warmup_steps: 0` the settings ask for a cold profile)."""
-    steps = one_time_steps(variant, device)
-    return steps if variant.compile else min(steps, warmup_steps)
-
-
-def one_time_work(variant: VariantSettings, device: str) -> str:
-    """What the one-time steps of `variant` do, for messages."""
-    if variant.compile:
-        graphs = one_time_steps(variant, device) > 1
-        return "torch.compile compilation" + (" and CUDA-graph recording" if graphs else "")
-    if device == "cuda" and variant.cudnn_benchmark:
-        return "cuDNN autotuning and allocation"
-    return "first-call setup and allocation"
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    """How many more warm-up and profiled steps a profile runs."""
-
-    warmup_steps: int
-    profiled_steps: int
-
-
-def plan_steps(
-    step_time_s: float,
-    settings: OperatorProfileSettings,
-    spent_s: float = 0.0,
-    warmups_done: int = 0,
-    profiler_warmup_steps: int = 0,
-) -> StepPlan | None:
-    """The warm-up and profiled steps still to run that fit in what is left of
-    `settings.max_seconds`, at `step_time_s` per step (a profiled step costs
-    `PROFILED_STEP_COST` times that; profiler warm-up steps count as profiled ones).
-
-    At least `MIN_WARMUP_STEPS` warm-up steps in all (fewer only when the settings ask for
-    fewer) and one profiled step must fit, or the answer is None (over budget). Warm-up
-    steps are kept before profiled ones: a profile of a cold step misleads more than a
-    profile of one step.
-    """
-    left = settings.max_seconds - spent_s
-    profiled_cost = step_time_s * PROFILED_STEP_COST
-    fixed_cost = profiled_cost * (1 + profiler_warmup_steps)
-    wanted_warmup = max(settings.warmup_steps - warmups_done, 0)
-    needed_warmup = _needed_warmup(settings, warmups_done)
-    if minimal_cost_s(step_time_s, settings, warmups_done, profiler_warmup_steps) > left:
-        return None
-    if step_time_s > 0:
-        warmup = min(wanted_warmup, int((left - fixed_cost) // step_time_s))
-        extra = int((left - warmup * step_time_s - fixed_cost) // profiled_cost)
-    else:
-        warmup, extra = wanted_warmup, settings.steps
-    return StepPlan(
-        warmup_steps=max(warmup, needed_warmup),
-        profiled_steps=max(1, min(settings.steps, 1 + extra)),
-    )
-
-
-def _needed_warmup(settings: OperatorProfileSettings, warmups_done: int) -> int:
-    return max(min(settings.warmup_steps, MIN_WARMUP_STEPS) - warmups_done, 0)
-
-
-def minimal_cost_s(
-    step_time_s: float,
-    settings: OperatorProfileSettings,
-    warmups_done: int = 0,
-    profiler_warmup_steps: int = 0,
-) -> float:
-    """Seconds of the least a profile still needs (`plan_steps`): the warm-up steps it
-    cannot do without, and one profiled step with the profiler's warm-up steps before it."""
-    profiled_cost = step_time_s * PROFILED_STEP_COST * (1 + profiler_warmup_steps)
-    return _needed_warmup(settings, warmups_done) * step_time_s + profiled_cost
-
-
-# --- layer ranges ------------------------------------------------------------------------
-
-
-def layer_modules(training: Training, compiled: bool) -> list[tuple[str, torch.nn.Module]]:
-    """(row name, module) of every module of the model (its root as `ROOT_MODULE`) and the
-    loss; a compiled model has none: its layers are fused into graphs, and hooks would be
-    traced into them."""
-    if compiled:
-        return []
-    named = [(name or events.ROOT_MODULE, m) for name, m in training.model.named_modules()]
-    return [*named, (events.LOSS_MODULE, training.criterion)]
-
-
-class LayerRanges:
-    """A profiler range around every forward call of the given modules, named
-    `nnperf_module:<path>` (forward pre-hook opens it, forward hook closes it).
-
-    Forward hooks do not touch the autograd graph, so the step is the step the timed runs
-    run; backward time is attributed through autograd's sequence numbers instead
-    (`nnperf.torchprof.analysis`). Outside a profiler the ranges cost a few microseconds a call.
-    """
-
-    def __init__(self, modules: Iterable[tuple[str, torch.nn.Module]]):
-        self._open: dict[int, list] = {}
-        self._handles = []
-        for name, module in modules:
-            self._handles.append(module.register_forward_pre_hook(self._opener(name)))
-            self._handles.append(module.register_forward_hook(self._close, always_call=True))
-
-    def _opener(self, name: str):
-        range_name = events.MODULE_RANGE_PREFIX + name
-
-        def open_range(module, _inputs):
-            handle = torch.autograd.profiler.record_function(range_name)
-            handle.__enter__()
-            self._open.setdefault(id(module), []).append(handle)
-
-        return open_range
-
-    def _close(self, module, _inputs, _output):
-        stack = self._open.get(id(module))
-        if stack:
-            stack.pop().__exit__(None, None, None)
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        for stack in self._open.values():
-            while stack:
-                stack.pop().__exit__(None, None, None)
-
-
-# --- what the memory analysis needs from the live tensors -----------------------------------
-
-
-def device_total_bytes(device: torch.device) -> int | None:
-    """The device's memory: the GPU's, MPS's recommended working set, or the machine's RAM."""
-    if device.type == "cuda":
-        return int(torch.cuda.get_device_properties(device).total_memory)
-    if device.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
-        return int(torch.mps.recommended_max_memory())
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def persistent_bytes(training: Training) -> dict[str, int]:
-    """Bytes of what lives across steps: parameters, buffers, optimizer state, and the
-    training split when it is resident on the device."""
-    from nnperf.engine.feeders import DeviceResidentFeeder
-
-    model = training.model
-    state = [
-        value
-        for per_parameter in training.optimizer.state.values()
-        for value in per_parameter.values()
-        if isinstance(value, torch.Tensor)
-    ]
-    feeder = training.feeder
-    resident = 0
-    if isinstance(feeder, DeviceResidentFeeder):
-        resident = feeder.images.nbytes + feeder.labels.nbytes
-    return {
-        "parameter_bytes": sum(p.nbytes for p in model.parameters()),
-        "buffer_bytes": sum(b.nbytes for b in model.buffers()),
-        "optimizer_state_bytes": sum(t.nbytes for t in state),
-        "resident_data_bytes": int(resident),
-    }
-
-
-def allocated_bytes(device: torch.device, persistent: Mapping[str, int]) -> tuple[int, str]:
-    """(bytes allocated now, where the number comes from): the CUDA allocator's count, or on
-    a CPU (no allocator statistics) the persistent tensors' bytes."""
-    if device.type == "cuda":
-        return int(torch.cuda.memory_allocated(device)), "allocator"
-    if device.type == "mps":
-        return int(torch.mps.current_allocated_memory()), "allocator"
-    return int(sum(persistent.values())), "persistent tensors"
-
-
-def gradient_storages(training: Training) -> dict[str, int]:
-    """{address: bytes} of the gradients' storages (addresses as text: JSON keys)."""
-    storages = {}
-    for parameter in training.model.parameters():
-        if parameter.grad is not None:
-            storage = parameter.grad.untyped_storage()
-            storages[str(storage.data_ptr())] = int(storage.nbytes())
-    return storages
-
-
-# --- the steps --------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def phase_range(phase: str) -> Iterator[None]:
-    with torch.autograd.profiler.record_function(events.PHASE_RANGE_PREFIX + phase):
-        yield
-
-
-def marked_step(training: Training, index: int, last: bool) -> dict[str, int]:
-    """One training step inside `nnperf_step#<index>`, each phase in its range; returns the
-    gradient storages noted between backward and the optimizer step. The last step waits
-    for the device inside its range, so the profiled window ends when the device is done."""
-    with torch.autograd.profiler.record_function(f"{events.STEP_RANGE_PREFIX}{index}"):
-        with phase_range("data_wait"):
-            batch = training.next_batch()
-        with phase_range("h2d"):
-            inputs, labels = training.to_device(batch)
-        with phase_range("forward"):
-            loss = training.forward(inputs, labels)
-        with phase_range("backward"):
-            training.backward(loss)
-        gradients = gradient_storages(training)
-        with phase_range("optimizer"):
-            training.optimizer_step()
-        if last:
-            synchronize(training.device)
-    return gradients
+# --- the job ------------------------------------------------------------------------------
 
 
 def timed_step(training: Training) -> float:
@@ -342,159 +133,6 @@ def timed_step(training: Training) -> float:
     training.step()
     synchronize(training.device)
     return time.perf_counter() - start
-
-
-def make_profiler(device: str, with_stack: bool):
-    """The profiler of a profile (raises ProfilerUnavailable where there is none)."""
-    if not torch.autograd.kineto_available():
-        raise ProfilerUnavailable("this torch build has no Kineto profiler (torch.profiler)")
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    try:
-        return torch.profiler.profile(
-            activities=activities,
-            record_shapes=True,
-            profile_memory=True,
-            with_stack=with_stack,
-        )
-    except Exception as exc:  # noqa: BLE001 - any failure to set the profiler up is the note
-        raise ProfilerUnavailable(f"torch.profiler cannot be set up: {one_line(exc)}") from None
-
-
-@contextlib.contextmanager
-def profiling(device: str, with_stack: bool, metadata: Mapping | None = None):
-    """A started profiler; failures to start or stop it are ProfilerUnavailable, failures
-    of the code inside (out of memory) propagate as they are."""
-    profiler = make_profiler(device, with_stack)
-    if metadata is not None:
-        profiler.preset_metadata_json("nnperf", json.dumps(metadata))
-    try:
-        profiler.__enter__()
-    except Exception as exc:  # noqa: BLE001 - a CUPTI failure raises here
-        raise ProfilerUnavailable(f"torch.profiler failed to start: {one_line(exc)}") from None
-    failed = True
-    try:
-        yield profiler
-        failed = False
-    finally:
-        try:
-            profiler.__exit__(None, None, None)
-        except Exception as exc:  # noqa: BLE001
-            if not failed:
-                raise ProfilerUnavailable(
-                    f"torch.profiler failed to stop: {one_line(exc)}"
-                ) from None
-
-
-def export_trace(profiler) -> bytes:
-    """The profiler's Chrome trace, gzipped (torch gzips when the path ends in .gz)."""
-    with tempfile.TemporaryDirectory(prefix="nnperf_trace_") as folder:
-        path = os.path.join(folder, "trace.json.gz")
-        try:
-            profiler.export_chrome_trace(path)
-            with open(path, "rb") as handle:
-                return handle.read()
-        except Exception as exc:  # noqa: BLE001
-            raise ProfilerUnavailable(f"exporting the trace failed: {one_line(exc)}") from None
-
-
-@dataclass
-class ProfiledSteps:
-    """What the profiled window left behind: the gzipped trace and the memory inventory."""
-
-    trace: bytes
-    inventory: dict
-    steps: int
-
-
-def profile_steps(
-    training: Training,
-    steps: int,
-    with_stack: bool,
-    metadata: Mapping | None = None,
-    deadline: float | None = None,
-    step_time_s: float | None = None,
-) -> ProfiledSteps:
-    """Up to `steps` marked steps under the profiler (after a thrown-away profiled step on
-    CUDA, `PROFILER_WARMUP_STEPS`), with the memory inventory of
-    `nnperf.torchprof.memory.memory_breakdown`.
-
-    With a `deadline` (`time.perf_counter`), a step is made the last one when another after
-    it would not end before the deadline, at the profiled steps' own pace (`step_time_s`
-    times `PROFILED_STEP_COST` before the first has run); at least one step runs.
-    """
-    device = training.device
-    for _ in range(PROFILER_WARMUP_STEPS.get(device.type, 0)):
-        with profiling(device.type, with_stack):
-            training.step()
-    persistent = persistent_bytes(training)
-    gradients = []
-    synchronize(device)
-    with profiling(device.type, with_stack, metadata) as profiler:
-        start_allocated, source = allocated_bytes(device, persistent)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        pace = step_time_s * PROFILED_STEP_COST if step_time_s is not None else None
-        for index in range(steps):
-            started = time.perf_counter()
-            last = index == steps - 1 or (
-                deadline is not None and pace is not None and started + 2 * pace > deadline
-            )
-            storages = marked_step(training, index, last=last)
-            gradients.append({"step": index, "storages": storages})
-            pace = time.perf_counter() - started
-            if last:
-                break
-        peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
-    inventory = {
-        "device_type": step_memory.DEVICE_TYPES.get(device.type),
-        "start_allocated_bytes": start_allocated,
-        "start_allocated_source": source,
-        **persistent,
-        "allocator_peak_bytes": peak,
-        "gradients": gradients,
-        "device_total_bytes": device_total_bytes(device),
-    }
-    return ProfiledSteps(trace=export_trace(profiler), inventory=inventory, steps=len(gradients))
-
-
-# --- the job ------------------------------------------------------------------------------
-
-
-class OverBudget(Exception):
-    """The profile cannot fit its budget: its steady steps (`step_time_s`, from `source`)
-    in `operator_profile.max_seconds`, or its one-time steps in `one_time_limit_s` (then
-    `step_time_s` is None: a one-time step is no step time)."""
-
-    def __init__(self, message: str, step_time_s: float | None, source: str):
-        super().__init__(message)
-        self.step_time_s = step_time_s
-        self.source = source
-
-
-def _over_budget_message(
-    step_time_s: float,
-    settings: OperatorProfileSettings,
-    source: str,
-    warmups_done: int = 0,
-    profiler_warmup_steps: int = 0,
-) -> str:
-    needed = minimal_cost_s(step_time_s, settings, warmups_done, profiler_warmup_steps)
-    return (
-        f"the warm-up and profiled steps still needed take about {needed:.1f} s at the "
-        f"{source}'s {step_time_s:.3g} s per step; operator_profile.max_seconds is "
-        f"{settings.max_seconds:g} s"
-    )
-
-
-def _one_time_message(times: list[float], limit_s: float, work: str) -> str:
-    steps = "step" if len(times) == 1 else f"{len(times)} steps"
-    return (
-        f"the one-time cost ({work}) took {sum(times):.3g} s in the first {steps}, past "
-        f"the {limit_s:g} s a profile allows for it (ONE_TIME_MAX_S or "
-        "operator_profile.max_seconds); no steady step was measured"
-    )
 
 
 @dataclass(frozen=True)
@@ -533,7 +171,7 @@ def warm_up(
     while len(times) < one_time:
         times.append(timed_step(training))
         if sum(times) > limit:
-            raise OverBudget(_one_time_message(times, limit, work), None, ONE_TIME_SOURCE)
+            raise OverBudget(one_time_message(times, limit, work), None, ONE_TIME_SOURCE)
     budget_start = time.perf_counter()
     source = "timed runs" if expected_s is not None else "warm-up step"
     latest = expected_s
@@ -542,7 +180,7 @@ def warm_up(
         spent = time.perf_counter() - budget_start
         planned = plan_steps(latest, settings, spent, len(times), profiler_warmup)
         if planned is None:
-            message = _over_budget_message(latest, settings, source, len(times), profiler_warmup)
+            message = over_budget_message(latest, settings, source, len(times), profiler_warmup)
             raise OverBudget(message, latest, source)
         return planned
 
@@ -640,7 +278,7 @@ def run_steps(
             expected_s is not None
             and plan_steps(expected_s, settings, 0, one_time, profiler_warmup) is None
         ):
-            message = _over_budget_message(
+            message = over_budget_message(
                 expected_s, settings, "timed runs", one_time, profiler_warmup
             )
             raise OverBudget(message, expected_s, "timed runs")

@@ -1,0 +1,377 @@
+"""The settings of a study, one frozen dataclass per config section.
+
+`TrainingSettings` is config `training:`, `VariantSettings` one entry of `variants:`, ... and
+`StudyConfig` the whole file. Each field's default is the one the config schema states: the
+schema's defaults are checked against these fields key by key (`tests/test_contract.py`), so a
+default lives here and in the schema, and nowhere else. What a job is asked to do is a request
+(`nnperf.core.requests`), made of keys and these settings; both cross into a job as plain data
+(`nnperf.core.plaindata`). `nnperf.core.contract` is the one name to import them all by.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from nnperf.core import vocab
+from nnperf.core.errors import NnperfError
+from nnperf.core.plaindata import to_dict
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """What this study is, for the report (config `study:`)."""
+
+    name: str = "nnperf study"
+    description: str = "Training throughput and its limits."
+
+
+@dataclass(frozen=True)
+class SyntheticData:
+    """Size and seed of the synthetic, CIFAR-shaped dataset (config `dataset.synthetic:`)."""
+
+    train_images: int = 2048
+    test_images: int = 256
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """Training data (config `dataset:`)."""
+
+    name: str = "synthetic"
+    source: str | None = None
+    md5: str | None = None
+    synthetic: SyntheticData = SyntheticData()
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """The training step that is timed and its optimiser (config `training:`)."""
+
+    warmup_steps: int = 5
+    timed_steps: int = 20
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 0.0005
+    seed: int = 0
+    augment: bool = True
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How long and how often a configuration is measured (config `timing:`).
+
+    A configuration is timed by worker processes (at least `min_processes`, at most
+    `max_processes`), each running `training.warmup_steps` untimed steps and then between
+    `min_windows` and `max_windows` timed windows of `training.timed_steps` steps. It stops
+    once the 95% confidence interval of its throughput is within `target_ci` of the estimate
+    and `min_seconds` of timed windows have run, or when `max_seconds` of wall time are
+    spent (`nnperf.engine.stopping` has the rule). A configuration whose minimal measurement cannot
+    fit in `max_seconds` ends early with status `over_budget` and its measured step time.
+
+    One-time costs are judged apart (`nnperf.engine.stopping.one_time_steps`): the first step of
+    every process (allocation, cuDNN autotuning), compilation and CUDA-graph recording each
+    have a bound of their own, and the first process's one-time steps do not spend
+    `max_seconds`, which budgets steady steps: a 6 s cuDNN autotune ahead of 30 ms steps
+    says nothing about whether the measurement fits.
+    """
+
+    # None: the device's default (vocab.DEFAULT_TARGET_CI: 1% on GPUs, 3% on CPUs).
+    target_ci: float | None = None
+    min_seconds: float = 5.0
+    max_seconds: float = 60.0
+    min_processes: int = 2
+    max_processes: int = 10
+    min_windows: int = 2
+    max_windows: int = 10
+    # Bounds of the one-time steps (seconds); None: max_seconds.
+    max_first_step_seconds: float | None = None
+    max_compile_seconds: float = 300.0
+    max_recording_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.target_ci is not None and not 0 < self.target_ci < 1:
+            raise NnperfError(
+                f"timing.target_ci = {self.target_ci!r} is not allowed; allowed: a number "
+                "between 0 and 1 (a relative half-width, 0.01 = 1%) or null"
+            )
+        for low, high in (
+            ("min_seconds", "max_seconds"),
+            ("min_processes", "max_processes"),
+            ("min_windows", "max_windows"),
+        ):
+            if getattr(self, low) > getattr(self, high):
+                raise NnperfError(
+                    f"timing.{low} = {getattr(self, low)!r} is larger than timing.{high} = "
+                    f"{getattr(self, high)!r}; allowed: {low} <= {high}"
+                )
+
+    def one_time_bound(self, kind: str) -> tuple[float, str]:
+        """(seconds, config key) bounding one one-time step of `kind`
+        (`nnperf.engine.stopping.ONE_TIME_KINDS`)."""
+        key = f"max_{kind}_seconds"
+        bound = getattr(self, key)
+        return (self.max_seconds if bound is None else float(bound)), key
+
+    def target_for(self, device: str) -> float:
+        """The CI target on `device`: `target_ci`, or the device's default when null."""
+        if self.target_ci is not None:
+            return self.target_ci
+        return vocab.DEFAULT_TARGET_CI[device]
+
+
+@dataclass(frozen=True)
+class VariantSettings:
+    """One variant's optimisation toggles (config `variants: {name: ...}`); the defaults are
+    the plain PyTorch training script."""
+
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
+    compile: str | bool = False
+    optimizer_impl: str = "default"
+    data_path: str = "dataloader"
+    num_workers: int = 0
+    pin_memory: bool = False
+    # None: torch's default (2 when num_workers > 0); DataLoader refuses one with 0 workers.
+    prefetch_factor: int | None = None
+    cpu_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.prefetch_factor is not None and self.num_workers == 0:
+            raise NnperfError(
+                f"variant setting prefetch_factor={self.prefetch_factor!r} needs num_workers > 0;"
+                " allowed with num_workers=0: null"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+
+@dataclass(frozen=True)
+class NcuSettings:
+    """Nsight Compute profiling of one training step (config `ncu:`)."""
+
+    enabled: str | bool = "auto"
+    clock_control: str = "base"
+    warmup_steps: int = 10
+    batch_sizes: tuple[int, ...] | None = None
+    variants: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CeilingsSettings:
+    """Measured compute and bandwidth roofs (config `ceilings:`)."""
+
+    # None: the device's own sizes (`nnperf.roofline.ceilings.DEFAULT_GEMM_SIZES`).
+    gemm_sizes: tuple[int, ...] | None = None
+    trials: int = 5
+    bandwidth_bytes: int | None = None
+    sweep_min_bytes: int = 16384
+    sweep_max_bytes: int = 536870912
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """The written summary (config `report:`)."""
+
+    cv_threshold: float = 0.05
+    extra_results: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OperatorProfileSettings:
+    """torch.profiler operator profiles, apart from the timed runs (config
+    `operator_profile:`; `nnperf.torchprof.profile` runs them, `nnperf.torchprof.analysis`
+    reads them).
+
+    After `warmup_steps` untimed steps, `steps` training steps run under `torch.profiler`
+    (CPU activity, plus CUDA on a GPU; shapes and memory always recorded). The job's warm-up
+    and profiled steps must fit in `max_seconds` (the model's build and the trace export are
+    not counted; neither are the one-time first steps, allocation and autotuning,
+    compilation, CUDA-graph recording, which `nnperf.torchprof.profile.ONE_TIME_MAX_S` bounds):
+    steps are cut down to fit, down to one warm-up and one profiled step, and a
+    configuration whose single step is too slow even for that ends with status
+    `over_budget`, as a timed run does. `top_operators` rows of the operator and layer
+    tables are named in the report (the CSVs hold them all). `label_layers` marks every
+    module's forward call with a profiler range named by its module path, which is what
+    groups operators by layer; `layer_depth` groups by the first N path components (null:
+    the innermost module). `with_stack` records Python stacks in the trace (slower, larger).
+    `batch_sizes` and `variants` limit which configurations are profiled (null: all).
+    """
+
+    enabled: bool = True
+    warmup_steps: int = 3
+    steps: int = 3
+    max_seconds: float = 20.0
+    top_operators: int = 10
+    label_layers: bool = True
+    layer_depth: int | None = None
+    with_stack: bool = False
+    batch_sizes: tuple[int, ...] | None = None
+    variants: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        minimums = {"warmup_steps": 0, "steps": 1, "top_operators": 1}
+        for key, minimum in minimums.items():
+            if getattr(self, key) < minimum:
+                raise NnperfError(
+                    f"operator_profile.{key} = {getattr(self, key)!r} is not allowed; "
+                    f"allowed: an integer >= {minimum}"
+                )
+        if not self.max_seconds > 0:
+            raise NnperfError(
+                f"operator_profile.max_seconds = {self.max_seconds!r} is not allowed; "
+                "allowed: a number of seconds > 0"
+            )
+        if self.layer_depth is not None and self.layer_depth < 1:
+            raise NnperfError(
+                f"operator_profile.layer_depth = {self.layer_depth!r} is not allowed; "
+                "allowed: an integer >= 1 or null"
+            )
+
+
+@dataclass(frozen=True)
+class ConvergenceSettings:
+    """How a configuration is trained to accuracy (config `convergence:`;
+    `nnperf.training.to_accuracy`).
+
+    A training run trains for `epochs` epochs, evaluating the test split after each one, and
+    ends early once test top-1 reaches `target_accuracy` when `stop_at_target` is set (the
+    rule of MLPerf Training and DAWNBench: the clock stops at the target). The learning rate
+    rises linearly over `warmup_epochs` and then follows `schedule` (see
+    `nnperf.training.to_accuracy.make_lr_scheduler`), stepped every iteration.
+
+    Every field but those in `OUTSIDE_IDENTITY` decides the trajectory (the run's identity,
+    see `TrainingRunRequest.definition`); those decide when the run stops, how often it is
+    saved and where the weights file lies, so they may change between a run and its
+    resumption.
+    """
+
+    epochs: int = 5
+    # A fraction of the test split (0.9 = 90% top-1); None: no target, train every epoch.
+    target_accuracy: float | None = 0.9
+    stop_at_target: bool = True
+    # Training seconds the run may spend: an epoch that would take it past them is not
+    # started (status over_budget); projected from the last epoch or the timed runs' step.
+    max_seconds: float | None = None
+    # Write last.pt every this many epochs (0: only best.pt and final.pt).
+    checkpoint_every: int = 1
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0005
+    schedule: str = "cosine"
+    # Fractional epochs are allowed: the warm-up is round(warmup_epochs * steps per epoch)
+    # iterations (seed 000's 500 steps at 390 steps per epoch are 1.282 epochs).
+    warmup_epochs: float = 1.0
+    label_smoothing: float = 0.0
+    seed: int = 0
+    augment: bool = True
+    # A torchvision weights name of the model ("IMAGENET1K_V2", "DEFAULT"); None: random init.
+    pretrained: str | None = None
+    # The weights file; None: torch hub's cache (`torch.hub.get_dir()/checkpoints/<file>`).
+    pretrained_path: str | None = None
+    freeze_backbone: bool = False
+    # The image size fed to the model; None: the model's own (32 for *_cifar models, 224 for
+    # ImageNet ones, images resized on the device). Seeds 000 and 004 fed ImageNet ResNets
+    # CIFAR's 32x32 images as they are: 32.
+    input_size: int | None = None
+
+    # The fields that do not change what is trained.
+    OUTSIDE_IDENTITY: typing.ClassVar[tuple[str, ...]] = (
+        "target_accuracy",
+        "stop_at_target",
+        "max_seconds",
+        "checkpoint_every",
+        "pretrained_path",
+    )
+
+    def __post_init__(self) -> None:
+        def refuse(key: str, allowed: str) -> None:
+            raise NnperfError(
+                f"recipe setting {key} = {getattr(self, key)!r} is not allowed; "
+                f"allowed: {allowed}"
+            )
+
+        if self.epochs < 1:
+            refuse("epochs", "an integer >= 1")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            refuse("target_accuracy", "a fraction in (0, 1] (0.9 = 90% top-1) or null")
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            refuse("max_seconds", "a number > 0 or null")
+        if self.checkpoint_every < 0:
+            refuse("checkpoint_every", "an integer >= 0 (0: best and final checkpoints only)")
+        if self.optimizer not in vocab.TRAINING_OPTIMIZERS:
+            refuse("optimizer", ", ".join(vocab.TRAINING_OPTIMIZERS))
+        if self.lr <= 0:
+            refuse("lr", "a number > 0")
+        if not 0 <= self.momentum < 1:
+            refuse("momentum", "a number in [0, 1)")
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
+            refuse("nesterov", "true only with optimizer sgd and momentum > 0")
+        if self.weight_decay < 0:
+            refuse("weight_decay", "a number >= 0")
+        if self.schedule not in vocab.LR_SCHEDULES:
+            refuse("schedule", ", ".join(vocab.LR_SCHEDULES))
+        if not 0 <= self.warmup_epochs <= self.epochs:
+            refuse("warmup_epochs", f"a number between 0 and epochs ({self.epochs})")
+        if self.schedule == "one_cycle" and not 0 < self.warmup_epochs < self.epochs:
+            refuse(
+                "warmup_epochs",
+                "with schedule one_cycle, a number strictly between 0 and "
+                f"epochs ({self.epochs}): the rising part of the cycle",
+            )
+        if not 0 <= self.label_smoothing < 1:
+            refuse("label_smoothing", "a number in [0, 1)")
+        if self.seed < 0:
+            refuse("seed", "an integer >= 0")
+        if self.pretrained_path is not None and self.pretrained is None:
+            refuse("pretrained_path", "null unless the recipe's pretrained names the weights")
+        if self.freeze_backbone and self.pretrained is None:
+            refuse("freeze_backbone", "true only with the recipe's pretrained weights")
+        if self.input_size is not None and self.input_size < 16:
+            refuse("input_size", "an integer >= 16 or null")
+
+
+@dataclass(frozen=True)
+class ConvergenceSelection:
+    """Which configurations of the matrix are trained to accuracy, under every recipe of
+    config `recipes:` (config `convergence:`). null selects all of a key's values."""
+
+    enabled: bool = True
+    precisions: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    variants: tuple[str, ...] | None = None
+
+
+def _baseline_only() -> dict[str, VariantSettings]:
+    return {vocab.REFERENCE_VARIANT: VariantSettings()}
+
+
+def _default_recipe() -> dict[str, ConvergenceSettings]:
+    return {vocab.DEFAULT_RECIPE: ConvergenceSettings()}
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A whole study file (config/config.yaml) with every default filled in."""
+
+    study: StudyInfo = StudyInfo()
+    dataset: DatasetSettings = DatasetSettings()
+    models: tuple[str, ...] = ("resnet18_cifar",)
+    devices: tuple[str, ...] = ("cpu",)
+    precisions: tuple[str, ...] = ("fp32",)
+    batch_sizes: tuple[int, ...] = (32,)
+    variants: dict[str, VariantSettings] = field(default_factory=_baseline_only)
+    training: TrainingSettings = TrainingSettings()
+    timing: TimingSettings = TimingSettings()
+    ncu: NcuSettings = NcuSettings()
+    operator_profile: OperatorProfileSettings = OperatorProfileSettings()
+    convergence: ConvergenceSelection = ConvergenceSelection()
+    recipes: dict[str, ConvergenceSettings] = field(default_factory=_default_recipe)
+    ceilings: CeilingsSettings = CeilingsSettings()
+    report: ReportSettings = ReportSettings()

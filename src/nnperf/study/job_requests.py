@@ -1,0 +1,150 @@
+"""The request each job of the workflow runs, built from the study and the keys its path
+names.
+
+`workflow/rules/common.smk` hands each rule `to_dict()` of one of these (Snakemake's params
+must be plain data); the script rebuilds it with `from_dict()`. Building a request is also
+where a path naming an impossible configuration (a device/precision pair that cannot run, a
+variant or recipe the study does not define) fails with one line, while the DAG is built.
+`nnperf.study.loading` builds the timed runs' requests the same way for `nnperf doctor`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nnperf.core import contract, layout, vocab
+from nnperf.core import config as study_config
+from nnperf.core.errors import NnperfError
+from nnperf.core.keys import RunKey
+
+# The datasheet peaks the ceilings stage reads (relative to the folder Snakemake runs in).
+PEAKS = "config/peaks.yaml"
+
+
+def variant_settings(study: contract.StudyConfig, name: str) -> contract.VariantSettings:
+    """The settings of variant `name`, or NnperfError naming the variants the study has."""
+    if name not in study.variants:
+        raise NnperfError(
+            f"variant {name!r} is not in config variants; allowed: {', '.join(study.variants)}"
+        )
+    return study.variants[name]
+
+
+def data_root(dataset: str) -> str:
+    """Where rule `prepare_dataset` puts `dataset`."""
+    return layout.path("dataset", dataset=dataset)
+
+
+def run_request(
+    study: contract.StudyConfig,
+    key: RunKey,
+    dataset: str,
+    training: contract.TrainingSettings | None = None,
+) -> contract.RunRequest:
+    """The RunRequest of configuration `key` (with `training`, default the study's); an
+    impossible configuration fails here."""
+    study_config.check_runnable(key.device, key.precision)
+    return contract.RunRequest(
+        **key.as_dict(),
+        settings=variant_settings(study, key.variant),
+        dataset=dataset,
+        data_root=data_root(dataset),
+        training=study.training if training is None else training,
+        timing=study.timing,
+    )
+
+
+def profile_request(
+    study: contract.StudyConfig, key: RunKey, dataset: str
+) -> contract.ProfileStepRequest:
+    """The step profiled under ncu: the configuration's process 0 after `ncu.warmup_steps`."""
+    training = dataclasses.replace(study.training, warmup_steps=study.ncu.warmup_steps)
+    return contract.ProfileStepRequest(run=run_request(study, key, dataset, training))
+
+
+def operator_profile_request(
+    study: contract.StudyConfig, key: RunKey, dataset: str
+) -> contract.OperatorProfileRequest:
+    """A few steps of the configuration under torch.profiler (its process 0's seed)."""
+    return contract.OperatorProfileRequest(
+        run=run_request(study, key, dataset), settings=study.operator_profile
+    )
+
+
+def training_request(
+    study: contract.StudyConfig, key: RunKey, recipe: str, dataset: str
+) -> contract.TrainingRunRequest:
+    """Configuration `key` trained to accuracy under `recipe`, one of config `recipes`."""
+    study_config.check_runnable(key.device, key.precision)
+    if recipe not in study.recipes:
+        raise NnperfError(
+            f"recipe {recipe!r} is not in config recipes; allowed: {', '.join(study.recipes)}"
+        )
+    settings = study.recipes[recipe]
+    return contract.TrainingRunRequest(
+        **key.as_dict(),
+        settings=variant_settings(study, key.variant),
+        recipe=recipe,
+        convergence=settings,
+        dataset=dataset,
+        data_root=data_root(dataset),
+        input_size=settings.input_size,
+    )
+
+
+def dataset_request(study: contract.StudyConfig, dataset: str) -> contract.DatasetRequest:
+    """Prepare `dataset` with the study's dataset settings."""
+    settings = dataclasses.replace(study.dataset, name=dataset)
+    return contract.DatasetRequest(root=data_root(dataset), dataset=settings)
+
+
+def complexity_request(
+    study: contract.StudyConfig, model: str, dataset: str
+) -> contract.ComplexityRequest:
+    return contract.ComplexityRequest(model=model, dataset=dataset, training=study.training)
+
+
+def ceilings_request(study: contract.StudyConfig, device: str) -> contract.CeilingsRequest:
+    # CPU roofs are measured at the thread count of the timed runs' reference variant.
+    threads = study.variants[vocab.REFERENCE_VARIANT].cpu_threads
+    return contract.CeilingsRequest(
+        device=device, settings=study.ceilings, peaks_path=PEAKS, threads=threads
+    )
+
+
+def tables_request(study: contract.StudyConfig) -> contract.TablesRequest:
+    return contract.TablesRequest(cv_threshold=study.report.cv_threshold)
+
+
+def report_request(
+    study: contract.StudyConfig, notes: tuple[str, ...] | list[str]
+) -> contract.ReportRequest:
+    """The written summary of the study, with its notes on what it left out."""
+    return contract.ReportRequest(
+        title=study.study.name,
+        description=study.study.description.strip(),
+        dataset=study.dataset.name,
+        notes=tuple(notes),
+        cv_threshold=study.report.cv_threshold,
+        extra_results=study.report.extra_results,
+    )
+
+
+def accuracy_target(study: contract.StudyConfig) -> float | None:
+    """The target line of the accuracy figure: the recipes' target when they share one."""
+    targets = {recipe.target_accuracy for recipe in study.recipes.values()}
+    return targets.pop() if len(targets) == 1 else None
+
+
+def measurement_threads(
+    study: contract.StudyConfig, device: str, variant: str | None, cores: int
+) -> int:
+    """Cores a measurement job holds: all of them (`cores`) on the CPU, so nothing runs
+    beside a CPU measurement and perturbs it; on an accelerator one, plus the variant's
+    DataLoader workers (bench_slot serialises accelerator measurements). `variant`: None
+    for a job of no variant (ceilings), which counts as the reference variant."""
+    if device != "cpu":
+        # The GPU does the work; the host needs one core plus one per DataLoader worker.
+        settings = study.variants.get(variant or vocab.REFERENCE_VARIANT)
+        return 1 + (settings.num_workers if settings else 0)
+    return cores

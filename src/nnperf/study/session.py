@@ -1,0 +1,81 @@
+"""The edges of one Snakemake run of the workflow: its environment, its command line, and
+what its `onstart` and `onerror` handlers say.
+
+`workflow/rules/common.smk` calls these and only prints or exits with what they return, so
+each check is tested here as data (`tests/test_scope.py`) rather than through a Snakemake run.
+What the study covers is `nnperf.study.scope`; the requests jobs run are
+`nnperf.study.job_requests`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Mapping, Sequence
+
+from nnperf.core import devices
+from nnperf.core.jobs import failure_causes
+
+
+def library_pythonpath(src: str, environ: Mapping[str, str]) -> str:
+    """PYTHONPATH of `environ` with this checkout's library (`src`) first.
+
+    Every result must come from the code whose git commit it records, whether or not nnperf
+    is pip-installed; jobs (scripts, the ncu process) inherit it through PYTHONPATH.
+    """
+    rest = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([src] + rest)
+
+
+def report_path_problem(argv: Sequence[str]) -> str | None:
+    """One line when `snakemake --report` is given without a path, else None.
+
+    Without one Snakemake writes report.html into the working directory, the repository root;
+    the study's Snakemake report belongs beside its summary under reports/.
+    """
+    if "--report" not in argv:
+        return None
+    after = list(argv)[list(argv).index("--report") + 1 :]
+    if not after or after[0].startswith("-"):
+        return (
+            "give --report a path: snakemake --report reports/report.html "
+            "(without one Snakemake writes report.html into the repository root)"
+        )
+    return None
+
+
+def absent_device_problem(needed: Iterable[str], profiles_ncu: bool) -> str | None:
+    """The `onstart` check, as one line (or None): a device of `needed` (the devices of the
+    jobs about to run here) that this machine lacks, before any job runs rather than a failed
+    job per configuration minutes later. CUDA jobs also get `nnperf doctor`'s CUDA checks
+    (torch's CUDA build, the driver, NVML, NVTX; ncu and its counters when `profiles_ncu`,
+    ncu_profile jobs being pending); torch is imported only then."""
+    needed = list(needed)
+    for device in needed:
+        reason = devices.absent_reason(device)
+        if reason:
+            return f"config devices: {reason}"
+    if "cuda" in needed:
+        from nnperf.study import preflight
+
+        return preflight.cuda_problem(profile_ncu=profiles_ncu)
+    return None
+
+
+def failure_lines(log_dir: str, since: float) -> list[str]:
+    """The `onerror` report: one line per failed job (a log written since `since`) with
+    the cause from its log, under a heading; empty when no log says why."""
+    causes = failure_causes(log_dir, since)
+    if not causes:
+        return []
+    return [f"nnperf: {len(causes)} failed job(s), and why:"] + [
+        f"  {cause}  [{log}]" for log, cause in causes
+    ]
+
+
+def nnperf_command(executable: str, conda: bool) -> str:
+    """How a shell rule calls the nnperf CLI: `executable`, the interpreter running
+    Snakemake, so a job never picks up another environment's torch from PATH; under
+    `--sdm conda` the rule's own environment's python."""
+    if conda:
+        return "python -m nnperf"
+    return f"'{executable}' -m nnperf"

@@ -1,0 +1,444 @@
+"""The Operators, layers and memory section: what each torch.profiler profile says.
+
+The sentences say what bounds the profiled step, where its time and memory go, and what its
+input pipeline costs. Each takes a profile's document (`nnperf.torchprof.profile`, with its
+`summary` and `memory`) and, where it needs them, its tables (`nnperf.torchprof.analysis`,
+`nnperf.torchprof.memory`), and returns a sentence with its numbers, or None when the profile
+has nothing to say on it. `profile_findings()` returns them all, in the order the report lists
+them; a profile that did not run (`oom`, `over_budget`, `unsupported`) gives its one note
+instead (`status_note()`). The tables show one row per profile, its top operators and layers,
+and its peak memory by category. What the numbers are is `nnperf.torchprof.analysis`'.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from nnperf.core.vocab import precision_rank
+from nnperf.core.wording import missing
+from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
+from nnperf.report.format import (
+    config_text,
+    fmt,
+    fmt_pct,
+    fmt_si,
+    fmt_times,
+    int_cell,
+    mib_cell,
+    ms_cell,
+    shorten,
+)
+from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
+from nnperf.torchprof import analysis as operators
+from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
+
+# A profiled step this much slower than the timed runs' step was slowed by recording it
+# (every operator, its shapes and allocations): the host's side of its breakdown is then
+# overstated, and the report says so next to the verdict.
+PROFILER_SLOWDOWN_NOTE = 1.25
+DEFAULT_TOP = 3
+
+
+# What to try, by verdict (sentences end with it).
+REMEDIES = {
+    operators.HOST_BOUND: (
+        "faster kernels cannot help until the host issues work faster: a larger batch, "
+        "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
+    ),
+    operators.DEVICE_BOUND: (
+        "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
+    ),
+    operators.MIXED: "both the kernels and the host's dispatch matter",
+    operators.OPERATOR_BOUND: (
+        "faster kernels, a precision the CPU computes natively or less work help, not less "
+        "overhead"
+    ),
+    operators.OVERHEAD_BOUND: (
+        "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
+    ),
+}
+
+
+# A compiled variant already fuses operators (and with reduce-overhead, replays CUDA graphs):
+# what is left to try when it is still host- or overhead-bound.
+COMPILED_REMEDY = "a larger batch helps more than faster kernels"
+
+
+# When the input pipeline takes this much of a step the host or the operators wait on, it is
+# the first thing to fix (the input-bound threshold of the timed runs' findings).
+INPUT_REMEDY = "the input pipeline comes first: it alone takes {share} of the step"
+
+
+def _remedy(document: Mapping, verdict: str) -> str:
+    """What to try for a step with this verdict."""
+    waiting = verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND, operators.MIXED)
+    input_share = (document.get("summary") or {}).get("input_share")
+    if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:
+        return INPUT_REMEDY.format(share=fmt_pct(input_share))
+    compiled = (document.get("variant_settings") or {}).get("compile")
+    if compiled and verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND):
+        return COMPILED_REMEDY
+    return REMEDIES[verdict]
+
+
+def _where(document: Mapping, machine: str | None) -> str:
+    return f"{config_text(document)} on {machine or document['device']}"
+
+
+def _ms(seconds) -> str:
+    return "n/a" if missing(seconds) else fmt(float(seconds) * 1e3, "ms")
+
+
+def _bytes(value) -> str:
+    return fmt_si(value, "B")
+
+
+def status_note(document: Mapping, machine: str | None = None) -> str | None:
+    """The one note of a profile that did not run (None for one that did)."""
+    status = document.get("status")
+    if status == "ok":
+        return None
+    error = str(document.get("error") or "").rstrip(".")
+    where = _where(document, machine)
+    if status == "unsupported":
+        return f"No operator profile for {where}: the profiler cannot run there ({error})."
+    if status == "over_budget":
+        return (
+            f"No operator profile for {where}: {error}; raise operator_profile.max_seconds "
+            "to profile it."
+        )
+    if status == "oom":
+        return f"No operator profile for {where}: it ran out of memory ({error})."
+    return f"No operator profile for {where}: status {status} ({error})."
+
+
+def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
+    """Host-bound or device-bound (on the CPU: operator- or overhead-bound), with the busy
+    share it rests on, the host's dispatch time and the check against the timed runs."""
+    summary = document.get("summary") or {}
+    verdict, share = summary.get("bound"), summary.get("bound_share")
+    if document.get("status") != "ok" or verdict is None or missing(share):
+        return None
+    where = _where(document, machine)
+    step = summary.get("timed_step_time_s") or summary.get("step_time_s")
+    step_source = "timed" if summary.get("timed_step_time_s") else "profiled"
+    if summary.get("busy_kind") == operators.BUSY_HOST:
+        text = (
+            f"On {machine or document['device']}, {config_text(document)} spends "
+            f"{fmt_pct(share)} of its step inside operators "
+            f"({_ms(summary.get('busy_time_s'))} of {_ms(summary.get('step_time_s_mean'))} "
+            "per profiled step, on average); the "
+            f"rest is Python and framework work between them, or waiting for data: the step "
+            f"is {verdict}; {_remedy(document, verdict)}"
+        )
+    else:
+        busy = "busy" if verdict == operators.DEVICE_BOUND else "busy only"
+        text = (
+            f"{where} is {verdict}: the device is {busy} {fmt_pct(share)} of the step "
+            f"({_ms(summary.get('device_busy_time_s'))} of kernels in a {_ms(step)} "
+            f"{step_source} step), and the host spends "
+            f"{_ms(summary.get('host_dispatch_time_s'))} per step issuing work "
+            f"({_ms(summary.get('launch_time_s'))} of it in launch calls); "
+            f"{_remedy(document, verdict)}"
+        )
+    ratio = summary.get("profiled_over_timed")
+    if not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE:
+        text += (
+            f". Recording the profile slowed the step {fmt_times(ratio)} against the timed "
+            "runs, so the host's share is overstated here"
+        )
+    return text + "."
+
+
+def _top_text(row: Mapping, name_column: str, time_column: str) -> str:
+    share_column = {
+        "device_self_time_s": "device_self_share",
+        "host_self_time_s": "host_self_share",
+        "device_time_s": "device_share",
+        "host_time_s": "host_share",
+    }[time_column]
+    return f"{row[name_column]} ({fmt_pct(row[share_column])}, {_ms(row[time_column])})"
+
+
+def top_operators_sentence(
+    document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP, machine: str | None = None
+) -> str | None:
+    """The `n` operators that take the most device time (host time where the device was
+    not seen), with their share of the step."""
+    if document.get("status") != "ok" or table is None or table.empty:
+        return None
+    column = operators.time_column(table)
+    chosen = operators.top(table, n, column)
+    if chosen.empty:
+        return None
+    kind = "device" if column.startswith("device") else "host"
+    listed = ", ".join(_top_text(r, "operator", column) for r in chosen.to_dict("records"))
+    return (
+        f"The operators of {_where(document, machine)} that take the most {kind} time per "
+        f"step are {listed}."
+    )
+
+
+def top_layers_sentence(
+    document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP, machine: str | None = None
+) -> str | None:
+    """The `n` layers (module paths, forward and backward together) that take the most
+    device time (host time where the device was not seen)."""
+    if document.get("status") != "ok" or table is None or table.empty:
+        return None
+    column = operators.time_column(table)
+    modules = table[~table["layer"].str.startswith("(")]
+    if modules.empty:
+        return None
+    chosen = operators.top(modules, n, column)
+    kind = "device" if column.startswith("device") else "host"
+    phase = "forward_" + column
+    listed = ", ".join(
+        f"{row['layer']} ({fmt_pct(row[column.replace('time_s', 'share')])}: "
+        f"forward {_ms(row[phase])}, backward {_ms(row['backward_' + column])})"
+        for row in chosen.to_dict("records")
+    )
+    return (
+        f"By layer, {_where(document, machine)} spends the most {kind} time in {listed} "
+        "per step."
+    )
+
+
+def memory_sentence(document: Mapping, machine: str | None = None) -> str | None:
+    """The peak and its split, the complexity stage's activation estimate beside the
+    measured activations, and how much larger a batch would fit."""
+    memory = document.get("memory") or {}
+    peak = memory.get("peak_allocated_bytes")
+    if document.get("status") != "ok" or not peak:
+        return None
+    parts = ", ".join(
+        f"{CATEGORY_LABELS[c]} {_bytes(memory.get(f'{c}_bytes'))} "
+        f"({fmt_pct(memory.get(f'{c}_bytes', 0) / peak)})"
+        for c in MEMORY_CATEGORIES
+    )
+    phase = memory.get("peak_phase")
+    when = f" during its {PHASE_LABELS.get(phase, phase)} phase" if phase else ""
+    text = f"{_where(document, machine)} peaks at {_bytes(peak)} allocated{when}: {parts}"
+    estimate = document.get("saved_activation_estimate_bytes")
+    if not missing(estimate):
+        text += (
+            f"; the complexity stage counts {_bytes(estimate)} of saved activations at this "
+            "batch size (fp32)"
+        )
+    largest, total = memory.get("max_batch_size"), memory.get("device_total_bytes")
+    if not missing(largest) and total:
+        batch = int(document["batch_size"])
+        if int(largest) > batch:
+            text += (
+                f". Of the device's {_bytes(total)}, a batch of about {fmt(largest)} "
+                f"({fmt(largest / batch)}x this one) would fit, if everything but "
+                f"parameters, gradients, optimizer state and buffers grows with the batch "
+                f"({_bytes(memory.get('per_image_bytes'))} per image)"
+            )
+        else:
+            text += f". No larger batch fits in the device's {_bytes(total)}"
+    return text + "."
+
+
+def input_pipeline_sentence(document: Mapping, machine: str | None = None) -> str | None:
+    """What feeding the step costs: fetching batches (`data_wait`) and copying them to the
+    device (`h2d`), per step and as a share of it; flagged when it is a quarter or more."""
+    summary = document.get("summary") or {}
+    if document.get("status") != "ok" or missing(summary.get("input_time_s")):
+        return None
+    settings = document.get("variant_settings") or {}
+    if settings.get("data_path", "dataloader") == "dataloader":
+        workers = int(settings.get("num_workers") or 0)
+        how = f"a DataLoader with {workers} worker{'s' if workers != 1 else ''}"
+    else:
+        how = "batches drawn on the device"
+    share = summary.get("input_share")
+    text = (
+        f"The input pipeline of {_where(document, machine)} ({how}) costs "
+        f"{_ms(summary['input_time_s'])} per step ({fmt_pct(share)} of the step): "
+        f"{_ms(summary.get('data_wait_s'))} fetching batches and "
+        f"{_ms(summary.get('h2d_s'))} copying and preparing them"
+    )
+    if not missing(share) and float(share) >= INPUT_BOUND_SHARE:
+        text += "; the step waits on its input more than on anything a faster kernel can fix"
+    return text + "."
+
+
+def note_sentences(document: Mapping, machine: str | None = None) -> list[str]:
+    """The profile's own notes (missing device activity, steps cut to the budget)."""
+    where = _where(document, machine)
+    return [f"Operator profile of {where}: {note}." for note in document.get("notes") or []]
+
+
+def profile_findings(
+    document: Mapping,
+    tables: Mapping[str, pd.DataFrame] | None = None,
+    n: int | None = None,
+    machine: str | None = None,
+) -> list[str]:
+    """Every sentence of one profile, in the report's order (or its one status note).
+    `n` is how many operators and layers to name (default: the profile's `top_operators`
+    setting, at most `DEFAULT_TOP` in a sentence)."""
+    note = status_note(document, machine)
+    if note is not None:
+        return [note]
+    tables = tables or {}
+    count = n or min(DEFAULT_TOP, (document.get("settings") or {}).get("top_operators", 3))
+    sentences = [
+        bound_sentence(document, machine),
+        top_operators_sentence(document, tables.get("operators"), count, machine),
+        top_layers_sentence(document, tables.get("layers"), count, machine),
+        memory_sentence(document, machine),
+        input_pipeline_sentence(document, machine),
+    ]
+    return [s for s in sentences if s] + note_sentences(document, machine)
+
+
+INTRO = (
+    "A few training steps of each configuration under torch.profiler, after warm-up "
+    "and apart from the timed runs: the operators and layers the step spends its time in "
+    "(host self time beside the device time of the kernels they launch), how busy the "
+    "device is over the step (on a CPU: the share of the step inside operators) and so "
+    "whether the host or the device bounds it, and what the peak memory holds. Each "
+    "profile's trace (`.pt.trace.json.gz` beside its tables under results/opprofiles/) "
+    "opens in Perfetto and TensorBoard."
+)
+
+
+def _opprofile_order(profile) -> tuple:
+    d = profile.document
+    return (
+        str(d.get("machine")),
+        str(d.get("device")),
+        str(d.get("model")),
+        precision_rank(str(d.get("precision"))),
+        int(d.get("batch_size") or 0),
+        str(d.get("variant")),
+    )
+
+
+def sorted_opprofiles(profiles: Sequence) -> list:
+    """Operator profiles in the report's order of configurations."""
+    return sorted(profiles, key=_opprofile_order)
+
+
+def _profile_keys(document: dict) -> dict:
+    return {k: document.get(k) for k in GROUP_KEYS}
+
+
+def opprofiles_display(profiles: Sequence) -> pd.DataFrame:
+    """One row per operator profile: how its step splits between busy and waiting, what
+    that makes of it, and its peak memory and batch headroom."""
+    rows = []
+    for profile in profiles:
+        d = profile.document
+        summary, memory = d.get("summary") or {}, d.get("memory") or {}
+        kind = "device" if summary.get("busy_kind") == "device" else "operators"
+        rows.append(
+            {
+                **_profile_keys(d),
+                "Status": str(d.get("status")).replace("_", " "),
+                "Profiled steps": int_cell(d.get("profiled_steps"), "—"),
+                "Profiled step (ms)": ms_cell(summary.get("step_time_s")),
+                "Timed step (ms)": ms_cell(summary.get("timed_step_time_s")),
+                "Busy": (
+                    "n/a"
+                    if missing(summary.get("bound_share"))
+                    else f"{kind} {fmt_pct(summary['bound_share'])}"
+                ),
+                "Step is": str(summary.get("bound") or "n/a"),
+                "Host dispatch (ms)": ms_cell(summary.get("host_dispatch_time_s")),
+                "Input (ms)": ms_cell(summary.get("input_time_s")),
+                "Peak memory (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
+                "Largest batch that fits": int_cell(memory.get("max_batch_size"), "n/a"),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
+    """The top rows of each profile's `operators` or `layers` table, by device time where
+    there is any, else by host time (`nnperf.torchprof.analysis.time_column`)."""
+    name = "operator" if table == "operators" else "layer"
+    rows = []
+    for profile in profiles:
+        d, frame = profile.document, profile.tables.get(table)
+        if frame is None or frame.empty:
+            continue
+        n = limit or int((d.get("settings") or {}).get("top_operators", 10))
+        column = operators.time_column(frame)
+        share = column.replace("_time_s", "_share")
+        for rank, row in enumerate(operators.top(frame, n, column).to_dict("records"), 1):
+            device_time = row.get("device_self_time_s", row.get("device_time_s"))
+            host_time = row.get("host_self_time_s", row.get("host_time_s"))
+            entry = {
+                **_profile_keys(d),
+                "#": rank,
+                name.capitalize(): shorten(str(row[name]), 60),
+                "Host (ms)": ms_cell(host_time),
+                "Device (ms)": ms_cell(device_time),
+                "Share": fmt_pct(row.get(share)),
+            }
+            if table == "operators":
+                entry["Calls per step"] = fmt(row.get("calls_per_step"))
+                entry["Input shapes"] = shorten(str(row.get("input_shapes") or ""), 60)
+            rows.append(entry)
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def memory_display(profiles: Sequence) -> pd.DataFrame:
+    """Each profile's peak memory by category (MiB), beside the complexity stage's
+    saved-activation estimate."""
+    rows = []
+    for profile in profiles:
+        d, memory = profile.document, profile.document.get("memory") or {}
+        if not memory.get("peak_allocated_bytes"):
+            continue
+        rows.append(
+            {
+                **_profile_keys(d),
+                "Peak (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
+                **{
+                    label.capitalize(): mib_cell(memory.get(f"{category}_bytes"))
+                    for category, label in CATEGORY_LABELS.items()
+                },
+                "Saved activations, complexity estimate": mib_cell(
+                    d.get("saved_activation_estimate_bytes")
+                ),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def build(page: Page) -> Section | None:
+    """Where each profiled step's time and memory go, from its torch.profiler profile."""
+    if not page.tables.opprofiles:
+        return None
+    profiles = sorted_opprofiles(page.tables.opprofiles)
+    findings = [
+        sentence
+        for profile in profiles
+        for sentence in profile_findings(
+            profile.document, profile.tables, machine=profile.document.get("machine")
+        )
+    ]
+    return section(
+        "operators",
+        "Operators, layers and memory",
+        intro=INTRO,
+        findings=findings,
+        tables=(
+            Table("Where each profiled step goes", page.drop(opprofiles_display(profiles))),
+            Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),
+            Table("Top layers", page.drop(top_operators_display(profiles, "layers"))),
+            Table("Peak memory by category (MiB)", page.drop(memory_display(profiles))),
+        ),
+        figures=page.figures_of("operators"),
+        sources=page.sources("opprofiles"),
+    )

@@ -10,7 +10,45 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from h100_exports import EXPORTS
-from nnperf.report import findings
+from nnperf.core.vocab import PHASES
+from nnperf.report.bounds import (
+    flagged_roofs,
+    preferred_verdict,
+    roofline_readings,
+    roofline_verdicts,
+)
+from nnperf.report.configurations import GROUP_KEYS, estimate_text, ok_configs
+from nnperf.report.sections.breakdown import phase_shares
+from nnperf.report.sections.ceilings import ceilings_table
+from nnperf.report.sections.kernels import kernel_kind_shares, top_kernels
+from nnperf.report.sections.key_findings import limiter_sentence
+from nnperf.report.sections.measurement import (
+    ci_missed_sentences,
+    ci_target_counts,
+    ci_target_sentence,
+    cost_by_folder,
+    cost_sentences,
+    dominant_level_sentences,
+    fixed_cost_sentences,
+    measurement_table,
+    study_cost,
+    union_seconds,
+)
+from nnperf.report.sections.notes import (
+    oom_notes,
+    over_budget_notes,
+    profile_check_notes,
+    roof_violation_notes,
+    unstable_notes,
+    variance_notes,
+)
+from nnperf.report.sections.roofline import busy_sentence, verdict_sentence
+from nnperf.report.sections.speedups import (
+    batch_scaling,
+    scaling_sentence,
+    speedup_sentence,
+    speedups,
+)
 from nnperf.roofline import points as roofline
 from report_tables import (
     LAPTOP,
@@ -47,13 +85,13 @@ def laptop_summary() -> pd.DataFrame:
 
 
 def test_precision_speedup_sentence_has_ratio_and_both_cis():
-    table = findings.speedups(gpu_summary(), "precision", "fp32")
+    table = speedups(gpu_summary(), "precision", "fp32")
     assert len(table) == 1
     row = table.iloc[0].to_dict()
     # 1800 / 1000 by hand.
     assert row["speedup"] == pytest.approx(1.8)
     assert not row["ci_overlap"]  # [1785, 1815] and [995, 1005] are apart
-    assert findings.speedup_sentence(row, "precision") == (
+    assert speedup_sentence(row, "precision") == (
         f"bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on {H100}: "
         "1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s (95% CI 995–1,005)."
     )
@@ -64,9 +102,9 @@ def test_slower_precision_and_overlapping_cis_are_said_so():
         Config("cpu", "m", "fp32", 8, "baseline", 200.0, (150.0, 250.0)),
         Config("cpu", "m", "bf16", 8, "baseline", 160.0, (120.0, 210.0)),
     ]
-    row = findings.speedups(labelled(summary_rows(configs), "box"), "precision", "fp32").iloc[0]
+    row = speedups(labelled(summary_rows(configs), "box"), "precision", "fp32").iloc[0]
     # 160 / 200 = 0.8 -> 1/0.8 = 1.25x slower; CIs [120, 210] and [150, 250] overlap.
-    text = findings.speedup_sentence(row.to_dict(), "precision")
+    text = speedup_sentence(row.to_dict(), "precision")
     assert text.startswith("bf16 is 1.25x slower than fp32 for m at batch 8 (baseline) on box")
     assert text.endswith("the 95% CIs overlap, so the difference is within the measured spread.")
 
@@ -76,33 +114,33 @@ def test_a_ratio_that_rounds_to_one_is_as_fast_not_slower():
         Config("cpu", "m", "fp32", 8, "baseline", 94.03, (91.5, 96.6)),
         Config("cpu", "m", "fp32", 8, "tuned", 94.0, (92.8, 95.3)),
     ]
-    row = findings.speedups(labelled(summary_rows(configs), "box"), "variant", "baseline").iloc[0]
+    row = speedups(labelled(summary_rows(configs), "box"), "variant", "baseline").iloc[0]
     # 94.0 / 94.03 = 0.9997: slower in the fourth digit, equal in the two the sentence prints.
-    text = findings.speedup_sentence(row.to_dict(), "variant")
+    text = speedup_sentence(row.to_dict(), "variant")
     assert text.startswith(
         "The tuned variant is as fast as baseline for m fp32 at batch 8 on box: 94.0 img/s"
     )
 
 
 def test_variant_speedup_against_baseline():
-    table = findings.speedups(laptop_summary(), "variant", "baseline")
+    table = speedups(laptop_summary(), "variant", "baseline")
     assert list(table["variant"]) == ["tuned"]
     # 260 / 200 = 1.3 at fp32, batch 64.
     assert table["speedup"].iloc[0] == pytest.approx(1.3)
-    assert findings.speedup_sentence(table.iloc[0].to_dict(), "variant").startswith(
+    assert speedup_sentence(table.iloc[0].to_dict(), "variant").startswith(
         f"The tuned variant is 1.30x faster than baseline for resnet18_cifar fp32 at batch 64 on {I7}"
     )
 
 
 def test_batch_scaling_gain_saturation_and_oom():
-    table = findings.batch_scaling(laptop_summary())
+    table = batch_scaling(laptop_summary())
     row = table[(table["precision"] == "fp32") & (table["variant"] == "baseline")].iloc[0]
     # 100 -> 190 -> 200 img/s at 16/32/64; 95% of 200 = 190, reached at 32; 128 ran OOM.
     assert (row["smallest_batch_size"], row["largest_batch_size"]) == (16, 64)
     assert row["gain"] == pytest.approx(2.0)
     assert row["best_batch_size"] == 64 and row["saturation_batch_size"] == 32
     assert row["oom_batch_sizes"] == "128"
-    assert findings.scaling_sentence(row.to_dict()) == (
+    assert scaling_sentence(row.to_dict()) == (
         f"For resnet18_cifar fp32 (baseline) on {I7}, throughput changes 2.00x from batch 16 "
         "(100 img/s) to batch 64 (200 img/s); batch 32 already reaches 95% of the best "
         "(200 img/s at batch 64); batch 128 ran out of memory."
@@ -110,17 +148,17 @@ def test_batch_scaling_gain_saturation_and_oom():
 
 
 def test_phase_shares_from_summary_medians():
-    shares = findings.phase_shares(gpu_summary())
+    shares = phase_shares(gpu_summary())
     bf16 = shares[shares["precision"] == "bf16"].iloc[0]
     # 4 + 0 + 2 + 3 + 1 = 10 ms: data wait 40%, forward 20%, backward 30%, optimizer 10%.
     assert bf16["phase_total_s"] == pytest.approx(0.010)
-    assert [round(bf16[f"{p}_share"], 6) for p in findings.PHASES] == [0.4, 0.0, 0.2, 0.3, 0.1]
+    assert [round(bf16[f"{p}_share"], 6) for p in PHASES] == [0.4, 0.0, 0.2, 0.3, 0.1]
     assert bf16["input_share"] == pytest.approx(0.4)
 
 
 def test_unmeasured_configurations_have_no_phase_shares():
     summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
-    shares = findings.phase_shares(summary)
+    shares = phase_shares(summary)
     # Five measured configurations; the oom and over-budget ones have no step times.
     assert len(shares) == 5
     assert 128 not in set(shares["batch_size"]) and 256 not in set(shares["batch_size"])
@@ -128,9 +166,9 @@ def test_unmeasured_configurations_have_no_phase_shares():
 
 def test_input_bound_configuration_is_named_as_such():
     summary = gpu_summary()
-    phases = findings.phase_shares(summary)
+    phases = phase_shares(summary)
     best = summary[summary["precision"] == "bf16"].iloc[0].to_dict()
-    text = findings.limiter_sentence(best, phases, pd.DataFrame())
+    text = limiter_sentence(best, phases, pd.DataFrame())
     assert text.startswith(
         f"What limits resnet18_cifar bf16 at batch 64 (baseline) on {H100}: "
         "the input pipeline — data wait and host-to-device copies take 40% "
@@ -173,7 +211,7 @@ CPU_CEILINGS = [
 
 
 def test_memory_bound_reading_against_measured_and_datasheet_roofs():
-    readings = findings.roofline_readings(cpu_point(5.0, 2.5e10), CPU_CEILINGS)
+    readings = roofline_readings(cpu_point(5.0, 2.5e10), CPU_CEILINGS)
     measured = readings[readings["roof"] == "measured"].iloc[0]
     # Measured: ridge 1e11 / 1e10 = 10 FLOP/B > 5 -> memory-bound; attainable 5 x 1e10 = 5e10;
     # 2.5e10 achieved = 50% of the roof, 25% of the 1e11 peak.
@@ -186,9 +224,9 @@ def test_memory_bound_reading_against_measured_and_datasheet_roofs():
     # Datasheet: ridge 2e11 / 2e10 = 10; attainable 1e11; 25% of the roof, 12.5% of peak.
     assert datasheet["fraction_of_roof"] == pytest.approx(0.25)
     assert datasheet["fraction_of_peak"] == pytest.approx(0.125)
-    verdict = findings.preferred_verdict(findings.roofline_verdicts(readings), measured.to_dict())
+    verdict = preferred_verdict(roofline_verdicts(readings), measured.to_dict())
     assert verdict["roof"] == "measured" and verdict["limit"] == "algorithmic"
-    assert findings.verdict_sentence(verdict) == (
+    assert verdict_sentence(verdict) == (
         f"resnet18_cifar fp32 at batch 64 (baseline) on {I7} (analytic step point, measured "
         "roofs): memory-bound at main memory — arithmetic intensity 5.00 FLOP/B is left of the "
         "ridge point (10.0 FLOP/B); it reaches 25 GFLOP/s, 50% of the roof above it and 25% of "
@@ -197,8 +235,8 @@ def test_memory_bound_reading_against_measured_and_datasheet_roofs():
 
 
 def test_compute_bound_reading():
-    readings = findings.roofline_readings(cpu_point(50.0, 8e10), CPU_CEILINGS)
-    verdict = findings.roofline_verdicts(readings).set_index("roof").loc["measured"]
+    readings = roofline_readings(cpu_point(50.0, 8e10), CPU_CEILINGS)
+    verdict = roofline_verdicts(readings).set_index("roof").loc["measured"]
     # 50 FLOP/B > ridge 10: compute-bound, attainable = peak 1e11; 8e10 -> 80% of both.
     assert verdict["bound"] == "compute" and verdict["limit"] == "compute"
     assert verdict["fraction_of_roof"] == pytest.approx(0.8)
@@ -219,8 +257,8 @@ def test_hierarchical_reading_binds_at_the_lowest_level_roof():
         H100,
     )
     kernels = labelled(gpu_kernels(), H100)
-    readings = findings.roofline_readings(points, [], kernels)
-    verdict = findings.roofline_verdicts(readings).iloc[0]
+    readings = roofline_readings(points, [], kernels)
+    verdict = roofline_verdicts(readings).iloc[0]
     # Profile roofs: DRAM 100 x 3e12 = 3e14, L2 20 x 1e13 = 2e14, L1 5 x 3e13 = 1.5e14, all
     # below the 5e14 tensor peak: the step is memory-bound at L1, 1e14 / 1.5e14 = 2/3.
     assert verdict["roof"] == "profile"
@@ -232,10 +270,10 @@ def test_hierarchical_reading_binds_at_the_lowest_level_roof():
 
 
 def test_far_below_the_roofs_reads_as_overheads():
-    readings = findings.roofline_readings(cpu_point(50.0, 1e10), CPU_CEILINGS)
-    verdicts = findings.roofline_verdicts(readings)
+    readings = roofline_readings(cpu_point(50.0, 1e10), CPU_CEILINGS)
+    verdicts = roofline_verdicts(readings)
     config = verdicts.iloc[0].to_dict()
-    text = findings.limiter_sentence(config, pd.DataFrame(), verdicts)
+    text = limiter_sentence(config, pd.DataFrame(), verdicts)
     # 1e10 of an attainable 1e11: 10% < 30% -> overheads.
     assert (
         "overheads, not the roofs — the step reaches only 10% of the measured compute roof" in text
@@ -273,7 +311,7 @@ def test_roofline_formulas_are_consistent(intensity, performance, peak, bandwidt
             "measured": {"gemm_flop_s": {"fp32": peak}, "memory_bandwidth_bytes_s": bandwidth},
         }
     ]
-    row = findings.roofline_readings(point, ceiling).iloc[0]
+    row = roofline_readings(point, ceiling).iloc[0]
     assert row["attainable_flop_s"] <= peak * (1 + 1e-12)
     assert row["attainable_flop_s"] == pytest.approx(min(peak, intensity * bandwidth))
     assert (row["bound"] == "memory") == (intensity < peak / bandwidth)
@@ -283,7 +321,7 @@ def test_roofline_formulas_are_consistent(intensity, performance, peak, bandwidt
 
 
 def test_top_kernels_sum_launches_and_leave_out_the_calibration_gemm():
-    table = findings.top_kernels(labelled(gpu_kernels(), H100), n=2)
+    table = top_kernels(labelled(gpu_kernels(), H100), n=2)
     assert list(table["kernel_name"]) == [
         "sm90_xmma_gemm_bf16bf16_bf16f32",
         "cudnn::bn_fw_tr_1C11_kernel_NCHW",
@@ -294,20 +332,20 @@ def test_top_kernels_sum_launches_and_leave_out_the_calibration_gemm():
     assert first["duration_s"] == pytest.approx(500e-6)
     assert first["share"] == pytest.approx(500 / 650)
     assert first["performance_flop_s"] == pytest.approx(5e10 / 500e-6)
-    kinds = findings.kernel_kind_shares(labelled(gpu_kernels(), H100))
+    kinds = kernel_kind_shares(labelled(gpu_kernels(), H100))
     assert list(kinds["kind"]) == ["conv forward", "batch-norm", "elementwise"]
 
 
 def test_oom_and_variance_notes():
     summary = labelled(summary_rows(laptop_configs()), I7)
-    assert findings.oom_notes(summary) == [
+    assert oom_notes(summary) == [
         f"Out of memory: resnet18_cifar fp32 at batch 128 (baseline) on {I7}: "
         "DefaultCPUAllocator: not enough memory."
     ]
     # Without a summary, runs.csv (one row per process; one for the oom configuration) says it.
     runs = labelled(runs_rows(laptop_configs(), "laptop", LAPTOP[1]), I7)
-    assert findings.oom_notes(None, runs) == findings.oom_notes(summary)
-    notes = findings.variance_notes(laptop_summary(), 0.05)
+    assert oom_notes(None, runs) == oom_notes(summary)
+    notes = variance_notes(laptop_summary(), 0.05)
     # CV across the 12 windows: sqrt((8 x 0.08^2 + 12 x 0.04^2) / 11) = 8%.
     assert notes == [
         f"High variance: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — throughput CV 8.0% "
@@ -315,22 +353,22 @@ def test_oom_and_variance_notes():
         "with care."
     ]
     # A stricter threshold flags every configuration with CV 1% too.
-    assert len(findings.variance_notes(laptop_summary(), 0.005)) == 5
+    assert len(variance_notes(laptop_summary(), 0.005)) == 5
 
 
 def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
-    assert findings.over_budget_notes(summary) == [
+    assert over_budget_notes(summary) == [
         f"Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
         "one training step takes at least 13.2 s (one step takes 13.2 s; warm-up and 2 windows "
         "of 8 steps need ~250 s > timing.max_seconds 60 s); raise timing.max_seconds to "
         "measure it."
     ]
-    assert 256 not in set(findings.ok_configs(summary)["batch_size"])
+    assert 256 not in set(ok_configs(summary)["batch_size"])
     # A step that completed is no lower bound; a summary without the flag reads as measured.
     exact = summary.drop(columns=["single_step_time_is_lower_bound"])
-    assert "one training step takes 13.2 s (" in findings.over_budget_notes(exact)[0]
-    assert findings.over_budget_notes(labelled(summary_rows(laptop_configs()), I7)) == []
+    assert "one training step takes 13.2 s (" in over_budget_notes(exact)[0]
+    assert over_budget_notes(labelled(summary_rows(laptop_configs()), I7)) == []
 
 
 def test_over_budget_batch_sizes_are_named_in_the_batch_scaling():
@@ -345,10 +383,10 @@ def test_over_budget_batch_sizes_are_named_in_the_batch_scaling():
         single_step_time_s=9.0,
     )
     summary = labelled(summary_rows(laptop_configs() + [slow]), I7)
-    table = findings.batch_scaling(summary)
+    table = batch_scaling(summary)
     row = table[(table["precision"] == "fp32") & (table["variant"] == "baseline")].iloc[0]
     assert row["oom_batch_sizes"] == "128" and row["over_budget_batch_sizes"] == "512"
-    assert findings.scaling_sentence(row.to_dict()).endswith(
+    assert scaling_sentence(row.to_dict()).endswith(
         "; batch 128 ran out of memory; batch 512 was too slow to measure within the time "
         "budget."
     )
@@ -356,29 +394,29 @@ def test_over_budget_batch_sizes_are_named_in_the_batch_scaling():
 
 def test_unstable_configurations_are_flagged_next_to_their_numbers_and_listed():
     summary = laptop_summary()
-    assert findings.unstable_notes(summary) == [
+    assert unstable_notes(summary) == [
         f"Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON}; its "
         "throughput is marked unstable wherever it is quoted, and comparisons with it need care."
     ]
-    row = findings.speedups(summary, "variant", "baseline").iloc[0].to_dict()
-    assert findings.speedup_sentence(row, "variant") == (
+    row = speedups(summary, "variant", "baseline").iloc[0].to_dict()
+    assert speedup_sentence(row, "variant") == (
         f"The tuned variant is 1.30x faster than baseline for resnet18_cifar fp32 at batch 64 "
         f"on {I7}: 260 img/s (95% CI 250–270; unstable) vs 200 img/s (95% CI 190–210)."
     )
     # Read as written to CSV (strings), the flag still counts; a clean summary has no notes.
     as_text = summary.assign(unstable=summary["unstable"].astype(str))
-    assert len(findings.unstable_notes(as_text)) == 1
-    assert findings.unstable_notes(gpu_summary()) == []
+    assert len(unstable_notes(as_text)) == 1
+    assert unstable_notes(gpu_summary()) == []
 
 
 def test_a_single_window_has_no_ci_and_says_so():
     one = Config("cpu", "m", "fp32", 8, "baseline", 50.0, None, processes=1, windows_per_process=1)
-    row = findings.ok_configs(labelled(summary_rows([one]), "box")).iloc[0].to_dict()
-    assert findings.estimate_text(row) == "50.0 img/s (95% CI n/a, 1 window)"
-    table = findings.measurement_table(labelled(summary_rows([one]), "box"))
+    row = ok_configs(labelled(summary_rows([one]), "box")).iloc[0].to_dict()
+    assert estimate_text(row) == "50.0 img/s (95% CI n/a, 1 window)"
+    table = measurement_table(labelled(summary_rows([one]), "box"))
     # No CI, so the target cannot have been met.
     assert table.iloc[0]["target_met"] is not pd.NA and not table.iloc[0]["target_met"]
-    assert findings.ci_missed_sentences(table) == [
+    assert ci_missed_sentences(table) == [
         "m fp32 at batch 8 (baseline) on box missed its CI target: no CI could be made from "
         "1 process and 1 window; the time budget ran out first (timing.max_seconds); a "
         "larger budget buys more processes and windows."
@@ -389,9 +427,7 @@ def test_measurement_table_per_configuration():
     configs = laptop_configs()
     summary = laptop_summary()
     windows = labelled(windows_rows(configs), I7)
-    table = findings.measurement_table(summary, windows).set_index(
-        ["precision", "batch_size", "variant"]
-    )
+    table = measurement_table(summary, windows).set_index(["precision", "batch_size", "variant"])
     tuned = table.loc[("fp32", 64, "tuned")]
     # Variance components (0.08 x 260)^2 and (0.04 x 260)^2 back as 8% and 4% of the mean.
     assert tuned["between_process_rsd"] == pytest.approx(0.08)
@@ -412,30 +448,30 @@ def test_measurement_table_per_configuration():
     oom = table.loc[("fp32", 128, "baseline")]
     assert pd.isna(oom["target_met"]) and math.isnan(oom["windows_recorded"])
     # Without windows.csv (older results) the counts are simply unknown.
-    assert findings.measurement_table(summary)["windows_recorded"].isna().all()
-    assert findings.ci_target_counts(findings.measurement_table(summary)) == (4, 5)
+    assert measurement_table(summary)["windows_recorded"].isna().all()
+    assert ci_target_counts(measurement_table(summary)) == (4, 5)
 
 
 def test_ci_target_findings_say_which_missed_and_why():
-    table = findings.measurement_table(laptop_summary())
-    assert findings.ci_target_sentence(table) == (
+    table = measurement_table(laptop_summary())
+    assert ci_target_sentence(table) == (
         "4 of 5 measured configurations reached their CI target (a 95% CI half-width of "
         "throughput within timing.target_ci of the estimate); 1 did not."
     )
     # (160 - 140) / 2 / 150 = 6.7% > 6%, and the budget ran out.
-    assert findings.ci_missed_sentences(table) == [
+    assert ci_missed_sentences(table) == [
         f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} missed its CI target: its 95% CI "
         "half-width is 6.7% against a target of 6.0% after 3 processes and 12 windows; the time "
         "budget ran out first (timing.max_seconds); a larger budget buys more processes and "
         "windows."
     ]
     capped = laptop_summary().assign(stop_reason="max_processes")
-    assert findings.ci_missed_sentences(findings.measurement_table(capped))[0].endswith(
+    assert ci_missed_sentences(measurement_table(capped))[0].endswith(
         "; it reached the process limit first (timing.max_processes)."
     )
     detail = "process-to-process spread 4.0%: a 1% CI would need ~64 processes, and ..."
     unreachable = laptop_summary().assign(stop_reason="target_unreachable", stop_detail=detail)
-    assert findings.ci_missed_sentences(findings.measurement_table(unreachable))[0].endswith(
+    assert ci_missed_sentences(measurement_table(unreachable))[0].endswith(
         f"; it stopped early, the target out of reach: {detail}."
     )
     assert LAPTOP_TARGET_CI == 0.06
@@ -455,14 +491,14 @@ def test_dominant_level_and_fixed_cost_sentences():
         between_rsd=0.002,
         within_rsd=0.02,
     )
-    table = findings.measurement_table(labelled(summary_rows(configs), I7))
-    assert findings.dominant_level_sentences(table) == [
+    table = measurement_table(labelled(summary_rows(configs), I7))
+    assert dominant_level_sentences(table) == [
         f"On {I7}, the spread between processes dominates in 4 of 5 configurations and the "
         "spread between windows of one process in 1 (median relative standard deviations: "
         "1.0% between processes, 0.5% within one); where processes dominate, more processes "
         "narrow the CI, more windows per process do not (Kalibera & Jones)."
     ]
-    assert findings.fixed_cost_sentences(table) == [
+    assert fixed_cost_sentences(table) == [
         f"On {I7}, a configuration's fixed cost — its job's start to the first warm-up step — "
         "is 2.00 s (median of 5), and a worker process needs 1.50 s from its start to its "
         "first step.",
@@ -473,14 +509,14 @@ def test_dominant_level_and_fixed_cost_sentences():
 
 def test_union_of_job_intervals_by_hand():
     # [0, 10] and [5, 12] overlap (12 s), [20, 21] stands alone, [20.5, 20.7] lies inside it.
-    assert findings.union_seconds([(20, 21), (0, 10), (5, 12), (20.5, 20.7)]) == pytest.approx(13)
-    assert findings.union_seconds([]) == 0
+    assert union_seconds([(20, 21), (0, 10), (5, 12), (20.5, 20.7)]) == pytest.approx(13)
+    assert union_seconds([]) == 0
 
 
 @given(st.lists(st.tuples(st.floats(0, 1e4), st.floats(0, 1e3)), max_size=30))
 def test_union_lies_between_the_longest_job_and_the_sum(jobs):
     intervals = [(start, start + length) for start, length in jobs]
-    union = findings.union_seconds(intervals)
+    union = union_seconds(intervals)
     lengths = [end - start for start, end in intervals]
     assert max(lengths, default=0) <= union + 1e-6
     assert union <= sum(lengths) + 1e-6
@@ -504,7 +540,7 @@ def laptop_jobs() -> pd.DataFrame:
 
 def test_study_cost_span_busy_time_and_duty_cycle():
     summary = laptop_summary().assign(results_dir="laptop")
-    cost = findings.study_cost(laptop_jobs(), summary, rendered_at_unix=START_UNIX + 1000)
+    cost = study_cost(laptop_jobs(), summary, rendered_at_unix=START_UNIX + 1000)
     # Span: from the complexity job's start (-60 s) to the report (+1000 s).
     assert cost["span_s"] == 1060
     # Union: complexity 5 s; ceilings [-50, 10] with run 0 [0, 40]: 90 s; runs 1-4: 4 x 40 s;
@@ -513,7 +549,7 @@ def test_study_cost_span_busy_time_and_duty_cycle():
     # Five measured configurations x 24 s of windows.
     assert cost["timed_s"] == 120
     assert cost["timed_share_of_busy"] == pytest.approx(120 / 265)
-    assert findings.cost_sentences(cost) == [
+    assert cost_sentences(cost) == [
         "The study spans 17.7 min, from its first recorded job start (2023-11-14 22:12 UTC) to "
         "this report (2023-11-14 22:30 UTC); its 8 recorded jobs were busy for 4.4 min (the "
         "union of their intervals).",
@@ -521,7 +557,7 @@ def test_study_cost_span_busy_time_and_duty_cycle():
         "cycle); the rest went to starting processes, warm-up, compilation, the stages that "
         "time nothing (ceilings, complexity, profiles) and the gaps between jobs.",
     ]
-    folders = findings.cost_by_folder(laptop_jobs(), summary)
+    folders = cost_by_folder(laptop_jobs(), summary)
     row = folders.iloc[0]
     assert row["jobs"] == "6 timed runs, 1 ceilings job, 1 complexity job"
     assert (row["busy_s"], row["timed_s"]) == (265, 120)
@@ -529,17 +565,17 @@ def test_study_cost_span_busy_time_and_duty_cycle():
 
 
 def test_without_recorded_job_times_the_wall_time_is_unknown():
-    cost = findings.study_cost(None, laptop_summary(), rendered_at_unix=START_UNIX)
+    cost = study_cost(None, laptop_summary(), rendered_at_unix=START_UNIX)
     assert cost["span_s"] is None and cost["timed_s"] == 120
-    assert findings.cost_sentences(cost) == [
+    assert cost_sentences(cost) == [
         "No job recorded when it ran (results from before jobs kept their start and end "
         "times), so the study's wall time is unknown; its timed windows took 2.0 min."
     ]
-    assert findings.cost_by_folder(None, laptop_summary()).empty
+    assert cost_by_folder(None, laptop_summary()).empty
 
 
 def test_ceilings_table_ratio():
-    table = findings.ceilings_table(CPU_CEILINGS)
+    table = ceilings_table(CPU_CEILINGS)
     fp32 = table[table["roof"] == "fp32 GEMM"].iloc[0]
     assert fp32["measured_over_datasheet"] == pytest.approx(0.5)
     bandwidth = table[table["roof"] == "memory bandwidth"].iloc[0]
@@ -550,15 +586,15 @@ def test_ceilings_table_ratio():
 
 def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
     # Intensity 5 against ridge 10: attainable 5e10, but the step claims 2e11 FLOP/s (4x).
-    readings = findings.roofline_readings(cpu_point(5.0, 2e11), CPU_CEILINGS)
-    verdicts = findings.roofline_verdicts(readings)
+    readings = roofline_readings(cpu_point(5.0, 2e11), CPU_CEILINGS)
+    verdicts = roofline_verdicts(readings)
     measured = verdicts.set_index("roof").loc["measured"]
     assert measured["fraction_of_roof"] == pytest.approx(4.0)
-    text = findings.verdict_sentence(findings.preferred_verdict(verdicts, verdicts.iloc[0]))
+    text = verdict_sentence(preferred_verdict(verdicts, verdicts.iloc[0]))
     assert (
         "it reaches 200 GFLOP/s, 4.00x the roof above it (50 GFLOP/s): a point cannot beat" in text
     )
-    assert findings.roof_violation_notes(verdicts) == [
+    assert roof_violation_notes(verdicts) == [
         f"Roof too low: 1 fp32 step point lies above the datasheet roofs on {I7} (worst: "
         "resnet18_cifar fp32 at batch 64 (baseline) at 200 GFLOP/s, 2.00x the 100 GFLOP/s roof); "
         "check the datasheet fp32 ceiling of cpu.",
@@ -567,23 +603,20 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
         "check the measured fp32 ceiling of cpu.",
     ]
     # No roof holds the point and there is no phase table: nothing is claimed about limits.
-    assert findings.limiter_sentence(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
+    assert limiter_sentence(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
     # With phase times, the limiter says why there is no roofline reading.
     config = verdicts.iloc[0].to_dict()
     phases = pd.DataFrame(
         [
             {
-                **{k: config[k] for k in findings.GROUP_KEYS},
+                **{k: config[k] for k in GROUP_KEYS},
                 "input_share": 0.0,
                 "phase_total_s": 0.1,
-                **{
-                    f"{p}_share": share
-                    for p, share in zip(findings.PHASES, [0.0, 0.0, 0.3, 0.6, 0.1])
-                },
+                **{f"{p}_share": share for p, share in zip(PHASES, [0.0, 0.0, 0.3, 0.6, 0.1])},
             }
         ]
     )
-    text = findings.limiter_sentence(config, phases, verdicts)
+    text = limiter_sentence(config, phases, verdicts)
     assert (
         "no roofline reading (the step lies above the measured roof, so that roof is too low"
         in text
@@ -593,13 +626,13 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
 
 def test_a_peak_without_a_bandwidth_roof_still_gives_the_fraction_of_peak():
     ceilings = [{**CPU_CEILINGS[0], "datasheet": {"flop_s": {"fp32": 4e11}}}]
-    readings = findings.roofline_readings(cpu_point(5.0, 2.5e10), ceilings)
-    verdicts = findings.roofline_verdicts(readings).set_index("roof")
+    readings = roofline_readings(cpu_point(5.0, 2.5e10), ceilings)
+    verdicts = roofline_verdicts(readings).set_index("roof")
     datasheet = verdicts.loc["datasheet"]
     # 2.5e10 of a 4e11 peak; without bandwidth no bound is read.
     assert pd.isna(datasheet["bound"]) and datasheet["limit"] == "unknown"
     assert datasheet["fraction_of_peak"] == pytest.approx(0.0625)
-    preferred = findings.preferred_verdict(verdicts.reset_index(), verdicts.reset_index().iloc[0])
+    preferred = preferred_verdict(verdicts.reset_index(), verdicts.reset_index().iloc[0])
     assert preferred["roof"] == "measured"
 
 
@@ -635,7 +668,7 @@ def test_h100_eager_step_is_host_bound_and_the_remedies_are_the_studys_own():
     summary = _h100_summary()
     profiles = _h100_profiles(summary)
     eager = profiles[profiles["variant"] == "tuned"].iloc[0].to_dict()
-    assert findings.busy_sentence(eager, summary) == (
+    assert busy_sentence(eager, summary) == (
         f"resnet18_cifar bf16 at batch 256 (tuned) on {H100}: the GPU is busy 52% of the timed "
         "step (5.38 ms of kernels at the runs' 1.98 GHz, 6.71 ms at the profiled 1.59 GHz, in a "
         "10.4 ms step): host-bound — for the rest of the step the GPU waits on Python, the "
@@ -648,14 +681,14 @@ def test_h100_eager_step_is_host_bound_and_the_remedies_are_the_studys_own():
     # Without that evidence in the study, the remedies are named on their own.
     alone = summary[summary["variant"] == "tuned"]
     alone = alone[alone["batch_size"] == 256]
-    assert findings.busy_sentence(eager, alone).endswith("(more work per launch).")
+    assert busy_sentence(eager, alone).endswith("(more work per launch).")
 
 
 def test_h100_cuda_graphs_step_is_device_bound():
     summary = _h100_summary()
     profiles = _h100_profiles(summary)
     graphs = profiles[profiles["variant"] == "cudagraphs"].iloc[0].to_dict()
-    text = findings.busy_sentence(graphs, summary)
+    text = busy_sentence(graphs, summary)
     assert text.startswith(
         f"resnet18_cifar bf16 at batch 256 (cudagraphs) on {H100}: the GPU is busy 111% of the "
         "timed step (4.52 ms of kernels at the runs' 1.98 GHz, 5.69 ms at the profiled 1.57 GHz, "
@@ -672,12 +705,12 @@ def test_busy_sentence_without_a_run_clock_or_a_timed_step():
     assert row["busy_verdict"] == "host-bound"
     graphs = eager[eager["variant"] == "cudagraphs"].iloc[0].to_dict()
     assert graphs["busy_verdict"] == "unknown"
-    assert findings.busy_sentence(graphs, summary).endswith(
+    assert busy_sentence(graphs, summary).endswith(
         "the timed windows recorded no SM clock (NVML, package nvidia-ml-py), so only an upper "
         "estimate is known: the GPU is busy at most 139% of the step."
     )
     untimed = _h100_profiles(summary.iloc[0:0])
-    text = findings.busy_sentence(untimed.iloc[0].to_dict())
+    text = busy_sentence(untimed.iloc[0].to_dict())
     assert text.endswith(
         "but no timed step to compare them with, so the GPU's busy share is unknown."
     )
@@ -685,13 +718,13 @@ def test_busy_sentence_without_a_run_clock_or_a_timed_step():
 
 def test_a_profile_whose_calibration_contradicts_its_roof_or_counters_is_noted():
     profiles = _h100_profiles(_h100_summary())
-    assert findings.profile_check_notes(profiles) == []
+    assert profile_check_notes(profiles) == []
     bad = profiles.copy()
     bad.loc[0, "roof_ok"] = False
     bad.loc[0, "calibration_roof_fraction"] = 0.451
     bad.loc[1, "calibration_ok"] = False
     bad.loc[1, "calibration_ratio"] = 0.5
-    notes = findings.profile_check_notes(bad)
+    notes = profile_check_notes(bad)
     assert notes[0].startswith(
         f"Profile roof flagged: resnet18_cifar bf16 at batch 256 (cudagraphs) on {H100} — its "
         "calibration GEMM reached 45% of the profile's bf16 compute roof ("
@@ -702,17 +735,15 @@ def test_a_profile_whose_calibration_contradicts_its_roof_or_counters_is_noted()
         "calibration GEMM counted 0.50x its known FLOPs (allowed: within 2.0%)"
     )
     # No bound is read from a flagged roof: the profile roof of that configuration is left out.
-    assert findings.flagged_roofs(bad) == {
-        (H100, "cuda", "resnet18_cifar", "bf16", 256, "cudagraphs")
-    }
+    assert flagged_roofs(bad) == {(H100, "cuda", "resnet18_cifar", "bf16", 256, "cudagraphs")}
     kernels = labelled(
         pd.concat([EXPORTS[n].kernels() for n in ("bf16_bs256_tuned", "bf16_bs256_cudagraphs")]),
         H100,
     )
     points = labelled(roofline.ncu_points(kernels.drop(columns="machine")), H100)
-    readings = findings.roofline_readings(points, [], kernels, bad)
+    readings = roofline_readings(points, [], kernels, bad)
     assert set(readings["variant"]) == {"tuned"}
-    assert set(findings.roofline_readings(points, [], kernels, profiles)["variant"]) == {
+    assert set(roofline_readings(points, [], kernels, profiles)["variant"]) == {
         "tuned",
         "cudagraphs",
     }

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from nnperf.report import operator_findings
+from nnperf.report.sections.operators import (
+    bound_sentence,
+    input_pipeline_sentence,
+    memory_sentence,
+    profile_findings,
+    top_layers_sentence,
+    top_operators_sentence,
+)
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof import breakdown
 from nnperf.torchprof import memory as step_memory
@@ -53,27 +60,25 @@ def h100_summary(busy_ms: float, step_ms: float) -> dict:
 
 
 def test_eager_bf16_on_the_h100_reads_host_bound_and_cuda_graphs_device_bound():
-    eager = operator_findings.bound_sentence(document(summary=h100_summary(6.7, 10.4)))
+    eager = bound_sentence(document(summary=h100_summary(6.7, 10.4)))
     assert eager.startswith("resnet18_cifar bf16 at batch 256 (baseline) on cuda is host-bound")
     assert "busy only 64% of the step (6.70 ms of kernels in a 10.4 ms timed step)" in eager
     assert "9.10 ms per step issuing work (2.30 ms of it in launch calls)" in eager
     assert "CUDA graphs" in eager
-    graphs = operator_findings.bound_sentence(
-        document(summary=h100_summary(4.0, 4.1), variant="cudagraphs")
-    )
+    graphs = bound_sentence(document(summary=h100_summary(4.0, 4.1), variant="cudagraphs"))
     assert "(cudagraphs) on cuda is device-bound: the device is busy 98% of the step" in graphs
     assert "only faster kernels" in graphs
 
 
 def test_a_gpu_trace_reads_host_bound_from_its_own_steps():
-    sentence = operator_findings.bound_sentence(document(operators.analyse(cuda_trace(), "cuda")))
+    sentence = bound_sentence(document(operators.analyse(cuda_trace(), "cuda")))
     assert "is host-bound: the device is busy only 42% of the step" in sentence
     assert "0.042 ms of kernels in a 0.1 ms profiled step" in sentence
 
 
 def test_a_cpu_step_reads_by_its_operator_share():
     analysis = operators.analyse(cpu_trace(), "cpu")
-    sentence = operator_findings.bound_sentence(document(analysis, device="cpu", precision="fp32"))
+    sentence = bound_sentence(document(analysis, device="cpu", precision="fp32"))
     assert sentence.startswith(
         "On cpu, resnet18_cifar fp32 at batch 256 (baseline) spends 59% of its step inside "
         "operators (0.059 ms of 0.1 ms per profiled step, on average)"
@@ -83,30 +88,28 @@ def test_a_cpu_step_reads_by_its_operator_share():
 
 def test_a_profiler_that_slowed_the_step_is_said_to():
     summary = {**h100_summary(6.7, 10.4), "profiled_over_timed": 1.6}
-    sentence = operator_findings.bound_sentence(document(summary=summary))
+    sentence = bound_sentence(document(summary=summary))
     assert "slowed the step 1.60x against the timed runs" in sentence
 
 
 def test_top_operators_by_device_time_on_a_gpu_and_host_time_on_a_cpu():
     gpu = operators.analyse(cuda_trace(), "cuda")
-    sentence = operator_findings.top_operators_sentence(document(gpu), gpu.operators, 2)
+    sentence = top_operators_sentence(document(gpu), gpu.operators, 2)
     assert "take the most device time per step are aten::addmm (20%, 0.02 ms), aten::mm" in sentence
     cpu = operators.analyse(cpu_trace(), "cpu")
-    sentence = operator_findings.top_operators_sentence(
-        document(cpu, device="cpu"), cpu.operators, 2
-    )
+    sentence = top_operators_sentence(document(cpu, device="cpu"), cpu.operators, 2)
     assert "most host time per step are aten::convolution_backward (16%, 0.016 ms), " in sentence
     assert breakdown.OUTSIDE_OPERATORS_ROW not in sentence
 
 
 def test_top_layers_name_module_paths_with_forward_and_backward():
     gpu = operators.analyse(cuda_trace(), "cuda")
-    sentence = operator_findings.top_layers_sentence(document(gpu), gpu.layers, 3)
+    sentence = top_layers_sentence(document(gpu), gpu.layers, 3)
     assert (
         "the most device time in fc (40%: forward 0.02 ms, backward 0.02 ms) per step" in sentence
     )
     cpu = operators.analyse(cpu_trace(), "cpu")
-    sentence = operator_findings.top_layers_sentence(document(cpu, device="cpu"), cpu.layers, 1)
+    sentence = top_layers_sentence(document(cpu, device="cpu"), cpu.layers, 1)
     assert "host time in features.conv (33%: forward 0.013 ms, backward 0.02 ms)" in sentence
 
 
@@ -124,24 +127,24 @@ def test_memory_sentence_with_the_estimate_and_the_headroom():
     }
     memory.update(step_memory.headroom(memory))
     doc = document(memory=memory, saved_activation_estimate_bytes=1_203_279_360)
-    sentence = operator_findings.memory_sentence(doc)
+    sentence = memory_sentence(doc)
     assert sentence.startswith("resnet18_cifar bf16 at batch 256 (baseline) on cuda peaks at 2 GB")
     assert "parameters 44.7 MB (2.2%)" in sentence and "activations 1.2 GB (60%)" in sentence
     assert "complexity stage counts 1.2 GB of saved activations" in sentence
     assert f"a batch of about {memory['max_batch_size']:,}" in sentence
     full = {**memory, "max_batch_size": 256}
-    assert "No larger batch fits" in operator_findings.memory_sentence(document(memory=full))
+    assert "No larger batch fits" in memory_sentence(document(memory=full))
 
 
 def test_input_pipeline_cost_and_when_it_dominates():
     summary = {"input_time_s": 0.004, "input_share": 0.4, "data_wait_s": 0.0035, "h2d_s": 0.0005}
-    sentence = operator_findings.input_pipeline_sentence(
+    sentence = input_pipeline_sentence(
         document(summary=summary, variant_settings={"data_path": "dataloader", "num_workers": 8})
     )
     assert "(a DataLoader with 8 workers) costs 4.00 ms per step (40% of the step)" in sentence
     assert "3.50 ms fetching batches and 0.5 ms copying" in sentence
     assert "waits on its input" in sentence
-    resident = operator_findings.input_pipeline_sentence(
+    resident = input_pipeline_sentence(
         document(
             summary={**summary, "input_share": 0.01},
             variant_settings={"data_path": "device_resident"},
@@ -160,7 +163,7 @@ def test_input_pipeline_cost_and_when_it_dominates():
 )
 def test_a_profile_that_did_not_run_is_one_note(status, error, expected):
     doc = document(status=status, error=error)
-    findings = operator_findings.profile_findings(doc)
+    findings = profile_findings(doc)
     assert len(findings) == 1
     assert findings[0].startswith("No operator profile for resnet18_cifar bf16 at batch 256")
     assert expected in findings[0] and error.rstrip(".") in findings[0]
@@ -169,7 +172,7 @@ def test_a_profile_that_did_not_run_is_one_note(status, error, expected):
 def test_profile_findings_in_order_with_the_notes_last():
     analysis = operators.analyse(cuda_trace(), "cuda")
     doc = document(analysis, notes=["cut to 1 warm-up and 1 profiled steps"])
-    findings = operator_findings.profile_findings(doc, tables(analysis), machine="h100")
+    findings = profile_findings(doc, tables(analysis), machine="h100")
     assert "is host-bound" in findings[0]
     assert "operators of resnet18_cifar bf16 at batch 256 (baseline) on h100" in findings[1]
     assert findings[2].startswith("By layer")
@@ -179,7 +182,7 @@ def test_profile_findings_in_order_with_the_notes_last():
 def test_a_compiled_variant_is_not_told_to_compile():
     summary = h100_summary(6.7, 10.4)
     compiled = document(summary=summary, variant_settings={"compile": "reduce-overhead"})
-    sentence = operator_findings.bound_sentence(compiled)
+    sentence = bound_sentence(compiled)
     assert "CUDA graphs" not in sentence and sentence.endswith(
         "a larger batch helps more than faster kernels."
     )
@@ -187,7 +190,7 @@ def test_a_compiled_variant_is_not_told_to_compile():
 
 def test_a_step_waiting_on_its_input_is_told_to_fix_that_first():
     summary = {**h100_summary(6.7, 10.4), "input_share": 0.3}
-    sentence = operator_findings.bound_sentence(document(summary=summary))
+    sentence = bound_sentence(document(summary=summary))
     assert sentence.endswith("the input pipeline comes first: it alone takes 30% of the step.")
     device_bound = {**h100_summary(4.0, 4.1), "input_share": 0.3}
-    assert "only faster kernels" in operator_findings.bound_sentence(document(summary=device_bound))
+    assert "only faster kernels" in bound_sentence(document(summary=device_bound))

@@ -23,7 +23,7 @@ from nnperf.core.contract import ReportRequest
 from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.core.errors import NnperfError
 from nnperf.report import results
-from nnperf.report import document as report
+from nnperf.report import render as report
 from nnperf.roofline import peaks
 from report_tables import (
     CPUINFO_NO_BF16,

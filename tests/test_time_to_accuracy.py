@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from nnperf.core.errors import NnperfError
-from nnperf.report import time_to_accuracy
+from nnperf.report import training_table
 from nnperf.report.plots import accuracy
+from nnperf.report.sections.accuracy import faster_but_later_sentences, time_to_accuracy_sentences
 from nnperf.training import to_accuracy as convergence
 
 from test_convergence import request, restore_threads, synthetic, toy_cnn  # noqa: F401
@@ -47,7 +48,7 @@ def summary(precision, batch_size, throughput, time_to_target, best, status="ok"
 
 @pytest.fixture
 def table() -> pd.DataFrame:
-    return time_to_accuracy.training_table(
+    return training_table.training_table(
         [
             summary("bf16", 256, 1800.0, 150.0, 0.93),  # faster, later
             summary("fp32", 128, 1000.0, 100.0, 0.95),  # first at the target
@@ -59,7 +60,7 @@ def table() -> pd.DataFrame:
 
 
 def test_the_table_has_one_row_per_run_in_the_shared_order(table):
-    assert list(table.columns) == list(time_to_accuracy.TABLE_COLUMNS)
+    assert list(table.columns) == list(training_table.TABLE_COLUMNS)
     assert list(zip(table["batch_size"], table["precision"])) == [
         (64, "fp32"),
         (128, "fp32"),
@@ -71,7 +72,7 @@ def test_the_table_has_one_row_per_run_in_the_shared_order(table):
 
 
 def test_faster_configurations_that_reach_the_target_later_or_never_are_named(table):
-    sentences = time_to_accuracy.faster_but_later_sentences(table)
+    sentences = faster_but_later_sentences(table)
     assert sentences == [
         "resnet18_cifar bf16 at batch 256 (baseline) trains 1.80x as many images per second as "
         "resnet18_cifar fp32 at batch 128 (baseline) (1,800 img/s vs 1,000 img/s) but reaches "
@@ -85,18 +86,18 @@ def test_faster_configurations_that_reach_the_target_later_or_never_are_named(ta
 
 
 def test_no_finding_when_the_fastest_is_first_or_nobody_reached_the_target():
-    first_is_fastest = time_to_accuracy.training_table(
+    first_is_fastest = training_table.training_table(
         [summary("fp32", 128, 1000.0, 100.0, 0.95), summary("bf16", 256, 900.0, 120.0, 0.95)]
     )
-    assert time_to_accuracy.faster_but_later_sentences(first_is_fastest) == []
-    nobody = time_to_accuracy.training_table(
+    assert faster_but_later_sentences(first_is_fastest) == []
+    nobody = training_table.training_table(
         [summary("fp32", 128, 1000.0, None, 0.5), summary("bf16", 256, 2000.0, None, 0.6)]
     )
-    assert time_to_accuracy.faster_but_later_sentences(nobody) == []
+    assert faster_but_later_sentences(nobody) == []
 
 
 def test_one_sentence_per_run_with_time_to_target_and_throughput(table):
-    sentences = time_to_accuracy.time_to_accuracy_sentences(table)
+    sentences = time_to_accuracy_sentences(table)
     assert sentences[1] == (
         "resnet18_cifar fp32 at batch 128 (baseline), recipe default: reaches 90% test top-1 in "
         "100 s of training (epoch 3) at 1,000 img/s; best 95% test top-1 (epoch 3)."
@@ -123,12 +124,10 @@ def test_the_timed_runs_throughput_joins_by_configuration(table):
             "throughput_img_s_mean": [1100.0, 2000.0],
         }
     )
-    joined = time_to_accuracy.add_timed_throughput(table, timed)
+    joined = training_table.add_timed_throughput(table, timed)
     by_batch = dict(zip(joined["batch_size"], joined["timed_throughput_img_s"]))
     assert by_batch[128] == 1100.0 and by_batch[256] == 2000.0 and pd.isna(by_batch[64])
-    sentences = time_to_accuracy.faster_but_later_sentences(
-        joined, throughput_column="timed_throughput_img_s"
-    )
+    sentences = faster_but_later_sentences(joined, throughput_column="timed_throughput_img_s")
     assert len(sentences) == 1 and "1.82x as many images per second" in sentences[0]
 
 
@@ -202,7 +201,7 @@ def test_write_training_table_reads_the_runs_and_joins_the_timed_throughput(tmp_
         ),
     )
     out = tmp_path / "training.csv"
-    written = time_to_accuracy.write_training_table(runs, timed, out)
+    written = training_table.write_training_table(runs, timed, out)
     on_disk = pd.read_csv(out)
     assert len(on_disk) == len(written) == 2
     assert on_disk.set_index("precision").loc["fp32", "timed_throughput_img_s"] == 1100.0
@@ -210,14 +209,14 @@ def test_write_training_table_reads_the_runs_and_joins_the_timed_throughput(tmp_
     other = tmp_path / "other.json"
     write_json(other, {"kind": "timed_run"})
     with pytest.raises(NnperfError, match=r"other\.json: kind 'timed_run' is not a training run"):
-        time_to_accuracy.write_training_table([other], timed, tmp_path / "x.csv")
+        training_table.write_training_table([other], timed, tmp_path / "x.csv")
     with pytest.raises(NnperfError, match="no training runs given"):
-        time_to_accuracy.write_training_table([], timed, tmp_path / "x.csv")
+        training_table.write_training_table([], timed, tmp_path / "x.csv")
 
 
 def test_runs_of_different_machines_are_not_compared(table):
     """The report's table holds every machine's runs: a faster machine is not 'faster but
     later' against a slower one."""
     two = pd.concat([table.assign(machine="a"), table.assign(machine="b")], ignore_index=True)
-    sentences = time_to_accuracy.faster_but_later_sentences(two)
-    assert len(sentences) == 2 * len(time_to_accuracy.faster_but_later_sentences(table))
+    sentences = faster_but_later_sentences(two)
+    assert len(sentences) == 2 * len(faster_but_later_sentences(table))

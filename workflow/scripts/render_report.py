@@ -1,10 +1,10 @@
 """Rule render_report: every table, JSON and figure of the study (and report.extra_results)
--> reports/{dataset}/summary.html and summary.md (nnperf.report.document)."""
+-> reports/{dataset}/summary.html and summary.md (nnperf.report.render)."""
 
 from nnperf.core.contract import ReportRequest, from_dict
 from nnperf.core.jobs import logged_job
 from nnperf.report import results
-from nnperf.report.document import render_files
+from nnperf.report.render import render_files
 
 with logged_job(snakemake.log[0], "render_report"):  # noqa: F821 - injected by Snakemake
     inputs, output = snakemake.input, snakemake.output  # noqa: F821

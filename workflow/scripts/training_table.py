@@ -1,8 +1,8 @@
 """Rule training_table: every training run's summary JSON, with the timed runs' throughput of
-the same configuration -> results/tables/{dataset}/training.csv (nnperf.report.time_to_accuracy)."""
+the same configuration -> results/tables/{dataset}/training.csv (nnperf.report.training_table)."""
 
 from nnperf.core.jobs import logged_job
-from nnperf.report.time_to_accuracy import write_training_table
+from nnperf.report.training_table import write_training_table
 
 with logged_job(snakemake.log[0], "training_table"):  # noqa: F821 - injected by Snakemake
     write_training_table(

@@ -4,7 +4,7 @@ Merges this machine's summary with the results folders of other machines
 (`--extra-results`, config `report.extra_results`), labels every row with its machine (device
 name and host name from the environment record) and writes the merged summary and a bar chart
 of median throughput per configuration, one colour per machine
-(`nnperf.report.document.compare_machines`, the same as rule `compare_machines`).
+(`nnperf.report.compare_machines.compare_machines`, the same as rule `compare_machines`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from nnperf.commands.render_report import add_input_flags, local_files, request
-from nnperf.report import document as report
+from nnperf.report import compare_machines as report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -2,7 +2,7 @@
 
 Reads this machine's results (a `--results` folder, or the files named) and any
 `--extra-results` folders from other machines, and writes the self-contained HTML summary and
-the Markdown one (`nnperf.report.document.render_files`, the same as rule `render_report`).
+the Markdown one (`nnperf.report.render.render_files`, the same as rule `render_report`).
 The flags mirror config `study:` and `report:`; their defaults are those of
 `nnperf.core.contract.ReportRequest`.
 """
@@ -17,7 +17,7 @@ from nnperf.core import layout, vocab
 from nnperf.core.contract import ReportRequest, from_dict
 from nnperf.core.errors import NnperfError
 from nnperf.report import results
-from nnperf.report import document as report
+from nnperf.report import render as report
 
 
 def add_input_flags(parser: argparse.ArgumentParser) -> None:

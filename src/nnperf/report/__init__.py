@@ -1,7 +1,10 @@
 """The top layer beside `study`: tables, figures and the written summary of a study.
 
-Takes the files the pipeline wrote and gives the tables (`aggregate`), the report:
-`results` reads a results folder, `findings`, `operator_findings` and `time_to_accuracy`
-say what the numbers mean, `format` writes them, `machines` merges machines, `document`
-lays out the sections and renders them (`templates/`), and `plots` draws the figures.
+Takes the files the pipeline wrote and gives the tables (`aggregate`, `training_table`,
+`machines` merges machines) and the report: `results` reads results folders into one
+`ResultSet`, `sections` holds one module per section of the summary (its table, its
+sentences and the section), `document` lists the sections, `render` writes them as HTML and
+Markdown (`templates/`), `plots` draws the figures. Shared by the sections: `format` (how a
+number is written), `configurations` (how a configuration is named and quoted), `bounds`
+(what binds each step on the roofline), `outline` (the document's parts).
 """

@@ -2,7 +2,7 @@
 
 Readable rather than exact (three significant digits, thousands separators, SI prefixes),
 because the exact values are in the tables each section names as its source. Not the place
-for what the numbers mean (`nnperf.report.findings`).
+for what the numbers mean (each section's module in `nnperf.report.sections`).
 """
 
 from __future__ import annotations
@@ -143,3 +143,22 @@ def truthy(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")
     return (not missing(value)) and bool(value)
+
+
+# ------------------------------------------------------------------------------------------
+# Table cells.
+# ------------------------------------------------------------------------------------------
+def int_cell(value, unknown: str = "?") -> str:
+    return unknown if missing(value) else str(int(value))
+
+
+def ms_cell(seconds) -> str:
+    return "n/a" if missing(seconds) else fmt(float(seconds) * 1e3)
+
+
+def mib_cell(value) -> str:
+    return "n/a" if missing(value) else fmt(float(value) / 2**20)
+
+
+def shorten(name: str, limit: int = 90) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"

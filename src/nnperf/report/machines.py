@@ -11,7 +11,7 @@ sit side by side.
 
 All functions take data and return data, except `write_environment_table`, the edge of rule
 `environment_table`. Reading results folders is `nnperf.report.results`' job, the report text
-`nnperf.report.document`'s and the comparison figure `nnperf.report.plots.machines`'.
+`nnperf.report.sections`' and the comparison figure `nnperf.report.plots.machines`'.
 """
 
 from __future__ import annotations

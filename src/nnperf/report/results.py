@@ -14,7 +14,9 @@ study cost in wall time. Where no run JSON is read, the run jobs come from summa
 copies each document's start and end) or, failing that, from runs.csv's worker processes.
 Older folders (or a complexity JSON without timestamps) simply add no row.
 
-This module only reads; what the numbers mean is `nnperf.report.document`'s business.
+This module only reads; what the numbers mean is the business of
+each section's module (`nnperf.report.sections`). `ResultSet` is the one set of tables the
+report reads.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class ResultSet:
     roofline_points: pd.DataFrame | None = None
     # One row per configuration profiled under ncu (nnperf.roofline.points.profiles_table).
     profiles: pd.DataFrame | None = None
-    # One row per training run to accuracy (nnperf.report.time_to_accuracy.write_training_table).
+    # One row per training run to accuracy (nnperf.report.training_table.write_training_table).
     training: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)

@@ -2,7 +2,7 @@
 
 Takes the merged tables of several results folders (`nnperf.report.results.load`, every row with a
 `machine` column) and returns a seaborn FacetGrid; saving it is the caller's job
-(`nnperf.report.document.compare_machines`). Bars are summary.csv's headline `throughput_img_s_mean`
+(`nnperf.report.compare_machines`). Bars are summary.csv's headline `throughput_img_s_mean`
 with whiskers at its recorded 95% confidence interval (`throughput_img_s_ci95_low/high`), so
 the figure and the tables agree; the per-process throughputs of runs.csv, when given, are
 drawn as points on their bars. Configurations are ordered as every table orders them:

@@ -12,7 +12,7 @@ Both are built on `matplotlib.figure.Figure` (never pyplot: no global backend st
 returned; a profile that did not run (`oom`, `over_budget`, `unsupported`) gets a figure
 with its one-line reason, so a figure exists for every configuration. `draw()` is the file
 edge: the document and table in, one PNG out. What the numbers mean is
-`nnperf.report.operator_findings`'.
+`nnperf.report.sections.operators`'.
 """
 
 from __future__ import annotations

@@ -141,6 +141,56 @@ def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
         )
 
 
+def _process_points(ax, runs, device, model, shift, hue_order, palette) -> None:
+    """Each worker process's throughput (runs.csv) as a faint point, dodged as its line."""
+    points = _select(runs, device, model, "runs table")
+    points = points[points["status"] == "ok"].astype({"throughput_img_s": float})
+    points = points[np.isfinite(points["throughput_img_s"])]
+    points = points[[(p, v) in shift for p, v in zip(points["precision"], points["variant"])]]
+    if points.empty:
+        return
+    points = points.assign(
+        _x=[
+            b * shift[(p, v)]
+            for b, p, v in zip(points["batch_size"], points["precision"], points["variant"])
+        ]
+    )
+    sns.scatterplot(
+        data=points,
+        x="_x",
+        y="throughput_img_s",
+        hue="precision",
+        hue_order=hue_order,
+        palette=palette,
+        alpha=0.35,
+        s=14,
+        linewidth=0,
+        legend=False,
+        ax=ax,
+    )
+    ax.scatter([], [], color="grey", alpha=0.5, s=14, label=PROCESS_LABEL)
+
+
+def _ci_bars(ax, ok: pd.DataFrame, palette) -> None:
+    """The 95% CI of every configuration that has one, as an error bar."""
+    with_ci = ok[np.isfinite(ok["throughput_img_s_ci95_low"])]
+    for precision, rows in with_ci.groupby("precision", sort=False):
+        mean = rows["throughput_img_s_mean"].to_numpy()
+        ax.errorbar(
+            rows["_x"].to_numpy(),
+            mean,
+            yerr=[
+                mean - rows["throughput_img_s_ci95_low"].to_numpy(),
+                rows["throughput_img_s_ci95_high"].to_numpy() - mean,
+            ],
+            fmt="none",
+            ecolor=palette[precision],
+            capsize=3,
+            linewidth=1,
+            zorder=2.5,
+        )
+
+
 def throughput_figure(
     summary: pd.DataFrame, device: str, model: str, runs: pd.DataFrame | None = None
 ) -> Figure:
@@ -171,35 +221,7 @@ def throughput_figure(
             ]
         )
         if runs is not None:
-            points = _select(runs, device, model, "runs table")
-            points = points[points["status"] == "ok"].astype({"throughput_img_s": float})
-            points = points[np.isfinite(points["throughput_img_s"])]
-            points = points[
-                [(p, v) in shift for p, v in zip(points["precision"], points["variant"])]
-            ]
-            if not points.empty:
-                points = points.assign(
-                    _x=[
-                        b * shift[(p, v)]
-                        for b, p, v in zip(
-                            points["batch_size"], points["precision"], points["variant"]
-                        )
-                    ]
-                )
-                sns.scatterplot(
-                    data=points,
-                    x="_x",
-                    y="throughput_img_s",
-                    hue="precision",
-                    hue_order=hue_order,
-                    palette=palette,
-                    alpha=0.35,
-                    s=14,
-                    linewidth=0,
-                    legend=False,
-                    ax=ax,
-                )
-                ax.scatter([], [], color="grey", alpha=0.5, s=14, label=PROCESS_LABEL)
+            _process_points(ax, runs, device, model, shift, hue_order, palette)
         sns.lineplot(
             data=ok,
             x="_x",
@@ -214,22 +236,7 @@ def throughput_figure(
             dashes=True,
             ax=ax,
         )
-        with_ci = ok[np.isfinite(ok["throughput_img_s_ci95_low"])]
-        for precision, rows in with_ci.groupby("precision", sort=False):
-            mean = rows["throughput_img_s_mean"].to_numpy()
-            ax.errorbar(
-                rows["_x"].to_numpy(),
-                mean,
-                yerr=[
-                    mean - rows["throughput_img_s_ci95_low"].to_numpy(),
-                    rows["throughput_img_s_ci95_high"].to_numpy() - mean,
-                ],
-                fmt="none",
-                ecolor=palette[precision],
-                capsize=3,
-                linewidth=1,
-                zorder=2.5,
-            )
+        _ci_bars(ax, ok, palette)
     if not unmeasured.empty:
         # Configurations without a throughput: marked on the axis so they are not missed.
         _mark_unmeasured(ax, unmeasured)

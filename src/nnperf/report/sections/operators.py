@@ -1,26 +1,37 @@
-"""What an operator profile says, as the report's sentences: what bounds the step, where its
-time and memory go, and what its input pipeline costs.
+"""The Operators, layers and memory section: what each torch.profiler profile says.
 
-Each function takes a profile's document (`nnperf.torchprof.profile`, with its `summary` and
-`memory`) and, where it needs them, its tables (`nnperf.torchprof.analysis`,
+The sentences say what bounds the profiled step, where its time and memory go, and what its
+input pipeline costs. Each takes a profile's document (`nnperf.torchprof.profile`, with its
+`summary` and `memory`) and, where it needs them, its tables (`nnperf.torchprof.analysis`,
 `nnperf.torchprof.memory`), and returns a sentence with its numbers, or None when the profile
-has nothing to say on it.
-`profile_findings()` returns them all, in the order the report lists them; a profile that
-did not run (`oom`, `over_budget`, `unsupported`) gives its one note instead
-(`status_note()`). No sentence is fixed prose, and every number goes through
-`nnperf.report.format`. Laying the sentences out is `nnperf.report.document`'s job; what the numbers
-are is `nnperf.torchprof.analysis`'.
+has nothing to say on it. `profile_findings()` returns them all, in the order the report lists
+them; a profile that did not run (`oom`, `over_budget`, `unsupported`) gives its one note
+instead (`status_note()`). The tables show one row per profile, its top operators and layers,
+and its peak memory by category. What the numbers are is `nnperf.torchprof.analysis`'.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pandas as pd
 
+from nnperf.core.vocab import precision_rank
 from nnperf.core.wording import missing
-from nnperf.report.findings import INPUT_BOUND_SHARE, PHASE_LABELS
-from nnperf.report.format import config_text, fmt, fmt_pct, fmt_si, fmt_times
+from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
+from nnperf.report.format import (
+    config_text,
+    fmt,
+    fmt_pct,
+    fmt_si,
+    fmt_times,
+    int_cell,
+    mib_cell,
+    ms_cell,
+    shorten,
+)
+from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
@@ -284,3 +295,150 @@ def profile_findings(
         input_pipeline_sentence(document, machine),
     ]
     return [s for s in sentences if s] + note_sentences(document, machine)
+
+
+INTRO = (
+    "A few training steps of each configuration under torch.profiler, after warm-up "
+    "and apart from the timed runs: the operators and layers the step spends its time in "
+    "(host self time beside the device time of the kernels they launch), how busy the "
+    "device is over the step (on a CPU: the share of the step inside operators) and so "
+    "whether the host or the device bounds it, and what the peak memory holds. Each "
+    "profile's trace (`.pt.trace.json.gz` beside its tables under results/opprofiles/) "
+    "opens in Perfetto and TensorBoard."
+)
+
+
+def _opprofile_order(profile) -> tuple:
+    d = profile.document
+    return (
+        str(d.get("machine")),
+        str(d.get("device")),
+        str(d.get("model")),
+        precision_rank(str(d.get("precision"))),
+        int(d.get("batch_size") or 0),
+        str(d.get("variant")),
+    )
+
+
+def sorted_opprofiles(profiles: Sequence) -> list:
+    """Operator profiles in the report's order of configurations."""
+    return sorted(profiles, key=_opprofile_order)
+
+
+def _profile_keys(document: dict) -> dict:
+    return {k: document.get(k) for k in GROUP_KEYS}
+
+
+def opprofiles_display(profiles: Sequence) -> pd.DataFrame:
+    """One row per operator profile: how its step splits between busy and waiting, what
+    that makes of it, and its peak memory and batch headroom."""
+    rows = []
+    for profile in profiles:
+        d = profile.document
+        summary, memory = d.get("summary") or {}, d.get("memory") or {}
+        kind = "device" if summary.get("busy_kind") == "device" else "operators"
+        rows.append(
+            {
+                **_profile_keys(d),
+                "Status": str(d.get("status")).replace("_", " "),
+                "Profiled steps": int_cell(d.get("profiled_steps"), "—"),
+                "Profiled step (ms)": ms_cell(summary.get("step_time_s")),
+                "Timed step (ms)": ms_cell(summary.get("timed_step_time_s")),
+                "Busy": (
+                    "n/a"
+                    if missing(summary.get("bound_share"))
+                    else f"{kind} {fmt_pct(summary['bound_share'])}"
+                ),
+                "Step is": str(summary.get("bound") or "n/a"),
+                "Host dispatch (ms)": ms_cell(summary.get("host_dispatch_time_s")),
+                "Input (ms)": ms_cell(summary.get("input_time_s")),
+                "Peak memory (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
+                "Largest batch that fits": int_cell(memory.get("max_batch_size"), "n/a"),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
+    """The top rows of each profile's `operators` or `layers` table, by device time where
+    there is any, else by host time (`nnperf.torchprof.analysis.time_column`)."""
+    name = "operator" if table == "operators" else "layer"
+    rows = []
+    for profile in profiles:
+        d, frame = profile.document, profile.tables.get(table)
+        if frame is None or frame.empty:
+            continue
+        n = limit or int((d.get("settings") or {}).get("top_operators", 10))
+        column = operators.time_column(frame)
+        share = column.replace("_time_s", "_share")
+        for rank, row in enumerate(operators.top(frame, n, column).to_dict("records"), 1):
+            device_time = row.get("device_self_time_s", row.get("device_time_s"))
+            host_time = row.get("host_self_time_s", row.get("host_time_s"))
+            entry = {
+                **_profile_keys(d),
+                "#": rank,
+                name.capitalize(): shorten(str(row[name]), 60),
+                "Host (ms)": ms_cell(host_time),
+                "Device (ms)": ms_cell(device_time),
+                "Share": fmt_pct(row.get(share)),
+            }
+            if table == "operators":
+                entry["Calls per step"] = fmt(row.get("calls_per_step"))
+                entry["Input shapes"] = shorten(str(row.get("input_shapes") or ""), 60)
+            rows.append(entry)
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def memory_display(profiles: Sequence) -> pd.DataFrame:
+    """Each profile's peak memory by category (MiB), beside the complexity stage's
+    saved-activation estimate."""
+    rows = []
+    for profile in profiles:
+        d, memory = profile.document, profile.document.get("memory") or {}
+        if not memory.get("peak_allocated_bytes"):
+            continue
+        rows.append(
+            {
+                **_profile_keys(d),
+                "Peak (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
+                **{
+                    label.capitalize(): mib_cell(memory.get(f"{category}_bytes"))
+                    for category, label in CATEGORY_LABELS.items()
+                },
+                "Saved activations, complexity estimate": mib_cell(
+                    d.get("saved_activation_estimate_bytes")
+                ),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+
+
+def build(page: Page) -> Section | None:
+    """Where each profiled step's time and memory go, from its torch.profiler profile."""
+    if not page.tables.opprofiles:
+        return None
+    profiles = sorted_opprofiles(page.tables.opprofiles)
+    findings = [
+        sentence
+        for profile in profiles
+        for sentence in profile_findings(
+            profile.document, profile.tables, machine=profile.document.get("machine")
+        )
+    ]
+    return section(
+        "operators",
+        "Operators, layers and memory",
+        intro=INTRO,
+        findings=findings,
+        tables=(
+            Table("Where each profiled step goes", page.drop(opprofiles_display(profiles))),
+            Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),
+            Table("Top layers", page.drop(top_operators_display(profiles, "layers"))),
+            Table("Peak memory by category (MiB)", page.drop(memory_display(profiles))),
+        ),
+        figures=page.figures_of("operators"),
+        sources=page.sources("opprofiles"),
+    )

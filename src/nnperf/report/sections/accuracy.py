@@ -1,89 +1,56 @@
-"""Time to accuracy next to throughput: the training runs' table and the sentences about it.
+"""The Time to accuracy section: each training run's time to a target accuracy next to its
+throughput, and where the two disagree.
 
 A configuration that trains more images per second is not always the one that reaches a
 target accuracy first: a lower precision or a larger batch can converge in more epochs, or
-not at all. MLPerf Training and DAWNBench rank by time to accuracy for that reason. This
-module puts the two side by side: `training_table()` makes one tidy row per training run
-from its summary document (`nnperf.training.to_accuracy`), `add_timed_throughput()` joins the timed
-runs' throughput (summary.csv of `nnperf.report.aggregate`) to it, and the sentence functions state
-what the rows say with their numbers:
+not at all. MLPerf Training and DAWNBench rank by time to accuracy for that reason. The
+sentences state what the training table (`nnperf.report.training_table`) says:
 
 * `time_to_accuracy_sentences()`: per run, the time to the target (or that it was not
   reached), its best accuracy and its throughput;
 * `faster_but_later_sentences()`: each configuration that trains faster per image than the
   one first at the target, yet reaches the target later or never.
-
-Frames in, strings out (`nnperf.report.document` places the sentences); `write_training_table()` at
-the bottom is the file edge (rule `training_table`).
 """
 
 from __future__ import annotations
 
-import os
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import pandas as pd
 
-from nnperf.core.errors import NnperfError
-from nnperf.core.files import read_json, read_table, write_csv
-from nnperf.core.vocab import CONFIG_KEYS, TRAINING_KEYS, TRAINING_RUN_KIND, precision_rank
 from nnperf.core.wording import missing
-from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_times
-
-TABLE_COLUMNS = (
-    *TRAINING_KEYS,
-    "status",
-    "stop_reason",
-    "target_accuracy",
-    "reached",
-    "time_to_target_s",
-    "epochs_to_target",
-    "best_test_top1",
-    "best_epoch",
-    "final_test_top1",
-    "epochs_run",
-    "max_epochs",
-    "train_time_s",
-    "throughput_img_s",
+from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
+from nnperf.report.format import (
+    config_text,
+    fmt,
+    fmt_duration,
+    fmt_pct,
+    fmt_times,
+    int_cell,
+    truthy,
 )
+from nnperf.report.outline import Page, Section, Table, section
+
 # Runs compared for "faster but later": one model trained with one recipe on one device and
 # dataset; what differs is precision, batch size or variant.
 COMPARISON_KEYS = ("dataset", "device", "model", "recipe", "target_accuracy")
+
+
 # The statuses whose rows hold a complete account of the run's epochs.
 MEASURED_STATUSES = ("ok", "over_budget")
 
 
-def training_table(documents: Iterable[Mapping]) -> pd.DataFrame:
-    """One row per training-run summary document, in `TABLE_COLUMNS`."""
-    rows = []
-    for document in documents:
-        row = {column: document.get(column) for column in TABLE_COLUMNS}
-        row["max_epochs"] = (document.get("convergence") or {}).get("epochs")
-        rows.append(row)
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    return sort_runs(table)
+# The timed runs' throughput of a training run's configuration (`add_timed_throughput`).
+TIMED_THROUGHPUT = "timed_throughput_img_s"
 
 
-def sort_runs(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the report's order: keys, precisions in the shared order."""
-    if table.empty:
-        return table.reset_index(drop=True)
-    ordered = table.assign(_precision=table["precision"].map(precision_rank))
-    keys = ["dataset", "device", "model", "recipe", "batch_size", "_precision", "variant"]
-    return (
-        ordered.sort_values(keys, kind="stable").drop(columns="_precision").reset_index(drop=True)
-    )
-
-
-def add_timed_throughput(table: pd.DataFrame, timed_summary: pd.DataFrame) -> pd.DataFrame:
-    """`table` with `timed_throughput_img_s`: the timed runs' mean throughput of the same
-    configuration (summary.csv `throughput_img_s_mean`), null where it was not timed."""
-    keys = [*CONFIG_KEYS, "dataset"]
-    timed = timed_summary[timed_summary["status"] == "ok"][[*keys, "throughput_img_s_mean"]]
-    timed = timed.rename(columns={"throughput_img_s_mean": "timed_throughput_img_s"})
-    timed = timed.astype({"batch_size": int})
-    merged = table.astype({"batch_size": int}).merge(timed, on=keys, how="left")
-    return merged
+INTRO = (
+    "Each selected configuration trained under each recipe for some epochs or until "
+    "its test top-1 reaches the target, evaluated on the test split every epoch. Time to "
+    "target counts training seconds only (evaluation and checkpoints apart), as MLPerf "
+    "Training and DAWNBench rank systems: a configuration that trains more images per "
+    "second (timed runs) can still reach the target later, or not at all."
+)
 
 
 def run_text(row: Mapping) -> str:
@@ -99,7 +66,8 @@ def time_to_accuracy_sentences(
     sentences = []
     for _, row in table.iterrows():
         rate = fmt(row.get(throughput_column), "img/s")
-        best = f"best {fmt_pct(row['best_test_top1'])} test top-1 (epoch {_int(row['best_epoch'])})"
+        epoch = int_cell(row["best_epoch"])
+        best = f"best {fmt_pct(row['best_test_top1'])} test top-1 (epoch {epoch})"
         if row["status"] not in MEASURED_STATUSES:
             sentences.append(
                 f"{run_text(row)}: {_status_text(row['status'])} after "
@@ -116,7 +84,7 @@ def time_to_accuracy_sentences(
             sentences.append(
                 f"{run_text(row)}: reaches {fmt_pct(target)} test top-1 in "
                 f"{fmt_duration(row['time_to_target_s'])} of training (epoch "
-                f"{_int(row['epochs_to_target'])}) at {rate}; {best}."
+                f"{int_cell(row['epochs_to_target'])}) at {rate}; {best}."
             )
         else:
             budget = " (stopped by its time budget)" if row["status"] == "over_budget" else ""
@@ -168,9 +136,9 @@ def faster_but_later_sentences(
                 sentences.append(
                     f"{faster} but reaches {target} test top-1 later: after "
                     f"{fmt(row['time_to_target_s'], 's')} of training (epoch "
-                    f"{_int(row['epochs_to_target'])}) against "
+                    f"{int_cell(row['epochs_to_target'])}) against "
                     f"{fmt(first['time_to_target_s'], 's')} (epoch "
-                    f"{_int(first['epochs_to_target'])}), recipe {row['recipe']} on "
+                    f"{int_cell(first['epochs_to_target'])}), recipe {row['recipe']} on "
                     f"{row['device']}."
                 )
             else:
@@ -189,10 +157,6 @@ def _reached(row: Mapping) -> bool:
     return (not missing(value)) and bool(value) and not missing(row.get("time_to_target_s"))
 
 
-def _int(value) -> str:
-    return "?" if missing(value) else str(int(value))
-
-
 def _epochs(value) -> str:
     n = 0 if missing(value) else int(value)
     return f"{n} epoch" + ("" if n == 1 else "s")
@@ -204,27 +168,50 @@ def _status_text(status: str) -> str:
     )
 
 
-def write_training_table(
-    run_paths: Iterable[str | os.PathLike],
-    timed_summary: str | os.PathLike | None,
-    out: str | os.PathLike,
-) -> pd.DataFrame:
-    """results/tables/{dataset}/training.csv: one row per training run's summary JSON, with
-    the timed runs' throughput of its configuration from summary.csv (None: not joined)."""
-    documents = []
-    for path in run_paths:
-        document = read_json(path)
-        if document.get("kind") != TRAINING_RUN_KIND:
-            raise NnperfError(
-                f"{os.fspath(path)}: kind {document.get('kind')!r} is not a training run; "
-                "allowed: summaries written by rule train_to_accuracy"
-            )
-        documents.append(document)
-    if not documents:
-        raise NnperfError("no training runs given; allowed: one or more training summary JSONs")
-    table = training_table(documents)
-    if timed_summary is not None:
-        table = add_timed_throughput(table, read_table(timed_summary))
-    write_csv(out, table)
-    print(f"{len(table)} training run(s) -> {os.fspath(out)}")
-    return table
+def training_display(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per training run: its time to the target next to its throughput."""
+    rows = []
+    for row in table.to_dict("records"):
+        reached = truthy(row.get("reached")) and not missing(row.get("time_to_target_s"))
+        target = row.get("target_accuracy")
+        rows.append(
+            {
+                **{KEY_LABELS.get(k, k): row.get(k) for k in GROUP_KEYS if k in row},
+                "Recipe": row.get("recipe"),
+                "Status": str(row.get("status")).replace("_", " "),
+                "Target": fmt_pct(target) if not missing(target) else "none",
+                "Time to target": (
+                    fmt_duration(row["time_to_target_s"])
+                    if reached
+                    else ("n/a" if missing(target) else "not reached")
+                ),
+                "Epoch at target": int_cell(row.get("epochs_to_target"), "—") if reached else "—",
+                "Best top-1": fmt_pct(row.get("best_test_top1")),
+                "Epochs": f"{int_cell(row.get('epochs_run'), '0')} of {int_cell(row.get('max_epochs'))}",
+                "Training (img/s)": fmt(row.get("throughput_img_s")),
+                "Timed runs (img/s)": fmt(row.get(TIMED_THROUGHPUT)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def throughput_column(table: pd.DataFrame) -> str:
+    """The timed runs' throughput where the table has it, else the training runs' own."""
+    return TIMED_THROUGHPUT if TIMED_THROUGHPUT in table.columns else "throughput_img_s"
+
+
+def build(page: Page) -> Section | None:
+    """Time to a target accuracy next to throughput, and where they disagree."""
+    table = page.tables.training
+    if table is None or table.empty:
+        return None
+    findings = faster_but_later_sentences(table, throughput_column(table))
+    return section(
+        "accuracy",
+        "Time to accuracy",
+        intro=INTRO,
+        findings=findings + time_to_accuracy_sentences(table),
+        tables=[Table("Training runs", page.drop(training_display(table)))],
+        figures=page.figures_of("accuracy"),
+        sources=page.sources("training"),
+    )

@@ -1,0 +1,307 @@
+"""The Roofline section: what binds each configuration's step (`nnperf.report.bounds`
+reads the points against the roofs) and, for the configurations profiled under Nsight
+Compute, how busy the GPU is over the timed step and whether the profile's checks hold."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from nnperf.core.wording import missing
+from nnperf.report.bounds import (
+    LEVEL_LABELS,
+    ROOF_TOLERANCE,
+    preferred_verdict,
+    roofline_verdicts,
+    study_readings,
+)
+from nnperf.report.configurations import (
+    GROUP_KEYS,
+    MEAN,
+    key_columns,
+    match_config,
+    ok_configs,
+    sort_configs,
+)
+from nnperf.report.format import (
+    config_text,
+    fmt,
+    fmt_ghz,
+    fmt_pct,
+    fmt_si,
+    fmt_times,
+    int_cell,
+    ms_cell,
+    truthy,
+)
+from nnperf.report.outline import Page, Section, Table, section
+from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
+
+INTRO = (
+    "Each training step as a point (FLOPs per byte moved, FLOP/s achieved) against "
+    "the roofs: the compute peak of its precision and the bandwidth of each memory "
+    "level. The lowest roof above the point binds it; left of the ridge point it is "
+    "memory-bound, right of it compute-bound. Profile roofs are Nsight Compute's "
+    "own peaks at the profiled clock, measured roofs the ceilings stage's "
+    "benchmarks, datasheet roofs the vendor's numbers. Analytic points (CPU, MPS) count FLOPs from the "
+    "model and bytes as algorithmic no-reuse traffic, which overstates bytes: they sit "
+    "left of where the hardware really is."
+)
+
+
+def verdict_sentence(verdict: Mapping) -> str:
+    level = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
+    what = (
+        f"{config_text(verdict)} on {verdict['machine']} ({verdict['source']} step point, "
+        f"{verdict['roof']} roofs): "
+    )
+    if verdict["fraction_of_roof"] > ROOF_TOLERANCE:
+        return what + (
+            f"it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
+            f"{fmt_times(verdict['fraction_of_roof'])} the roof above it "
+            f"({fmt_si(verdict['attainable_flop_s'], 'FLOP/s')}): a point cannot "
+            "beat its roof, so this roof is too low (or the FLOPs overcounted) and "
+            "no bound is read from it."
+        )
+    if verdict["bound"] == "compute":
+        what += (
+            f"compute-bound — arithmetic intensity "
+            f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is right of the "
+            f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})"
+        )
+    else:
+        what += (
+            f"memory-bound at {level} — arithmetic intensity "
+            f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is left of the "
+            f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})"
+        )
+    what += (
+        f"; it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
+        f"{fmt_pct(verdict['fraction_of_roof'])} of the roof above it and "
+        f"{fmt_pct(verdict['fraction_of_peak'])} of the {verdict['precision']} compute peak "
+        f"({fmt_si(verdict['peak_flop_s'], 'FLOP/s')})"
+    )
+    return what + "."
+
+
+def _same_except(frame: pd.DataFrame, row: Mapping, free: str) -> pd.DataFrame:
+    match = frame
+    for key in GROUP_KEYS:
+        if key != free:
+            match = match[match[key] == row[key]]
+    return match
+
+
+def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> list[str]:
+    """What this study already measured that speaks for a remedy of a host-bound step: the
+    same configuration at a larger batch size, or a variant that compiles the step, going
+    faster than it."""
+    ok = ok_configs(summary)
+    base = match_config(ok, profile) if not ok.empty else None
+    if base is None:
+        return []
+    evidence = []
+    larger = _same_except(ok, profile, "batch_size")
+    larger = larger[larger["batch_size"].astype(int) > int(profile["batch_size"])]
+    if not larger.empty:
+        best = larger.loc[larger[MEAN].idxmax()]
+        if best[MEAN] > base[MEAN]:
+            evidence.append(
+                f"batch {int(best['batch_size'])} already reaches {fmt(best[MEAN], 'img/s')}, "
+                f"{fmt_times(best[MEAN] / base[MEAN])} batch {int(profile['batch_size'])}"
+            )
+    if "compile_time_s" in ok.columns:
+        variants = _same_except(ok, profile, "variant")
+        compiled = variants[pd.to_numeric(variants["compile_time_s"], errors="coerce") > 0]
+        compiled = compiled[compiled["variant"] != profile["variant"]]
+        if not compiled.empty:
+            best = compiled.loc[compiled[MEAN].idxmax()]
+            if best[MEAN] > base[MEAN]:
+                evidence.append(
+                    f"the compiled variant {best['variant']!r} reaches "
+                    f"{fmt(best[MEAN], 'img/s')}, {fmt_times(best[MEAN] / base[MEAN])} "
+                    f"{profile['variant']!r}"
+                )
+    return evidence
+
+
+def busy_sentence(profile: Mapping, summary: pd.DataFrame | None = None) -> str:
+    """What the GPU's busy share says about one profiled configuration (profiles.csv row):
+    host-bound (with the remedies the data supports), device-bound, or neither."""
+    head = f"{config_text(profile)} on {profile['machine']}: "
+    verdict = str(profile.get("busy_verdict"))
+    if verdict == "unknown" or missing(profile.get("busy_share_at_profiled_clock")):
+        return head + (
+            f"its profiled step has {fmt(float(profile['kernel_time_s']) * 1e3, 'ms')} of kernels "
+            f"at {fmt_ghz(profile.get('profiled_sm_clock_hz'))}, but "
+            + (
+                "no timed step to compare them with, so the GPU's busy share is unknown."
+                if missing(profile.get("step_time_s"))
+                else "the timed windows recorded no SM clock (NVML, package nvidia-ml-py), so "
+                f"only an upper estimate is known: the GPU is busy at most "
+                f"{fmt_pct(profile['busy_share_at_profiled_clock'])} of the step."
+            )
+        )
+    share = profile.get("busy_share")
+    busy = (
+        f"the GPU is busy {fmt_pct(share)} of the timed step "
+        f"({fmt(float(profile['kernel_time_at_run_clock_s']) * 1e3, 'ms')} of kernels at the "
+        f"runs' {fmt_ghz(profile['run_sm_clock_hz'])}, "
+        f"{fmt(float(profile['kernel_time_s']) * 1e3, 'ms')} at the profiled "
+        f"{fmt_ghz(profile['profiled_sm_clock_hz'])}, in a "
+        f"{fmt(float(profile['step_time_s']) * 1e3, 'ms')} step)"
+    )
+    if verdict == "host-bound":
+        text = (
+            head
+            + busy
+            + (
+                ": host-bound — for the rest of the step the GPU waits on Python, the framework "
+                "and kernel launches, so faster kernels would not shorten it. Remedies: capture "
+                "the step in CUDA graphs (variant setting compile: reduce-overhead) or raise the "
+                "batch size (more work per launch)"
+            )
+        )
+        evidence = remedy_evidence(profile, summary)
+        if evidence:
+            text += "; in this study " + " and ".join(evidence)
+        return text + "."
+    if verdict == "device-bound":
+        return (
+            head
+            + busy
+            + (
+                ": device-bound — the kernels are the step; faster kernels (a lower precision, "
+                "fusion, channels-last) shorten it, host-side tuning does not."
+                + (
+                    " A share above 100% means the profiled kernels ran slower than in the timed "
+                    "runs (ncu flushes caches before each kernel; memory-bound kernels gain "
+                    "less from the clock than the scaling assumes)."
+                    if not missing(share) and float(share) > 1
+                    else ""
+                )
+            )
+        )
+    return (
+        head
+        + busy
+        + (
+            f" and at most {fmt_pct(profile['busy_share_at_profiled_clock'])}: partly host-bound "
+            "— some of the step is spent waiting on the host, some on the kernels."
+        )
+    )
+
+
+def bound_text(verdict: dict) -> str:
+    """The Bound cell: compute, memory (level), or why no bound is read."""
+    if verdict["bound"] is None or missing(verdict["bound"]):
+        return "n/a (no bandwidth roof)"
+    if verdict["fraction_of_roof"] > ROOF_TOLERANCE:
+        return "void (point above the roof)"
+    if verdict["bound"] == "compute":
+        return "compute"
+    return f"memory ({LEVEL_LABELS.get(verdict['limit'], verdict['limit'])})"
+
+
+def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    if verdicts.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            **key_columns(verdicts),
+            "Point": verdicts["source"].astype(str),
+            "Roofs": verdicts["roof"].astype(str),
+            "Bound": [bound_text(row) for row in verdicts.to_dict("records")],
+            "Intensity (FLOP/B)": [fmt(v) for v in verdicts["arithmetic_intensity_flop_per_byte"]],
+            "Ridge (FLOP/B)": [fmt(v) for v in verdicts["ridge_flop_per_byte"]],
+            "Achieved": [fmt_si(v, "FLOP/s") for v in verdicts["performance_flop_s"]],
+            "Attainable": [fmt_si(v, "FLOP/s") for v in verdicts["attainable_flop_s"]],
+            "Of roof": [fmt_pct(v) for v in verdicts["fraction_of_roof"]],
+            "Of peak": [fmt_pct(v) for v in verdicts["fraction_of_peak"]],
+            "Levels with a roof": verdicts["levels"].astype(str),
+        }
+    )
+
+
+def profiles_display(table: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per profiled configuration: the GPU's busy share of the timed step with both
+    clocks beside it, and the checks the calibration GEMM made of the profile."""
+    if table is None or table.empty:
+        return pd.DataFrame()
+    rows = table.to_dict("records")
+    low, high = CALIBRATION_ROOF_RANGE
+
+    def roof_check(row) -> str:
+        if missing(row.get("calibration_roof_fraction")):
+            return "unchecked (no calibration GEMM)"
+        verdict = "ok" if truthy(row.get("roof_ok")) else f"FLAGGED (allowed {low:.0%}–{high:.0%})"
+        return f"{fmt_pct(row['calibration_roof_fraction'])} of roof: {verdict}"
+
+    return pd.DataFrame(
+        {
+            **key_columns(table),
+            "Kernels": [int_cell(r.get("kernels"), "—") for r in rows],
+            "Kernel time (ms) at profiled clock": [ms_cell(r.get("kernel_time_s")) for r in rows],
+            "Profiled SM clock (ncu)": [fmt_ghz(r.get("profiled_sm_clock_hz")) for r in rows],
+            "Runs' SM clock": [fmt_ghz(r.get("run_sm_clock_hz")) for r in rows],
+            "Kernel time (ms) at runs' clock": [
+                ms_cell(r.get("kernel_time_at_run_clock_s")) for r in rows
+            ],
+            "Timed step (ms)": [ms_cell(r.get("step_time_s")) for r in rows],
+            "GPU busy": [fmt_pct(r.get("busy_share")) for r in rows],
+            "GPU busy, upper": [fmt_pct(r.get("busy_share_at_profiled_clock")) for r in rows],
+            "Step is": [str(r.get("busy_verdict", "unknown")) for r in rows],
+            "ncu / analytic FLOPs": [fmt_times(r.get("ratio_ncu_to_analytic")) for r in rows],
+            "Calibration FLOPs": [
+                (
+                    "n/a"
+                    if missing(r.get("calibration_ratio"))
+                    else f"{fmt_times(r['calibration_ratio'])}"
+                    + ("" if truthy(r.get("calibration_ok")) else " FLAGGED")
+                )
+                for r in rows
+            ],
+            "Calibration GEMM": [roof_check(r) for r in rows],
+            "Compute roof": [str(r.get("roof_basis", "")) for r in rows],
+        }
+    )
+
+
+def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame | None:
+    """profiles.csv in the report's order (None: no profile)."""
+    return sort_configs(profiles) if profiles is not None else None
+
+
+def roofline_findings(verdicts: pd.DataFrame, profiled, summary) -> list[str]:
+    """The verdict each configuration's step gets, then what each profile's busy share says."""
+    findings = [
+        verdict_sentence(verdict)
+        for config in verdicts.drop_duplicates(list(GROUP_KEYS)).to_dict("records")
+        if (verdict := preferred_verdict(verdicts, config)) is not None
+    ]
+    return findings + [
+        busy_sentence(row, summary)
+        for row in (profiled.to_dict("records") if profiled is not None else [])
+    ]
+
+
+def build(page: Page) -> Section:
+    readings = study_readings(page.tables)
+    verdicts = roofline_verdicts(readings)
+    profiled = profiled_configs(page.tables.profiles)
+    return section(
+        "roofline",
+        "Roofline",
+        intro=INTRO,
+        findings=roofline_findings(verdicts, profiled, page.tables.summary),
+        tables=(
+            Table("Reading per configuration", page.drop(readings_display(readings, verdicts))),
+            Table(
+                "Profiled configurations: GPU busy share, clocks and checks",
+                page.drop(profiles_display(profiled)),
+            ),
+        ),
+        figures=page.figures_of("roofline"),
+        sources=page.sources("roofline_points", "profiles", "ceilings", "kernels"),
+    )

@@ -166,10 +166,11 @@ def test_hopeless_configuration_ends_over_budget_with_its_step_time():
 
 
 def test_a_slow_first_step_is_a_one_time_cost_not_the_step_time():
-    # A 3 s first step (autotuning, say) ahead of millisecond steps, with a 2 s budget: the
-    # first step has a bound of its own and does not spend the budget; the steps are timed.
+    # A 3 s first step (autotuning, say) ahead of millisecond steps, with a 10 s budget that
+    # would allow 1 s a step: the first step has a bound of its own and does not spend the
+    # budget; the steps are timed.
     timing = TimingSettings(
-        min_seconds=0, max_seconds=2.0, min_windows=2, max_first_step_seconds=20
+        min_seconds=0, max_seconds=10.0, min_windows=2, max_first_step_seconds=20
     )
     request = tiny_request(warmup_steps=3, timed_steps=4, timing=timing)
     model = functools.partial(_slow_tiny_model, 3.0, kind=FirstCallSlowLayer)

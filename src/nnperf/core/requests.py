@@ -141,7 +141,7 @@ class ProfileStepRequest:
     """
 
     run: RunRequest
-    # None: nnperf.ncu.metrics.CALIBRATION_GEMM_MNK, the size the parser checks against.
+    # None: nnperf.ncu.ranges.CALIBRATION_GEMM_MNK, the size the parser checks against.
     calibration_gemm_size: int | None = None
 
 

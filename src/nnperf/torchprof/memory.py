@@ -1,7 +1,7 @@
 """What a training step's peak memory holds, and how much larger a batch would fit.
 
 From the allocation events of a torch.profiler trace (`[memory]`: time, address, bytes,
-device; `nnperf.torchprof.analysis.parse_trace` reads them) and an inventory the profiling job
+device; `nnperf.torchprof.events.parse_trace` reads them) and an inventory the profiling job
 (`nnperf.torchprof.profile`) records from the live tensors: parameter, buffer and optimizer-state
 bytes (exact), the bytes allocated when the profiled window starts, and each step's gradient
 storages (address and size, noted between backward and the optimizer step).

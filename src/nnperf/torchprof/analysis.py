@@ -7,7 +7,7 @@ events placed by `nnperf.torchprof.events`. The output is tidy tables and plain 
 `top` and `time_column` are how the report reads the tables.
 
 What it is not: it does not run the profiler (`nnperf.torchprof.profile`), write sentences
-(`nnperf.report.operator_findings`) or draw (`nnperf.report.plots.operators`). It imports no torch.
+(`nnperf.report.sections.operators`) or draw (`nnperf.report.plots.operators`). It imports no torch.
 
 Definitions (times are per profiled step: summed over the steps, divided by their number)
 ---------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ BUSY_HOST = "host operators"
 # make the step faster. Below HOST_BOUND_SHARE it idles for a quarter of the step or more,
 # waiting for the host: faster kernels shorten only the busy part, while removing the wait
 # is worth 1.33x or more (the same quarter as the input-bound threshold of
-# `nnperf.report.findings`). In between, both matter.
+# `nnperf.report.sections.breakdown`). In between, both matter.
 DEVICE_BOUND_SHARE = 0.9
 HOST_BOUND_SHARE = 0.75
 DEVICE_BOUND, HOST_BOUND, MIXED = "device-bound", "host-bound", "mixed"

@@ -51,7 +51,7 @@ record.
 
 This module is the job and its files; the step plan and budget are `nnperf.torchprof.budget`,
 the profiled steps and their ranges `nnperf.torchprof.steps`. What it is not: the analysis
-(`nnperf.torchprof.analysis`), the report's sentences (`nnperf.report.operator_findings`) or
+(`nnperf.torchprof.analysis`), the report's sentences (`nnperf.report.sections.operators`) or
 the figures (`nnperf.report.plots.operators`).
 """
 

@@ -33,7 +33,7 @@ tests run it on toy models) and, here, the file edge: `train_to_files()` (the tr
 stage's rule) loads the dataset and the model by name (pretrained weights included) and
 writes the per-epoch CSV and the summary JSON. The names of the other two are importable
 from here too, as the one entry point of the stage. This package does not draw figures or
-write sentences (`nnperf.report.plots.accuracy`, `nnperf.report.time_to_accuracy`).
+write sentences (`nnperf.report.plots.accuracy`, `nnperf.report.sections.accuracy`).
 """
 
 from __future__ import annotations

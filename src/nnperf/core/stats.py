@@ -32,12 +32,14 @@ def median(values: Sequence[float]) -> float:
 
 
 def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
-    """(q1, median, q3) with linear interpolation."""
+    """(q1, median, q3) with linear interpolation. The middle one is `median()` itself: two
+    computations of one number can differ in the last bit."""
     data = _clean(values)
     if not data.size:
         return (math.nan, math.nan, math.nan)
-    q1, q2, q3 = np.percentile(data, [25, 50, 75])
-    return float(q1), float(q2), float(q3)
+    q1, q3 = np.percentile(data, [25, 75])
+    q2 = median(data)
+    return min(float(q1), q2), q2, max(float(q3), q2)
 
 
 def iqr(values: Sequence[float]) -> float:

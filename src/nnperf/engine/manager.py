@@ -50,13 +50,6 @@ GRACE_S = 2.0
 GRACE_SHARE = 0.1
 # Seconds a worker may take to start (the first one starts the fork server: imports).
 STARTUP_TIMEOUT_S = 180.0
-# Share of `timing.max_seconds` the first warm-up step of an eager (not compiled) variant may
-# take before the configuration is called over budget.
-FIRST_STEP_SHARE = 1 / 4
-# How much longer than the steps still needed can afford an eager first step may be (its
-# one-time costs: allocation, autotuning) before the configuration is called over budget
-# without waiting for a second step. Compiled variants are exempt: compilation is minutes.
-FIRST_STEP_ALLOWANCE = 2.0
 
 
 @dataclasses.dataclass

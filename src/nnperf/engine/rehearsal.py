@@ -391,16 +391,18 @@ def load_recorded(name: str = "h100") -> dict:
 def variant_kind(settings) -> str:
     """How a variant's steps behave, as the recordings tell them apart: `baseline` (eager,
     no cuDNN autotuning), `tuned` (eager, cudnn.benchmark) or its compile mode."""
-    if settings.compile:
-        return str(settings.compile)
-    return "tuned" if settings.cudnn_benchmark else "baseline"
+    return _kind(settings.compile, settings.cudnn_benchmark)
 
 
 def _kind_of_document(document: Mapping) -> str:
     settings = document.get("variant_settings") or {}
-    if settings.get("compile"):
-        return str(settings["compile"])
-    return "tuned" if settings.get("cudnn_benchmark") else "baseline"
+    return _kind(settings.get("compile"), settings.get("cudnn_benchmark"))
+
+
+def _kind(compile_mode, cudnn_benchmark) -> str:
+    if compile_mode:
+        return str(compile_mode)
+    return "tuned" if cudnn_benchmark else "baseline"
 
 
 class TimingModel:

@@ -106,19 +106,15 @@ def worker_main(conn, job: WorkerJob) -> None:
     except NnperfError as exc:
         conn.send(("error", "nnperf", str(exc)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the job
+        from nnperf.engine.build import one_line
         from nnperf.engine.step import is_out_of_memory
 
         if is_out_of_memory(exc):
-            conn.send(("oom", _one_line(exc)))
+            conn.send(("oom", one_line(exc)))
         else:
             conn.send(("error", "crash", traceback.format_exc()))
     finally:
         conn.close()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
 def _work(conn, job: WorkerJob) -> None:

@@ -37,7 +37,9 @@ import math
 from typing import Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
+from nnperf.core import ratios
 from nnperf.core.contract import TimingSettings
 from nnperf.core.errors import NnperfError
 
@@ -90,26 +92,8 @@ class Estimate:
 
 
 def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
-    """Two-sided Student-t critical value, e.g. 12.706 for df=1 at 95%.
-
-    scipy is not a dependency for this one number: exact closed forms for df 1 and 2,
-    the Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5) above, good to 0.1% from df 3.
-    """
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    p = 1 - (1 - confidence) / 2
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    from statistics import NormalDist
-
-    x = NormalDist().inv_cdf(p)
-    g1 = (x**3 + x) / 4
-    g2 = (5 * x**5 + 16 * x**3 + 3 * x) / 96
-    g3 = (3 * x**7 + 19 * x**5 + 17 * x**3 - 15 * x) / 384
-    g4 = (79 * x**9 + 776 * x**7 + 1482 * x**5 - 1920 * x**3 - 945 * x) / 92160
-    return x + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+    """Two-sided Student-t critical value, e.g. 12.706 for df=1 at 95% (scipy.stats)."""
+    return ratios.t_critical(df, confidence)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -248,22 +232,10 @@ SPREAD_CONFIDENCE = 0.9
 
 
 def chi2_quantile(df: int, p: float) -> float:
-    """The p-quantile of the chi-square distribution with `df` degrees of freedom.
-
-    Exact for df 1 and 2 (a squared normal; an exponential), Wilson-Hilferty's cube-root
-    normal approximation above (within 1% from df 3). Hand-written for the same reason as
-    `t_quantile`: scipy is not a dependency for one number.
-    """
-    from statistics import NormalDist
-
+    """The p-quantile of the chi-square distribution with `df` degrees of freedom."""
     if df < 1 or not 0 < p < 1:
         raise ValueError(f"chi2_quantile needs df >= 1 and 0 < p < 1, got {df}, {p}")
-    if df == 1:
-        return NormalDist().inv_cdf((1 + p) / 2) ** 2
-    if df == 2:
-        return -2 * math.log(1 - p)
-    z = NormalDist().inv_cdf(p)
-    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+    return float(scipy_stats.chi2.ppf(p, df))
 
 
 def spread_lower_bound(process_rates: Sequence[float], confidence: float = SPREAD_CONFIDENCE):

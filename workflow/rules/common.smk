@@ -188,22 +188,25 @@ def accuracy_target(wildcards):
 
 
 def measurement_threads(wildcards):
-    """Cores a measurement job holds (nnperf.study.job_requests.measurement_threads).
+    """Cores a measurement job holds (nnperf.study.job_requests.measurement_threads)."""
+    variant = wildcards.get("variant")
+    return job_requests.measurement_threads(STUDY, wildcards.device, variant, job_cores())
+
+
+def job_cores():
+    """The cores a job may count on.
 
     On a cluster the submitting Snakemake has no core count (workflow.cores raises) and
     must not ask for the login node's: it asks for one, the slurm profile's --exclusive
     hands the job its whole node, and inside the job (--cores all) this is the node's count.
     """
     if workflow.non_local_exec and not workflow.remote_exec:
-        cores = 1
-    else:
-        try:
-            cores = workflow.cores
-        except WorkflowError:
-            # No --cores given: a run that executes nothing (`snakemake --report`, --lint).
-            cores = 1
-    variant = wildcards.get("variant")
-    return job_requests.measurement_threads(STUDY, wildcards.device, variant, cores)
+        return 1
+    try:
+        return workflow.cores
+    except WorkflowError:
+        # No --cores given: a run that executes nothing (`snakemake --report`, --lint).
+        return 1
 
 
 # --- outputs of each stage ---------------------------------------------------------------
@@ -443,4 +446,50 @@ def get_final_output():
         + training_outputs()
         + roofline_outputs()
         + report_outputs()
+    )
+
+
+# --- timed runs: a group of configurations measured together -------------------------------
+
+
+def group_requests(wildcards):
+    """The members of a timed group (nnperf.study.job_requests.group_members), as params."""
+    requests = job_requests.group_requests(
+        STUDY,
+        MATRIX,
+        wildcards.dataset,
+        wildcards.device,
+        wildcards.model,
+        int(wildcards.batch_size),
+    )
+    return [as_param(request) for request in requests]
+
+
+def group_data(wildcards):
+    """The dataset a group reads; building its requests here fails a path naming no
+    configuration of the study while the DAG is built."""
+    group_requests(wildcards)
+    return job_requests.data_root(wildcards.dataset)
+
+
+def group_threads(wildcards):
+    """Cores a group's job holds: the most any of its members' variants needs."""
+    members = job_requests.group_members(
+        MATRIX, wildcards.device, wildcards.model, int(wildcards.batch_size)
+    )
+    variants = {key.variant for key in members} or {None}
+    return max(
+        job_requests.measurement_threads(STUDY, wildcards.device, variant, job_cores())
+        for variant in variants
+    )
+
+
+def run_group(wildcards):
+    """The folder of the group that measured a configuration (rule timed_group)."""
+    return layout.path(
+        "run_group",
+        dataset=wildcards.dataset,
+        device=wildcards.device,
+        model=wildcards.model,
+        batch_size=wildcards.batch_size,
     )

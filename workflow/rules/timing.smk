@@ -1,9 +1,32 @@
-# One job measures one configuration: worker processes forked from the job's warm process,
-# timed windows until the CI target or the timing budget (nnperf.engine.manager,
-# nnperf.engine.stopping).
+# One job measures a group: every precision and variant of one model x device x batch size,
+# by worker processes forked from the job's warm process that alternate between the
+# configurations (A B B A ...), so drift and neighbours hit the configurations it compares
+# alike; timed windows until each configuration's CI target and each comparison's, or the
+# budgets (nnperf.engine.interleave, nnperf.engine.stopping).
+rule timed_group:
+    input:
+        data=group_data,
+    output:
+        folder=directory(layout.TEMPLATES["run_group"]),
+    log:
+        layout.log("run_group"),
+    conda:
+        "../../envs/nnperf.yaml"
+    # bench_slot: no other measurement overlaps it; threads: see measurement_threads.
+    threads: group_threads
+    resources:
+        bench_slot=1,
+    params:
+        members=group_requests,
+        engine=code_hash("nnperf.engine.runner"),
+    script:
+        "../scripts/timed_group.py"
+
+
+# Each configuration's own files, out of its group's folder.
 rule timed_run:
     input:
-        data=run_data,
+        group=run_group,
     output:
         run=layout.TEMPLATES["run"],
         windows=layout.TEMPLATES["run_windows"],
@@ -11,14 +34,9 @@ rule timed_run:
     log:
         layout.log("run"),
     conda:
-        "../../envs/nnperf.yaml"
-    # bench_slot: no other measurement overlaps it; threads: see measurement_threads.
-    threads: measurement_threads
-    resources:
-        bench_slot=1,
+        "../../envs/nnperf-report.yaml"
     params:
         request=run_request,
-        engine=code_hash("nnperf.engine.runner"),
     script:
         "../scripts/timed_run.py"
 

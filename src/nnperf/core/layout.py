@@ -60,6 +60,10 @@ TEMPLATES = {
     "run": f"{RUN_STEM}.json",
     "run_windows": f"{RUN_STEM}_windows.csv",
     "run_steps": f"{RUN_STEM}_steps.csv",
+    # The job that measures a group (one model x device x batch size, every precision and
+    # variant) by interleaved processes writes its members' files and their comparisons here;
+    # each member's files are then copied to its own paths above.
+    "run_group": "results/runs/{dataset}/{device}/{model}/groups/bs{batch_size}",
     "profile_request": f"{PROFILE_STEM}.request.json",
     "profile_report": f"{PROFILE_STEM}.ncu-rep",
     "profile_meta": f"{PROFILE_STEM}.ncu.json",
@@ -84,6 +88,18 @@ TEMPLATES = {
     "summary_html": "reports/{dataset}/summary.html",
     "summary_md": "reports/{dataset}/summary.md",
 }
+
+# A group's folder holds, per member, `<precision>_<variant>` + one of these suffixes, and
+# GROUP_COMPARISONS.
+GROUP_MEMBER_SUFFIXES = {"run": ".json", "run_windows": "_windows.csv", "run_steps": "_steps.csv"}
+GROUP_COMPARISONS = "comparisons.json"
+
+
+def group_member(folder: str, kind: str, precision: str, variant: str) -> str:
+    """Where a group's folder holds one member's file of `kind` (a key of
+    GROUP_MEMBER_SUFFIXES)."""
+    return f"{folder}/{precision}_{variant}{GROUP_MEMBER_SUFFIXES[kind]}"
+
 
 # Figures drawn per (device, model) from the run tables (`run_figure`'s kinds).
 RUN_FIGURE_KINDS = ("throughput", "breakdown", "speedup")

@@ -78,6 +78,10 @@ class Measurement:
     budget_start_unix: float = 0.0
     # Process 0's one-time steps: bounded on their own, they extend the budget's end.
     one_time_s: float = 0.0
+    # Time other configurations' processes ran in between this one's (interleaved runs).
+    paused_s: float = 0.0
+    # Processes run after the configuration met its own target, for a comparison's interval.
+    processes_for_comparisons: int = 0
     start_method: str = "fork"
 
     def samples(self) -> list[stopping.WindowSample]:
@@ -280,56 +284,143 @@ def run_measurement(
     timings (`nnperf.engine.rehearsal`): a fake clock, workers that replay, no host to watch.
     """
     method = method or start_method()
-    compile_mode = request.settings.compile
     stopping.check_steps(
-        request.training.warmup_steps, request.training.timed_steps, compile_mode, request.device
+        request.training.warmup_steps,
+        request.training.timed_steps,
+        request.settings.compile,
+        request.device,
     )
-    if start_worker is None:
-        context = None if method == WARM else multiprocessing.get_context(method)
-        if method == "forkserver":
-            # Takes effect when the server starts (the first measurement of this process).
-            context.set_forkserver_preload(list(PRELOAD))
+    start_worker = start_worker or worker_starter(method)
+    run = MeasurementRun(
+        request,
+        start_worker,
+        clock=clock,
+        watch_host=watch_host,
+        method=method,
+        workflow_dir=workflow_dir,
+        model_factory=model_factory,
+        data=data,
+    )
+    while not run.finished:
+        run.run_process()
+    return run.close()
 
-        def start_worker(job: WorkerJob) -> Worker:
-            return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)
 
-    now = clock()
-    result = Measurement(started_at_unix=now, budget_start_unix=now, start_method=method)
-    driver = _Driver(request, result, clock, watch_host)
-    process = 0
-    while True:
+def worker_starter(method: str | None = None) -> Callable[[WorkerJob], Worker]:
+    """How workers start: from the warm server (`worker.WARM`), from multiprocessing's fork
+    server, or spawned (`worker.start_method()` when None)."""
+    method = method or start_method()
+    context = None if method == WARM else multiprocessing.get_context(method)
+    if method == "forkserver":
+        # Takes effect when the server starts (the first measurement of this process).
+        context.set_forkserver_preload(list(PRELOAD))
+
+    def start_worker(job: WorkerJob) -> Worker:
+        return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)
+
+    return start_worker
+
+
+class MeasurementRun:
+    """One configuration's measurement, one worker process at a time.
+
+    `run_measurement` runs it to its end; `nnperf.engine.interleave` alternates the
+    processes of several (A B B A ...). While the others run, this one is paused: with
+    `count_pauses`, the time between the end of one of its processes and the start of its
+    next is not spent from its own budget (`timing.max_seconds` is per configuration).
+    """
+
+    def __init__(
+        self,
+        request: RunRequest,
+        start_worker: Callable[[WorkerJob], Worker],
+        *,
+        clock: Callable[[], float] = time.time,
+        watch_host: bool = True,
+        method: str = "fork",
+        workflow_dir=None,
+        model_factory=None,
+        data=None,
+        count_pauses: bool = False,
+    ):
+        self.request, self.start_worker, self.clock = request, start_worker, clock
+        self.workflow_dir = None if workflow_dir is None else str(workflow_dir)
+        self.model_factory, self.data = model_factory, data
+        self.count_pauses = count_pauses
+        now = clock()
+        self.result = Measurement(started_at_unix=now, budget_start_unix=now, start_method=method)
+        self.driver = _Driver(request, self.result, clock, watch_host)
+        self.process = 0
+        self.finished = False
+        self.last_action: stopping.Action | None = None
+        self._idle_since: float | None = None
+
+    def run_process(self, round_index: int | None = None) -> stopping.Action:
+        """Start the next worker process and drive it to its end."""
+        result, clock = self.result, self.clock
+        if self.count_pauses and self._idle_since is not None:
+            result.paused_s += clock() - self._idle_since
+        if self.process == 0:
+            result.started_at_unix = result.budget_start_unix = clock()
         job = WorkerJob(
-            request=request,
-            process=process,
-            collect_environment=process == 0,
-            workflow_dir=None if workflow_dir is None else str(workflow_dir),
-            model_factory=model_factory,
-            data=data,
+            request=self.request,
+            process=self.process,
+            collect_environment=self.process == 0,
+            workflow_dir=self.workflow_dir,
+            model_factory=self.model_factory,
+            data=self.data,
         )
-        worker = start_worker(job)
+        worker = self.start_worker(job)
         record = {
-            "process": process,
-            "seed": request.seed_of(process),
+            "process": self.process,
+            "seed": self.request.seed_of(self.process),
             "pid": None,
             "status": "ok",
             "started_at_unix": worker.started_at_unix,
             "warmup_step_time_s": [],
             "one_time_step_time_s": {},
         }
+        if round_index is not None:
+            record["round"] = round_index
         result.processes.append(record)
         try:
-            action = driver.drive(worker, record)
+            action = self.driver.drive(worker, record)
         finally:
             worker.kill()
             record["ended_at_unix"] = clock()
+        self._idle_since = record["ended_at_unix"]
+        self.last_action = action
+        self.process += 1
         if action.kind != "process":
+            self.finished = True
             if result.status == "ok":
                 result.stop_reason = action.reason
                 result.stop_detail = action.detail
-            break
-        process += 1
-    result.ended_at_unix = clock()
-    return result
+        return action
+
+    def can_continue(self) -> bool:
+        """Whether one more process fits after this measurement stopped at its own target:
+        below `timing.max_processes`, and its start and minimal windows within what is left
+        of `timing.max_seconds` (the stopping rule's own test for a new process)."""
+        result, timing = self.result, self.request.timing
+        if result.status != "ok" or not result.windows or self.process >= timing.max_processes:
+            return False
+        idle = self._idle_since if self._idle_since is not None else self.clock()
+        elapsed = idle - result.budget_start_unix - result.one_time_s - result.paused_s
+        window_cost = max(float(w["window_s"]) for w in result.windows)
+        cost = process_cost(result, bool(self.request.settings.compile))
+        return cost + timing.min_windows * window_cost <= timing.max_seconds - elapsed
+
+    def reopen(self) -> None:
+        """Measure on after the configuration's own stop, for a comparison's sake."""
+        self.finished = False
+        self.result.processes_for_comparisons += 1
+
+    def close(self) -> Measurement:
+        """The measurement, ended where its last process ended."""
+        ended = self._idle_since if self.count_pauses else None
+        self.result.ended_at_unix = ended if ended is not None else self.clock()
+        return self.result
 
 
 class _Driver:
@@ -350,7 +441,12 @@ class _Driver:
 
     def budget_end(self) -> float:
         result = self.result
-        return result.budget_start_unix + result.one_time_s + self.request.timing.max_seconds
+        return (
+            result.budget_start_unix
+            + result.one_time_s
+            + result.paused_s
+            + self.request.timing.max_seconds
+        )
 
     def hard_end(self) -> float:
         return self.budget_end() + _grace(self.request)
@@ -393,7 +489,10 @@ class _Driver:
                 action = stopping.next_action(
                     result.samples(),
                     current_process=worker.index,
-                    elapsed_s=self.clock() - result.budget_start_unix - result.one_time_s,
+                    elapsed_s=self.clock()
+                    - result.budget_start_unix
+                    - result.one_time_s
+                    - result.paused_s,
                     process_cost_s=process_cost(result, bool(request.settings.compile)),
                     timing=request.timing,
                     target_ci=request.target_ci,

@@ -18,14 +18,17 @@ check the device and train.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import shutil
 import sys
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
-from nnperf.core import stats, vocab
+from nnperf.core import layout, stats, vocab
 from nnperf.core.contract import RunRequest
+from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_csv, write_json
 from nnperf.core.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
 from nnperf.engine import manager, stability, stopping, worker
@@ -142,11 +145,15 @@ def cost_fields(result: manager.Measurement, process_started_at: float | None) -
     first_step_at = first.get("first_step_at_unix")
     started = process_started_at if process_started_at is not None else result.started_at_unix
     timed = sum(w["window_s"] for w in result.windows)
-    wall = result.ended_at_unix - started
+    # Interleaved with other configurations (nnperf.engine.interleave): their processes' time
+    # in between is not this one's.
+    wall = result.ended_at_unix - started - result.paused_s
     return {
         "fixed_cost_s": first_step_at - started if first_step_at is not None else None,
         "process_fixed_cost_s": _median(r.get("fixed_cost_s") for r in result.processes),
-        "elapsed_s": result.ended_at_unix - result.started_at_unix,
+        "elapsed_s": result.ended_at_unix - result.started_at_unix - result.paused_s,
+        "paused_s": result.paused_s,
+        "processes_for_comparisons": result.processes_for_comparisons,
         "duty_cycle": timed / wall if wall > 0 else None,
         "process_started_at_unix": process_started_at,
         "start_method": result.start_method,
@@ -174,6 +181,19 @@ def perform_run(
     result = manager.run_measurement(
         request, model_factory, data, workflow_dir=workflow_dir, method=method, **engine
     )
+    document = run_document(request, result, started_at, clock(), process_started_at, workflow_dir)
+    return document, document["windows"], result.steps
+
+
+def run_document(
+    request: RunRequest,
+    result: manager.Measurement,
+    started_at: float,
+    ended_at: float,
+    process_started_at: float | None = None,
+    workflow_dir=None,
+) -> dict:
+    """The run document of one configuration's measurement (`nnperf.core.vocab.RUN_KIND`)."""
     windows = stability.flag_windows(result.windows)
     unstable, reasons = stability.instability(windows)
     reasons = reasons + result.notes
@@ -202,9 +222,9 @@ def perform_run(
         "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
         "environment": result.environment or _parent_environment(request, result, workflow_dir),
         "started_at_unix": started_at,
-        "ended_at_unix": clock(),
+        "ended_at_unix": ended_at,
     }
-    return document, document["windows"], result.steps
+    return document
 
 
 def _max(values) -> int | None:
@@ -294,6 +314,91 @@ def run_to_files(
     stream = sys.stdout if document["status"] == "ok" else sys.stderr
     print(describe_outcome(request, document), file=stream)
     return document
+
+
+def group_name(request: RunRequest) -> str:
+    """What a group is called in run documents: `synthetic/cpu/resnet18_cifar/bs32`."""
+    return f"{request.dataset}/{request.device}/{request.model}/bs{request.batch_size}"
+
+
+def group_to_files(
+    requests: Sequence[RunRequest],
+    folder: str | os.PathLike,
+    workflow_dir: str | os.PathLike | None = None,
+) -> list[dict]:
+    """The configurations of one group, measured by interleaved processes
+    (`nnperf.engine.interleave`) -> each member's run JSON and CSVs, and the group's
+    comparisons, in `folder` (`nnperf.core.layout.group_member`)."""
+    from nnperf.engine import interleave, warmserver
+
+    groups = {group_name(request) for request in requests}
+    if len(groups) != 1:
+        raise NnperfError(
+            f"a group's configurations must share dataset, device, model and batch size; got "
+            f"{', '.join(sorted(groups))}"
+        )
+    process_started_at = worker.process_started_at_unix()
+    group = interleave.run_group(
+        requests,
+        workflow_dir=workflow_dir,
+        method=worker.WARM if warmserver.enabled() else None,
+    )
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    labels = [label(request) for request in requests]
+    documents = []
+    for i, (request, result) in enumerate(zip(requests, group.measurements)):
+        document = run_document(
+            request,
+            result,
+            result.started_at_unix,
+            result.ended_at_unix,
+            process_started_at if i == 0 else None,
+            workflow_dir,
+        )
+        document["group"] = group_name(request)
+        document["interleaved_with"] = [name for j, name in enumerate(labels) if j != i]
+        member = functools.partial(
+            layout.group_member, folder, precision=request.precision, variant=request.variant
+        )
+        write_csv(member("run_steps"), steps_frame(result.steps))
+        write_csv(member("run_windows"), windows_frame(document["windows"]))
+        write_json(member("run"), document)
+        stream = sys.stdout if document["status"] == "ok" else sys.stderr
+        print(describe_outcome(request, document), file=stream)
+        documents.append(document)
+    write_json(
+        os.path.join(folder, layout.GROUP_COMPARISONS),
+        {
+            "kind": COMPARISONS_KIND,
+            "group": group_name(requests[0]),
+            "rounds": group.rounds,
+            "members": labels,
+            "comparisons": group.comparisons,
+        },
+    )
+    for row in group.comparisons:
+        if row["measured"]:
+            a, b = (" ".join(str(row[side][k]) for k in ("precision", "variant")) for side in "ab")
+            print(f"{a} vs {b}: {row['statement']}")
+    return documents
+
+
+def copy_member(folder: str | os.PathLike, request: RunRequest, outputs: Mapping[str, str]) -> None:
+    """One member's files out of its group's folder, to the configuration's own paths
+    (`outputs`: run, run_windows, run_steps); a member the group did not measure is an error
+    naming it."""
+    for kind, target in outputs.items():
+        source = layout.group_member(os.fspath(folder), kind, request.precision, request.variant)
+        if not os.path.isfile(source):
+            raise NnperfError(
+                f"{source} is missing: the group {os.fspath(folder)} did not measure "
+                f"{label(request)}; re-run its job (delete the folder)"
+            )
+        shutil.copyfile(source, target)
+
+
+COMPARISONS_KIND = "comparisons"
 
 
 def describe_outcome(request: RunRequest, document: dict) -> str:

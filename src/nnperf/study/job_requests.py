@@ -136,6 +136,30 @@ def accuracy_target(study: contract.StudyConfig) -> float | None:
     return targets.pop() if len(targets) == 1 else None
 
 
+def group_members(matrix, device: str, model: str, batch_size: int) -> list[RunKey]:
+    """The configurations one timed job measures together, interleaved
+    (`nnperf.engine.interleave`): those of the study's matrix with this model, device and
+    batch size, every precision and variant of it, in the matrix's order."""
+    return [
+        key
+        for key in matrix
+        if (key.device, key.model, key.batch_size) == (device, model, int(batch_size))
+    ]
+
+
+def group_requests(
+    study: contract.StudyConfig, matrix, dataset: str, device: str, model: str, batch_size: int
+) -> list[contract.RunRequest]:
+    """The RunRequests of a group's members; a group of none is an error naming it."""
+    members = group_members(matrix, device, model, batch_size)
+    if not members:
+        raise NnperfError(
+            f"no configuration of the study has device {device}, model {model} and batch size "
+            f"{batch_size}; allowed: the study's devices, models and batch_sizes"
+        )
+    return [run_request(study, key, dataset) for key in members]
+
+
 def measurement_threads(
     study: contract.StudyConfig, device: str, variant: str | None, cores: int
 ) -> int:

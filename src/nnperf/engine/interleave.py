@@ -1,0 +1,199 @@
+"""Configurations that are compared, measured together: their worker processes alternate.
+
+A speedup is a ratio of two throughputs. Measured minutes apart, the ratio carries whatever
+changed in between: a machine that slows by a tenth while it warms up, a neighbour's job,
+a clock step. Measured by processes that alternate in a balanced order (A B B A A B ...), the
+two configurations see the same drift and the same neighbours, round by round, and process i
+of A is paired with process i of B: the paired interval (`nnperf.core.ratios.paired_ratio`)
+cancels what a pair shares.
+
+One job measures a *group*: the configurations of one model x device x batch size, every
+precision and variant of it. Each keeps its own budget (`timing.max_seconds` counts only the
+time its own processes run: `manager.MeasurementRun`), its own stopping rule and its own
+files. The group adds one rule on top (`comparisons`): the comparisons it serves (each
+variant against the baseline at its precision, each precision against fp32 in its variant)
+must each be *resolved* (the ratio's interval excludes 1, or lies within the CI target of 1)
+before a configuration that met its own target stops for good; while one is not, both of
+its configurations measure on while a process fits their budgets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+from nnperf.core import ratios
+from nnperf.core.contract import RunRequest
+from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
+from nnperf.engine import stopping
+from nnperf.engine.manager import Measurement, MeasurementRun, Worker, worker_starter
+from nnperf.engine.worker import WorkerJob, start_method
+
+PRECISION, VARIANT = "precision", "variant"
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """Member `a` against member `b` (the reference) of a group; `kind` is what differs."""
+
+    a: int
+    b: int
+    kind: str
+
+
+def comparisons(requests: Sequence[RunRequest]) -> list[Comparison]:
+    """The comparisons a group's report states: each variant against the reference variant
+    at the same precision, each precision against the reference precision in the same
+    variant (`nnperf.core.vocab`)."""
+    found = []
+    for i, a in enumerate(requests):
+        for j, b in enumerate(requests):
+            if i == j:
+                continue
+            if (
+                a.precision == b.precision
+                and b.variant == REFERENCE_VARIANT
+                and a.variant != REFERENCE_VARIANT
+            ):
+                found.append(Comparison(i, j, VARIANT))
+            if (
+                a.variant == b.variant
+                and b.precision == REFERENCE_PRECISION
+                and a.precision != REFERENCE_PRECISION
+            ):
+                found.append(Comparison(i, j, PRECISION))
+    return found
+
+
+def balanced_order(members: Sequence[int], round_index: int) -> list[int]:
+    """Even rounds forward, odd rounds backward: A B | B A | A B ... (each member's mean
+    position is the same, so a linear drift cancels in a pair of rounds)."""
+    ordered = list(members)
+    return ordered if round_index % 2 == 0 else ordered[::-1]
+
+
+def round_rates(result: Measurement) -> dict[int, float]:
+    """Throughput of each of a measurement's processes, by the round it ran in."""
+    by_process = stopping.process_throughputs(result.samples())
+    return {
+        int(record["round"]): by_process[record["process"]]
+        for record in result.processes
+        if record.get("round") is not None and record["process"] in by_process
+    }
+
+
+def ratio_of(a: Measurement, b: Measurement) -> ratios.RatioCI:
+    """A's throughput over B's, from the processes of the rounds both measured."""
+    rates_a, rates_b = round_rates(a), round_rates(b)
+    shared = sorted(set(rates_a) & set(rates_b))
+    return ratios.paired_ratio([rates_a[r] for r in shared], [rates_b[r] for r in shared])
+
+
+def tolerance(a: RunRequest, b: RunRequest) -> float:
+    """What counts as "no difference" for a comparison: the stricter CI target of the two."""
+    return min(a.target_ci, b.target_ci)
+
+
+@dataclasses.dataclass
+class GroupResult:
+    """What a group's job produced: one measurement per member, and each comparison."""
+
+    measurements: list[Measurement]
+    comparisons: list[dict]
+    rounds: int
+
+
+def run_group(
+    requests: Sequence[RunRequest],
+    *,
+    workflow_dir=None,
+    method: str | None = None,
+    clock: Callable[[], float] = time.time,
+    start_worker: Callable[[WorkerJob], Worker] | None = None,
+    watch_host: bool = True,
+) -> GroupResult:
+    """Measure `requests` with interleaved worker processes (module docstring)."""
+    method = method or start_method()
+    for request in requests:
+        stopping.check_steps(
+            request.training.warmup_steps,
+            request.training.timed_steps,
+            request.settings.compile,
+            request.device,
+        )
+    start_worker = start_worker or worker_starter(method)
+    runs = [
+        MeasurementRun(
+            request,
+            start_worker,
+            clock=clock,
+            watch_host=watch_host,
+            method=method,
+            workflow_dir=workflow_dir,
+            count_pauses=True,
+        )
+        for request in requests
+    ]
+    pairs = comparisons(requests)
+    round_index = 0
+    while True:
+        active = [i for i, run in enumerate(runs) if not run.finished]
+        if not active:
+            active = _reopen_for_comparisons(runs, pairs)
+            if not active:
+                break
+        for i in balanced_order(active, round_index):
+            runs[i].run_process(round_index)
+        round_index += 1
+    measurements = [run.close() for run in runs]
+    return GroupResult(measurements, _comparison_rows(requests, measurements, pairs), round_index)
+
+
+def _unresolved(runs: Sequence[MeasurementRun], pairs: Sequence[Comparison]) -> list[Comparison]:
+    found = []
+    for pair in pairs:
+        a, b = runs[pair.a], runs[pair.b]
+        if a.result.status != "ok" or b.result.status != "ok":
+            continue
+        ci = ratio_of(a.result, b.result)
+        if not ci.resolved(tolerance(a.request, b.request)):
+            found.append(pair)
+    return found
+
+
+def _reopen_for_comparisons(
+    runs: Sequence[MeasurementRun], pairs: Sequence[Comparison]
+) -> list[int]:
+    """The members to measure on: both of every unresolved comparison, where another
+    process fits both budgets (a process without its partner pairs with nothing)."""
+    chosen: set[int] = set()
+    for pair in _unresolved(runs, pairs):
+        if runs[pair.a].can_continue() and runs[pair.b].can_continue():
+            chosen.update((pair.a, pair.b))
+    for i in sorted(chosen):
+        runs[i].reopen()
+    return sorted(chosen)
+
+
+def _comparison_rows(
+    requests: Sequence[RunRequest], measurements: Sequence[Measurement], pairs
+) -> list[dict]:
+    rows = []
+    for pair in pairs:
+        a, b = requests[pair.a], requests[pair.b]
+        ci = ratio_of(measurements[pair.a], measurements[pair.b])
+        measured = measurements[pair.a].status == "ok" and measurements[pair.b].status == "ok"
+        rows.append(
+            {
+                "kind": pair.kind,
+                "a": a.key.as_dict(),
+                "b": b.key.as_dict(),
+                "measured": measured,
+                **ci.as_dict("ratio"),
+                "resolved": measured and ci.resolved(tolerance(a, b)),
+                "tolerance": tolerance(a, b),
+                "statement": ratios.describe(ci) if measured else None,
+            }
+        )
+    return rows

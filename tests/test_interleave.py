@@ -1,0 +1,122 @@
+"""Interleaved measurement of compared configurations (nnperf.engine.interleave), through the
+real engine on replayed workers and a fake clock: balanced order, budgets per configuration,
+the comparison's own stopping rule, and why it exists (drift)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from nnperf.core import ratios
+from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings
+from nnperf.engine import interleave, manager, rehearsal, stopping
+
+TRAINING = TrainingSettings(warmup_steps=3, timed_steps=4)
+TIMING = TimingSettings(target_ci=0.03, min_seconds=2, max_seconds=30, max_processes=8)
+BASE = RunRequest(
+    device="cpu", model="m", precision="fp32", batch_size=32, training=TRAINING, timing=TIMING
+)
+TUNED = dataclasses.replace(BASE, variant="tuned")
+TRUE_SPEEDUP = 1.05
+
+
+class DriftingWorker(rehearsal.ReplayWorker):
+    """A replayed worker on a machine that slows down: step times grow 0.5% per second."""
+
+    slope = 0.005
+
+    def _window_event(self):
+        factor = 1 + self.slope * (self.clock() - rehearsal.CLOCK_START_UNIX)
+        steady = self.process
+        self.process = dataclasses.replace(steady, steady_step_s=steady.steady_step_s * factor)
+        try:
+            return super()._window_event()
+        finally:
+            self.process = steady
+
+
+def _timing(*steps: float, cv: float = 0.01) -> rehearsal.ConfigTiming:
+    processes = tuple(rehearsal.ProcessTiming(s, cv, (3 * s, s, s)) for s in steps)
+    return rehearsal.ConfigTiming(processes=processes, source="test")
+
+
+def _engine(timings, worker=rehearsal.ReplayWorker, seed=1):
+    clock, rng = rehearsal.FakeClock(), np.random.default_rng(seed)
+
+    def start_worker(job):
+        return worker(job, timings[job.request.variant], clock, rng)
+
+    return {"method": "replay", "clock": clock, "start_worker": start_worker, "watch_host": False}
+
+
+DRIFT_TIMINGS = {"baseline": _timing(0.1), "tuned": _timing(0.1 / TRUE_SPEEDUP)}
+
+
+def test_under_drift_the_interleaved_ratio_is_right_where_sequential_runs_get_it_wrong():
+    group = interleave.run_group([TUNED, BASE], **_engine(DRIFT_TIMINGS, DriftingWorker))
+    (row,) = group.comparisons
+    assert row["kind"] == interleave.VARIANT and row["measured"]
+    assert row["ratio_ci_low"] <= TRUE_SPEEDUP <= row["ratio_ci_high"]
+    assert row["ratio_separated"] and "faster" in row["statement"]
+
+    engine = _engine(DRIFT_TIMINGS, DriftingWorker)
+    apart = [manager.run_measurement(request, **engine) for request in (TUNED, BASE)]
+    rates = [list(stopping.process_throughputs(m.samples()).values()) for m in apart]
+    sequential = ratios.unpaired_ratio(*rates)
+    assert not sequential.low <= TRUE_SPEEDUP <= sequential.high
+
+
+def test_processes_alternate_in_balanced_order_and_pair_by_round():
+    group = interleave.run_group([TUNED, BASE], **_engine(DRIFT_TIMINGS))
+    starts = []
+    for member, measurement in zip("AB", group.measurements):
+        for record in measurement.processes:
+            starts.append((record["started_at_unix"], member, record["round"]))
+    order = [member for _, member, _ in sorted(starts)]
+    assert order[:4] == ["A", "B", "B", "A"]
+    for measurement in group.measurements:
+        assert [r["round"] for r in measurement.processes] == list(range(len(measurement.processes)))
+
+
+def test_each_configuration_spends_only_its_own_budget():
+    timing = dataclasses.replace(TIMING, target_ci=0.001, max_seconds=10, max_processes=20)
+    requests = [dataclasses.replace(r, timing=timing) for r in (TUNED, BASE)]
+    group = interleave.run_group(requests, **_engine(DRIFT_TIMINGS))
+    for measurement in group.measurements:
+        assert measurement.paused_s > 0
+        own = measurement.ended_at_unix - measurement.budget_start_unix - measurement.paused_s
+        assert own <= timing.max_seconds + manager.GRACE_S + manager.GRACE_SHARE * 10
+        assert own > timing.max_seconds / 2  # the budget was used, not cut short by the other's
+
+
+def test_an_unresolved_comparison_keeps_both_configurations_measuring():
+    rng = np.random.default_rng(5)
+    timings = {
+        "tuned": _timing(*(0.1 * (1 + rng.normal(0, 0.015, 12))), cv=0.002),
+        "baseline": _timing(*(0.1 * (1 + rng.normal(0, 0.015, 12))), cv=0.002),
+    }
+    timing = dataclasses.replace(
+        TIMING, min_seconds=1, max_seconds=60, max_processes=12, min_windows=2, max_windows=2
+    )
+    requests = [dataclasses.replace(r, timing=timing) for r in (TUNED, BASE)]
+    group = interleave.run_group(requests, **_engine(timings))
+    assert all(m.stop_reason == "ci_target" for m in group.measurements)
+    assert all(m.processes_for_comparisons > 0 for m in group.measurements)
+    (row,) = group.comparisons
+    assert row["resolved"] and "no difference detectable" in row["statement"]
+
+
+def test_a_group_compares_variants_within_a_precision_and_precisions_within_a_variant():
+    bf16 = [dataclasses.replace(r, precision="bf16") for r in (BASE, TUNED)]
+    found = interleave.comparisons([BASE, TUNED, *bf16])
+    assert sorted((f.a, f.b, f.kind) for f in found) == [
+        (1, 0, "variant"),
+        (2, 0, "precision"),
+        (3, 1, "precision"),
+        (3, 2, "variant"),
+    ]
+
+
+@pytest.mark.parametrize("round_index, expected", [(0, [0, 1, 2]), (1, [2, 1, 0]), (2, [0, 1, 2])])
+def test_balanced_order(round_index, expected):
+    assert interleave.balanced_order([0, 1, 2], round_index) == expected

@@ -19,6 +19,7 @@ check the device and train.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import shutil
@@ -396,6 +397,11 @@ def copy_member(folder: str | os.PathLike, request: RunRequest, outputs: Mapping
                 f"{label(request)}; re-run its job (delete the folder)"
             )
         shutil.copyfile(source, target)
+    with open(outputs["run"], encoding="utf-8") as handle:
+        document = json.load(handle)
+    stream = sys.stdout if document.get("status") == "ok" else sys.stderr
+    print(f"measured in group {document.get('group')}", file=sys.stdout)
+    print(describe_outcome(request, document), file=stream)
 
 
 COMPARISONS_KIND = "comparisons"

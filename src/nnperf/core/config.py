@@ -276,7 +276,7 @@ def _non_finite(value: Any, key: str) -> tuple[str, float] | None:
 def check_finite(config: dict) -> None:
     """Refuse NaN and infinities anywhere in `config`, with one line naming the key.
 
-    YAML spells them `.nan`, `.inf` and `-.inf` (and `1e400` overflows to infinity), and a
+    YAML spells them `.nan`, `.inf` and `-.inf` (and `1.0e+400` overflows to infinity), and a
     JSON schema cannot refuse them: every comparison with NaN is false, so `.nan` passes
     `exclusiveMinimum: 0`, and `.inf` passes every bound below it. No setting of a study
     means anything as a non-finite number (a budget of NaN seconds is a typo, not "no

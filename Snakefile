@@ -3,6 +3,9 @@ from snakemake.utils import min_version
 min_version("8.10")
 
 
+include: "workflow/rules/configfile.smk"
+
+
 configfile: "config/config.yaml"
 
 

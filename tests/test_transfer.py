@@ -1,5 +1,5 @@
-"""Transfer learning: pretrained weights from a local file or torch hub's cache (never a
-download), the missing-file error, head replacement, a frozen backbone, and a fine-tuning
+"""Transfer learning: pretrained weights from a local file or torch hub's cache (the
+download is tests/test_pretrained_weights.py's), the missing-file error, head replacement, a frozen backbone, and a fine-tuning
 run that resumes without the weights file.
 
 The "pretrained" weights are real torchvision state_dicts of randomly initialised models,
@@ -103,12 +103,11 @@ def test_pretrained_from_torch_hubs_cache(resnet18_weights, torch_home):
 def test_absent_weights_name_the_expected_file_and_how_to_get_it(torch_home, tmp_path):
     expected = torch_home / "hub" / "checkpoints" / "resnet50-11ad3fa6.pth"
     with pytest.raises(NnperfError) as info:
-        models.build_pretrained("resnet50", 100, "IMAGENET1K_V2")
+        models.build_pretrained("resnet50", 100, "IMAGENET1K_V2", download=False)
     assert str(info.value) == (
         f"{expected}: pretrained weights ResNet50_Weights.IMAGENET1K_V2 not found (torch hub's "
-        "cache); nnperf never downloads: fetch "
-        "https://download.pytorch.org/models/resnet50-11ad3fa6.pth to that path on a machine "
-        "with network access and copy it here"
+        "cache); rule download_weights fetches "
+        "https://download.pytorch.org/models/resnet50-11ad3fa6.pth there, or copy it there"
     )
     local = tmp_path / "nowhere.pth"
     with pytest.raises(NnperfError) as info:

@@ -392,6 +392,58 @@ def training_runs(kind, device=None, model=None):
     ]
 
 
+def pretrained_recipes():
+    """(model, weights name) of every training run that starts from pretrained weights read
+    from torch hub's cache (a recipe's `pretrained` without `pretrained_path`)."""
+    return unique(
+        (key.model, STUDY.recipes[recipe].pretrained)
+        for key, recipe in training_keys()
+        if STUDY.recipes[recipe].pretrained and STUDY.recipes[recipe].pretrained_path is None
+    )
+
+
+def weights_pattern():
+    """Rule download_weights' output: a weights file in torch hub's cache, where torchvision
+    and the training job look (nnperf.workload.models.hub_weights_path). Only a study with
+    pretrained weights imports torch for it while the DAG is built."""
+    if not pretrained_recipes():
+        return "resources/weights/{weights_file}"
+    from nnperf.workload import models
+
+    return str(Path(models.hub_cache_dir()) / "checkpoints" / "{weights_file}")
+
+
+def weights_url(wildcards):
+    """The URL download_weights fetches a weights file from, torchvision's URL of the
+    recipe's weights that the file is named after."""
+    from nnperf.workload import models
+
+    urls = models.weights_urls(pretrained_recipes())
+    if wildcards.weights_file not in urls:
+        raise WorkflowError(
+            f"nnperf: no recipe's pretrained weights are named {wildcards.weights_file}; "
+            f"allowed: {', '.join(urls) or 'none (no recipe sets pretrained)'}"
+        )
+    return urls[wildcards.weights_file]
+
+
+def pretrained_weights_input(wildcards):
+    """The weights file a training run starts from: its recipe's pretrained_path (which must
+    exist) or torch hub's cached copy (rule download_weights fetches it); none without
+    pretrained weights."""
+    recipe = STUDY.recipes[wildcards.recipe]
+    if recipe.pretrained is None:
+        return []
+    from nnperf.workload import models
+
+    try:
+        return [
+            str(models.weights_input(wildcards.model, recipe.pretrained, recipe.pretrained_path))
+        ]
+    except NnperfError as error:
+        raise WorkflowError(f"nnperf: {error}")
+
+
 def training_table_inputs(wildcards):
     this_study(wildcards)
     return {"runs": training_runs("training_run"), "summary": table("summary")}

@@ -1,13 +1,35 @@
 # Training to accuracy: each selected configuration under each recipe, after its timed run
 # (whose step time bounds the first epoch), never beside a measurement (bench_slot, and
 # every core on the CPU). A killed job runs again and resumes from its checkpoints, which
-# sit beside its outputs (not outputs themselves: Snakemake would delete them).
+# sit beside its outputs (not outputs themselves: Snakemake would delete them). A recipe's
+# pretrained weights are downloaded first, once, into torch hub's cache, where Snakemake runs
+# (compute nodes are often offline), as the dataset is.
+
+
+localrules:
+    download_weights,
+
+
+rule download_weights:
+    output:
+        weights=weights_pattern(),
+    log:
+        "logs/weights/{weights_file}.log",
+    wildcard_constraints:
+        weights_file=r"[\w.-]+\.pth",
+    conda:
+        "../../envs/nnperf.yaml"
+    params:
+        url=weights_url,
+    script:
+        "../scripts/download_weights.py"
 
 
 rule train_to_accuracy:
     input:
         data=run_data,
         run=layout.TEMPLATES["run"],
+        weights=pretrained_weights_input,
     output:
         summary=layout.TEMPLATES["training_run"],
         epochs=report(

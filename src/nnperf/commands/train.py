@@ -52,7 +52,7 @@ HELP = {
     "label_smoothing": "label smoothing of the cross-entropy loss",
     "seed": "seed of the initial weights, the data order and augmentation",
     "augment": "random crop (padding 4) and horizontal flip",
-    "pretrained": "torchvision weights name to start from (e.g. IMAGENET1K_V1); never downloaded",
+    "pretrained": "torchvision weights name to start from (e.g. IMAGENET1K_V1); downloaded into torch hub's cache when absent",
     "pretrained_path": "the weights file (default: torch hub's cache)",
     "freeze_backbone": "train only the new classifier head (needs --pretrained)",
 }

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -187,6 +189,10 @@ def format_error(error: jsonschema.ValidationError) -> str:
         bound = error.validator_value
         relation = ">=" if error.validator == "minimum" else ">"
         return f"config {key} = {error.instance!r} is too small; it must be {relation} {bound}"
+    if error.validator in ("maximum", "exclusiveMaximum"):
+        bound = error.validator_value
+        relation = "<=" if error.validator == "maximum" else "<"
+        return f"config {key} = {error.instance!r} is too large; it must be {relation} {bound}"
     if error.validator == "type":
         wanted = error.validator_value
         wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
@@ -203,13 +209,15 @@ def format_error(error: jsonschema.ValidationError) -> str:
     return f"config {key} = {error.instance!r}: {error.message}"
 
 
-def validate(config: dict, schema: dict | None = None) -> dict:
+def validate(config: dict, schema: dict | None = None, machine_cores: int | None = None) -> dict:
     """Return a validated copy of `config` with every default filled in.
 
-    Raises NnperfError with one line for the first problem found.
+    Raises NnperfError with one line for the first problem found. `machine_cores` bounds
+    `cpu_threads` (default: `cpu_cores()`, this machine's).
     """
     schema = schema if schema is not None else load_schema()
     instance = normalise(config, schema)
+    check_finite(instance)
     validator_class = _with_defaults(jsonschema.Draft202012Validator)
     validator = validator_class(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -237,7 +245,77 @@ def validate(config: dict, schema: dict | None = None) -> dict:
             "config variants has no 'baseline'; it is the reference every speedup is measured "
             f"against (variants given: {', '.join(instance['variants'])})"
         )
+    check_cpu_threads(instance["variants"], machine_cores or cpu_cores())
     return instance
+
+
+def _yaml_spelling(value: float) -> str:
+    """How YAML writes a non-finite number, so the message shows what the file says."""
+    if math.isnan(value):
+        return ".nan"
+    return ".inf" if value > 0 else "-.inf"
+
+
+def _non_finite(value: Any, key: str) -> tuple[str, float] | None:
+    """The dotted key and value of the first NaN or infinity inside `value`, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    if isinstance(value, dict):
+        items = ((f"{key}.{name}" if key else str(name), item) for name, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{key}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    for where, item in items:
+        found = _non_finite(item, where)
+        if found:
+            return found
+    return None
+
+
+def check_finite(config: dict) -> None:
+    """Refuse NaN and infinities anywhere in `config`, with one line naming the key.
+
+    YAML spells them `.nan`, `.inf` and `-.inf` (and `1.0e+400` overflows to infinity), and a
+    JSON schema cannot refuse them: every comparison with NaN is false, so `.nan` passes
+    `exclusiveMinimum: 0`, and `.inf` passes every bound below it. No setting of a study
+    means anything as a non-finite number (a budget of NaN seconds is a typo, not "no
+    limit": null says that).
+    """
+    found = _non_finite(config, "")
+    if found:
+        key, value = found
+        raise NnperfError(
+            f"config {key} = {_yaml_spelling(value)} is not a finite number; "
+            "allowed: a finite number (or null where the key takes null)"
+        )
+
+
+def cpu_cores() -> int:
+    """CPU cores of this machine: what `torch.set_num_threads` can usefully be given.
+
+    All of the machine's cores (`os.cpu_count()`), not only those this process may run on
+    (`os.sched_getaffinity`): Snakemake may build the DAG inside a narrower CPU set than its
+    jobs get (a login node's cgroup, `taskset`), and the bound is there to catch a typo
+    (100000 threads, which libgomp fails to allocate), not to second-guess a pinning.
+    """
+    return os.cpu_count() or 1
+
+
+def check_cpu_threads(variants: dict, cores: int) -> None:
+    """Refuse a variant's `cpu_threads` above this machine's `cores`, with one line.
+
+    More threads than cores only oversubscribes them, and an absurd count (100000) makes
+    libgomp fail to allocate its thread pool inside the worker, which ends without a result
+    far from the typo; so it is refused while the DAG is built.
+    """
+    for name, settings in variants.items():
+        threads = (settings or {}).get("cpu_threads")
+        if threads is not None and threads > cores:
+            raise NnperfError(
+                f"config variants.{name}.cpu_threads = {threads} is more than the {cores} CPU "
+                f"cores of this machine; allowed: 1 to {cores}, or null for torch's default"
+            )
 
 
 # Training images of the real datasets (CIFAR-10 and CIFAR-100 both have 50,000).

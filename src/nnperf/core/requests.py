@@ -27,6 +27,7 @@ from nnperf.core.settings import (
     TimingSettings,
     TrainingSettings,
     VariantSettings,
+    check_cv_threshold,
 )
 
 
@@ -164,6 +165,9 @@ class TablesRequest:
 
     cv_threshold: float = ReportSettings.cv_threshold
 
+    def __post_init__(self) -> None:
+        check_cv_threshold(self.cv_threshold)
+
 
 @dataclass(frozen=True)
 class FigureRequest:
@@ -189,6 +193,9 @@ class ReportRequest:
     notes: tuple[str, ...] = ()
     cv_threshold: float = ReportSettings.cv_threshold
     extra_results: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_cv_threshold(self.cv_threshold)
 
 
 @dataclass(frozen=True)

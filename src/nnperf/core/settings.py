@@ -10,13 +10,33 @@ default lives here and in the schema, and nowhere else. What a job is asked to d
 
 from __future__ import annotations
 
+import math
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from nnperf.core import vocab
 from nnperf.core.errors import NnperfError
 from nnperf.core.plaindata import to_dict
+
+
+def check_finite(settings: Any, section: str) -> None:
+    """Refuse a NaN or infinite number in any field of `settings`, with one line naming
+    `section.field`.
+
+    The bounds in the `__post_init__`s below cannot catch them: every comparison with NaN is
+    false, so `not x > 0` is the only spelling that refuses it, and infinity passes every
+    lower bound. The config loader refuses them too (`nnperf.core.config.check_finite`);
+    this is for a request built outside Snakemake (`nnperf run`, a JSON file).
+    """
+    for item in fields(settings):
+        value = getattr(settings, item.name)
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise NnperfError(
+                f"{section}.{item.name} = {value!r} is not a finite number; allowed: a finite "
+                "number"
+            )
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,15 @@ class TrainingSettings:
     seed: int = 0
     augment: bool = True
 
+    def __post_init__(self) -> None:
+        check_finite(self, "training")
+        if not self.lr > 0:
+            raise NnperfError(f"training.lr = {self.lr!r} is not allowed; allowed: a number > 0")
+        if not 0 <= self.momentum < 1:
+            raise NnperfError(
+                f"training.momentum = {self.momentum!r} is not allowed; allowed: a number in [0, 1)"
+            )
+
 
 @dataclass(frozen=True)
 class TimingSettings:
@@ -93,6 +122,7 @@ class TimingSettings:
     max_recording_seconds: float | None = None
 
     def __post_init__(self) -> None:
+        check_finite(self, "timing")
         if self.target_ci is not None and not 0 < self.target_ci < 1:
             raise NnperfError(
                 f"timing.target_ci = {self.target_ci!r} is not allowed; allowed: a number "
@@ -180,6 +210,19 @@ class ReportSettings:
     cv_threshold: float = 0.05
     extra_results: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        check_cv_threshold(self.cv_threshold)
+
+
+def check_cv_threshold(value: float) -> None:
+    """`report.cv_threshold` is a fraction in (0, 1] (config `report:`; the report requests
+    carry it too)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= 1):
+        raise NnperfError(
+            f"report.cv_threshold = {value!r} is not allowed; allowed: a fraction in (0, 1] "
+            "(0.05 = 5%)"
+        )
+
 
 @dataclass(frozen=True)
 class OperatorProfileSettings:
@@ -214,6 +257,7 @@ class OperatorProfileSettings:
     variants: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        check_finite(self, "operator_profile")
         minimums = {"warmup_steps": 0, "steps": 1, "top_operators": 1}
         for key, minimum in minimums.items():
             if getattr(self, key) < minimum:
@@ -297,6 +341,10 @@ class ConvergenceSettings:
                 f"allowed: {allowed}"
             )
 
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                refuse(item.name, "a finite number")
         if self.epochs < 1:
             refuse("epochs", "an integer >= 1")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:

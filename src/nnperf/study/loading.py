@@ -75,6 +75,34 @@ def read_config_file(path: str | Path) -> dict:
         raise NnperfError(f"config file {str(path)!r} {_why_unreadable(path, error)}") from None
 
 
+def default_config_problem(
+    given_configfiles: Sequence[str | Path] = (), workdir: str | Path = "."
+) -> str | None:
+    """What is wrong with the Snakefile's `configfile:` (config/config.yaml of `workdir`),
+    in one line, or None: the Snakefile asks before Snakemake reads it, whose own messages
+    are two lines naming the Snakefile, and for a YAML error neither file, line nor column.
+
+    A missing file is fine when `--configfile` files were given (Snakemake then skips it and
+    the study is theirs on top of the schema's defaults). The `--configfile` files themselves
+    are read by Snakemake's command line before any workflow code runs (its
+    `ConfigSettings`), so they cannot be checked from here; `nnperf plan` checks them.
+    """
+    path = Path(workdir) / DEFAULT_CONFIG
+    if not path.exists():
+        if given_configfiles:
+            return None
+        return (
+            f"config file {str(DEFAULT_CONFIG)!r} does not exist in {Path(workdir).resolve()}; "
+            "run Snakemake from the nnperf checkout (or its --directory), or give a study "
+            "with --configfile"
+        )
+    try:
+        read_config_file(path)
+    except NnperfError as error:
+        return str(error)
+    return None
+
+
 def _why_unreadable(path: str | Path, error: Exception) -> str:
     """Where YAML stopped reading (Snakemake's message does not say), else its message."""
     try:

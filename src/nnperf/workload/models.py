@@ -1,7 +1,7 @@
 """The networks nnperf can time, by name: torchvision classifiers and their CIFAR forms.
 
-Every model is built from torchvision's own builders with `weights=None` (random init; this
-project never downloads weights). Two families:
+Every model is built from torchvision's own builders with `weights=None` (random init;
+pretrained weights are `build_pretrained`'s, below). Two families:
 
 * ImageNet-style (`resnet18`, `resnet34`, `resnet50`, `vgg16`, `vgg16_bn`, `mobilenet_v2`):
   torchvision's architecture unchanged except for `num_classes`. Their native input size is
@@ -24,10 +24,13 @@ project never downloads weights). Two families:
     CIFAR adaptation). Width, expansion factors and the classifier are torchvision's.
 
 Transfer learning (`build_pretrained`): an ImageNet-style model starts from torchvision's
-pretrained weights, read from a local file or torch hub's cache and never downloaded (the
-machines this runs on are often offline, and a study must not depend on a download that
-may change); its classifier head is then replaced by a freshly initialised one for the
-dataset's classes (`replace_head`), and the rest can be frozen (`freeze_backbone`).
+pretrained weights, read from a local file (`pretrained_path`, never downloaded) or torch
+hub's cache, where a missing file is downloaded from torchvision's URL and refused unless its
+SHA-256 starts with the hash its name carries, as `torch.hub.load_state_dict_from_url(...,
+check_hash=True)` does (`ensure_weights_file`; the workflow does it in rule
+`download_weights`, where Snakemake runs, since compute nodes are often offline); its
+classifier head is then replaced by a freshly initialised one for the dataset's classes
+(`replace_head`), and the rest can be frozen (`freeze_backbone`).
 
 What this module is not: it does not train, count FLOPs (see `nnperf.workload.complexity`) or know
 about datasets; `num_classes` is passed in.
@@ -36,8 +39,10 @@ about datasets; `num_classes` is passed in.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import re
+import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,27 +260,108 @@ def weights_file_name(weights: torchvision.models.WeightsEnum) -> str:
     return os.path.basename(urllib.parse.urlparse(weights.url).path)
 
 
+def hub_cache_dir() -> Path:
+    """torch hub's folder (`torch.hub.get_dir()`: $TORCH_HOME/hub, by default
+    ~/.cache/torch/hub); its weights files are under checkpoints/."""
+    return Path(torch.hub.get_dir())
+
+
 def hub_weights_path(weights: torchvision.models.WeightsEnum) -> Path:
     """Where torch hub caches `weights` (what `torchvision` would download them to):
     `torch.hub.get_dir()/checkpoints/<file name>`, i.e. under $TORCH_HOME/hub."""
-    return Path(torch.hub.get_dir()) / "checkpoints" / weights_file_name(weights)
+    return hub_cache_dir() / "checkpoints" / weights_file_name(weights)
 
 
-def find_weights_file(weights: torchvision.models.WeightsEnum, path: str | None = None) -> Path:
-    """The local file holding `weights`: `path` when given, else torch hub's cached copy.
+def _qualified(weights: torchvision.models.WeightsEnum) -> str:
+    return f"{type(weights).__name__}.{weights.name}"
 
-    Never downloads. A missing file is one line naming the path looked at and how to get it.
+
+def find_weights_file(
+    weights: torchvision.models.WeightsEnum, path: str | None = None, download: bool = True
+) -> Path:
+    """The local file holding `weights`: `path` when given (never downloaded: it is the
+    user's copy, e.g. on an offline machine), else torch hub's cached copy, downloaded
+    there when absent and `download` (`ensure_weights_file`).
+
+    A missing file is one line naming the path looked at and the URL to fetch it from.
     """
-    qualified = f"{type(weights).__name__}.{weights.name}"
-    expected = Path(path).expanduser() if path is not None else hub_weights_path(weights)
+    if path is not None:
+        expected = Path(path).expanduser()
+        if expected.is_file():
+            return expected
+        raise NnperfError(
+            f"{expected}: pretrained weights {_qualified(weights)} not found "
+            f"(convergence.pretrained_path); put the file there (it is {weights.url}) or set "
+            "pretrained_path to null to use torch hub's cache"
+        )
+    expected = hub_weights_path(weights)
     if expected.is_file():
         return expected
-    where = "convergence.pretrained_path" if path is not None else "torch hub's cache"
-    raise NnperfError(
-        f"{expected}: pretrained weights {qualified} not found ({where}); nnperf never "
-        f"downloads: fetch {weights.url} to that path on a machine with network access "
-        "and copy it here"
-    )
+    if not download:
+        raise NnperfError(
+            f"{expected}: pretrained weights {_qualified(weights)} not found (torch hub's "
+            f"cache); rule download_weights fetches {weights.url} there, or copy it there"
+        )
+    return ensure_weights_file(weights.url, expected)
+
+
+def published_hash_prefix(url_or_name: str) -> str | None:
+    """The hex digits after the last `-` of a weights file's name (`resnet50-0676ba61.pth`:
+    `0676ba61`), the start of the file's SHA-256 (torch.hub.HASH_REGEX); None without."""
+    match = _HASH_IN_NAME.search(os.path.basename(urllib.parse.urlparse(url_or_name).path))
+    return match[1] if match and match[1] else None
+
+
+def ensure_weights_file(url: str, destination: str | os.PathLike) -> Path:
+    """`destination`, downloaded from `url` when absent, with torch hub's check: the file's
+    SHA-256 must start with the hash prefix in its name (`published_hash_prefix`).
+
+    `torch.hub.download_url_to_file` writes a temporary file beside `destination` and
+    moves it into place only once checked, so a failed or refused download leaves nothing.
+    Offline, or with a corrupt download, it is one line naming where to put the file and the
+    URL to fetch it from.
+    """
+    destination = Path(destination)
+    if destination.is_file():
+        return destination
+    prefix = published_hash_prefix(url)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        torch.hub.download_url_to_file(url, str(destination), hash_prefix=prefix, progress=False)
+    except RuntimeError as exc:
+        # torch.hub: 'invalid hash value (expected "0676ba61", got "<sha256>")'.
+        got = re.search(r'got "([0-9a-f]+)"', str(exc))
+        raise NnperfError(
+            f"{url}: downloaded file refused, its SHA-256 "
+            f"{got[1][:16] if got else '?'}... does not start with {prefix}, the hash in its "
+            f"name (a corrupt or replaced file); nothing was written to {destination}"
+        ) from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        reason = " ".join(str(getattr(exc, "reason", None) or exc).split())[:160]
+        if isinstance(exc, urllib.error.HTTPError):
+            reason = f"HTTP {exc.code} {reason}"
+        raise NnperfError(
+            f"{destination}: weights file not found and its download failed ({reason}); "
+            f"fetch {url} on a machine with network access and put it there"
+        ) from None
+    return destination
+
+
+def weights_input(name: str, weights: str, path: str | None = None) -> Path:
+    """The file a training run of model `name` with `weights` reads, as the workflow asks
+    for it while the DAG is built: `path` (it must exist; nothing makes it) or torch hub's
+    cache path (rule `download_weights` makes it when absent)."""
+    entry = pretrained_weights(name, weights)
+    if path is not None:
+        return find_weights_file(entry, path, download=False)
+    return hub_weights_path(entry)
+
+
+def weights_urls(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """URL by weights file name of every (model, weights name) in `pairs`: what rule
+    `download_weights` fetches for a file torch hub's cache lacks."""
+    entries = [pretrained_weights(name, weights) for name, weights in pairs]
+    return {weights_file_name(entry): entry.url for entry in entries}
 
 
 def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
@@ -351,18 +437,24 @@ def freeze_backbone(model: nn.Module, head: str) -> list[str]:
 
 
 def build_pretrained(
-    name: str, num_classes: int, weights: str, path: str | None = None, freeze: bool = False
+    name: str,
+    num_classes: int,
+    weights: str,
+    path: str | None = None,
+    freeze: bool = False,
+    download: bool = True,
 ) -> tuple[nn.Module, dict[str, Any]]:
-    """Model `name` with torchvision's pretrained `weights` (read from `path` or torch hub's
-    cache) and a fresh `num_classes` head, backbone frozen when `freeze`; and a record of
-    where the weights came from (for the run's summary).
+    """Model `name` with torchvision's pretrained `weights` (read from `path`, or torch hub's
+    cache, downloaded there when absent and `download`) and a fresh `num_classes` head,
+    backbone frozen when `freeze`; and a record of where the weights came from (for the
+    run's summary).
 
     The record says whether the file's SHA-256 starts with the hash its published name
     carries (`resnet50-11ad3fa6.pth`), as torch hub checks on download; a file that does not
     still loads (a local copy may be renamed or re-saved), and the record says so.
     """
     entry = pretrained_weights(name, weights)
-    file = find_weights_file(entry, path)
+    file = find_weights_file(entry, path, download)
     state = load_state_dict_file(file)
     spec = get_spec(name)
     head_weight = state.get(f"{spec.head}.weight")
@@ -383,12 +475,12 @@ def build_pretrained(
     trainable = freeze_backbone(model, spec.head) if freeze else None
     model.train()
     digest = file_sha256(file)
-    published = _HASH_IN_NAME.search(weights_file_name(entry))
+    published = published_hash_prefix(weights_file_name(entry))
     record = {
         "weights": f"{type(entry).__name__}.{entry.name}",
         "file": str(file),
         "sha256": digest,
-        "sha256_matches_published_name": bool(published and digest.startswith(published[1])),
+        "sha256_matches_published_name": bool(published and digest.startswith(published)),
         "url": entry.url,
         "head": spec.head,
         "frozen_backbone": bool(freeze),
@@ -405,15 +497,20 @@ __all__ = [
     "build_model",
     "build_pretrained",
     "count_parameters",
+    "ensure_weights_file",
     "file_sha256",
     "find_weights_file",
     "freeze_backbone",
     "get_spec",
+    "hub_cache_dir",
     "hub_weights_path",
     "input_size",
     "load_state_dict_file",
     "pretrained_weights",
+    "published_hash_prefix",
     "replace_head",
     "state_dict_mismatches",
     "weights_file_name",
+    "weights_input",
+    "weights_urls",
 ]

@@ -137,7 +137,7 @@ PROFILE_SNAKEFILE = textwrap.dedent("""
         log: "logs/complexity/{{model}}.log"
         shell: "{{PY}} {{output}} > {{log}} 2>&1"
 
-    rule timed_run:
+    rule timed_group:
         output: "results/runs/{{device}}/rep{{rep}}.json"
         log: "logs/runs/{{device}}/rep{{rep}}.log"
         resources: bench_slot=1
@@ -193,7 +193,7 @@ def pin_gpu_type(tmp_path: Path, gpu_type: str) -> Path:
     """A copy of the profile with its commented gpu_model line switched on."""
     settings = yaml.safe_load((PROFILE / "config.yaml").read_text())
     pin = f"'{gpu_type}' if wildcards.device == 'cuda' else ''"
-    settings["set-resources"]["timed_run"]["gpu_model"] = pin
+    settings["set-resources"]["timed_group"]["gpu_model"] = pin
     pinned = tmp_path / "pinned-profile"
     pinned.mkdir()
     (pinned / "config.yaml").write_text(yaml.safe_dump(settings))
@@ -213,9 +213,9 @@ def test_profile_requests_failure_and_resume(slurm_cluster, profile_workflow, tm
     )
     assert first.returncode != 0, explain(first, slurm_cluster)
     err = first.stderr
-    assert "Error in rule timed_run" in err, explain(first, slurm_cluster)
+    assert "Error in rule timed_group" in err, explain(first, slurm_cluster)
     assert "logs/runs/cuda/rep0.log" in err
-    slurm_log = re.search(r"\S*\.snakemake/slurm_logs/rule_timed_run/cuda_0/\d+\.log", err)
+    slurm_log = re.search(r"\S*\.snakemake/slurm_logs/rule_timed_group/cuda_0/\d+\.log", err)
     assert slurm_log, err[-4000:]
     assert Path(slurm_log.group(0)).is_file()
     device_error = (work / "logs/runs/cuda/rep0.log").read_text().strip().splitlines()
@@ -230,11 +230,11 @@ def test_profile_requests_failure_and_resume(slurm_cluster, profile_workflow, tm
         assert doc["slurm_job_id"]
 
     jobs = slurm_jobs(work)
-    (cuda_job,) = jobs_of(jobs, "timed_run", device="cuda")
+    (cuda_job,) = jobs_of(jobs, "timed_group", device="cuda")
     assert cuda_job["TresPerJob"] == f"gres:gpu:{slurm_cluster.gpu_type}:1"
     assert cuda_job["JobState"] == "FAILED"
     assert exclusive(cuda_job)
-    cpu_jobs = jobs_of(jobs, "timed_run", device="cpu")
+    cpu_jobs = jobs_of(jobs, "timed_group", device="cpu")
     assert len(cpu_jobs) == 2
     assert all(not requests_gpu(j) and exclusive(j) for j in cpu_jobs)
     assert {j["JobState"] for j in cpu_jobs} == {"COMPLETED"}
@@ -251,10 +251,10 @@ def test_profile_requests_failure_and_resume(slurm_cluster, profile_workflow, tm
     second = run_on_slurm(work, profile_workflow, "results/tables/runs.json")
     assert second.returncode == 0, explain(second, slurm_cluster)
     assert [p.stat().st_mtime_ns for p in cpu_runs] == mtimes
-    assert "rule timed_run:" not in second.stdout + second.stderr
+    assert "rule timed_group:" not in second.stdout + second.stderr
     table = json.loads((work / "results/tables/runs.json").read_text())
     assert table["inputs"] == [json.loads(p.read_text())["slurm_job_id"] for p in cpu_runs]
-    assert len(jobs_of(slurm_jobs(work), "timed_run")) == 3
+    assert len(jobs_of(slurm_jobs(work), "timed_group")) == 3
 
 
 # -- the study ------------------------------------------------------------------------------
@@ -313,27 +313,31 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     #    a GPU request and fails at job time with nnperf's one-line device error.
     first = run_on_slurm(workdir, REPO / "Snakefile", *command)
     assert first.returncode != 0, explain(first, slurm_cluster)
-    assert "Error in rule timed_run" in first.stderr, explain(first, slurm_cluster)
+    assert "Error in rule timed_group" in first.stderr, explain(first, slurm_cluster)
     failed_logs = re.findall(r"log: (logs/runs/synthetic/cuda/\S+?\.log)", first.stderr)
     assert failed_logs, first.stderr[-4000:]
     assert "device 'cuda' is not available" in (workdir / failed_logs[0]).read_text()
     assert re.search(
-        r"\.snakemake/slurm_logs/rule_timed_run/synthetic_cuda_\S+/\d+\.log", first.stderr
+        r"\.snakemake/slurm_logs/rule_timed_group/synthetic_cuda_\S+/\d+\.log", first.stderr
     )
     assert not (workdir / cuda_run).exists()
 
     jobs = slurm_jobs(workdir)
-    (cuda_job,) = jobs_of(jobs, "timed_run", device="cuda")
+    (cuda_job,) = jobs_of(jobs, "timed_group", device="cuda")
     assert requests_gpu(cuda_job) and exclusive(cuda_job)
-    cpu_jobs = jobs_of(jobs, "timed_run", device="cpu")
+    # One group job measures every variant of the model at batch 4, interleaved.
+    cpu_jobs = jobs_of(jobs, "timed_group", device="cpu")
     assert cpu_jobs and all(not requests_gpu(j) and exclusive(j) for j in cpu_jobs)
     assert {j["JobState"] for j in cpu_jobs} == {"COMPLETED"}
     assert not any(
         requests_gpu(j) for j in jobs if j is not cuda_job and "cuda" not in j["Comment"]
     )
 
-    runs = sorted((workdir / "results/runs/synthetic/cpu").rglob("*.json"))
-    assert len(runs) == len(cpu_jobs)
+    runs = sorted(
+        p for p in (workdir / "results/runs/synthetic/cpu").rglob("*.json") if "groups" not in p.parts
+    )
+    assert len(cpu_jobs) == len(tiny["models"])
+    assert len(runs) == len(tiny["models"]) * len(tiny["variants"])
     for path in runs:
         doc = json.loads(path.read_text())
         assert doc["status"] == "ok"
@@ -363,8 +367,8 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     #    finished runs and the tables are not touched.
     finished = {p: p.stat().st_mtime_ns for p in [*runs, *tables]}
     second = run_on_slurm(workdir, REPO / "Snakefile", *command)
-    assert second.returncode != 0 and "Error in rule timed_run" in second.stderr
+    assert second.returncode != 0 and "Error in rule timed_group" in second.stderr
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     jobs = slurm_jobs(workdir)
-    assert len(jobs_of(jobs, "timed_run", device="cpu")) == len(cpu_jobs)
-    assert len(jobs_of(jobs, "timed_run", device="cuda")) == 2
+    assert len(jobs_of(jobs, "timed_group", device="cpu")) == len(cpu_jobs)
+    assert len(jobs_of(jobs, "timed_group", device="cuda")) == 2

@@ -508,7 +508,6 @@ def group_requests(wildcards):
     """The members of a timed group (nnperf.study.job_requests.group_members), as params."""
     requests = job_requests.group_requests(
         STUDY,
-        MATRIX,
         wildcards.dataset,
         wildcards.device,
         wildcards.model,
@@ -527,7 +526,7 @@ def group_data(wildcards):
 def group_threads(wildcards):
     """Cores a group's job holds: the most any of its members' variants needs."""
     members = job_requests.group_members(
-        MATRIX, wildcards.device, wildcards.model, int(wildcards.batch_size)
+        STUDY, wildcards.device, wildcards.model, int(wildcards.batch_size)
     )
     variants = {key.variant for key in members} or {None}
     return max(

@@ -23,7 +23,11 @@ rule timed_group:
         "../scripts/timed_group.py"
 
 
-# Each configuration's own files, out of its group's folder.
+# Each configuration's own files, out of its group's folder: a copy, run where Snakemake runs.
+localrules:
+    timed_run,
+
+
 rule timed_run:
     input:
         group=run_group,

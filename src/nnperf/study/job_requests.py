@@ -136,26 +136,30 @@ def accuracy_target(study: contract.StudyConfig) -> float | None:
     return targets.pop() if len(targets) == 1 else None
 
 
-def group_members(matrix, device: str, model: str, batch_size: int) -> list[RunKey]:
+def group_members(
+    study: contract.StudyConfig, device: str, model: str, batch_size: int
+) -> list[RunKey]:
     """The configurations one timed job measures together, interleaved
-    (`nnperf.engine.interleave`): those of the study's matrix with this model, device and
-    batch size, every precision and variant of it, in the matrix's order."""
+    (`nnperf.engine.interleave`): every precision the device runs and every variant of the
+    study, at this model, device and batch size (a path outside the study's matrix, asked
+    for by hand, gets the same company)."""
     return [
-        key
-        for key in matrix
-        if (key.device, key.model, key.batch_size) == (device, model, int(batch_size))
+        RunKey(device, model, precision, int(batch_size), variant)
+        for precision in study.precisions
+        if vocab.supports(device, precision)
+        for variant in study.variants
     ]
 
 
 def group_requests(
-    study: contract.StudyConfig, matrix, dataset: str, device: str, model: str, batch_size: int
+    study: contract.StudyConfig, dataset: str, device: str, model: str, batch_size: int
 ) -> list[contract.RunRequest]:
     """The RunRequests of a group's members; a group of none is an error naming it."""
-    members = group_members(matrix, device, model, batch_size)
+    members = group_members(study, device, model, batch_size)
     if not members:
         raise NnperfError(
-            f"no configuration of the study has device {device}, model {model} and batch size "
-            f"{batch_size}; allowed: the study's devices, models and batch_sizes"
+            f"no precision of the study runs on {device} (precisions: "
+            f"{', '.join(study.precisions)}); allowed: {', '.join(vocab.SUPPORTED_PRECISIONS[device])}"
         )
     return [run_request(study, key, dataset) for key in members]
 

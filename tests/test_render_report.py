@@ -554,8 +554,9 @@ def test_a_cpu_only_study_reports_the_torch_build_and_no_bf16_roof_it_lacks(tmp_
     ) in ceilings_md
     bf16_row = cells(table_row(ceilings_md, "bf16 GEMM"))
     fp32_row = cells(table_row(ceilings_md, "fp32 GEMM"))
-    assert bf16_row == ["cpu", "bf16 GEMM", "840 MFLOP/s", "n/a", "n/a"]
-    assert fp32_row[:4] == ["cpu", "fp32 GEMM", "69 GFLOP/s", "157 GFLOP/s"]
+    assert bf16_row == ["cpu", "bf16 GEMM", "840 MFLOP/s", "n/a", "", "n/a"]
+    # The peak is derived (cores x clock x FLOP/cycle) and labelled so, never "datasheet".
+    assert fp32_row[:5] == ["cpu", "fp32 GEMM", "69 GFLOP/s", "157 GFLOP/s", "derived"]
 
     roofline_md = section(md, "Roofline")
     reading = cells(table_row(roofline_md, "bf16"))

@@ -1,4 +1,5 @@
-"""Descriptive statistics of a set of measurements: median, quartiles, IQR, CV, variance flag.
+"""Descriptive statistics of a set of measurements: median, quartiles, IQR, CV, variance flag,
+Tukey outliers.
 
 These describe the spread of timings (for example across the windows of one configuration)
 so a reader can see how noisy a measurement was. They are not the estimate: the headline
@@ -62,3 +63,28 @@ def is_high_variance(cv: float, threshold: float = ReportSettings.cv_threshold) 
     by eye; the flag marks such configurations in the tables.
     """
     return bool(np.isfinite(cv) and cv > threshold)
+
+
+# Tukey's fences: a value more than 1.5 IQR outside the quartiles is an outlier. pyperf's
+# `stats` command counts outliers the same way ("Number of outlier (out of Q1 - 1.5*IQR ..
+# Q3 + 1.5*IQR)"), so the two tools' counts can be compared.
+TUKEY_K = 1.5
+
+
+def tukey_fences(values: Sequence[float], k: float = TUKEY_K) -> tuple[float, float]:
+    """(low, high): Q1 - k x IQR and Q3 + k x IQR, the quartiles as in `quartiles()`;
+    (NaN, NaN) for no values."""
+    q1, _, q3 = quartiles(values)
+    spread = q3 - q1
+    return q1 - k * spread, q3 + k * spread
+
+
+def tukey_outliers(values: Sequence[float], k: float = TUKEY_K) -> list[int]:
+    """Positions in `values` of the values outside Tukey's fences (`tukey_fences`), as
+    pyperf's `stats` counts them. NaN values are never outliers; with fewer than four
+    values the quartiles say too little to call anything an outlier, so none is."""
+    data = np.asarray(values, dtype=float)
+    if np.isfinite(data).sum() < 4:
+        return []
+    low, high = tukey_fences(data, k)
+    return [i for i, x in enumerate(data) if np.isfinite(x) and (x < low or x > high)]

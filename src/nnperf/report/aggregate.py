@@ -43,6 +43,7 @@ from nnperf.core.vocab import (
     RUN_STATUSES,
     WINDOW_CSV_COLUMNS,
 )
+from nnperf.report import noise
 
 PROCESS_KEYS = (*CONFIG_KEYS, "process")
 SUMMARY_KEYS = (*CONFIG_KEYS, "dataset")
@@ -232,7 +233,10 @@ def check_no_overlap(frame: pd.DataFrame) -> None:
 
 
 def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold) -> dict:
-    """One row of summary.csv from one run document (overlap and speedups come later)."""
+    """One row of summary.csv from one run document (overlap and speedups come later): the
+    engine's estimate, the spread of the windows with pyperf's min, max and Tukey outliers,
+    and for a configuration that missed its CI target the likely cause of its noise and what
+    the target would take (`nnperf.report.noise`)."""
     row = {key: document.get(key) for key in SUMMARY_KEYS}
     row.update(
         status=document.get("status"),
@@ -262,6 +266,8 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         throughput_img_s_cv=cv,
         high_variance=stats.is_high_variance(np.nan if cv is None else cv, cv_threshold),
     )
+    # pyperf's `stats` beside them: min, max and the Tukey outliers of the window throughputs.
+    row.update(noise.spread_columns(document.get("windows") or []))
     variance = document.get("variance") or {}
     row.update(
         variance_between_processes=variance.get("between_processes"),
@@ -277,6 +283,8 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         row[name] = document.get(name)
     row["unstable"] = bool(document.get("unstable"))
     row["unstable_reasons"] = "; ".join(document.get("unstable_reasons") or [])
+    # Why a configuration that missed its CI target was noisy (nnperf.report.noise).
+    row.update(noise.noise_columns(document))
     # The SM clock the timed windows ran at (NVML, sampled per window): a profile taken at
     # another clock (ncu locks base clocks) is scaled to it (nnperf.roofline.points.profiles_table).
     clocks = [w.get("sm_clock_mhz") for w in document.get("windows") or []]

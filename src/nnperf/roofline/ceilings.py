@@ -124,8 +124,8 @@ def notes_for(
         )
     elif datasheet.get("derived"):
         notes.append(
-            "Datasheet roofs are DERIVED for this CPU (cores x clock x FLOP/cycle from its ISA "
-            "flags), not a vendor figure; no memory bandwidth can be derived from the flags."
+            "The peaks of this CPU are DERIVED (cores x clock x FLOP/cycle from its ISA "
+            "flags), not datasheet figures; no memory bandwidth can be derived from the flags."
         )
         if not datasheet.get("clock_hz"):
             notes.append(

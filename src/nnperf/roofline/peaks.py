@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Mapping
 
 import yaml
 
@@ -194,6 +195,13 @@ def match_device(device: str, device_name: str, peaks: dict[str, dict]) -> dict 
             "make their `match:` patterns exclusive"
         )
     return hits[0] if hits else None
+
+
+def peak_origin(entry: Mapping | None) -> str:
+    """What a ceilings JSON's `datasheet` entry is, as every table, sentence and figure names
+    it: `derived` for a peak computed as cores x clock x FLOP/cycle (`derived_cpu_peak`),
+    never called a datasheet figure; `datasheet` for a vendor's entry of peaks.yaml."""
+    return "derived" if (entry or {}).get("derived") else "datasheet"
 
 
 # ---------------------------------------------------------------------------------------

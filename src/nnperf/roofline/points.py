@@ -32,9 +32,13 @@ from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.ncu import metrics as ncu
 from nnperf.ncu import ranges
 from nnperf.ncu.kernels import PEAK_COLUMNS
+from nnperf.roofline import peaks
 from nnperf.torchprof import analysis as operators
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
+# The memory levels a ceilings JSON's main-memory bandwidth bounds: DRAM, and the
+# algorithmic (no-reuse) traffic of analytic points, which is main-memory traffic too.
+JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
 POINT_COLUMNS = (
     *CONFIG_KEYS,
     "source",
@@ -488,36 +492,65 @@ def analytic_points(
 # Ceilings from the ceilings stage (results/ceilings/{device}.json).
 # --------------------------------------------------------------------------------------------
 def json_ceilings(document: Mapping, dtypes: Iterable[str]) -> list[dict]:
-    """Roofs from a ceilings JSON: measured (solid) and datasheet (dashed), for `dtypes`
-    (the ceilings JSON names its dtypes as nnperf names its precisions).
+    """Roofs from a ceilings JSON: measured (solid) and datasheet (dashed) or derived
+    (`peaks.peak_origin`: a CPU's cores x clock x FLOP/cycle, never labelled a datasheet),
+    for `dtypes` (the ceilings JSON names its dtypes as nnperf names its precisions).
 
-    Returns dicts `{label, kind: compute|memory, value, origin: measured|datasheet}`; entries
-    the document lacks are left out.
+    Returns dicts `{label, kind: compute|memory, value, origin: measured|datasheet|derived}`
+    with the `precision` a compute roof bounds and the memory `levels` a bandwidth roof
+    bounds (main memory: `JSON_BANDWIDTH_LEVELS`); entries the document lacks are left out.
     """
     roofs: list[dict] = []
     wanted = list(dict.fromkeys(dtypes))
     for origin in ("measured", "datasheet"):
         section = document.get(origin) or {}
+        name = origin if origin == "measured" else peaks.peak_origin(section)
         flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
         for dtype in wanted:
             value = flop_s.get(dtype)
             if isinstance(value, (int, float)) and value > 0:
                 roofs.append(
                     {
-                        "label": f"{origin} {dtype}",
+                        "label": f"{name} {dtype}",
                         "kind": "compute",
                         "value": float(value),
-                        "origin": origin,
+                        "origin": name,
+                        "precision": dtype,
                     }
                 )
         bandwidth = section.get("memory_bandwidth_bytes_s")
         if isinstance(bandwidth, (int, float)) and bandwidth > 0:
             roofs.append(
                 {
-                    "label": f"{origin} memory",
+                    "label": f"{name} memory",
                     "kind": "memory",
                     "value": float(bandwidth),
-                    "origin": origin,
+                    "origin": name,
+                    "levels": JSON_BANDWIDTH_LEVELS,
                 }
             )
     return roofs
+
+
+def roofs_exceeded(point: Mapping, roofs: Iterable[Mapping]) -> list[dict]:
+    """The roofs a measured point lies above, each with the point's `fraction` of it.
+
+    A compute roof bounds the points of its `precision`; a bandwidth roof, at the point's
+    intensity, the points of its memory `levels`. A roof without those keys (the profile's
+    own, drawn per figure) is not judged here. A point cannot beat a roof: one above it
+    means the roof is under-measured (or the point's FLOPs overcounted)."""
+    performance = point.get("performance_flop_s")
+    intensity = point.get("arithmetic_intensity_flop_per_byte")
+    if performance is None or not performance > 0:
+        return []
+    exceeded = []
+    for roof in roofs:
+        if roof.get("kind") == "compute" and roof.get("precision") == point.get("precision"):
+            bound = roof["value"]
+        elif roof.get("kind") == "memory" and point.get("memory_level") in roof.get("levels", ()):
+            bound = roof["value"] * intensity if intensity and intensity > 0 else None
+        else:
+            continue
+        if bound and performance > bound:
+            exceeded.append({**roof, "fraction": performance / bound})
+    return exceeded

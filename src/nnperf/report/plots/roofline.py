@@ -2,8 +2,11 @@
 
 Takes rows of `roofline_points.csv` (and optionally the profile's own ceilings and a ceilings
 JSON) and returns a matplotlib Figure; saving is the caller's job. Ceiling styles: the ncu
-profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roofs dashed, each
-labelled with its value. Points: sized by time, coloured by kernel kind, marker by memory level;
+profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roofs dashed, a
+CPU's derived peak (cores x clock x FLOP/cycle) dotted and labelled "derived", each labelled
+with its value. A step point above one of its roofs (`nnperf.roofline.points.roofs_exceeded`)
+gets a red ring and "above roof" in its label: a point cannot beat its roof, so that roof is
+under-measured. Points: sized by time, coloured by kernel kind, marker by memory level;
 step points are stars; analytic points say "analytic" in the legend. Step points carry text
 labels placed so that no two overlap and none leaves the axes (`place_labels`, in
 `nnperf.report.plots.point_labels`). A roof the ceilings JSON leaves null with a reason (a
@@ -46,6 +49,7 @@ from nnperf.report.plots.point_labels import (  # noqa: E402
     format_flop_s,
     place_labels,
 )
+from nnperf.roofline import peaks  # noqa: E402
 from nnperf.roofline import points as roofline  # noqa: E402
 from nnperf.roofline import tables as roofline_tables  # noqa: E402
 
@@ -56,7 +60,10 @@ X_LABEL = "Arithmetic intensity (FLOP/byte)"
 Y_LABEL = "Performance (FLOP/s)"
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
 LEVEL_LABELS = {"dram": "DRAM", "l2": "L2", "l1": "L1", "algorithmic": "algorithmic"}
-ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--"}
+ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
+# A step point above one of its roofs gets a red ring (and its label says so).
+ABOVE_ROOF_COLOUR = "red"
+ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
 # Marker areas (points^2) of the step points: stars in the configuration figure, the step
 # figure's points.
@@ -125,7 +132,7 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
     gives the peak as null with a reason (`flop_s_null_reasons`)."""
     sheet = document.get("datasheet") or {}
     reasons = sheet.get("flop_s_null_reasons") or {}
-    origin = "derived" if sheet.get("derived") else "datasheet"
+    origin = peaks.peak_origin(sheet)
     return [
         textwrap.fill(f"no {origin} {p} peak: {reasons[p]}", NOTE_WIDTH)
         for p in dict.fromkeys(precisions)
@@ -164,6 +171,28 @@ def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
             if top is not None:
                 y = np.minimum(y, top)
             ax.plot(x, y, linestyle=style, color=colour, linewidth=1.2, label=text)
+
+
+def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: float) -> set:
+    """Ring the step points above one of their roofs; return the positions (in `steps`) of
+    the points ringed. One legend entry says what a ring means."""
+    above = set()
+    for i, row in enumerate(steps.to_dict("records")):
+        if not roofline.roofs_exceeded(row, roofs):
+            continue
+        ax.scatter(
+            [row["arithmetic_intensity_flop_per_byte"]],
+            [row["performance_flop_s"]],
+            marker="o",
+            s=marker_s * 2.2,
+            facecolors="none",
+            edgecolors=ABOVE_ROOF_COLOUR,
+            linewidth=1.6,
+            zorder=6,
+            label=ABOVE_ROOF_LABEL if not above else None,
+        )
+        above.add(i)
+    return above
 
 
 def _finish(
@@ -238,8 +267,9 @@ def plot_config_roofline(
             legend="brief",
         )
     steps = visible[visible["granularity"] == "step"]
+    above = mark_above_roof(ax, steps, roofs, CONFIG_STEP_MARKER_S)
     labels = []
-    for row in steps.itertuples(index=False):
+    for i, row in enumerate(steps.itertuples(index=False)):
         analytic = row.source == "analytic"
         level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
         label = "analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})"
@@ -258,7 +288,8 @@ def plot_config_roofline(
             PointLabel(
                 row.arithmetic_intensity_flop_per_byte,
                 row.performance_flop_s,
-                "step, analytic" if analytic else f"step, {level}",
+                ("step, analytic" if analytic else f"step, {level}")
+                + (", above roof" if i in above else ""),
                 math.sqrt(CONFIG_STEP_MARKER_S),
             )
         )
@@ -311,14 +342,15 @@ def plot_device_steps(
             ax=ax,
             legend="brief",
         )
+    above = mark_above_roof(ax, visible, roofs, DEVICE_STEP_MARKER_S)
     labels = [
         PointLabel(
             row.arithmetic_intensity_flop_per_byte,
             row.performance_flop_s,
-            f"bs{row.batch_size} {row.variant}",
+            f"bs{row.batch_size} {row.variant}" + (", above roof" if i in above else ""),
             math.sqrt(DEVICE_STEP_MARKER_S),
         )
-        for row in visible.itertuples(index=False)
+        for i, row in enumerate(visible.itertuples(index=False))
     ]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"

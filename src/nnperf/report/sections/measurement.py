@@ -4,7 +4,8 @@ the numbers can be trusted.
 Cost: the study's span, its busy time (the union of the recorded job intervals,
 `ResultSet.jobs`) and the share of it in timed windows (`study_cost`, per results folder
 `cost_by_folder`). Quality, per configuration (`measurement_table`): worker processes and
-windows, the CI half-width against its target, why measurement stopped, which level
+windows, the CI half-width against its target (and, missed, the likely cause from
+`nnperf.report.noise`), min, max and outlying windows, why measurement stopped, which level
 dominates the variance, fixed costs, compile times and the unstable flag.
 """
 
@@ -43,6 +44,12 @@ MEASUREMENT_COLUMNS = (
     "ci_half_width_rel",
     "ci_target",
     "target_met",
+    "throughput_img_s_min",
+    "throughput_img_s_max",
+    "outliers",
+    "outlier_windows",
+    "noise_cause",
+    "noise_detail",
     "stop_reason",
     "stop_detail",
     "dominant_level",
@@ -67,6 +74,9 @@ NUMERIC_MEASUREMENT_COLUMNS = (
     "n_windows",
     "ci_half_width_rel",
     "ci_target",
+    "throughput_img_s_min",
+    "throughput_img_s_max",
+    "outliers",
     "fixed_cost_s",
     "process_fixed_cost_s",
     "compile_time_s",
@@ -82,7 +92,9 @@ INTRO = (
     "runs from the first recorded job start to this report; busy time is the union of the "
     "recorded job intervals (timed runs, ceilings, complexity); the duty cycle is the "
     "share spent inside timed windows. Per configuration: worker processes and windows, "
-    "the 95% CI half-width against its target (timing.target_ci), why measurement "
+    "the 95% CI half-width against its target (timing.target_ci) and, where it was "
+    "missed, the likely cause; the slowest and fastest window and the windows outside "
+    "Tukey's fences (1.5 IQR beyond the quartiles, as pyperf counts outliers); why measurement "
     "stopped, which level dominates the variance — between processes or between windows "
     "of one process — with both components as relative standard deviations "
     "(Kalibera & Jones), the fixed cost from the job's start to its first warm-up step "
@@ -143,7 +155,8 @@ def measurement_table(
     frame = summary.copy()
     for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    for name in ("status", "stop_reason", "stop_detail", "dominant_level", "unstable_reasons"):
+    text = ("status", "stop_reason", "stop_detail", "dominant_level", "unstable_reasons")
+    for name in (*text, "outlier_windows", "noise_cause", "noise_detail"):
         if name not in frame:
             frame[name] = None
     rows = frame.to_dict("records")
@@ -229,8 +242,16 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
             why = "no stop reason was recorded"
         sentences.append(
             f"{config_text(row)} on {row['machine']} missed its CI target: {width}; {why}."
+            + _cause_text(row)
         )
     return sentences
+
+
+def _cause_text(row: Mapping) -> str:
+    """` Likely cause: ...`: the noise explained (summary.csv `noise_detail`, written by
+    `nnperf.report.noise`), empty where the summary predates it."""
+    detail = row.get("noise_detail")
+    return f" Likely cause: {detail}" if isinstance(detail, str) and detail.strip() else ""
 
 
 def dominant_level_sentences(table: pd.DataFrame) -> list[str]:
@@ -439,6 +460,8 @@ def measurement_display(table: pd.DataFrame) -> pd.DataFrame:
             "CI half-width": [half_width_cell(r) for r in rows],
             "Target": [fmt_pct(r["ci_target"]) for r in rows],
             "Met": [_yes_no(r["target_met"]) for r in rows],
+            "Min–max (img/s)": [_range_cell(r) for r in rows],
+            "Outliers": [_outliers_cell(r) for r in rows],
             "Stopped on": [STOP_LABELS.get(r["stop_reason"], "") for r in rows],
             "Dominant level": [
                 r["dominant_level"] if isinstance(r["dominant_level"], str) else "" for r in rows
@@ -471,6 +494,22 @@ def half_width_cell(row) -> str:
     if str(row["status"]) == "ok" and not missing(row["n_windows"]) and int(row["n_windows"]) < 2:
         return f"n/a, {count_of(row['n_windows'], 'window')}"
     return "n/a"
+
+
+def _range_cell(row) -> str:
+    """`60.0–101`: the slowest and fastest window (pyperf's min and max)."""
+    if missing(row["throughput_img_s_min"]) or missing(row["throughput_img_s_max"]):
+        return ""
+    return f"{fmt(row['throughput_img_s_min'])}–{fmt(row['throughput_img_s_max'])}"
+
+
+def _outliers_cell(row) -> str:
+    """`2: p1w3, p2w0`: how many windows lie outside Tukey's fences, and which."""
+    if missing(row["outliers"]):
+        return ""
+    which = row["outlier_windows"]
+    count = int(row["outliers"])
+    return f"{count}: {which}" if count and isinstance(which, str) and which else str(count)
 
 
 def compile_cell(row) -> str:

@@ -25,8 +25,9 @@ from nnperf.report.format import (
     fmt_times,
     truthy,
 )
+from nnperf.report import noise
 from nnperf.report.outline import Page, Section, section
-from nnperf.report.sections.roofline import profiled_configs
+from nnperf.report.sections.roofline import profiled_configs, roof_names
 from nnperf.ncu.ranges import CALIBRATION_TOLERANCE
 from nnperf.roofline import points as roofline
 
@@ -98,13 +99,14 @@ def unstable_notes(summary: pd.DataFrame | None) -> list[str]:
     return notes
 
 
-def roof_violation_notes(verdicts: pd.DataFrame) -> list[str]:
+def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = ()) -> list[str]:
     """One note per machine, device, roof origin and precision whose roof some step points
     exceed: such a roof is wrong for the device (a benchmark that ran badly, a datasheet
     entry for another model) or the FLOPs are overcounted, and every reading against it is
-    void. The worst point is quoted."""
+    void. The worst point is quoted; a CPU's derived peak is named derived (`roof_names`)."""
     if verdicts.empty:
         return []
+    verdicts = verdicts.assign(roof=roof_names(verdicts, list(ceilings)))
     above = verdicts[verdicts["fraction_of_roof"] > ROOF_TOLERANCE]
     notes = []
     keys = ["machine", "device", "roof", "precision"]
@@ -123,7 +125,8 @@ def roof_violation_notes(verdicts: pd.DataFrame) -> list[str]:
 
 
 def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[str]:
-    """Configurations whose throughput varies across windows more than `cv_threshold` (CV)."""
+    """Configurations whose throughput varies across windows more than `cv_threshold` (CV),
+    with the likely cause where summary.csv names one (`noise_cause`)."""
     ok = ok_configs(summary)
     if ok.empty or "throughput_img_s_cv" not in ok.columns:
         return []
@@ -135,10 +138,13 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
     for row in sort_configs(ok[flagged]).to_dict("records"):
         windows = count_of(row.get("n_windows"), "window")
         processes = count_of(row.get("n_processes"), "process")
+        cause = noise.CAUSE_LABELS.get(row.get("noise_cause"))
         notes.append(
             f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
             f"{fmt_pct(row['throughput_img_s_cv'])} across {windows} of {processes} "
-            f"(threshold {fmt_pct(cv_threshold)}); treat its numbers and speedups with care."
+            f"(threshold {fmt_pct(cv_threshold)})"
+            + (f", likely cause: {cause} (see Measurement)" if cause else "")
+            + "; treat its numbers and speedups with care."
         )
     return notes
 
@@ -220,7 +226,7 @@ def collect(page: Page) -> list[str]:
     notes += over_budget_notes(summary, tables.runs)
     notes += unstable_notes(summary)
     notes += variance_notes(summary, page.cv_threshold)
-    notes += roof_violation_notes(roofline_verdicts(study_readings(tables)))
+    notes += roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings)
     notes += profile_check_notes(profiled_configs(tables.profiles))
     return sort_notes(notes + missing_input_notes(page))
 

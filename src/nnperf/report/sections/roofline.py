@@ -36,6 +36,7 @@ from nnperf.report.format import (
     truthy,
 )
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.roofline.peaks import peak_origin
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
 
 INTRO = (
@@ -44,10 +45,102 @@ INTRO = (
     "level. The lowest roof above the point binds it; left of the ridge point it is "
     "memory-bound, right of it compute-bound. Profile roofs are Nsight Compute's "
     "own peaks at the profiled clock, measured roofs the ceilings stage's "
-    "benchmarks, datasheet roofs the vendor's numbers. Analytic points (CPU, MPS) count FLOPs from the "
+    "benchmarks, datasheet roofs the vendor's numbers; a CPU without a datasheet entry gets a "
+    "peak derived from cores x clock x FLOP/cycle, labelled derived. A point above a roof "
+    "is flagged: a step cannot beat its roof, so that roof is under-measured. Analytic "
+    "points (CPU, MPS) count FLOPs from the "
     "model and bytes as algorithmic no-reuse traffic, which overstates bytes: they sit "
     "left of where the hardware really is."
 )
+
+
+def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
+    """Each verdict's roof origin as a reader should read it: `derived` where the ceilings
+    JSON's datasheet entry is a CPU's derived peak (`peak_origin`), never `datasheet`."""
+    derived = {
+        (c.get("machine"), c.get("device"))
+        for c in ceilings
+        if peak_origin(c.get("datasheet")) == "derived"
+    }
+    return [
+        (
+            "derived"
+            if r["roof"] == "datasheet" and (r["machine"], r["device"]) in derived
+            else r["roof"]
+        )
+        for r in verdicts.to_dict("records")
+    ]
+
+
+def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
+    """The verdicts with `roof_name` (`roof_names`), `above_roof` (the step reached more
+    than 100% of the roof above it or of its compute peak), `above_fraction` (how far: 1.09
+    is 109%) and `above_value` (the FLOP/s of the roof it beat)."""
+    if verdicts.empty:
+        return verdicts.assign(roof_name=[], above_roof=[], above_fraction=[], above_value=[])
+    of_roof = pd.to_numeric(verdicts["fraction_of_roof"], errors="coerce")
+    of_peak = pd.to_numeric(verdicts["fraction_of_peak"], errors="coerce")
+    # The peak where no bandwidth roof gives an attainable value, or where it is beaten more.
+    by_peak = of_roof.isna() | (of_peak > of_roof)
+    fraction = of_peak.where(by_peak, of_roof)
+    value = verdicts["peak_flop_s"].where(by_peak, verdicts["attainable_flop_s"])
+    return verdicts.assign(
+        roof_name=roof_names(verdicts, ceilings),
+        above_roof=(fraction > 1).fillna(False).astype(bool),
+        above_fraction=fraction,
+        above_value=pd.to_numeric(value, errors="coerce"),
+    )
+
+
+def _measured_gemm_size(ceiling: Mapping | None, precision: str):
+    """The GEMM size the ceilings stage's best measured roof of `precision` came from."""
+    gemm = (((ceiling or {}).get("measured") or {}).get("gemm") or {}).get(precision) or {}
+    return gemm.get("best_size")
+
+
+def _why_under(row: Mapping, memory: bool, ceiling: Mapping | None) -> str:
+    """Why a roof a step point beat is under-measured, by where the roof came from."""
+    name = row["roof_name"]
+    if memory:
+        return (
+            "caches serve part of the traffic the point's bytes count (analytic bytes assume "
+            "no reuse), or the bandwidth benchmark under-measured the memory"
+        )
+    if name == "measured":
+        size = _measured_gemm_size(ceiling, row["precision"])
+        gemm = f"a {size}³ GEMM" if size else "the ceilings stage's GEMM"
+        return f"{gemm} does not reach this {str(row['device']).upper()}'s peak"
+    if name == "derived":
+        sheet = (ceiling or {}).get("datasheet") or {}
+        clock = sheet.get("clock_hz")
+        used = f" ({fmt_ghz(clock)}, {sheet.get('clock_source')})" if clock else ""
+        return (
+            f"a derived peak is cores x clock x FLOP/cycle, and the clock it used{used} is "
+            "below what the cores ran at"
+        )
+    if name == "datasheet":
+        return "the config/peaks.yaml entry does not fit this device, or the FLOPs are overcounted"
+    return "the profile's peak_sustained x clock is too low, or the FLOPs are overcounted"
+
+
+def above_roof_sentence(row: Mapping, ceilings=()) -> str:
+    """`... reached 181 GFLOP/s, 110% of the 165 GFLOP/s measured fp32 GEMM roof: the roof
+    is under-measured (why)`, for a row of `above_roof` that is above its roof."""
+    memory = row.get("bound") == "memory" and row["above_value"] != row["peak_flop_s"]
+    if memory:
+        level = LEVEL_LABELS.get(row["limit"], row["limit"])
+        what = f"{row['roof_name']} {level} bandwidth roof at its intensity"
+    else:
+        kind = "GEMM roof" if row["roof_name"] == "measured" else "peak"
+        what = f"{row['roof_name']} {row['precision']} {kind}"
+    key = (row["machine"], row["device"])
+    ceiling = next((c for c in ceilings if (c.get("machine"), c.get("device")) == key), None)
+    return (
+        f"{config_text(row)} on {row['machine']} reached "
+        f"{fmt_si(row['performance_flop_s'], 'FLOP/s')}, {fmt_pct(row['above_fraction'])} of "
+        f"the {fmt_si(row['above_value'], 'FLOP/s')} {what}: the roof is under-measured "
+        f"({_why_under(row, memory, ceiling)})."
+    )
 
 
 def verdict_sentence(verdict: Mapping) -> str:
@@ -204,14 +297,26 @@ def bound_text(verdict: dict) -> str:
     return f"memory ({LEVEL_LABELS.get(verdict['limit'], verdict['limit'])})"
 
 
+def above_cell(row: Mapping) -> str:
+    """The Above roof cell: `yes, 109% of peak` for a point above its roof, else empty."""
+    if not truthy(row.get("above_roof")):
+        return ""
+    of = "peak" if row["above_value"] == row["peak_flop_s"] else "roof"
+    return f"yes, {fmt_pct(row['above_fraction'])} of {of}: roof under-measured"
+
+
 def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The reading per configuration, point source and roof origin (a derived peak named
+    `derived`, a point above its roof flagged: `above_roof`)."""
     if verdicts.empty:
         return pd.DataFrame()
+    if "above_roof" not in verdicts:
+        verdicts = above_roof(verdicts)
     return pd.DataFrame(
         {
             **key_columns(verdicts),
             "Point": verdicts["source"].astype(str),
-            "Roofs": verdicts["roof"].astype(str),
+            "Roofs": verdicts["roof_name"].astype(str),
             "Bound": [bound_text(row) for row in verdicts.to_dict("records")],
             "Intensity (FLOP/B)": [fmt(v) for v in verdicts["arithmetic_intensity_flop_per_byte"]],
             "Ridge (FLOP/B)": [fmt(v) for v in verdicts["ridge_flop_per_byte"]],
@@ -219,6 +324,7 @@ def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataF
             "Attainable": [fmt_si(v, "FLOP/s") for v in verdicts["attainable_flop_s"]],
             "Of roof": [fmt_pct(v) for v in verdicts["fraction_of_roof"]],
             "Of peak": [fmt_pct(v) for v in verdicts["fraction_of_peak"]],
+            "Above roof": [above_cell(row) for row in verdicts.to_dict("records")],
             "Levels with a roof": verdicts["levels"].astype(str),
         }
     )
@@ -273,12 +379,18 @@ def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame | None:
     return sort_configs(profiles) if profiles is not None else None
 
 
-def roofline_findings(verdicts: pd.DataFrame, profiled, summary) -> list[str]:
-    """The verdict each configuration's step gets, then what each profile's busy share says."""
+def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[str]:
+    """The verdict each configuration's step gets, every point above one of its roofs (no
+    such point goes unremarked), then what each profile's busy share says."""
     findings = [
         verdict_sentence(verdict)
         for config in verdicts.drop_duplicates(list(GROUP_KEYS)).to_dict("records")
         if (verdict := preferred_verdict(verdicts, config)) is not None
+    ]
+    flagged = above_roof(verdicts, ceilings)
+    findings += [
+        above_roof_sentence(row, ceilings)
+        for row in flagged[flagged["above_roof"]].to_dict("records")
     ]
     return findings + [
         busy_sentence(row, summary)
@@ -289,14 +401,15 @@ def roofline_findings(verdicts: pd.DataFrame, profiled, summary) -> list[str]:
 def build(page: Page) -> Section:
     readings = study_readings(page.tables)
     verdicts = roofline_verdicts(readings)
+    flagged = above_roof(verdicts, page.tables.ceilings)
     profiled = profiled_configs(page.tables.profiles)
     return section(
         "roofline",
         "Roofline",
         intro=INTRO,
-        findings=roofline_findings(verdicts, profiled, page.tables.summary),
+        findings=roofline_findings(verdicts, profiled, page.tables.summary, page.tables.ceilings),
         tables=(
-            Table("Reading per configuration", page.drop(readings_display(readings, verdicts))),
+            Table("Reading per configuration", page.drop(readings_display(readings, flagged))),
             Table(
                 "Profiled configurations: GPU busy share, clocks and checks",
                 page.drop(profiles_display(profiled)),

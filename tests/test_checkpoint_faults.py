@@ -39,9 +39,7 @@ def run(prepared) -> TrainingRunRequest:  # noqa: F811 - the fixture imported ab
     )
 
 
-def test_a_truncated_last_pt_resumes_from_best_pt_and_says_so_on_the_terminal(
-    run, tmp_path, capfd
-):
+def test_a_truncated_last_pt_resumes_from_best_pt_and_says_so_on_the_terminal(run, tmp_path, capfd):
     folder = tmp_path / "checkpoints"
     outputs = (tmp_path / "s.json", tmp_path / "e.csv", folder)
     first = convergence.train_to_files(run, *outputs, resume=convergence.RESUME_MATCHING)
@@ -93,7 +91,9 @@ def test_only_corrupt_checkpoints_start_over_and_keep_the_files(run, tmp_path, c
     assert checkpoints.load(folder / "last.pt")["epoch"] == 1
     warnings = [line for line in capfd.readouterr().err.splitlines() if "warning:" in line]
     assert len(warnings) == 2, warnings
-    assert all(line.endswith("no other checkpoint of this run loads: starting over") for line in warnings)
+    assert all(
+        line.endswith("no other checkpoint of this run loads: starting over") for line in warnings
+    )
     assert {"last.pt.corrupt", "best.pt.corrupt"} == {
         name for line in warnings for name in ("last.pt.corrupt", "best.pt.corrupt") if name in line
     }

@@ -24,7 +24,6 @@ never from paths. Nothing here draws.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterable
 
 import numpy as np
@@ -34,6 +33,7 @@ from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
+from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
     PHASES,
@@ -406,5 +406,5 @@ def write_tables(
         try:
             check_no_overlap(runs)
         except NnperfError as exc:
-            print(f"warning: {exc}", file=sys.stderr)
+            warn(str(exc))
     return runs, windows, summary

@@ -508,7 +508,10 @@ def test_bad_tables_and_requests_are_one_line_naming_them(tmp_path):
     points = tmp_path / "points.csv"
     points.write_text("device,model\ncpu,m\n")
     figure = tmp_path / "f.png"
-    with pytest.raises(NnperfError, match="points.csv: roofline points table lacks columns"):
+    with pytest.raises(
+        NnperfError,
+        match=r"points.csv: lacks column\(s\) precision, .* \(needed by the roofline, reading the roofline points table\)",
+    ):
         write_figure(FigureRequest(kind="roofline_steps", device="cpu"), points, None, None, figure)
     with pytest.raises(NnperfError, match="summary.csv: file not found"):
         roofline_tables.write_points(tmp_path / "summary.csv", [], None, points, tmp_path / "x.csv")

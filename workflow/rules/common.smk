@@ -18,6 +18,7 @@ from nnperf.core.config import unique
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
 from nnperf.ncu import command as nnperf_profiling
+from nnperf.report.folders import extra_results_inputs
 from nnperf.study import job_requests, session
 from nnperf.study.scope import scope_of
 from snakemake.common.configfile import load_configfile
@@ -44,6 +45,10 @@ try:
     # What the study covers here: its matrix, devices, each stage's selection, its notes.
     # `ncu` on PATH or where Nsight Compute installs; the ncu jobs run the same executable.
     SCOPE = scope_of(config, STUDY, ncu_on_path=nnperf_profiling.find_ncu() is not None)
+    # The files of other machines' folders that the report and the comparison read: their
+    # rules' inputs, so an edited table re-runs them; a folder that is not a results folder
+    # of this dataset stops here (nnperf.report.folders.extra_results_inputs).
+    EXTRA_RESULTS = extra_results_inputs(STUDY.report.extra_results, SCOPE.dataset)
 except NnperfError as error:
     sys.exit(f"nnperf: {error}")
 
@@ -285,10 +290,10 @@ def report_outputs():
 
 
 def compare_machines_inputs(wildcards):
-    """What compare_machines reads: this machine's tables and the other machines' folders."""
+    """What compare_machines reads: this machine's tables and the other machines' files."""
     this_study(wildcards)
     inputs = {name: table(name) for name in ("summary", "runs", "environment")}
-    return {**inputs, "extra_results": list(STUDY.report.extra_results)}
+    return {**inputs, "extra_results": EXTRA_RESULTS}
 
 
 def report_inputs(wildcards):
@@ -311,7 +316,7 @@ def report_inputs(wildcards):
             for path in study + machine_comparison_outputs()
             if path.startswith("results/figures/") and path.endswith(".png")
         ],
-        "extra_results": list(STUDY.report.extra_results),
+        "extra_results": EXTRA_RESULTS,
     }
     if ncu_keys():
         inputs["kernels"] = table("kernels")

@@ -1,12 +1,15 @@
+# `update`: a failed job (a corrupt run JSON) puts the previous table back (see aggregate_runs).
 rule environment_table:
     input:
         runs=study_runs,
     output:
-        table=report(
-            table_pattern("environment"),
-            caption="../report/environment.rst",
-            category="Environment",
-            labels={"table": "environment of every run"},
+        table=update(
+            report(
+                table_pattern("environment"),
+                caption="../report/environment.rst",
+                category="Environment",
+                labels={"table": "environment of every run"},
+            )
         ),
     log:
         layout.log("table", dataset="{dataset}", name="environment"),

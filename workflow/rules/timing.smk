@@ -45,30 +45,38 @@ rule timed_run:
         "../scripts/timed_run.py"
 
 
+# The tables are flagged `update`: Snakemake keeps the previous ones while the job runs and
+# puts them back when it fails (a corrupt run JSON), so the report still reads a whole set.
 rule aggregate_runs:
     input:
         runs=study_runs,
     output:
-        runs=report(
-            table_pattern("runs"),
-            caption="../report/runs_table.rst",
-            category="Throughput",
-            subcategory="Tables",
-            labels={"table": "runs (one row per worker process)"},
+        runs=update(
+            report(
+                table_pattern("runs"),
+                caption="../report/runs_table.rst",
+                category="Throughput",
+                subcategory="Tables",
+                labels={"table": "runs (one row per worker process)"},
+            )
         ),
-        windows=report(
-            table_pattern("windows"),
-            caption="../report/windows_table.rst",
-            category="Throughput",
-            subcategory="Tables",
-            labels={"table": "windows (one row per timed window)"},
+        windows=update(
+            report(
+                table_pattern("windows"),
+                caption="../report/windows_table.rst",
+                category="Throughput",
+                subcategory="Tables",
+                labels={"table": "windows (one row per timed window)"},
+            )
         ),
-        summary=report(
-            table_pattern("summary"),
-            caption="../report/summary_table.rst",
-            category="Throughput",
-            subcategory="Tables",
-            labels={"table": "summary (one row per configuration)"},
+        summary=update(
+            report(
+                table_pattern("summary"),
+                caption="../report/summary_table.rst",
+                category="Throughput",
+                subcategory="Tables",
+                labels={"table": "summary (one row per configuration)"},
+            )
         ),
     log:
         layout.log("table", dataset="{dataset}", name="runs"),

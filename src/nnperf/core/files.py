@@ -14,7 +14,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 SCHEMA_VERSION = 1
 
@@ -92,20 +92,47 @@ def read_json(path: str | os.PathLike) -> dict:
     return document
 
 
-def read_table(path: str | os.PathLike, **options):
+def read_table(
+    path: str | os.PathLike,
+    columns: Iterable[str] = (),
+    needed_by: str | None = None,
+    hint: str | None = None,
+    empty_ok: bool = False,
+    **options,
+):
     """A CSV table (a pandas DataFrame), or NnperfError naming the file when it cannot be
-    parsed."""
+    parsed or lacks one of `columns` (those the caller reads): the line says which are
+    missing, what needs them (`needed_by`) and, after it, `hint` (how to write the table
+    again). `empty_ok`: an empty file is a table without rows or columns (a profile that
+    recorded nothing), not an error. `options` go to `pandas.read_csv`.
+
+    Every table the pipeline reads back goes through here, so a table edited by hand or
+    written by an older nnperf is one line naming it, not a pandas KeyError or a blank cell
+    far from the cause.
+    """
     import pandas as pd
 
     from nnperf.core.errors import NnperfError
 
     try:
-        return pd.read_csv(path, **options)
+        frame = pd.read_csv(path, **options)
     except FileNotFoundError:
         raise NnperfError(f"{os.fspath(path)}: file not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except pd.errors.EmptyDataError:
+        if empty_ok:
+            return pd.DataFrame()
+        raise NnperfError(
+            f"{os.fspath(path)}: not a readable CSV table (the file is empty)"
+        ) from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise NnperfError(f"{os.fspath(path)}: not a readable CSV table ({first_line})") from None
+    missing = [column for column in dict.fromkeys(columns) if column not in frame.columns]
+    if missing:
+        needed = f" (needed by {needed_by})" if needed_by else ""
+        after = f"; {hint}" if hint else ""
+        raise NnperfError(f"{os.fspath(path)}: lacks column(s) {', '.join(missing)}{needed}{after}")
+    return frame
 
 
 def write_csv(path: str | os.PathLike, frame) -> None:

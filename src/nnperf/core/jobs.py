@@ -5,6 +5,7 @@ not a traceback: `logged_job()` sends stdout and stderr to the log, and turns an
 `NnperfError` into `nnperf <job>: error: <line>` in the log *and* on the terminal (where
 Snakemake otherwise prints only "Error in rule ...") with exit status 2. Any other exception
 keeps its traceback in the log and gets one line on the terminal, with exit status 1.
+`warn()` does the same for a problem the job carries on after (a corrupt checkpoint).
 
 `failure_causes()` reads those lines back for the workflow's `onerror` handler, so a run
 that ends with failed jobs ends with one line per job saying why, after Snakemake's blocks
@@ -44,6 +45,20 @@ def failure_causes(log_dir: str | os.PathLike, since: float) -> list[tuple[str, 
     return causes
 
 
+def warn(line: str) -> None:
+    """A warning the user must see, as one line `warning: <line>`: on stderr (the job's log
+    inside `logged_job`) and, when stderr goes to a log, on the terminal too, where
+    Snakemake shows it among its own lines (a warning only in the log is never read)."""
+    text = f"warning: {line}"
+    print(text, file=sys.stderr, flush=True)
+    if _LOGGED and sys.__stderr__ is not None:
+        print(text, file=sys.__stderr__, flush=True)
+
+
+# True while `logged_job` sends stderr to a log file (then `warn` writes to the terminal too).
+_LOGGED = False
+
+
 @contextlib.contextmanager
 def logged_job(log_path: str | os.PathLike | None, job: str) -> Iterator[None]:
     """Run the body with its output in `log_path` (the terminal when None)."""
@@ -53,11 +68,14 @@ def logged_job(log_path: str | os.PathLike | None, job: str) -> Iterator[None]:
     else:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handle = open(log_path, "w", encoding="utf-8", buffering=1)
+    global _LOGGED
+    outer = _LOGGED
     try:
         with contextlib.ExitStack() as stack:
             if handle is not None:
                 stack.enter_context(contextlib.redirect_stdout(handle))
                 stack.enter_context(contextlib.redirect_stderr(handle))
+                _LOGGED = True
             try:
                 yield
             except NnperfError as exc:
@@ -76,5 +94,6 @@ def logged_job(log_path: str | os.PathLike | None, job: str) -> Iterator[None]:
                     print(line, file=terminal)
                 raise SystemExit(1) from None
     finally:
+        _LOGGED = outer
         if handle is not None:
             handle.close()

@@ -24,7 +24,6 @@ never from paths. Nothing here draws.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterable
 
 import numpy as np
@@ -34,6 +33,7 @@ from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
+from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
     PHASES,
@@ -334,22 +334,44 @@ def summary_table(
 
 
 def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
-    """(path, document) of each run JSON; anything but a timed run's document is an error."""
-    documents = []
+    """(path, document) of each run JSON; anything but a timed run's document is an error.
+
+    Every file is read before any is refused, and the one error names every bad file with
+    why (a study with two corrupt files is fixed in one round, not two).
+    """
+    documents, problems = [], []
     for path in paths:
-        document = read_json(path)
-        if document.get("kind") != RUN_KIND:
-            raise NnperfError(
-                f"{path}: kind {document.get('kind')!r} is not a timed run; "
-                "allowed: run JSONs written by rule timed_run or `nnperf run`"
-            )
-        if document.get("status") not in RUN_STATUSES:
-            raise NnperfError(
-                f"{path}: status {document.get('status')!r} is not allowed; "
-                f"allowed: {', '.join(RUN_STATUSES)}"
-            )
-        documents.append((str(path), document))
+        try:
+            documents.append((str(path), _run_document(path)))
+        except NnperfError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise NnperfError(_unusable(problems))
     return documents
+
+
+def _unusable(problems: list[str]) -> str:
+    """One line for every run JSON that cannot be read, and the way out."""
+    head = "" if len(problems) == 1 else f"{len(problems)} run JSON files are unusable: "
+    return (
+        f"{head}{' | '.join(problems)} (fix the file, or delete it to measure its "
+        "configuration again)"
+    )
+
+
+def _run_document(path: str | os.PathLike) -> dict:
+    document = read_json(path)
+    if document.get("kind") != RUN_KIND:
+        raise NnperfError(
+            f"{path}: kind {document.get('kind')!r} is not a timed run; "
+            "allowed: run JSONs written by rule timed_run or `nnperf run`"
+        )
+    if document.get("status") not in RUN_STATUSES:
+        raise NnperfError(
+            f"{path}: status {document.get('status')!r} is not allowed; "
+            f"allowed: {', '.join(RUN_STATUSES)}"
+        )
+    return document
 
 
 def write_tables(
@@ -375,6 +397,9 @@ def write_tables(
     runs = runs_table(documents)
     windows = windows_table(documents)
     summary = summary_table(documents, runs, request.cv_threshold)
+    # Written only once all three are built, each atomically: a failure above leaves the
+    # previous tables as they were (rule aggregate_runs flags them `update`, so Snakemake
+    # neither removes them before the job nor keeps a half-done set after it).
     write_csv(out_runs, runs)
     write_csv(out_windows, windows)
     write_csv(out_summary, summary)
@@ -389,5 +414,5 @@ def write_tables(
         try:
             check_no_overlap(runs)
         except NnperfError as exc:
-            print(f"warning: {exc}", file=sys.stderr)
+            warn(str(exc))
     return runs, windows, summary

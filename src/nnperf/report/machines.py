@@ -24,6 +24,7 @@ import pandas as pd
 from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
+from nnperf.report.aggregate import read_runs
 
 # One run JSON measures one configuration (all its worker processes), so its keys are the
 # configuration's.
@@ -138,7 +139,8 @@ def write_environment_table(
     paths = list(runs)
     if not paths:
         raise NnperfError("environment table: no run JSON files given")
-    frame = environment_frame(files.read_json(path) for path in paths)
+    # Read as aggregation reads them: every bad run JSON is named in one line.
+    frame = environment_frame(document for _, document in read_runs(paths))
     files.write_csv(out, frame)
     print(
         f"environment table: {len(frame)} configurations on {frame['machine'].nunique()} "

@@ -1,12 +1,15 @@
 """Reading a `results/` folder (this machine's or another's) into tables for the report.
 
-The report and the machine comparison read the files the pipeline writes, where
-`nnperf.core.layout` puts them: the `tables/{dataset}/` named in TABLE_NAMES,
-`complexity/{dataset}/{model}.json`, `ceilings/{device}.json` and the run JSONs under
-`runs/{dataset}/` (also for the environment when the environment table is absent). A folder
-may hold studies of several datasets; each read is of one of them, and other machines'
-folders are read for the same dataset, so a comparison never mixes data. Every file read is remembered in
-`ResultSet.sources` so each report section can say where its numbers came from.
+The report and the machine comparison read the files the pipeline writes, found by
+`nnperf.report.folders` (re-exported here): the tables of `tables/{dataset}/`, the complexity,
+ceilings and run JSONs (the run JSONs also for the environment when the environment table is
+absent) and the operator profiles. Other machines' folders are read for the same dataset, so
+a comparison never mixes data. Every file read is remembered in `ResultSet.sources` so each
+report section can say where its numbers came from.
+
+Every table is read through `read_table()`, which checks the columns its reader needs
+(`REPORT_COLUMNS` for the report) and names the file, the columns missing and the rule that
+writes it again, so a damaged table stops the report with one line instead of blank cells.
 
 The JSON documents also say when their job ran (`started_at_unix`, `ended_at_unix`):
 `ResultSet.jobs` collects those intervals, one row per job, so the report can say what the
@@ -31,22 +34,78 @@ import pandas as pd
 
 from nnperf.core import files, layout
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import read_table
-from nnperf.core.vocab import CONFIG_KEYS, DATASETS
+from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import machines
+from nnperf.report.aggregate import read_runs
 
-TABLE_NAMES = (
-    "runs",
-    "windows",
-    "summary",
-    "kernels",
-    "roofline_points",
-    "profiles",
-    "training",
-    "environment",
+# The folders' files: where they are and which are read (re-exported: callers say results.X).
+from nnperf.report.folders import (  # noqa: F401
+    OPPROFILE_TABLES,
+    RESULTS_DIR,
+    TABLE_NAMES,
+    FolderFiles,
+    datasets_in,
+    discover,
+    extra_results_inputs,
+    figures,
+    local_files,
+    opprofile_table_paths,
+    with_extra_results,
 )
-# This machine's results folder: where the layout's `results/...` paths start.
-RESULTS_DIR = "results"
+
+# The rule that writes each table (named in the line about a table that lacks a column).
+WRITTEN_BY = {
+    "runs": "aggregate_runs",
+    "windows": "aggregate_runs",
+    "summary": "aggregate_runs",
+    "kernels": "ncu_kernels",
+    "roofline_points": "roofline_points",
+    "profiles": "roofline_points",
+    "training": "training_table",
+    "environment": "environment_table",
+    "machines_summary": "compare_machines",
+}
+
+# What the report reads of each table without a fallback: the configuration's keys and the
+# headline numbers. A table without one of them (edited by hand, or cut) stops the report
+# with one line, where the sections would otherwise show blanks. Columns added later are
+# not required, so an older machine's folder still reads.
+REPORT_COLUMNS = {
+    "runs": (*CONFIG_KEYS, "process", "status", "throughput_img_s"),
+    "windows": (*CONFIG_KEYS, "process", "window"),
+    "summary": (
+        *CONFIG_KEYS,
+        "status",
+        "n_processes",
+        "n_windows",
+        "throughput_img_s_mean",
+        "throughput_img_s_ci95_low",
+        "throughput_img_s_ci95_high",
+        "ci_half_width_rel",
+    ),
+    "kernels": (*CONFIG_KEYS, "kernel_name", "duration_s"),
+    "roofline_points": (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
+    "profiles": CONFIG_KEYS,
+    "training": (*CONFIG_KEYS, "recipe", "status"),
+    "environment": ("device",),
+}
+
+
+def read_table(
+    path: str | os.PathLike, columns: Iterable[str] = (), needed_by: str = "the report", **options
+) -> pd.DataFrame:
+    """A table the pipeline wrote, with the `columns` its reader needs (`needed_by`): else
+    one NnperfError line naming the file, the columns missing, what needs them and the rule
+    that writes the table again. The one reader of tables in the report (and its figures).
+    """
+    name = Path(path).stem
+    rule = WRITTEN_BY.get(name)
+    hint = (
+        f"write it again with rule {rule} (snakemake --forcerun {rule})"
+        if rule
+        else "write it again with the rule that made it"
+    )
+    return files.read_table(path, columns, needed_by, hint, **options)
 
 
 @dataclass
@@ -86,178 +145,6 @@ class OperatorProfileFiles:
     tables: dict[str, pd.DataFrame | None]
 
 
-# The tables written beside an operator profile's document, by the layout kind of each.
-OPPROFILE_TABLES = {
-    "operators": "opprofile_operators",
-    "layers": "opprofile_layers",
-    "steps": "opprofile_steps",
-    "memory": "opprofile_memory",
-}
-
-
-def opprofile_table_paths(document: str | os.PathLike) -> dict[str, Path]:
-    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...):
-    the layout's templates differ only in their endings."""
-    stem = layout.TEMPLATES["opprofile"].removesuffix(".json")
-    text = os.fspath(document).removesuffix(".json")
-    return {
-        name: Path(text + layout.TEMPLATES[kind].removeprefix(stem))
-        for name, kind in OPPROFILE_TABLES.items()
-    }
-
-
-@dataclass
-class FolderFiles:
-    """The files of one results folder that the report reads (None: not there)."""
-
-    results_dir: str
-    tables: dict[str, Path | None]
-    complexity: list[Path]
-    ceilings: list[Path]
-    run_jsons: list[Path]
-    # The study's dataset (None: unknown, when only files were named).
-    dataset: str | None = None
-    # Operator profiles' documents (their tables sit beside them).
-    opprofiles: list[Path] = field(default_factory=list)
-
-
-def _relative(kind: str, **keys: str) -> str:
-    """A layout path inside a results folder; keys not given match anything (`*`)."""
-    keys = {name: keys.get(name, "*") for name in layout.fields(kind)}
-    return layout.path(kind, **keys).removeprefix(f"{RESULTS_DIR}/")
-
-
-def datasets_in(results_dir: str | os.PathLike) -> list[str]:
-    """The datasets whose studies left tables or runs in `results_dir`."""
-    root = Path(results_dir)
-    found = {
-        path.name
-        for stage in ("tables", "runs")
-        for path in (root / stage).glob("*")
-        if path.is_dir() and path.name in DATASETS
-    }
-    return sorted(found)
-
-
-def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
-    """The pipeline's files in `results_dir` of the study of `dataset` (None: the folder's
-    only one), where `nnperf.core.layout` puts them."""
-    root = Path(results_dir)
-    if not root.is_dir():
-        raise NnperfError(
-            f"results folder {os.fspath(results_dir)!r} does not exist; give a folder this "
-            "pipeline wrote (with tables/, complexity/, ceilings/ inside)"
-        )
-    present = datasets_in(root)
-    if dataset is None and len(present) > 1:
-        raise NnperfError(
-            f"results folder {os.fspath(results_dir)!r} holds studies of several datasets "
-            f"({', '.join(present)}); choose one with --dataset"
-        )
-    if dataset is None:
-        dataset = present[0] if present else None
-    elif dataset not in DATASETS:
-        raise NnperfError(f"dataset {dataset!r} is unknown; allowed: {', '.join(DATASETS)}")
-    if dataset is None:
-        return FolderFiles(
-            os.fspath(results_dir),
-            dict.fromkeys(TABLE_NAMES),
-            [],
-            sorted(root.glob(_relative("ceilings"))),
-            [],
-        )
-    tables = {}
-    for name in TABLE_NAMES:
-        path = root / _relative("table", dataset=dataset, name=name)
-        tables[name] = path if path.is_file() else None
-    return FolderFiles(
-        results_dir=os.fspath(results_dir),
-        tables=tables,
-        complexity=sorted(root.glob(_relative("complexity", dataset=dataset))),
-        ceilings=sorted(root.glob(_relative("ceilings"))),
-        run_jsons=sorted(root.glob(_relative("run", dataset=dataset))),
-        dataset=dataset,
-        opprofiles=sorted(root.glob(_relative("opprofile", dataset=dataset))),
-    )
-
-
-def local_files(
-    results_dir: str | os.PathLike | None = None,
-    tables: Mapping[str, str | os.PathLike | None] | None = None,
-    complexity: Iterable[str | os.PathLike] = (),
-    ceilings: Iterable[str | os.PathLike] = (),
-    run_jsons: Iterable[str | os.PathLike] = (),
-    dataset: str | None = None,
-    opprofiles: Iterable[str | os.PathLike] = (),
-) -> FolderFiles:
-    """This machine's files of the study of `dataset`: those found in `results_dir` (none
-    when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
-    each of which must exist."""
-    if results_dir is not None:
-        folder = discover(results_dir, dataset)
-    else:
-        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [], dataset)
-    for name, path in (tables or {}).items():
-        if name not in TABLE_NAMES:
-            raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")
-        if path is not None:
-            folder.tables[name] = _existing(path, f"{name} table")
-    folder.complexity = list(
-        dict.fromkeys([*folder.complexity, *(_existing(p, "complexity") for p in complexity)])
-    )
-    folder.ceilings = list(
-        dict.fromkeys([*folder.ceilings, *(_existing(p, "ceilings") for p in ceilings)])
-    )
-    folder.run_jsons = list(
-        dict.fromkeys([*folder.run_jsons, *(_existing(p, "run JSON") for p in run_jsons)])
-    )
-    folder.opprofiles = list(
-        dict.fromkeys([*folder.opprofiles, *(_existing(p, "operator profile") for p in opprofiles)])
-    )
-    return folder
-
-
-def with_extra_results(
-    local: FolderFiles, extra_results: Iterable[str | os.PathLike]
-) -> list[FolderFiles]:
-    """This machine's files, then every folder of config `report.extra_results`, read for
-    the same dataset as this machine's (a folder without a study of it is an error)."""
-    folders = [local]
-    for path in extra_results:
-        if not Path(path).is_dir():
-            raise NnperfError(
-                f"report.extra_results entry {os.fspath(path)!r} is not a folder; give the "
-                "results/ folder another machine's run wrote"
-            )
-        present = datasets_in(path)
-        if local.dataset is not None and present and local.dataset not in present:
-            raise NnperfError(
-                f"report.extra_results entry {os.fspath(path)!r} has no results of dataset "
-                f"{local.dataset!r} (it has: {', '.join(present)}); machines are compared on "
-                "the same data only"
-            )
-        folders.append(discover(path, local.dataset))
-    return folders
-
-
-def figures(folders: Iterable[FolderFiles]) -> list[str]:
-    """Every PNG under the `figures/` of each folder, folder by folder, except those of
-    another dataset's study."""
-    shown = []
-    for folder in folders:
-        others = set(DATASETS) - {folder.dataset}
-        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png")):
-            if not others & set(path.relative_to(folder.results_dir).parts):
-                shown.append(os.fspath(path))
-    return shown
-
-
-def _existing(path: str | os.PathLike, what: str) -> Path:
-    if not Path(path).is_file():
-        raise NnperfError(f"{what} {os.fspath(path)!r}: file not found")
-    return Path(path)
-
-
 def load(folders: list[FolderFiles]) -> ResultSet:
     """Read every folder, label rows with their machine and concatenate folder by folder."""
     environments: dict[str, pd.DataFrame | None] = {}
@@ -265,13 +152,15 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     result = ResultSet()
     jobs: list[dict] = []
     for folder in folders:
-        run_documents = {path: files.read_json(path) for path in folder.run_jsons}
+        run_documents = dict(read_runs(folder.run_jsons))
         frames = {}
         for name, path in folder.tables.items():
             # The environment is shown as recorded: read as text so that "9.0" (a compute
             # capability) or "13.0" (a CUDA version) do not turn into 9 and 13.
             text = {"dtype": str} if name == "environment" else {}
-            frames[name] = read_table(path, **text) if path is not None else None
+            frames[name] = (
+                read_table(path, REPORT_COLUMNS[name], **text) if path is not None else None
+            )
             if path is not None:
                 result.add_source(name, path)
         if frames["environment"] is None and run_documents:
@@ -345,7 +234,11 @@ def _operator_profile(path: Path, mapping: Mapping, results_dir: str) -> Operato
         pd.DataFrame([{"device": document.get("device")}]), mapping, results_dir
     )
     tables = {
-        name: read_table(table) if table.is_file() else None
+        name: (
+            read_table(table, needed_by="the report's operator section")
+            if table.is_file()
+            else None
+        )
         for name, table in opprofile_table_paths(path).items()
     }
     return OperatorProfileFiles({**document, "machine": labelled["machine"].iloc[0]}, tables)
@@ -483,7 +376,7 @@ def _relabel_environment(
         return None
     if "device" not in frame.columns:
         raise NnperfError(
-            f"{results_dir}/{_relative('table', name='environment')} has no 'device' column; "
+            f"{results_dir}: the environment table has no 'device' column; "
             "it is written by rule environment_table "
             "(nnperf.report.machines.write_environment_table)"
         )

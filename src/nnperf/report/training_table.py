@@ -15,8 +15,9 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import read_json, read_table, write_csv
+from nnperf.core.files import read_json, write_csv
 from nnperf.core.vocab import CONFIG_KEYS, TRAINING_KEYS, TRAINING_RUN_KIND, precision_rank
+from nnperf.report.results import read_table
 
 TABLE_COLUMNS = (
     *TRAINING_KEYS,
@@ -58,6 +59,10 @@ def sort_runs(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+# What the training table reads of summary.csv.
+TIMED_COLUMNS = (*CONFIG_KEYS, "dataset", "status", "throughput_img_s_mean")
+
+
 def add_timed_throughput(table: pd.DataFrame, timed_summary: pd.DataFrame) -> pd.DataFrame:
     """`table` with `timed_throughput_img_s`: the timed runs' mean throughput of the same
     configuration (summary.csv `throughput_img_s_mean`), null where it was not timed."""
@@ -89,7 +94,8 @@ def write_training_table(
         raise NnperfError("no training runs given; allowed: one or more training summary JSONs")
     table = training_table(documents)
     if timed_summary is not None:
-        table = add_timed_throughput(table, read_table(timed_summary))
+        timed = read_table(timed_summary, TIMED_COLUMNS, "the training table")
+        table = add_timed_throughput(table, timed)
     write_csv(out, table)
     print(f"{len(table)} training run(s) -> {os.fspath(out)}")
     return table

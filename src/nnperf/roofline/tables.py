@@ -82,11 +82,8 @@ def read_complexities(paths: Iterable[str | os.PathLike]) -> dict[str, dict]:
 def _read(
     path: str | os.PathLike, what: str, columns: Sequence[str], text: Sequence[str]
 ) -> pd.DataFrame:
-    frame = files.read_table(path, dtype={c: str for c in text})
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise NnperfError(f"{os.fspath(path)}: {what} table lacks columns {', '.join(missing)}")
-    return frame
+    needed_by = f"the roofline, reading the {what} table"
+    return files.read_table(path, columns, needed_by, dtype={c: str for c in text})
 
 
 def write_points(

@@ -21,7 +21,9 @@ Three files per run, in its checkpoint folder:
 
 Any of them resumes the run at its epoch; `latest()` picks the one with the most epochs.
 Whatever is wrong with a file (missing, truncated, not a checkpoint, another model, other
-settings) is one NnperfError line naming the file and what is allowed.
+settings) is one NnperfError line naming the file and what is allowed. `readable()` sorts a
+folder's files into those that load and those that do not, and `set_aside()` renames one that
+does not to `<name>.corrupt`: the workflow's resume carries on from the newest readable one.
 
 This module neither trains nor decides when to save (`nnperf.training.to_accuracy` does).
 """
@@ -201,6 +203,41 @@ def _flatten(data: Mapping, prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+def readable(folder: str | os.PathLike) -> tuple[list[tuple[Path, dict]], list[tuple[Path, str]]]:
+    """The checkpoints in `folder` that load, newest first (most epochs; last, best, final
+    among equals), each with its contents, and those that do not, each with the one-line
+    reason (`load`'s error).
+
+    The rule's resume (`nnperf.training.to_accuracy`) falls back on the newest readable one
+    instead of starting over, so a truncated last.pt costs the epochs since best.pt, not
+    the run.
+    """
+    good, bad = [], []
+    for which in NAMES:
+        path = path_of(folder, which)
+        if not path.is_file():
+            continue
+        try:
+            good.append((path, load(path)))
+        except NnperfError as exc:
+            bad.append((path, str(exc)))
+    good.sort(key=lambda item: -int(item[1]["epoch"]))
+    return good, bad
+
+
+# What a corrupt checkpoint is renamed to: kept for a look, never read again.
+CORRUPT_SUFFIX = ".corrupt"
+
+
+def set_aside(path: str | os.PathLike) -> Path:
+    """Rename a checkpoint that does not load to `<name>.corrupt` (replacing an older one),
+    so no later resume reads it and nothing is deleted unseen. Returns the new path."""
+    path = Path(path)
+    target = path.with_name(path.name + CORRUPT_SUFFIX)
+    os.replace(path, target)
+    return target
 
 
 def latest(folder: str | os.PathLike) -> Path | None:

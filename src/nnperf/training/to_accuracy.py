@@ -49,6 +49,7 @@ from nnperf.core import vocab
 from nnperf.core.contract import TrainingRunRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import load_json, write_csv, write_json
+from nnperf.core.jobs import warn
 from nnperf.engine.runner import expected_step_time
 from nnperf.engine.step import seed_everything
 from nnperf.training import checkpoints
@@ -165,19 +166,34 @@ RESUME_MATCHING = "matching"
 def _matching_checkpoint(
     checkpoint_dir: str | os.PathLike, identity: Mapping[str, Any], name: str
 ) -> Path | None:
-    """The newest checkpoint in `checkpoint_dir` when this very run wrote it; otherwise
-    (other settings or code, or an unreadable file) the folder's checkpoints are another
-    run's: they are removed, with a line saying why, and the run starts over."""
-    try:
-        newest = checkpoints.latest(checkpoint_dir)
-        if newest is not None:
-            checkpoints.check_identity(newest, checkpoints.load(newest), identity)
-        return newest
-    except NnperfError as exc:
-        print(f"{name}: starting over: {exc}", flush=True)
-        for which in checkpoints.NAMES:
-            checkpoints.path_of(checkpoint_dir, which).unlink(missing_ok=True)
-        return None
+    """The newest readable checkpoint in `checkpoint_dir` that this very run wrote, or None.
+
+    A file that does not load (truncated by a full disk, say) is renamed `<name>.corrupt`
+    with a warning on the terminal naming it, and the run carries on from the newest file
+    that loads: a corrupt last.pt costs the epochs since best.pt, and no valid checkpoint is
+    ever deleted for it. Readable checkpoints of other settings or code are another run's:
+    they are removed, with a line saying why, and the run starts over.
+    """
+    found, corrupt = checkpoints.readable(checkpoint_dir)
+    ours, others = [], []
+    for path, checkpoint in found:
+        try:
+            checkpoints.check_identity(path, checkpoint, identity)
+            ours.append((path, int(checkpoint["epoch"])))
+        except NnperfError as exc:
+            others.append((path, exc))
+    for path, exc in others:
+        path.unlink()
+        print(f"{name}: {'removed' if ours else 'starting over'}: {exc}", flush=True)
+    for path, reason in corrupt:
+        kept = checkpoints.set_aside(path)
+        fallback = (
+            f"resuming from {ours[0][0]} (epoch {ours[0][1]})"
+            if ours
+            else "no other checkpoint of this run loads: starting over"
+        )
+        warn(f"{name}: {reason.split('; allowed:')[0]}; renamed to {kept.name}; {fallback}")
+    return ours[0][0] if ours else None
 
 
 def train_to_files(

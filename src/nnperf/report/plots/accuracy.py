@@ -24,7 +24,8 @@ from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path
-from nnperf.core.vocab import precision_rank
+from nnperf.core.vocab import TRAINING_KEYS, precision_rank
+from nnperf.report.results import read_table
 
 FIGURE_DPI = 150
 ACCURACY_YLABEL = "test top-1 accuracy (%)"
@@ -129,9 +130,13 @@ def accuracy_figure(
     return fig
 
 
+# What the figure reads of each per-epoch table.
+EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
+
+
 def read_epochs(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """The per-epoch CSVs of several training runs as one table."""
-    frames = [pd.read_csv(path) for path in paths]
+    frames = [read_table(path, EPOCHS_COLUMNS, "the accuracy figure") for path in paths]
     if not frames:
         raise NnperfError("no per-epoch tables given; allowed: one or more *_epochs.csv files")
     frame = pd.concat(frames, ignore_index=True)

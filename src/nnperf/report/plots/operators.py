@@ -29,6 +29,7 @@ from matplotlib.patches import Patch
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path, load_json
 from nnperf.report.format import config_text
+from nnperf.report.results import read_table
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
@@ -181,6 +182,13 @@ def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = No
     raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
 
 
+# What each figure reads of its table (an empty file is a profile that recorded nothing).
+TABLE_COLUMNS = {
+    "operators": ("operator", "host_self_time_s"),
+    "memory": ("category", "bytes", "estimate_bytes"),
+}
+
+
 def draw(
     kind: str,
     document_path: str | os.PathLike,
@@ -190,12 +198,7 @@ def draw(
     """One figure of an operator profile: its document and table (the operators CSV for
     `operators`, the memory CSV for `memory`) in, a PNG out."""
     document = load_json(document_path, what="operator profile document")
-    try:
-        table = pd.read_csv(table_path)
-    except FileNotFoundError:
-        raise NnperfError(f"{table_path}: file not found") from None
-    except pd.errors.EmptyDataError:
-        table = pd.DataFrame()
+    table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)
     drawn = figure(kind, document, table)
     with atomic_path(out_png) as tmp:
         drawn.savefig(tmp, dpi=FIGURE_DPI, format="png")

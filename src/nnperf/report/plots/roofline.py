@@ -37,7 +37,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from nnperf.core import files  # noqa: E402
 from nnperf.core.contract import FigureRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
-from nnperf.core.files import read_table  # noqa: E402
+from nnperf.report.results import read_table  # noqa: E402
 from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
 from nnperf.core.wording import missing  # noqa: E402
 from nnperf.ncu import metrics as ncu  # noqa: E402
@@ -476,7 +476,11 @@ def write_figure(
     profile = roofline_tables.read_kernels(kernels)
     document = files.read_json(ceilings) if ceilings is not None else {}
     if request.kind == "roofline":
-        checks = read_table(profiles) if profiles is not None else None
+        checks = (
+            read_table(profiles, CONFIG_KEYS, "the configuration roofline")
+            if profiles is not None
+            else None
+        )
         figure = config_figure(table, profile, document, request, checks)
     else:
         figure = device_figure(table, profile, document, request.device)

@@ -27,7 +27,14 @@ from nnperf.core.contract import FigureRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path
 from nnperf.core.layout import RUN_FIGURE_KINDS as FIGURE_KINDS
-from nnperf.core.vocab import PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT, sort_precisions
+from nnperf.core.vocab import (
+    CONFIG_KEYS,
+    PHASES,
+    REFERENCE_PRECISION,
+    REFERENCE_VARIANT,
+    sort_precisions,
+)
+from nnperf.report.results import read_table
 
 FIGURE_DPI = 150
 THROUGHPUT_YLABEL = "throughput (images/s)"
@@ -402,11 +409,20 @@ def figure(
     return drawers[request.kind](summary, request.device, request.model)
 
 
-def _read(path: str | os.PathLike) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path)
-    except FileNotFoundError:
-        raise NnperfError(f"{path}: file not found") from None
+# The columns each figure reads: summary.csv's by figure kind, and runs.csv's for the
+# per-process points. A table without one is one line naming it (`results.read_table`).
+_KEYS = (*CONFIG_KEYS, "status")
+SUMMARY_COLUMNS = {
+    "throughput": (
+        *_KEYS,
+        "throughput_img_s_mean",
+        "throughput_img_s_ci95_low",
+        "throughput_img_s_ci95_high",
+    ),
+    "breakdown": (*_KEYS, *(f"{phase}_s_median" for phase in PHASES)),
+    "speedup": (*_KEYS, "speedup_vs_fp32", "speedup_vs_baseline"),
+}
+RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
 
 
 def draw(
@@ -417,8 +433,9 @@ def draw(
 ) -> None:
     """One figure of the timed runs, from summary.csv (and runs.csv for the per-process
     points of the throughput figure) to a PNG (the `plot_*` rules of the timing stage)."""
-    summary = _read(summary_path)
-    runs = _read(runs_path) if runs_path is not None else None
+    figure_name = f"the {request.kind} figure"
+    summary = read_table(summary_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
+    runs = read_table(runs_path, RUNS_COLUMNS, figure_name) if runs_path is not None else None
     drawn = figure(request, summary, runs)
     with atomic_path(out_png) as tmp:
         drawn.savefig(tmp, dpi=FIGURE_DPI, format="png")

@@ -1,0 +1,248 @@
+"""The files of a `results/` folder (this machine's or another's) that the report reads.
+
+The pipeline writes them where `nnperf.core.layout` puts them: the `tables/{dataset}/` named
+in TABLE_NAMES, `complexity/{dataset}/{model}.json`, `ceilings/{device}.json`, the run JSONs
+under `runs/{dataset}/` and the operator profiles with their tables. `discover()` finds them
+in a folder for one dataset's study, `local_files()` takes this machine's as the workflow
+names them, and `with_extra_results()` adds the folders of config `report.extra_results`,
+refusing one that holds no study of the dataset (a folder that is not a results folder
+would otherwise read as a machine without results). `extra_results_inputs()` lists those
+folders' files for the workflow's input functions, so a changed table re-runs what reads it.
+
+Nothing here reads a table (that is `nnperf.report.results`); this module needs no pandas,
+so the workflow can call it while it builds the DAG.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from nnperf.core import layout
+from nnperf.core.errors import NnperfError
+from nnperf.core.vocab import DATASETS
+
+TABLE_NAMES = (
+    "runs",
+    "windows",
+    "summary",
+    "kernels",
+    "roofline_points",
+    "profiles",
+    "training",
+    "environment",
+)
+# This machine's results folder: where the layout's `results/...` paths start.
+RESULTS_DIR = "results"
+
+
+# The tables written beside an operator profile's document, by the layout kind of each.
+OPPROFILE_TABLES = {
+    "operators": "opprofile_operators",
+    "layers": "opprofile_layers",
+    "steps": "opprofile_steps",
+    "memory": "opprofile_memory",
+}
+
+
+def opprofile_table_paths(document: str | os.PathLike) -> dict[str, Path]:
+    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...):
+    the layout's templates differ only in their endings."""
+    stem = layout.TEMPLATES["opprofile"].removesuffix(".json")
+    text = os.fspath(document).removesuffix(".json")
+    return {
+        name: Path(text + layout.TEMPLATES[kind].removeprefix(stem))
+        for name, kind in OPPROFILE_TABLES.items()
+    }
+
+
+@dataclass
+class FolderFiles:
+    """The files of one results folder that the report reads (None: not there)."""
+
+    results_dir: str
+    tables: dict[str, Path | None]
+    complexity: list[Path]
+    ceilings: list[Path]
+    run_jsons: list[Path]
+    # The study's dataset (None: unknown, when only files were named).
+    dataset: str | None = None
+    # Operator profiles' documents (their tables sit beside them).
+    opprofiles: list[Path] = field(default_factory=list)
+
+
+def _relative(kind: str, **keys: str) -> str:
+    """A layout path inside a results folder; keys not given match anything (`*`)."""
+    keys = {name: keys.get(name, "*") for name in layout.fields(kind)}
+    return layout.path(kind, **keys).removeprefix(f"{RESULTS_DIR}/")
+
+
+def datasets_in(results_dir: str | os.PathLike) -> list[str]:
+    """The datasets whose studies left tables or runs in `results_dir`."""
+    root = Path(results_dir)
+    found = {
+        path.name
+        for stage in ("tables", "runs")
+        for path in (root / stage).glob("*")
+        if path.is_dir() and path.name in DATASETS
+    }
+    return sorted(found)
+
+
+def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
+    """The pipeline's files in `results_dir` of the study of `dataset` (None: the folder's
+    only one), where `nnperf.core.layout` puts them."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise NnperfError(
+            f"results folder {os.fspath(results_dir)!r} does not exist; give a folder this "
+            "pipeline wrote (with tables/, complexity/, ceilings/ inside)"
+        )
+    present = datasets_in(root)
+    if dataset is None and len(present) > 1:
+        raise NnperfError(
+            f"results folder {os.fspath(results_dir)!r} holds studies of several datasets "
+            f"({', '.join(present)}); choose one with --dataset"
+        )
+    if dataset is None:
+        dataset = present[0] if present else None
+    elif dataset not in DATASETS:
+        raise NnperfError(f"dataset {dataset!r} is unknown; allowed: {', '.join(DATASETS)}")
+    if dataset is None:
+        return FolderFiles(
+            os.fspath(results_dir),
+            dict.fromkeys(TABLE_NAMES),
+            [],
+            sorted(root.glob(_relative("ceilings"))),
+            [],
+        )
+    tables = {}
+    for name in TABLE_NAMES:
+        path = root / _relative("table", dataset=dataset, name=name)
+        tables[name] = path if path.is_file() else None
+    return FolderFiles(
+        results_dir=os.fspath(results_dir),
+        tables=tables,
+        complexity=sorted(root.glob(_relative("complexity", dataset=dataset))),
+        ceilings=sorted(root.glob(_relative("ceilings"))),
+        run_jsons=sorted(root.glob(_relative("run", dataset=dataset))),
+        dataset=dataset,
+        opprofiles=sorted(root.glob(_relative("opprofile", dataset=dataset))),
+    )
+
+
+def local_files(
+    results_dir: str | os.PathLike | None = None,
+    tables: Mapping[str, str | os.PathLike | None] | None = None,
+    complexity: Iterable[str | os.PathLike] = (),
+    ceilings: Iterable[str | os.PathLike] = (),
+    run_jsons: Iterable[str | os.PathLike] = (),
+    dataset: str | None = None,
+    opprofiles: Iterable[str | os.PathLike] = (),
+) -> FolderFiles:
+    """This machine's files of the study of `dataset`: those found in `results_dir` (none
+    when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
+    each of which must exist."""
+    if results_dir is not None:
+        folder = discover(results_dir, dataset)
+    else:
+        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [], dataset)
+    for name, path in (tables or {}).items():
+        if name not in TABLE_NAMES:
+            raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")
+        if path is not None:
+            folder.tables[name] = _existing(path, f"{name} table")
+    folder.complexity = list(
+        dict.fromkeys([*folder.complexity, *(_existing(p, "complexity") for p in complexity)])
+    )
+    folder.ceilings = list(
+        dict.fromkeys([*folder.ceilings, *(_existing(p, "ceilings") for p in ceilings)])
+    )
+    folder.run_jsons = list(
+        dict.fromkeys([*folder.run_jsons, *(_existing(p, "run JSON") for p in run_jsons)])
+    )
+    folder.opprofiles = list(
+        dict.fromkeys([*folder.opprofiles, *(_existing(p, "operator profile") for p in opprofiles)])
+    )
+    return folder
+
+
+def with_extra_results(
+    local: FolderFiles, extra_results: Iterable[str | os.PathLike]
+) -> list[FolderFiles]:
+    """This machine's files, then every folder of config `report.extra_results`, read for
+    the same dataset as this machine's (`extra_folder`)."""
+    return [local, *(extra_folder(path, local.dataset) for path in extra_results)]
+
+
+def extra_folder(path: str | os.PathLike, dataset: str | None) -> FolderFiles:
+    """The files of one `report.extra_results` folder for the study of `dataset`.
+
+    A folder that is not a results folder, or holds no tables or runs of `dataset`, is an
+    error naming it: read as it is, it would be a machine without results, and the report
+    would count it silently ("2 configurations on 1 machine(s)").
+    """
+    where = f"report.extra_results entry {os.fspath(path)!r}"
+    allowed = "give the results/ folder another machine's run wrote"
+    if not Path(path).is_dir():
+        raise NnperfError(f"{where} is not a folder; {allowed}")
+    present = datasets_in(path)
+    if not present:
+        inner = Path(path, RESULTS_DIR)
+        hint = f" (did you mean {os.fspath(inner)!r}?)" if datasets_in(inner) else ""
+        raise NnperfError(
+            f"{where} is not a results folder: no tables/ or runs/ of any dataset in it{hint}; "
+            f"{allowed}"
+        )
+    if dataset is not None and dataset not in present:
+        raise NnperfError(
+            f"{where} has no results of dataset {dataset!r} (it has: {', '.join(present)}); "
+            "machines are compared on the same data only"
+        )
+    folder = discover(path, dataset)
+    if not any(folder.tables.values()) and not folder.run_jsons:
+        raise NnperfError(
+            f"{where} has no tables or run JSONs of dataset {folder.dataset!r}; {allowed}"
+        )
+    return folder
+
+
+def read_files(folder: FolderFiles) -> list[str]:
+    """Every file of `folder` that reading it for the report reads (`nnperf.report.results.load`):
+    its tables, complexity, ceilings and run JSONs, and its operator profiles with their
+    tables."""
+    paths = [path for path in folder.tables.values() if path is not None]
+    paths += [*folder.complexity, *folder.ceilings, *folder.run_jsons]
+    for document in folder.opprofiles:
+        paths.append(document)
+        paths += [table for table in opprofile_table_paths(document).values() if table.is_file()]
+    return [os.fspath(path) for path in paths]
+
+
+def extra_results_inputs(extra_results: Iterable[str | os.PathLike], dataset: str) -> list[str]:
+    """Every file of the `report.extra_results` folders that the report and the machine
+    comparison read, for the workflow's input functions: a folder is no input Snakemake can
+    date (its time does not change when a file inside does), so the files are, and editing
+    another machine's summary.csv re-runs what reads it. A bad folder is `extra_folder`'s
+    error, while the DAG is built."""
+    return [path for entry in extra_results for path in read_files(extra_folder(entry, dataset))]
+
+
+def figures(folders: Iterable[FolderFiles]) -> list[str]:
+    """Every PNG under the `figures/` of each folder, folder by folder, except those of
+    another dataset's study."""
+    shown = []
+    for folder in folders:
+        others = set(DATASETS) - {folder.dataset}
+        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png")):
+            if not others & set(path.relative_to(folder.results_dir).parts):
+                shown.append(os.fspath(path))
+    return shown
+
+
+def _existing(path: str | os.PathLike, what: str) -> Path:
+    if not Path(path).is_file():
+        raise NnperfError(f"{what} {os.fspath(path)!r}: file not found")
+    return Path(path)

@@ -243,7 +243,9 @@ def test_bad_input_is_one_line_naming_it(two_machines, capsys):
         "--notes-file 'notes.json': the JSON list must hold strings only" in capsys.readouterr().err
     )
     assert render("--cv-threshold", "0") == 2
-    assert "cv_threshold 0.0: must be > 0 (config report.cv_threshold)" in capsys.readouterr().err
+    assert "report.cv_threshold = 0.0 is not allowed; allowed: a fraction in (0, 1]" in (
+        capsys.readouterr().err
+    )
 
 
 def test_compare_machines_writes_the_merged_table_and_figure(two_machines):

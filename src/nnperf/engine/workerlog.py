@@ -85,5 +85,8 @@ class OutputRelay:
         lines = [line for line in self.last_lines(timeout_s) if line.strip()]
         if not lines:
             return "it wrote nothing to stdout or stderr"
+        last = f"its last words: {lines[-1].strip()}"
+        if len(lines) == 1:
+            return last
         shown = "\n".join(f"  {line}" for line in lines)
-        return f"its last words: {lines[-1].strip()}\nits last {len(lines)} lines of output:\n{shown}"
+        return f"{last}\nits last {len(lines)} lines of output:\n{shown}"

@@ -80,8 +80,11 @@ def test_a_directory_another_user_created_first_is_refused(base):
     folder = base / f"nnperf-warm-{os.geteuid()}"
     folder.mkdir(mode=0o700)
     os.chown(folder, NOBODY, NOBODY)
-    with pytest.raises(NnperfError, match=f"owned by uid {NOBODY} with mode 0700; required: "
-                       f"a directory owned by uid {os.geteuid()}"):
+    with pytest.raises(
+        NnperfError,
+        match=f"owned by uid {NOBODY} with mode 0700; required: "
+        f"a directory owned by uid {os.geteuid()}",
+    ):
         warmserver.private_dir(base)
 
 
@@ -149,9 +152,7 @@ def test_every_snakemake_invocation_of_one_environment_maps_to_one_server(monkey
     "variable, value",
     [("CUDA_VISIBLE_DEVICES", "7"), ("OMP_NUM_THREADS", "1"), ("LD_PRELOAD", "libfake.so")],
 )
-def test_what_a_worker_would_see_differently_gets_a_server_of_its_own(
-    monkeypatch, variable, value
-):
+def test_what_a_worker_would_see_differently_gets_a_server_of_its_own(monkeypatch, variable, value):
     monkeypatch.delenv(variable, raising=False)
     before = warmserver.address(warmserver.identity())
     monkeypatch.setenv(variable, value)
@@ -277,8 +278,13 @@ def test_a_message_of_another_version_or_shape_is_refused(server):
         "process": 0,
         "collect_environment": False,
         "workflow_dir": None,
-        "request": {"device": "cpu", "model": "resnet18_cifar", "precision": "fp32",
-                    "batch_size": 4, "model_factory": "os.system"},
+        "request": {
+            "device": "cpu",
+            "model": "resnet18_cifar",
+            "precision": "fp32",
+            "batch_size": 4,
+            "model_factory": "os.system",
+        },
     }
     reply, _ = send_raw(path, json.dumps({"v": 1, "m": job}).encode())
     assert reply[0] == "error" and "request.model_factory is not a setting" in reply[2]
@@ -321,7 +327,7 @@ def test_a_client_of_another_user_is_refused_by_the_server(server):
     finally:
         os.chmod(path, 0o700)
     log = path.with_suffix(".log").read_text()
-    assert f"refused pid" in log and f"of uid {NOBODY}" in log
+    assert "refused pid" in log and f"of uid {NOBODY}" in log
 
 
 @as_root

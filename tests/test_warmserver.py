@@ -376,3 +376,21 @@ def test_the_servers_files_are_gone_after_it_idles_out(base):
     path.with_suffix(".lock").touch()
     assert _wait_gone(process, 120) == 0
     assert sorted(folder.iterdir()) == []
+
+
+def test_only_a_live_child_of_the_checked_server_counts_as_its_worker():
+    """The job SIGKILLs the PID a worker reports only if it is the server's child: a reply
+    naming another process (a forged one, a reused PID) is not killed."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert warmserver.is_child_of(child.pid, os.getpid())
+        assert not warmserver.is_child_of(child.pid, 1)
+        assert not warmserver.is_child_of(os.getpid(), os.getpid())
+        assert not warmserver.is_child_of(str(child.pid), os.getpid())  # not even an int
+        started = warmserver.process_start(child.pid)
+        assert started is not None and warmserver.process_start(child.pid) == started
+    finally:
+        child.kill()
+        child.wait()
+    assert not warmserver.is_child_of(child.pid, os.getpid())
+    assert warmserver.process_start(child.pid) is None

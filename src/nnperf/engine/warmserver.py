@@ -470,15 +470,27 @@ def send_job(connection: JsonConnection, message: dict, output_fd: int) -> None:
     connection.send(message)
 
 
-def is_child_of(pid: Any, parent: int | None) -> bool:
-    """Whether `pid` is a live process whose parent is `parent` (Linux /proc)."""
-    if type(pid) is not int or pid <= 0 or parent is None:
-        return False
+def _stat_fields(pid: Any) -> list[str] | None:
+    """/proc/<pid>/stat after the command name (field 3 on), or None."""
+    if type(pid) is not int or pid <= 0:
+        return None
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1]) == parent
-    except (OSError, IndexError, ValueError):
-        return False
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def is_child_of(pid: Any, parent: int | None) -> bool:
+    """Whether `pid` is a live process whose parent is `parent` (Linux /proc)."""
+    fields = _stat_fields(pid)
+    return fields is not None and parent is not None and fields[1] == str(parent)
+
+
+def process_start(pid: Any) -> int | None:
+    """When process `pid` started (clock ticks since boot): with the PID, who it is."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields is not None else None
 
 
 # --- the server -----------------------------------------------------------------------------

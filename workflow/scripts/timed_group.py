@@ -5,6 +5,9 @@ the group's folder (nnperf.engine.runner.group_to_files).
 The body runs only as the main module: without the warm server (NNPERF_WARM_SERVER=0, or
 any non-Linux machine) the workers are forkserver/spawn children, which import this file
 again as `__mp_main__`, where Snakemake's `snakemake` object does not exist.
+
+Either way the workers' stdout and stderr reach this job's `log:`: the job relays them into
+its `sys.stderr`, which `logged_job` points at the log (`nnperf.engine.workerlog`).
 """
 
 from pathlib import Path

@@ -61,7 +61,11 @@ _LOGGED = False
 
 @contextlib.contextmanager
 def logged_job(log_path: str | os.PathLike | None, job: str) -> Iterator[None]:
-    """Run the body with its output in `log_path` (the terminal when None)."""
+    """Run the body with its output in `log_path` (the terminal when None).
+
+    Python's `sys.stdout`/`sys.stderr` are redirected, not descriptors 1 and 2: a timed
+    run's worker processes write to a pipe their job relays into `sys.stderr`
+    (`nnperf.engine.workerlog`), so their output lands here too."""
     terminal = sys.__stderr__
     if log_path is None:
         handle = None

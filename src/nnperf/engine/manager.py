@@ -41,7 +41,8 @@ from typing import Any, Callable
 from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
 from nnperf.engine import stability, stopping
-from nnperf.engine.worker import PRELOAD, WARM, WorkerJob, start_method, worker_main
+from nnperf.engine.worker import PRELOAD, WARM, WorkerJob, forked_main, start_method
+from nnperf.engine.workerlog import OutputRelay
 
 # A worker past its deadline gets this much grace before it is killed (seconds, and a share
 # of the budget): a deadline is a projection, and killing a step that was about to end
@@ -129,7 +130,7 @@ class Worker:
             message = self.conn.recv()
         except (EOFError, OSError):
             raise RuntimeError(
-                f"worker process {self.index} ended without a result ({self.ended_how()})"
+                f"worker process {self.index} ended without a result: {self.ended_how()}"
             ) from None
         if message[0] == "started":
             self.pid = message[1]
@@ -159,19 +160,28 @@ class Worker:
 
 
 class _ForkedWorker(Worker):
-    """A worker started by multiprocessing (its fork server, or spawn)."""
+    """A worker started by multiprocessing (its fork server, or spawn). Its stdout and
+    stderr are a pipe this job relays into its log (`nnperf.engine.workerlog`)."""
 
     def __init__(self, context, job: WorkerJob):
+        from multiprocessing.connection import Connection
+
         self.conn, child_conn = context.Pipe()
         self.index = job.process
         self.started_at_unix = time.time()
-        self.process = context.Process(target=worker_main, args=(child_conn, job), daemon=True)
+        self.output = OutputRelay(job.process)
+        # multiprocessing hands a child a descriptor only inside a connection object.
+        output_end = Connection(self.output.detach_write_end(), readable=False)
+        self.process = context.Process(
+            target=forked_main, args=(child_conn, job, output_end), daemon=True
+        )
         try:
             self.process.start()
         except (AttributeError, TypeError, pickle.PicklingError) as exc:
             raise NnperfError(UNPICKLABLE.format(exc)) from None
         finally:
             child_conn.close()
+            output_end.close()
         self.pid = self.process.pid
 
     def kill(self) -> None:
@@ -184,7 +194,18 @@ class _ForkedWorker(Worker):
 
     def ended_how(self) -> str:
         self.process.join(5)
-        return f"exit code {self.process.exitcode}; it crashed, see the log above"
+        return f"{_exit_status(self.process.exitcode)}; {self.output.summary()}"
+
+
+def _exit_status(code: int | None) -> str:
+    if code is None:
+        return "its exit status is unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 # How long a killed served worker may take to be gone (its CUDA context torn down) before
@@ -219,24 +240,53 @@ def reap(pid: int, timeout_s: float = REAP_TIMEOUT_S) -> bool:
 
 
 class _ServedWorker(Worker):
-    """A worker forked by the machine's warm server (`nnperf.engine.warmserver`)."""
+    """A worker forked by the machine's warm server (`nnperf.engine.warmserver`): the job
+    sends the request as plain data with its output pipe, and talks JSON with the worker."""
 
     def __init__(self, job: WorkerJob):
         from nnperf.engine import warmserver
 
         self.index = job.process
         self.started_at_unix = time.time()
-        self.conn, self.log = warmserver.connect()
+        message = warmserver.job_message(job, os.getcwd())  # refused before a server starts
+        self.output = OutputRelay(job.process)
         try:
-            self.conn.send_bytes(pickle.dumps((os.getcwd(), job)))
-        except (AttributeError, TypeError, pickle.PicklingError) as exc:
-            self.conn.close()
-            raise NnperfError(UNPICKLABLE.format(exc)) from None
+            self.conn = warmserver.connect()
+            try:
+                warmserver.send_job(self.conn, message, self.output.write_fd)
+            except BaseException:
+                self.conn.close()
+                raise
+        finally:
+            self.output.close_write_end()
+
+    # When the process `pid` started (/proc ticks), once it was seen as the server's child.
+    _pinned_start: int | None = None
+
+    def _is_ours(self) -> bool:
+        """Whether `pid` (what the worker said) is still the process the server forked. A
+        PID from a message is never killed on its word alone: it must be a child of the
+        server whose user was checked, and keep the start time it had then (the server may
+        idle out and leave its worker to init during a long measurement)."""
+        from nnperf.engine import warmserver
+
+        if self._pinned_start is None:
+            if not warmserver.is_child_of(self.pid, self.conn.peer_pid):
+                return False
+            self._pinned_start = warmserver.process_start(self.pid)
+        return self._pinned_start is not None and (
+            warmserver.process_start(self.pid) == self._pinned_start
+        )
+
+    def receive(self, deadline_unix: float):
+        message = super().receive(deadline_unix)
+        self._is_ours()  # pinned while the server is surely its parent
+        return message
 
     def kill(self) -> None:
         """Kill the worker and wait until it is gone: the next process's CUDA init and
         autotuning must not overlap this one's teardown."""
-        if self.pid is not None:
+        if self._is_ours():
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -245,12 +295,12 @@ class _ServedWorker(Worker):
         self.conn.close()
 
     def join(self) -> None:
-        if self.pid is not None:
+        if self._is_ours():
             reap(self.pid)
         self.conn.close()
 
     def ended_how(self) -> str:
-        return f"it crashed; its output is in the warm server's log {self.log}"
+        return self.output.summary()
 
 
 def _raise_for(message: tuple, index: int) -> None:

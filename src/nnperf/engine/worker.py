@@ -7,7 +7,14 @@ the windows its parent asks for. The parent (`nnperf.engine.manager`) starts it 
 the budget; this side never imports the parent's modules (`manager`, `runner`), as pyperf's
 worker never imports its manager.
 
-The protocol over the pipe (child -> parent; the parent answers each window):
+Its stdout and stderr are the write end of a pipe its job reads (`adopt_output`): whichever
+server forked it, its prints, warnings and a native library's last words (fd 1 and 2) reach
+the job's log, and a crash's last lines reach the job's error (`nnperf.engine.workerlog`).
+
+The protocol over the connection (child -> parent; the parent answers each window). A
+multiprocessing pipe pickles it; the warm server's socket carries it as JSON
+(`warmserver.JsonConnection`), so every message is plain data: strings, numbers, lists and
+dicts (a tuple arrives as a list).
 
     ("started", pid)            first, so the parent can kill it
     ("loaded", {...})           the data's classes, input size and images
@@ -22,6 +29,7 @@ The protocol over the pipe (child -> parent; the parent answers each window):
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import multiprocessing
 import os
 import sys
@@ -77,9 +85,10 @@ def start_method() -> str:
 
 @dataclasses.dataclass
 class WorkerJob:
-    """What one worker process is asked to do (pickled to it). Without `model_factory` and
+    """What one worker process is asked to do: pickled to a multiprocessing worker, sent as
+    plain data to the warm server (`warmserver.job_message`). Without `model_factory` and
     `data` the worker loads them by name from the request; given, they must pickle (a
-    module-level function, arrays)."""
+    module-level function, arrays), and the warm server refuses them."""
 
     request: RunRequest
     process: int
@@ -96,6 +105,31 @@ def _own_threads(request: RunRequest) -> int:
 
     busy = torch.get_num_threads() if request.device == "cpu" else 2
     return busy + request.settings.num_workers
+
+
+def adopt_output(fd: int) -> None:
+    """Make `fd` (the job's pipe) this process's stdout and stderr, at the descriptor level,
+    so that native code's output goes there too; a fatal signal prints the Python stack."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    if fd > 2:
+        os.close(fd)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # a crash must not swallow a print
+    if sys.stderr is not None:
+        faulthandler.enable(file=sys.stderr)
+
+
+def forked_main(conn, job: WorkerJob, output) -> None:
+    """Body of a worker started by multiprocessing: `output` is a connection object that
+    carries the job's output pipe (multiprocessing passes descriptors only inside one)."""
+    fd = os.dup(output.fileno())
+    output.close()
+    adopt_output(fd)
+    worker_main(conn, job)
 
 
 def worker_main(conn, job: WorkerJob) -> None:

@@ -120,3 +120,32 @@ def test_a_group_compares_variants_within_a_precision_and_precisions_within_a_va
 @pytest.mark.parametrize("round_index, expected", [(0, [0, 1, 2]), (1, [2, 1, 0]), (2, [0, 1, 2])])
 def test_balanced_order(round_index, expected):
     assert interleave.balanced_order([0, 1, 2], round_index) == expected
+
+
+def test_a_group_is_every_runnable_precision_and_variant_at_its_model_device_and_batch():
+    from nnperf.core.contract import StudyConfig, VariantSettings
+    from nnperf.study import job_requests
+
+    study = StudyConfig(
+        precisions=("fp32", "tf32", "bf16"),
+        batch_sizes=(16, 32),
+        variants={"baseline": VariantSettings(), "tuned": VariantSettings(channels_last=True)},
+    )
+    members = job_requests.group_members(study, "cpu", "resnet18_cifar", 16)
+    # tf32 cannot run on a CPU: left out, as the matrix leaves it out.
+    assert [(k.precision, k.variant) for k in members] == [
+        ("fp32", "baseline"),
+        ("fp32", "tuned"),
+        ("bf16", "baseline"),
+        ("bf16", "tuned"),
+    ]
+    assert {k.batch_size for k in members} == {16}
+
+
+def test_a_member_the_group_did_not_measure_is_one_line_naming_its_file(tmp_path):
+    from nnperf.core.errors import NnperfError
+    from nnperf.engine import runner
+
+    outputs = {kind: str(tmp_path / f"out{kind}") for kind in ("run", "run_windows", "run_steps")}
+    with pytest.raises(NnperfError, match=r"fp32_tuned\.json is missing: the group .* did not"):
+        runner.copy_member(tmp_path, TUNED, outputs)

@@ -213,3 +213,41 @@ def speedup_columns(
             continue
         rows.append((ci.low, ci.high, method_label(ci), ci.separated))
     return pd.DataFrame(rows, columns=[prefix + s for s in CI_SUFFIXES], index=summary.index)
+
+
+# ------------------------------------------------------------------------------------------
+# A ratio in a table row and in a sentence.
+# ------------------------------------------------------------------------------------------
+def ci_from(row: Mapping, prefix: str) -> RatioCI:
+    """The RatioCI a table row holds under `prefix` (`RatioCI.as_dict`'s columns)."""
+
+    def number(name):
+        value = row.get(f"{prefix}{name}")
+        return None if missing(value) else float(value)
+
+    ratio = number("")
+    method = row.get(f"{prefix}_method")
+    n = number("_n")
+    return RatioCI(
+        math.nan if ratio is None else ratio,
+        number("_ci_low"),
+        number("_ci_high"),
+        None if missing(method) else str(method),
+        0 if n is None else int(n),
+    )
+
+
+def with_mean_ratio(ci: RatioCI, mean_ratio: float) -> RatioCI:
+    """`ci`, or, where no process was found (a results folder without runs.csv), the ratio of
+    the means with no interval (n 0)."""
+    if math.isfinite(ci.ratio) or missing(mean_ratio):
+        return ci
+    return RatioCI(float(mean_ratio), None, None, None, 0)
+
+
+def describe(ci: RatioCI, what: str = "faster") -> str:
+    """`ratios.describe`, and for a ratio of means without processes behind it (n 0) why
+    it has no interval."""
+    if ci.n == 0 and math.isfinite(ci.ratio):
+        return f"{ci.ratio:.2f}x, not separated (no per-process throughputs for a 95% CI)"
+    return ratios.describe(ci, what)

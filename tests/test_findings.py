@@ -170,9 +170,48 @@ def test_batch_scaling_gain_best_batch_and_oom():
     assert scaling_sentence(row.to_dict()) == (
         f"For resnet18_cifar fp32 (baseline) on {I7}, batch 64 against batch 16 (200 img/s vs "
         "100 img/s): 2.00x higher (95% CI 1.95-2.05); it is still rising at the largest batch "
-        "size that ran (batch 64 is 1.05x faster (95% CI 1.03-1.08) than batch 32); batch 128 "
-        "ran out of memory."
+        "size that ran (batch 64 vs 32: 1.05x faster (95% CI 1.03-1.08)); batch 128 ran out of "
+        "memory."
     )
+
+
+def test_a_best_batch_below_the_largest_and_a_saturated_one_only_with_separation():
+    tight = {"between_rsd": 0.005}
+    summary, runs = box(
+        [
+            Config("cpu", "m", "fp32", 16, "baseline", 100.0, (99.0, 101.0), **tight),
+            Config("cpu", "m", "fp32", 32, "baseline", 196.0, (195.0, 197.0), **tight),
+            Config("cpu", "m", "fp32", 64, "baseline", 200.0, (199.0, 201.0), **tight),
+            Config("cpu", "m", "fp32", 128, "baseline", 180.0, (179.0, 181.0), **tight),
+        ]
+    )
+    row = batch_scaling(summary, runs).iloc[0].to_dict()
+    # 200 / 196 = 1.02, separated at +/-0.5% processes; 196 / 200 = 0.98 >= 0.95 over the
+    # whole interval, so batch 32 is saturated.
+    assert (row["best_batch_size"], row["next_batch_size"]) == (64, 32)
+    assert row["saturation_batch_size"] == 32 and row["saturation_ci_low"] > 0.95
+    text = scaling_sentence(row)
+    assert "; batch 64 is the best, at 200 img/s (batch 64 vs 32: 1.02x faster (95% CI " in text
+    assert text.endswith(
+        f"; batch 32 already reaches 95% of batch 64 (0.98x of it, 95% CI "
+        f"{row['saturation_ci_low']:.2f}-{row['saturation_ci_high']:.2f})."
+    )
+    # The same means with +/-8% processes: no best batch size, and no saturation claimed.
+    noisy = {"between_rsd": 0.08}
+    summary, runs = box(
+        [
+            Config("cpu", "m", "fp32", 32, "baseline", 196.0, (180.0, 212.0), **noisy),
+            Config("cpu", "m", "fp32", 64, "baseline", 200.0, (184.0, 216.0), **noisy),
+            Config("cpu", "m", "fp32", 128, "baseline", 190.0, (175.0, 205.0), **noisy),
+        ]
+    )
+    row = batch_scaling(summary, runs).iloc[0].to_dict()
+    assert pd.isna(row["best_batch_size"]) and row["tied_batch_sizes"] == "32 64 128"
+    text = scaling_sentence(row)
+    assert (
+        "; no best batch size: batch 32, 64 and 128 are tied (batch 64 vs 32: no difference" in text
+    )
+    assert "already reaches" not in text
 
 
 def test_phase_shares_from_summary_medians():

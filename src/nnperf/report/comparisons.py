@@ -50,6 +50,11 @@ def _value(value) -> str:
     return str(value)
 
 
+def _group(value) -> str | None:
+    """A `group` cell, None where empty (NaN read back from CSV, or "")."""
+    return None if missing(value) or value == "" else str(value)
+
+
 def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
     """The measured worker processes of `config` in `runs`: columns `rate`, `round` and
     `group` (None where the run predates interleaving). Keys `config` names but `runs` lacks
@@ -69,12 +74,12 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rate": pd.to_numeric(chosen[RATE]).astype(float),
-            "round": pd.to_numeric(chosen["round"], errors="coerce")
-            if "round" in chosen.columns
-            else math.nan,
-            "group": chosen["group"].map(lambda g: None if missing(g) or g == "" else str(g))
-            if "group" in chosen.columns
-            else None,
+            "round": (
+                pd.to_numeric(chosen["round"], errors="coerce")
+                if "round" in chosen.columns
+                else math.nan
+            ),
+            "group": (chosen["group"].map(_group) if "group" in chosen.columns else None),
         }
     ).reset_index(drop=True)
 

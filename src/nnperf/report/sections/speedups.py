@@ -167,9 +167,11 @@ def _scaling_row(group: pd.DataFrame, runs: pd.DataFrame | None) -> dict:
         "largest_mean": float(largest[MEAN]),
         **gain.as_dict(GAIN),
         "best_batch_size": int(top["batch_size"]) if ranked.best is not None else None,
-        "tied_batch_sizes": " ".join(str(int(r["batch_size"])) for r in ranked.tied)
-        if ranked.best is None
-        else "",
+        "tied_batch_sizes": (
+            " ".join(str(b) for b in sorted(int(r["batch_size"]) for r in ranked.tied))
+            if ranked.best is None
+            else ""
+        ),
         "top_batch_size": int(top["batch_size"]),
         "top_mean": float(top[MEAN]),
         "next_batch_size": int(runner_up["batch_size"]),
@@ -222,25 +224,19 @@ def batch_scaling(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None
 
 
 def _best_batch_text(row: Mapping) -> str:
-    """What the tie rule allows to be said of the best batch size."""
-    ci = ci_from(row, BEST)
+    """What the tie rule allows to be said of the best batch size (the ratio of the top to
+    the runner-up, unless it is the smallest-to-largest ratio the sentence just stated)."""
+    top, runner_up = int(row["top_batch_size"]), int(row["next_batch_size"])
+    stated = {top, runner_up} == {int(row["smallest_batch_size"]), int(row["largest_batch_size"])}
+    ratio = f"batch {top} vs {runner_up}: {comparisons.describe(ci_from(row, BEST))}"
     if row.get("tied_batch_sizes"):
         tied = row["tied_batch_sizes"].split()
-        listed = ", ".join(tied[:-1]) + " and " + tied[-1]
-        return (
-            f"no best batch size: batch {listed} are tied (batch {row['top_batch_size']} vs "
-            f"{row['next_batch_size']}: {comparisons.describe(ci)})"
-        )
-    if int(row["best_batch_size"]) == int(row["largest_batch_size"]):  # separated: a number
-        return (
-            "it is still rising at the largest batch size that ran (batch "
-            f"{row['best_batch_size']} is {comparisons.describe(ci)} than batch "
-            f"{row['next_batch_size']})"
-        )
-    return (
-        f"batch {row['best_batch_size']} is the best ({fmt(row['top_mean'], 'img/s')}; "
-        f"{comparisons.describe(ci)} than batch {row['next_batch_size']})"
-    )
+        text = f"no best batch size: batch {', '.join(tied[:-1])} and {tied[-1]} are tied"
+    elif top == int(row["largest_batch_size"]):
+        text = "it is still rising at the largest batch size that ran"
+    else:
+        text = f"batch {top} is the best, at {fmt(row['top_mean'], 'img/s')}"
+    return text if stated else f"{text} ({ratio})"
 
 
 def scaling_sentence(row: Mapping) -> str:

@@ -289,9 +289,11 @@ def summary(documents, runs):
 RUNS_COLUMNS = [
     *CONFIG_KEYS,
     "process",
+    "round",
     "dataset",
     "status",
     "error",
+    "group",
     "process_status",
     "seed",
     "pid",
@@ -440,7 +442,15 @@ SUMMARY_COLUMNS = [
     "ended_at_unix",
     "overlap",
     "speedup_vs_fp32",
+    "speedup_vs_fp32_ci_low",
+    "speedup_vs_fp32_ci_high",
+    "speedup_vs_fp32_method",
+    "speedup_vs_fp32_separated",
     "speedup_vs_baseline",
+    "speedup_vs_baseline_ci_low",
+    "speedup_vs_baseline_ci_high",
+    "speedup_vs_baseline_method",
+    "speedup_vs_baseline_separated",
 ]
 
 

@@ -12,6 +12,7 @@ import itertools
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.container import ErrorbarContainer
 
 from nnperf.core import layout
 from nnperf.core.contract import FigureRequest
@@ -190,6 +191,25 @@ def test_speedup_figure(tables):
     (note,) = [t.get_text() for t in left.texts]
     assert note == "not measured:\nbs16 bf16 baseline: over budget (13.2 s/step)"
     assert not right.texts
+    # Each drawn ratio has a whisker at its 95% CI (both are separated: no "n.s." mark).
+    assert "whiskers: 95% CI of the ratio" in fig.get_suptitle()
+    (whisker,) = [c for c in right.containers if isinstance(c, ErrorbarContainer)]
+    (segment,) = whisker.lines[2][0].get_segments()
+    assert [round(y, 6) for _, y in segment] == [
+        round(float(tuned["speedup_vs_baseline_ci_low"].iloc[0]), 6),
+        round(float(tuned["speedup_vs_baseline_ci_high"].iloc[0]), 6),
+    ]
+
+
+def test_a_speedup_whose_ci_includes_one_is_marked_not_separated():
+    documents = [
+        run_document("fp32", 8, windows=((100.0, 104.0), (96.0, 100.0))),
+        run_document("bf16", 8, windows=((103.0, 99.0), (95.0, 101.0)), start=2e9),
+    ]
+    _, summary = _tables(documents)
+    assert summary["speedup_vs_fp32_separated"].tolist() == [False, None]
+    left, _ = plots.speedup_figure(summary, "cpu", "tiny").axes[:2]
+    assert [t.get_text() for t in left.texts] == [plots.NOT_SEPARATED]
 
 
 def test_a_model_without_any_number_still_gets_its_figures(tmp_path):

@@ -111,25 +111,36 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
     assert render("--note", "Nsight Compute skipped: ncu not found.") == 0
     md = Path("reports/summary.md").read_text(encoding="utf-8")
     key = md.split("## Key findings", 1)[1].split("\n## ", 1)[0]
+    # Processes at 990/1000/1010 and 1782/1800/1818 img/s: Fieller's interval of the ratio
+    # at Welch's 3.1 degrees of freedom is 1.80 +/- 0.046.
     assert (
         f"Fastest configuration on {H100}: resnet18_cifar bf16 at batch 64 (baseline), "
-        "1,800 img/s (95% CI 1,785–1,815)."
+        "1,800 img/s (95% CI 1,785–1,815); 1.80x faster (95% CI 1.75-1.85) than the "
+        "runner-up, resnet18_cifar fp32 at batch 64 (baseline)."
     ) in key
     assert (
-        f"bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 64 (baseline) on {H100}: "
-        "1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s (95% CI 995–1,005)."
+        f"Best precision for resnet18_cifar at batch 64 (baseline) on {H100}: bf16, 1.80x "
+        "faster (95% CI 1.75-1.85) than fp32 (1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s "
+        "(95% CI 995–1,005))."
     ) in key
     # The laptop's fastest configuration is flagged unstable next to its number.
     assert (
         f"Fastest configuration on {I7}: resnet18_cifar fp32 at batch 64 (tuned), "
-        "260 img/s (95% CI 250–270; unstable)."
+        "260 img/s (95% CI 250–270; unstable); 1.30x faster (95% CI 1.04-1.56) than the "
+        "runner-up, resnet18_cifar fp32 at batch 64 (baseline)."
     ) in key
+    # The laptop's bf16 configuration missed its CI target, and the finding naming it says so.
+    assert (
+        f"Best precision for resnet18_cifar at batch 64 (baseline) on {I7}: fp32, 1.33x faster"
+    ) in key
+    assert "than bf16 (200 img/s (95% CI 190–210) vs 150 img/s (95% CI 140–160)); " in key
+    assert "resnet18_cifar bf16 at batch 64 (baseline) (±" in key and "missed its CI target." in key
     assert "the input pipeline — data wait and host-to-device copies take 40% of each step" in key
     # 1000 / 200 img/s: the GPU box against the laptop on the shared fp32 batch-64 config.
     assert (
         f"Across machines, resnet18_cifar fp32 at batch 64 (baseline) runs fastest on {H100} "
-        f"at 1,000 img/s (95% CI 995–1,005), 5.00x the slowest machine, {I7}, at 200 img/s "
-        "(95% CI 190–210)."
+        f"at 1,000 img/s (95% CI 995–1,005), 5.00x faster (95% CI 4.84-5.17) than the slowest "
+        f"machine, {I7}, at 200 img/s (95% CI 190–210)."
     ) in key
     # Busy: laptop 275 s + GPU box 135 s = 410 s; timed 7 x 24 s = 168 s (41%); 6 of the 7
     # measured configurations reached their CI target (the laptop's bf16 one did not).

@@ -7,7 +7,9 @@ stability flags). This module does not re-estimate anything: it flattens those d
 into tidy tables and adds what needs more than one document:
 
 - `runs_table()`: one row per worker process; a configuration that never measured a window
-  (status `oom` or `over_budget`) still gets a row, so it appears in every table.
+  (status `oom` or `over_budget`) still gets a row, so it appears in every table. Its
+  `group` and `round` say which processes ran next to each other in an interleaved job
+  (empty for runs measured before interleaving).
 - `windows_table()`: one row per timed window (`vocab.WINDOW_CSV_COLUMNS`).
 - `mark_overlaps()`: from the recorded start/end of every process, whether two processes on
   the same machine (same host, and same GPU for CUDA runs) ran at the same time — processes
@@ -15,7 +17,8 @@ into tidy tables and adds what needs more than one document:
   machine.
 - `summary_table()`: one row per configuration, the document's estimate plus the overlap flag,
   the high-variance flag and the speedups of the headline (`throughput_img_s_mean`) against
-  the configuration's `fp32` and `baseline` counterparts.
+  the configuration's `fp32` and `baseline` counterparts, each with its 95% interval from
+  the per-process throughputs (`nnperf.report.comparisons`).
 
 `write_tables()` is the file edge (rule `aggregate_runs`). Keys come from the documents,
 never from paths. Nothing here draws.
@@ -43,7 +46,7 @@ from nnperf.core.vocab import (
     RUN_STATUSES,
     WINDOW_CSV_COLUMNS,
 )
-from nnperf.report import noise
+from nnperf.report import comparisons, noise
 
 PROCESS_KEYS = (*CONFIG_KEYS, "process")
 SUMMARY_KEYS = (*CONFIG_KEYS, "dataset")
@@ -105,6 +108,9 @@ def process_rows(document: dict, source: str | None = None) -> list[dict]:
         "dataset": document.get("dataset"),
         "status": document.get("status"),
         "error": document.get("error"),
+        # The interleaved job the configuration was measured in (empty before interleaving):
+        # processes of one group with the same `round` ran next to each other.
+        "group": document.get("group"),
     }
     tail = {f"variant_{k}": v for k, v in (document.get("variant_settings") or {}).items()}
     tail.update({name: environment.get(name) for name in ENVIRONMENT_COLUMNS})
@@ -120,7 +126,8 @@ def process_rows(document: dict, source: str | None = None) -> list[dict]:
     ]
     rows = []
     for process in processes:
-        row = {**head, "process": process.get("process"), **shared}
+        row = {**head, "process": process.get("process"), "round": process.get("round")}
+        row.update(shared)
         row["process_status"] = process.get("status")
         row["seed"] = process.get("seed")
         row["pid"] = process.get("pid")
@@ -309,6 +316,21 @@ def _speedup(summary: pd.DataFrame, fixed: str, value: str) -> np.ndarray:
     )
 
 
+def _with_speedups(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`speedup_vs_fp32` and `speedup_vs_baseline` (ratios of the means), each followed by
+    its 95% interval from the processes of `runs` (`nnperf.report.comparisons`: paired by
+    round within an interleaved group, Fieller otherwise)."""
+    for name, fixed, value in (
+        ("speedup_vs_fp32", "precision", REFERENCE_PRECISION),
+        ("speedup_vs_baseline", "variant", REFERENCE_VARIANT),
+    ):
+        summary[name] = _speedup(summary, fixed, value)
+        columns = comparisons.speedup_columns(summary, runs, fixed, value, name)
+        for column in columns.columns:
+            summary[column] = columns[column]
+    return summary
+
+
 def summary_table(
     documents: Iterable[tuple[str | None, dict]],
     runs: pd.DataFrame,
@@ -328,9 +350,7 @@ def summary_table(
         tuple(keys) in overlapped for keys in summary[list(CONFIG_KEYS)].itertuples(index=False)
     ]
     summary = summary.sort_values(list(SUMMARY_KEYS), kind="stable").reset_index(drop=True)
-    summary["speedup_vs_fp32"] = _speedup(summary, "precision", REFERENCE_PRECISION)
-    summary["speedup_vs_baseline"] = _speedup(summary, "variant", REFERENCE_VARIANT)
-    return summary
+    return _with_speedups(summary, runs)
 
 
 def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:

@@ -10,6 +10,8 @@ engine recorded (`throughput_img_s_ci95_low/high`), so figure and table agree, a
 per-process throughputs of runs.csv as faint points beside it, so the spread behind the
 interval is visible. Configurations without a number (status `oom`, or `over_budget` when one
 step is too slow for the time budget) are marked with a labelled note, never drawn as a value.
+The speedup figure draws each ratio with its own 95% CI (summary.csv's `speedup_vs_*_ci_low/high`,
+`nnperf.report.comparisons`) and marks the bars whose interval includes 1 as not separated.
 
 `draw()` is the file edge: the tables in, one PNG out, for the figure a `FigureRequest` names.
 """
@@ -34,6 +36,7 @@ from nnperf.core.vocab import (
     REFERENCE_VARIANT,
     sort_precisions,
 )
+from nnperf.report.format import truthy
 from nnperf.report.results import read_table
 
 FIGURE_DPI = 150
@@ -43,6 +46,9 @@ BREAKDOWN_YLABEL = "median time per step (ms)"
 SPEEDUP_FP32_YLABEL = f"speedup vs {REFERENCE_PRECISION} (x)"
 SPEEDUP_BASELINE_YLABEL = f"speedup vs {REFERENCE_VARIANT} variant (x)"
 PROCESS_LABEL = "one worker process"
+# On a speedup bar whose ratio's 95% CI includes 1 (or has none): no difference detectable.
+NOT_SEPARATED = "n.s."
+SPEEDUP_KEY = f"whiskers: 95% CI of the ratio; {NOT_SEPARATED}: not separated from 1"
 # How a configuration without a number is marked: (legend label, short text, marker, colour).
 UNMEASURED = {
     "oom": ("out of memory", "OOM", "v", "firebrick"),
@@ -325,9 +331,40 @@ def _missing_speedups(data: pd.DataFrame, column: str) -> list[str]:
     return notes
 
 
+def _ratio_marks(ax, shown: pd.DataFrame, column: str, hue_order: list) -> None:
+    """Each bar's 95% CI of the ratio as a whisker (summary.csv's `<column>_ci_low/high`),
+    and NOT_SEPARATED above a bar whose interval includes 1: no bar reads as a win or a
+    loss the data does not separate. Older summaries without the columns get neither."""
+    low, high, separated = (f"{column}_ci_low", f"{column}_ci_high", f"{column}_separated")
+    if low not in shown.columns:
+        return
+    # seaborn draws one container per hue level, its bars in the order of the x levels.
+    for container, level in zip(ax.containers, hue_order):
+        rows = shown[shown["precision / variant"] == level].sort_values("batch_size")
+        bounds = rows[[low, high]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+        for bar, row, (lo, hi) in zip(container, rows.to_dict("records"), bounds):
+            x, height = bar.get_x() + bar.get_width() / 2, bar.get_height()
+            bounded = bool(np.isfinite(lo) and np.isfinite(hi))
+            if bounded:
+                below, above = max(height - lo, 0), max(hi - height, 0)
+                ax.errorbar(x, height, yerr=[[below], [above]], color="black", capsize=3, lw=1)
+            if not truthy(row.get(separated)):
+                top = max(height, hi) if bounded else height
+                ax.annotate(
+                    NOT_SEPARATED,
+                    (x, top),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize="x-small",
+                )
+
+
 def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     """Two panels: each precision vs fp32, and each variant vs baseline, per batch size
-    (ratios of mean throughput); configurations without a number are listed in a note."""
+    (ratios of mean throughput, whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars
+    whose interval includes 1); configurations without a number are listed in a note."""
     chosen = _ordered(_select(summary, device, model, "summary table")).copy()
     chosen["precision / variant"] = chosen["precision"] + " / " + chosen["variant"]
     fig = Figure(figsize=(11, 4.6), layout="constrained")
@@ -361,15 +398,18 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
                 transform=ax.transAxes,
             )
         else:
+            hue_order = list(dict.fromkeys(shown["precision / variant"]))
             sns.barplot(
                 data=shown,
                 x="batch_size",
                 y=column,
                 hue="precision / variant",
+                hue_order=hue_order,
                 ax=ax,
                 palette="colorblind",
                 errorbar=None,
             )
+            _ratio_marks(ax, shown, column, hue_order)
         notes = _missing_speedups(data, column)
         if notes:
             # Below the panel, under the axis label: inside it would cover the bars.
@@ -388,7 +428,7 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
         ax.set_xlabel(BATCH_XLABEL)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-    fig.suptitle(f"{model} on {device}: speedups of mean throughput")
+    fig.suptitle(f"{model} on {device}: speedups of mean throughput ({SPEEDUP_KEY})")
     return fig
 
 

@@ -4,7 +4,12 @@ Per machine and model the fastest configuration, what limits it (`limiter_senten
 its operator profile says, the best precision and variant and the batch scaling; then the
 host-bound profiles, the runs that train faster but reach the target later, the machine
 comparison, what the study cost and how many results the notes flag. Each sentence is
-written by its section's module; only the limiter's is written here.
+written by its section's module; only the limiter's, and the rankings', are written here.
+
+"Fastest" and "best" follow one tie rule (`nnperf.report.comparisons.ranking`): a
+configuration is named only where the ratio's 95% interval against the runner-up excludes 1;
+otherwise the finding names the tie. A finding also says when a configuration it names
+missed its CI target (`missed_target_note`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_VARIANT
+from nnperf.core.wording import missing
+from nnperf.report import comparisons
 from nnperf.report.bounds import (
     LEVEL_LABELS,
     ROOF_TOLERANCE,
@@ -29,7 +36,7 @@ from nnperf.report.configurations import (
     ok_configs,
     sort_configs,
 )
-from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_si
+from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_si, truthy
 from nnperf.report.outline import Page
 from nnperf.report.sections import accuracy, notes, speedups
 from nnperf.report.sections.breakdown import (
@@ -140,50 +147,140 @@ COUNTED_NOTES = (
 )
 
 
+def missed_target_note(configs: Sequence[Mapping]) -> str:
+    """`; X missed its CI target (±4.7% against ±3.0%)` for the named configurations whose
+    interval is wider than their target, so a finding never hides that its numbers are."""
+    missed = [
+        c
+        for c in configs
+        if not missing(c.get("ci_target_met")) and not truthy(c.get("ci_target_met"))
+    ]
+    if not missed:
+        return ""
+
+    def width(c: Mapping) -> str:
+        half, target = c.get("ci_half_width_rel"), c.get("ci_target")
+        if missing(half) or missing(target):
+            return "no CI"
+        return f"\u00b1{fmt_pct(half)} against \u00b1{fmt_pct(target)}"
+
+    named = [f"{config_text(c)} ({width(c)})" for c in missed]
+    its = "its" if len(missed) == 1 else "their"
+    return f"; {comparisons.names(named, str)} missed {its} CI target"
+
+
+def named(ranked: comparisons.Ranking) -> list[dict]:
+    """The configurations a ranking's sentence names: the tie, or the best and runner-up."""
+    return list(ranked.tied) if ranked.best is None else list(ranked.order[:2])
+
+
+def _at(ranked: comparisons.Ranking) -> list[str]:
+    return [f"{config_text(c)} at {estimate_text(c)}" for c in ranked.tied]
+
+
+def fastest_sentence(ranked: comparisons.Ranking, machine: str) -> str:
+    """The tie rule on a machine's and model's configurations: the fastest is named only
+    where separated from the runner-up; otherwise the tie is."""
+    top = ranked.top
+    if len(ranked.order) == 1:
+        text = f"Only configuration measured on {machine}: {config_text(top)}, {estimate_text(top)}"
+    elif ranked.best is not None:
+        text = (
+            f"Fastest configuration on {machine}: {config_text(top)}, {estimate_text(top)}; "
+            f"{comparisons.describe(ranked.ci)} than the runner-up, "
+            f"{config_text(ranked.order[1])}"
+        )
+    else:
+        text = (
+            f"No single fastest configuration on {machine}: "
+            f"{comparisons.names(_at(ranked), str)} are tied ({comparisons.describe(ranked.ci)})"
+        )
+    return text + missed_target_note(named(ranked)) + "."
+
+
+def _comparison_point(table: pd.DataFrame, best: Mapping, column: str) -> dict | None:
+    """Where the best `column` is judged for one machine and model: the largest batch size
+    compared, at the reference variant (for precisions) or at the fastest configuration's
+    precision (for variants) where those were compared."""
+    rows = table[(table["machine"] == best["machine"]) & (table["model"] == best["model"])]
+    if rows.empty:
+        return None
+    at = rows[rows["batch_size"] == rows["batch_size"].max()]
+    if column == "precision" and (at["variant"] == REFERENCE_VARIANT).any():
+        at = at[at["variant"] == REFERENCE_VARIANT]
+    if column == "variant" and (at["precision"] == best["precision"]).any():
+        at = at[at["precision"] == best["precision"]]
+    return at.iloc[0].to_dict()
+
+
+def best_of_sentence(ranked: comparisons.Ranking, column: str, point: Mapping) -> str:
+    """`Best precision for m at batch 64 (baseline) on M: bf16, 1.80x faster (95% CI ...)
+    than fp32 ...`, or the tie where the tie rule names none."""
+    where = config_text(point, **{column: False}) + f" on {point['machine']}"
+    if ranked.best is not None:
+        top, second = ranked.order[0], ranked.order[1]
+        text = (
+            f"Best {column} for {where}: {top[column]}, {comparisons.describe(ranked.ci)} than "
+            f"{second[column]} ({estimate_text(top)} vs {estimate_text(second)})"
+        )
+    else:
+        tied = [f"{c[column]} at {estimate_text(c)}" for c in ranked.tied]
+        text = (
+            f"No single best {column} for {where}: {comparisons.names(tied, str)} are tied "
+            f"({comparisons.describe(ranked.ci)})"
+        )
+    return text + missed_target_note(named(ranked)) + "."
+
+
 def speedup_findings(
     best: Mapping,
-    precision_table: pd.DataFrame,
-    variant_table: pd.DataFrame,
+    ok: pd.DataFrame,
+    runs: pd.DataFrame | None,
+    tables: Mapping[str, pd.DataFrame],
 ) -> list[str]:
     """The best precision (at the reference variant) and the best variant (at the fastest
-    configuration's precision) at the largest batch size, for one machine and model."""
-    machine, model = best["machine"], best["model"]
+    configuration's precision) at the largest batch size, for one machine and model, by the
+    tie rule (`comparisons.ranking`); `tables` are the speedup tables by compared column."""
     findings = []
-    for table, column in ((precision_table, "precision"), (variant_table, "variant")):
-        rows = table[(table["machine"] == machine) & (table["model"] == model)]
-        if rows.empty:
+    for column, table in tables.items():
+        point = _comparison_point(table, best, column)
+        if point is None:
             continue
-        at = rows[rows["batch_size"] == rows["batch_size"].max()]
-        if column == "precision" and (at["variant"] == REFERENCE_VARIANT).any():
-            at = at[at["variant"] == REFERENCE_VARIANT]
-        if column == "variant" and (at["precision"] == best["precision"]).any():
-            at = at[at["precision"] == best["precision"]]
-        findings.append(speedups.speedup_sentence(at.loc[at["speedup"].idxmax()].to_dict(), column))
+        candidates = ok
+        for k in GROUP_KEYS:
+            if k != column:
+                candidates = candidates[candidates[k] == point[k]]
+        ranked = comparisons.ranking(candidates, runs)
+        if len(ranked.order) >= 2:
+            findings.append(best_of_sentence(ranked, column, point))
     return findings
 
 
 def fastest_findings(page: Page) -> list[str]:
-    """Per machine and model: the fastest configuration, what limits it, what its operator
-    profile says, the best precision and variant, and its batch scaling."""
-    summary = page.tables.summary
+    """Per machine and model: the fastest configuration (or the tie), what limits the top
+    one, what its operator profile says, the best precision and variant, and its batch
+    scaling."""
+    summary, runs = page.tables.summary, page.tables.runs
     phases = phase_shares(summary)
     verdicts = roofline_verdicts(study_readings(page.tables))
-    precision_table = speedups.precision_speedups(summary)
-    variant_table = speedups.variant_speedups(summary)
-    scaling = speedups.batch_scaling(summary)
+    tables = {
+        "precision": speedups.precision_speedups(summary, runs),
+        "variant": speedups.variant_speedups(summary, runs),
+    }
+    scaling = speedups.batch_scaling(summary, runs)
+    ok = ok_configs(summary)
     findings = []
-    for (machine, model), group in ok_configs(summary).groupby(["machine", "model"], sort=True):
-        best = group.loc[group[MEAN].idxmax()].to_dict()
-        findings.append(
-            f"Fastest configuration on {machine}: {config_text(best)}, {estimate_text(best)}."
-        )
+    for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
+        ranked = comparisons.ranking(group, runs)
+        best = ranked.top
+        findings.append(fastest_sentence(ranked, machine))
         limiter = limiter_sentence(best, phases, verdicts)
         if limiter:
             findings.append(limiter)
         profile = profile_to_quote(page.tables.opprofiles, group, best)
         if profile is not None:
             findings.extend(s for s in (bound_sentence(profile, machine),) if s is not None)
-        findings += speedup_findings(best, precision_table, variant_table)
+        findings += speedup_findings(best, ok, runs, tables)
         scale = scaling
         for k in ("machine", "device", "model", "precision", "variant"):
             scale = scale[scale[k] == best[k]]
@@ -249,7 +346,7 @@ def key_findings(page: Page) -> list[str]:
         fastest_findings(page)
         + host_bound_findings(page)
         + faster_but_later_findings(page)
-        + machine_comparison_findings(ok, page.machines)
+        + machine_comparison_findings(ok, page.machines, page.tables.runs)
         + cost_finding(page, ok)
         + flagged_count_finding(notes.collect(page))
     )

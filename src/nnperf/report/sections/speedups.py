@@ -1,6 +1,13 @@
 """The Speedups section: each precision against fp32 and each variant against the baseline
 at the same batch size (`speedups`), and how throughput grows with batch size
-(`batch_scaling`), with the sentences that state them."""
+(`batch_scaling`), with the sentences that state them.
+
+Every ratio carries its 95% interval from the worker processes (`nnperf.report.comparisons`:
+paired by round where the two were interleaved in one job, Fieller's otherwise), and every
+sentence says it or "not separated" (`comparisons.describe`). A best batch size is named only
+where the tie rule separates it (`comparisons.ranking`), and a batch "already reaches 95% of
+the best" only where the whole interval says so.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,9 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
+from nnperf.report import comparisons
+from nnperf.report.comparisons import ci_from, interval_cell, method_label, separation_cell
 from nnperf.report.configurations import (
-    CI_HIGH,
-    CI_LOW,
     ESTIMATE,
     GROUP_KEYS,
     MEAN,
@@ -21,28 +28,52 @@ from nnperf.report.configurations import (
     ok_configs,
     sort_configs,
 )
+from nnperf.core.wording import missing
 from nnperf.report.format import config_text, fmt, fmt_pct, fmt_times
 from nnperf.report.outline import Page, Section, Table, section
 
-# Throughput within 5% of the best batch size counts as saturated (a run-to-run spread of
-# a few percent is normal, see the CV flag), so larger batches are not worth their memory.
+# A batch size whose throughput is, over its whole 95% interval, at least this fraction of
+# the top batch size's counts as saturated (a run-to-run spread of a few percent is normal,
+# see the CV flag), so larger batches are not worth their memory.
 SATURATION = 0.95
+# Column prefixes of the ratios in the tables (`RatioCI.as_dict`).
+SPEEDUP, GAIN, BEST, SATURATED = "speedup", "gain", "best_vs_next", "saturation"
 
 
 INTRO = (
     f"Ratios of mean throughputs: each precision against {REFERENCE_PRECISION} "
     f"and each variant against {REFERENCE_VARIANT} at the same batch size, and each "
-    "configuration across batch sizes. Where the two 95% CIs overlap the difference is "
-    "within the measured spread."
+    "configuration across batch sizes. Each ratio has its own 95% CI, built from the worker "
+    "processes: paired by round where the two configurations ran interleaved in one job, "
+    "unpaired (Fieller's interval) otherwise. Where that CI includes 1 the two are not "
+    "separated: no difference is detectable at the measured spread."
 )
 
 
-def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.DataFrame:
-    """Each configuration's mean throughput over its counterpart with `column=reference`.
+def ratio_columns(prefix: str) -> list[str]:
+    return list(comparisons.RatioCI(1.0, None, None, None, 0).as_dict(prefix))
+
+
+def _pair_ratio(row: Mapping, runs: pd.DataFrame | None, column: str) -> dict:
+    """The ratio columns of one compared pair: the row's throughput over its reference's."""
+    reference = {**row, column: row["reference"]}
+    ci = comparisons.ratio_between(runs, row, reference)
+    ci = comparisons.with_mean_ratio(ci, row[MEAN] / row[REFERENCE + MEAN])
+    return ci.as_dict(SPEEDUP)
+
+
+def speedups(
+    summary: pd.DataFrame | None,
+    column: str,
+    reference: str,
+    runs: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Each configuration's throughput over its counterpart with `column=reference`.
 
     `column` is `precision` (reference fp32) or `variant` (reference baseline). The result
-    keeps both estimates (ESTIMATE, the reference's prefixed REFERENCE) and says whether
-    the 95% CIs overlap: where they do, the difference is within the measured spread.
+    keeps both estimates (ESTIMATE, the reference's prefixed REFERENCE) and the ratio with
+    its interval from the processes of `runs` (`speedup`, `speedup_ci_low`, ...,
+    `speedup_separated`); without runs the ratio is that of the means, with no interval.
     """
     ok = ok_configs(summary)
     match = [k for k in GROUP_KEYS if k != column]
@@ -52,8 +83,7 @@ def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.Da
         "reference",
         *ESTIMATE,
         *(REFERENCE + c for c in ESTIMATE),
-        "speedup",
-        "ci_overlap",
+        *ratio_columns(SPEEDUP),
     ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
@@ -63,13 +93,12 @@ def speedups(summary: pd.DataFrame | None, column: str, reference: str) -> pd.Da
     other = ok[ok[column] != reference][[*match, column, *ESTIMATE]]
     merged = other.merge(base, on=match, how="inner")
     merged["reference"] = reference
-    merged["speedup"] = merged[MEAN] / merged[REFERENCE + MEAN]
-    cis = [CI_LOW, CI_HIGH, REFERENCE + CI_LOW, REFERENCE + CI_HIGH]
-    known = merged[cis].notna().all(axis=1)
-    overlap = (merged[CI_LOW] <= merged[REFERENCE + CI_HIGH]) & (
-        merged[REFERENCE + CI_LOW] <= merged[CI_HIGH]
+    if merged.empty:
+        return pd.DataFrame(columns=columns)
+    ratios = pd.DataFrame(
+        [_pair_ratio(r, runs, column) for r in merged.to_dict("records")], index=merged.index
     )
-    merged["ci_overlap"] = overlap.where(known, other=pd.NA).astype("boolean")
+    merged = pd.concat([merged, ratios], axis=1)
     return sort_configs(merged[columns]).reset_index(drop=True)
 
 
@@ -84,102 +113,146 @@ def at_largest_batch(table: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def speedup_sentence(row: Mapping, column: str) -> str:
-    """`bf16 is 1.80x faster than fp32 for resnet18_cifar at batch 256 (baseline) on M: ...`."""
-    ratio = float(row["speedup"])
-    factor = f"{max(ratio, 1 / ratio):.2f}x"
-    if factor == "1.00x":
-        how = "as fast as"  # "1.00x slower" would claim a difference its digits do not show
-    else:
-        how = f"{factor} {'faster' if ratio > 1 else 'slower'} than"
+    """`bf16 is 1.80x faster (95% CI 1.78-1.82) than fp32 for resnet18_cifar at batch 256
+    (baseline) on M: ...`, or `bf16 vs fp32 for ...: no difference detectable: within ±4%
+    (...)` where the interval includes 1."""
+    ci = ci_from(row, SPEEDUP)
     if column == "precision":
-        what = f"{row['precision']} is {how} {row['reference']} for " + config_text(
-            row, precision=False
-        )
+        subject, config = row["precision"], config_text(row, precision=False)
     else:
-        what = f"The {row['variant']} variant is {how} {row['reference']} for " + config_text(
-            row, variant=False
-        )
-    text = f"{what} on {row['machine']}: {estimate_text(row)} vs {estimate_text(row, REFERENCE)}"
-    if row.get("ci_overlap") is True:
-        text += "; the 95% CIs overlap, so the difference is within the measured spread"
-    return text + "."
+        subject, config = f"The {row['variant']} variant", config_text(row, variant=False)
+    if ci.separated:
+        text = f"{subject} is {comparisons.describe(ci)} than {row['reference']} for {config}"
+        text += f" on {row['machine']}: "
+    else:
+        text = f"{subject} vs {row['reference']} for {config} on {row['machine']}: "
+        text += f"{comparisons.describe(ci)}; "
+    return text + f"{estimate_text(row)} vs {estimate_text(row, REFERENCE)}."
 
 
-def batch_scaling(summary: pd.DataFrame | None) -> pd.DataFrame:
+def _batches_with(statuses: pd.DataFrame, keys: list, key: tuple, status: str) -> str:
+    """The batch sizes of one scaling group (`keys` = `key`) whose runs ended in `status`."""
+    same = statuses
+    for k, v in zip(keys, key):
+        same = same[same[k] == v]
+    chosen = same.loc[same["_status"] == status, "batch_size"]
+    return " ".join(str(b) for b in sorted(int(b) for b in chosen))
+
+
+def _saturation(group: pd.DataFrame, top: Mapping, runs: pd.DataFrame | None) -> dict:
+    """The smallest batch size below the top one whose throughput is, over its whole
+    interval, at least SATURATION of the top's, with that ratio (None where none is)."""
+    for row in group.to_dict("records"):
+        if int(row["batch_size"]) >= int(top["batch_size"]):
+            break
+        ci = comparisons.ratio_between(runs, row, top)
+        if ci.bounded and ci.low >= SATURATION:
+            return {"saturation_batch_size": int(row["batch_size"]), **ci.as_dict(SATURATED)}
+    return {"saturation_batch_size": None, **dict.fromkeys(ratio_columns(SATURATED))}
+
+
+def _scaling_row(group: pd.DataFrame, runs: pd.DataFrame | None) -> dict:
+    """The ratios of one (machine, device, model, precision, variant) across batch sizes."""
+    smallest, largest = group.iloc[0].to_dict(), group.iloc[-1].to_dict()
+    gain = comparisons.ratio_between(runs, largest, smallest)
+    gain = comparisons.with_mean_ratio(gain, largest[MEAN] / smallest[MEAN])
+    ranked = comparisons.ranking(group, runs)
+    top, runner_up = ranked.order[0], ranked.order[1]
+    best_ci = ranked.ci if ranked.ci is not None else comparisons.RatioCI(1.0, None, None, None, 0)
+    best_ci = comparisons.with_mean_ratio(best_ci, top[MEAN] / runner_up[MEAN])
+    return {
+        "smallest_batch_size": int(smallest["batch_size"]),
+        "largest_batch_size": int(largest["batch_size"]),
+        "smallest_mean": float(smallest[MEAN]),
+        "largest_mean": float(largest[MEAN]),
+        **gain.as_dict(GAIN),
+        "best_batch_size": int(top["batch_size"]) if ranked.best is not None else None,
+        "tied_batch_sizes": (
+            " ".join(str(b) for b in sorted(int(r["batch_size"]) for r in ranked.tied))
+            if ranked.best is None
+            else ""
+        ),
+        "top_batch_size": int(top["batch_size"]),
+        "top_mean": float(top[MEAN]),
+        "next_batch_size": int(runner_up["batch_size"]),
+        **best_ci.as_dict(BEST),
+        **_saturation(group, top, runs),
+    }
+
+
+def batch_scaling(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (machine, device, model, precision, variant): how throughput grows with batch size.
 
-    `gain` is the mean throughput at the largest batch that ran over that at the smallest;
-    `saturation_batch_size` the smallest batch reaching 95% of the best throughput;
-    `oom_batch_sizes` the batch sizes that ran out of memory and `over_budget_batch_sizes`
-    those whose step was too slow to measure within `timing.max_seconds`.
+    `gain` is the throughput at the largest batch that ran over that at the smallest, with
+    its interval (`gain_ci_low`, ...); `top_batch_size` has the highest mean, and is the
+    `best_batch_size` only where separated from the runner-up (`next_batch_size`, ratio
+    `best_vs_next`), else `tied_batch_sizes` lists the tie; `saturation_batch_size` is the
+    smallest batch whose whole interval against the top reaches SATURATION (None: none
+    does); `oom_batch_sizes` ran out of memory and `over_budget_batch_sizes` were too slow
+    to measure within `timing.max_seconds`.
     """
     keys = [k for k in GROUP_KEYS if k != "batch_size"]
     columns = [
         *keys,
-        "smallest_batch_size",
-        "largest_batch_size",
-        "smallest_mean",
-        "largest_mean",
-        "gain",
-        "best_batch_size",
-        "best_mean",
+        *("smallest_batch_size", "largest_batch_size", "smallest_mean", "largest_mean"),
+        *ratio_columns(GAIN),
+        *("best_batch_size", "tied_batch_sizes", "top_batch_size", "top_mean"),
+        "next_batch_size",
+        *ratio_columns(BEST),
         "saturation_batch_size",
+        *ratio_columns(SATURATED),
         "oom_batch_sizes",
         "over_budget_batch_sizes",
     ]
     ok = ok_configs(summary)
-    rows = []
     if summary is None or ok.empty:
         return pd.DataFrame(columns=columns)
     statuses = summary.assign(_status=summary.get("status", "ok").astype(str))
+    rows = []
     for key, group in ok.groupby(keys, sort=True):
-        group = group.sort_values("batch_size")
         if len(group) < 2:
             continue
-        best = group.loc[group[MEAN].idxmax()]
-        saturated = group[group[MEAN] >= SATURATION * best[MEAN]]
-        same = statuses
-        for k, v in zip(keys, key):
-            same = same[same[k] == v]
-
-        def batches(status: str) -> str:
-            return " ".join(
-                str(b)
-                for b in sorted(int(b) for b in same.loc[same["_status"] == status, "batch_size"])
-            )
-
         rows.append(
             {
                 **dict(zip(keys, key)),
-                "smallest_batch_size": int(group["batch_size"].iloc[0]),
-                "largest_batch_size": int(group["batch_size"].iloc[-1]),
-                "smallest_mean": float(group[MEAN].iloc[0]),
-                "largest_mean": float(group[MEAN].iloc[-1]),
-                "gain": float(group[MEAN].iloc[-1] / group[MEAN].iloc[0]),
-                "best_batch_size": int(best["batch_size"]),
-                "best_mean": float(best[MEAN]),
-                "saturation_batch_size": int(saturated["batch_size"].iloc[0]),
-                "oom_batch_sizes": batches("oom"),
-                "over_budget_batch_sizes": batches("over_budget"),
+                **_scaling_row(group.sort_values("batch_size"), runs),
+                "oom_batch_sizes": _batches_with(statuses, keys, key, "oom"),
+                "over_budget_batch_sizes": _batches_with(statuses, keys, key, "over_budget"),
             }
         )
     return sort_configs(pd.DataFrame(rows, columns=columns))
 
 
-def scaling_sentence(row: Mapping) -> str:
-    text = (
-        f"For {config_text(row, batch=False)} on {row['machine']}, throughput changes "
-        f"{fmt_times(row['gain'])} from batch {row['smallest_batch_size']} "
-        f"({fmt(row['smallest_mean'], 'img/s')}) to batch {row['largest_batch_size']} "
-        f"({fmt(row['largest_mean'], 'img/s')})"
-    )
-    if row["saturation_batch_size"] == row["largest_batch_size"]:
-        text += "; it is still rising at the largest batch size that ran"
+def _best_batch_text(row: Mapping) -> str:
+    """What the tie rule allows to be said of the best batch size (the ratio of the top to
+    the runner-up, unless it is the smallest-to-largest ratio the sentence just stated)."""
+    top, runner_up = int(row["top_batch_size"]), int(row["next_batch_size"])
+    stated = {top, runner_up} == {int(row["smallest_batch_size"]), int(row["largest_batch_size"])}
+    ratio = f"batch {top} vs {runner_up}: {comparisons.describe(ci_from(row, BEST))}"
+    if row.get("tied_batch_sizes"):
+        tied = row["tied_batch_sizes"].split()
+        text = f"no best batch size: batch {', '.join(tied[:-1])} and {tied[-1]} are tied"
+    elif top == int(row["largest_batch_size"]):
+        text = "it is still rising at the largest batch size that ran"
     else:
+        text = f"batch {top} is the best, at {fmt(row['top_mean'], 'img/s')}"
+    return text if stated else f"{text} ({ratio})"
+
+
+def scaling_sentence(row: Mapping) -> str:
+    gain = ci_from(row, GAIN)
+    text = (
+        f"For {config_text(row, batch=False)} on {row['machine']}, batch "
+        f"{row['largest_batch_size']} against batch {row['smallest_batch_size']} "
+        f"({fmt(row['largest_mean'], 'img/s')} vs {fmt(row['smallest_mean'], 'img/s')}): "
+        f"{comparisons.describe(gain, 'higher')}; {_best_batch_text(row)}"
+    )
+    saturation = ci_from(row, SATURATED)
+    if not missing(row.get("saturation_batch_size")) and saturation.bounded:
         text += (
-            f"; batch {row['saturation_batch_size']} already reaches "
-            f"{fmt_pct(SATURATION)} of the best ({fmt(row['best_mean'], 'img/s')} at "
-            f"batch {row['best_batch_size']})"
+            f"; batch {int(row['saturation_batch_size'])} already reaches "
+            f"{fmt_pct(SATURATION)} of batch {row['top_batch_size']} ({saturation.ratio:.2f}x "
+            f"of it, 95% CI {saturation.low:.2f}-{saturation.high:.2f})"
         )
     if row["oom_batch_sizes"]:
         text += f"; batch {row['oom_batch_sizes'].replace(' ', ', ')} ran out of memory"
@@ -191,33 +264,51 @@ def scaling_sentence(row: Mapping) -> str:
     return text + "."
 
 
+def _ratio_cells(table: pd.DataFrame, prefix: str) -> tuple[list, list, list]:
+    """(95% CI, pairing, separated or not) cells of the ratios under `prefix`."""
+    cis = [ci_from(r, prefix) for r in table.to_dict("records")]
+    return (
+        [interval_cell(ci) for ci in cis],
+        [method_label(ci) for ci in cis],
+        [separation_cell(ci) for ci in cis],
+    )
+
+
 def speedup_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame()
     keys = [k for k in GROUP_KEYS if k in table.columns]
+    interval, pairing, separated = _ratio_cells(table, SPEEDUP)
     return pd.DataFrame(
         {
             **key_columns(table, keys),
             "Against": table["reference"].astype(str),
-            "Speedup": [fmt_times(v) for v in table["speedup"]],
+            "Speedup": [fmt_times(v) for v in table[SPEEDUP]],
+            "95% CI": interval,
+            "CI from": pairing,
+            "Difference": separated,
             "Mean (img/s)": [
                 estimate_text(r).replace(" img/s", "") for r in table.to_dict("records")
             ],
             "Reference mean (img/s)": [
                 estimate_text(r, REFERENCE).replace(" img/s", "") for r in table.to_dict("records")
             ],
-            "CIs overlap": [
-                "yes" if v is True else "no" if v is False else "n/a"
-                for v in table["ci_overlap"].astype(object)
-            ],
         }
     )
+
+
+def _best_cell(row: Mapping) -> str:
+    if row.get("tied_batch_sizes"):
+        return "tied: " + row["tied_batch_sizes"].replace(" ", ", ")
+    return str(int(row["best_batch_size"]))
 
 
 def scaling_display(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame()
     keys = [k for k in GROUP_KEYS if k != "batch_size"]
+    interval, _, separated = _ratio_cells(table, GAIN)
+    records = table.to_dict("records")
     return pd.DataFrame(
         {
             **key_columns(table, keys),
@@ -229,28 +320,32 @@ def scaling_display(table: pd.DataFrame) -> pd.DataFrame:
                 f"{fmt(a)} → {fmt(b)}"
                 for a, b in zip(table["smallest_mean"], table["largest_mean"])
             ],
-            "Gain": [fmt_times(v) for v in table["gain"]],
-            "Best batch": table["best_batch_size"].astype(int),
-            "95% of best from batch": table["saturation_batch_size"].astype(int),
+            "Gain": [fmt_times(v) for v in table[GAIN]],
+            "Gain 95% CI": interval,
+            "Gain difference": separated,
+            "Best batch": [_best_cell(r) for r in records],
+            "95% of best from batch": [
+                "n/a" if missing(v) else str(int(v)) for v in table["saturation_batch_size"]
+            ],
             "OOM batches": table["oom_batch_sizes"].astype(str),
             "Over-budget batches": table["over_budget_batch_sizes"].astype(str),
         }
     )
 
 
-def precision_speedups(summary: pd.DataFrame | None) -> pd.DataFrame:
-    return speedups(summary, "precision", REFERENCE_PRECISION)
+def precision_speedups(summary: pd.DataFrame | None, runs: pd.DataFrame | None) -> pd.DataFrame:
+    return speedups(summary, "precision", REFERENCE_PRECISION, runs)
 
 
-def variant_speedups(summary: pd.DataFrame | None) -> pd.DataFrame:
-    return speedups(summary, "variant", REFERENCE_VARIANT)
+def variant_speedups(summary: pd.DataFrame | None, runs: pd.DataFrame | None) -> pd.DataFrame:
+    return speedups(summary, "variant", REFERENCE_VARIANT, runs)
 
 
 def build(page: Page) -> Section:
-    summary = page.tables.summary
-    precision_table = precision_speedups(summary)
-    variant_table = variant_speedups(summary)
-    scaling = batch_scaling(summary)
+    summary, runs = page.tables.summary, page.tables.runs
+    precision_table = precision_speedups(summary, runs)
+    variant_table = variant_speedups(summary, runs)
+    scaling = batch_scaling(summary, runs)
     findings = [
         speedup_sentence(r, "precision")
         for r in at_largest_batch(precision_table, "precision").to_dict("records")
@@ -277,5 +372,5 @@ def build(page: Page) -> Section:
             Table("Batch-size scaling", page.drop(scaling_display(scaling))),
         ),
         figures=page.figures_of("speedups"),
-        sources=page.sources("summary"),
+        sources=page.sources("summary", "runs"),
     )

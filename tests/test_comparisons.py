@@ -1,0 +1,284 @@
+"""Ratios between configurations and the tie rule (`nnperf.report.comparisons`): paired or
+unpaired from the rows of runs.csv, the one rule behind every "fastest" and "best", and a
+report built from results folders whose every comparison carries a CI or "not separated"."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nnperf.cli import main
+from nnperf.core import ratios
+from nnperf.report import aggregate, comparisons
+from report_tables import (
+    Config,
+    ceilings_document,
+    gpu_folder,
+    laptop_folder,
+    over_budget_config,
+    roofline_point,
+    write_machine,
+)
+from test_aggregate import run_document
+
+GROUP = "synthetic/cpu/m/bs8"
+
+
+def runs_of(*configs: tuple[str, list[float]], group: str | None = None) -> pd.DataFrame:
+    """runs.csv rows: per (variant, process throughputs), process i in round i of `group`
+    (no group or round columns at all when `group` is None: a run before interleaving)."""
+    rows = []
+    for variant, rates in configs:
+        for process, rate in enumerate(rates):
+            row = {
+                "machine": "box",
+                "device": "cpu",
+                "model": "m",
+                "precision": "fp32",
+                "batch_size": 8,
+                "variant": variant,
+                "process": process,
+                "status": "ok",
+                "throughput_img_s": rate,
+            }
+            if group is not None:
+                row.update(group=group, round=process)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def config(variant: str, mean: float) -> dict:
+    return {
+        "machine": "box",
+        "device": "cpu",
+        "model": "m",
+        "precision": "fp32",
+        "batch_size": 8,
+        "variant": variant,
+        "throughput_img_s_mean": mean,
+    }
+
+
+# Both drift upwards over the job, A 10% above B in every round: paired, the drift cancels.
+DRIFTING_A = [100.0, 150.0, 200.0]
+DRIFTING_B = [91.0, 136.0, 182.0]
+
+
+def test_interleaved_configurations_are_paired_by_round():
+    runs = runs_of(("a", DRIFTING_A), ("b", DRIFTING_B), group=GROUP)
+    ci = comparisons.ratio_between(runs, config("a", 150), config("b", 136.3))
+    assert ci == ratios.paired_ratio(DRIFTING_A, DRIFTING_B)
+    assert ci.method == ratios.PAIRED and ci.separated and ci.n == 3
+    # The same processes measured apart: the drift is noise, and nothing is separated.
+    apart = comparisons.ratio_between(
+        runs_of(("a", DRIFTING_A), ("b", DRIFTING_B)), config("a", 150), config("b", 136.3)
+    )
+    assert apart == ratios.unpaired_ratio(DRIFTING_A, DRIFTING_B)
+    assert apart.method == ratios.FIELLER and not apart.separated
+
+
+def test_rounds_are_matched_by_number_not_by_position():
+    runs = runs_of(("a", DRIFTING_A), ("b", DRIFTING_B), group=GROUP)
+    shuffled = runs.iloc[[2, 0, 1, 5, 3, 4]]
+    assert comparisons.ratio_between(shuffled, config("a", 0), config("b", 0)) == (
+        ratios.paired_ratio(DRIFTING_A, DRIFTING_B)
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "other group",  # measured in another job (another batch size, another machine)
+        "one round",  # only one shared round: no spread to pair over
+        "no group",  # run before interleaving: the columns are there but empty
+    ],
+)
+def test_anything_but_two_shared_rounds_of_one_group_is_unpaired(change):
+    runs = runs_of(("a", DRIFTING_A), ("b", DRIFTING_B), group=GROUP)
+    b = runs["variant"] == "b"
+    if change == "other group":
+        runs.loc[b, "group"] = "synthetic/cpu/m/bs16"
+    elif change == "one round":
+        runs.loc[b, "round"] = [0, 7, 8]
+    else:
+        runs["group"], runs["round"] = math.nan, math.nan
+    ci = comparisons.ratio_between(runs, config("a", 0), config("b", 0))
+    assert ci == ratios.unpaired_ratio(DRIFTING_A, DRIFTING_B)
+
+
+def test_unmeasured_processes_and_other_configurations_are_left_out():
+    runs = runs_of(("a", [100.0, 110.0, math.nan]), ("b", [50.0, 55.0]), ("c", [1.0, 2.0]))
+    runs["batch_size"] = runs["batch_size"].astype(object)
+    runs.loc[runs["variant"] == "b", "batch_size"] = "8"  # read back from CSV as text
+    ci = comparisons.ratio_between(runs, config("a", 105), config("b", 52.5))
+    assert ci.ratio == pytest.approx(2.0) and ci.n == 2
+
+
+def test_tie_rule_names_one_configuration_when_separated():
+    runs = runs_of(("fast", [198.0, 200.0, 202.0]), ("slow", [99.0, 100.0, 101.0]))
+    ranked = comparisons.ranking([config("slow", 100), config("fast", 200)], runs)
+    assert ranked.best["variant"] == "fast" and [c["variant"] for c in ranked.tied] == ["fast"]
+    assert ranked.ci.separated and ranked.ci.ratio == pytest.approx(2.0)
+
+
+def test_tie_rule_names_the_tie_when_intervals_overlap():
+    runs = runs_of(
+        ("a", [90.0, 110.0, 103.0]),
+        ("b", [95.0, 105.0, 98.0]),
+        ("c", [49.0, 50.0, 51.0]),
+    )
+    ranked = comparisons.ranking([config("a", 101), config("b", 99.3), config("c", 50)], runs)
+    assert ranked.best is None and ranked.top["variant"] == "a"
+    # c is separated from the top: not part of the tie.
+    assert [c["variant"] for c in ranked.tied] == ["a", "b"]
+    text = comparisons.tie_text(ranked, lambda c: c["variant"])
+    assert re.fullmatch(
+        r"a and b are tied \(no difference detectable: within ±\d+% \(1\.02x, 95% CI "
+        r"0\.\d\d-1\.\d\d\)\)",
+        text,
+    ), text
+
+
+def test_one_process_is_never_separated():
+    runs = runs_of(("fast", [200.0]), ("slow", [100.0, 101.0, 99.0]))
+    ranked = comparisons.ranking([config("fast", 200), config("slow", 100)], runs)
+    assert ranked.best is None and len(ranked.tied) == 2
+    assert not ranked.ci.bounded and ranked.ci.ratio == pytest.approx(2.0)
+    assert comparisons.describe(ranked.ci) == (
+        "2.00x, not separated (no bounded 95% CI: too few processes)"
+    )
+    # One candidate is trivially first, with nothing to separate it from.
+    alone = comparisons.ranking([config("fast", 200)], runs)
+    assert alone.best["variant"] == "fast" and alone.ci is None
+
+
+def test_aggregate_writes_group_and_round_and_the_paired_speedup_ci():
+    documents = [
+        run_document("fp32", 8, "baseline", windows=((91.0,), (136.0,), (182.0,))),
+        run_document("fp32", 8, "tuned", windows=((100.0,), (150.0,), (200.0,)), start=2e9),
+    ]
+    for document in documents:
+        document["group"] = GROUP
+        for process in document["processes"]:
+            process["round"] = process["process"]
+    pairs = [(f"doc{i}.json", d) for i, d in enumerate(documents)]
+    runs = aggregate.runs_table(pairs)
+    assert runs["group"].tolist() == [GROUP] * 6
+    assert runs["round"].tolist() == [0, 1, 2, 0, 1, 2]
+    tuned = aggregate.summary_table(pairs, runs).set_index("variant").loc["tuned"]
+    expected = ratios.paired_ratio(DRIFTING_A, DRIFTING_B)
+    assert tuned["speedup_vs_baseline_method"] == "paired"
+    assert tuned["speedup_vs_baseline_separated"]
+    assert tuned["speedup_vs_baseline_ci_low"] == pytest.approx(expected.low)
+    assert tuned["speedup_vs_baseline_ci_high"] == pytest.approx(expected.high)
+    # Older documents (no group, no round) give empty columns and an unpaired interval.
+    for document in documents:
+        del document["group"]
+        for process in document["processes"]:
+            del process["round"]
+    runs = aggregate.runs_table(pairs)
+    assert runs["group"].isna().all() and runs["round"].isna().all()
+    tuned = aggregate.summary_table(pairs, runs).set_index("variant").loc["tuned"]
+    assert tuned["speedup_vs_baseline_method"] == "unpaired"
+    assert not tuned["speedup_vs_baseline_separated"]
+
+
+# ------------------------------------------------------------------------------------------
+# A report built from results folders.
+# ------------------------------------------------------------------------------------------
+# Ratios as `ratios.describe` and `comparisons.describe` write them.
+RATIO = re.compile(
+    r"\d+\.\d\dx (faster|slower|higher|lower) \(([\d.]+x, )?95% CI \d+\.\d\d-\d+\.\d\d\)"
+    r"|no difference detectable: within ±\d+%"
+    r"|not separated"
+)
+COMPARING = re.compile(r"\d\.\d\dx|faster|slower|fastest|best|tied|against")
+
+
+def render(tmp_path: Path, *folders: Path) -> str:
+    out = tmp_path / "summary.md"
+    extra = [a for f in folders[1:] for a in ("--extra-results", str(f))]
+    assert (
+        main(
+            [
+                "render-report",
+                "--results",
+                str(folders[0]),
+                *extra,
+                "--out-html",
+                str(tmp_path / "summary.html"),
+                "--out-md",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    return out.read_text(encoding="utf-8")
+
+
+def findings(md: str, title: str) -> list[str]:
+    part = md.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return [line[2:] for line in part.splitlines() if line.startswith("- ")]
+
+
+def test_every_comparison_in_the_report_carries_a_ratio_ci_or_not_separated(tmp_path):
+    laptop = laptop_folder(tmp_path / "laptop", extra=[over_budget_config()])
+    gpu = gpu_folder(tmp_path / "gpu")
+    md = render(tmp_path, laptop, gpu)
+    speedup = findings(md, "Speedups")
+    assert len(speedup) == 4
+    assert all(RATIO.search(s) for s in speedup), speedup
+    comparing = [
+        s
+        for s in findings(md, "Key findings")
+        if s.startswith(("Fastest", "Best", "No single", "Across", "For "))
+    ]
+    assert len(comparing) >= 6
+    assert all(RATIO.search(s) for s in comparing), comparing
+    assert all(RATIO.search(s) for s in findings(md, "Machines compared"))
+    # Every "fastest" is followed by the ratio that separates it from the runner-up.
+    for sentence in re.findall(r"Fastest configuration[^\n]*", md):
+        assert "than the runner-up" in sentence and RATIO.search(sentence), sentence
+
+
+def test_a_tie_is_named_and_no_configuration_is_called_fastest(tmp_path):
+    m = "resnet18_cifar"
+    noisy = {"between_rsd": 0.08, "target_ci": 0.03}
+    configs = [
+        Config("cpu", m, "fp32", 64, "baseline", 200.0, (180.0, 220.0), **noisy),
+        Config("cpu", m, "fp32", 64, "tuned", 205.0, (185.0, 225.0), **noisy),
+        Config("cpu", m, "bf16", 64, "baseline", 150.0, (148.0, 152.0), target_ci=0.03),
+    ]
+    ceilings = ceilings_document("cpu", "Box CPU", gemm={"fp32": 1e11}, bandwidth=1e10)
+    point = roofline_point(
+        configs[0], source="analytic", level="algorithmic", flops=2.5e9, bytes_=5e8, time_s=0.1
+    )
+    folder = write_machine(
+        tmp_path / "box", ("cpu", "Box CPU", "box"), configs, ceilings=ceilings, points=[point]
+    )
+    key = findings(render(tmp_path, folder), "Key findings")
+    assert not any("Fastest" in s for s in key)
+    (tie,) = [s for s in key if s.startswith("No single fastest configuration on Box CPU (box)")]
+    assert (
+        ": resnet18_cifar fp32 at batch 64 (tuned) at 205 img/s (95% CI 185–225) and "
+        "resnet18_cifar fp32 at batch 64 (baseline) at 200 img/s (95% CI 180–220) are tied "
+        "(no difference detectable: within ±"
+    ) in tie
+    # Both CIs (±9.8% and ±10%) are wider than the 3% target, and the finding says so.
+    assert tie.endswith("missed their CI target."), tie
+    (variant,) = [s for s in key if "variant" in s]
+    assert variant.startswith(
+        "No single best variant for resnet18_cifar fp32 at batch 64 on Box CPU (box): tuned at "
+        "205 img/s"
+    )
+    # bf16 is separated from fp32, and the finding names it with the ratio's interval.
+    (precision,) = [s for s in key if "precision" in s]
+    assert re.match(
+        r"Best precision for resnet18_cifar at batch 64 \(baseline\) on Box CPU \(box\): fp32, "
+        r"1\.33x faster \(95% CI 1\.\d\d-1\.\d\d\) than bf16",
+        precision,
+    ), precision

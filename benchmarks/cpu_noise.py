@@ -12,6 +12,12 @@ its ratio to the default's, and the median throughput ratio. Treatments:
   fewer_threads torch.set_num_threads(cores - 1): one core left for everything else
   no_gc         Python's garbage collector off during windows
   long_windows  4x the steps per window (same total steps)
+  flush_denormal torch.set_flush_denormal(True): subnormal floats (which x86 cores compute
+                up to 100x slower, and which appear or not depending on a process's seed)
+                flushed to zero
+
+Each round uses another seed (initial weights, data), as the engine's processes do, so the
+spread of the per-process means shows the process level.
 
 Not a test: run it on a quiet machine.
 
@@ -27,7 +33,15 @@ import statistics
 import subprocess
 import sys
 
-TREATMENTS = ("default", "passive", "active", "fewer_threads", "no_gc", "long_windows")
+TREATMENTS = (
+    "default",
+    "passive",
+    "active",
+    "fewer_threads",
+    "no_gc",
+    "long_windows",
+    "flush_denormal",
+)
 
 
 def child(args) -> None:
@@ -43,9 +57,11 @@ def child(args) -> None:
     from nnperf.engine.timing import DeviceMemoryTracker, time_window, warmup_step
     from nnperf.workload.models import build_model
 
+    if args.treatment == "flush_denormal":
+        torch.set_flush_denormal(True)
     if args.treatment == "fewer_threads":
         torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
-    seed_everything(0)
+    seed_everything(args.seed)
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(1024, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, size=1024).astype(np.int64)
@@ -57,7 +73,7 @@ def child(args) -> None:
         batch_size=args.batch_size,
         settings=settings,
         hyper=TrainingSettings(),
-        seed=0,
+        seed=args.seed,
         images=images,
         labels=labels,
         mean=(0.4914, 0.4822, 0.4465),  # CIFAR-10 channel statistics
@@ -80,7 +96,7 @@ def child(args) -> None:
     print(json.dumps(rates))
 
 
-def run(treatment: str, args) -> list[float]:
+def run(treatment: str, args, seed: int) -> list[float]:
     env = dict(os.environ)
     if treatment in ("passive", "active"):
         env["OMP_WAIT_POLICY"] = treatment.upper()
@@ -93,6 +109,7 @@ def run(treatment: str, args) -> list[float]:
         *("--model", args.model, "--precision", args.precision),
         *("--batch-size", str(args.batch_size), "--steps", str(args.steps)),
         *("--windows", str(args.windows), "--variant", args.variant),
+        *("--seed", str(seed)),
     ]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -114,6 +131,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--variant", default="{}", help="variant toggles as JSON")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -122,18 +140,23 @@ def main() -> None:
     for round_index in range(args.rounds):
         order = args.treatments if round_index % 2 == 0 else args.treatments[::-1]
         for treatment in order:
-            series[treatment].append(run(treatment, args))
+            series[treatment].append(run(treatment, args, seed=round_index))
     base_cv = statistics.mean(cv(s) for s in series["default"]) if "default" in series else None
     base_rate = (
         statistics.median(r for s in series["default"] for r in s) if "default" in series else None
     )
-    print(f"{'treatment':14} {'window CV':>9} {'CV ratio':>8} {'median img/s':>12} {'rate ratio':>10}")
+    print(
+        f"{'treatment':14} {'window CV':>9} {'CV ratio':>8} {'process CV':>10} "
+        f"{'median img/s':>12} {'rate ratio':>10}"
+    )
     for treatment, runs in series.items():
         within = statistics.mean(cv(s) for s in runs)
+        between = cv([statistics.mean(s) for s in runs]) if len(runs) > 1 else float("nan")
         rate = statistics.median(r for s in runs for r in s)
         print(
             f"{treatment:14} {within:9.1%} {within / base_cv if base_cv else float('nan'):8.2f} "
-            f"{rate:12.1f} {rate / base_rate if base_rate else float('nan'):10.3f}"
+            f"{between:10.1%} {rate:12.1f} "
+            f"{rate / base_rate if base_rate else float('nan'):10.3f}"
         )
 
 

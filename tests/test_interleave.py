@@ -101,7 +101,10 @@ def test_an_unresolved_comparison_keeps_both_configurations_measuring():
     requests = [dataclasses.replace(r, timing=timing) for r in (TUNED, BASE)]
     group = interleave.run_group(requests, **_engine(timings))
     assert all(m.stop_reason == "ci_target" for m in group.measurements)
-    assert all(m.processes_for_comparisons > 0 for m in group.measurements)
+    assert any(m.processes_for_comparisons > 0 for m in group.measurements)
+    # The one that met its target first measured on beside the other: no round unpaired.
+    rounds = [set(interleave.round_rates(m)) for m in group.measurements]
+    assert min(rounds, key=len) <= max(rounds, key=len)
     (row,) = group.comparisons
     assert row["resolved"] and "no difference detectable" in row["statement"]
 

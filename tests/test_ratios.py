@@ -113,3 +113,8 @@ def test_under_drift_paired_processes_keep_the_ratio_where_sequential_ones_lose_
     assert paired.low <= true <= paired.high
     assert not apart.low <= true <= apart.high  # the drift lands in the ratio
     assert abs(paired.ratio - true) < abs(apart.ratio - true) / 5
+
+
+def test_a_bound_next_to_one_keeps_the_digit_that_tells_its_side():
+    ci = ratios.RatioCI(1.06, 1.004, 1.12, "paired", 12)
+    assert ratios.describe(ci) == "1.06x faster (95% CI 1.004-1.12)"

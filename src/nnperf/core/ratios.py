@@ -166,12 +166,18 @@ def describe(ci: RatioCI, what: str = "faster") -> str:
         return "no ratio: nothing measured"
     if not ci.bounded:
         return f"{ci.ratio:.2f}x, not separated (no bounded {level}: too few processes)"
-    interval = f"{level} {ci.low:.2f}-{ci.high:.2f}"
+    interval = f"{level} {_bound(ci.low)}-{_bound(ci.high)}"
     if ci.separated and ci.ratio >= 1:
         return f"{ci.ratio:.2f}x {what} ({interval})"
     if ci.separated:
         return f"{1 / ci.ratio:.2f}x {_opposite(what)} ({ci.ratio:.2f}x, {interval})"
     return f"no difference detectable: within \u00b1{ci.within:.0%} ({ci.ratio:.2f}x, {interval})"
+
+
+def _bound(value: float) -> str:
+    """A bound to two decimals, or three where two would round it onto 1 (1.004 is not 1)."""
+    text = f"{value:.2f}"
+    return f"{value:.3f}" if text == "1.00" and value != 1 else text
 
 
 def _opposite(what: str) -> str:

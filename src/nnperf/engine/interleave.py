@@ -13,8 +13,9 @@ time its own processes run: `manager.MeasurementRun`), its own stopping rule and
 files. The group adds one rule on top (`comparisons`): the comparisons it serves (each
 variant against the baseline at its precision, each precision against fp32 in its variant)
 must each be *resolved* (the ratio's interval excludes 1, or lies within the CI target of 1)
-before a configuration that met its own target stops for good; while one is not, both of
-its configurations measure on while a process fits their budgets.
+before a configuration that met its own target stops for good: while one is not, a
+configuration that met its target measures on, round by round beside its partner, as long
+as a process fits both budgets.
 """
 
 from __future__ import annotations
@@ -138,11 +139,10 @@ def run_group(
     pairs = comparisons(requests)
     round_index = 0
     while True:
+        _reopen_for_comparisons(runs, pairs)
         active = [i for i, run in enumerate(runs) if not run.finished]
         if not active:
-            active = _reopen_for_comparisons(runs, pairs)
-            if not active:
-                break
+            break
         for i in balanced_order(active, round_index):
             runs[i].run_process(round_index)
         round_index += 1
@@ -165,12 +165,17 @@ def _unresolved(runs: Sequence[MeasurementRun], pairs: Sequence[Comparison]) -> 
 def _reopen_for_comparisons(
     runs: Sequence[MeasurementRun], pairs: Sequence[Comparison]
 ) -> list[int]:
-    """The members to measure on: both of every unresolved comparison, where another
-    process fits both budgets (a process without its partner pairs with nothing)."""
+    """Before each round: the members that stopped at their own target but have an
+    unresolved comparison measure on, where their partner measures in the same round (it
+    is still running, or another process fits its budget too): a process without its
+    partner pairs with nothing."""
+    def available(run: MeasurementRun) -> bool:
+        return not run.finished or run.can_continue()
+
     chosen: set[int] = set()
     for pair in _unresolved(runs, pairs):
-        if runs[pair.a].can_continue() and runs[pair.b].can_continue():
-            chosen.update((pair.a, pair.b))
+        if available(runs[pair.a]) and available(runs[pair.b]):
+            chosen.update(i for i in (pair.a, pair.b) if runs[i].finished)
     for i in sorted(chosen):
         runs[i].reopen()
     return sorted(chosen)

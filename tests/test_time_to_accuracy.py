@@ -75,11 +75,13 @@ def test_faster_configurations_that_reach_the_target_later_or_never_are_named(ta
     sentences = faster_but_later_sentences(table)
     assert sentences == [
         "resnet18_cifar bf16 at batch 256 (baseline) trains 1.80x as many images per second as "
-        "resnet18_cifar fp32 at batch 128 (baseline) (1,800 img/s vs 1,000 img/s) but reaches "
+        "resnet18_cifar fp32 at batch 128 (baseline) (1,800 img/s vs 1,000 img/s; one training run "
+        "each: no interval) but reaches "
         "90% test top-1 later: after 150 s of training (epoch 3) against 100 s (epoch 3), "
         "recipe default on cpu.",
         "resnet18_cifar bf16 at batch 512 (baseline) trains 2.50x as many images per second as "
-        "resnet18_cifar fp32 at batch 128 (baseline) (2,500 img/s vs 1,000 img/s) but does not "
+        "resnet18_cifar fp32 at batch 128 (baseline) (2,500 img/s vs 1,000 img/s; one training run "
+        "each: no interval) but does not "
         "reach 90% test top-1 in 5 epochs (best 84%), while resnet18_cifar fp32 at batch 128 "
         "(baseline) reaches it in 100 s of training, recipe default on cpu.",
     ]
@@ -220,3 +222,49 @@ def test_runs_of_different_machines_are_not_compared(table):
     two = pd.concat([table.assign(machine="a"), table.assign(machine="b")], ignore_index=True)
     sentences = faster_but_later_sentences(two)
     assert len(sentences) == 2 * len(faster_but_later_sentences(table))
+
+
+def _timed_processes(rates_by_precision: dict) -> pd.DataFrame:
+    rows = []
+    for precision, batch_size, rates in rates_by_precision:
+        for process, rate in enumerate(rates):
+            rows.append(
+                {
+                    "device": "cpu",
+                    "model": "resnet18_cifar",
+                    "precision": precision,
+                    "batch_size": batch_size,
+                    "variant": "baseline",
+                    "dataset": "synthetic",
+                    "process": process,
+                    "status": "ok",
+                    "throughput_img_s": rate,
+                    "round": None,
+                    "group": None,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_faster_is_said_only_where_the_timed_processes_separate_the_two(table):
+    timed = pd.DataFrame(
+        {
+            "device": ["cpu", "cpu"],
+            "model": ["resnet18_cifar"] * 2,
+            "precision": ["fp32", "bf16"],
+            "batch_size": [128, 256],
+            "variant": ["baseline"] * 2,
+            "dataset": ["synthetic"] * 2,
+            "status": ["ok", "ok"],
+            "throughput_img_s_mean": [1100.0, 2000.0],
+        }
+    )
+    joined = training_table.add_timed_throughput(table, timed)
+    column = "timed_throughput_img_s"
+    apart = _timed_processes(
+        [("fp32", 128, [1090.0, 1100.0, 1110.0]), ("bf16", 256, [1990.0, 2000.0, 2010.0])]
+    )
+    (sentence,) = faster_but_later_sentences(joined, column, apart)
+    assert "1.82x as many images per second" in sentence and "95% CI of the ratio" in sentence
+    tied = _timed_processes([("fp32", 128, [600.0, 1600.0]), ("bf16", 256, [900.0, 3100.0])])
+    assert faster_but_later_sentences(joined, column, tied) == []

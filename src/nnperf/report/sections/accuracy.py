@@ -19,6 +19,7 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.wording import missing
+from nnperf.report import comparisons
 from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
 from nnperf.report.format import (
     config_text,
@@ -97,13 +98,15 @@ def time_to_accuracy_sentences(
 
 
 def faster_but_later_sentences(
-    table: pd.DataFrame, throughput_column: str = "throughput_img_s"
+    table: pd.DataFrame, throughput_column: str = "throughput_img_s", runs=None
 ) -> list[str]:
     """Each configuration that trains faster per image than the first to reach the target,
     yet reaches it later or not at all (per model, recipe, device and dataset).
 
     `throughput_column`: the training runs' own images/s (default) or the timed runs'
-    (`timed_throughput_img_s`, after `add_timed_throughput`).
+    (`timed_throughput_img_s`, after `add_timed_throughput`). With the timed runs' processes
+    (`runs`), "faster" is said only where the ratio's 95% CI separates the two, and the
+    sentence carries it; from one training run each there is no interval, and it says so.
     """
     sentences = []
     usable = table[
@@ -124,10 +127,13 @@ def faster_but_later_sentences(
             rate = float(row[throughput_column])
             if index == first_index or rate <= first_rate:
                 continue
+            interval = _faster_interval(row, first, throughput_column, runs)
+            if interval is None:
+                continue
             faster = (
                 f"{config_text(row)} trains {fmt_times(rate / first_rate)} as many images per "
                 f"second as {config_text(first)} ({fmt(rate, 'img/s')} vs "
-                f"{fmt(first_rate, 'img/s')})"
+                f"{fmt(first_rate, 'img/s')}; {interval})"
             )
             target = fmt_pct(first["target_accuracy"])
             if _reached(row):
@@ -150,6 +156,19 @@ def faster_but_later_sentences(
                     f"{row['recipe']} on {row['device']}."
                 )
     return sentences
+
+
+def _faster_interval(row: Mapping, first: Mapping, throughput_column: str, runs) -> str | None:
+    """The ratio's interval as the sentence states it, or None where the timed runs do not
+    separate the two (then nobody trains faster)."""
+    if throughput_column != TIMED_THROUGHPUT:
+        return "one training run each: no interval"
+    if runs is None:
+        return "no interval: the timed runs' processes are not at hand"
+    ci = comparisons.ratio_between(runs, row, first)
+    if not ci.separated:
+        return None
+    return f"95% CI of the ratio {comparisons.interval_cell(ci)}"
 
 
 def _reached(row: Mapping) -> bool:
@@ -205,7 +224,7 @@ def build(page: Page) -> Section | None:
     table = page.tables.training
     if table is None or table.empty:
         return None
-    findings = faster_but_later_sentences(table, throughput_column(table))
+    findings = faster_but_later_sentences(table, throughput_column(table), page.tables.runs)
     return section(
         "accuracy",
         "Time to accuracy",

@@ -305,7 +305,9 @@ def faster_but_later_findings(page: Page) -> list[str]:
     table = page.tables.training
     if table is None or table.empty:
         return []
-    return accuracy.faster_but_later_sentences(table, accuracy.throughput_column(table))
+    return accuracy.faster_but_later_sentences(
+        table, accuracy.throughput_column(table), page.tables.runs
+    )
 
 
 def cost_finding(page: Page, ok: pd.DataFrame) -> list[str]:

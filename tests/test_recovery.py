@@ -37,16 +37,17 @@ from nnperf.engine import warmserver
 
 pytestmark = pytest.mark.workflow
 
-# Keys of the two configurations; the variants are tiny.yaml's.
+# Keys of the configurations; the variants are tiny.yaml's. One timed_group job measures
+# both variants of a batch size together; the study has two such groups.
 CONFIG = {
     "dataset": "synthetic",
     "device": "cpu",
     "model": "resnet18_cifar",
     "precision": "fp32",
-    "batch_size": 4,
 }
 VARIANTS = ("baseline", "tuned")
-RUN_FILES = ("run", "run_windows", "run_steps")  # what one timed_run job writes
+BATCH_SIZES = (4, 8)
+RUN_FILES = ("run", "run_windows", "run_steps")  # each configuration's files
 # Goes last on every command line (--config takes every argument after it). A budget of
 # seconds: a configuration may end over budget, which is still a finished run.
 STUDY = (
@@ -54,7 +55,7 @@ STUDY = (
     str(TINY_CONFIG),
     "--config",
     "precisions=[fp32]",
-    "batch_sizes=[4]",
+    "batch_sizes=[4, 8]",
     "timing={max_seconds: 4}",
 )
 
@@ -72,14 +73,23 @@ def where(kind: str, **keys) -> Path:
     return Path(layout.path(kind, **{name: keys[name] for name in layout.fields(kind)}))
 
 
-def run_paths(variant: str) -> list[Path]:
-    return [where(kind, variant=variant, **CONFIG) for kind in RUN_FILES]
+def run_paths(variant: str, batch_size: int = BATCH_SIZES[0]) -> list[Path]:
+    return [where(kind, variant=variant, batch_size=batch_size, **CONFIG) for kind in RUN_FILES]
 
 
-def run_log(variant: str) -> Path:
-    """The timed_run job's log: opened when the job starts."""
-    keys = {"variant": variant, **CONFIG}
-    return Path(layout.log("run", **{name: keys[name] for name in layout.fields("run")}))
+def group_paths(batch_size: int) -> list[Path]:
+    """The files of every configuration a group measures."""
+    return [path for variant in VARIANTS for path in run_paths(variant, batch_size)]
+
+
+def group_folder(batch_size: int) -> Path:
+    return where("run_group", batch_size=batch_size, **CONFIG)
+
+
+def group_log(batch_size: int) -> Path:
+    """The timed_group job's log: opened when the job starts."""
+    keys = {"batch_size": batch_size, **CONFIG}
+    return Path(layout.log("run_group", **{n: keys[n] for n in layout.fields("run_group")}))
 
 
 def fingerprint(root: Path) -> dict[str, str]:
@@ -168,16 +178,18 @@ def new_study(tmp_path: Path) -> Path:
     return study.resolve()
 
 
-def test_kill_9_during_a_measurement_loses_only_that_configuration(tmp_path):
+def test_kill_9_during_a_measurement_loses_only_that_group(tmp_path):
     study = new_study(tmp_path)
-    target = where("table", name="summary", **CONFIG)
+    target = where("table", name="summary", dataset=CONFIG["dataset"])
     log = tmp_path / "killed_run.log"
     watch_workers = warmserver.enabled() and Path("/proc/self/cwd").exists()
 
     def one_finished_and_a_later_one_measuring():
-        finished = [v for v in VARIANTS if (study / run_paths(v)[0]).exists()]
-        started = [v for v in VARIANTS if (study / run_log(v)).exists()]
-        measuring = [v for v in started if v not in finished]
+        finished = [
+            b for b in BATCH_SIZES if all((study / p).exists() for p in group_paths(b))
+        ]
+        started = [b for b in BATCH_SIZES if (study / group_log(b)).exists()]
+        measuring = [b for b in started if b not in finished]
         if not (finished and measuring):
             return None
         # With the warm server, wait for the worker that runs the measurement itself.
@@ -192,7 +204,7 @@ def test_kill_9_during_a_measurement_loses_only_that_configuration(tmp_path):
             one_finished_and_a_later_one_measuring,
             process,
             log,
-            "finished configuration and a later one measuring",
+            "finished group and a later one measuring",
         )
         kill_group(process)
     finally:
@@ -200,10 +212,10 @@ def test_kill_9_during_a_measurement_loses_only_that_configuration(tmp_path):
             kill_group(process)
 
     # Nothing of the killed measurement looks finished; the finished one is all there.
-    assert [p for p in run_paths(killed) if (study / p).exists()] == []
-    assert all((study / p).exists() for p in run_paths(finished))
+    assert [p for p in group_paths(killed) if (study / p).exists()] == []
+    assert all((study / p).exists() for p in group_paths(finished))
     before = fingerprint(study)
-    assert str(run_paths(finished)[0]) in before
+    assert str(group_paths(finished)[0]) in before
     # The killed job's worker is outside the killed group; it must notice and stop, not keep
     # measuring beside the rerun's measurement.
     deadline = time.monotonic() + WORKER_EXIT_TIMEOUT_S
@@ -221,16 +233,17 @@ def test_kill_9_during_a_measurement_loses_only_that_configuration(tmp_path):
     # What is left: the killed configuration and what depends on it.
     left = snakemake(study, target, "--dry-run", "--rerun-incomplete", "--quiet", "rules")
     assert left.returncode == 0, output(left)[-3000:]
-    assert "timed_run" in left.stdout and "aggregate_runs" in left.stdout
+    assert "timed_group" in left.stdout and "aggregate_runs" in left.stdout
     rerun = snakemake(study, target, "--rerun-incomplete")
     assert rerun.returncode == 0, output(rerun)[-4000:]
 
     after = fingerprint(study)
     assert {name: after[name] for name in before} == before  # finished: not redone
-    for variant in VARIANTS:
-        document = json.loads((study / run_paths(variant)[0]).read_text())
-        assert document["variant"] == variant
-        assert document["status"] in ("ok", "over_budget"), document["error"]
+    for batch_size in BATCH_SIZES:
+        for variant in VARIANTS:
+            document = json.loads((study / run_paths(variant, batch_size)[0]).read_text())
+            assert (document["variant"], document["batch_size"]) == (variant, batch_size)
+            assert document["status"] in ("ok", "over_budget"), document["error"]
     summary = (study / target).read_text()
     assert all(variant in summary for variant in VARIANTS)
     done = snakemake(study, target, "--dry-run")
@@ -240,13 +253,16 @@ def test_kill_9_during_a_measurement_loses_only_that_configuration(tmp_path):
 
 def test_kill_9_after_a_run_wrote_its_files_leaves_them_marked_incomplete(tmp_path):
     study = new_study(tmp_path)
-    json_path, *csv_paths = run_paths("baseline")
-    target = json_path
+    # The measuring job's folder: its comparisons are the last file it writes.
+    target = group_folder(BATCH_SIZES[0])
+    json_path = target / "fp32_baseline.json"
+    last = target / "comparisons.json"
+    csv_paths = [target / "fp32_baseline_windows.csv", target / "fp32_baseline_steps.csv"]
     log = tmp_path / "killed_run.log"
 
     process = start_snakemake(study, target, log)
     try:
-        wait_for((study / json_path).exists, process, log, str(json_path), FAST_POLL_S)
+        wait_for((study / last).exists, process, log, str(last), FAST_POLL_S)
         kill_group(process)  # at once: the job is still exiting, Snakemake has not noted it
     finally:
         if process.poll() is None:
@@ -266,7 +282,7 @@ def test_kill_9_after_a_run_wrote_its_files_leaves_them_marked_incomplete(tmp_pa
     assert "IncompleteFilesException" in message, (
         "the kill came after Snakemake recorded the job as done:\n" + message[-3000:]
     )
-    assert str(json_path) in message and "--rerun-incomplete" in message
+    assert str(target) in message and "--rerun-incomplete" in message
     locked = snakemake(study, target, "--rerun-incomplete")
     assert locked.returncode != 0
     assert "LockException" in output(locked) and "--unlock" in output(locked)
@@ -276,7 +292,7 @@ def test_kill_9_after_a_run_wrote_its_files_leaves_them_marked_incomplete(tmp_pa
     assert unlocked.returncode == 0, output(unlocked)[-3000:]
     left = snakemake(study, target, "--dry-run", "--rerun-incomplete", "--quiet", "rules")
     assert left.returncode == 0, output(left)[-3000:]
-    assert "timed_run" in left.stdout
+    assert "timed_group" in left.stdout
     rerun = snakemake(study, target, "--rerun-incomplete")
     assert rerun.returncode == 0, output(rerun)[-4000:]
 

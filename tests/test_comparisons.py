@@ -143,6 +143,31 @@ def test_tie_rule_names_the_tie_when_intervals_overlap():
     ), text
 
 
+def test_a_configuration_its_paired_rival_beats_is_never_named_best():
+    # a's mean is higher (its drifting extra rounds ran while the machine was fast), but in
+    # every round both shared, b was faster: the paired interval puts b ahead, separated.
+    runs = runs_of(
+        ("a", [100.0, 102.0, 98.0, 160.0, 170.0]), ("b", [110.0, 113.0, 108.0]), group=GROUP
+    )
+    ranked = comparisons.ranking([config("a", 126), config("b", 110.3)], runs)
+    assert ranked.best["variant"] == "b" and [c["variant"] for c in ranked.order] == ["b", "a"]
+    assert ranked.ci.separated and ranked.ci.ratio > 1
+
+
+def test_best_needs_separation_from_every_candidate_not_only_the_runner_up():
+    # b is paired with a and clearly behind it; c ran apart with a wide spread, overlapping a.
+    runs = pd.concat(
+        [
+            runs_of(("a", [120.0, 121.0, 119.0]), ("b", [100.0, 101.0, 99.0]), group=GROUP),
+            runs_of(("c", [60.0, 170.0, 90.0])),
+        ]
+    )
+    ranked = comparisons.ranking([config("a", 120), config("b", 100), config("c", 106.7)], runs)
+    assert ranked.best is None
+    assert [c["variant"] for c in ranked.tied] == ["a", "c"]
+    assert ranked.order[1]["variant"] == "c" and not ranked.ci.separated
+
+
 def test_one_process_is_never_separated():
     runs = runs_of(("fast", [200.0]), ("slow", [100.0, 101.0, 99.0]))
     ranked = comparisons.ranking([config("fast", 200), config("slow", 100)], runs)

@@ -304,27 +304,15 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     return row
 
 
-def _speedup(summary: pd.DataFrame, fixed: str, value: str) -> np.ndarray:
-    """Mean throughput / that of the same configuration with `fixed` set to `value`."""
-    match_keys = [key for key in SUMMARY_KEYS if key != fixed]
-    reference = summary.loc[summary[fixed] == value, [*match_keys, "throughput_img_s_mean"]].rename(
-        columns={"throughput_img_s_mean": "_reference"}
-    )
-    merged = summary[match_keys].merge(reference, on=match_keys, how="left")
-    return summary["throughput_img_s_mean"].to_numpy(dtype=float) / merged["_reference"].to_numpy(
-        dtype=float
-    )
-
-
 def _with_speedups(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`speedup_vs_fp32` and `speedup_vs_baseline` (ratios of the means), each followed by
-    its 95% interval from the processes of `runs` (`nnperf.report.comparisons`: paired by
-    round within an interleaved group, Fieller otherwise)."""
+    """`speedup_vs_fp32` and `speedup_vs_baseline`, each followed by its 95% interval, from
+    the processes of `runs` (`nnperf.report.comparisons.speedup_columns`: paired by round
+    within an interleaved group, Fieller otherwise; the ratio is the interval's own
+    estimate)."""
     for name, fixed, value in (
         ("speedup_vs_fp32", "precision", REFERENCE_PRECISION),
         ("speedup_vs_baseline", "variant", REFERENCE_VARIANT),
     ):
-        summary[name] = _speedup(summary, fixed, value)
         columns = comparisons.speedup_columns(summary, runs, fixed, value, name)
         for column in columns.columns:
             summary[column] = columns[column]

@@ -9,11 +9,11 @@ the per-process throughputs of runs.csv (one row per worker process), with the i
   were interleaved in one job (the same non-empty `group`) and share at least two rounds,
   **unpaired** (Fieller) otherwise: runs measured apart, or before interleaving existed
   (no `group` or `round` columns), and whatever pairs across machines or batch sizes.
-* `ranking(candidates, runs)`: the one tie rule of the report. The candidate with the
-  highest mean is named best only when the ratio's interval against the runner-up excludes
-  1; otherwise every candidate not separated from the top is named in a tie.
-* `speedup_columns(summary, runs, fixed, value)`: the interval columns summary.csv writes
-  beside `speedup_vs_fp32` and `speedup_vs_baseline`.
+* `ranking(candidates, runs)`: the one tie rule of the report. A candidate is named best
+  only when its ratio's interval against every other candidate excludes 1 on the faster
+  side; otherwise every candidate not separated from the leader is named in a tie.
+* `speedup_columns(summary, runs, fixed, value)`: summary.csv's `speedup_vs_fp32` and
+  `speedup_vs_baseline`, each the estimate of its own interval, with the interval's columns.
 
 Data in, data out: tables and mappings of key values; nothing is read or drawn here. The
 sentences that quote these are in the sections (`nnperf.report.sections`).
@@ -138,9 +138,11 @@ def separation_cell(ci: RatioCI) -> str:
 # ------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Ranking:
-    """Candidates by mean throughput, highest first (`order`); `tied` are those not
-    separated from the top (the top itself first: one entry when the top is separated from
-    the runner-up); `ci` is the top over the runner-up (None with one candidate)."""
+    """Candidates with the leader first (`order`): the fastest by mean among those no other
+    candidate is separated from and faster than, then the rest, the closest to the leader
+    first. `tied` are the candidates the leader is not separated from (the leader itself
+    first: one entry when it is separated from, and faster than, every other); `ci` is the
+    leader over the runner-up, `order[1]` (None with one candidate)."""
 
     order: tuple[dict, ...]
     tied: tuple[dict, ...]
@@ -153,32 +155,52 @@ class Ranking:
 
     @property
     def top(self) -> dict | None:
-        """The highest mean, separated or not (what the report describes further)."""
+        """The leader, separated or not (what the report describes further)."""
         return self.order[0] if self.order else None
+
+
+def _or_inf(number: float) -> float:
+    return number if math.isfinite(number) else math.inf
+
+
+def _faster(ci: RatioCI) -> bool:
+    """Whether the interval says the numerator is faster: it lies wholly above 1."""
+    return ci.separated and ci.ratio > 1
 
 
 def ranking(
     candidates: pd.DataFrame | Sequence[Mapping], runs: pd.DataFrame | None, value: str = MEAN
 ) -> Ranking:
-    """The tie rule: the top candidate by `value` is best only where the ratio's interval
-    against the runner-up excludes 1 (`RatioCI.separated`); otherwise it is tied with every
-    candidate whose interval against it includes 1. One process on either side gives no
-    interval, so no separation."""
+    """The tie rule. A candidate may lead only where no other is separated from it and
+    faster (a paired interval can rank two configurations against their means); the leader
+    is the fastest such by `value`. It is best only where its interval against *every* other
+    candidate excludes 1 on the faster side (`RatioCI.separated`), not only against the
+    runner-up by mean; otherwise it is tied with each candidate it is not separated from.
+    One process on either side gives no interval, so no separation."""
     rows = candidates.to_dict("records") if isinstance(candidates, pd.DataFrame) else candidates
-    order = sorted(
+    by_value = sorted(
         (dict(r) for r in rows if not missing(r.get(value))),
         key=lambda r: float(r[value]),
         reverse=True,
     )
-    if len(order) < 2:
-        return Ranking(tuple(order), tuple(order), None)
-    top = order[0]
-    top_rates = process_rates(runs, top)
-    cis = [ratio_of_rates(top_rates, process_rates(runs, other)) for other in order[1:]]
-    if cis[0].separated and cis[0].ratio > 1:
-        return Ranking(tuple(order), (top,), cis[0])
-    tied = [top] + [other for other, ci in zip(order[1:], cis) if not ci.separated]
-    return Ranking(tuple(order), tuple(tied), cis[0])
+    if len(by_value) < 2:
+        return Ranking(tuple(by_value), tuple(by_value), None)
+    rates = [process_rates(runs, candidate) for candidate in by_value]
+    others = range(len(by_value))
+    leader = next(
+        (
+            i
+            for i in others
+            if not any(j != i and _faster(ratio_of_rates(rates[j], rates[i])) for j in others)
+        ),
+        0,  # nobody is unbeaten (intervals need not be transitive): the highest mean leads
+    )
+    against = {j: ratio_of_rates(rates[leader], rates[j]) for j in others if j != leader}
+    # Closest first; a ratio without processes behind it (NaN) keeps the order by value.
+    rest = sorted(against, key=lambda j: (_or_inf(against[j].ratio), j))
+    order = (by_value[leader], *(by_value[j] for j in rest))
+    tied = (by_value[leader], *(by_value[j] for j in rest if not _faster(against[j])))
+    return Ranking(order, tied, against[rest[0]])
 
 
 def names(configs: Sequence[Mapping], name=config_text) -> str:
@@ -202,22 +224,36 @@ CI_SUFFIXES = ("_ci_low", "_ci_high", "_method", "_separated")
 def speedup_columns(
     summary: pd.DataFrame, runs: pd.DataFrame | None, fixed: str, value: str, prefix: str
 ) -> pd.DataFrame:
-    """`prefix`_ci_low/_ci_high/_method/_separated for each row of `summary`: the interval of
-    its throughput over its counterpart's with `fixed` set to `value` (empty where there is
-    no counterpart, no measurement, or the row is the reference itself)."""
+    """`prefix` and `prefix`_ci_low/_ci_high/_method/_separated for each row of `summary`:
+    its throughput over its counterpart's with `fixed` set to `value`, the ratio being the
+    interval's own estimate (paired rounds: the geometric mean of the per-round ratios;
+    apart: the ratio of the means), so a speedup never lies outside its own interval.
+    Where no processes are found (a summary without runs) the ratio is that of the means
+    with no interval; empty where there is no counterpart or no measurement, and 1 for the
+    reference itself."""
     keys = [k for k in COMPARE_KEYS if k in summary.columns]
+    means = {
+        tuple(_value(record[k]) for k in keys): record.get(MEAN)
+        for record in summary.to_dict("records")
+    }
     rows = []
     for record in summary.to_dict("records"):
         reference = {**{k: record[k] for k in keys}, fixed: value}
-        if _value(record[fixed]) == _value(value) or missing(record.get(MEAN)):
-            rows.append((None, None, None, None))
+        reference_mean = means.get(tuple(_value(reference[k]) for k in keys))
+        if missing(record.get(MEAN)) or missing(reference_mean):
+            rows.append((None, None, None, None, None))
+            continue
+        if _value(record[fixed]) == _value(value):
+            rows.append((1.0, None, None, None, None))
             continue
         ci = ratio_between(runs, record, reference)
         if not math.isfinite(ci.ratio):
-            rows.append((None, None, None, None))
+            rows.append((float(record[MEAN]) / float(reference_mean), None, None, None, None))
             continue
-        rows.append((ci.low, ci.high, method_label(ci), ci.separated))
-    return pd.DataFrame(rows, columns=[prefix + s for s in CI_SUFFIXES], index=summary.index)
+        rows.append((ci.ratio, ci.low, ci.high, method_label(ci), ci.separated))
+    return pd.DataFrame(
+        rows, columns=[prefix, *(prefix + s for s in CI_SUFFIXES)], index=summary.index
+    )
 
 
 # ------------------------------------------------------------------------------------------

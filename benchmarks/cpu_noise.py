@@ -4,9 +4,11 @@ Runs one configuration's timed windows (`nnperf.engine.step.build_training` +
 `nnperf.engine.timing.time_window`, as a worker does) in fresh processes under one treatment
 each, rounds interleaved (treatment order reversed every round, so drift hits all alike),
 and prints per treatment the coefficient of variation of window throughput within a process,
-its ratio to the default's, and the median throughput ratio. Treatments:
+its ratio to the default's, the median throughput ratio, and the page faults per step and
+system time (share of user time) the windows cost. Treatments:
 
-  default       what a worker does today
+  default       what a worker does today (glibc's malloc thresholds fixed:
+                `nnperf.engine.allocator`)
   passive       OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads sleep instead of spinning)
   active        OMP_WAIT_POLICY=ACTIVE (they always spin)
   fewer_threads torch.set_num_threads(cores - 1): one core left for everything else
@@ -15,6 +17,13 @@ its ratio to the default's, and the median throughput ratio. Treatments:
   flush_denormal torch.set_flush_denormal(True): subnormal floats (which x86 cores compute
                 up to 100x slower, and which appear or not depending on a process's seed)
                 flushed to zero
+  dynamic_malloc glibc's dynamic mmap threshold, as workers ran before: it follows each
+                process's history of frees, so processes can differ in whether a step's large
+                tensors are fresh mmaps (page-faulted every step) or reused heap
+  thp           THP_MEM_ALLOC_ENABLE=1: torch's CPU allocator asks for transparent huge
+                pages for blocks of 2 MiB and more
+  same_seed     every process seeded alike: whether the seed (weights, data) is the process
+                level
 
 Each round uses another seed (initial weights, data), as the engine's processes do, so the
 spread of the per-process means shows the process level.
@@ -41,22 +50,31 @@ TREATMENTS = (
     "no_gc",
     "long_windows",
     "flush_denormal",
+    "dynamic_malloc",
+    "thp",
+    "same_seed",
 )
+# torch's CPU allocator asks for transparent huge pages (madvise) for blocks of 2 MiB and up.
+THP = {"THP_MEM_ALLOC_ENABLE": "1"}
 
 
 def child(args) -> None:
     """One process, one treatment: prints the window throughputs as JSON."""
     import gc
+    import resource
 
     import numpy as np
     import torch
 
     from nnperf.core.contract import TrainingSettings
     from nnperf.core.variant import parse_variant_settings
+    from nnperf.engine import allocator
     from nnperf.engine.step import build_training, seed_everything
     from nnperf.engine.timing import DeviceMemoryTracker, time_window, warmup_step
     from nnperf.workload.models import build_model
 
+    if args.treatment != "dynamic_malloc":
+        allocator.fix_thresholds()
     if args.treatment == "flush_denormal":
         torch.set_flush_denormal(True)
     if args.treatment == "fewer_threads":
@@ -86,6 +104,7 @@ def child(args) -> None:
     steps = args.steps * (4 if args.treatment == "long_windows" else 1)
     windows = args.windows // (4 if args.treatment == "long_windows" else 1)
     rates = []
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(windows):
         if args.treatment == "no_gc":
             gc.disable()
@@ -93,13 +112,28 @@ def child(args) -> None:
         if args.treatment == "no_gc":
             gc.enable()
         rates.append(args.batch_size * steps / result.window_s)
-    print(json.dumps(rates))
+    usage_after = resource.getrusage(resource.RUSAGE_SELF)
+    per_step = 1 / (windows * steps)
+    print(
+        json.dumps(
+            {
+                "rates": rates,
+                "faults_per_step": (usage_after.ru_minflt - usage_before.ru_minflt) * per_step,
+                "sys_share": (usage_after.ru_stime - usage_before.ru_stime)
+                / max(1e-9, (usage_after.ru_utime - usage_before.ru_utime)),
+            }
+        )
+    )
 
 
-def run(treatment: str, args, seed: int) -> list[float]:
+def run(treatment: str, args, seed: int) -> dict:
     env = dict(os.environ)
     if treatment in ("passive", "active"):
         env["OMP_WAIT_POLICY"] = treatment.upper()
+    if treatment == "thp":
+        env.update(THP)
+    if treatment == "same_seed":
+        seed = 0
     command = [
         sys.executable,
         __file__,
@@ -136,27 +170,31 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    series: dict[str, list[list[float]]] = {t: [] for t in args.treatments}
+    processes: dict[str, list[dict]] = {t: [] for t in args.treatments}
     for round_index in range(args.rounds):
         order = args.treatments if round_index % 2 == 0 else args.treatments[::-1]
         for treatment in order:
-            series[treatment].append(run(treatment, args, seed=round_index))
+            processes[treatment].append(run(treatment, args, seed=round_index))
+    series = {t: [p["rates"] for p in runs] for t, runs in processes.items()}
     base_cv = statistics.mean(cv(s) for s in series["default"]) if "default" in series else None
     base_rate = (
         statistics.median(r for s in series["default"] for r in s) if "default" in series else None
     )
     print(
         f"{'treatment':14} {'window CV':>9} {'CV ratio':>8} {'process CV':>10} "
-        f"{'median img/s':>12} {'rate ratio':>10}"
+        f"{'median img/s':>12} {'rate ratio':>10} {'faults/step':>11} {'sys/user':>8}"
     )
     for treatment, runs in series.items():
         within = statistics.mean(cv(s) for s in runs)
         between = cv([statistics.mean(s) for s in runs]) if len(runs) > 1 else float("nan")
         rate = statistics.median(r for s in runs for r in s)
+        faults = statistics.mean(p["faults_per_step"] for p in processes[treatment])
+        sys_share = statistics.mean(p["sys_share"] for p in processes[treatment])
         print(
             f"{treatment:14} {within:9.1%} {within / base_cv if base_cv else float('nan'):8.2f} "
             f"{between:10.1%} {rate:12.1f} "
-            f"{rate / base_rate if base_rate else float('nan'):10.3f}"
+            f"{rate / base_rate if base_rate else float('nan'):10.3f} {faults:11.0f} "
+            f"{sys_share:8.1%}"
         )
 
 

@@ -153,12 +153,14 @@ def worker_main(conn, job: WorkerJob) -> None:
 
 def _work(conn, job: WorkerJob) -> None:
     from nnperf.core.devices import require_available
+    from nnperf.engine import allocator
     from nnperf.engine import timing
     from nnperf.engine.build import build, load_run_data
     from nnperf.engine.step import resolved_optimizer_impl
 
     request = job.request
     require_available(request.device, request.precision)
+    malloc = allocator.fix_thresholds()  # before the model and data take their memory
     if job.model_factory is None:
         job.data, job.model_factory = load_run_data(request)
     data = job.data
@@ -190,6 +192,7 @@ def _work(conn, job: WorkerJob) -> None:
             optimizer_impl_resolved=optimizer_impl,
             workflow_dir=job.workflow_dir,
         )
+        environment["host_allocator"] = malloc
         if training.device.type == "cuda":
             # Where the windows' clocks come from (the GPU found by its UUID), or why none.
             environment["nvml"] = gpu.record()

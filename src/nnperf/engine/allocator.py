@@ -6,10 +6,13 @@ threshold). A training step frees and reallocates its multi-MiB activations and 
 every step, so whether they come from reused heap or from fresh mappings that fault in every
 page again depends on each process's history of frees: two processes of one configuration can
 settle on different paths, and the second pays the kernel (and, in a VM, the hypervisor) for
-every page of every step. Measured with `benchmarks/cpu_noise.py --treatments default
-malloc_static` (ResNet-18 CIFAR, fp32, batch 16, a 2-vCPU KVM guest): 4,200 minor page faults
-per step by default, 94 with fixed thresholds, system time 1.7% of user time against 0.2%, and
-the same throughput.
+every page of every step. Which one a process takes is chance: eight fresh processes running
+one step pattern of torch tensors (1-12 MiB, `tests/test_allocator.py`) gave 0 minor page
+faults per step in four and 10,400-15,800 in the other four; with fixed thresholds, 0 in
+every one. Measured on the default study's configuration with `benchmarks/cpu_noise.py
+--treatments default dynamic_malloc` (ResNet-18 CIFAR, fp32, batch 16, a 2-vCPU KVM guest):
+4,200 minor page faults per step on average with glibc's dynamic threshold, 94 fixed, system
+time 1.7% of user time against 0.2%, the same median throughput.
 
 `fix_thresholds` sets them with `mallopt` (which also turns the dynamic threshold off) in the
 worker itself, after the fork: a worker forked from a warm server inherits the server's

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 

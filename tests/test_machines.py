@@ -283,6 +283,20 @@ def test_two_results_folders_merge_into_tables_with_a_machine_column(tmp_path):
     assert table.set_index("Field").loc["GPU memory", H100] == "85.0 GB"
 
 
+def test_a_groups_folder_is_not_read_as_runs(tmp_path):
+    # The interleaving job's folder holds copies of its members' run JSONs and the
+    # comparisons; a wildcard over the run path matches it ("groups" as a precision).
+    gpu = gpu_folder(tmp_path / "gpu", environment_csv=False)
+    runs = sorted((gpu / "runs").rglob("*.json"))
+    group = runs[0].parents[2] / "groups" / "bs256"
+    group.mkdir(parents=True)
+    (group / "comparisons.json").write_text('{"kind": "comparisons"}', encoding="utf-8")
+    (group / "fp32_baseline.json").write_bytes(runs[0].read_bytes())
+    assert results.discover(gpu).run_jsons == runs
+    loaded = results.load([results.discover(gpu)])
+    assert len(loaded.sources["environment"]) == len(GPU_CONFIGS)
+
+
 def test_a_folder_without_environment_csv_uses_its_run_jsons(tmp_path):
     gpu = gpu_folder(tmp_path / "gpu", environment_csv=False)
     loaded = results.load([results.discover(gpu)])

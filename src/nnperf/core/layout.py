@@ -128,6 +128,12 @@ def parse(kind: str, text: str) -> dict[str, Any]:
     return typed_keys(match.groupdict())
 
 
+def matches(kind: str, text: str) -> bool:
+    """Whether `text` is a path of `kind`, each key within its pattern (KEY_PATTERNS): a
+    group's folder (`.../groups/bs16/comparisons.json`) is not a run."""
+    return _regex(kind).search(str(text).replace("\\", "/")) is not None
+
+
 def typed_keys(keys: Mapping[str, Any]) -> dict[str, Any]:
     """Keys as a path's text gives them (Snakemake's wildcards, a regex match), typed:
     batch_size an integer, the rest as they are."""

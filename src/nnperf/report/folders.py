@@ -79,6 +79,13 @@ def _relative(kind: str, **keys: str) -> str:
     return layout.path(kind, **keys).removeprefix(f"{RESULTS_DIR}/")
 
 
+def _files(root: Path, kind: str, **keys: str) -> list[Path]:
+    """The files of `kind` in the results folder `root`: a glob of the layout's path, kept
+    only where every key fits its pattern (a wildcard also matches a group's folder)."""
+    found = sorted(root.glob(_relative(kind, **keys)))
+    return [p for p in found if layout.matches(kind, f"{RESULTS_DIR}/{p.relative_to(root)}")]
+
+
 def datasets_in(results_dir: str | os.PathLike) -> list[str]:
     """The datasets whose studies left tables or runs in `results_dir`."""
     root = Path(results_dir)
@@ -115,7 +122,7 @@ def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> Fold
             os.fspath(results_dir),
             dict.fromkeys(TABLE_NAMES),
             [],
-            sorted(root.glob(_relative("ceilings"))),
+            _files(root, "ceilings"),
             [],
         )
     tables = {}
@@ -125,11 +132,11 @@ def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> Fold
     return FolderFiles(
         results_dir=os.fspath(results_dir),
         tables=tables,
-        complexity=sorted(root.glob(_relative("complexity", dataset=dataset))),
-        ceilings=sorted(root.glob(_relative("ceilings"))),
-        run_jsons=sorted(root.glob(_relative("run", dataset=dataset))),
+        complexity=_files(root, "complexity", dataset=dataset),
+        ceilings=_files(root, "ceilings"),
+        run_jsons=_files(root, "run", dataset=dataset),
         dataset=dataset,
-        opprofiles=sorted(root.glob(_relative("opprofile", dataset=dataset))),
+        opprofiles=_files(root, "opprofile", dataset=dataset),
     )
 
 

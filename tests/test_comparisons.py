@@ -198,6 +198,8 @@ def test_aggregate_writes_group_and_round_and_the_paired_speedup_ci():
     expected = ratios.paired_ratio(DRIFTING_A, DRIFTING_B)
     assert tuned["speedup_vs_baseline_method"] == "paired"
     assert tuned["speedup_vs_baseline_separated"]
+    # The speedup is the interval's own estimate, so it lies inside its interval.
+    assert tuned["speedup_vs_baseline"] == pytest.approx(expected.ratio)
     assert tuned["speedup_vs_baseline_ci_low"] == pytest.approx(expected.low)
     assert tuned["speedup_vs_baseline_ci_high"] == pytest.approx(expected.high)
     # Older documents (no group, no round) give empty columns and an unpaired interval.
@@ -307,3 +309,36 @@ def test_a_tie_is_named_and_no_configuration_is_called_fastest(tmp_path):
         r"1\.33x faster \(95% CI 1\.\d\d-1\.\d\d\) than bf16",
         precision,
     ), precision
+
+
+# The machine's capacity over eight rounds: two slow episodes that hit every configuration.
+CAPACITY = (1.0, 1.02, 0.7, 0.66, 1.0, 0.98, 0.75, 1.01)
+
+
+def test_a_missed_target_that_follows_the_whole_group_names_the_machine_slowing():
+    def document(variant, level, wobble, start):
+        windows = tuple(
+            (level * c * (1 + w), level * c * (1 - w)) for c, w in zip(CAPACITY, wobble)
+        )
+        doc = run_document("fp32", 8, variant, windows=windows, start=start, ci_rel=0.2)
+        doc["group"] = GROUP
+        for process in doc["processes"]:
+            process["round"] = process["process"]
+        return doc
+
+    documents = [
+        document("baseline", 100.0, (0.01, 0.0, 0.02, 0.01, 0.0, 0.01, 0.02, 0.0), 1e9),
+        document("tuned", 50.0, (0.0, 0.02, 0.01, 0.0, 0.01, 0.02, 0.0, 0.01), 2e9),
+    ]
+    pairs = [(f"doc{i}.json", d) for i, d in enumerate(documents)]
+    summary = aggregate.summary_table(pairs, aggregate.runs_table(pairs))
+    assert summary["noise_cause"].tolist() == ["shared_slowdown"] * 2
+    detail = summary["noise_detail"].iloc[0]
+    assert detail.startswith(
+        "Shared slowdowns: its processes rose and fell with the 1 other configuration measured "
+        "beside them, round by round (r² 1.00, p<0.001; the group's slowest round 33% under "
+        "its median)"
+    )
+    # The windows' own reading follows it: two episodes of slow rounds look like two process
+    # levels from inside one configuration.
+    assert "A process level split in two: 3 processes at about 70.3 img/s" in detail

@@ -121,10 +121,12 @@ def test_a_ratio_whose_ci_includes_one_is_not_separated_and_says_so():
     row = speedups(summary, "precision", "fp32", runs).iloc[0].to_dict()
     # Processes 120/160/200 against 150/200/250: 0.80x, and Fieller's interval spans 1.
     assert not row["speedup_separated"]
-    assert speedup_sentence(row, "precision") == (
+    assert speedup_sentence(row, "precision").startswith(
         "bf16 vs fp32 for m at batch 8 (baseline) on box: no difference detectable: within "
         "±57% (0.80x, 95% CI 0.43-1.49); 160 img/s (95% CI 120–210) vs 200 img/s "
-        "(95% CI 150–250)."
+        "(95% CI 150–250). Unresolved against the 3.0% target: measured apart (not "
+        "interleaved), so each side's process spread (RSD 25% and 25%) and whatever changed "
+        "between them stay in the ratio; at that spread, ±3.0% would take ~"
     )
 
 

@@ -203,3 +203,73 @@ def test_the_window_thresholds_are_the_stability_flags():
 
     assert noise.OVERLOAD_TOLERANCE_CORES == stability.OVERLOAD_TOLERANCE_CORES
     assert noise.STEAL_LIMIT == stability.STEAL_LIMIT
+
+
+# ------------------------------------------------------------------------------------------
+# Comparisons that stayed unresolved.
+# ------------------------------------------------------------------------------------------
+def test_a_resolved_comparison_needs_no_explaining():
+    assert (
+        noise.unresolved_comparison([101, 99], [100, 100], paired=True, within=0.02, target=0.03)
+        is None
+    )
+
+
+def test_an_unresolved_paired_comparison_names_its_round_to_round_spread_and_the_pairs_it_needs():
+    rng = np.random.default_rng(1)
+    b = 100 * (1 + 0.01 * rng.standard_normal(8))
+    a = b * np.exp(0.08 * rng.standard_normal(8))  # pairs that disagree by ~8% round to round
+    text = noise.unresolved_comparison(
+        a, b, paired=True, within=0.07, target=0.03, rounds=list(range(8))
+    )
+    spread = float(np.std(np.log(a / b), ddof=1))
+    needed = processes_for_spread(spread, 1.0, np.log1p(0.03))
+    assert text.startswith("Unresolved against the 3.0% target: over 8 paired rounds the ratio")
+    assert "drifts" not in text
+    assert text.endswith(f"would take ~{needed} paired rounds, {needed - 8} more than measured.")
+
+
+def test_a_ratio_that_trends_over_the_rounds_is_named_as_such():
+    rounds = list(range(10))
+    b = [100.0] * 10
+    a = [100.0 * 1.02**r * (1 + 0.003 * (-1) ** r) for r in rounds]  # A gains 2% a round
+    text = noise.unresolved_comparison(a, b, paired=True, within=0.12, target=0.03, rounds=rounds)
+    assert "it drifts over the rounds (+2.0% per round, p<0.001)" in text
+
+
+def test_an_unresolved_comparison_measured_apart_names_both_spreads():
+    a, b = [90.0, 110.0, 100.0], [95.0, 105.0, 100.0]
+    text = noise.unresolved_comparison(a, b, paired=False, within=0.3, target=0.03)
+    assert "measured apart (not interleaved)" in text
+    assert "RSD 10% and 5.0%" in text and text.endswith("more than measured.")
+
+
+def test_processes_that_follow_the_group_round_by_round_are_a_shared_slowdown():
+    capacity = [1.0, 1.0, 0.7, 0.65, 1.0, 0.98, 0.75, 1.0, 0.99, 0.72]
+    own = {r: 80.0 * c * (1 + 0.01 * (-1) ** r) for r, c in enumerate(capacity)}
+    others = [
+        {r: 45.0 * c for r, c in enumerate(capacity)},
+        {r: 50.0 * c * (1 + 0.02 * (-1) ** (r // 2)) for r, c in enumerate(capacity)},
+    ]
+    found = noise.shared_slowdown(own, others)
+    assert found.code == "shared_slowdown" and found.share > 0.9
+    assert "with the 2 other configurations measured beside them" in found.sentence
+    # Processes that vary on their own, beside a group that does not move, are not.
+    rng = np.random.default_rng(3)
+    alone = {r: 80.0 * (1 + 0.1 * rng.standard_normal()) for r in range(10)}
+    steady = [{r: 45.0 * (1 + 0.005 * rng.standard_normal()) for r in range(10)}]
+    assert noise.shared_slowdown(alone, steady) is None
+    # Fewer than MIN_WINDOWS shared rounds: nothing to read.
+    assert noise.shared_slowdown({0: 1.0, 1: 2.0}, [{0: 1.0, 1: 2.0}]) is None
+
+
+def test_a_shared_slowdown_leads_the_windows_causes():
+    found = noise.Cause("shared_slowdown", "Shared slowdowns: ...", 0.8)
+    columns = {"noise_cause": "process_level", "noise_detail": "Process level: ..."}
+    assert noise.with_shared_slowdown(columns, found) == {
+        "noise_cause": "shared_slowdown",
+        "noise_detail": "Shared slowdowns: ... Process level: ...",
+    }
+    # A configuration that met its target has nothing to explain.
+    met = {"noise_cause": None, "noise_detail": None}
+    assert noise.with_shared_slowdown(met, found) == met

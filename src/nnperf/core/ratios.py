@@ -118,11 +118,15 @@ def paired_ratio(
     centre = float(np.mean(logs))
     if len(logs) < 2:
         return RatioCI(math.exp(centre), None, None, PAIRED, 1, confidence)
-    half = t_critical(len(logs) - 1, confidence) * float(np.std(logs, ddof=1)) / math.sqrt(
-        len(logs)
+    half = (
+        t_critical(len(logs) - 1, confidence) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
     )
     return RatioCI(
-        math.exp(centre), math.exp(centre - half), math.exp(centre + half), PAIRED, len(logs),
+        math.exp(centre),
+        math.exp(centre - half),
+        math.exp(centre + half),
+        PAIRED,
+        len(logs),
         confidence,
     )
 
@@ -166,7 +170,7 @@ def describe(ci: RatioCI, what: str = "faster") -> str:
         return "no ratio: nothing measured"
     if not ci.bounded:
         return f"{ci.ratio:.2f}x, not separated (no bounded {level}: too few processes)"
-    interval = f"{level} {_bound(ci.low)}-{_bound(ci.high)}"
+    interval = f"{level} {bound_text(ci.low)}-{bound_text(ci.high)}"
     if ci.separated and ci.ratio >= 1:
         return f"{ci.ratio:.2f}x {what} ({interval})"
     if ci.separated:
@@ -174,7 +178,7 @@ def describe(ci: RatioCI, what: str = "faster") -> str:
     return f"no difference detectable: within \u00b1{ci.within:.0%} ({ci.ratio:.2f}x, {interval})"
 
 
-def _bound(value: float) -> str:
+def bound_text(value: float) -> str:
     """A bound to two decimals, or three where two would round it onto 1 (1.004 is not 1)."""
     text = f"{value:.2f}"
     return f"{value:.3f}" if text == "1.00" and value != 1 else text

@@ -36,6 +36,7 @@ from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
+from nnperf.core.wording import missing
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
@@ -338,7 +339,32 @@ def summary_table(
         tuple(keys) in overlapped for keys in summary[list(CONFIG_KEYS)].itertuples(index=False)
     ]
     summary = summary.sort_values(list(SUMMARY_KEYS), kind="stable").reset_index(drop=True)
-    return _with_speedups(summary, runs)
+    return _with_shared_slowdowns(_with_speedups(summary, runs), runs)
+
+
+def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`noise_cause`/`noise_detail` of each configuration that missed its target, led by
+    the machine slowing under its whole group where its processes followed the other
+    members' of the same rounds (`nnperf.report.noise.shared_slowdown`)."""
+    if "group" not in runs.columns or "noise_cause" not in summary.columns:
+        return summary
+    for index, row in summary.iterrows():
+        if missing(row["noise_cause"]):
+            continue
+        own = comparisons.process_rates(runs, row)
+        groups = set(own["group"].dropna())
+        if len(groups) != 1:
+            continue
+        members = runs.loc[runs["group"] == groups.pop(), list(CONFIG_KEYS)].drop_duplicates()
+        others = [
+            comparisons.rates_by_round(comparisons.process_rates(runs, member)).to_dict()
+            for member in members.to_dict("records")
+            if any(str(member[k]) != str(row[k]) for k in CONFIG_KEYS)
+        ]
+        found = noise.shared_slowdown(comparisons.rates_by_round(own).to_dict(), others)
+        columns = noise.with_shared_slowdown(row.to_dict(), found)
+        summary.loc[index, list(columns)] = list(columns.values())
+    return summary
 
 
 def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:

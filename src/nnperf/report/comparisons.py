@@ -32,6 +32,7 @@ from nnperf.core import ratios
 from nnperf.core.ratios import RatioCI
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.core.wording import missing
+from nnperf.report import noise
 from nnperf.report.configurations import MEAN
 from nnperf.report.format import config_text
 
@@ -84,19 +85,29 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def paired_rates(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list, list] | None:
-    """The rates of A and B matched by round, when both ran interleaved in one group and
-    share MIN_PAIRS rounds or more; None when they must be compared unpaired."""
+def rates_by_round(rates: pd.DataFrame) -> pd.Series:
+    """Mean rate per round: a round run twice in one configuration is averaged."""
+    return rates.dropna(subset=["round"]).groupby("round")["rate"].mean()
+
+
+def shared_rounds(a: pd.DataFrame, b: pd.DataFrame) -> list | None:
+    """The rounds A and B both measured, when both ran interleaved in one group and share
+    MIN_PAIRS rounds or more; None when they must be compared unpaired."""
     groups_a = set(a["group"].dropna()) if not a.empty else set()
     groups_b = set(b["group"].dropna()) if not b.empty else set()
     if len(groups_a) != 1 or groups_a != groups_b:
         return None
-    # A round run twice in one configuration is averaged: pairs are per round.
-    by_round_a = a.dropna(subset=["round"]).groupby("round")["rate"].mean()
-    by_round_b = b.dropna(subset=["round"]).groupby("round")["rate"].mean()
-    shared = sorted(set(by_round_a.index) & set(by_round_b.index))
-    if len(shared) < MIN_PAIRS:
+    shared = sorted(set(rates_by_round(a).index) & set(rates_by_round(b).index))
+    return shared if len(shared) >= MIN_PAIRS else None
+
+
+def paired_rates(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list, list] | None:
+    """The rates of A and B matched by round (`shared_rounds`); None when they must be
+    compared unpaired."""
+    shared = shared_rounds(a, b)
+    if shared is None:
         return None
+    by_round_a, by_round_b = rates_by_round(a), rates_by_round(b)
     return [float(by_round_a[r]) for r in shared], [float(by_round_b[r]) for r in shared]
 
 
@@ -114,14 +125,34 @@ def ratio_between(runs: pd.DataFrame | None, a: Mapping, b: Mapping) -> RatioCI:
     return ratio_of_rates(process_rates(runs, a), process_rates(runs, b))
 
 
+def unresolved_text(a: pd.DataFrame, b: pd.DataFrame, ci: RatioCI, target: float) -> str | None:
+    """Why the comparison of A's and B's `process_rates` stayed unresolved against `target`
+    (`nnperf.report.noise.unresolved_comparison`), from the processes `ci` was built from;
+    None where it is resolved or nothing was measured."""
+    if ci.n == 0 or not math.isfinite(ci.ratio) or ci.resolved(target):
+        return None
+    rounds = shared_rounds(a, b)
+    if rounds is not None:
+        rates_a, rates_b = paired_rates(a, b)
+        return noise.unresolved_comparison(
+            rates_a, rates_b, paired=True, within=ci.within, target=target, rounds=rounds
+        )
+    return noise.unresolved_comparison(
+        a["rate"].tolist(), b["rate"].tolist(), paired=False, within=ci.within, target=target
+    )
+
+
 def method_label(ci: RatioCI) -> str:
     """How a table names the interval's pairing: `paired`, `unpaired` or `n/a`."""
     return {ratios.PAIRED: "paired", ratios.FIELLER: UNPAIRED}.get(ci.method, "n/a")
 
 
 def interval_cell(ci: RatioCI) -> str:
-    """`1.01–1.11`, or `n/a` when there is no bounded interval."""
-    return f"{ci.low:.2f}–{ci.high:.2f}" if ci.bounded else "n/a"
+    """`1.01–1.11` (`1.004–1.26`: a bound two decimals would round onto 1 keeps its third),
+    or `n/a` when there is no bounded interval."""
+    if not ci.bounded:
+        return "n/a"
+    return f"{ratios.bound_text(ci.low)}–{ratios.bound_text(ci.high)}"
 
 
 def separation_cell(ci: RatioCI) -> str:

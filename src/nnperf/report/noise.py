@@ -20,6 +20,14 @@ is a test on that record, and each found cause is one short sentence:
   explain (one-way ANOVA over processes), with no split.
 * **window noise** (`window_noise`): none of the above; the sentence says so, with the CV
   of the windows within one process.
+* **shared slowdowns** (`shared_slowdown`, `shared_slowdown()`): read from the group rather
+  than the windows. Interleaved, a configuration's process of round *r* ran beside the other
+  configurations' processes of round *r*; when its process throughputs rise and fall with
+  theirs (each relative to its own mean; a regression of log rates, significant), the
+  process level is the machine's capacity changing under all of them (a VM's host, a shared
+  physical core, a power limit), not the configuration. It leads where found: the paired
+  comparisons cancel it, a configuration's own CI cannot, and nothing recorded inside the
+  machine (load, steal, clock) need show it.
 
 Causes are ranked by the share of the window throughputs' variance each accounts for (r²
 of the regression, eta² of the process grouping). A process-level difference that lines up
@@ -41,10 +49,12 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from nnperf.core import stats
+from nnperf.core.wording import count_of, missing
 from nnperf.engine.stopping import processes_for_spread
 from nnperf.report.format import fmt_duration, fmt_pct
 
 CAUSES = (
+    "shared_slowdown",
     "drift",
     "host_load",
     "steal",
@@ -56,6 +66,7 @@ CAUSES = (
 )
 # How a note names each cause.
 CAUSE_LABELS = {
+    "shared_slowdown": "the machine slowing under the whole group",
     "drift": "drift over time",
     "host_load": "host load",
     "steal": "CPU steal",
@@ -202,7 +213,7 @@ def host_load(frame: pd.DataFrame) -> Cause | None:
     slower = _slower_share(frame, loaded)
     if np.isfinite(slower):
         sentence += (
-            f"; the {int(loaded.sum())} windows beside more than {OVERLOAD_TOLERANCE_CORES} "
+            f"; the {count_of(loaded.sum(), 'window')} beside more than {OVERLOAD_TOLERANCE_CORES} "
             f"of a core of other work ran {fmt_pct(slower)} slower than the rest"
         )
     return Cause("host_load", sentence + ".", fit.rvalue**2)
@@ -221,7 +232,7 @@ def steal(frame: pd.DataFrame) -> Cause | None:
     slower = _slower_share(frame, stolen)
     if np.isfinite(slower):
         sentence += (
-            f"; the {int(stolen.sum())} windows with more than {fmt_pct(STEAL_LIMIT)} steal ran "
+            f"; the {count_of(stolen.sum(), 'window')} with more than {fmt_pct(STEAL_LIMIT)} steal ran "
             f"{fmt_pct(slower)} slower than the rest"
         )
     return Cause("steal", sentence + ".", fit.rvalue**2)
@@ -343,6 +354,52 @@ def causes(windows: Sequence[Mapping], target: float | None = None) -> list[Caus
     return sorted(found, key=lambda cause: -cause.share)
 
 
+def shared_slowdown(
+    own: Mapping[int, float], others: Sequence[Mapping[int, float]]
+) -> Cause | None:
+    """Process throughputs (`own`, by round) that follow the other configurations measured in
+    the same rounds (`others`, one mapping of round to rate per configuration): the
+    machine's capacity moving under the whole group (module docstring). Each configuration is
+    taken relative to its own mean, so precisions and variants of different speeds compare."""
+    relative = [
+        {r: rate / float(np.mean(list(rates.values()))) for r, rate in rates.items()}
+        for rates in others
+        if len(rates) >= 2
+    ]
+    if not relative:
+        return None
+    rounds = sorted(r for r in own if any(r in rel for rel in relative))
+    group = pd.Series(
+        [float(np.mean([rel[r] for rel in relative if r in rel])) for r in rounds], index=rounds
+    )
+    mine = pd.Series([float(own[r]) for r in rounds], index=rounds)
+    fit = _fit(np.log(group), np.log(mine))
+    if fit is None or fit.slope <= 0 or fit.pvalue >= ALPHA:
+        return None
+    slowest = float(group.min() / group.median())
+    sentence = (
+        f"Shared slowdowns: its processes rose and fell with the "
+        f"{count_of(len(relative), 'other configuration')} measured beside them, round by "
+        f"round (r² {fit.rvalue**2:.2f}, {_p_text(fit.pvalue)}; the group's slowest round "
+        f"{fmt_pct(1 - slowest)} under its median): the machine's capacity changed under all "
+        "of them (a virtual machine's host, a shared core, a power limit), which nothing "
+        "recorded inside it need show. The paired comparisons cancel it; this "
+        "configuration's own CI cannot, short of measuring through more such episodes."
+    )
+    return Cause("shared_slowdown", sentence, fit.rvalue**2)
+
+
+def with_shared_slowdown(columns: Mapping, found: Cause | None) -> dict:
+    """summary.csv's `noise_cause`/`noise_detail` with a shared slowdown put first (it
+    explains the process level the windows' causes name)."""
+    if found is None or missing(columns.get("noise_cause")):
+        return dict(columns)
+    return {
+        "noise_cause": found.code,
+        "noise_detail": f"{found.sentence} {columns.get('noise_detail') or ''}".strip(),
+    }
+
+
 def process_cost_s(processes: Sequence[Mapping]) -> float | None:
     """Median seconds a measured worker process took, start to end (None: not recorded)."""
     spans = [
@@ -411,6 +468,70 @@ def noise_columns(document: Mapping) -> dict:
         (document.get("timing") or {}).get("target_ci"),
     )
     return {"noise_cause": code, "noise_detail": detail}
+
+
+def unresolved_comparison(
+    a_rates: Sequence[float],
+    b_rates: Sequence[float],
+    *,
+    paired: bool,
+    within: float | None,
+    target: float,
+    rounds: Sequence[float] | None = None,
+) -> str | None:
+    """Why a comparison stayed unresolved (its interval neither excludes 1 nor lies within
+    `target` of it: `RatioCI.resolved`), and what resolving it would take; None when it is
+    resolved. `a_rates`/`b_rates` are the processes the interval was built from: pairs by
+    round (`rounds`) where `paired`, else each configuration's own.
+
+    Paired, the noise is the spread of the per-round log ratios (what a shared drift or a
+    neighbour did not cancel), and a trend of the ratio over the rounds (one configuration
+    slowing more than the other under the same load) is named; apart, it is both
+    configurations' process spreads. Then the pairs (or processes each) that spread needs
+    for +/-`target` (`processes_for_spread`, on the log scale for pairs)."""
+    if within is not None and within <= target:
+        return None
+    a = np.asarray([float(r) for r in a_rates], dtype=float)
+    b = np.asarray([float(r) for r in b_rates], dtype=float)
+    target_text = f"the {fmt_pct(target)} target"
+    if paired:
+        if a.size < 2:
+            return f"Unresolved: {count_of(a.size, 'paired round')}; {target_text} needs two."
+        logs = np.log(a / b)
+        spread = float(np.std(logs, ddof=1))
+        text = (
+            f"Unresolved against {target_text}: over {count_of(a.size, 'paired round')} the "
+            f"ratio varies from round to round by {fmt_pct(math.expm1(spread))} (RSD)"
+        )
+        if rounds is not None and a.size >= 3:
+            fit = _fit(pd.Series(list(rounds), dtype=float), pd.Series(logs))
+            if fit is not None and fit.pvalue < ALPHA:
+                text += (
+                    f", and it drifts over the rounds ({_signed_pct(math.expm1(fit.slope))} "
+                    f"per round, {_p_text(fit.pvalue)}): one configuration slows more than the "
+                    "other under the same conditions"
+                )
+        needed = processes_for_spread(spread, 1.0, math.log1p(target))
+        unit, measured = "paired rounds", a.size
+    else:
+        if a.size < 2 or b.size < 2:
+            return (
+                f"Unresolved: measured apart, {count_of(min(a.size, b.size), 'process')} on one "
+                f"side; {target_text} needs two on each."
+            )
+        spreads = [float(np.std(x, ddof=1) / np.mean(x)) for x in (a, b)]
+        text = (
+            f"Unresolved against {target_text}: measured apart (not interleaved), so each "
+            f"side's process spread (RSD {fmt_pct(spreads[0])} and {fmt_pct(spreads[1])}) "
+            "and whatever changed between them stay in the ratio"
+        )
+        # A ratio's relative variance is about the sum of its two means' relative variances.
+        needed = processes_for_spread(math.hypot(*spreads), 1.0, target)
+        unit, measured = "processes each", min(a.size, b.size)
+    text += f"; at that spread, ±{fmt_pct(target)} would take ~{needed} {unit}"
+    if needed > measured:
+        text += f", {needed - measured} more than measured"
+    return text + "."
 
 
 def window_label(window: Mapping) -> str:

@@ -16,7 +16,7 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
-from nnperf.report import comparisons
+from nnperf.report import comparisons, noise
 from nnperf.report.comparisons import ci_from, interval_cell, method_label, separation_cell
 from nnperf.report.configurations import (
     ESTIMATE,
@@ -38,15 +38,20 @@ from nnperf.report.outline import Page, Section, Table, section
 SATURATION = 0.95
 # Column prefixes of the ratios in the tables (`RatioCI.as_dict`).
 SPEEDUP, GAIN, BEST, SATURATED = "speedup", "gain", "best_vs_next", "saturation"
+# Why a pair's comparison stayed unresolved (`nnperf.report.noise.unresolved_comparison`).
+UNRESOLVED = "speedup_unresolved"
+TARGET = "ci_target"
 
 
 INTRO = (
-    f"Ratios of mean throughputs: each precision against {REFERENCE_PRECISION} "
+    f"Throughput ratios: each precision against {REFERENCE_PRECISION} "
     f"and each variant against {REFERENCE_VARIANT} at the same batch size, and each "
     "configuration across batch sizes. Each ratio has its own 95% CI, built from the worker "
-    "processes: paired by round where the two configurations ran interleaved in one job, "
-    "unpaired (Fieller's interval) otherwise. Where that CI includes 1 the two are not "
-    "separated: no difference is detectable at the measured spread."
+    "processes: paired by round where the two configurations ran interleaved in one job (the "
+    "ratio is then the geometric mean of the per-round ratios), unpaired (the ratio of the "
+    "means, with Fieller's interval) otherwise. Where that CI includes 1 the two are not "
+    "separated: no difference is detectable at the measured spread. A comparison left "
+    "unresolved (not separated, and its CI wider than the CI target around 1) says why."
 )
 
 
@@ -54,12 +59,26 @@ def ratio_columns(prefix: str) -> list[str]:
     return list(comparisons.RatioCI(1.0, None, None, None, 0).as_dict(prefix))
 
 
+def _target(row: Mapping) -> float:
+    """What counts as "no difference" for a pair: the stricter of the two CI targets
+    (`nnperf.engine.interleave.tolerance`), the fallback where summary.csv has none."""
+    targets = [row.get(TARGET), row.get(REFERENCE + TARGET)]
+    known = [float(t) for t in targets if not missing(t) and float(t) > 0]
+    return min(known) if known else noise.FALLBACK_TARGET
+
+
 def _pair_ratio(row: Mapping, runs: pd.DataFrame | None, column: str) -> dict:
-    """The ratio columns of one compared pair: the row's throughput over its reference's."""
+    """The ratio columns of one compared pair: the row's throughput over its reference's,
+    and why it stayed unresolved where it did (`UNRESOLVED`)."""
     reference = {**row, column: row["reference"]}
-    ci = comparisons.ratio_between(runs, row, reference)
+    rates, reference_rates = (
+        comparisons.process_rates(runs, row),
+        comparisons.process_rates(runs, reference),
+    )
+    ci = comparisons.ratio_of_rates(rates, reference_rates)
+    why = comparisons.unresolved_text(rates, reference_rates, ci, _target(row))
     ci = comparisons.with_mean_ratio(ci, row[MEAN] / row[REFERENCE + MEAN])
-    return ci.as_dict(SPEEDUP)
+    return {**ci.as_dict(SPEEDUP), UNRESOLVED: why}
 
 
 def speedups(
@@ -84,13 +103,15 @@ def speedups(
         *ESTIMATE,
         *(REFERENCE + c for c in ESTIMATE),
         *ratio_columns(SPEEDUP),
+        UNRESOLVED,
     ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
-    base = ok[ok[column] == reference][[*match, *ESTIMATE]].rename(
-        columns={c: REFERENCE + c for c in ESTIMATE}
+    estimate = [*ESTIMATE, *([TARGET] if TARGET in ok.columns else [])]
+    base = ok[ok[column] == reference][[*match, *estimate]].rename(
+        columns={c: REFERENCE + c for c in estimate}
     )
-    other = ok[ok[column] != reference][[*match, column, *ESTIMATE]]
+    other = ok[ok[column] != reference][[*match, column, *estimate]]
     merged = other.merge(base, on=match, how="inner")
     merged["reference"] = reference
     if merged.empty:
@@ -112,6 +133,16 @@ def at_largest_batch(table: pd.DataFrame, column: str) -> pd.DataFrame:
     return table[table["batch_size"] == largest]
 
 
+def unresolved_below_largest(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The pairs below the largest batch size whose comparison stayed unresolved: the
+    findings quote every pair at the largest batch, and these too, with why."""
+    if table.empty:
+        return table
+    largest = at_largest_batch(table, column)
+    rest = table.drop(index=largest.index)
+    return rest[~rest[UNRESOLVED].map(missing).astype(bool)]
+
+
 def speedup_sentence(row: Mapping, column: str) -> str:
     """`bf16 is 1.80x faster (95% CI 1.78-1.82) than fp32 for resnet18_cifar at batch 256
     (baseline) on M: ...`, or `bf16 vs fp32 for ...: no difference detectable: within ±4%
@@ -127,7 +158,9 @@ def speedup_sentence(row: Mapping, column: str) -> str:
     else:
         text = f"{subject} vs {row['reference']} for {config} on {row['machine']}: "
         text += f"{comparisons.describe(ci)}; "
-    return text + f"{estimate_text(row)} vs {estimate_text(row, REFERENCE)}."
+    text += f"{estimate_text(row)} vs {estimate_text(row, REFERENCE)}."
+    why = row.get(UNRESOLVED)
+    return text if missing(why) else f"{text} {why}"
 
 
 def _batches_with(statuses: pd.DataFrame, keys: list, key: tuple, status: str) -> str:
@@ -353,6 +386,11 @@ def build(page: Page) -> Section:
     findings += [
         speedup_sentence(r, "variant")
         for r in at_largest_batch(variant_table, "variant").to_dict("records")
+    ]
+    findings += [
+        speedup_sentence(r, column)
+        for column, table in (("precision", precision_table), ("variant", variant_table))
+        for r in unresolved_below_largest(table, column).to_dict("records")
     ]
     findings += [scaling_sentence(r) for r in scaling.to_dict("records")]
     return section(

@@ -63,17 +63,20 @@ def servers_of_this_checkout() -> dict[int, float]:
 def test_two_snakemake_invocations_share_one_warm_server(tmp_path):
     before = servers_of_this_checkout()
     run = layout.path("run", dataset="synthetic", **KEYS)
-    documents = []
+    documents, servers = [], []
     for study in ("first", "second"):
         workdir = tmp_path / study
         shutil.copytree(REPO / "config", workdir / "config")
         result = run_snakemake(workdir, *ONE_RUN, "--", run)
         assert result.returncode == 0, result.stderr[-3000:]
         documents.append(json.loads((workdir / run).read_text()))
+        servers.append(set(servers_of_this_checkout()))
         time.sleep(0.1)
     for document in documents:
         assert document["start_method"] == "warm_server", document.get("error")
         assert document["processes"], document.get("error")
-    new = set(servers_of_this_checkout()) - set(before)
-    assert len(new) <= 1, f"each snakemake call started its own server: {sorted(new)}"
+    first = servers[0] - set(before)
+    assert len(first) <= 1, f"one snakemake call started several servers: {sorted(first)}"
+    # Served, and no server of its own: the second study's workers came from the first's.
+    assert servers[1] - servers[0] == set(), "the second snakemake call started its own server"
     assert servers_of_this_checkout(), "no server outlived the jobs to serve the next study"

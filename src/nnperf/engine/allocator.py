@@ -9,10 +9,11 @@ settle on different paths, and the second pays the kernel (and, in a VM, the hyp
 every page of every step. Which one a process takes is chance: eight fresh processes running
 one step pattern of torch tensors (1-12 MiB, `tests/test_allocator.py`) gave 0 minor page
 faults per step in four and 10,400-15,800 in the other four; with fixed thresholds, 0 in
-every one. Measured on the default study's configuration with `benchmarks/cpu_noise.py
---treatments default dynamic_malloc` (ResNet-18 CIFAR, fp32, batch 16, a 2-vCPU KVM guest):
-4,200 minor page faults per step on average with glibc's dynamic threshold, 94 fixed, system
-time 1.7% of user time against 0.2%, the same median throughput.
+every one. On the default study's configuration, `benchmarks/cpu_noise.py --precision fp32
+--batch-size 16 --steps 2 --windows 8 --rounds 8 --treatments default dynamic_malloc` (ResNet-18
+CIFAR, a 2-vCPU KVM guest, treatments interleaved) gave with glibc's dynamic threshold 8,100
+minor page faults per step on average, system time 2.7% of user time, a window CV of 7.1% and
+a median of 47.0 img/s; fixed, 62 faults, 0.1%, 4.3% and 49.8 img/s.
 
 `fix_thresholds` sets them with `mallopt` (which also turns the dynamic threshold off) in the
 worker itself, after the fork: a worker forked from a warm server inherits the server's

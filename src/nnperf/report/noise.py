@@ -199,43 +199,50 @@ def _slower_share(frame: pd.DataFrame, hit: pd.Series) -> float:
     return 1 - float(rates[hit].mean()) / float(rates[~hit].mean())
 
 
-def host_load(frame: pd.DataFrame) -> Cause | None:
-    """Throughput that falls as other processes use more cores."""
-    fit = _fit(frame["other_cores"], frame["throughput_img_s"])
+def _falls_with(
+    frame: pd.DataFrame, column: str, limit: float, code: str, opening: str, past_limit: str
+) -> Cause | None:
+    """Throughput that falls as `column` rises (a significant negative slope): `opening`
+    starts the sentence, and the windows past `limit` (`past_limit` names them) are compared
+    with the rest."""
+    fit = _fit(frame[column], frame["throughput_img_s"])
     if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
         return None
-    loaded = frame["other_cores"] > OVERLOAD_TOLERANCE_CORES
-    sentence = (
-        f"Host load: other processes used up to {frame['other_cores'].max():.1f} cores during "
-        f"the windows and throughput fell as they did (r² {fit.rvalue**2:.2f}, "
-        f"{_p_text(fit.pvalue)})"
-    )
-    slower = _slower_share(frame, loaded)
+    sentence = f"{opening} (r² {fit.rvalue**2:.2f}, {_p_text(fit.pvalue)})"
+    hit = frame[column] > limit
+    slower = _slower_share(frame, hit)
     if np.isfinite(slower):
         sentence += (
-            f"; the {count_of(loaded.sum(), 'window')} beside more than {OVERLOAD_TOLERANCE_CORES} "
-            f"of a core of other work ran {fmt_pct(slower)} slower than the rest"
+            f"; the {count_of(hit.sum(), 'window')} {past_limit} ran {fmt_pct(slower)} slower "
+            "than the rest"
         )
-    return Cause("host_load", sentence + ".", fit.rvalue**2)
+    return Cause(code, sentence + ".", fit.rvalue**2)
+
+
+def host_load(frame: pd.DataFrame) -> Cause | None:
+    """Throughput that falls as other processes use more cores."""
+    return _falls_with(
+        frame,
+        "other_cores",
+        OVERLOAD_TOLERANCE_CORES,
+        "host_load",
+        f"Host load: other processes used up to {frame['other_cores'].max():.1f} cores during "
+        "the windows and throughput fell as they did",
+        f"beside more than {OVERLOAD_TOLERANCE_CORES} of a core of other work",
+    )
 
 
 def steal(frame: pd.DataFrame) -> Cause | None:
     """Throughput that falls as the hypervisor steals more CPU time."""
-    fit = _fit(frame["steal_share"], frame["throughput_img_s"])
-    if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
-        return None
-    stolen = frame["steal_share"] > STEAL_LIMIT
-    sentence = (
+    return _falls_with(
+        frame,
+        "steal_share",
+        STEAL_LIMIT,
+        "steal",
         f"Steal: the hypervisor took up to {fmt_pct(frame['steal_share'].max())} of the CPU "
-        f"time and throughput fell as it did (r² {fit.rvalue**2:.2f}, {_p_text(fit.pvalue)})"
+        "time and throughput fell as it did",
+        f"with more than {fmt_pct(STEAL_LIMIT)} steal",
     )
-    slower = _slower_share(frame, stolen)
-    if np.isfinite(slower):
-        sentence += (
-            f"; the {count_of(stolen.sum(), 'window')} with more than {fmt_pct(STEAL_LIMIT)} steal ran "
-            f"{fmt_pct(slower)} slower than the rest"
-        )
-    return Cause("steal", sentence + ".", fit.rvalue**2)
 
 
 def clock(frame: pd.DataFrame) -> Cause | None:

@@ -90,32 +90,25 @@ def rates_by_round(rates: pd.DataFrame) -> pd.Series:
     return rates.dropna(subset=["round"]).groupby("round")["rate"].mean()
 
 
-def shared_rounds(a: pd.DataFrame, b: pd.DataFrame) -> list | None:
-    """The rounds A and B both measured, when both ran interleaved in one group and share
-    MIN_PAIRS rounds or more; None when they must be compared unpaired."""
+def paired_rounds(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list, list, list] | None:
+    """(rounds, A's rates, B's rates) matched by round, when both ran interleaved in one
+    group and share MIN_PAIRS rounds or more; None when they must be compared unpaired."""
     groups_a = set(a["group"].dropna()) if not a.empty else set()
     groups_b = set(b["group"].dropna()) if not b.empty else set()
     if len(groups_a) != 1 or groups_a != groups_b:
         return None
-    shared = sorted(set(rates_by_round(a).index) & set(rates_by_round(b).index))
-    return shared if len(shared) >= MIN_PAIRS else None
-
-
-def paired_rates(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list, list] | None:
-    """The rates of A and B matched by round (`shared_rounds`); None when they must be
-    compared unpaired."""
-    shared = shared_rounds(a, b)
-    if shared is None:
-        return None
     by_round_a, by_round_b = rates_by_round(a), rates_by_round(b)
-    return [float(by_round_a[r]) for r in shared], [float(by_round_b[r]) for r in shared]
+    shared = sorted(set(by_round_a.index) & set(by_round_b.index))
+    if len(shared) < MIN_PAIRS:
+        return None
+    return shared, [float(by_round_a[r]) for r in shared], [float(by_round_b[r]) for r in shared]
 
 
 def ratio_of_rates(a: pd.DataFrame, b: pd.DataFrame) -> RatioCI:
-    """A over B from their `process_rates`: paired where `paired_rates` allows, else Fieller."""
-    paired = paired_rates(a, b)
+    """A over B from their `process_rates`: paired where `paired_rounds` allows, else Fieller."""
+    paired = paired_rounds(a, b)
     if paired is not None:
-        return ratios.paired_ratio(*paired)
+        return ratios.paired_ratio(*paired[1:])
     return ratios.unpaired_ratio(a["rate"].tolist(), b["rate"].tolist())
 
 
@@ -131,9 +124,9 @@ def unresolved_text(a: pd.DataFrame, b: pd.DataFrame, ci: RatioCI, target: float
     None where it is resolved or nothing was measured."""
     if ci.n == 0 or not math.isfinite(ci.ratio) or ci.resolved(target):
         return None
-    rounds = shared_rounds(a, b)
-    if rounds is not None:
-        rates_a, rates_b = paired_rates(a, b)
+    paired = paired_rounds(a, b)
+    if paired is not None:
+        rounds, rates_a, rates_b = paired
         return noise.unresolved_comparison(
             rates_a, rates_b, paired=True, within=ci.within, target=target, rounds=rounds
         )

@@ -18,11 +18,12 @@ from nnperf.core import layout
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.engine import rehearsal
-from nnperf.study import estimate_sources, plan, plan_text, selection
+from nnperf.study import estimate_sources, job_requests, plan, plan_text, selection
 from nnperf.study.loading import load_study
 
 GPU_STUDY = str(REPO / "config" / "gpu.yaml")
 TOTAL_LINE = re.compile(r"^total\s+(\d+)\s+(\d+\.\d) min$")
+WALL_LINE = re.compile(r"^wall time on (\d+) cores: (\d+\.\d) min ")
 STAGE_LINE = re.compile(r"^(?P<stage>.+?)\s+(?P<jobs>\d+)\s+(?P<min>\d+\.\d)\s+(?P<source>.+)$")
 # The GPU study (config/gpu.yaml) ends on one H100 in under 30 minutes, ncu and report included.
 GPU_STUDY_LIMIT_S = 30 * 60
@@ -68,11 +69,15 @@ def test_one_line_per_stage_then_the_total(capsys):
     assert list(rows) == list(plan.STAGES)
     # The default study: 2 precisions x 2 batch sizes x 2 variants on the CPU, every one
     # under torch.profiler, the batch-32 baselines trained; no ncu on a CPU.
-    assert rows["timed runs"]["jobs"] == 8
+    # One timed_group job per batch size, and each configuration's copy out of it.
+    assert rows["timed runs"]["jobs"] == 2 + 8
     assert rows["operator profiles"]["jobs"] == 8
     assert rows["training to accuracy"]["jobs"] == 2
     assert rows["ncu profiles (+export)"] == {"jobs": 0, "min": 0.0, "source": "-"}
-    last = text.rstrip("\n").splitlines()[-1]
+    assert rows[plan.CALLS]["jobs"] == 1
+    *_, last, wall = text.rstrip("\n").splitlines()
+    assert WALL_LINE.match(wall) and WALL_LINE.match(wall)[1] == "2", wall
+    assert float(WALL_LINE.match(wall)[2]) < float(TOTAL_LINE.match(last)[2])
     total = TOTAL_LINE.match(last)
     assert total, last
     assert int(total[1]) == sum(row["jobs"] for row in rows.values())
@@ -86,13 +91,14 @@ def test_one_line_per_stage_then_the_total(capsys):
 def test_every_job_is_listed_with_its_parts_and_their_sources(capsys):
     text = plan_output(capsys, "--timings", "cpu", "--per-job")
     job_lines = [line for line in text.splitlines() if line.startswith("    ")]
-    total = TOTAL_LINE.match(text.rstrip("\n").splitlines()[-1])
+    total = TOTAL_LINE.match(text.rstrip("\n").splitlines()[-2])
     assert len(job_lines) == int(total[1])
-    run = next(line for line in job_lines if "timed_run cpu/resnet18_cifar/fp32/bs32/tuned" in line)
+    run = next(line for line in job_lines if "timed_group cpu/resnet18_cifar/bs32" in line)
     seconds = float(re.search(r"  (\d+\.\d) s  = ", run)[1])
     parts = [float(x) for x in re.findall(r" (\d+\.\d) \(", run)]
     assert seconds == pytest.approx(sum(parts), abs=0.05 * len(parts))
     assert "job start" in run and "(assumed)" in run
+    assert "interleaved rehearsal" in run and "rounds, 4 comparisons" in run
     assert any(
         "train_to_accuracy cpu/resnet18_cifar/bf16/bs32/baseline/default" in line
         for line in job_lines
@@ -135,7 +141,8 @@ def test_the_gpu_study_fits_half_an_hour_on_an_h100_with_ncu_operators_and_train
     totals = {row.stage: row for row in estimate.stage_totals()}
     # Every stage is in the sum: four ncu profiles (tuned at batch 256, one per precision)
     # with their requests and exports, eight operator profiles, two training runs.
-    assert totals[plan.TIMED_RUNS].jobs == 4 * 2 * 3
+    # Two groups (batch 256 and 1024) of 4 precisions x 3 variants, and their 24 copies.
+    assert totals[plan.TIMED_RUNS].jobs == 2 + 4 * 2 * 3
     assert totals[plan.NCU].jobs == 4 * 3
     assert totals[plan.OPERATORS].jobs == 8
     assert totals[plan.TRAINING].jobs == 2
@@ -286,24 +293,25 @@ def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
     recorded = jobs_by_name(h100_plan())
     source = f"measured in {earlier_study}"
 
-    # A configuration the earlier study ran is the rehearsal of its own run document under
-    # this study's settings.
-    for precision in ("bf16", "fp32"):
-        key = study_config.RunKey("cuda", "resnet18_cifar", precision, 256, "tuned")
-        document = json.loads(
-            (
-                earlier_study.parent / layout.path("run", dataset="cifar10", **key.as_dict())
-            ).read_text()
-        )
-        expected = rehearsal.replay(
-            requests[key],
-            rehearsal.ConfigTiming.from_run_documents([document]),
-            seed=0,
-        )
-        job = measured[f"timed_run cuda/resnet18_cifar/{precision}/bs256/tuned"]
-        assert [(p.seconds, p.source) for p in job.parts if p.what == "rehearsal"] == [
-            (pytest.approx(expected.wall_s), source)
-        ]
+    # A configuration the earlier study ran is replayed from its own run document under this
+    # study's settings, in its group beside the others (the H100's model for those).
+    model = rehearsal.h100_model()
+    members = job_requests.group_members(study.typed, "cuda", "resnet18_cifar", 256)
+    timings_of = []
+    for key in members:
+        path = earlier_study.parent / layout.path("run", dataset="cifar10", **key.as_dict())
+        if path.exists():
+            document = json.loads(path.read_text())
+            timings_of.append(rehearsal.ConfigTiming.from_run_documents([document]))
+        else:
+            timings_of.append(model.timing_for(requests[key]))
+    group = measured["timed_group cuda/resnet18_cifar/bs256"]
+    replayed = rehearsal.replay_group([requests[key] for key in members], timings_of, seed=0)
+    [part] = [p for p in group.parts if p.what == "interleaved rehearsal"]
+    assert part.seconds == pytest.approx(replayed.wall_s)
+    assert part.seconds != pytest.approx(
+        next(p for p in recorded[group.job].parts if p.what == "interleaved rehearsal").seconds
+    )
 
     profile = measured["ncu_profile cuda/resnet18_cifar/bf16/bs256/tuned"]
     assert [(p.seconds, p.source) for p in profile.parts if p.what == "ncu"] == [(71.5, source)]
@@ -313,7 +321,7 @@ def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
     assert any(p.source == source and p.what == "epochs" for p in trained.parts)
 
     # What the earlier study lacks falls back to the H100's defaults, and the plan says so.
-    other = "timed_run cuda/resnet18_cifar/tf32/bs256/tuned"
+    other = "timed_group cuda/resnet18_cifar/bs1024"
     assert source not in measured[other].sources
     assert measured[other].seconds == pytest.approx(recorded[other].seconds)
     notes = " ".join(plan.plan_study(study, timings, ncu_on_path=True).notes)
@@ -399,7 +407,7 @@ def test_a_study_without_cuda_plans_no_ncu():
     totals = {row.stage: row for row in estimate.stage_totals()}
     assert totals[plan.NCU].jobs == 0 and totals[plan.NCU].seconds == 0
     assert any("Nsight Compute profiles CUDA devices only" in note for note in estimate.notes)
-    assert totals[plan.TIMED_RUNS].jobs == 2 * 2 * 3
+    assert totals[plan.TIMED_RUNS].jobs == 2 + 2 * 2 * 3
 
 
 def test_ncu_disabled_or_absent_leaves_the_stage_empty():
@@ -468,20 +476,20 @@ def test_without_step_timings_a_timed_run_counts_at_its_budget_or_the_machines_t
     estimate = plan.plan_study(
         study, estimate_sources.Timings(machine=estimate_sources.H100), ncu_on_path=True
     )
-    runs = [job for job in estimate.jobs if job.stage == plan.TIMED_RUNS]
-    for job in runs:
-        assert [(p.what, p.seconds, p.source) for p in job.parts][-1] == (
-            "timing.max_seconds",
-            study.typed.timing.max_seconds,
-            estimate_sources.BUDGET_BOUND,
-        )
+    groups = [job for job in estimate.jobs if job.rule == "timed_group"]
+    assert len(groups) == 2
+    for job in groups:
+        members = [p for p in job.parts if p.what not in ("job start", "warm server start")]
+        assert [(p.what, p.seconds, p.source) for p in members] == 12 * [
+            ("timing.max_seconds", study.typed.timing.max_seconds, estimate_sources.BUDGET_BOUND)
+        ]
     assert any("counted at their budget" in note for note in estimate.notes)
 
-    # The CPU has no timing model to replay: its typical timed run, at most the budget.
+    # A CPU without its timing model: its typical timed run, at most the budget.
     for max_seconds, expected in ((60, estimate_sources.CPU.timed_run.seconds), (30, 30.0)):
         study = load([], [f"timing={{max_seconds: {max_seconds}}}"])
         estimate = plan.plan_study(
-            study, estimate_sources.timings_from("cpu", ["cpu"]), ncu_on_path=False
+            study, estimate_sources.Timings(machine=estimate_sources.CPU), ncu_on_path=False
         )
-        run = next(job for job in estimate.jobs if job.stage == plan.TIMED_RUNS)
-        assert run.parts[-1].seconds == expected
+        group = next(job for job in estimate.jobs if job.rule == "timed_group")
+        assert group.parts[-1].seconds == expected

@@ -142,5 +142,7 @@ def load_recording(machine: str) -> Recording:
             for precision, sizes in data["gemm_call_s"].items()
         },
         stream_bandwidth={k: float(v) for k, v in data["stream_bandwidth_bytes_s"].items()},
-        sweep_bandwidth=tuple(sorted((int(b), float(v)) for b, v in data["sweep_bandwidth_bytes_s"])),
+        sweep_bandwidth=tuple(
+            sorted((int(b), float(v)) for b, v in data["sweep_bandwidth_bytes_s"])
+        ),
     )

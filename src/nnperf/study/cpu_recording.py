@@ -26,7 +26,6 @@ from pathlib import Path
 
 from nnperf.core.vocab import PHASES
 
-
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-default-study"
 RECORDING = REPO / "src" / "nnperf" / "engine" / "recordings" / "cpu.json"
@@ -97,10 +96,7 @@ def recording_from_tables(runs: list[dict], summary: list[dict], warmup_steps: i
                     "median": median,
                     "std": median * window_cv * math.sqrt(steps_per_window),
                 },
-                "phase_time_s": {
-                    phase: _float(row[f"{phase}_s_median"])
-                    for phase in PHASES
-                },
+                "phase_time_s": {phase: _float(row[f"{phase}_s_median"]) for phase in PHASES},
                 "processes": processes,
                 "file": f"{row['precision']}/bs{batch}/{row['variant']} "
                 f"({len(processes)} processes)",

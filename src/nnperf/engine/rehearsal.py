@@ -23,8 +23,11 @@ choice. None of that needs the GPU to be rehearsed; it needs its timings. So:
   recorded tuned processes of its precision. Each `ConfigTiming.source` says which rule made
   it.
 
-`nnperf plan` estimates a study's timed runs with `replay`; the tests drive every
-configuration of `config/gpu.yaml` through it. What the rehearsal cannot show is anything
+`replay_group` measures the configurations of one timed group as rule timed_group does
+(`interleave.run_group`: processes alternating round by round, measuring on while a
+comparison is unresolved) on one fake clock; `nnperf plan` prices a study's timed groups
+with it. `cpu_model()` is the 2-core CPU the default study's example was measured on. The
+tests drive every configuration of `config/gpu.yaml` through `replay`. What the rehearsal cannot show is anything
 the timings do not hold: a crash, an out-of-memory, a driver error.
 """
 

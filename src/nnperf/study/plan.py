@@ -628,6 +628,6 @@ def total_seconds(
     cores: int | None = None,
 ) -> float:
     """The planned wall time of a study in seconds (`planned(...).wall_seconds(cores)`): what
-    a test holds a config file to, e.g. `total_seconds(["config/gpu-check.yaml"], timings=
-    "h100", stages=True)`."""
+    a test holds a config file to, e.g. `total_seconds([GPU_STUDY], timings="h100",
+    stages=True)` for `nnperf gpu-study` on the recorded H100."""
     return planned(configfiles, config, timings, stages=stages).wall_seconds(cores)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import csv
+import dataclasses
 import json
+import math
 import re
 import subprocess
 import sys
@@ -18,11 +21,21 @@ from nnperf.core import layout
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.engine import rehearsal
-from nnperf.study import estimate_sources, plan, plan_text, selection
+from nnperf.study import (
+    ceilings_cost,
+    cpu_recording,
+    estimate_sources,
+    job_requests,
+    plan,
+    plan_text,
+    selection,
+    stages,
+)
 from nnperf.study.loading import load_study
 
 GPU_STUDY = str(REPO / "config" / "gpu.yaml")
 TOTAL_LINE = re.compile(r"^total\s+(\d+)\s+(\d+\.\d) min$")
+WALL_LINE = re.compile(r"^wall time on (\d+) cores: (\d+\.\d) min ")
 STAGE_LINE = re.compile(r"^(?P<stage>.+?)\s+(?P<jobs>\d+)\s+(?P<min>\d+\.\d)\s+(?P<source>.+)$")
 # The GPU study (config/gpu.yaml) ends on one H100 in under 30 minutes, ncu and report included.
 GPU_STUDY_LIMIT_S = 30 * 60
@@ -68,11 +81,15 @@ def test_one_line_per_stage_then_the_total(capsys):
     assert list(rows) == list(plan.STAGES)
     # The default study: 2 precisions x 2 batch sizes x 2 variants on the CPU, every one
     # under torch.profiler, the batch-32 baselines trained; no ncu on a CPU.
-    assert rows["timed runs"]["jobs"] == 8
+    # One timed_group job per batch size, and each configuration's copy out of it.
+    assert rows["timed runs"]["jobs"] == 2 + 8
     assert rows["operator profiles"]["jobs"] == 8
     assert rows["training to accuracy"]["jobs"] == 2
     assert rows["ncu profiles (+export)"] == {"jobs": 0, "min": 0.0, "source": "-"}
-    last = text.rstrip("\n").splitlines()[-1]
+    assert rows[plan.CALLS]["jobs"] == 1
+    *_, last, wall = text.rstrip("\n").splitlines()
+    assert WALL_LINE.match(wall) and WALL_LINE.match(wall)[1] == "2", wall
+    assert float(WALL_LINE.match(wall)[2]) < float(TOTAL_LINE.match(last)[2])
     total = TOTAL_LINE.match(last)
     assert total, last
     assert int(total[1]) == sum(row["jobs"] for row in rows.values())
@@ -86,13 +103,14 @@ def test_one_line_per_stage_then_the_total(capsys):
 def test_every_job_is_listed_with_its_parts_and_their_sources(capsys):
     text = plan_output(capsys, "--timings", "cpu", "--per-job")
     job_lines = [line for line in text.splitlines() if line.startswith("    ")]
-    total = TOTAL_LINE.match(text.rstrip("\n").splitlines()[-1])
+    total = TOTAL_LINE.match(text.rstrip("\n").splitlines()[-2])
     assert len(job_lines) == int(total[1])
-    run = next(line for line in job_lines if "timed_run cpu/resnet18_cifar/fp32/bs32/tuned" in line)
+    run = next(line for line in job_lines if "timed_group cpu/resnet18_cifar/bs32" in line)
     seconds = float(re.search(r"  (\d+\.\d) s  = ", run)[1])
     parts = [float(x) for x in re.findall(r" (\d+\.\d) \(", run)]
     assert seconds == pytest.approx(sum(parts), abs=0.05 * len(parts))
     assert "job start" in run and "(assumed)" in run
+    assert "interleaved rehearsal" in run and "rounds, 4 comparisons" in run
     assert any(
         "train_to_accuracy cpu/resnet18_cifar/bf16/bs32/baseline/default" in line
         for line in job_lines
@@ -135,7 +153,8 @@ def test_the_gpu_study_fits_half_an_hour_on_an_h100_with_ncu_operators_and_train
     totals = {row.stage: row for row in estimate.stage_totals()}
     # Every stage is in the sum: four ncu profiles (tuned at batch 256, one per precision)
     # with their requests and exports, eight operator profiles, two training runs.
-    assert totals[plan.TIMED_RUNS].jobs == 4 * 2 * 3
+    # Two groups (batch 256 and 1024) of 4 precisions x 3 variants, and their 24 copies.
+    assert totals[plan.TIMED_RUNS].jobs == 2 + 4 * 2 * 3
     assert totals[plan.NCU].jobs == 4 * 3
     assert totals[plan.OPERATORS].jobs == 8
     assert totals[plan.TRAINING].jobs == 2
@@ -286,24 +305,25 @@ def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
     recorded = jobs_by_name(h100_plan())
     source = f"measured in {earlier_study}"
 
-    # A configuration the earlier study ran is the rehearsal of its own run document under
-    # this study's settings.
-    for precision in ("bf16", "fp32"):
-        key = study_config.RunKey("cuda", "resnet18_cifar", precision, 256, "tuned")
-        document = json.loads(
-            (
-                earlier_study.parent / layout.path("run", dataset="cifar10", **key.as_dict())
-            ).read_text()
-        )
-        expected = rehearsal.replay(
-            requests[key],
-            rehearsal.ConfigTiming.from_run_documents([document]),
-            seed=0,
-        )
-        job = measured[f"timed_run cuda/resnet18_cifar/{precision}/bs256/tuned"]
-        assert [(p.seconds, p.source) for p in job.parts if p.what == "rehearsal"] == [
-            (pytest.approx(expected.wall_s), source)
-        ]
+    # A configuration the earlier study ran is replayed from its own run document under this
+    # study's settings, in its group beside the others (the H100's model for those).
+    model = rehearsal.h100_model()
+    members = job_requests.group_members(study.typed, "cuda", "resnet18_cifar", 256)
+    timings_of = []
+    for key in members:
+        path = earlier_study.parent / layout.path("run", dataset="cifar10", **key.as_dict())
+        if path.exists():
+            document = json.loads(path.read_text())
+            timings_of.append(rehearsal.ConfigTiming.from_run_documents([document]))
+        else:
+            timings_of.append(model.timing_for(requests[key]))
+    group = measured["timed_group cuda/resnet18_cifar/bs256"]
+    replayed = rehearsal.replay_group([requests[key] for key in members], timings_of, seed=0)
+    [part] = [p for p in group.parts if p.what == "interleaved rehearsal"]
+    assert part.seconds == pytest.approx(replayed.wall_s)
+    assert part.seconds != pytest.approx(
+        next(p for p in recorded[group.job].parts if p.what == "interleaved rehearsal").seconds
+    )
 
     profile = measured["ncu_profile cuda/resnet18_cifar/bf16/bs256/tuned"]
     assert [(p.seconds, p.source) for p in profile.parts if p.what == "ncu"] == [(71.5, source)]
@@ -313,7 +333,7 @@ def test_an_earlier_study_gives_its_measured_numbers(earlier_study):
     assert any(p.source == source and p.what == "epochs" for p in trained.parts)
 
     # What the earlier study lacks falls back to the H100's defaults, and the plan says so.
-    other = "timed_run cuda/resnet18_cifar/tf32/bs256/tuned"
+    other = "timed_group cuda/resnet18_cifar/bs1024"
     assert source not in measured[other].sources
     assert measured[other].seconds == pytest.approx(recorded[other].seconds)
     notes = " ".join(plan.plan_study(study, timings, ncu_on_path=True).notes)
@@ -399,7 +419,7 @@ def test_a_study_without_cuda_plans_no_ncu():
     totals = {row.stage: row for row in estimate.stage_totals()}
     assert totals[plan.NCU].jobs == 0 and totals[plan.NCU].seconds == 0
     assert any("Nsight Compute profiles CUDA devices only" in note for note in estimate.notes)
-    assert totals[plan.TIMED_RUNS].jobs == 2 * 2 * 3
+    assert totals[plan.TIMED_RUNS].jobs == 2 + 2 * 2 * 3
 
 
 def test_ncu_disabled_or_absent_leaves_the_stage_empty():
@@ -468,20 +488,178 @@ def test_without_step_timings_a_timed_run_counts_at_its_budget_or_the_machines_t
     estimate = plan.plan_study(
         study, estimate_sources.Timings(machine=estimate_sources.H100), ncu_on_path=True
     )
-    runs = [job for job in estimate.jobs if job.stage == plan.TIMED_RUNS]
-    for job in runs:
-        assert [(p.what, p.seconds, p.source) for p in job.parts][-1] == (
-            "timing.max_seconds",
-            study.typed.timing.max_seconds,
-            estimate_sources.BUDGET_BOUND,
-        )
+    groups = [job for job in estimate.jobs if job.rule == "timed_group"]
+    assert len(groups) == 2
+    for job in groups:
+        members = [p for p in job.parts if p.what not in ("job start", "warm server start")]
+        assert [(p.what, p.seconds, p.source) for p in members] == 12 * [
+            ("timing.max_seconds", study.typed.timing.max_seconds, estimate_sources.BUDGET_BOUND)
+        ]
     assert any("counted at their budget" in note for note in estimate.notes)
 
-    # The CPU has no timing model to replay: its typical timed run, at most the budget.
+    # A CPU without its timing model: its typical timed run, at most the budget.
     for max_seconds, expected in ((60, estimate_sources.CPU.timed_run.seconds), (30, 30.0)):
         study = load([], [f"timing={{max_seconds: {max_seconds}}}"])
         estimate = plan.plan_study(
-            study, estimate_sources.timings_from("cpu", ["cpu"]), ncu_on_path=False
+            study, estimate_sources.Timings(machine=estimate_sources.CPU), ncu_on_path=False
         )
-        run = next(job for job in estimate.jobs if job.stage == plan.TIMED_RUNS)
-        assert run.parts[-1].seconds == expected
+        group = next(job for job in estimate.jobs if job.rule == "timed_group")
+        assert group.parts[-1].seconds == expected
+
+
+# --- what the workflow runs: groups, ceilings, calls; the CPU example as the reference ----
+
+CPU_EXAMPLE = REPO / "reports" / "examples" / "cpu-default-study"
+
+
+def example_wall_s() -> float:
+    """The default study's measured Snakemake wall time, as the example's README states it
+    ("Snakemake's 51 jobs took 10.4 minutes"): `make run` with --cores all on the 2-core VM."""
+    text = (CPU_EXAMPLE / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"(\d+) jobs took (\d+(?:\.\d+)?) minutes", " ".join(text.split()))
+    assert match, "the example's README no longer states its wall time"
+    return float(match[2]) * 60
+
+
+def test_the_default_cpu_study_plans_within_a_quarter_of_its_measured_wall_time():
+    # The example ran on 2 cores: its measuring jobs (timed groups, profiles, training,
+    # ceilings: every core each) one after another, the rest two at a time. The plan's wall
+    # time says the same of its jobs; its job time (all serial) is the upper bound.
+    measured = example_wall_s()
+    estimate = plan.planned([], [], "cpu")
+    wall = estimate.wall_seconds(cores=2)
+    assert wall == pytest.approx(plan.total_seconds([], [], "cpu", cores=2))
+    assert 0.75 * measured <= wall <= 1.25 * measured, plan_text.render(estimate, per_job=True)
+    assert wall < estimate.seconds
+    # The groups it replays take about what the example's groups took (first process start
+    # to last process end, per batch size), within the same quarter.
+    runs = list(csv.DictReader((CPU_EXAMPLE / "runs.csv").open(encoding="utf-8")))
+    spans = {}
+    for row in runs:
+        low, high = spans.get(row["batch_size"], (math.inf, -math.inf))
+        spans[row["batch_size"]] = (
+            min(low, float(row["started_at_unix"])),
+            max(high, float(row["ended_at_unix"])),
+        )
+    recorded = sum(high - low for low, high in spans.values())
+    replayed = sum(
+        p.seconds for job in estimate.jobs for p in job.parts if p.what == "interleaved rehearsal"
+    )
+    assert 0.75 * recorded <= replayed <= 1.25 * recorded
+
+
+def test_the_gpu_study_run_by_stages_fits_half_an_hour_of_wall_time():
+    # `make gpu-study` runs config/gpu.yaml one snakemake call per stage, each with its start
+    # and its CUDA preflight.
+    wall = plan.total_seconds([GPU_STUDY], [], "h100", stages=True)
+    assert wall <= GPU_STUDY_LIMIT_S
+    assert wall > plan.total_seconds([GPU_STUDY], [], "h100")
+
+
+def test_a_group_is_one_job_replayed_through_the_interleaving_engine():
+    study = load([GPU_STUDY], [])
+    estimate = h100_plan()
+    jobs = jobs_by_name(estimate)
+    members = job_requests.group_members(study.typed, "cuda", "resnet18_cifar", 1024)
+    requests = {key: request for key, request in zip(*_matrix_requests(study))}
+    model = rehearsal.h100_model()
+    replayed = rehearsal.replay_group(
+        [requests[key] for key in members],
+        [model.timing_for(requests[key]) for key in members],
+        seed=0,
+    )
+    group = jobs["timed_group cuda/resnet18_cifar/bs1024"]
+    [part] = [p for p in group.parts if p.what == "interleaved rehearsal"]
+    assert part.seconds == pytest.approx(replayed.wall_s)
+    assert f"{replayed.rounds} rounds, {len(replayed.comparisons)} comparisons" in part.detail
+    # Each configuration's files are copied out of it: a job start, nothing measured.
+    copy = jobs["timed_run cuda/resnet18_cifar/bf16/bs1024/compiled"]
+    assert [p.what for p in copy.parts] == ["job start"] and not copy.measures
+
+
+def _matrix_requests(study):
+    matrix, _ = study_config.expand_matrix(study.config, lambda: study.devices[0])
+    return matrix, study.run_requests()
+
+
+def test_ceilings_are_priced_from_their_settings():
+    for machine in ("h100", "cpu"):
+        recording = ceilings_cost.load_recording(machine)
+        recorded = recording.recorded_settings()
+        # The recorded settings cost the recorded duration (what the model leaves out of it
+        # is a small setup share).
+        total = recording.measurements_s(recorded) + recording.setup_s
+        assert total == pytest.approx(recording.duration_s)
+        assert recording.setup_s < 0.1 * recording.duration_s
+        more_trials = dataclasses.replace(recorded, trials=2 * recorded.trials)
+        # Calibration windows do not grow with the trials, and the GEMMs are capped per precision.
+        assert recording.measurements_s(more_trials) > 1.4 * recording.measurements_s(recorded)
+        shorter_sweep = dataclasses.replace(
+            recorded, sweep_max_bytes=recorded.sweep_max_bytes // 16
+        )
+        assert recording.sweep_s(shorter_sweep) < 0.9 * recording.sweep_s(recorded)
+        one_size = dataclasses.replace(recorded, gemm_sizes=(min(recorded.gemm_sizes),))
+        assert recording.gemm_s(one_size) < recording.gemm_s(recorded)
+
+    # The default CPU study plans its ceilings at what the example measured (cpu.json).
+    measured = json.loads((CPU_EXAMPLE / "cpu.json").read_text())["duration_s"]
+    ceilings = jobs_by_name(plan.planned([], [], "cpu"))["ceilings cpu"]
+    assert sum(
+        p.seconds for p in ceilings.parts if p.what != "job start" and p.what != "imports"
+    ) == (pytest.approx(measured, rel=0.05))
+    # config/gpu.yaml asks for the recorded H100 stage plus the 2048 size: about its 46 s.
+    ceilings = jobs_by_name(h100_plan())["ceilings cuda"]
+    asked = sum(
+        p.seconds for p in ceilings.parts if p.what in ("GEMMs", "STREAM", "cache sweep", "setup")
+    )
+    assert 46 <= asked <= 1.15 * 46.2
+    # Fewer trials and a shorter sweep cost less, in the plan too.
+    cheaper = jobs_by_name(h100_plan("ceilings={trials: 3, sweep_max_bytes: 268435456}"))
+    assert cheaper["ceilings cuda"].seconds < 0.6 * ceilings.seconds
+
+
+def calls_of(estimate: plan.Plan) -> dict[str, plan.JobEstimate]:
+    return {job.job: job for job in estimate.jobs if job.stage == plan.CALLS}
+
+
+def test_each_snakemake_call_pays_its_start_and_with_cuda_jobs_the_preflight():
+    [call] = calls_of(h100_plan()).values()
+    whats = [p.what for p in call.parts]
+    assert whats[0] == "snakemake start"
+    assert "preflight: import torch" in whats and "preflight: CUDA init" in whats
+    assert "preflight: ncu probe" in whats  # ncu_profile jobs are pending
+    [call] = calls_of(h100_plan("ncu={enabled: false}")).values()
+    assert "preflight: ncu probe" not in [p.what for p in call.parts]
+    # A CPU study has no CUDA preflight.
+    [call] = calls_of(plan.planned([], [], "cpu")).values()
+    assert [p.what for p in call.parts] == ["snakemake start"]
+
+    # nnperf gpu-study: one call per stage; the preflight where the stage runs CUDA jobs,
+    # the ncu probe only in the ncu stage, none in `snakemake --report`.
+    study = load([GPU_STUDY], [])
+    staged = plan.plan_study(
+        study, estimate_sources.timings_from("h100", ["cuda"]), ncu_on_path=True, stages=True
+    )
+    calls = list(calls_of(staged).values())
+    assert len(calls) == len(stages.STAGES)
+    probes = [c.job for c in calls if any(p.what == "preflight: ncu probe" for p in c.parts)]
+    assert probes == ["snakemake --until (ncu_profiles)"]
+    preflights = [c for c in calls if any(p.what == "preflight: CUDA init" for p in c.parts)]
+    assert len(preflights) == len(stages.STAGES) - 1
+    assert [p.what for p in calls[-1].parts] == ["snakemake start", "report"]
+
+
+def test_the_cpu_recording_is_the_committed_example():
+    recorded = rehearsal.load_recorded("cpu")
+    assert recorded == json.loads(json.dumps(cpu_recording.example_recording()))
+    model = rehearsal.cpu_model()
+    study = load([], [], device="cpu")
+    for request in study.run_requests():
+        timing = model.timing_for(request)
+        assert timing is not None and timing.source.startswith("2-core CPU recorded: ")
+        assert f"{request.precision}/bs{request.batch_size}/{request.variant} " in timing.source
+
+
+def test_plan_cores_must_be_positive(capsys):
+    assert cli.main(["plan", "--cores", "0"]) == 2
+    assert "--cores" in capsys.readouterr().err

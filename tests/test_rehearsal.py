@@ -249,3 +249,65 @@ def test_model_says_nothing_of_a_model_or_device_it_has_no_recording_of():
     assert model.timing_for(request) is not None
     assert model.timing_for(dataclasses.replace(request, model="resnet34_cifar")) is None
     assert model.timing_for(dataclasses.replace(request, device="cpu")) is None
+
+
+# --- a group: the configurations of one model x device x batch size, interleaved ----------
+
+
+def _gpu_group(batch_size: int):
+    model = rehearsal.h100_model()
+    requests = [
+        r
+        for r in study.load_study([GPU_STUDY], detect=lambda: "cuda").run_requests()
+        if r.batch_size == batch_size
+    ]
+    return requests, [model.timing_for(r) for r in requests]
+
+
+def test_replay_group_interleaves_every_member_on_one_clock():
+    requests, timings = _gpu_group(256)
+    group = rehearsal.replay_group(requests, timings, seed=0)
+    assert [(d["precision"], d["variant"]) for d in group.documents] == [
+        (r.precision, r.variant) for r in requests
+    ]
+    # Rounds alternate the members, so each one's wall time holds the others' processes as
+    # pauses, and the group lasts as long as all of its members' own time together.
+    own = [d["elapsed_s"] for d in group.documents]
+    assert all(d["paused_s"] > 0 for d in group.documents)
+    assert group.wall_s >= sum(own)
+    assert group.rounds == max(d["n_processes"] for d in group.documents)
+    kinds = {row["kind"] for row in group.comparisons}
+    assert kinds == {"precision", "variant"}
+    again = rehearsal.replay_group(requests, timings, seed=0)
+    assert again.wall_s == group.wall_s and again.rounds == group.rounds
+
+
+def test_replay_group_measures_on_for_an_unresolved_comparison():
+    # Two members at the same speed whose processes differ by up to 9%, in another order:
+    # each stops on its own (a loose target, or the spread), but the paired ratio's interval
+    # neither excludes 1 nor lies within the 5% tolerance after the first rounds, so both
+    # measure on for the comparison.
+    base = _request(
+        timing=TimingSettings(target_ci=0.05, min_seconds=1, max_seconds=60, max_processes=12)
+    )
+    tuned = dataclasses.replace(base, variant="baseline", settings=VariantSettings())
+    fast = dataclasses.replace(
+        base, variant="tuned", settings=VariantSettings(cudnn_benchmark=True)
+    )
+
+    def spread(factors):
+        return rehearsal.ConfigTiming(
+            processes=tuple(
+                rehearsal.ProcessTiming(0.010 * f, 0.002, (0.05, 0.01, 0.01, 0.01, 0.01))
+                for f in factors
+            ),
+            source="test",
+        )
+
+    a, b = spread((1.0, 1.06, 0.97, 1.03)), spread((1.06, 0.97, 1.03, 1.0))
+    group = rehearsal.replay_group([tuned, fast], [a, b], seed=1)
+    alone = rehearsal.replay(tuned, a, seed=1).document
+    documents = {d["variant"]: d for d in group.documents}
+    extra = sum(d["processes_for_comparisons"] for d in documents.values())
+    assert extra > 0, [row["statement"] for row in group.comparisons]
+    assert documents["baseline"]["n_processes"] > alone["n_processes"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from nnperf.commands import add_study_flags
-from nnperf.study import estimate_sources, plan, plan_text
+from nnperf.study import plan, plan_text
 
 
 def register(subparsers) -> None:
@@ -32,6 +32,20 @@ def register(subparsers) -> None:
         "defaults elsewhere); default: h100 when the study's devices include cuda, else cpu",
     )
     parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="price the snakemake calls as `nnperf gpu-study` makes them (one per stage, each "
+        "with its own start and CUDA preflight, then `snakemake --report`); default: one "
+        "`snakemake` call",
+    )
+    parser.add_argument(
+        "--cores",
+        type=int,
+        metavar="N",
+        help="cores for the wall-time line (the jobs that do not measure run N at a time); "
+        "default: the timings machine's",
+    )
+    parser.add_argument(
         "-v",
         "--per-job",
         action="store_true",
@@ -41,21 +55,10 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnperf.core.devices import detect_best_device
-    from nnperf.ncu.command import find_ncu
-    from nnperf.study.loading import load_study
+    from nnperf.core.errors import NnperfError
 
-    if args.timings in estimate_sources.MACHINES:
-        # Planning for that machine: `auto` is its device.
-        device = estimate_sources.MACHINES[args.timings].device
-        detect = lambda: device  # noqa: E731
-    else:
-        detect = detect_best_device
-    study = load_study(args.configfile, args.config, detect=detect)
-    timings = estimate_sources.timings_from(args.timings, study.devices)
-    # `ncu.enabled: auto` looks for ncu on the machine that builds the DAG: a GPU study is
-    # planned for its GPU machine, which has it.
-    ncu_on_path = find_ncu() is not None or timings.machine.device == "cuda"
-    estimate = plan.plan_study(study, timings, ncu_on_path=ncu_on_path)
-    print(plan_text.render(estimate, per_job=args.per_job), end="")
+    if args.cores is not None and args.cores < 1:
+        raise NnperfError(f"--cores is {args.cores}; expected an integer >= 1")
+    estimate = plan.planned(args.configfile, args.config, args.timings, stages=args.stages)
+    print(plan_text.render(estimate, per_job=args.per_job, cores=args.cores), end="")
     return 0

@@ -23,8 +23,11 @@ choice. None of that needs the GPU to be rehearsed; it needs its timings. So:
   recorded tuned processes of its precision. Each `ConfigTiming.source` says which rule made
   it.
 
-`nnperf plan` estimates a study's timed runs with `replay`; the tests drive every
-configuration of `config/gpu.yaml` through it. What the rehearsal cannot show is anything
+`replay_group` measures the configurations of one timed group as rule timed_group does
+(`interleave.run_group`: processes alternating round by round, measuring on while a
+comparison is unresolved) on one fake clock; `nnperf plan` prices a study's timed groups
+with it. `cpu_model()` is the 2-core CPU the default study's example was measured on. The
+tests drive every configuration of `config/gpu.yaml` through `replay`. What the rehearsal cannot show is anything
 the timings do not hold: a crash, an out-of-memory, a driver error.
 """
 
@@ -378,6 +381,50 @@ def replay(request: RunRequest, timing: ConfigTiming, seed: int = 0) -> Replay:
     return Replay(document, windows, steps)
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupReplay:
+    """What the engine made of a replayed group (`nnperf.engine.interleave.run_group`): one
+    run document per member, the comparisons, the rounds, and the wall time of them all."""
+
+    documents: list[dict]
+    comparisons: list[dict]
+    rounds: int
+    wall_s: float
+
+
+def replay_group(
+    requests: Sequence[RunRequest], timings: Sequence[ConfigTiming], seed: int = 0
+) -> GroupReplay:
+    """Measure a group (`requests`: one model x device x batch size, rule timed_group) as
+    `nnperf.engine.runner.group_to_files` does, with `interleave.run_group`: every member's
+    processes interleaved round by round, each member's stopping rule and budget, and the
+    extra rounds an unresolved comparison takes, on `timings` (one per request, in order)
+    replayed on one fake clock. Deterministic for a seed."""
+    from nnperf.engine import interleave
+    from nnperf.engine.runner import group_name, run_document
+
+    if len(timings) != len(requests):
+        raise ValueError(f"{len(requests)} requests but {len(timings)} timings")
+    clock = FakeClock()
+    rng = np.random.default_rng(seed)
+    by_member = {(r.precision, r.variant): t for r, t in zip(requests, timings)}
+
+    def start_worker(job: worker.WorkerJob) -> ReplayWorker:
+        timing = by_member[(job.request.precision, job.request.variant)]
+        return ReplayWorker(job, timing, clock, rng)
+
+    started = clock()
+    group = interleave.run_group(
+        requests, method="replay", clock=clock, start_worker=start_worker, watch_host=False
+    )
+    documents = []
+    for request, result in zip(requests, group.measurements):
+        document = run_document(request, result, result.started_at_unix, result.ended_at_unix)
+        document["group"] = group_name(request)
+        documents.append(document)
+    return GroupReplay(documents, group.comparisons, group.rounds, clock() - started)
+
+
 # --- the recorded H100 and its rules -------------------------------------------------------
 
 
@@ -390,19 +437,30 @@ def load_recorded(name: str = "h100") -> dict:
 
 def variant_kind(settings) -> str:
     """How a variant's steps behave, as the recordings tell them apart: `baseline` (eager,
-    no cuDNN autotuning), `tuned` (eager, cudnn.benchmark) or its compile mode."""
-    return _kind(settings.compile, settings.cudnn_benchmark)
+    no optimisation toggle), `tuned` (eager, with cudnn.benchmark, channels_last, another
+    optimizer implementation or device-resident data: a CPU's tuned variant has no cuDNN)
+    or its compile mode."""
+    return _kind(dataclasses.asdict(settings))
 
 
 def _kind_of_document(document: Mapping) -> str:
-    settings = document.get("variant_settings") or {}
-    return _kind(settings.get("compile"), settings.get("cudnn_benchmark"))
+    return _kind(document.get("variant_settings") or {})
 
 
-def _kind(compile_mode, cudnn_benchmark) -> str:
-    if compile_mode:
-        return str(compile_mode)
-    return "tuned" if cudnn_benchmark else "baseline"
+# Eager settings that make a variant `tuned`, and their untuned values.
+UNTUNED = {
+    "cudnn_benchmark": False,
+    "channels_last": False,
+    "optimizer_impl": "default",
+    "data_path": "dataloader",
+}
+
+
+def _kind(settings: Mapping) -> str:
+    if settings.get("compile"):
+        return str(settings["compile"])
+    tuned = any(settings.get(name, untuned) != untuned for name, untuned in UNTUNED.items())
+    return "tuned" if tuned else "baseline"
 
 
 class TimingModel:
@@ -527,6 +585,15 @@ class TimingModel:
             processes=processes,
             source=f"{timing.source}; process spread of {precision} tuned",
         )
+
+
+def cpu_model() -> TimingModel:
+    """The recorded 2-core CPU VM: the default study's example (`recordings/cpu.json`, made
+    by `nnperf.study.cpu_recording` from reports/examples/cpu-default-study)."""
+    recorded = load_recorded("cpu")
+    return TimingModel(
+        recorded["runs"], machine="2-core CPU", start_s=float(recorded["process_start_s"])
+    )
 
 
 def h100_model() -> TimingModel:

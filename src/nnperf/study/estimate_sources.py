@@ -65,8 +65,8 @@ class Machine:
     prepare: dict[str, Cost]
     # rule complexity: counting one model's FLOPs and traffic, after the imports.
     complexity: Cost
-    # rule ceilings: GEMM peaks, STREAM and the cache sweep, after the imports.
-    ceilings: Cost
+    # rule ceilings is priced from its settings (`nnperf.study.ceilings_cost`) with this
+    # machine's recorded ceilings stage, `recordings/ceilings_<name>.json`.
     # rule ncu_profile (wall time of the profiled process under ncu), per precision for an
     # eager variant; `ncu_compiled` for a compiled one; `ncu_other` where none was recorded.
     ncu_eager: dict[str, Cost]
@@ -90,6 +90,21 @@ class Machine:
     # Seconds per training image where no step time is known (a model nothing was recorded
     # for): the slowest recorded rate of the reference model.
     fallback_image_s: Cost
+    # Cores of the machine: jobs that do not measure run this many at a time.
+    cores: int
+    # A `snakemake` call's own start: imports, the Snakefile, schema validation, the DAG.
+    snakemake_start: Cost
+    # The `onstart` preflight of a call with CUDA jobs pending (`nnperf.study.session`
+    # absent_device_problem -> `nnperf.study.preflight`): torch imported into Snakemake's
+    # process, CUDA initialised (torch.cuda.get_device_name), nvidia-smi, `ncu --version`,
+    # NVML; and with ncu_profile jobs pending the counter probe, a fresh python importing
+    # torch and running one kernel under ncu.
+    preflight_torch: Cost
+    # `snakemake --report` after the run (`nnperf gpu-study`'s last stage).
+    report_call: Cost
+    preflight_cuda_init: Cost
+    preflight_tools: Cost
+    ncu_probe: Cost
 
 
 # An NVIDIA H100 80GB HBM3 (132 SMs) in a 16-vCPU Xeon VM, nnperf at 0df04b2, torch 2.11,
@@ -117,8 +132,6 @@ H100 = Machine(
         "cifar100": Cost(30.0, ASSUMED),
     },
     complexity=Cost(5.0, ASSUMED),
-    # ceilings_h100.json: duration_s of GEMMs 4096/8192 x 10 trials and the sweep to 4 GiB.
-    ceilings=Cost(46.2, H100_RECORDED),
     # ncu/*.ncu.json wall_time_s, batch 256: bf16 tuned 93.4 s, fp32 baseline 98.2 s, fp32
     # tuned 111.7 s. fp16 takes bf16's (both 16-bit tensor-core paths, the same kernels),
     # tf32 fp32's (fp32 tensors, cuDNN choosing among the same algorithms); the slowest
@@ -142,10 +155,25 @@ H100 = Machine(
     # runs/study1: fp32 baseline at batch 256, 5,174 img/s, the slowest resnet18_cifar run.
     timed_run=None,
     fallback_image_s=Cost(1 / 5174, H100_RECORDED),
+    cores=16,
+    # Not recorded there: the 2-core VM's (below); a 16-core host is not slower at it.
+    snakemake_start=Cost(2.2, ASSUMED),
+    # process_overheads.txt: warm `import torch, torchvision` 8.9 s (an upper bound for
+    # torch alone), CUDA init 4.7 s.
+    preflight_torch=Cost(8.9, H100_RECORDED),
+    # Not recorded there: the 2-core VM's (below).
+    report_call=Cost(12.0, ASSUMED),
+    preflight_cuda_init=Cost(4.7, H100_RECORDED),
+    # Not recorded: three short subprocesses and an NVML init.
+    preflight_tools=Cost(1.5, ASSUMED),
+    # The probe's python pays the imports (8.9 s) and CUDA init (4.7 s) as above; ncu's own
+    # start and one kernel's replay are assumed at 3 s.
+    ncu_probe=Cost(8.9 + 4.7 + 3.0, ASSUMED),
 )
 
 # A 2-vCPU AMD EPYC VM without a GPU: the default study of reports/examples/cpu-default-study
-# (make run: 49 jobs in 9.2 min), and the import time nnperf.engine.warmserver records there.
+# (make run at 8192625: 51 jobs in 10.4 min; its step timings are `rehearsal.cpu_model`), and
+# the import time nnperf.engine.warmserver records there.
 CPU = Machine(
     name="cpu",
     description="a 2-core CPU VM without a GPU",
@@ -162,8 +190,6 @@ CPU = Machine(
         "cifar100": Cost(30.0, ASSUMED),
     },
     complexity=Cost(5.0, ASSUMED),
-    # cpu.json of the example: duration_s 6.5 (GEMMs 512-2048 x 3 trials, sweep to 256 MiB).
-    ceilings=Cost(6.5, CPU_RECORDED),
     ncu_eager={},
     ncu_compiled=None,
     ncu_other=None,
@@ -179,6 +205,17 @@ CPU = Machine(
     # to end; max_seconds 60, min_seconds 20, a 3% CI target).
     timed_run=Cost(42.4, CPU_RECORDED),
     fallback_image_s=Cost(1 / 47, CPU_RECORDED),
+    cores=2,
+    # `snakemake -n --cores 2` of the default study (51 jobs) on a 2-core VM of the same
+    # kind: 2.2 s, measured for this plan.
+    snakemake_start=Cost(2.2, CPU_RECORDED),
+    # No CUDA on this machine: a CPU study's calls never run the CUDA preflight.
+    preflight_torch=Cost(0.0, ASSUMED),
+    # The example's README: 10.4 minutes of jobs, 10.6 with `snakemake --report`.
+    report_call=Cost(12.0, CPU_RECORDED),
+    preflight_cuda_init=Cost(0.0, ASSUMED),
+    preflight_tools=Cost(0.0, ASSUMED),
+    ncu_probe=Cost(0.0, ASSUMED),
 )
 
 MACHINES = {machine.name: machine for machine in (H100, CPU)}

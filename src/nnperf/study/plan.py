@@ -25,119 +25,50 @@ study and a `Timings` (`nnperf.study.estimate_sources`) and returns a `Plan`;
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from nnperf.core import config as study_config
-from nnperf.core import contract, layout
+from nnperf.core import contract, layout, vocab
 from nnperf.core.errors import NnperfError
 from nnperf.engine import rehearsal
 from nnperf.ncu import metrics as ncu
-from nnperf.study import selection
+from nnperf.study import ceilings_cost, job_requests, selection
 from nnperf.study.estimate_sources import (
     ASSUMED,
     BUDGET_BOUND,
     H100,
+    MACHINES,
     Cost,
-    Machine,
     Timings,
+    timings_from,
 )
 from nnperf.study.loading import Study
+from nnperf.study.plan_model import (  # noqa: F401 - the plan's shape, re-exported
+    CALLS,
+    CEILINGS,
+    COMPLEXITY,
+    DATA,
+    MEASURING_RULES,
+    NCU,
+    OPERATORS,
+    REPORT,
+    STAGES,
+    TIMED_RUNS,
+    TRAINING,
+    JobEstimate,
+    Part,
+    Plan,
+    StageTotal,
+    sources_of,
+)
 
-# Stages in the order a study runs them, as `nnperf plan` prints them.
-DATA = "data"
-COMPLEXITY = "complexity"
-CEILINGS = "ceilings"
-TIMED_RUNS = "timed runs"
-NCU = "ncu profiles (+export)"
-OPERATORS = "operator profiles"
-TRAINING = "training to accuracy"
-REPORT = "tables, figures, report"
-STAGES = (DATA, COMPLEXITY, CEILINGS, TIMED_RUNS, NCU, OPERATORS, TRAINING, REPORT)
+# The machine whose recorded ceilings price a device's ceilings stage in another machine's plan.
+DEVICE_RECORDINGS = {"cuda": "h100", "cpu": "cpu"}
 
 # Images in the test split of the real datasets (CIFAR-10 and CIFAR-100 both have 10,000).
 CIFAR_TEST_IMAGES = 10_000
-
-
-# --- estimates ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Part:
-    """One component of a job's estimate."""
-
-    what: str
-    seconds: float
-    source: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class JobEstimate:
-    """One job of the study and its estimated wall time, made of parts."""
-
-    stage: str
-    job: str
-    parts: tuple[Part, ...]
-
-    @property
-    def seconds(self) -> float:
-        return sum(part.seconds for part in self.parts)
-
-    @property
-    def sources(self) -> list[str]:
-        return sources_of(self.parts)
-
-
-def sources_of(parts: Iterable[Part]) -> list[str]:
-    """The sources of `parts`, the one contributing most seconds first."""
-    totals: dict[str, float] = {}
-    for part in parts:
-        totals[part.source] = totals.get(part.source, 0.0) + part.seconds
-    return [
-        source for source, seconds in sorted(totals.items(), key=lambda kv: -kv[1]) if seconds > 0
-    ]
-
-
-@dataclass(frozen=True)
-class StageTotal:
-    stage: str
-    jobs: int
-    seconds: float
-    sources: list[str]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A study's jobs with their estimates, and what the plan could not estimate exactly."""
-
-    title: str
-    timings: str
-    machine: Machine
-    configurations: int
-    jobs: tuple[JobEstimate, ...]
-    notes: tuple[str, ...] = field(default=())
-
-    def stage_totals(self) -> list[StageTotal]:
-        return [
-            StageTotal(
-                stage=stage,
-                jobs=sum(1 for job in self.jobs if job.stage == stage),
-                seconds=sum(job.seconds for job in self.jobs if job.stage == stage),
-                sources=sources_of(
-                    part for job in self.jobs if job.stage == stage for part in job.parts
-                ),
-            )
-            for stage in STAGES
-        ]
-
-    @property
-    def seconds(self) -> float:
-        return sum(job.seconds for job in self.jobs)
-
-    def stage_seconds(self, stage: str) -> float:
-        return sum(job.seconds for job in self.jobs if job.stage == stage)
 
 
 def training_seconds(
@@ -168,6 +99,13 @@ def dataset_images(dataset: contract.DatasetSettings) -> tuple[int, int]:
     if dataset.name == "synthetic":
         return dataset.synthetic.train_images, dataset.synthetic.test_images
     return study_config.CIFAR_TRAIN_IMAGES, CIFAR_TEST_IMAGES
+
+
+def _device_of(job: str) -> str | None:
+    """The device a job's name starts its keys with (`ceilings cuda`, `plot_speedup cpu/...`)."""
+    words = job.split()
+    first = words[1].split("/")[0] if len(words) > 1 else None
+    return first if first in vocab.DEVICES else None
 
 
 def _key_name(key: study_config.RunKey) -> str:
@@ -264,54 +202,103 @@ class _Planner:
     def ceilings(self, devices: list[str]) -> list[JobEstimate]:
         jobs = []
         measured = self.timings.measured
+        settings = self.study.ceilings
         for device in devices:
             seconds = measured.ceilings_s(device) if measured else None
             if seconds is not None:
-                cost = Cost(seconds, measured.source)
-            elif device == self.machine.device:
-                self.note_missing("ceilings")
-                cost = self.machine.ceilings
+                measure = [Part("measure", seconds, measured.source)]
             else:
-                cost = Cost(self.machine.ceilings.seconds, ASSUMED)
-            parts = (
-                *self.fresh_process(device=device != "cpu"),
-                Part("measure", cost.seconds, cost.source),
-            )
-            jobs.append(JobEstimate(CEILINGS, f"ceilings {device}", parts))
+                if device == self.machine.device:
+                    self.note_missing("ceilings")
+                measure = self.ceilings_parts(device, settings)
+            parts = (*self.fresh_process(device=device != "cpu"), *measure)
+            jobs.append(JobEstimate(CEILINGS, f"ceilings {device}", parts, device))
         return jobs
 
-    def timed_runs(self, matrix: list[study_config.RunKey]) -> list[JobEstimate]:
+    def ceilings_parts(self, device: str, settings: contract.CeilingsSettings) -> list[Part]:
+        """The ceilings stage priced from `ceilings:` (`nnperf.study.ceilings_cost`) with the
+        recorded stage of this machine, or of the machine kind that has `device`."""
+        name = self.machine.name if device == self.machine.device else DEVICE_RECORDINGS.get(device)
+        if name is None:
+            return [Part("measure", ceilings_cost.load_recording("h100").duration_s, ASSUMED)]
+        recording = ceilings_cost.load_recording(name)
+        source = self.timings.model_source if name == self.machine.name else ASSUMED
+        sizes = settings.gemm_sizes or "the device's own sizes"
+        return [
+            Part(
+                "GEMMs",
+                recording.gemm_s(settings),
+                source,
+                f"sizes {sizes}, {settings.trials} trials",
+            ),
+            Part("STREAM", recording.stream_s(settings), source),
+            Part(
+                "cache sweep",
+                recording.sweep_s(settings),
+                source,
+                f"{settings.sweep_min_bytes}..{settings.sweep_max_bytes} bytes",
+            ),
+            Part("setup", recording.setup_s, source, "the recorded stage less its measurements"),
+        ]
+
+    def timed_groups(self, matrix: list[study_config.RunKey]) -> list[JobEstimate]:
+        """One timed_group job per model x device x batch size (rule timed_group): its
+        members' processes interleaved by the real engine on a fake clock
+        (`rehearsal.replay_group`), measuring on until each member's target and each
+        comparison's, or the budgets; then each configuration's files copied out of the group
+        (rule timed_run, a localrule)."""
         m = self.machine
         jobs = []
-        for index, key in enumerate(matrix):
-            request = self.requests[key]
-            timing, source = self.step_timing(key)
+        groups: dict[tuple, list[study_config.RunKey]] = {}
+        for key in matrix:
+            groups.setdefault((key.device, key.model, key.batch_size), []).append(key)
+        for index, ((device, model, batch), in_matrix) in enumerate(groups.items()):
+            members = [
+                key
+                for key in job_requests.group_members(self.study, device, model, batch)
+                if key in self.requests
+            ] or in_matrix
             parts = [Part("job start", m.job_start.seconds, m.job_start.source)]
             if index == 0:
                 parts.append(Part("warm server start", m.warm_server.seconds, m.warm_server.source))
-            if timing is not None:
-                outcome = rehearsal.replay(request, timing, seed=0)
-                document = outcome.document or {}
-                detail = ", ".join(
-                    str(value)
-                    for value in (
-                        document.get("status"),
-                        document.get("stop_reason"),
-                        (
-                            f"{document.get('n_processes')} processes"
-                            if document.get("n_processes")
-                            else None
-                        ),
-                    )
-                    if value
-                )
-                parts.append(Part("rehearsal", float(outcome.wall_s), source, detail))
-            else:
-                parts.append(self.unrehearsed_run(key, request))
-            if self.timings.measured is not None and source != self.timings.measured.source:
-                self.note_missing("timed runs")
-            jobs.append(JobEstimate(TIMED_RUNS, f"timed_run {_key_name(key)}", tuple(parts)))
+            parts += self.group_parts(members)
+            name = f"timed_group {device}/{model}/bs{batch}"
+            jobs.append(JobEstimate(TIMED_RUNS, name, tuple(parts), device))
+            for key in in_matrix:
+                copy = Part("job start", m.job_start.seconds, m.job_start.source, "a copy")
+                jobs.append(JobEstimate(TIMED_RUNS, f"timed_run {_key_name(key)}", (copy,), device))
         return jobs
+
+    def group_parts(self, members: list[study_config.RunKey]) -> list[Part]:
+        timings = [self.step_timing(key) for key in members]
+        if self.timings.measured is not None:
+            for _, source in timings:
+                if source != self.timings.measured.source:
+                    self.note_missing("timed runs")
+        if any(timing is None for timing, _ in timings):
+            # Nothing to replay for some member: each one at its typical run or budget.
+            return [self.unrehearsed_run(key, self.requests[key]) for key in members]
+        outcome = rehearsal.replay_group(
+            [self.requests[key] for key in members], [t for t, _ in timings], seed=0
+        )
+        statuses = ", ".join(
+            f"{d['precision']} {d['variant']}: {d['n_processes']} processes, {d['stop_reason']}"
+            + (
+                f" (+{d['processes_for_comparisons']} for comparisons)"
+                if d.get("processes_for_comparisons")
+                else ""
+            )
+            for d in outcome.documents
+        )
+        unresolved = sum(
+            1 for row in outcome.comparisons if row["measured"] and not row["resolved"]
+        )
+        detail = (
+            f"{outcome.rounds} rounds, {len(outcome.comparisons)} comparisons "
+            f"({unresolved} unresolved); {statuses}"
+        )
+        source = sources_of(Part("", 1.0, source) for _, source in timings)[0]
+        return [Part("interleaved rehearsal", outcome.wall_s, source, detail)]
 
     def unrehearsed_run(self, key: study_config.RunKey, request: contract.RunRequest) -> Part:
         """A timed run with no step timing to replay: the machine's typical timed run, or its
@@ -533,10 +520,14 @@ def plan_study(
     *,
     ncu_on_path: bool,
     title: str | None = None,
+    stages: bool = False,
 ) -> Plan:
     """Every job of `study` (`nnperf.study.loading.load_study`, its `auto` devices resolved)
-    with its estimate. `ncu_on_path` decides `ncu.enabled: auto` as on the machine that will
-    build the DAG."""
+    with its estimate, and the `snakemake` calls that run them: one, or with `stages` one per
+    stage of `nnperf gpu-study` (`nnperf.study.plan_calls`). `ncu_on_path` decides
+    `ncu.enabled: auto` as on the machine that will build the DAG."""
+    from nnperf.study.plan_calls import snakemake_calls
+
     devices = list(study.devices)
     matrix, matrix_notes = study_config.expand_matrix(
         {**study.config, "devices": devices}, detect=lambda: devices[0]
@@ -553,12 +544,16 @@ def plan_study(
         planner.data()
         + planner.complexity()
         + planner.ceilings(devices)
-        + planner.timed_runs(matrix)
+        + planner.timed_groups(matrix)
         + planner.ncu_profiles(chosen.ncu)
         + planner.operator_profiles(chosen.operator_profile)
         + planner.training(chosen.training)
         + planner.report(matrix, devices, chosen)
     )
+    jobs = [
+        job if job.device else dataclasses.replace(job, device=_device_of(job.job)) for job in jobs
+    ]
+    jobs = snakemake_calls(jobs, timings.machine, stages) + jobs
     notes = [note.removeprefix("note: ") for note in matrix_notes]
     for device in devices:
         reason = ncu.ncu_exclusion_reason(typed.ncu.enabled, device, ncu_on_path)
@@ -594,3 +589,45 @@ def plan_study(
         jobs=tuple(jobs),
         notes=tuple(notes),
     )
+
+
+def planned(
+    configfiles: Sequence[str] = (),
+    config: Sequence[str] = (),
+    timings: str | None = None,
+    *,
+    stages: bool = False,
+) -> Plan:
+    """The plan `nnperf plan` prints: the study of config/config.yaml, `configfiles` merged
+    over it and `config` (KEY=VALUE) last, on `timings` ("h100", "cpu", a results folder;
+    None: h100 when the study's devices include cuda, else cpu)."""
+    from nnperf.core.devices import detect_best_device
+    from nnperf.ncu.command import find_ncu
+    from nnperf.study.loading import load_study
+
+    if timings in MACHINES:
+        # Planning for that machine: `auto` is its device.
+        device = MACHINES[timings].device
+        detect = lambda: device  # noqa: E731
+    else:
+        detect = detect_best_device
+    study = load_study(list(configfiles), list(config), detect=detect)
+    chosen = timings_from(timings, study.devices)
+    # `ncu.enabled: auto` looks for ncu on the machine that builds the DAG: a GPU study is
+    # planned for its GPU machine, which has it.
+    ncu_on_path = find_ncu() is not None or chosen.machine.device == "cuda"
+    return plan_study(study, chosen, ncu_on_path=ncu_on_path, stages=stages)
+
+
+def total_seconds(
+    configfiles: Sequence[str] = (),
+    config: Sequence[str] = (),
+    timings: str | None = None,
+    *,
+    stages: bool = False,
+    cores: int | None = None,
+) -> float:
+    """The planned wall time of a study in seconds (`planned(...).wall_seconds(cores)`): what
+    a test holds a config file to, e.g. `total_seconds([GPU_STUDY], timings="h100",
+    stages=True)` for `nnperf gpu-study` on the recorded H100."""
+    return planned(configfiles, config, timings, stages=stages).wall_seconds(cores)

@@ -46,8 +46,8 @@ OUTPUT_FOLDERS = ("results", "resources", "logs", "reports", ".snakemake")
 
 
 def user_project(root: Path) -> Path:
-    """A user's folder as docs/own-project.md lays it out: workflow/Snakefile using nnperf as
-    a module, config/config.yaml (the tiny study, fp32 at batch 4, on a CIFAR-10 archive
+    """A user's folder as docs/own-project.md lays it out: a Snakefile in workflow/ using
+    nnperf as a module, config/config.yaml (the tiny study, fp32 at batch 4, on a CIFAR-10 archive
     named by a path relative to the folder), the archive under data/."""
     (root / "workflow").mkdir(parents=True)
     (root / "config").mkdir()

@@ -27,7 +27,9 @@ def library_pythonpath(src: str, environ: Mapping[str, str]) -> str:
     return os.pathsep.join([src] + rest)
 
 
-def checkout_file(checkout: str | os.PathLike, relative: str, workdir: str | os.PathLike = ".") -> str:
+def checkout_file(
+    checkout: str | os.PathLike, relative: str, workdir: str | os.PathLike = "."
+) -> str:
     """nnperf's own file `relative` (e.g. config/peaks.yaml) of `checkout`, as a path from
     `workdir`, the folder Snakemake runs in: as given when that is the checkout (the paths a
     run records stay the same wherever the checkout lies), else absolute, as in a user's

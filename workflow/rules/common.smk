@@ -6,9 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-# Use the library of this checkout, whether or not nnperf is pip-installed: every result
-# must come from the code whose git commit it records (nnperf.study.session).
-NNPERF_SRC = str(Path(workflow.basedir) / "src")
+# Use the library of this checkout (NNPERF_HOME, configfile.smk), whether or not nnperf is
+# pip-installed: every result must come from the code whose git commit it records
+# (nnperf.study.session). nnperf's own files are found there too; the study's paths (results,
+# data, the config's relative paths) are relative to the folder Snakemake runs in.
+NNPERF_SRC = str(NNPERF_HOME / "src")
 sys.path.insert(0, NNPERF_SRC)
 
 from nnperf.core import contract, layout
@@ -20,6 +22,7 @@ from nnperf.core.keys import RunKey
 from nnperf.ncu import command as nnperf_profiling
 from nnperf.report.folders import extra_results_inputs
 from nnperf.study import job_requests, session
+from nnperf.study.loading import module_study
 from nnperf.study.scope import scope_of
 from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
@@ -30,16 +33,29 @@ os.environ.update(PYTHONPATH=session.library_pythonpath(NNPERF_SRC, os.environ))
 
 
 def study_layers():
-    """The --configfile documents in order, then the --config mapping (see overlay_study)."""
+    """The --configfile documents in order, then the --config mapping (see overlay_study);
+    used as a module, the user's config (`config:`) comes first."""
     settings = workflow.config_settings
-    return [load_configfile(path) for path in settings.configfiles] + [dict(settings.config)]
+    given = [dict(config)] if CONFIG_FROM_MODULE else []
+    return (
+        given + [load_configfile(path) for path in settings.configfiles] + [dict(settings.config)]
+    )
 
 
 try:
-    config = study_config.validate(
-        study_config.overlay_study(config, study_layers()),
-        study_config.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
+    validated = study_config.validate(
+        study_config.overlay_study(
+            module_study(config, NNPERF_HOME) if CONFIG_FROM_MODULE else config, study_layers()
+        ),
+        study_config.load_schema(NNPERF_HOME / "workflow/schemas/config.schema.yaml"),
     )
+    if CONFIG_FROM_MODULE:
+        # `snakemake --report` renders workflow.rst with the main Snakefile's config: the
+        # very mapping the user's Snakefile passed as `config:`, so it becomes the study.
+        config.clear()
+        config.update(validated)
+    else:
+        config = validated
     # The typed study: every request below is built from it, never from `config` directly.
     STUDY = contract.from_dict(contract.StudyConfig, config)
     # What the study covers here: its matrix, devices, each stage's selection, its notes.
@@ -58,6 +74,12 @@ if REPORT_PATH_PROBLEM:
 
 for line in SCOPE.messages:
     print(line, file=sys.stderr)
+
+# Measurements hold a bench_slot each so that none overlaps another; profiles/default limits
+# it to 1. A run without that profile (a user's project, where Snakemake looks for the user's
+# own profiles: docs/own-project.md) gets the same limit here rather than none.
+if "bench_slot" not in workflow.global_resources:
+    workflow.register_resource("bench_slot", 1)
 
 # When this run started: failed jobs' logs are the ones written since (print_failure_causes).
 RUN_STARTED = time.time()
@@ -83,13 +105,35 @@ def print_failure_causes():
         print(line, file=sys.stderr)
 
 
+def after(handler, then):
+    """`handler` (one Snakemake already holds), then `then`: nnperf's once only, though a
+    user's Snakefile includes this file once per `use rule` statement."""
+    if getattr(handler, "nnperf", False):
+        return handler
+
+    def both(log):
+        handler(log)
+        then()
+
+    both.nnperf = True
+    return both
+
+
+if not workflow.modifier.is_main_snakefile():
+    # Snakemake takes `onstart:`/`onerror:` from the main Snakefile only (Workflow.onstart),
+    # so used as a module the Snakefile's handlers would never run. A user's own handlers,
+    # defined after `use rule`, replace these (docs/own-project.md).
+    workflow._onstart = after(workflow._onstart, stop_if_a_device_is_absent)
+    workflow._onerror = after(workflow._onerror, print_failure_causes)
+
+
 # How ncu_profile calls the nnperf CLI (nnperf.study.session.nnperf_command).
 NNPERF = session.nnperf_command(
     sys.executable, conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 )
 
 DATASET = SCOPE.dataset
-PEAKS = job_requests.PEAKS
+PEAKS = session.checkout_file(NNPERF_HOME, job_requests.PEAKS)
 DEVICES = list(SCOPE.devices)
 MATRIX = list(SCOPE.matrix)
 # Notes for the report's "skipped and flagged" section: what the study left out and why.
@@ -137,7 +181,7 @@ def complexity_request(wildcards):
 
 
 def ceilings_request(wildcards):
-    return as_param(job_requests.ceilings_request(STUDY, wildcards.device))
+    return as_param(job_requests.ceilings_request(STUDY, wildcards.device, PEAKS))
 
 
 def run_request(wildcards):

@@ -17,7 +17,8 @@ from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
 
-# The datasheet peaks the ceilings stage reads (relative to the folder Snakemake runs in).
+# The datasheet peaks the ceilings stage reads, in nnperf's checkout (the workflow passes
+# where that is: nnperf.study.session.checkout_file).
 PEAKS = "config/peaks.yaml"
 
 
@@ -104,11 +105,13 @@ def complexity_request(
     return contract.ComplexityRequest(model=model, dataset=dataset, training=study.training)
 
 
-def ceilings_request(study: contract.StudyConfig, device: str) -> contract.CeilingsRequest:
+def ceilings_request(
+    study: contract.StudyConfig, device: str, peaks_path: str = PEAKS
+) -> contract.CeilingsRequest:
     # CPU roofs are measured at the thread count of the timed runs' reference variant.
     threads = study.variants[vocab.REFERENCE_VARIANT].cpu_threads
     return contract.CeilingsRequest(
-        device=device, settings=study.ceilings, peaks_path=PEAKS, threads=threads
+        device=device, settings=study.ceilings, peaks_path=peaks_path, threads=threads
     )
 
 

@@ -62,6 +62,21 @@ def default_config(workdir: str | Path = ".") -> Path:
     return local if local.exists() else REPO / DEFAULT_CONFIG
 
 
+def module_study(given: dict, checkout: str | Path = REPO) -> dict:
+    """The study of a user's project that uses nnperf as a Snakemake module (`config:
+    config`): the user's config (`given`) merged over `checkout`'s config/config.yaml as a
+    `--configfile` would be (Snakemake's `update_config`), so a key the user leaves out has
+    the default study's value. Inside a module Snakemake skips the Snakefile's `configfile:`,
+    which would have read the user's folder's config/config.yaml instead."""
+    import copy
+
+    from snakemake.utils import update_config
+
+    config = read_config_file(Path(checkout) / DEFAULT_CONFIG)
+    update_config(config, copy.deepcopy(given))
+    return config
+
+
 def read_config_file(path: str | Path) -> dict:
     """One study file as a mapping, or NnperfError in one line naming it."""
     from snakemake.common.configfile import load_configfile

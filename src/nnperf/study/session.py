@@ -10,6 +10,7 @@ What the study covers is `nnperf.study.scope`; the requests jobs run are
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from nnperf.core import devices
@@ -24,6 +25,18 @@ def library_pythonpath(src: str, environ: Mapping[str, str]) -> str:
     """
     rest = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join([src] + rest)
+
+
+def checkout_file(
+    checkout: str | os.PathLike, relative: str, workdir: str | os.PathLike = "."
+) -> str:
+    """nnperf's own file `relative` (e.g. config/peaks.yaml) of `checkout`, as a path from
+    `workdir`, the folder Snakemake runs in: as given when that is the checkout (the paths a
+    run records stay the same wherever the checkout lies), else absolute, as in a user's
+    project that uses nnperf as a module."""
+    if Path(workdir).resolve() == Path(checkout).resolve():
+        return relative
+    return str(Path(checkout).resolve() / relative)
 
 
 def report_path_problem(argv: Sequence[str]) -> str | None:

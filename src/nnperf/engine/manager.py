@@ -732,5 +732,12 @@ def process_cost(result: Measurement, compiled: bool = False) -> float:
 
 
 def _close_record(record: dict, closing: dict, result: Measurement) -> None:
-    kept = ("loss_start", "peak_memory_device_bytes", "peak_memory_host_bytes", "optimizer_impl")
-    record.update({key: closing[key] for key in kept})
+    kept = (
+        "loss_start",
+        "peak_memory_device_bytes",
+        "peak_memory_device_warmup_bytes",
+        "peak_memory_host_bytes",
+        "optimizer_impl",
+    )
+    # .get: a replayed worker (nnperf.engine.rehearsal) reports no warm-up peak.
+    record.update({key: closing.get(key) for key in kept})

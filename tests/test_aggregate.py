@@ -94,6 +94,7 @@ def run_document(
                     "started_at_unix": clock,
                     "ended_at_unix": clock + window_s,
                     "loss_end": 2.0 - 0.1 * w,
+                    "peak_memory_device_bytes": timed_peak(p, w) if device == "cuda" else None,
                     "sm_clock_mhz": 1980 if device == "cuda" else None,
                     "memory_clock_mhz": None,
                     "throttle_reasons": "" if device == "cuda" else None,
@@ -125,7 +126,10 @@ def run_document(
                 "compile_time_s": None,
                 "n_windows": len(rates),
                 "throughput_img_s": images * len(rates) / sum(seconds),
-                "peak_memory_device_bytes": None,
+                "peak_memory_device_bytes": (
+                    max(timed_peak(p, w) for w in range(len(rates))) if device == "cuda" else None
+                ),
+                "peak_memory_device_warmup_bytes": WARMUP_PEAK + p if device == "cuda" else None,
                 "peak_memory_host_bytes": 1_000_000 + p,
             }
         )
@@ -219,7 +223,10 @@ def run_document(
         "unstable_reasons": list(unstable_reasons),
         "loss_start": 2.3 if measured else None,
         "loss_end": 1.9 if measured else None,
-        "peak_memory_device_bytes": None,
+        "peak_memory_device_bytes": _largest(p["peak_memory_device_bytes"] for p in processes),
+        "peak_memory_device_warmup_bytes": _largest(
+            p.get("peak_memory_device_warmup_bytes") for p in processes
+        ),
         "peak_memory_host_bytes": 1_000_001 if measured else None,
         "processes": processes,
         "windows": rows,
@@ -229,6 +236,20 @@ def run_document(
         "ended_at_unix": clock,
     }
     return document
+
+
+def timed_peak(process: int, window: int) -> int:
+    """A CUDA window's peak device memory: a little more in each later window."""
+    return 2_000_000_000 + 1000 * process + window
+
+
+# A CUDA process's warm-up peak: cuDNN's autotuning workspaces, above any timed step's.
+WARMUP_PEAK = 3_000_000_000
+
+
+def _largest(values) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def study(start: float = T0) -> list[dict]:
@@ -304,6 +325,7 @@ RUNS_COLUMNS = [
     "warmup_time_s",
     "fixed_cost_s",
     "peak_memory_device_bytes",
+    "peak_memory_device_warmup_bytes",
     "peak_memory_host_bytes",
     "started_at_unix",
     "ended_at_unix",
@@ -436,6 +458,7 @@ SUMMARY_COLUMNS = [
     "noise_detail",
     "sm_clock_hz_median",
     "peak_memory_device_bytes_max",
+    "peak_memory_device_warmup_bytes_max",
     "peak_memory_host_bytes_max",
     "process_started_at_unix",
     "started_at_unix",
@@ -683,6 +706,34 @@ def test_write_tables_refuses_other_documents_statuses_and_thresholds(documents,
     with pytest.raises(NnperfError, match=r"^report\.cv_threshold = 0\.0 is not allowed"):
         aggregate.write_tables(TablesRequest(cv_threshold=0.0), [path], *tables)
     assert not any(table.exists() for table in tables)
+
+
+def test_peak_device_memory_of_the_timed_steps_is_apart_from_the_warm_ups():
+    """Per window, per process and per configuration: the timed steps' peak (the largest
+    window's), and the warm-up's beside it; none on the CPU."""
+    gpu = run_document(device="cuda", gpu_uuid="GPU-a")
+    cpu = run_document(precision="bf16", start=gpu["ended_at_unix"] + 1.0)
+    pairs = _pairs([gpu, cpu])
+    runs = aggregate.runs_table(pairs)
+    summary = aggregate.summary_table(pairs, runs)
+    windows = aggregate.windows_table(pairs)
+    cuda_windows = windows[windows["device"] == "cuda"]
+    assert list(cuda_windows["peak_memory_device_bytes"]) == [
+        2_000_000_000,
+        2_000_000_001,
+        2_000_001_000,
+        2_000_001_001,
+    ]
+    cuda_runs = runs[runs["device"] == "cuda"].sort_values("process")
+    assert list(cuda_runs["peak_memory_device_bytes"]) == [2_000_000_001, 2_000_001_001]
+    assert list(cuda_runs["peak_memory_device_warmup_bytes"]) == [WARMUP_PEAK, WARMUP_PEAK + 1]
+    row = _row(summary, device="cuda")
+    assert row["peak_memory_device_bytes_max"] == 2_000_001_001
+    assert row["peak_memory_device_warmup_bytes_max"] == WARMUP_PEAK + 1
+    cpu_row = _row(summary, device="cpu")
+    assert pd.isna(cpu_row["peak_memory_device_bytes_max"])
+    assert pd.isna(cpu_row["peak_memory_device_warmup_bytes_max"])
+    assert windows[windows["device"] == "cpu"]["peak_memory_device_bytes"].isna().all()
 
 
 def test_summary_has_the_sm_clock_the_timed_windows_ran_at():

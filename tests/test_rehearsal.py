@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings, VariantSettings
-from nnperf.engine import rehearsal
+from nnperf.engine import manager, rehearsal
 from nnperf.engine import stopping as measure
 from nnperf.engine.runner import expected_step_time
 from nnperf.study import loading as study
@@ -93,6 +93,34 @@ def test_replay_recording_step_is_not_projected_as_a_steady_step(gpu_replays):
     assert document["one_time_step_time_s"]["compile"] == pytest.approx(20.968, rel=0.01)
     assert expected_step_time(document) < 0.02
     assert document["compile_time_s"] > 20
+
+
+def test_engine_plans_a_later_compiled_process_at_the_cost_the_replay_gives_it(gpu_replays):
+    """One share of a later compilation (`manager.LATER_COMPILE_SHARE`), in the engine's plan
+    and in the replay: what the engine expects process 1 to cost, from process 0 alone, is
+    what process 1 then costs on the replayed clock (a share planned lower than the replay's
+    would start processes the budget cuts off)."""
+    request, recorded, _ = gpu_replays[("bf16", 1024, "compiled")]
+    # One recorded process, so that process 1 replays process 0's steps, recompiling.
+    timing = dataclasses.replace(recorded, processes=recorded.processes[:1])
+    replay = rehearsal.replay(request, timing)
+    document = replay.document
+    first, second = document["processes"][:2]
+    alone = manager.Measurement(
+        processes=[first], windows=[w for w in replay.windows if w["process"] == 0]
+    )
+    planned = manager.process_cost(alone, compiled=True)
+    started = min(w["started_at_unix"] for w in replay.windows if w["process"] == 1)
+    cost = started - second["started_at_unix"]
+    compiling = first["one_time_step_time_s"]["compile"]
+    assert compiling > 20 and planned < compiling  # a warm-cache compilation was planned
+    # The engine counts the whole first step as compilation, the replay keeps a steady step
+    # out of it: they differ by under one step.
+    assert cost == pytest.approx(planned, abs=timing.processes[0].steady_step_s)
+    assert second["warmup_step_time_s"][0] == pytest.approx(
+        timing.processes[0].steady_step_s
+        + manager.LATER_COMPILE_SHARE * (compiling - timing.processes[0].steady_step_s)
+    )
 
 
 def test_replay_unreachable_target_stops_early_with_the_reason(gpu_replays):

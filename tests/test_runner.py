@@ -48,6 +48,7 @@ CONTRACT_KEYS = (
     "compile_time_s",
     "first_step_time_s",
     "peak_memory_device_bytes",
+    "peak_memory_device_warmup_bytes",
     "peak_memory_host_bytes",
     "loss_start",
     "loss_end",
@@ -108,7 +109,14 @@ def test_fp32_run_document(fp32_run):
         assert document["phase_time_s"][phase] == pytest.approx((values[5] + values[6]) / 2)
     assert document["compile_time_s"] is None and document["compile_time_s_later"] is None
     assert document["first_step_time_s"] == document["processes"][0]["warmup_step_time_s"][0]
+    # The CPU has no device memory: no peak, of the warm-up or of the timed steps, nor per
+    # window nor per process (the host's resident peak stands for it).
     assert document["peak_memory_device_bytes"] is None
+    assert document["peak_memory_device_warmup_bytes"] is None
+    assert {w["peak_memory_device_bytes"] for w in document["windows"]} == {None}
+    for process in document["processes"]:
+        assert process["peak_memory_device_bytes"] is None
+        assert process["peak_memory_device_warmup_bytes"] is None
     assert document["peak_memory_host_bytes"] > 50 * 2**20  # torch alone is bigger than that
     assert document["loss_end"] == windows[-1]["loss_end"] == steps[-1]["loss"]
     assert 1.0 < document["loss_start"] < 4.0  # ~ln(10) for 10 random classes at init

@@ -311,6 +311,26 @@ def test_without_nvml_the_note_says_so(monkeypatch):
     assert sampler.window_fields()["sm_clock_mhz"] is None
 
 
+def test_without_the_nvml_package_a_cuda_run_records_no_clocks_and_runs_on(monkeypatch):
+    """What `nnperf doctor` promises when it warns about a missing pynvml: no crash, null
+    clocks, and the run document's note says why."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    sampler = stability.GpuSampler(0)
+    assert sampler.record() == {
+        "uuid": None,
+        "nvml_lookup": None,
+        "note": "NVML unavailable (ModuleNotFoundError): GPU clocks not recorded",
+    }
+    assert sampler.window_fields() == {
+        "sm_clock_mhz": None,
+        "memory_clock_mhz": None,
+        "throttle_reasons": None,
+        "power_capped": None,
+    }
+    # Windows without clocks are flagged for nothing GPU-side.
+    assert stability.window_flag_reasons(sampler.window_fields(), None) == []
+
+
 def test_device_uuid_is_none_without_cuda(monkeypatch):
     import torch
 

@@ -87,14 +87,19 @@ RUN_STARTED = time.time()
 
 def stop_if_a_device_is_absent():
     """The `onstart` handler: a device this machine lacks is one line before any job runs
-    (nnperf.study.session.absent_device_problem). Only for jobs that will run here (a
-    cluster executor submits them elsewhere; dry runs never get here)."""
+    (nnperf.study.session.absent_device_problem); what the jobs run without (NVML) is a
+    warning line, and they run. Only for jobs that will run here (a cluster executor submits
+    them elsewhere; dry runs never get here)."""
     if workflow.non_local_exec and not workflow.remote_exec:
         return
     jobs = list(workflow.dag.needrun_jobs())
     needed = unique(job.wildcards_dict["device"] for job in jobs if "device" in job.wildcards_dict)
     profiles = any(job.rule.name == "ncu_profile" for job in jobs)
-    problem = session.absent_device_problem(needed, profiles_ncu=profiles)
+    problem = session.absent_device_problem(
+        needed,
+        profiles_ncu=profiles,
+        warn=lambda line: print(f"nnperf warning: {line}", file=sys.stderr),
+    )
     if problem:
         sys.exit(f"nnperf: {problem}")
 

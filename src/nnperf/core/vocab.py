@@ -54,6 +54,8 @@ WINDOW_CSV_COLUMNS = (
     "started_at_unix",
     "ended_at_unix",
     "loss_end",
+    # The window's own peak device memory (reset at its start; null on the CPU).
+    "peak_memory_device_bytes",
     "sm_clock_mhz",
     "memory_clock_mhz",
     "throttle_reasons",

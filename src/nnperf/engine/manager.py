@@ -692,9 +692,17 @@ class _Driver:
         raise AssertionError("unreachable")
 
 
-# What a later process is planned to pay for compilation, as a share of the first one's:
-# the Inductor FX-graph and autotune caches are shared by the processes of a machine.
-LATER_COMPILE_SHARE = 0.25
+# What a later process of a compiled variant pays for compilation, as a share of the first
+# one's, until a later process has been measured: the engine plans with it (`process_cost`)
+# and the rehearsal replays it (`nnperf.engine.rehearsal`), one number so that the two cannot
+# disagree. Inductor's FX-graph and autotune caches, shared by the processes of a machine,
+# spare the code generation, not Dynamo's tracing nor the guards; how much that leaves is
+# unmeasured (no recording has a second compiled process). So the larger of the two shares
+# once assumed (0.25 planned, 0.5 replayed): a share planned too low starts a process that
+# the budget then cuts off mid-compilation, one planned too high only stops a process
+# earlier. To be measured on a GPU: a second compiled process's compilation is summary.csv's
+# `compile_time_s_later`, which the gpu-check records.
+LATER_COMPILE_SHARE = 0.5
 
 
 def process_cost(result: Measurement, compiled: bool = False) -> float:
@@ -724,5 +732,12 @@ def process_cost(result: Measurement, compiled: bool = False) -> float:
 
 
 def _close_record(record: dict, closing: dict, result: Measurement) -> None:
-    kept = ("loss_start", "peak_memory_device_bytes", "peak_memory_host_bytes", "optimizer_impl")
-    record.update({key: closing[key] for key in kept})
+    kept = (
+        "loss_start",
+        "peak_memory_device_bytes",
+        "peak_memory_device_warmup_bytes",
+        "peak_memory_host_bytes",
+        "optimizer_impl",
+    )
+    # .get: a replayed worker (nnperf.engine.rehearsal) reports no warm-up peak.
+    record.update({key: closing.get(key) for key in kept})

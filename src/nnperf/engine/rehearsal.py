@@ -47,12 +47,6 @@ from nnperf.engine import manager, stopping, worker
 
 # Where the replayed clock starts (any unix time; the H100 recordings' month).
 CLOCK_START_UNIX = 1_795_000_000.0
-# What a later process of a compiled variant pays for compilation, as a share of the first
-# one's, in the rehearsal: Inductor's FX-graph cache spares the code generation, not Dynamo's
-# tracing. Assumed (no H100 recording has a second compiled process); deliberately not the
-# engine's own planning share (`manager.LATER_COMPILE_SHARE`), so that a rehearsal does not
-# merely confirm the engine's assumption.
-LATER_COMPILE_REPLAY_SHARE = 0.5
 # A replayed step is never faster than this share of its process's steady step.
 FASTEST_STEP_SHARE = 0.5
 
@@ -319,14 +313,15 @@ class ReplayWorker(manager.Worker):
 
 def _process_timing(timing: ConfigTiming, index: int, request: RunRequest) -> ProcessTiming:
     """Process `index`'s timings; a later process of a compiled variant compiles from warm
-    caches (LATER_COMPILE_REPLAY_SHARE of the recorded compilation)."""
+    caches (`manager.LATER_COMPILE_SHARE` of the recorded compilation, the share the engine
+    plans with: no recording has a second compiled process to replay instead)."""
     process = timing.processes[index % len(timing.processes)]
     one_time = stopping.one_time_steps(request.settings.compile, request.device)
     if index == 0 or stopping.COMPILATION not in one_time or not process.warmup_step_time_s:
         return process
     first, *rest = process.warmup_step_time_s
     compiling = max(0.0, first - process.steady_step_s)
-    warm = process.steady_step_s + LATER_COMPILE_REPLAY_SHARE * compiling
+    warm = process.steady_step_s + manager.LATER_COMPILE_SHARE * compiling
     return dataclasses.replace(process, warmup_step_time_s=(warm, *rest))
 
 

@@ -215,8 +215,13 @@ def run_document(
         "unstable_reasons": reasons,
         "loss_start": (result.processes[0].get("loss_start") if result.processes else None),
         "loss_end": windows[-1]["loss_end"] if windows else None,
+        # The timed steps' peak apart from the warm-up's (autotuning, compilation, graph
+        # recording: nnperf.engine.timing.DeviceMemoryTracker), the largest of any process.
         "peak_memory_device_bytes": _max(
             r.get("peak_memory_device_bytes") for r in result.processes
+        ),
+        "peak_memory_device_warmup_bytes": _max(
+            r.get("peak_memory_device_warmup_bytes") for r in result.processes
         ),
         "peak_memory_host_bytes": _max(r.get("peak_memory_host_bytes") for r in result.processes),
         "processes": result.processes,

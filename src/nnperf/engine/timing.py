@@ -119,28 +119,59 @@ def step_rows(marks: list, clock, losses: list[float]) -> list[dict]:
 
 
 class DeviceMemoryTracker:
-    """Peak device memory: the allocator's own peak on CUDA, sampled maxima on MPS.
+    """Peak device memory, the warm-up's apart from the timed steps': the allocator's own
+    peak on CUDA, sampled maxima on MPS, nothing on the CPU.
+
+    The warm-up holds what no timed step does: cuDNN's autotuning tries algorithms with their
+    workspaces, compilation and CUDA-graph recording allocate on their own. A peak read over
+    the whole process would charge that to the configuration (a tuned or compiled variant's
+    footprint overstated against the baseline's). So the worker reads the warm-up's peak at its
+    end (`end_warmup`), then resets the peak at each window's start and reads it at its end
+    (`start_window`, `end_window`): the timed steps' peak is the largest window's.
 
     MPS has no peak counter, so `sample()` is called at every synchronised point (after each
-    warm-up step and after the window) and the maximum is kept: a lower bound of the true peak.
+    warm-up step and after each window) and the maximum is kept: a lower bound of the true peak.
     """
 
     def __init__(self, device: torch.device):
         self.device = device
-        self._mps_peak = 0
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
+        self._sampled = 0
+        self.warmup_peak_bytes: int | None = None
+        self.timed_peak_bytes: int | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Start a new peak from what is allocated now."""
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self._sampled = 0
+        self.sample()
 
     def sample(self) -> None:
         if self.device.type == "mps":
-            self._mps_peak = max(self._mps_peak, torch.mps.current_allocated_memory())
+            self._sampled = max(self._sampled, torch.mps.current_allocated_memory())
 
     def peak_bytes(self) -> int | None:
+        """The peak since the last reset (construction, the warm-up's end, a window's start)."""
         if self.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated(self.device))
         if self.device.type == "mps":
-            return int(self._mps_peak)
+            return int(self._sampled)
         return None
+
+    def end_warmup(self) -> None:
+        """Keep the warm-up's peak (everything since construction)."""
+        self.warmup_peak_bytes = self.peak_bytes()
+
+    def start_window(self) -> None:
+        self._reset()
+
+    def end_window(self) -> int | None:
+        """The window's own peak, and the timed steps' so far updated with it."""
+        peak = self.peak_bytes()
+        if peak is not None:
+            self.timed_peak_bytes = max(peak, self.timed_peak_bytes or 0)
+        return peak
 
 
 def peak_host_memory_bytes() -> int:

@@ -22,7 +22,7 @@ dicts (a tuple arrives as a list).
                                 run its first warm-up step
     ("warmup", seconds)         after each warm-up step
     ("window", row, steps)      after each timed window; the parent replies "window" or "stop"
-    ("done", {...})             after "stop": peak memory, loss
+    ("done", {...})             after "stop": peak memory (the warm-up's, the timed steps'), loss
     ("oom", message) / ("error", kind, message)
 """
 
@@ -203,10 +203,13 @@ def _work(conn, job: WorkerJob) -> None:
         if loss_start is None:
             loss_start = float(loss.float().cpu())
         conn.send(("warmup", seconds))
+    memory.end_warmup()
     window = 0
     while conn.recv() == "window":
         before = host.snapshot()
+        memory.start_window()
         result = timing.time_window(training, request.training.timed_steps, memory)
+        peak_memory = memory.end_window()
         after = host.snapshot()
         images = request.batch_size * request.training.timed_steps
         row = {
@@ -219,6 +222,7 @@ def _work(conn, job: WorkerJob) -> None:
             "started_at_unix": result.started_at_unix,
             "ended_at_unix": result.ended_at_unix,
             "loss_end": result.loss_end,
+            "peak_memory_device_bytes": peak_memory,
             **gpu.window_fields(),
             **host.window_fields(before, after, result.window_s),
         }
@@ -230,7 +234,8 @@ def _work(conn, job: WorkerJob) -> None:
             "done",
             {
                 "loss_start": loss_start,
-                "peak_memory_device_bytes": memory.peak_bytes(),
+                "peak_memory_device_bytes": memory.timed_peak_bytes,
+                "peak_memory_device_warmup_bytes": memory.warmup_peak_bytes,
                 "peak_memory_host_bytes": timing.peak_host_memory_bytes(),
                 "optimizer_impl": optimizer_impl,
             },

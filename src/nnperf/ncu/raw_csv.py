@@ -280,7 +280,7 @@ def parse_raw_csv(
                 where,
                 f"ncu profiled no kernels (it said: {_quoted(messages)}): no kernel ran inside "
                 f"the NVTX ranges {STEP_RANGE!r} / {CALIBRATION_RANGE!r}; check the profiled "
-                "step's log (did it reach the marked step? is the nvtx package installed?)",
+                "step's log (did it reach the marked step? does its nvtx record say active: true?)",
             )
         said = f"; ncu said: {_quoted(messages)}" if messages else ""
         raise _fail(

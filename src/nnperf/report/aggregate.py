@@ -60,6 +60,7 @@ PROCESS_METRICS = (
     "warmup_time_s",
     "fixed_cost_s",
     "peak_memory_device_bytes",
+    "peak_memory_device_warmup_bytes",
     "peak_memory_host_bytes",
     "started_at_unix",
     "ended_at_unix",
@@ -298,7 +299,10 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     clocks = [w.get("sm_clock_mhz") for w in document.get("windows") or []]
     clocks = [float(c) for c in clocks if c is not None and np.isfinite(float(c))]
     row["sm_clock_hz_median"] = float(np.median(clocks)) * 1e6 if clocks else None
+    # The timed steps' peak, and the warm-up's beside it (cuDNN autotuning, compilation and
+    # graph recording hold memory no timed step does).
     row["peak_memory_device_bytes_max"] = document.get("peak_memory_device_bytes")
+    row["peak_memory_device_warmup_bytes_max"] = document.get("peak_memory_device_warmup_bytes")
     row["peak_memory_host_bytes_max"] = document.get("peak_memory_host_bytes")
     for name in ("process_started_at_unix", "started_at_unix", "ended_at_unix"):
         row[name] = document.get(name)

@@ -7,6 +7,12 @@ windows. Each would surface minutes into the run as failed jobs with long logs; 
 one line, with its fix, before the first measurement (`nnperf doctor` by hand, and the
 workflow's `onstart` handler when CUDA jobs are pending).
 
+Only what the study cannot run without stops it. NVML is not such a need: without it the
+timed windows run and are timed as ever, only their clocks and throttle reasons go unrecorded
+(`nnperf.engine.stability.GpuSampler` leaves those fields null), so a missing or failing NVML
+is a warning. The `nvtx` package is not checked at all: nothing in nnperf imports it, the
+profiled step marks its ranges with `torch.cuda.nvtx`, which comes with torch.
+
 The checks (`check_*`) are functions of what the machine reported (`TorchFacts`, `SmiFacts`,
 an ncu path, a probe's output, an import error), so tests give them made-up reports; the
 `*_facts`/`probe_*` functions at the bottom are the edge that asks the machine. Nothing here
@@ -65,25 +71,39 @@ PROBE_TIMEOUT_S = 90
 
 @dataclass(frozen=True)
 class Check:
-    """One check's outcome: `text` is one line; `fix` is added to it when it is a problem."""
+    """One check's outcome: `text` is one line; `fix` is added to it when it is a problem or
+    a warning. `wanted`: the study uses it but runs without it, losing something (`text` says
+    what), so its absence is a warning, never a problem."""
 
     name: str
     status: str
     needed: bool
     text: str
     fix: str = ""
+    wanted: bool = False
 
     @property
     def problem(self) -> bool:
         """Missing or failed, and the study needs it."""
         return self.needed and self.status in (MISSING, FAILED)
 
+    @property
+    def warning(self) -> bool:
+        """Missing or failed, and the study runs without it, with less recorded."""
+        return self.wanted and not self.needed and self.status in (MISSING, FAILED)
+
     def line(self) -> str:
-        fix = f"; fix: {self.fix}" if self.problem and self.fix else ""
-        return f"doctor: {self.name}: {self.text}{fix}"
+        fix = f"; fix: {self.fix}" if (self.problem or self.warning) and self.fix else ""
+        warning = "warning: " if self.warning else ""
+        return f"doctor: {self.name}: {warning}{self.text}{fix}"
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "problem": self.problem, "line": self.line()}
+        return {
+            **asdict(self),
+            "problem": self.problem,
+            "warning": self.warning,
+            "line": self.line(),
+        }
 
 
 @dataclass(frozen=True)
@@ -352,21 +372,18 @@ def check_counters(
     return Check(name, FAILED, True, problem, by_hand)
 
 
-def check_import(package: str, error: str | None, needs: Needs, used_for: str) -> Check:
-    """A Python package the CUDA study uses, importable."""
-    if error is None:
-        return Check(package, OK, needs.cuda, f"{package} is importable ({used_for})")
-    text = f"{package} cannot be imported ({error})"
-    if not needs.cuda:
-        text += f" ({needs.unneeded})"
-    return Check(package, MISSING, needs.cuda, text, f"pip install {package}")
-
-
 def check_nvml(import_error: str | None, init_error: str | None, needs: Needs) -> Check:
     """pynvml importable (package nvidia-ml-py) and nvmlInit() working: the timed windows'
-    SM clocks and throttle reasons come from NVML (nnperf.engine.stability)."""
+    SM clocks and throttle reasons come from NVML (nnperf.engine.stability). Wanted, not
+    needed: without NVML the sampler records no clocks and the study runs on (a warning)."""
     if import_error is None and init_error is None:
-        return Check("nvml", OK, needs.cuda, "pynvml.nvmlInit() works (SM clocks of timed windows)")
+        return Check(
+            "nvml",
+            OK,
+            False,
+            "pynvml.nvmlInit() works (SM clocks of timed windows)",
+            wanted=needs.cuda,
+        )
     if import_error is not None:
         status, text, fix = (
             MISSING,
@@ -379,9 +396,14 @@ def check_nvml(import_error: str | None, init_error: str | None, needs: Needs) -
             f"pynvml.nvmlInit() fails ({init_error})",
             "NVML (libnvidia-ml.so) comes with the NVIDIA driver: install or repair the driver",
         )
-    if not needs.cuda:
+    if needs.cuda:
+        text += (
+            ": the study runs, but its timed windows' SM clocks and throttle reasons go "
+            "unrecorded (no window flagged for a clock drop or throttling)"
+        )
+    else:
         text += f" ({needs.unneeded})"
-    return Check("nvml", status, needs.cuda, text, fix)
+    return Check("nvml", status, False, text, fix, wanted=needs.cuda)
 
 
 @dataclass(frozen=True)
@@ -395,7 +417,6 @@ class Facts:
     ncu_version: str | None = None
     nvml_import: str | None = None
     nvml_init: str | None = None
-    nvtx_import: str | None = None
 
 
 def run_checks(
@@ -416,7 +437,8 @@ def run_checks(
         check_ncu(facts.ncu, needs, facts.ncu_version),
         check_counters(facts.ncu, facts.torch, needs, probe),
         check_nvml(facts.nvml_import, facts.nvml_init, needs),
-        check_import("nvtx", facts.nvtx_import, needs, "NVTX ranges of the profiled step"),
+        # No check of the `nvtx` package: nothing imports it (the profiled step's ranges are
+        # torch.cuda.nvtx's, part of torch), so a study without it loses nothing.
     ]
 
 
@@ -424,19 +446,32 @@ def problems(checks: Sequence[Check]) -> list[Check]:
     return [check for check in checks if check.problem]
 
 
-def cuda_problem(profile_ncu: bool, facts: Facts | None = None, probe=None) -> str | None:
-    """The first missing or failed need of CUDA jobs about to run here, as one line; None when
-    none is. `profile_ncu`: ncu_profile jobs are among them (ncu and its counters checked)."""
+def warnings(checks: Sequence[Check]) -> list[Check]:
+    return [check for check in checks if check.warning]
+
+
+def cuda_preflight(
+    profile_ncu: bool, facts: Facts | None = None, probe=None
+) -> tuple[str | None, list[str]]:
+    """What stops CUDA jobs about to run here, and what they run without: (the first missing
+    or failed need as one line, or None; one line per warning). `profile_ncu`: ncu_profile
+    jobs are among them (ncu and its counters checked)."""
     needs = Needs(cuda=True, ncu=NCU_REQUIRED if profile_ncu else NCU_NO, devices=("cuda",))
-    found = problems(run_checks(needs, facts, probe))
-    return found[0].line() if found else None
+    checks = run_checks(needs, facts, probe)
+    found = problems(checks)
+    return (found[0].line() if found else None), [check.line() for check in warnings(checks)]
+
+
+def cuda_problem(profile_ncu: bool, facts: Facts | None = None, probe=None) -> str | None:
+    """The first missing or failed need of CUDA jobs about to run here (`cuda_preflight`)."""
+    return cuda_preflight(profile_ncu, facts, probe)[0]
 
 
 # --- the edge: asking this machine ------------------------------------------------------------
 
 
 def gather_facts() -> Facts:
-    """Ask this machine: the driver files, torch (imported here), nvidia-smi, ncu, NVML, NVTX."""
+    """Ask this machine: the driver files, torch (imported here), nvidia-smi, ncu, NVML."""
     found = profiling.find_ncu()
     nvml_import, nvml_init = nvml_errors()
     return Facts(
@@ -447,7 +482,6 @@ def gather_facts() -> Facts:
         ncu_version=profiling.ncu_version(found) if found else None,
         nvml_import=nvml_import,
         nvml_init=nvml_init,
-        nvtx_import=import_error("nvtx"),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from nnperf.core import devices
 from nnperf.core.jobs import failure_causes
@@ -56,12 +56,15 @@ def report_path_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
-def absent_device_problem(needed: Iterable[str], profiles_ncu: bool) -> str | None:
+def absent_device_problem(
+    needed: Iterable[str], profiles_ncu: bool, warn: Callable[[str], None] | None = None
+) -> str | None:
     """The `onstart` check, as one line (or None): a device of `needed` (the devices of the
     jobs about to run here) that this machine lacks, before any job runs rather than a failed
     job per configuration minutes later. CUDA jobs also get `nnperf doctor`'s CUDA checks
-    (torch's CUDA build, the driver, NVML, NVTX; ncu and its counters when `profiles_ncu`,
-    ncu_profile jobs being pending); torch is imported only then."""
+    (torch's CUDA build, the driver, NVML; ncu and its counters when `profiles_ncu`,
+    ncu_profile jobs being pending); torch is imported only then. `warn(line)` gets each
+    warning, what the jobs run without (NVML: their clocks go unrecorded)."""
     needed = list(needed)
     for device in needed:
         reason = devices.absent_reason(device)
@@ -70,7 +73,10 @@ def absent_device_problem(needed: Iterable[str], profiles_ncu: bool) -> str | No
     if "cuda" in needed:
         from nnperf.study import preflight
 
-        return preflight.cuda_problem(profile_ncu=profiles_ncu)
+        problem, warnings = preflight.cuda_preflight(profile_ncu=profiles_ncu)
+        for line in warnings if warn is not None else ():
+            warn(line)
+        return problem
     return None
 
 

@@ -169,7 +169,6 @@ def _reopen_for_comparisons(
     unresolved comparison measure on, where their partner measures in the same round (it
     is still running, or another process fits its budget too): a process without its
     partner pairs with nothing."""
-
     def available(run: MeasurementRun) -> bool:
         return not run.finished or run.can_continue()
 

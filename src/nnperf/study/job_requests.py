@@ -123,9 +123,11 @@ def dataset_request(study: contract.StudyConfig, dataset: str) -> contract.Datas
     """Prepare `dataset` with the study's dataset settings; an ImageFolder's with its
     listing's fingerprint, so that a changed image prepares it again."""
     if image_size(study, dataset) is not None:
+        # Without image_size, which the jobs decode at: another size re-runs them, not the
+        # hashing of every byte.
         return contract.DatasetRequest(
             root=data_root(dataset),
-            dataset=study.dataset,
+            dataset=dataclasses.replace(study.dataset, image_size=None),
             fingerprint=folder_scan(study).fingerprint,
         )
     # A fresh settings object: an ImageFolder study's path and image_size are not a

@@ -38,6 +38,7 @@ def test_empty_config_gets_every_default(schema):
     assert config["dataset"] == {
         "name": "synthetic", "source": None, "md5": None,
         "synthetic": {"train_images": 2048, "test_images": 256, "seed": 0},
+        "path": None, "image_size": None, "label": None,
     }
     assert config["variants"]["baseline"]["channels_last"] is False
     assert config["variants"]["baseline"]["compile"] is False
@@ -108,7 +109,8 @@ def test_bad_input_is_one_clear_line(default_config, schema, change, expected):
         ({"ncu": False}, "ncu", {"enabled": False, "clock_control": "base", "warmup_steps": 10,
                                  "batch_sizes": None, "variants": None}),
         ({"dataset": "cifar10"}, "dataset", {"name": "cifar10", "source": None, "md5": None,
-                                            "synthetic": {"train_images": 2048, "test_images": 256, "seed": 0}}),
+                                            "synthetic": {"train_images": 2048, "test_images": 256, "seed": 0},
+                                            "path": None, "image_size": None, "label": None}),
     ],
 )
 def test_command_line_shorthands(schema, override, key, expected):

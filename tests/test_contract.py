@@ -68,7 +68,7 @@ def test_schema_enums_are_the_vocabulary(schema):
     variant = schema["$defs"]["variant"]["properties"]
     assert props["precisions"]["items"]["enum"] == list(vocab.PRECISIONS)
     assert props["devices"]["items"]["enum"] == [vocab.AUTO_DEVICE, *vocab.DEVICES]
-    assert props["dataset"]["properties"]["name"]["enum"] == list(vocab.DATASETS)
+    assert props["dataset"]["properties"]["name"]["enum"] == list(vocab.DATASET_NAMES)
     assert props["training"]["properties"]["optimizer"]["enum"] == list(vocab.OPTIMIZERS)
     assert props["ncu"]["properties"]["enabled"]["enum"] == list(vocab.NCU_ENABLED)
     assert props["ncu"]["properties"]["clock_control"]["enum"] == list(vocab.CLOCK_CONTROLS)

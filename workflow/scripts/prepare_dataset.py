@@ -1,5 +1,5 @@
-"""Rule prepare_dataset: download and verify CIFAR, or generate the synthetic set
-(nnperf.workload.datasets)."""
+"""Rule prepare_dataset: download and verify CIFAR, generate the synthetic set, or decode and
+hash the user's ImageFolder into its manifest (nnperf.workload.datasets)."""
 
 from nnperf.core.contract import DatasetRequest, from_dict
 from nnperf.core.jobs import logged_job

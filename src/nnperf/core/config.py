@@ -232,6 +232,7 @@ def validate(config: dict, schema: dict | None = None, machine_cores: int | None
             name: {key: spec["default"] for key, spec in fields.items()} | dict(settings or {})
             for name, settings in instance[section].items()
         }
+    # An ImageFolder's images are counted where its folder is listed (nnperf.study.scope).
     train_images = _train_images(instance["dataset"])
     too_large = [b for b in instance["batch_sizes"] if b > train_images]
     if too_large:
@@ -322,9 +323,11 @@ def check_cpu_threads(variants: dict, cores: int) -> None:
 CIFAR_TRAIN_IMAGES = 50_000
 
 
-def _train_images(dataset: dict) -> int:
+def _train_images(dataset: dict) -> float:
     if dataset["name"] == "synthetic":
         return dataset["synthetic"]["train_images"]
+    if dataset["name"] == vocab.IMAGEFOLDER:
+        return math.inf
     return CIFAR_TRAIN_IMAGES
 
 

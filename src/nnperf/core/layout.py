@@ -28,7 +28,8 @@ from nnperf.core.errors import NnperfError
 
 # What each key may look like; also the workflow's `wildcard_constraints`.
 KEY_PATTERNS = {
-    "dataset": "|".join(vocab.DATASETS),
+    # A built-in dataset's name or an ImageFolder's label (`vocab.DATASET_KEY_PATTERN`).
+    "dataset": vocab.DATASET_KEY_PATTERN,
     "device": "|".join(vocab.DEVICES),
     "model": r"[a-z0-9_]+",
     "precision": "|".join(vocab.PRECISIONS),

@@ -45,6 +45,9 @@ class DatasetRequest:
 
     root: str
     dataset: DatasetSettings = DatasetSettings()
+    # An ImageFolder's listing when the DAG was built (its files' paths, sizes and
+    # modification times): a param of rule prepare_dataset, so a changed image re-runs it.
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class ComplexityRequest:
     training: TrainingSettings = TrainingSettings()
     # None: the model's own input size (32 for *_cifar models, 224 for ImageNet ones).
     input_size: int | None = None
+    # None: the built-in dataset's classes; an ImageFolder's class folders otherwise.
+    num_classes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,9 @@ class RunRequest:
     # None: the model's own input size (as ComplexityRequest.input_size); images are resized
     # on the device when it differs from theirs.
     input_size: int | None = None
+    # The side an ImageFolder's images are decoded at (`dataset.image_size`); None for the
+    # built-in datasets, whose images are 32x32.
+    image_size: int | None = None
 
     def seed_of(self, process: int) -> int:
         """Worker process `process`'s seed: `training.seed` plus its index, so processes
@@ -127,6 +135,7 @@ class RunRequest:
         """Keys, variant, training and timing settings: the head of every run document."""
         return {
             **self.keys(),
+            **({"image_size": self.image_size} if self.image_size is not None else {}),
             "variant_settings": to_dict(self.settings),
             **to_dict(self.training),
             "timing": {**to_dict(self.timing), "target_ci": self.target_ci},
@@ -224,6 +233,8 @@ class TrainingRunRequest:
     # None: the model's own input size (as RunRequest.input_size); seed 004 fed ResNet-50
     # CIFAR's 32x32 images as they are (input_size 32).
     input_size: int | None = None
+    # As RunRequest.image_size.
+    image_size: int | None = None
 
     @property
     def root(self) -> str:
@@ -255,6 +266,7 @@ class TrainingRunRequest:
             "precision": self.precision,
             "batch_size": self.batch_size,
             "input_size": self.input_size,
+            **({"image_size": self.image_size} if self.image_size is not None else {}),
             "variant_settings": to_dict(self.settings),
             "convergence": convergence,
         }

@@ -11,8 +11,11 @@ default lives here and in the schema, and nowhere else. What a job is asked to d
 from __future__ import annotations
 
 import math
+import os
+import re
 import typing
 from dataclasses import dataclass, field, fields
+from pathlib import PurePath
 from typing import Any
 
 from nnperf.core import vocab
@@ -56,14 +59,86 @@ class SyntheticData:
     seed: int = 0
 
 
+# An ImageFolder's images are decoded at this side when `dataset.image_size` is null:
+# torchvision's ImageNet training size.
+DEFAULT_IMAGE_SIZE = 224
+
+
 @dataclass(frozen=True)
 class DatasetSettings:
-    """Training data (config `dataset:`)."""
+    """Training data (config `dataset:`).
+
+    `name: imagefolder` reads the user's folder `path` (`train/<class>/*.jpg|png`, and
+    `val/` alike); its images are decoded at `image_size`, and its results are filed under
+    `key`: `label`, or the folder's own name. The other names are built in and are their own
+    key.
+    """
 
     name: str = "synthetic"
     source: str | None = None
     md5: str | None = None
     synthetic: SyntheticData = SyntheticData()
+    path: str | None = None
+    # None: DEFAULT_IMAGE_SIZE for an ImageFolder.
+    image_size: int | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name != vocab.IMAGEFOLDER:
+            for key in ("path", "image_size", "label"):
+                if getattr(self, key) is not None:
+                    raise NnperfError(
+                        f"dataset.{key} is for dataset.name {vocab.IMAGEFOLDER}; allowed with "
+                        f"{self.name}: null"
+                    )
+            return
+        if not self.path:
+            raise NnperfError(
+                "dataset.path is missing; dataset.name imagefolder needs the folder that "
+                "holds train/ and val/"
+            )
+        for key in ("source", "md5"):
+            if getattr(self, key) is not None:
+                raise NnperfError(
+                    f"dataset.{key} is for cifar10 and cifar100; allowed with imagefolder: "
+                    "null (dataset.path names the folder)"
+                )
+        if self.image_size is not None and self.image_size < 8:
+            raise NnperfError(
+                f"dataset.image_size = {self.image_size!r} is too small; allowed: an integer "
+                ">= 8 or null (224)"
+            )
+        self.key  # noqa: B018 - a name that cannot be a path key fails here, not in a job
+
+    @property
+    def key(self) -> str:
+        """The dataset's name in results paths (`layout`'s `{dataset}`)."""
+        if self.name != vocab.IMAGEFOLDER:
+            return self.name
+        if self.label is not None:
+            where, key = "dataset.label", self.label
+        else:
+            where = "the folder name of dataset.path"
+            key = PurePath(os.path.normpath(os.path.expanduser(self.path))).name
+        if not re.fullmatch(vocab.DATASET_KEY_PATTERN, key):
+            raise NnperfError(
+                f"{where} {key!r} cannot name results; set dataset.label to a name of letters, "
+                "digits, _ and -, starting with a letter or digit"
+            )
+        if key in vocab.DATASET_NAMES:
+            raise NnperfError(
+                f"{where} {key!r} is the name of a built-in dataset, whose results it would "
+                "share; set dataset.label to another name"
+            )
+        return key
+
+    @property
+    def side(self) -> int | None:
+        """The side an ImageFolder's images are decoded at; None for the built-in datasets
+        (their images are 32x32)."""
+        if self.name != vocab.IMAGEFOLDER:
+            return None
+        return self.image_size or DEFAULT_IMAGE_SIZE
 
 
 @dataclass(frozen=True)

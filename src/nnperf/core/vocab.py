@@ -88,7 +88,14 @@ CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 REFERENCE_VARIANT = "baseline"
 REFERENCE_PRECISION = "fp32"
 
+# The built-in datasets: each name is also its key in results paths.
 DATASETS = ("synthetic", "cifar10", "cifar100")
+# The user's own folder of JPEGs and PNGs (torchvision's ImageFolder layout); its key in
+# results paths is the folder's name or `dataset.label` (`DatasetSettings.key`).
+IMAGEFOLDER = "imagefolder"
+DATASET_NAMES = (*DATASETS, IMAGEFOLDER)
+# What a dataset key in a results path may look like: a built-in name or a label.
+DATASET_KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
 OPTIMIZERS = ("sgd", "adam")
 COMPILE_MODES = (False, "default", "reduce-overhead", "max-autotune")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused", "for-loop")

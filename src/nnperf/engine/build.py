@@ -10,7 +10,7 @@ an allocation failure with `free_after_oom()` and `one_line()`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,7 +21,8 @@ from nnperf.core.contract import RunRequest
 class RunData:
     """The training split and what the model needs to know about it."""
 
-    images: np.ndarray
+    # uint8 [N, H, W, 3], or an ImageFolder's split (decoded by the data path).
+    images: Any
     labels: np.ndarray
     mean: tuple[float, ...]
     std: tuple[float, ...]
@@ -75,11 +76,16 @@ def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
     from nnperf.workload import datasets as data_mod
     from nnperf.workload import models as models_mod
 
-    spec = data_mod.get_spec(request.dataset)
+    spec = data_mod.prepared(request.root, request.dataset)
     models_mod.get_spec(request.model)
-    images, labels = data_mod.load_split(request.root, request.dataset, "train")
+    images, labels = data_mod.read_split(request.root, request.dataset, "train", request.image_size)
     num_classes = int(spec.num_classes)
-    input_size = request.input_size or models_mod.input_size(request.model, int(images.shape[1]))
+    # An ImageFolder's images are decoded at the size the model takes, unless asked otherwise.
+    input_size = request.input_size or (
+        request.image_size
+        if spec.imagefolder
+        else models_mod.input_size(request.model, int(images.shape[1]))
+    )
 
     def model_factory():
         return models_mod.build_model(request.model, num_classes)

@@ -7,6 +7,12 @@
   each batch is drawn by a device-side permutation and augmented there with tensor ops
   (random crop with zero padding 4 and horizontal flip, the standard CIFAR augmentation).
 
+An ImageFolder (`nnperf.workload.imagefolder.Split`) goes either way: the DataLoader decodes
+each file and applies RandomResizedCrop and flip on its workers, every step
+(`nnperf.workload.image_decoding.ImageFiles`); the device-resident path decodes the split
+once, resized and center-cropped at image_size like evaluation images, and then augments it
+on the device as above. "Decoded every step" against "decoded once" is one variant apart.
+
 Both hand over uint8 NCHW batches; `InputPreparer` then does the same thing for both on the
 device: uint8 -> float32, normalise with the dataset's mean/std, resize when the model's input
 size differs from the image size (ImageNet-style models at 224 on 32x32 CIFAR images), and
@@ -33,6 +39,7 @@ from torchvision.transforms import v2
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.variant import VariantSettings
+from nnperf.workload.imagefolder import Split
 
 # The usual CIFAR augmentation (He et al. 2016, §4.2): pad 4 pixels, random 32x32 crop, flip.
 CROP_PADDING_PX = 4
@@ -69,6 +76,33 @@ class Uint8ImageDataset(Dataset):
         return image, self.labels[index]
 
 
+def image_side(images) -> int:
+    """The side of the images a feeder hands over: an ImageFolder split's decode size, or
+    the arrays' height."""
+    return images.image_size if isinstance(images, Split) else int(images.shape[1])
+
+
+def image_dataset(images, labels: np.ndarray, augment: bool) -> Dataset:
+    """The DataLoader's dataset: an ImageFolder split decoded per item (on the workers), or
+    in-memory arrays cropped and flipped per item."""
+    if isinstance(images, Split):
+        from nnperf.workload.image_decoding import ImageFiles
+
+        return ImageFiles(images, augment)
+    return Uint8ImageDataset(images, labels, augment)
+
+
+def resident_images(images, device: torch.device) -> np.ndarray:
+    """The arrays the device_resident path keeps on `device`: an ImageFolder split decoded
+    once (resize and center crop, the evaluation transform), after checking it fits."""
+    if not isinstance(images, Split):
+        return images
+    from nnperf.workload import image_decoding
+
+    image_decoding.check_resident_fits(images, device)
+    return image_decoding.decode_all(images)
+
+
 def check_batch_fits(num_images: int, batch_size: int) -> None:
     """Full batches only (drop_last): a dataset smaller than one batch cannot be timed."""
     if batch_size > num_images:
@@ -95,7 +129,7 @@ def _data_loader(
         if settings.prefetch_factor is not None:
             extra["prefetch_factor"] = settings.prefetch_factor
     return DataLoader(
-        Uint8ImageDataset(images, labels, augment),
+        image_dataset(images, labels, augment),
         batch_size=batch_size,
         shuffle=True,
         drop_last=True,
@@ -210,7 +244,7 @@ class DeviceResidentFeeder:
         self.batch_size = batch_size
         self.augment = augment
         self.images = (
-            torch.from_numpy(np.ascontiguousarray(images))
+            torch.from_numpy(np.ascontiguousarray(resident_images(images, device)))
             .to(device)
             .permute(0, 3, 1, 2)
             .contiguous()

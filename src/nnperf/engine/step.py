@@ -26,7 +26,7 @@ from nnperf.core.contract import ConvergenceSettings, TrainingSettings, VariantS
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import OPTIMIZERS, TRAINING_OPTIMIZERS
 from nnperf.engine import stopping
-from nnperf.engine.feeders import InputPreparer, make_feeder
+from nnperf.engine.feeders import InputPreparer, image_side, make_feeder
 
 # Messages of allocation failures that PyTorch raises as a plain RuntimeError rather than
 # torch.OutOfMemoryError: the CPU allocator (c10/core/impl/alloc_cpu.cpp), cuBLAS/cuDNN
@@ -210,7 +210,9 @@ def build_training(
     """
     if batch_size < 1:
         raise NnperfError(f"batch_size {batch_size!r} is not allowed; allowed: an integer >= 1")
-    if images.ndim != 4 or images.dtype != np.uint8 or images.shape[-1] != 3:
+    if isinstance(images, np.ndarray) and (
+        images.ndim != 4 or images.dtype != np.uint8 or images.shape[-1] != 3
+    ):
         raise NnperfError(
             f"training images have shape {images.shape} and dtype {images.dtype}; "
             "allowed: uint8 [N, H, W, 3]"
@@ -222,7 +224,7 @@ def build_training(
     optimizer = make_optimizer(params, hyper, settings.optimizer_impl)
     model = compile_model(model, settings)
     feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, seed, torch_device)
-    prepare = make_input_preparer(mean, std, images.shape[1], input_size, settings, torch_device)
+    prepare = make_input_preparer(mean, std, image_side(images), input_size, settings, torch_device)
     scaler = precision_mod.make_grad_scaler(device, precision)
     return Training(model, optimizer, scaler, feeder, prepare, torch_device, precision)
 

@@ -16,13 +16,14 @@ so the workflow can call it while it builds the DAG.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from nnperf.core import layout
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import DATASETS
+from nnperf.core.vocab import DATASET_KEY_PATTERN, DATASETS
 
 TABLE_NAMES = (
     "runs",
@@ -93,7 +94,7 @@ def datasets_in(results_dir: str | os.PathLike) -> list[str]:
         path.name
         for stage in ("tables", "runs")
         for path in (root / stage).glob("*")
-        if path.is_dir() and path.name in DATASETS
+        if path.is_dir() and re.fullmatch(DATASET_KEY_PATTERN, path.name)
     }
     return sorted(found)
 
@@ -115,8 +116,11 @@ def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> Fold
         )
     if dataset is None:
         dataset = present[0] if present else None
-    elif dataset not in DATASETS:
-        raise NnperfError(f"dataset {dataset!r} is unknown; allowed: {', '.join(DATASETS)}")
+    elif not re.fullmatch(DATASET_KEY_PATTERN, dataset):
+        raise NnperfError(
+            f"dataset {dataset!r} is not a dataset's name; allowed: {', '.join(DATASETS)} or an "
+            "ImageFolder's label"
+        )
     if dataset is None:
         return FolderFiles(
             os.fspath(results_dir),
@@ -242,7 +246,8 @@ def figures(folders: Iterable[FolderFiles]) -> list[str]:
     another dataset's study."""
     shown = []
     for folder in folders:
-        others = set(DATASETS) - {folder.dataset}
+        others = set(DATASETS) | set(datasets_in(folder.results_dir))
+        others -= {folder.dataset}
         for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png")):
             if not others & set(path.relative_to(folder.results_dir).parts):
                 shown.append(os.fspath(path))

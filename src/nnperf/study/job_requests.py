@@ -36,6 +36,27 @@ def data_root(dataset: str) -> str:
     return layout.path("dataset", dataset=dataset)
 
 
+def image_size(study: contract.StudyConfig, dataset: str) -> int | None:
+    """The side the study's ImageFolder is decoded at when `dataset` is its key; None for a
+    built-in dataset. A key that is neither is an error naming the study's."""
+    if dataset in vocab.DATASETS:
+        return None
+    if study.dataset.name != vocab.IMAGEFOLDER or dataset != study.dataset.key:
+        raise NnperfError(
+            f"dataset {dataset!r} is neither a built-in dataset nor this study's ImageFolder "
+            f"(its dataset is {study.dataset.key!r}); allowed: {', '.join(vocab.DATASETS)}"
+            + (f", {study.dataset.key}" if study.dataset.name == vocab.IMAGEFOLDER else "")
+        )
+    return study.dataset.side
+
+
+def folder_scan(study: contract.StudyConfig):
+    """The study's ImageFolder, listed once per process (`nnperf.workload.imagefolder`)."""
+    from nnperf.workload import imagefolder
+
+    return imagefolder.scan_once(study.dataset.path)
+
+
 def run_request(
     study: contract.StudyConfig,
     key: RunKey,
@@ -45,6 +66,7 @@ def run_request(
     """The RunRequest of configuration `key` (with `training`, default the study's); an
     impossible configuration fails here."""
     study_config.check_runnable(key.device, key.precision)
+    side = image_size(study, dataset)
     return contract.RunRequest(
         **key.as_dict(),
         settings=variant_settings(study, key.variant),
@@ -52,6 +74,10 @@ def run_request(
         data_root=data_root(dataset),
         training=study.training if training is None else training,
         timing=study.timing,
+        # An ImageFolder's images are decoded at image_size, which the model takes as they
+        # are (a built-in dataset's models take their own size).
+        input_size=side,
+        image_size=side,
     )
 
 
@@ -89,20 +115,44 @@ def training_request(
         convergence=settings,
         dataset=dataset,
         data_root=data_root(dataset),
-        input_size=settings.input_size,
+        input_size=settings.input_size or image_size(study, dataset),
+        image_size=image_size(study, dataset),
     )
 
 
 def dataset_request(study: contract.StudyConfig, dataset: str) -> contract.DatasetRequest:
-    """Prepare `dataset` with the study's dataset settings."""
-    settings = dataclasses.replace(study.dataset, name=dataset)
+    """Prepare `dataset` with the study's dataset settings; an ImageFolder's with its
+    listing's fingerprint, so that a changed image prepares it again."""
+    if image_size(study, dataset) is not None:
+        # Without image_size, which the jobs decode at: another size re-runs them, not the
+        # hashing of every byte.
+        return contract.DatasetRequest(
+            root=data_root(dataset),
+            dataset=dataclasses.replace(study.dataset, image_size=None),
+            fingerprint=folder_scan(study).fingerprint,
+        )
+    # A fresh settings object: an ImageFolder study's path and image_size are not a
+    # built-in dataset's.
+    settings = contract.DatasetSettings(
+        name=dataset,
+        source=study.dataset.source,
+        md5=study.dataset.md5,
+        synthetic=study.dataset.synthetic,
+    )
     return contract.DatasetRequest(root=data_root(dataset), dataset=settings)
 
 
 def complexity_request(
     study: contract.StudyConfig, model: str, dataset: str
 ) -> contract.ComplexityRequest:
-    return contract.ComplexityRequest(model=model, dataset=dataset, training=study.training)
+    side = image_size(study, dataset)
+    return contract.ComplexityRequest(
+        model=model,
+        dataset=dataset,
+        training=study.training,
+        input_size=side,
+        num_classes=None if side is None else folder_scan(study).num_classes,
+    )
 
 
 def ceilings_request(
@@ -126,7 +176,7 @@ def report_request(
     return contract.ReportRequest(
         title=study.study.name,
         description=study.study.description.strip(),
-        dataset=study.dataset.name,
+        dataset=study.dataset.key,
         notes=tuple(notes),
         cv_threshold=study.report.cv_threshold,
         extra_results=study.report.extra_results,

@@ -52,7 +52,7 @@ class Study:
         matrix, _ = study_config.expand_matrix(
             {**self.config, "devices": list(self.devices)}, detect=lambda: self.devices[0]
         )
-        dataset = self.typed.dataset.name
+        dataset = self.typed.dataset.key
         return [run_request(self.typed, key, dataset) for key in matrix]
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from nnperf.core import contract, devices
+from nnperf.core import contract, devices, vocab
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
 from nnperf.ncu import metrics as ncu
+from nnperf.study import job_requests
 from nnperf.study.selection import StageSelection, check_selected_variants, select_stages
+from nnperf.workload import imagefolder
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,8 @@ class Scope:
 
     @property
     def dataset(self) -> str:
-        return self.study.dataset.name
+        """The study's dataset key in results paths (an ImageFolder's label)."""
+        return self.study.dataset.key
 
     def check_dataset(self, dataset: str) -> None:
         """Raise NnperfError unless a study-level file (table, figure, report) naming
@@ -66,6 +69,13 @@ def scope_of(
     has `ncu` (it decides `ncu.enabled: auto`). Raises NnperfError when a stage's
     `variants` names a variant the study does not define."""
     check_selected_variants(study)
+    if study.dataset.name == vocab.IMAGEFOLDER:
+        # Listed now, so a missing folder, a folder without train/ or without images, or a
+        # batch larger than its training split is one line before any job runs.
+        found = job_requests.folder_scan(study)
+        imagefolder.check_batch_sizes(
+            found, study.batch_sizes, f"dataset.path {study.dataset.path}"
+        )
     matrix, matrix_notes = study_config.expand_matrix(config, detect)
     resolved = study_config.resolved_devices(config, detect)
     empty = study_config.empty_matrix_message(matrix, matrix_notes)

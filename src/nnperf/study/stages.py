@@ -162,7 +162,7 @@ def example_sources(study: Study, workdir: str | Path = ".") -> dict[str, Path]:
     """Example file name -> the study's file: the summary, its tables, each device's
     measured ceilings. Only those that exist; never a profile."""
     root = Path(workdir)
-    dataset = study.typed.dataset.name
+    dataset = study.typed.dataset.key
     sources = {"summary.html": root / layout.path("summary_html", dataset=dataset)}
     for name in EXAMPLE_TABLES:
         sources[f"{name}.csv"] = root / layout.path("table", dataset=dataset, name=name)
@@ -288,7 +288,7 @@ def write_example(
         shutil.copyfile(source, staging / name)
     (staging / STAGE_TIMES_CSV).write_text(stage_times_csv(times), encoding="utf-8")
     environment = Path(workdir) / layout.path(
-        "table", dataset=study.typed.dataset.name, name="environment"
+        "table", dataset=study.typed.dataset.key, name="environment"
     )
     names = [*sources, STAGE_TIMES_CSV]
     text = readme(

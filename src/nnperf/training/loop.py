@@ -25,7 +25,7 @@ from nnperf.core import precision as precision_mod
 from nnperf.core import vocab
 from nnperf.core.contract import ConvergenceSettings, TrainingRunRequest
 from nnperf.engine.build import free_after_oom
-from nnperf.engine.feeders import make_epoch_feeder
+from nnperf.engine.feeders import image_side, make_epoch_feeder
 from nnperf.engine.step import (
     Training,
     apply_process_settings,
@@ -48,13 +48,14 @@ from nnperf.training.recipe import (
     make_lr_scheduler,
     warmup_iterations,
 )
+from nnperf.workload.imagefolder import Split
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingData:
     """Both splits of a dataset and what the model needs to know about them."""
 
-    train_images: np.ndarray  # uint8 [N, H, W, 3]
+    train_images: Any  # uint8 [N, H, W, 3], or an ImageFolder's split decoded per step
     train_labels: np.ndarray  # int64 [N]
     test_images: np.ndarray
     test_labels: np.ndarray
@@ -67,6 +68,10 @@ class TrainingData:
         """SHA-256 of both splits' pixels and labels: the data part of a run's identity."""
         digest = hashlib.sha256()
         for array in (self.train_images, self.train_labels, self.test_images, self.test_labels):
+            if isinstance(array, Split):
+                # Its files' bytes are hashed by the data stage (the manifest's sha256).
+                digest.update(f"{array.sha256}:{array.image_size}:{len(array)}".encode())
+                continue
             digest.update(np.ascontiguousarray(array).tobytes())
         return digest.hexdigest()
 
@@ -241,7 +246,7 @@ def train_to_accuracy(
     images_per_epoch = steps_per_epoch * request.batch_size
     scheduler = make_lr_scheduler(optimizer, settings, steps_per_epoch)
     prepare = make_input_preparer(
-        data.mean, data.std, data.train_images.shape[1], data.input_size, variant, device
+        data.mean, data.std, image_side(data.train_images), data.input_size, variant, device
     )
     scaler = precision_mod.make_grad_scaler(request.device, request.precision)
     training = Training(

@@ -102,14 +102,31 @@ def load_training_data(request: TrainingRunRequest) -> TrainingData:
     from nnperf.workload import datasets as data_mod
     from nnperf.workload import models as models_mod
 
-    spec = data_mod.get_spec(request.dataset)
+    spec = data_mod.prepared(request.root, request.dataset)
     models_mod.get_spec(request.model)
-    train_images, train_labels = data_mod.load_split(request.root, request.dataset, "train")
-    test_images, test_labels = data_mod.load_split(request.root, request.dataset, "test")
+    train_images, train_labels = data_mod.read_split(
+        request.root, request.dataset, "train", request.image_size
+    )
+    test_images, test_labels = data_mod.read_split(
+        request.root, request.dataset, "test", request.image_size
+    )
+    if spec.imagefolder:
+        # val/ is decoded once, resized and center-cropped, and evaluated from the device
+        # (as CIFAR's test split is); train/ is decoded by the variant's data path.
+        from nnperf.workload import image_decoding
+
+        image_decoding.check_resident_fits(
+            test_images, torch.device(request.device), "evaluation (val/ decoded once)"
+        )
+        test_images = image_decoding.decode_all(test_images)
     input_size = (
         request.input_size
         or request.convergence.input_size
-        or models_mod.input_size(request.model, int(train_images.shape[1]))
+        or (
+            request.image_size
+            if spec.imagefolder
+            else models_mod.input_size(request.model, int(train_images.shape[1]))
+        )
     )
     return TrainingData(
         train_images=train_images,

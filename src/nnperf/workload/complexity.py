@@ -550,15 +550,19 @@ def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.
     so it carries its own keys.
     """
     models.get_spec(request.model)  # an unknown model is reported before anything else
-    spec = data.get_spec(request.dataset)
     size = request.input_size
-    if size is None:
-        size = models.input_size(request.model, spec.image_shape[-1])
+    if request.num_classes is not None:  # an ImageFolder's: its class folders
+        num_classes = request.num_classes
+    else:
+        spec = data.get_spec(request.dataset)
+        num_classes = spec.num_classes
+        if size is None:
+            size = models.input_size(request.model, spec.image_shape[-1])
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise NnperfError(f"input_size {size!r} is invalid; allowed: an integer >= 1")
     training = request.training
     with torch.device("meta"):
-        model = models.build_model(request.model, spec.num_classes)
+        model = models.build_model(request.model, num_classes)
     try:
         result = estimate(
             model, (3, size, size), optimizer=training.optimizer, momentum=training.momentum

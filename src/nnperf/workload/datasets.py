@@ -4,7 +4,9 @@
 `resources/data/{dataset}/`) from a `nnperf.core.contract.DatasetRequest`:
 CIFAR-10 or CIFAR-100 downloaded from the official archive (or a mirror, a `file://` URL or a
 local copy) and MD5-verified, or a deterministic synthetic set written in the same CIFAR-10
-python-pickle layout (`nnperf.workload.cifar_pickle`). `load_split()` reads any of the three
+python-pickle layout (`nnperf.workload.cifar_pickle`), or for the user's ImageFolder a
+manifest alone (`nnperf.workload.imagefolder`; the images stay in their folder).
+`prepared()` and `read_split()` are what the jobs read, of either kind. `load_split()` reads any of the three
 into numpy arrays with torchvision's own CIFAR reader, so there is exactly one loading path for
 all of them.
 
@@ -43,6 +45,7 @@ from nnperf.core import layout, vocab
 from nnperf.core.contract import DatasetRequest, SyntheticData, to_dict
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
+from nnperf.workload import imagefolder
 from nnperf.workload.cifar_pickle import IMAGE_SHAPE, write_cifar10_folder
 
 SPLITS = ("train", "test")
@@ -361,6 +364,12 @@ def _fetch(source: str, destination: Path) -> None:
         )
     else:
         local = Path(source).expanduser()
+    if local.is_dir():
+        raise NnperfError(
+            f"dataset.source {source}: is a folder, not an archive; allowed: the CIFAR "
+            "python archive (.tar.gz), or for a folder of images dataset.name imagefolder "
+            "with dataset.path"
+        )
     if not local.is_file():
         raise NnperfError(f"dataset.source {source}: no such file")
     # Copied rather than read in place, so the bytes that are verified are the bytes that
@@ -468,6 +477,8 @@ def prepare(request: DatasetRequest) -> dict:
     how it was made, so the directory carries its own key.
     """
     settings = request.dataset
+    if settings.name == vocab.IMAGEFOLDER:
+        return _prepare_imagefolder(request)
     name, source, synthetic = settings.name, settings.source, settings.synthetic
     spec = get_spec(name)
     md5 = _check_md5(settings.md5)
@@ -529,8 +540,80 @@ def prepare(request: DatasetRequest) -> dict:
     return manifest
 
 
+def _prepare_imagefolder(request: DatasetRequest) -> dict:
+    """The manifest of the user's ImageFolder, written alone into `request.root`: the images
+    stay where they are (`nnperf.workload.imagefolder`)."""
+    root = Path(request.root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    document = imagefolder.manifest(request.dataset, request.dataset.key)
+    document = {
+        **document,
+        "created_at_unix": time.time(),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    scratch = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    try:
+        staging = scratch / "dataset"
+        staging.mkdir()
+        write_json(staging / MANIFEST_NAME, document)
+        _install(staging, root, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return document
+
+
+# --------------------------------------------------------------------------------------
+# What the jobs read: a built-in dataset's arrays or an ImageFolder's split
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """What a job needs to know about a prepared dataset, whichever kind it is."""
+
+    key: str
+    num_classes: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    imagefolder: bool
+
+
+def is_builtin(key: str) -> bool:
+    """Whether the dataset key `key` names a built-in dataset (else an ImageFolder's label)."""
+    return key in DATASETS
+
+
+def prepared(root: str | os.PathLike, key: str) -> PreparedData:
+    """The classes and normalisation of dataset `key`, prepared in `root`."""
+    if is_builtin(key):
+        spec = get_spec(key)
+        return PreparedData(key, spec.num_classes, spec.mean, spec.std, False)
+    document = imagefolder.read_manifest(root)
+    return PreparedData(
+        key,
+        int(document["num_classes"]),
+        tuple(document["mean"]),
+        tuple(document["std"]),
+        True,
+    )
+
+
+def read_split(root: str | os.PathLike, key: str, split: str, image_size: int | None):
+    """(images, labels) of one split, `split` "train" or "test": uint8 NHWC arrays of a
+    built-in dataset, or an ImageFolder's `Split` (its `val/` for "test"), decoded later by
+    the data path at `image_size`."""
+    if is_builtin(key):
+        return load_split(root, key, split)
+    if image_size is None:
+        raise NnperfError(f"dataset {key!r} is an ImageFolder; its image_size must be given")
+    folder_split = imagefolder.open_split(root, "train" if split == "train" else "val", image_size)
+    return folder_split, np.asarray(folder_split.labels, dtype=np.int64)
+
+
 def summary(manifest: dict) -> str:
     """One line for the job log: what was prepared and how it was checked."""
+    if manifest.get("name") == vocab.IMAGEFOLDER:
+        return imagefolder.summary(manifest)
     images = manifest["images"]
     if manifest["md5"] is None:
         how = f"generated with seed {manifest['synthetic']['seed']}"

@@ -663,3 +663,26 @@ def test_the_cpu_recording_is_the_committed_example():
 def test_plan_cores_must_be_positive(capsys):
     assert cli.main(["plan", "--cores", "0"]) == 2
     assert "--cores" in capsys.readouterr().err
+
+
+def test_an_imagefolder_study_is_planned_under_its_label_with_its_image_counts(tmp_path):
+    """The plan names an ImageFolder study's jobs by its results name and prices its data
+    stage and epochs from the images on disk, not CIFAR's."""
+    from imagefolder_data import make_imagefolder
+
+    folder = make_imagefolder(tmp_path / "pets", train_per_class=4, val_per_class=1)
+    result = plan.planned(
+        config=[f"dataset={{name: imagefolder, path: {folder}, image_size: 32}}", "batch_sizes=[4]"],
+        timings="cpu",
+    )
+    data_jobs = [job for job in result.jobs if job.stage == plan.DATA]
+    assert [job.job for job in data_jobs] == ["prepare_dataset pets"]
+    assert plan.dataset_images(result_study_dataset(folder)) == (12, 3)
+
+
+def result_study_dataset(folder):
+    from nnperf.core import contract
+
+    return contract.from_dict(
+        contract.DatasetSettings, {"name": "imagefolder", "path": str(folder), "image_size": 32}
+    )

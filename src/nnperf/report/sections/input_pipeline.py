@@ -77,7 +77,9 @@ def input_display(summary: pd.DataFrame | None) -> pd.DataFrame:
             "Loader alone": [loader_text(r) for r in rows],
             "Loader / training": [fmt_times(r.get("loader_headroom")) for r in rows],
             "Data wait (share of step)": [fmt_pct(r.get("data_wait_share")) for r in rows],
-            "Input-bound": [VERDICT_WORDS.get(str(r.get("input_bound")), "undetermined") for r in rows],
+            "Input-bound": [
+                VERDICT_WORDS.get(str(r.get("input_bound")), "undetermined") for r in rows
+            ],
         }
     )
 
@@ -127,7 +129,9 @@ def input_finding(summary: pd.DataFrame | None) -> list[str]:
         if len(bound):
             parts.append(f"it does not limit the other {len(free)} ({margin})")
         elif len(free) == total:
-            parts.append(f"Data loading limits none of the {total} measured configurations: {margin}")
+            parts.append(
+                f"Data loading limits none of the {total} measured configurations: {margin}"
+            )
         else:
             parts.append(
                 f"Data loading does not limit {len(free)} of {total} measured configurations "
@@ -136,7 +140,9 @@ def input_finding(summary: pd.DataFrame | None) -> list[str]:
     if len(unknown):
         rates = unknown.get("loader_rate_img_s")
         no_rate = rates is None or pd.to_numeric(rates, errors="coerce").isna().all()
-        why = "no loader rate was measured" if no_rate else "the loader's interval does not settle it"
+        why = (
+            "no loader rate was measured" if no_rate else "the loader's interval does not settle it"
+        )
         if parts:
             parts.append(f"for {len(unknown)} it is undetermined ({why})")
         else:

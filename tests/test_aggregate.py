@@ -457,6 +457,8 @@ SUMMARY_COLUMNS = [
     "loader_rate_img_s",
     "loader_rate_img_s_ci95_low",
     "loader_rate_img_s_ci95_high",
+    "loader_rate_img_s_min",
+    "loader_rate_img_s_max",
     "loader_ci_method",
     "loader_n_processes",
     "loader_n_windows",

@@ -56,6 +56,24 @@ def test_the_rule_on_hand_made_numbers(throughput, low, high, wait, expected):
     assert verdict(throughput, low, high, wait) == expected
 
 
+@pytest.mark.parametrize(
+    "low, high, slowest, fastest, expected",
+    [
+        # Two processes on a busy host: an interval from -1,272 to 4,320 img/s says nothing,
+        # but the slowest of the loader's windows still ran 300 img/s against 100 training.
+        (-1272.0, 4320.0, 300.0, 2900.0, NOT_INPUT_BOUND),
+        # The slowest window below the line and the interval across it: undetermined.
+        (-1272.0, 4320.0, 105.0, 2900.0, UNDETERMINED),
+        # Even the fastest window below 1.1x the training rate: bound.
+        (60.0, 400.0, 80.0, 105.0, INPUT_BOUND),
+        # The interval is the tighter bound where it is: its upper end below the line.
+        (90.0, 108.0, 95.0, 130.0, INPUT_BOUND),
+    ],
+)
+def test_the_loaders_windows_bound_it_beside_its_interval(low, high, slowest, fastest, expected):
+    assert verdict(100.0, low, high, 0.02, slowest, fastest) == expected
+
+
 def run_document(**changes) -> dict:
     document = {
         "status": "ok",
@@ -63,6 +81,8 @@ def run_document(**changes) -> dict:
         "loader_rate_img_s": 1000.0,
         "loader_rate_img_s_ci95_low": 900.0,
         "loader_rate_img_s_ci95_high": 1100.0,
+        "loader_rate_img_s_min": 850.0,
+        "loader_rate_img_s_max": 1150.0,
         "loader_ci_method": "processes",
         "loader_n_processes": 3,
         "loader_n_windows": 9,
@@ -117,6 +137,10 @@ def test_loader_fields_estimate_the_rate_like_throughput():
     low, high = fields["loader_rate_img_s_ci95_low"], fields["loader_rate_img_s_ci95_high"]
     assert low < fields["loader_rate_img_s"] < high
     assert fields["loader_time_s"] == 0.1
+    assert (fields["loader_rate_img_s_min"], fields["loader_rate_img_s_max"]) == (
+        pytest.approx(64 / 0.02),
+        pytest.approx(64 / 0.01),
+    )
     assert loader.loader_fields([], 0.0)["loader_rate_img_s"] is None
 
 

@@ -7,18 +7,23 @@ A configuration is **input-bound** when its loader cannot feed its step, seen ei
   A step that waits a tenth of its time would train more than 11% faster with a loader that
   kept up: more than any CI target (1-3%), so the loss is measured, not noise, and as large
   as what a typical toggle of a variant wins.
-* **the loader alone is barely faster than training**: even the upper end of the 95% CI of
-  the loader's own rate (the feeder iterated with no training, `nnperf.engine.loader`) is
-  below `LOADER_HEADROOM` x the training throughput. Run beside training, a loader shares the
-  host (its cores, memory bandwidth, the copy engine), so its rate alone overstates what it
-  delivers; with less than a tenth in hand, the step is fed only as long as nothing else slows
-  the host, and a faster model, device or precision would wait.
+* **the loader alone is barely faster than training**: the loader's own rate (the feeder
+  iterated with no training, `nnperf.engine.loader`) is below `LOADER_HEADROOM` x the
+  training throughput even at its upper bound: the upper end of its 95% CI, or its fastest
+  window where that is lower. Run beside training, a loader shares the host (its cores,
+  memory bandwidth, the copy engine), so its rate alone overstates what it delivers; with
+  less than a tenth in hand, the step is fed only as long as nothing else slows the host,
+  and a faster model, device or precision would wait.
 
 It is **not input-bound** when both say the opposite: the data wait is at most
-`DATA_WAIT_LIMIT` and the lower end of the loader rate's CI is at least `LOADER_HEADROOM` x
-the training throughput. Anything else is **undetermined**: no loader rate (a rehearsal's
-replayed workers, a run document from before the loader windows), a loader interval that
-straddles the line, or a configuration not measured. Verdicts are codes
+`DATA_WAIT_LIMIT` and the loader's lower bound (the lower end of its CI, or its slowest
+window where that is higher) is at least `LOADER_HEADROOM` x the training throughput. The
+windows stand beside the interval because a t-interval over two or three processes is wide
+(t = 12.7 for two): a loader that outran the step 300-fold in every window it was timed
+is not limiting it, whatever the spread of its process means on a busy host. Anything else
+is **undetermined**: no loader rate (a rehearsal's replayed workers, a run document from
+before the loader windows), a loader whose bounds straddle the line, or a configuration not
+measured. Verdicts are codes
 (`nnperf.core.vocab.INPUT_VERDICTS`); sentences are the report's.
 
 The breakdown's `INPUT_BOUND_SHARE` (a quarter of the step in data wait *and* host-to-device
@@ -48,6 +53,8 @@ LOADER_COLUMNS = (
     "loader_rate_img_s",
     "loader_rate_img_s_ci95_low",
     "loader_rate_img_s_ci95_high",
+    "loader_rate_img_s_min",
+    "loader_rate_img_s_max",
     "loader_ci_method",
     "loader_n_processes",
     "loader_n_windows",
@@ -65,24 +72,45 @@ def _number(value) -> float | None:
     return None if math.isnan(number) else number
 
 
+def _bound(interval_end: float | None, window: float | None, pick) -> float | None:
+    """The tighter of a CI end and a window's rate (`pick`: max for the lower bound, min for
+    the upper), whichever are known."""
+    known = [v for v in (interval_end, window) if v is not None]
+    return pick(known) if known else None
+
+
 def verdict(
     throughput: float | None,
     loader_ci_low: float | None,
     loader_ci_high: float | None,
     data_wait_share: float | None,
+    loader_slowest: float | None = None,
+    loader_fastest: float | None = None,
 ) -> str:
-    """`input_bound`, `not_input_bound` or `undetermined` (module docstring has the rule)."""
-    throughput, low, high, wait = (
-        _number(v) for v in (throughput, loader_ci_low, loader_ci_high, data_wait_share)
+    """`input_bound`, `not_input_bound` or `undetermined` (module docstring has the rule):
+    `loader_ci_*` the loader rate's 95% CI, `loader_slowest`/`loader_fastest` the rates of
+    its slowest and fastest window."""
+    throughput, low, high, wait, slowest, fastest = (
+        _number(v)
+        for v in (
+            throughput,
+            loader_ci_low,
+            loader_ci_high,
+            data_wait_share,
+            loader_slowest,
+            loader_fastest,
+        )
     )
     if throughput is None or throughput <= 0:
         return UNDETERMINED
     if wait is not None and wait > DATA_WAIT_LIMIT:
         return INPUT_BOUND
     line = LOADER_HEADROOM * throughput
-    if high is not None and high < line:
+    upper = _bound(high, fastest, min)
+    if upper is not None and upper < line:
         return INPUT_BOUND
-    if wait is not None and low is not None and low >= line:
+    lower = _bound(low, slowest, max)
+    if wait is not None and lower is not None and lower >= line:
         return NOT_INPUT_BOUND
     return UNDETERMINED
 
@@ -103,6 +131,8 @@ def summary_columns(document: Mapping) -> dict:
             document.get("loader_rate_img_s_ci95_low"),
             document.get("loader_rate_img_s_ci95_high"),
             document.get("data_wait_share"),
+            document.get("loader_rate_img_s_min"),
+            document.get("loader_rate_img_s_max"),
         )
         if measured
         else UNDETERMINED

@@ -29,12 +29,13 @@ INTRO = (
     "same number of batches as a timed window, each drawn and handed to the device as the "
     "step gets it. Its rate is estimated like the throughput (processes x windows, 95% CI). "
     f"A configuration is input-bound when its step waits for data more than "
-    f"{fmt_pct(DATA_WAIT_LIMIT)} of its time, or when even the upper end of the loader's "
-    f"interval is below {LOADER_HEADROOM:g}x the training rate (a loader running beside "
-    "training shares the host, so it must be faster than the step alone); it is not when the "
-    f"data wait is at most {fmt_pct(DATA_WAIT_LIMIT)} and the lower end is at least "
-    f"{LOADER_HEADROOM:g}x; otherwise (no loader rate, an interval across the line) it is "
-    "undetermined."
+    f"{fmt_pct(DATA_WAIT_LIMIT)} of its time, or when even the loader's upper bound (its "
+    "interval's upper end, or its fastest window where lower) is below "
+    f"{LOADER_HEADROOM:g}x the training rate (a loader running beside training shares the "
+    "host, so it must be faster than the step alone); it is not when the data wait is at "
+    f"most {fmt_pct(DATA_WAIT_LIMIT)} and the loader's lower bound (the interval's lower end, "
+    f"or its slowest window where higher) is at least {LOADER_HEADROOM:g}x; otherwise (no "
+    "loader rate, bounds across the line) it is undetermined."
 )
 
 VERDICT_WORDS = {INPUT_BOUND: "yes", NOT_INPUT_BOUND: "no", UNDETERMINED: "undetermined"}

@@ -87,6 +87,14 @@ def test_the_stages_run_in_dag_order_each_timed():
     assert said[1] == "gpu-study: stage data_complexity_ceilings done in 30.0 s"
 
 
+def test_several_study_files_go_to_snakemake_in_one_flag():
+    # Snakemake keeps only the last of several --configfile flags: the check's own file would
+    # be dropped under a second one.
+    argv = study_run.snakemake_argv(STAGES[1], ["config/gpu-check.yaml", "cpu.yaml"], ["x=1"])
+    assert argv[-5:] == ["--configfile", "config/gpu-check.yaml", "cpu.yaml", "--config", "x=1"]
+    assert argv.count("--configfile") == 1
+
+
 def test_a_failing_stage_stops_with_one_line_naming_it():
     clock = FakeClock()
     statuses = iter([0, 0, 1])

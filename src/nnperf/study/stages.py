@@ -97,8 +97,9 @@ def snakemake_argv(
     if not stage.report:
         argv += ["--cores", str(cores)]
     argv += stage.args()
-    for path in configfiles:
-        argv += ["--configfile", str(path)]
+    if configfiles:
+        # One flag for all: Snakemake keeps only the last of several --configfile flags.
+        argv += ["--configfile", *(str(path) for path in configfiles)]
     if config_entries:
         argv += ["--config", *config_entries]
     return argv
@@ -252,7 +253,7 @@ def readme(
         command = "`nnperf gpu-study --check` (`make gpu-check`)"
     else:
         command = "`nnperf gpu-study` (`make gpu-study`)"
-    configs = " ".join(f"--configfile {path}" for path in study.files)
+    configs = f"--configfile {' '.join(study.files)}" if study.files else ""
     overrides = f" --config {shlex.join(config_entries)}" if config_entries else ""
     total = sum(t.wall_time_s for t in times)
     return (

@@ -140,6 +140,33 @@ def test_gpu_env_without_torch_is_one_line_and_exit_2():
     assert "cannot be imported" in lines[0] and "PYTHON=" in lines[0]
 
 
+def test_gpu_env_with_cuda_but_missing_packages_names_them_all_in_one_line():
+    # A CUDA torch is what this machine cannot have: a stand-in module says it sees one GPU.
+    # snakemake and jsonschema are hidden from the real import system.
+    code = (
+        "import sys, types\n"
+        "torch = types.ModuleType('torch'); torch.__version__ = '2.11.0+cu130'\n"
+        "torch.version = types.SimpleNamespace(cuda='13.0', hip=None)\n"
+        "torch.cuda = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 1)\n"
+        "sys.modules['torch'] = torch\n"
+        "sys.modules['snakemake'] = sys.modules['jsonschema'] = None\n"
+        "from nnperf.cli import main\n"
+        "raise SystemExit(main(['gpu-env']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=snakemake_env(),
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("gpu-env: nnperf needs snakemake, jsonschema, which this Python")
+    assert f"{sys.executable} -m pip install snakemake jsonschema" in lines[0]
+
+
 def _has_cuda() -> bool:
     import torch
 

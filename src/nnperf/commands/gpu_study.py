@@ -66,7 +66,9 @@ def register(subparsers) -> None:
 def study_files(args: argparse.Namespace) -> tuple[list[str], Path]:
     """The study files and the example folder that the flags ask for."""
     if args.check:
-        return [CHECK_CONFIG, *args.configfile], args.dest or Path(CHECK_DEST)
+        # The one here (Snakemake reads --configfile from here), else this checkout's.
+        check = CHECK_CONFIG if Path(CHECK_CONFIG).is_file() else str(study.REPO / CHECK_CONFIG)
+        return [check, *args.configfile], args.dest or Path(CHECK_DEST)
     if args.dest is None:
         raise NnperfError(
             "gpu-study needs --dest (the example folder to write), e.g. --dest "

@@ -14,8 +14,8 @@
 # data/complexity/ceilings, timed runs, ncu, operator profiles, training,
 # tables/figures/report, snakemake --report), each stage's wall time recorded beside the
 # report, its tables and the machine (CSV and README table) in the example folder.
-#   make gpu-check - config/gpu-check.yaml: every CUDA path once, in about six minutes (the
-#                    window a lent GPU machine gives); example in $(GPU_CHECK_DEST)
+#   make gpu-check - config/gpu-check.yaml: every CUDA path once, small, sized for the few
+#                    minutes a lent GPU machine gives; example in $(GPU_CHECK_DEST)
 #   make gpu-study - config/gpu.yaml on synthetic data of CIFAR-10's size (about half an
 #                    hour); example in $(GPU_STUDY_DEST)
 # Anything else is plain Snakemake: .venv/bin/snakemake --cores all [target]

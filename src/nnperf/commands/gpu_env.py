@@ -25,8 +25,8 @@ import sys
 from typing import Callable, Sequence
 
 # What nnperf needs besides torch (pyproject.toml's dependencies, which tests/test_gpu_check.py
-# holds this to): import name -> what pip installs. nvtx and nvidia-ml-py are left to
-# `nnperf doctor`, which knows whether a study uses them.
+# holds this to): import name -> what pip installs. nvidia-ml-py is left to `nnperf doctor`:
+# without it a study runs, its clocks unrecorded.
 PACKAGES = {
     "torchvision": "torchvision",
     "snakemake": "snakemake",
@@ -41,7 +41,7 @@ PACKAGES = {
     "tabulate": "tabulate",
 }
 # Requirements nnperf has that this check leaves to `nnperf doctor` (or that it is about).
-NOT_CHECKED_HERE = ("torch", "nvtx", "nvidia-ml-py")
+NOT_CHECKED_HERE = ("torch", "nvidia-ml-py")
 
 CUDA_HINT = (
     "GPU targets run in the Python they are started with and never install torch: run on a "

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "render_report",
     "compare_machines",
     "doctor",
+    "gpu_env",
     "gpu_study",
     "plan",
 )

@@ -264,6 +264,7 @@ class NcuSettings:
     warmup_steps: int = 10
     batch_sizes: tuple[int, ...] | None = None
     variants: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -317,7 +318,8 @@ class OperatorProfileSettings:
     module's forward call with a profiler range named by its module path, which is what
     groups operators by layer; `layer_depth` groups by the first N path components (null:
     the innermost module). `with_stack` records Python stacks in the trace (slower, larger).
-    `batch_sizes` and `variants` limit which configurations are profiled (null: all).
+    `batch_sizes`, `variants` and `precisions` limit which configurations are profiled (null:
+    all).
     """
 
     enabled: bool = True
@@ -330,6 +332,7 @@ class OperatorProfileSettings:
     with_stack: bool = False
     batch_sizes: tuple[int, ...] | None = None
     variants: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         check_finite(self, "operator_profile")

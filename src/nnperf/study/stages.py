@@ -1,6 +1,7 @@
 """A study run stage by stage with each stage's wall time, its report kept as an example.
 
-`make gpu-study` (`nnperf gpu-study`) runs config/gpu.yaml on a lent GPU machine. One
+`make gpu-study` (`nnperf gpu-study`) runs config/gpu.yaml on a GPU machine, `make gpu-check`
+(`nnperf gpu-study --check`) config/gpu-check.yaml in a lent machine's minutes. One
 `snakemake` call would run the whole DAG in the order its scheduler picks, and the cost of
 each stage (what `nnperf plan` estimates and config/gpu.yaml's header adds up) would be
 invisible. Here each stage is one `snakemake --until <its rules>` call, timed with a
@@ -96,8 +97,9 @@ def snakemake_argv(
     if not stage.report:
         argv += ["--cores", str(cores)]
     argv += stage.args()
-    for path in configfiles:
-        argv += ["--configfile", str(path)]
+    if configfiles:
+        # One flag for all: Snakemake keeps only the last of several --configfile flags.
+        argv += ["--configfile", *(str(path) for path in configfiles)]
     if config_entries:
         argv += ["--config", *config_entries]
     return argv
@@ -245,13 +247,18 @@ def readme(
     machine: Sequence[str],
     commit: str,
     date: datetime.date,
+    check: bool = False,
 ) -> str:
-    configs = " ".join(f"--configfile {path}" for path in study.files)
+    if check:
+        command = "`nnperf gpu-study --check` (`make gpu-check`)"
+    else:
+        command = "`nnperf gpu-study` (`make gpu-study`)"
+    configs = f"--configfile {' '.join(study.files)}" if study.files else ""
     overrides = f" --config {shlex.join(config_entries)}" if config_entries else ""
     total = sum(t.wall_time_s for t in times)
     return (
         f"# Example: {study.typed.study.name}\n\n"
-        f"What `nnperf gpu-study` (`make gpu-study`) produced on {date.isoformat()} from "
+        f"What {command} produced on {date.isoformat()} from "
         f"commit `{commit}`: `snakemake {configs}{overrides}`, one stage at a time, "
         f"{total / 60:.1f} minutes in all.\n\n"
         "## Machine\n\n" + "\n".join(machine) + "\n\n"
@@ -275,8 +282,10 @@ def write_example(
     workdir: str | Path = ".",
     checkout: Path = REPO,
     today: datetime.date | None = None,
+    check: bool = False,
 ) -> list[str]:
-    """Replace `dest` with the study's example: its files, the stage times, a README."""
+    """Replace `dest` with the study's example: its files, the stage times, a README (which
+    names `make gpu-check` when `check`)."""
     dest = Path(dest)
     sources = example_sources(study, workdir)
     if "summary.html" not in sources:
@@ -299,6 +308,7 @@ def write_example(
         machine_lines(environment),
         commit_of(environment, checkout),
         today or datetime.date.today(),
+        check,
     )
     (staging / "README.md").write_text(text, encoding="utf-8")
     if dest.exists():

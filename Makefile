@@ -8,10 +8,10 @@
 # driver. nnperf comes from src/ (PYTHONPATH), Snakemake is `$(PYTHON) -m snakemake`; nothing
 # is downloaded, so offline is fine once this Python has nnperf's packages. Each starts with
 # `nnperf gpu-env`: one line and a non-zero exit when this Python's torch has no CUDA, or when
-# packages are missing (all named, with the pip command), then `nnperf doctor` for the study
-# (driver vs torch's CUDA build, ncu and its counter permission, NVML; it stops with the fix
-# when the study lacks something), then the study one stage at a time (`nnperf gpu-study`:
-# data/complexity/ceilings, timed runs, ncu, operator profiles, training,
+# packages are missing (all named, with the pip command), then `nnperf gpu-study`: the doctor's
+# checks once (driver vs torch's CUDA build, ncu and its counter permission, NVML; it stops
+# with the fix when the study lacks something), then the study one stage at a time
+# (data/complexity/ceilings, timed runs, ncu, operator profiles, training,
 # tables/figures/report, snakemake --report), each stage's wall time recorded beside the
 # report, its tables and the machine (CSV and README table) in the example folder.
 #   make gpu-check - config/gpu-check.yaml: every CUDA path once, small, sized for the few
@@ -71,12 +71,10 @@ run: $(VENV)/.installed
 
 gpu-check:
 	@$(GPU_NNPERF) gpu-env
-	$(GPU_NNPERF) doctor --configfile config/gpu-check.yaml
 	$(GPU_NNPERF) gpu-study --check --dest $(GPU_CHECK_DEST) --cores $(CORES)
 
 gpu-study:
 	@$(GPU_NNPERF) gpu-env
-	$(GPU_NNPERF) doctor --configfile $(GPU_STUDY_CONFIG)
 	$(GPU_NNPERF) gpu-study --configfile $(GPU_STUDY_CONFIG) --config '$(GPU_STUDY_DATA)' \
 		--dest $(GPU_STUDY_DEST) --cores $(CORES)
 

@@ -320,3 +320,12 @@ def test_the_gpu_check_rehearsed_on_this_cpu(tmp_path):
     for stage in STAGES:
         assert f"| {stage.name} | {stage.what} |" in readme
     assert "- logical CPUs:" in readme
+
+
+def test_the_check_plans_within_six_minutes_on_the_h100():
+    """What a lent GPU machine leaves after its start: `nnperf plan`'s wall time of the check,
+    run as `make gpu-check` runs it (stage by stage, the doctor's checks once), on the
+    recorded H100's timings."""
+    from nnperf.study import plan
+
+    assert plan.total_seconds([str(GPU_CHECK)], timings="h100", stages=True) <= 6 * 60

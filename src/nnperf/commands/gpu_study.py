@@ -7,8 +7,10 @@ and the measured ceilings are then copied into --dest (no .ncu-rep), with stage_
 a README.md holding the stage times, the machine, the commit and the date. A failing stage
 stops the run with one line naming it; earlier stages' results stay in results/.
 
-`make gpu-study` runs `nnperf doctor` first, then this with config/gpu.yaml on synthetic data
-of CIFAR-10's size; with --configfile tests/configs/tiny.yaml it rehearses on a CPU.
+It first runs `nnperf doctor`'s checks for the study, once, timed as the stage `preflight`,
+and tells its Snakemake calls so (`nnperf.study.session.PREFLIGHT_DONE_ENV`): their onstart
+handlers would otherwise import torch, start CUDA and probe ncu again in every stage.
+`make gpu-study` runs this with config/gpu.yaml on synthetic data of CIFAR-10's size.
 
 --check is the short check of every CUDA path that `make gpu-check` runs in the minutes a lent
 GPU machine gives: config/gpu-check.yaml (any --configfile goes on top of it), its example in
@@ -18,11 +20,14 @@ reports/examples/h100-gpu-check unless --dest says otherwise.
 from __future__ import annotations
 
 import argparse
+import os
+import time
 from pathlib import Path
 
-from nnperf.commands import add_study_flags
+from nnperf.commands import add_study_flags, doctor
 from nnperf.core.errors import NnperfError
 from nnperf.study import loading as study
+from nnperf.study import preflight, session
 from nnperf.study import stages as study_run
 
 STUDY_CONFIG = "config/gpu.yaml"
@@ -81,12 +86,25 @@ def run(args: argparse.Namespace) -> int:
     configfiles, dest = study_files(args)
     # Read first: a study file that does not load fails here, before any stage runs.
     loaded = study.load_study(configfiles, args.config, base=study.default_config(args.directory))
-    times = study_run.run_stages(
+    # The doctor's checks once, timed as a stage of their own; the stages' Snakemake calls
+    # are told so and skip their onstart preflight (torch, CUDA, the ncu probe: 15-30 s each).
+    started = time.monotonic()
+    needs = doctor.check_study(loaded)
+    checked = [
+        study_run.StageTime("preflight", "nnperf doctor's checks", time.monotonic() - started)
+    ]
+    environ = dict(os.environ)
+    if needs.cuda:
+        environ[session.PREFLIGHT_DONE_ENV] = session.preflight_done_value(
+            needs.ncu != preflight.NCU_NO
+        )
+    times = checked + study_run.run_stages(
         configfiles,
         args.config,
         cores=args.cores,
         snakefile=args.snakefile,
         workdir=args.directory,
+        environ=environ,
     )
     files = study_run.write_example(
         loaded, times, dest, args.config, workdir=args.directory, check=args.check

@@ -116,12 +116,14 @@ def run_stages(
     run: Callable[[list[str]], int] | None = None,
     clock: Callable[[], float] = time.monotonic,
     say: Callable[[str], None] = print,
+    environ: dict[str, str] | None = None,
 ) -> list[StageTime]:
     """Run `stages` in order, timing each; NnperfError naming the first that fails.
 
-    `run(argv)` returns the exit status (default: the command with this terminal).
+    `run(argv)` returns the exit status (default: the command with this terminal, in
+    `environ`, default this process's environment).
     """
-    run = run or (lambda argv: subprocess.run(argv, check=False).returncode)
+    run = run or (lambda argv: subprocess.run(argv, check=False, env=environ).returncode)
     times: list[StageTime] = []
     for stage in stages:
         argv = snakemake_argv(

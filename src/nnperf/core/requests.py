@@ -21,6 +21,7 @@ from nnperf.core.settings import (
     CeilingsSettings,
     ConvergenceSettings,
     DatasetSettings,
+    ModelSource,
     OperatorProfileSettings,
     ReportSettings,
     StudyInfo,
@@ -60,6 +61,8 @@ class ComplexityRequest:
     training: TrainingSettings = TrainingSettings()
     # None: the model's own input size (32 for *_cifar models, 224 for ImageNet ones).
     input_size: int | None = None
+    # How to build `model` when its name alone does not say (config `models:` mapping).
+    model_source: ModelSource | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class RunRequest:
     # None: the model's own input size (as ComplexityRequest.input_size); images are resized
     # on the device when it differs from theirs.
     input_size: int | None = None
+    # How to build `model` when its name alone does not say (config `models:` mapping).
+    model_source: ModelSource | None = None
 
     def seed_of(self, process: int) -> int:
         """Worker process `process`'s seed: `training.seed` plus its index, so processes
@@ -224,6 +229,8 @@ class TrainingRunRequest:
     # None: the model's own input size (as RunRequest.input_size); seed 004 fed ResNet-50
     # CIFAR's 32x32 images as they are (input_size 32).
     input_size: int | None = None
+    # How to build `model` when its name alone does not say (config `models:` mapping).
+    model_source: ModelSource | None = None
 
     @property
     def root(self) -> str:
@@ -248,7 +255,11 @@ class TrainingRunRequest:
             for key, value in to_dict(self.convergence).items()
             if key not in ConvergenceSettings.OUTSIDE_IDENTITY
         }
+        # A model from a mapping entry (user factory, timm name) is defined by it too; left
+        # out when absent so that earlier checkpoints of registry models still resume.
+        source = {"model_source": to_dict(self.model_source)} if self.model_source else {}
         return {
+            **source,
             "dataset": self.dataset,
             "device": self.device,
             "model": self.model,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nnperf.core import contract, layout, vocab
+from nnperf.core import contract, layout, model_names, vocab
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
@@ -51,6 +51,7 @@ def run_request(
         data_root=data_root(dataset),
         training=study.training if training is None else training,
         timing=study.timing,
+        model_source=study.model_source(key.model),
     )
 
 
@@ -89,7 +90,14 @@ def training_request(
         dataset=dataset,
         data_root=data_root(dataset),
         input_size=settings.input_size,
+        model_source=study.model_source(key.model),
     )
+
+
+def model_code(study: contract.StudyConfig, model: str) -> list[str]:
+    """The user's source file model `model` is built from (its factory's), [] for the other
+    sources: an input of every job that builds the model, so editing it re-measures."""
+    return model_names.source_files(model, study.model_source(model))
 
 
 def dataset_request(study: contract.StudyConfig, dataset: str) -> contract.DatasetRequest:
@@ -101,7 +109,12 @@ def dataset_request(study: contract.StudyConfig, dataset: str) -> contract.Datas
 def complexity_request(
     study: contract.StudyConfig, model: str, dataset: str
 ) -> contract.ComplexityRequest:
-    return contract.ComplexityRequest(model=model, dataset=dataset, training=study.training)
+    return contract.ComplexityRequest(
+        model=model,
+        dataset=dataset,
+        training=study.training,
+        model_source=study.model_source(model),
+    )
 
 
 def ceilings_request(study: contract.StudyConfig, device: str) -> contract.CeilingsRequest:

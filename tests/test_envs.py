@@ -167,7 +167,8 @@ def test_pyproject_ranges_admit_the_pins_with_their_markers():
     tomllib = pytest.importorskip("tomllib", reason="Python 3.10 has no tomllib")
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pins = requirements(CPU_PINS)
-    declared = project["dependencies"] + project["optional-dependencies"]["test"]
+    extras = project["optional-dependencies"]
+    declared = project["dependencies"] + extras["test"] + extras["timm"]
     for line in declared:
         requirement = Requirement(line)
         name = canonicalize_name(requirement.name)

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "doctor",
     "gpu_study",
     "plan",
+    "models",
 )
 
 

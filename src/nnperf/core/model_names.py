@@ -226,7 +226,9 @@ def check_factory(spec: str, name: str) -> Path:
     return path
 
 
-def check_model(name: str, source: ModelSource | None = None) -> str:
+def check_model(
+    name: str, source: ModelSource | None = None, where: str = "config models entry"
+) -> str:
     """The kind of model `name` (KINDS), after the checks that need no model built; one
     NnperfError line for an unknown name, a missing factory or callable, timm absent."""
     if not NAME_PATTERN.fullmatch(name):
@@ -258,7 +260,7 @@ def check_model(name: str, source: ModelSource | None = None) -> str:
                 f"config models entry {name!r}: timm has no model {architecture!r} ({hint})"
             )
     elif kind == "torchvision" and name not in torchvision_names():
-        raise unknown_model(name, "config models entry")
+        raise unknown_model(name, where)
     return kind
 
 

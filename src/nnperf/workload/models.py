@@ -206,7 +206,7 @@ def get_spec(name: str) -> ModelSpec:
 def check_model(name: str, source: ModelSource | None = None) -> str:
     """The kind of model `name` (`model_names.KINDS`), or one NnperfError line for a name no
     source knows, a missing factory, timm absent: what fails before any data is read."""
-    return model_names.check_model(name, source)
+    return model_names.check_model(name, source, where="model")
 
 
 def build_model(

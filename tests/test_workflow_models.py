@@ -49,7 +49,8 @@ def test_every_model_is_measured_counted_profiled_trained_and_reported(study):
     assert sorted(summary["model"]) == sorted(MODELS)
     assert set(summary["status"]) == {"ok"}
     for model, kind in MODELS.items():
-        document = json.loads((workdir / f"results/complexity/{model}.json").read_text())
+        path = workdir / layout.path("complexity", dataset="synthetic", model=model)
+        document = json.loads(path.read_text())
         assert document["model_kind"] == kind
         assert document["input_shape"] == [3, 32, 32]
         assert document["train_step_flops_per_image"] > document["forward_flops_per_image"] > 0

@@ -303,3 +303,13 @@ def test_typed_study_carries_the_mapping_to_every_request(mynet):
     assert job_requests.model_code(study, "mynet") == ["models/mynet.py"]
     assert job_requests.model_code(study, "resnet18_cifar") == []
     assert run.key.model == "mynet"
+
+
+def test_pretrained_weights_for_any_torchvision_model_replace_its_last_linear():
+    assert models.pretrained_weights("mobilenet_v3_small", "DEFAULT").name == "IMAGENET1K_V1"
+    with torch.device("meta"):
+        model = models.build_model("mobilenet_v3_small", 10)
+    assert models.head_of("mobilenet_v3_small", model) == "classifier.3"
+    assert models.head_of("resnet18", model) == "fc"  # the registry names its own
+    message = one_line(lambda: models.pretrained_weights("timm_resnet10t", "DEFAULT"))
+    assert message.startswith("model 'timm_resnet10t' has no pretrained weights")

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "gpu_env",
     "gpu_study",
     "plan",
+    "models",
 )
 
 

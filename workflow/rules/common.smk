@@ -187,6 +187,15 @@ def complexity_request(wildcards):
     return as_param(job_requests.complexity_request(STUDY, wildcards.model, wildcards.dataset))
 
 
+def model_code(wildcards):
+    """The user's source file the model is built from ([] but for a models: entry with a
+    factory): editing it re-runs every job that builds the model."""
+    try:
+        return job_requests.model_code(STUDY, wildcards.model)
+    except NnperfError as error:
+        raise WorkflowError(f"nnperf: {error}")
+
+
 def ceilings_request(wildcards):
     return as_param(job_requests.ceilings_request(STUDY, wildcards.device, PEAKS))
 
@@ -273,7 +282,7 @@ def data_outputs():
 
 
 def complexity_outputs():
-    return [layout.path("complexity", dataset=DATASET, model=model) for model in STUDY.models]
+    return [layout.path("complexity", dataset=DATASET, model=model) for model in STUDY.model_names]
 
 
 def table(name):

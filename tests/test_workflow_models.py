@@ -1,7 +1,7 @@
-"""A real Snakemake run of models from outside nnperf's registry (tests/configs/own_models.yaml
-on the tiny study): a torchvision classifier, a user's factory file and a timm model, each
-timed, counted, profiled, trained for an epoch and in the report; and editing the factory
-file makes Snakemake want to re-measure its model, and only it."""
+"""A real Snakemake run of models from outside nnperf's registry on a generated ImageFolder
+(tests/configs/own_models.yaml on the tiny study): a torchvision classifier, a user's factory
+file and a timm model, each timed, counted, profiled, trained for an epoch and in the report;
+and editing the factory file makes Snakemake want to re-measure its model, and only it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from nnperf.core import layout
 
 from conftest import REPO, TINY_CONFIG, run_snakemake
+from imagefolder_data import make_imagefolder
 
 OWN_MODELS = REPO / "tests" / "configs" / "own_models.yaml"
 MYNET = """\
@@ -37,6 +38,7 @@ def study(tmp_path_factory):
     shutil.copytree(REPO / "config", workdir / "config")
     (workdir / "models").mkdir()
     (workdir / "models" / "mynet.py").write_text(MYNET)
+    make_imagefolder(workdir / "pets")
     args = ("--configfile", str(TINY_CONFIG), str(OWN_MODELS))
     result = run_snakemake(workdir, *args, timeout=1500)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -45,26 +47,28 @@ def study(tmp_path_factory):
 
 def test_every_model_is_measured_counted_profiled_trained_and_reported(study):
     workdir, _ = study
-    summary = pd.read_csv(workdir / "results/tables/synthetic/summary.csv")
+    summary = pd.read_csv(workdir / "results/tables/pets/summary.csv")
     assert sorted(summary["model"]) == sorted(MODELS)
     assert set(summary["status"]) == {"ok"}
     for model, kind in MODELS.items():
-        path = workdir / layout.path("complexity", dataset="synthetic", model=model)
+        path = workdir / layout.path("complexity", dataset="pets", model=model)
         document = json.loads(path.read_text())
         assert document["model_kind"] == kind
         assert document["input_shape"] == [3, 32, 32]
         assert document["train_step_flops_per_image"] > document["forward_flops_per_image"] > 0
         assert document["flop_coverage"]["uncounted_calls"] == 0
         keys = dict(device="cpu", model=model, precision="fp32", batch_size=4, variant="baseline")
-        profile = json.loads((workdir / layout.path("opprofile", dataset="synthetic", **keys)).read_text())
+        profile = json.loads((workdir / layout.path("opprofile", dataset="pets", **keys)).read_text())
         assert profile["model"] == model
-    training = pd.read_csv(workdir / "results/tables/synthetic/training.csv")
+        run = json.loads((workdir / layout.path("run", dataset="pets", **keys)).read_text())
+        assert (run["num_classes"], run["input_size"]) == (3, 32)
+    training = pd.read_csv(workdir / "results/tables/pets/training.csv")
     assert sorted(training["model"]) == sorted(MODELS)
     assert (training["epochs_run"] >= 1).all()
-    report = (workdir / layout.path("summary_md", dataset="synthetic")).read_text()
+    report = (workdir / layout.path("summary_md", dataset="pets")).read_text()
     for model in MODELS:
         assert model in report
-    points = pd.read_csv(workdir / "results/tables/synthetic/roofline_points.csv")
+    points = pd.read_csv(workdir / "results/tables/pets/roofline_points.csv")
     assert set(MODELS) <= set(points["model"])
 
 

@@ -271,7 +271,9 @@ def test_the_gpu_check_rehearsed_on_this_cpu(tmp_path):
     assert "Traceback" not in result.stderr
     assert "nnperf note: precision fp16 is left out on cpu" in result.stderr
     dest = workdir / "reports" / "examples" / "h100-gpu-check"
-    assert result.stdout.splitlines()[-1].startswith(f"gpu-study: {len(STAGES)} stages in ")
+    # The doctor's checks once (a stage of their own), then each stage's Snakemake call.
+    assert result.stdout.splitlines()[-1].startswith(f"gpu-study: {len(STAGES) + 1} stages in ")
+    assert "doctor: ready:" in result.stdout
 
     # Every stage's output, for every configuration the check asks of this CPU.
     keys = [
@@ -310,7 +312,7 @@ def test_the_gpu_check_rehearsed_on_this_cpu(tmp_path):
     assert "GPU check" in summary
     with open(dest / "stage_times.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert [row["stage"] for row in rows] == [stage.name for stage in STAGES]
+    assert [row["stage"] for row in rows] == ["preflight"] + [stage.name for stage in STAGES]
     assert all(float(row["wall_time_s"]) > 0 for row in rows)
     assert not [p for p in dest.rglob("*") if p.suffix in (".ncu-rep", ".pt", ".gz")]
     assert list((workdir / "results").rglob("*.pt")), "training wrote no checkpoint to leave out"

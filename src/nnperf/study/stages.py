@@ -265,8 +265,9 @@ def readme(
         f"{total / 60:.1f} minutes in all.\n\n"
         "## Machine\n\n" + "\n".join(machine) + "\n\n"
         "## Wall time per stage\n\n"
-        f"Each stage is one `snakemake --until <its rules>` call (`nnperf.study.stages.STAGES`), "
-        f"timed with a monotonic clock; also in `{STAGE_TIMES_CSV}`.\n\n"
+        "`preflight` is `nnperf doctor`'s checks, once; each later stage is one "
+        "`snakemake --until <its rules>` call (`nnperf.study.stages.STAGES`), timed with a "
+        f"monotonic clock; also in `{STAGE_TIMES_CSV}`.\n\n"
         + stage_times_markdown(times)
         + "\n## Files\n\n"
         + "\n".join(f"- `{name}`: {_note(name)}" for name in files)

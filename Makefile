@@ -1,16 +1,23 @@
-# Two entry points, both safe on a fresh machine: they build .venv from the pinned
-# requirements first (once; again when the pins change).
+# The first two are safe on a fresh machine: they build .venv from the pinned requirements
+# first (once; again when the pins change).
 #   make run   - the default study (offline, CPU) and its reports
 #   make test  - the test suite (CI runs this one)
 #   make test-fast - all but the real workflow, SLURM, browser and full-model subprocess runs
-#   make gpu-study - on a GPU machine (offline is fine): `nnperf doctor` for config/gpu.yaml
-#                    first (driver vs torch's CUDA build, ncu and its counter permission, NVML,
-#                    NVTX; it stops here with the fix when the study lacks something), then
-#                    config/gpu.yaml on synthetic data of CIFAR-10's size one stage at a time
-#                    (`nnperf gpu-study`: data/complexity/ceilings, timed runs, ncu, operator
-#                    profiles, training, tables/figures/report, snakemake --report), each
-#                    stage's wall time recorded; the report, tables and stage times (CSV and a
-#                    README table with machine, commit, date) go to $(GPU_STUDY_DEST).
+# The GPU targets run in the Python they are started with ($(PYTHON), default python3) and
+# never build, touch or replace .venv or torch: a GPU machine's torch is the one matched to its
+# driver. nnperf comes from src/ (PYTHONPATH), Snakemake is `$(PYTHON) -m snakemake`; nothing
+# is downloaded, so offline is fine once this Python has nnperf's packages. Each starts with
+# `nnperf gpu-env`: one line and a non-zero exit when this Python's torch has no CUDA, or when
+# packages are missing (all named, with the pip command), then `nnperf gpu-study`: the doctor's
+# checks once (driver vs torch's CUDA build, ncu and its counter permission, NVML; it stops
+# with the fix when the study lacks something), then the study one stage at a time
+# (data/complexity/ceilings, timed runs, ncu, operator profiles, training,
+# tables/figures/report, snakemake --report), each stage's wall time recorded beside the
+# report, its tables and the machine (CSV and README table) in the example folder.
+#   make gpu-check - config/gpu-check.yaml: every CUDA path once, small, sized for the few
+#                    minutes a lent GPU machine gives; example in $(GPU_CHECK_DEST)
+#   make gpu-study - config/gpu.yaml on synthetic data of CIFAR-10's size (about half an
+#                    hour); example in $(GPU_STUDY_DEST)
 # Anything else is plain Snakemake: .venv/bin/snakemake --cores all [target]
 
 VENV ?= .venv
@@ -34,8 +41,13 @@ CUDA_PINS := platform_system == "Linux"
 GPU_STUDY_CONFIG ?= config/gpu.yaml
 GPU_STUDY_DATA ?= dataset={name: synthetic, synthetic: {train_images: 50000, test_images: 10000}}
 GPU_STUDY_DEST ?= reports/examples/h100-gpu-study
+# make gpu-check: its example report's folder (the study is config/gpu-check.yaml).
+GPU_CHECK_DEST ?= reports/examples/h100-gpu-check
+# nnperf as the GPU targets run it: this checkout's src/ first on PYTHONPATH, whatever else
+# the caller put there kept after it (a --target folder of wheels, say).
+GPU_NNPERF = PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m nnperf
 
-.PHONY: run test test-fast check report clean-results gpu-study
+.PHONY: run test test-fast check report clean-results gpu-check gpu-study
 
 $(VENV)/.installed: envs/requirements-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,9 +69,13 @@ run: $(VENV)/.installed
 	$(BIN)/snakemake --report reports/report.html
 	@echo "nnperf: the summary is reports/synthetic/summary.html; Snakemake's report is reports/report.html"
 
-gpu-study: $(VENV)/.installed
-	$(BIN)/nnperf doctor --configfile $(GPU_STUDY_CONFIG)
-	$(BIN)/nnperf gpu-study --configfile $(GPU_STUDY_CONFIG) --config '$(GPU_STUDY_DATA)' \
+gpu-check:
+	@$(GPU_NNPERF) gpu-env
+	$(GPU_NNPERF) gpu-study --check --dest $(GPU_CHECK_DEST) --cores $(CORES)
+
+gpu-study:
+	@$(GPU_NNPERF) gpu-env
+	$(GPU_NNPERF) gpu-study --configfile $(GPU_STUDY_CONFIG) --config '$(GPU_STUDY_DATA)' \
 		--dest $(GPU_STUDY_DEST) --cores $(CORES)
 
 test: $(VENV)/.installed
@@ -68,9 +84,10 @@ test: $(VENV)/.installed
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest -m "not workflow and not slurm and not browser and not slow"
 
-# What CI checks before the tests: formatting, lint and dry runs of both study configs.
+# What CI checks before the tests: formatting, lint and dry runs of the study configs.
 check: $(VENV)/.installed
 	$(BIN)/snakefmt --check .
 	$(BIN)/snakemake --lint
 	$(BIN)/snakemake --dry-run --quiet --cores 2
 	$(BIN)/snakemake --dry-run --quiet --cores 2 --configfile config/gpu.yaml --config 'ncu={enabled: true}'
+	$(BIN)/snakemake --dry-run --quiet --cores 2 --configfile config/gpu-check.yaml --config 'ncu={enabled: true}'

@@ -137,7 +137,7 @@ def test_bad_input_is_one_line_and_exit_2(data_root, tmp_path):
     done = nnperf("run", *run_flags(data_root, tmp_path, "--model", "resnet19"))
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1  # one line, no traceback
-    assert done.stderr.startswith("nnperf run: error: model 'resnet19' is unknown; allowed:")
+    assert done.stderr.startswith("nnperf run: error: model 'resnet19' is unknown (closest: resnet18")
     assert not (tmp_path / "run.json").exists()
 
 

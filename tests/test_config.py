@@ -64,16 +64,21 @@ def test_default_config_is_valid(default_config, schema):
     assert config["variants"]["tuned"]["num_workers"] == 0  # filled from the schema
 
 
-def test_schema_model_enum_matches_the_registry(schema):
+def test_schema_model_names_are_path_keys_and_the_registry_is_named_without_torch(schema):
+    from nnperf.core import layout, model_names
     from nnperf.workload import models
 
-    assert sorted(schema["properties"]["models"]["items"]["enum"]) == sorted(models.MODEL_NAMES)
+    string, mapping = schema["properties"]["models"]["items"]["oneOf"]
+    assert string["pattern"] == mapping["properties"]["name"]["pattern"]
+    assert string["pattern"] == f"^{layout.KEY_PATTERNS['model']}$"
+    assert model_names.NAME_PATTERN.pattern == layout.KEY_PATTERNS["model"]
+    assert model_names.REGISTRY_NAMES == models.MODEL_NAMES
 
 
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"models": ["resnet19"]}, "config models[0] = 'resnet19' is not allowed; allowed: mobilenet_v2"),
+        ({"models": ["resnet19"]}, "config models entry 'resnet19' is unknown (closest: resnet18"),
         ({"devices": ["tpu"]}, "config devices[0] = 'tpu' is not allowed; allowed: auto, cpu, cuda, mps"),
         ({"precisions": ["fp8"]}, "config precisions[0] = 'fp8' is not allowed; allowed: fp32, tf32, fp16, bf16"),
         ({"batch_sizes": [32, 0]}, "config batch_sizes[1] = 0 is too small; it must be >= 1"),
@@ -105,9 +110,9 @@ def test_bad_input_is_one_clear_line(default_config, schema, change, expected):
         ({"batch_sizes": "16,64"}, "batch_sizes", [16, 64]),
         ({"devices": "auto"}, "devices", ["auto"]),
         ({"ncu": "true"}, "ncu", {"enabled": True, "clock_control": "base", "warmup_steps": 10,
-                                  "batch_sizes": None, "variants": None}),
+                                  "batch_sizes": None, "variants": None, "precisions": None}),
         ({"ncu": False}, "ncu", {"enabled": False, "clock_control": "base", "warmup_steps": 10,
-                                 "batch_sizes": None, "variants": None}),
+                                 "batch_sizes": None, "variants": None, "precisions": None}),
         ({"dataset": "cifar10"}, "dataset", {"name": "cifar10", "source": None, "md5": None,
                                             "synthetic": {"train_images": 2048, "test_images": 256, "seed": 0},
                                             "path": None, "image_size": None, "label": None}),

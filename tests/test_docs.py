@@ -38,6 +38,7 @@ PLACEHOLDER = re.compile(r"[{<*]|\.\.\.")
 # Paths a page may name before they exist, with what writes them.
 NOT_YET_WRITTEN = {
     "reports/examples/h100-gpu-study": "make gpu-study on a GPU machine",
+    "reports/examples/h100-gpu-check": "make gpu-check on a GPU machine",
 }
 PATH_IN_CODE = re.compile(
     r"(?<![\w./-])((?:%s)[^\s`'\"(),;:\]]*)" % "|".join(re.escape(p) for p in CHECKED_PREFIXES)
@@ -103,6 +104,7 @@ def test_readme_fits_on_a_page():
         "NVreg_RestrictProfilingToAdminUsers=0",
         "snakemake --cores all --configfile config/gpu.yaml",
         "make gpu-study",
+        "make gpu-check",
     ],
 )
 def test_readme_names_what_a_newcomer_needs(needed):

@@ -697,3 +697,53 @@ def test_the_workflow_stops_a_cuda_study_before_its_first_job(workdir, tmp_path,
         )
     assert "nnperf note: ncu.enabled is auto and ncu is not on PATH here" in result.stderr
     assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("done", "profiles_ncu", "skipped"),
+    [
+        ("cuda+ncu", True, True),
+        ("cuda+ncu", False, True),
+        ("cuda", False, True),
+        ("cuda", True, False),
+        ("", False, False),
+    ],
+)
+def test_the_onstart_check_is_skipped_only_where_its_caller_checked_as_much(
+    monkeypatch, done, profiles_ncu, skipped
+):
+    """`nnperf gpu-study` runs the doctor's checks once and says so to its Snakemake calls;
+    a call that needs more (ncu's probe) than was checked checks again."""
+    asked = []
+    monkeypatch.setattr(devices, "absent_reason", lambda device: None)
+    monkeypatch.setattr(
+        preflight, "cuda_preflight", lambda profile_ncu: asked.append(profile_ncu) or (None, [])
+    )
+    monkeypatch.setenv(session.PREFLIGHT_DONE_ENV, done)
+    assert session.absent_device_problem(["cuda"], profiles_ncu=profiles_ncu) is None
+    assert asked == ([] if skipped else [profiles_ncu])
+
+
+def test_gpu_study_checks_once_and_tells_every_stage(
+    gpu_machine_without_nvtx_or_nvml, monkeypatch, tmp_path, capsys
+):
+    """The doctor's lines first, timed as the stage `preflight`; then each stage's Snakemake
+    call runs with the preflight marked done (no ncu here, so without ncu's probe)."""
+    from nnperf.commands import gpu_study
+    from nnperf.study import stages
+
+    seen = []
+
+    def fake_stages(*args, environ=None, **kwargs):
+        seen.append(environ.get(session.PREFLIGHT_DONE_ENV))
+        return [stages.StageTime("timed_runs", "timed runs", 1.0)]
+
+    monkeypatch.setattr(stages, "run_stages", fake_stages)
+    monkeypatch.setattr(
+        stages, "write_example", lambda loaded, times, *a, **k: seen.append(times) or []
+    )
+    monkeypatch.chdir(REPO)
+    assert cli.main(["gpu-study", "--check", "--dest", str(tmp_path / "example")]) == 0
+    assert seen[0] == "cuda+ncu"
+    assert [t.stage for t in seen[1]] == ["preflight", "timed_runs"]
+    assert "doctor: ready" in capsys.readouterr().out

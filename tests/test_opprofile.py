@@ -478,6 +478,7 @@ def test_the_request_round_trips_and_bad_settings_are_one_line(tmp_path):
         "with_stack": False,
         "batch_sizes": None,
         "variants": None,
+        "precisions": None,
     }
     for bad, message in (
         ({"steps": 0}, "operator_profile.steps = 0 is not allowed; allowed: an integer >= 1"),

@@ -27,6 +27,7 @@ from nnperf.study import (
     estimate_sources,
     job_requests,
     plan,
+    plan_calls,
     plan_text,
     selection,
     stages,
@@ -634,19 +635,30 @@ def test_each_snakemake_call_pays_its_start_and_with_cuda_jobs_the_preflight():
     [call] = calls_of(plan.planned([], [], "cpu")).values()
     assert [p.what for p in call.parts] == ["snakemake start"]
 
-    # nnperf gpu-study: one call per stage; the preflight where the stage runs CUDA jobs,
-    # the ncu probe only in the ncu stage, none in `snakemake --report`.
+    # nnperf gpu-study: the doctor's checks once (with the ncu probe, ncu jobs being in the
+    # study), then one call per stage, each paying its start only; `snakemake --report` its
+    # report.
     study = load([GPU_STUDY], [])
     staged = plan.plan_study(
         study, estimate_sources.timings_from("h100", ["cuda"]), ncu_on_path=True, stages=True
     )
     calls = list(calls_of(staged).values())
-    assert len(calls) == len(stages.STAGES)
-    probes = [c.job for c in calls if any(p.what == "preflight: ncu probe" for p in c.parts)]
-    assert probes == ["snakemake --until (ncu_profiles)"]
-    preflights = [c for c in calls if any(p.what == "preflight: CUDA init" for p in c.parts)]
-    assert len(preflights) == len(stages.STAGES) - 1
-    assert [p.what for p in calls[-1].parts] == ["snakemake start", "report"]
+    assert len(calls) == len(stages.STAGES) + 1
+    preflight, *per_stage = calls
+    assert preflight.job == "nnperf gpu-study preflight (once)"
+    assert [p.what for p in preflight.parts][-1] == "preflight: ncu probe"
+    assert all(p.what == "snakemake start" for c in per_stage[:-1] for p in c.parts)
+    assert [p.what for p in per_stage[-1].parts] == ["snakemake start", "report"]
+
+
+def test_figures_of_cuda_results_need_no_cuda_preflight():
+    """Only measuring jobs touch their device: a call that runs only tables and figures of a
+    CUDA study pays its start, not torch's import and CUDA's start-up."""
+    machine = estimate_sources.timings_from("h100", ["cuda"]).machine
+    figure = plan.JobEstimate(plan.REPORT, "plot_speedup cuda/resnet18_cifar", (), device="cuda")
+    assert plan_calls.preflight_parts([figure], machine) == []
+    group = plan.JobEstimate(plan.TIMED_RUNS, "timed_group cuda/x/bs256", (), device="cuda")
+    assert "preflight: CUDA init" in [p.what for p in plan_calls.preflight_parts([group], machine)]
 
 
 def test_the_cpu_recording_is_the_committed_example():

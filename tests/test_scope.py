@@ -96,6 +96,42 @@ def test_stages_select_their_part_of_the_matrix():
     assert {(key.variant, recipe) for key, recipe in chosen.training} == {("tuned", "default")}
 
 
+def test_profiles_select_precisions_as_they_select_batch_sizes_and_variants():
+    # One ncu profile and one operator-profile precision of a three-precision GPU matrix: the
+    # fp16 path is timed without paying a profile for it.
+    config, study = study_of(
+        {
+            "devices": ["cuda"],
+            "precisions": ["fp32", "fp16", "bf16"],
+            "batch_sizes": [8, 16],
+            "variants": {"baseline": {}, "tuned": {"channels_last": True}},
+            "ncu": {"precisions": ["bf16"], "batch_sizes": [8], "variants": ["tuned"]},
+            "operator_profile": {"precisions": ["fp16"], "variants": ["baseline"]},
+        }
+    )
+    matrix, _ = study_config.expand_matrix(config, lambda: "cuda")
+    assert {key.precision for key in matrix} == {"fp32", "fp16", "bf16"}
+    chosen = select_stages(study, matrix, ncu_on_path=True)
+    assert chosen.ncu == (RunKey("cuda", "resnet18_cifar", "bf16", 8, "tuned"),)
+    assert [(k.precision, k.batch_size, k.variant) for k in chosen.operator_profile] == [
+        ("fp16", 8, "baseline"),
+        ("fp16", 16, "baseline"),
+    ]
+    # Null (the default) takes every precision.
+    _, every = study_of({"devices": ["cuda"], "precisions": ["fp32", "bf16"]})
+    assert every.ncu.precisions is None and every.operator_profile.precisions is None
+    assert len(select_stages(every, matrix, ncu_on_path=True).operator_profile) == len(matrix)
+
+
+@pytest.mark.parametrize("section", ["ncu", "operator_profile"])
+def test_a_profile_precision_filter_outside_the_vocabulary_is_one_line(section):
+    with pytest.raises(NnperfError) as error:
+        study_of({section: {"precisions": ["fp8"]}})
+    message = str(error.value)
+    assert "\n" not in message and f"{section}.precisions" in message and "fp8" in message
+    assert "bf16" in message  # what is allowed
+
+
 @pytest.mark.parametrize("section", ["ncu", "operator_profile", "convergence"])
 def test_a_stage_naming_an_unknown_variant_is_one_line(section):
     _, study = study_of({section: {"variants": ["tunde"]}})

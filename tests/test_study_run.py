@@ -1,33 +1,21 @@
 """`nnperf gpu-study` (`make gpu-study`): the stages in order with a fake Snakemake and clock,
-and the same orchestration rehearsed for real on a tiny CPU study."""
+and the example folder they leave (tests/test_gpu_check.py rehearses them for real)."""
 
 from __future__ import annotations
 
 import csv
 import datetime
 import io
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_CONFIG, snakemake_env
+from conftest import REPO, TINY_CONFIG
 
 from nnperf.core import layout
 from nnperf.core.errors import NnperfError
 from nnperf.study import loading as study
 from nnperf.study import stages as study_run
 from nnperf.study.stages import STAGES, StageTime
-
-# The tiny study made smaller still: one configuration, a few seconds of timing.
-SMALL = (
-    "precisions=[fp32]",
-    "batch_sizes=[4]",
-    "variants={baseline: {}}",
-    "timing={max_seconds: 15}",
-)
-
 
 class FakeClock:
     """A monotonic clock that the fake Snakemake moves forward."""
@@ -85,6 +73,14 @@ def test_the_stages_run_in_dag_order_each_timed():
     assert calls[5] == head + ["--cores", "all"] + tail  # rule all
     assert calls[6] == head + ["--report", "reports/report.html"] + tail
     assert said[1] == "gpu-study: stage data_complexity_ceilings done in 30.0 s"
+
+
+def test_several_study_files_go_to_snakemake_in_one_flag():
+    # Snakemake keeps only the last of several --configfile flags: the check's own file would
+    # be dropped under a second one.
+    argv = study_run.snakemake_argv(STAGES[1], ["config/gpu-check.yaml", "cpu.yaml"], ["x=1"])
+    assert argv[-5:] == ["--configfile", "config/gpu-check.yaml", "cpu.yaml", "--config", "x=1"]
+    assert argv.count("--configfile") == 1
 
 
 def test_a_failing_stage_stops_with_one_line_naming_it():
@@ -203,52 +199,5 @@ def test_no_summary_report_keeps_the_example_folder_as_it_was(tmp_path):
     assert (dest / "README.md").read_text() == "kept"
 
 
-@pytest.mark.workflow
-def test_the_gpu_study_orchestration_rehearsed_on_a_tiny_cpu_study(tmp_path):
-    workdir = tmp_path / "study"
-    shutil.copytree(REPO / "config", workdir / "config")
-    dest = tmp_path / "example"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nnperf",
-            "gpu-study",
-            "--configfile",
-            str(TINY_CONFIG),
-            "--dest",
-            str(dest),
-            "--directory",
-            str(workdir),
-            "--cores",
-            "2",
-            "--config",
-            *SMALL,
-        ],
-        capture_output=True,
-        text=True,
-        env=snakemake_env(),
-        cwd=workdir,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "Traceback" not in result.stderr
-    with open(dest / "stage_times.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    assert [row["stage"] for row in rows] == [stage.name for stage in STAGES]
-    assert all(float(row["wall_time_s"]) > 0 for row in rows)
-    summary = (dest / "summary.html").read_text()
-    assert summary == (workdir / layout.path("summary_html", dataset="synthetic")).read_text()
-    assert "tiny test study" in summary
-    assert (workdir / "reports" / "report.html").is_file()  # snakemake --report ran
-    runs = list(csv.DictReader(open(dest / "runs.csv", newline="")))
-    assert {(row["device"], row["precision"], row["batch_size"]) for row in runs} == {
-        ("cpu", "fp32", "4")
-    }
-    assert (dest / "cpu.json").is_file()
-    assert not list(dest.glob("*.ncu-rep"))
-    readme = (dest / "README.md").read_text()
-    for stage in STAGES:
-        assert f"| {stage.name} | {stage.what} |" in readme
-    assert "- logical CPUs:" in readme
-    assert result.stdout.splitlines()[-1].startswith(f"gpu-study: {len(STAGES)} stages in ")
+# The orchestration rehearsed for real on a CPU: tests/test_gpu_check.py runs
+# `nnperf gpu-study --check` on config/gpu-check.yaml brought down to this CPU.

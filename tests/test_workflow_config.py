@@ -14,7 +14,7 @@ from conftest import run_snakemake
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        (["models=resnet19"], "nnperf: config models[0] = 'resnet19' is not allowed; allowed:"),
+        (["models=resnet19"], "nnperf: config models entry 'resnet19' is unknown (closest: resnet18"),
         (["devices=tpu"], "nnperf: config devices[0] = 'tpu' is not allowed"),
         (["precisions=fp8"], "nnperf: config precisions[0] = 'fp8' is not allowed"),
         (["batch_sizes=0"], "nnperf: config batch_sizes[0] = 0 is too small; it must be >= 1"),

@@ -29,8 +29,10 @@ COMMAND_MODULES = (
     "render_report",
     "compare_machines",
     "doctor",
+    "gpu_env",
     "gpu_study",
     "plan",
+    "models",
 )
 
 

@@ -19,6 +19,7 @@ from nnperf.core.codehash import code_hash
 from nnperf.core.config import unique
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
+from nnperf.core.vocab import MEASURING_RULES
 from nnperf.ncu import command as nnperf_profiling
 from nnperf.report.folders import extra_results_inputs
 from nnperf.study import job_requests, session
@@ -92,7 +93,8 @@ def stop_if_a_device_is_absent():
     them elsewhere; dry runs never get here)."""
     if workflow.non_local_exec and not workflow.remote_exec:
         return
-    jobs = list(workflow.dag.needrun_jobs())
+    # Only measuring jobs touch their device: a figure of CUDA results needs no CUDA.
+    jobs = [job for job in workflow.dag.needrun_jobs() if job.rule.name in MEASURING_RULES]
     needed = unique(job.wildcards_dict["device"] for job in jobs if "device" in job.wildcards_dict)
     profiles = any(job.rule.name == "ncu_profile" for job in jobs)
     problem = session.absent_device_problem(
@@ -185,6 +187,15 @@ def complexity_request(wildcards):
     return as_param(job_requests.complexity_request(STUDY, wildcards.model, wildcards.dataset))
 
 
+def model_code(wildcards):
+    """The user's source file the model is built from ([] but for a models: entry with a
+    factory): editing it re-runs every job that builds the model."""
+    try:
+        return job_requests.model_code(STUDY, wildcards.model)
+    except NnperfError as error:
+        raise WorkflowError(f"nnperf: {error}")
+
+
 def ceilings_request(wildcards):
     return as_param(job_requests.ceilings_request(STUDY, wildcards.device, PEAKS))
 
@@ -271,7 +282,7 @@ def data_outputs():
 
 
 def complexity_outputs():
-    return [layout.path("complexity", dataset=DATASET, model=model) for model in STUDY.models]
+    return [layout.path("complexity", dataset=DATASET, model=model) for model in STUDY.model_names]
 
 
 def table(name):

@@ -1,4 +1,6 @@
 rule complexity:
+    input:
+        model_code=model_code,
     output:
         summary=layout.TEMPLATES["complexity"],
         layers=report(

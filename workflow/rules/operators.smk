@@ -6,6 +6,7 @@
 rule operator_profile:
     input:
         data=run_data,
+        model_code=model_code,
         run=layout.TEMPLATES["run"],
         complexity=layout.TEMPLATES["complexity"],
     output:

@@ -18,6 +18,7 @@ rule profile_request:
 rule ncu_profile:
     input:
         data=run_data,
+        model_code=model_code,
         request=layout.TEMPLATES["profile_request"],
     output:
         report=layout.TEMPLATES["profile_report"],

@@ -6,6 +6,7 @@
 rule timed_group:
     input:
         data=group_data,
+        model_code=model_code,
     output:
         folder=directory(layout.TEMPLATES["run_group"]),
     log:

@@ -28,6 +28,7 @@ rule download_weights:
 rule train_to_accuracy:
     input:
         data=run_data,
+        model_code=model_code,
         run=layout.TEMPLATES["run"],
         weights=pretrained_weights_input,
     output:

@@ -36,9 +36,17 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = study.load_study(args.configfile, args.config)
+    check_study(loaded, as_json=args.json)
+    return 0
+
+
+def check_study(loaded: study.Study, as_json: bool = False) -> preflight.Needs:
+    """Print one line per check of what `loaded` needs of this machine (a JSON list with
+    `as_json`); NnperfError when a need is missing. Returns the needs that were checked, which
+    `nnperf gpu-study` hands on to its Snakemake calls so they do not check them again."""
     needs = preflight.needs_of(loaded.devices, loaded.typed.ncu.enabled)
     checks = preflight.run_checks(needs)
-    if args.json:
+    if as_json:
         print(json.dumps([check.as_dict() for check in checks], indent=2))
     else:
         for check in checks:
@@ -49,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise NnperfError(
             f"this machine lacks what {loaded.name} needs ({names}): see the doctor lines above"
         )
-    if not args.json:
+    if not as_json:
         warned = ", ".join(check.name for check in preflight.warnings(checks))
         without = f" (with warnings: {warned})" if warned else ""
         print(f"doctor: ready: this machine has what {loaded.name} needs{without}")
-    return 0
+    return needs

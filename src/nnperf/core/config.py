@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 import jsonschema
 import yaml
 
-from nnperf.core import devices, vocab
+from nnperf.core import devices, model_names, vocab
 from nnperf.core.errors import NnperfError
 
 # The key of one configuration; `config.RunKey` is where the matrix's users have found it.
@@ -197,6 +197,11 @@ def format_error(error: jsonschema.ValidationError) -> str:
         wanted = error.validator_value
         wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
         return f"config {key} = {error.instance!r} has the wrong type; expected {wanted}"
+    if error.validator == "pattern":
+        return (
+            f"config {key} = {error.instance!r} is not allowed; allowed: text matching "
+            f"{error.validator_value} (a name in result paths)"
+        )
     if error.validator == "uniqueItems":
         return f"config {key} lists a value twice: {error.instance!r}"
     if error.validator == "minItems":
@@ -247,6 +252,7 @@ def validate(config: dict, schema: dict | None = None, machine_cores: int | None
             f"against (variants given: {', '.join(instance['variants'])})"
         )
     check_cpu_threads(instance["variants"], machine_cores or cpu_cores())
+    model_names.check_models(instance["models"])
     return instance
 
 
@@ -360,10 +366,15 @@ def expand_matrix(
             )
             continue
         for model, batch_size, variant in itertools.product(
-            config["models"], config["batch_sizes"], config["variants"]
+            model_keys(config), config["batch_sizes"], config["variants"]
         ):
             keys.append(RunKey(device, model, precision, int(batch_size), variant))
     return sorted(keys), notes
+
+
+def model_keys(config: dict) -> list[str]:
+    """The names of config `models:`, whose entries are names or mappings with a name."""
+    return [entry if isinstance(entry, str) else entry["name"] for entry in config["models"]]
 
 
 def empty_matrix_message(matrix: list, notes: list[str]) -> str | None:

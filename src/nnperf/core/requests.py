@@ -21,6 +21,7 @@ from nnperf.core.settings import (
     CeilingsSettings,
     ConvergenceSettings,
     DatasetSettings,
+    ModelSource,
     OperatorProfileSettings,
     ReportSettings,
     StudyInfo,
@@ -65,6 +66,8 @@ class ComplexityRequest:
     input_size: int | None = None
     # None: the built-in dataset's classes; an ImageFolder's class folders otherwise.
     num_classes: int | None = None
+    # How to build `model` when its name alone does not say (config `models:` mapping).
+    model_source: ModelSource | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class RunRequest:
     # The side an ImageFolder's images are decoded at (`dataset.image_size`); None for the
     # built-in datasets, whose images are 32x32.
     image_size: int | None = None
+    # How to build `model` when its name alone does not say (config `models:` mapping).
+    model_source: ModelSource | None = None
 
     def seed_of(self, process: int) -> int:
         """Worker process `process`'s seed: `training.seed` plus its index, so processes
@@ -235,6 +240,8 @@ class TrainingRunRequest:
     input_size: int | None = None
     # As RunRequest.image_size.
     image_size: int | None = None
+    # How to build `model` when its name alone does not say (config `models:` mapping).
+    model_source: ModelSource | None = None
 
     @property
     def root(self) -> str:
@@ -259,7 +266,11 @@ class TrainingRunRequest:
             for key, value in to_dict(self.convergence).items()
             if key not in ConvergenceSettings.OUTSIDE_IDENTITY
         }
+        # A model from a mapping entry (user factory, timm name) is defined by it too; left
+        # out when absent so that earlier checkpoints of registry models still resume.
+        source = {"model_source": to_dict(self.model_source)} if self.model_source else {}
         return {
+            **source,
             "dataset": self.dataset,
             "device": self.device,
             "model": self.model,

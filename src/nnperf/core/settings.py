@@ -264,6 +264,7 @@ class NcuSettings:
     warmup_steps: int = 10
     batch_sizes: tuple[int, ...] | None = None
     variants: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -317,7 +318,8 @@ class OperatorProfileSettings:
     module's forward call with a profiler range named by its module path, which is what
     groups operators by layer; `layer_depth` groups by the first N path components (null:
     the innermost module). `with_stack` records Python stacks in the trace (slower, larger).
-    `batch_sizes` and `variants` limit which configurations are profiled (null: all).
+    `batch_sizes`, `variants` and `precisions` limit which configurations are profiled (null:
+    all).
     """
 
     enabled: bool = True
@@ -330,6 +332,7 @@ class OperatorProfileSettings:
     with_stack: bool = False
     batch_sizes: tuple[int, ...] | None = None
     variants: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         check_finite(self, "operator_profile")
@@ -461,6 +464,33 @@ class ConvergenceSettings:
 
 
 @dataclass(frozen=True)
+class ModelSource:
+    """One mapping entry of config `models:`: a model that its name alone does not say how to
+    build (`nnperf.core.model_names`). `factory` is the user's code (`"models/mynet.py:build"`,
+    a file relative to the working directory, or `"package.module:build"`), called with
+    `num_classes=`; `timm` a timm model name; neither: `name` resolves as a plain entry does
+    (registry, torchvision, `timm_<name>`) and `input_size` overrides its own size."""
+
+    name: str
+    factory: str | None = None
+    timm: str | None = None
+    # The square image side the model is fed; None: the model's own (a factory's: the
+    # dataset's image size).
+    input_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.factory is not None and self.timm is not None:
+            raise NnperfError(
+                f"config models entry {self.name!r} gives both factory and timm; allowed: one"
+            )
+        if self.input_size is not None and self.input_size < 1:
+            raise NnperfError(
+                f"config models entry {self.name!r}: input_size = {self.input_size!r} is not "
+                "allowed; allowed: an integer >= 1 or null"
+            )
+
+
+@dataclass(frozen=True)
 class ConvergenceSelection:
     """Which configurations of the matrix are trained to accuracy, under every recipe of
     config `recipes:` (config `convergence:`). null selects all of a key's values."""
@@ -485,7 +515,8 @@ class StudyConfig:
 
     study: StudyInfo = StudyInfo()
     dataset: DatasetSettings = DatasetSettings()
-    models: tuple[str, ...] = ("resnet18_cifar",)
+    # A name, or a ModelSource for a model its name alone does not say how to build.
+    models: tuple[str | ModelSource, ...] = ("resnet18_cifar",)
     devices: tuple[str, ...] = ("cpu",)
     precisions: tuple[str, ...] = ("fp32",)
     batch_sizes: tuple[int, ...] = (32,)
@@ -498,3 +529,15 @@ class StudyConfig:
     recipes: dict[str, ConvergenceSettings] = field(default_factory=_default_recipe)
     ceilings: CeilingsSettings = CeilingsSettings()
     report: ReportSettings = ReportSettings()
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The names of `models`, in order: the `{model}` key of every path."""
+        return tuple(entry if isinstance(entry, str) else entry.name for entry in self.models)
+
+    def model_source(self, name: str) -> ModelSource | None:
+        """The mapping entry of model `name`, or None where its name says it all."""
+        for entry in self.models:
+            if isinstance(entry, ModelSource) and entry.name == name:
+                return entry
+        return None

@@ -16,6 +16,13 @@ from typing import Iterable
 
 # Concrete devices a run can use. `auto` (config `devices`) resolves to one of them.
 DEVICES = ("cpu", "cuda", "mps")
+
+# The workflow's rules whose jobs run on their device and measure: they hold `bench_slot`
+# (never two at once), and only they need the device's preflight; the other jobs that carry a
+# device in their keys (copies, tables, figures) only read files.
+MEASURING_RULES = frozenset(
+    ("ceilings", "timed_group", "ncu_profile", "operator_profile", "train_to_accuracy")
+)
 AUTO_DEVICE = "auto"
 
 # Numeric modes, in the order every table, figure and finding lists them: full precision

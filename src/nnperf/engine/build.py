@@ -77,18 +77,19 @@ def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
     from nnperf.workload import models as models_mod
 
     spec = data_mod.prepared(request.root, request.dataset)
-    models_mod.get_spec(request.model)
+    source = request.model_source
+    models_mod.check_model(request.model, source)
     images, labels = data_mod.read_split(request.root, request.dataset, "train", request.image_size)
     num_classes = int(spec.num_classes)
     # An ImageFolder's images are decoded at the size the model takes, unless asked otherwise.
     input_size = request.input_size or (
         request.image_size
         if spec.imagefolder
-        else models_mod.input_size(request.model, int(images.shape[1]))
+        else models_mod.input_size(request.model, int(images.shape[1]), source)
     )
 
     def model_factory():
-        return models_mod.build_model(request.model, num_classes)
+        return models_mod.build_model(request.model, num_classes, source, input_size)
 
     run_data = RunData(
         images=images,

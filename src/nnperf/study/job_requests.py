@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nnperf.core import contract, layout, vocab
+from nnperf.core import contract, layout, model_names, vocab
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
@@ -75,9 +75,11 @@ def run_request(
         training=study.training if training is None else training,
         timing=study.timing,
         # An ImageFolder's images are decoded at image_size, which the model takes as they
-        # are (a built-in dataset's models take their own size).
-        input_size=side,
+        # are unless its models: entry names its own (a built-in dataset's models take their
+        # own size).
+        input_size=model_input_size(study, key.model, dataset),
         image_size=side,
+        model_source=study.model_source(key.model),
     )
 
 
@@ -115,9 +117,23 @@ def training_request(
         convergence=settings,
         dataset=dataset,
         data_root=data_root(dataset),
-        input_size=settings.input_size or image_size(study, dataset),
+        input_size=settings.input_size or model_input_size(study, key.model, dataset),
         image_size=image_size(study, dataset),
+        model_source=study.model_source(key.model),
     )
+
+
+def model_input_size(study: contract.StudyConfig, model: str, dataset: str) -> int | None:
+    """The side `model` is fed, where the study decides it: its `models:` entry's
+    `input_size`, else an ImageFolder's `image_size`; None leaves it to the model."""
+    source = study.model_source(model)
+    return (source.input_size if source is not None else None) or image_size(study, dataset)
+
+
+def model_code(study: contract.StudyConfig, model: str) -> list[str]:
+    """The user's source file model `model` is built from (its factory's), [] for the other
+    sources: an input of every job that builds the model, so editing it re-measures."""
+    return model_names.source_files(model, study.model_source(model))
 
 
 def dataset_request(study: contract.StudyConfig, dataset: str) -> contract.DatasetRequest:
@@ -150,8 +166,9 @@ def complexity_request(
         model=model,
         dataset=dataset,
         training=study.training,
-        input_size=side,
+        input_size=model_input_size(study, model, dataset),
         num_classes=None if side is None else folder_scan(study).num_classes,
+        model_source=study.model_source(model),
     )
 
 

@@ -211,7 +211,7 @@ class _Planner:
                     Part("count", m.complexity.seconds, m.complexity.source),
                 ),
             )
-            for model in self.study.models
+            for model in self.study.model_names
         ]
 
     def ceilings(self, devices: list[str]) -> list[JobEstimate]:

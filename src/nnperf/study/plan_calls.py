@@ -5,9 +5,12 @@ Every call builds the DAG before its first job (`Machine.snakemake_start`). Wher
 is about to run include a CUDA device, `onstart` (`stop_if_a_device_is_absent` in
 workflow/rules/common.smk) runs `nnperf.study.preflight`'s checks in Snakemake's own process:
 torch imported, CUDA initialised, nvidia-smi, ncu's version, NVML; with ncu_profile jobs
-pending also the counter probe, a fresh python under ncu. A plain `snakemake` run is one
-call; `nnperf gpu-study` is one call per stage (`nnperf.study.stages.STAGES`, each
-`--until` its rules; the last, `snakemake --report`, runs no job and no preflight).
+pending also the counter probe, a fresh python under ncu. Only measuring jobs count
+(`nnperf.core.vocab.MEASURING_RULES`): a figure of CUDA results needs no CUDA. A plain
+`snakemake` run is one call; `nnperf gpu-study` runs the doctor's checks once (a stage of its
+own, `preflight`) and then one call per stage (`nnperf.study.stages.STAGES`, each `--until`
+its rules; the last, `snakemake --report`, runs no job), whose onstart skips the checks
+(`nnperf.study.session.PREFLIGHT_DONE_ENV`).
 """
 
 from __future__ import annotations
@@ -21,24 +24,32 @@ from nnperf.study.plan_model import CALLS, JobEstimate, Part
 UPSTREAM = {"timed_group": "timed_run", "profile_request": "ncu_profile"}
 
 
-def call_estimate(name: str, jobs: Sequence[JobEstimate], machine: Machine) -> JobEstimate:
-    """One call that runs `jobs`: its start, and the preflight where they need it."""
+def preflight_parts(jobs: Sequence[JobEstimate], machine: Machine) -> list[Part]:
+    """The CUDA preflight that `jobs` need: none unless a measuring job runs on CUDA."""
+    m = machine
+    if not any(job.measures and job.device == "cuda" for job in jobs):
+        return []
+    parts = [
+        Part("preflight: import torch", m.preflight_torch.seconds, m.preflight_torch.source),
+        Part("preflight: CUDA init", m.preflight_cuda_init.seconds, m.preflight_cuda_init.source),
+        Part(
+            "preflight: nvidia-smi, ncu, NVML", m.preflight_tools.seconds, m.preflight_tools.source
+        ),
+    ]
+    if any(job.rule == "ncu_profile" for job in jobs):
+        parts.append(Part("preflight: ncu probe", m.ncu_probe.seconds, m.ncu_probe.source))
+    return parts
+
+
+def call_estimate(
+    name: str, jobs: Sequence[JobEstimate], machine: Machine, preflight: bool = True
+) -> JobEstimate:
+    """One call that runs `jobs`: its start, and the preflight where they need it (unless
+    its caller ran that already: `preflight` False)."""
     m = machine
     parts = [Part("snakemake start", m.snakemake_start.seconds, m.snakemake_start.source)]
-    if any(job.device == "cuda" for job in jobs):
-        parts += [
-            Part("preflight: import torch", m.preflight_torch.seconds, m.preflight_torch.source),
-            Part(
-                "preflight: CUDA init", m.preflight_cuda_init.seconds, m.preflight_cuda_init.source
-            ),
-            Part(
-                "preflight: nvidia-smi, ncu, NVML",
-                m.preflight_tools.seconds,
-                m.preflight_tools.source,
-            ),
-        ]
-        if any(job.rule == "ncu_profile" for job in jobs):
-            parts.append(Part("preflight: ncu probe", m.ncu_probe.seconds, m.ncu_probe.source))
+    if preflight:
+        parts += preflight_parts(jobs, machine)
     return JobEstimate(CALLS, f"snakemake {name}", tuple(parts))
 
 
@@ -52,6 +63,9 @@ def snakemake_calls(
     from nnperf.study.stages import STAGES
 
     calls, left = [], list(jobs)
+    once = preflight_parts(jobs, machine)
+    if once:
+        calls.append(JobEstimate(CALLS, "nnperf gpu-study preflight (once)", tuple(once)))
     for stage in STAGES:
         if stage.report:
             parts = (
@@ -69,5 +83,5 @@ def snakemake_calls(
         else:
             mine = left
         left = [job for job in left if job not in mine]
-        calls.append(call_estimate(f"--until ({stage.name})", mine, machine))
+        calls.append(call_estimate(f"--until ({stage.name})", mine, machine, preflight=False))
     return calls

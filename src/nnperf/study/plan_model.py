@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from nnperf.core.vocab import MEASURING_RULES
 from nnperf.study.estimate_sources import Machine
 
 # Stages in the order a study runs them, as `nnperf plan` prints them.
@@ -23,11 +24,8 @@ OPERATORS = "operator profiles"
 TRAINING = "training to accuracy"
 REPORT = "tables, figures, report"
 STAGES = (CALLS, DATA, COMPLEXITY, CEILINGS, TIMED_RUNS, NCU, OPERATORS, TRAINING, REPORT)
-# Rules whose jobs measure: they hold `bench_slot` (never two at once) and, on a CPU, every
-# core (`nnperf.study.job_requests.measurement_threads`), so they run one after another.
-MEASURING_RULES = frozenset(
-    ("ceilings", "timed_group", "ncu_profile", "operator_profile", "train_to_accuracy")
-)
+# Measuring jobs hold `bench_slot` and, on a CPU, every core
+# (`nnperf.study.job_requests.measurement_threads`), so they run one after another.
 
 # --- estimates ------------------------------------------------------------------------------
 

@@ -1,10 +1,10 @@
 """Which configurations of a study's matrix each stage runs.
 
 The matrix (`nnperf.core.config.expand_matrix`) is every configuration timed; the other stages
-take a part of it: Nsight Compute profiles the CUDA configurations at `ncu.batch_sizes` and
-`ncu.variants`, torch.profiler those at `operator_profile.batch_sizes` and `.variants`, and
-training to accuracy those at `convergence.precisions`, `.batch_sizes` and `.variants`, each
-under every recipe. Each of those is a `Selection`, read from its config section; the workflow
+take a part of it: Nsight Compute profiles the CUDA configurations at `ncu.precisions`,
+`.batch_sizes` and `.variants`, torch.profiler those at `operator_profile.precisions`,
+`.batch_sizes` and `.variants`, and training to accuracy those at `convergence.precisions`,
+`.batch_sizes` and `.variants`, each under every recipe. Each of those is a `Selection`, read from its config section; the workflow
 and `nnperf plan` ask the same questions, so the answers live here, torch-free and without
 Snakemake.
 
@@ -39,13 +39,13 @@ class Selection:
     @classmethod
     def of(cls, section: Any, enabled: bool | None = None) -> Selection:
         """The selection a config section states (`ncu`, `operator_profile`, `convergence`):
-        its `batch_sizes`, `variants` and, where it has them, `precisions`. `enabled`, when
-        given, replaces the section's own (ncu's `auto` is decided per device)."""
+        its `batch_sizes`, `variants` and `precisions`. `enabled`, when given, replaces the
+        section's own (ncu's `auto` is decided per device)."""
         return cls(
             enabled=section.enabled if enabled is None else enabled,
             batch_sizes=section.batch_sizes,
             variants=section.variants,
-            precisions=getattr(section, "precisions", None),
+            precisions=section.precisions,
         )
 
     def selects(self, key: RunKey) -> bool:

@@ -56,6 +56,24 @@ def report_path_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+# Set by a caller that ran the CUDA preflight itself for every Snakemake call it makes
+# (`nnperf gpu-study` runs it once, then one call per stage): what it checked, "cuda" or
+# "cuda+ncu". Those calls' `onstart` then does not pay torch's import, CUDA's start-up and
+# the ncu probe again (15-30 s a call on an H100 machine).
+PREFLIGHT_DONE_ENV = "NNPERF_PREFLIGHT_DONE"
+
+
+def preflight_done_value(profiles_ncu: bool) -> str:
+    """What `PREFLIGHT_DONE_ENV` says after a CUDA preflight with (or without) ncu's probe."""
+    return "cuda+ncu" if profiles_ncu else "cuda"
+
+
+def preflight_was_done(profiles_ncu: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the caller's preflight covered what these jobs need."""
+    done = environ.get(PREFLIGHT_DONE_ENV, "")
+    return done == "cuda+ncu" or (done == "cuda" and not profiles_ncu)
+
+
 def absent_device_problem(
     needed: Iterable[str], profiles_ncu: bool, warn: Callable[[str], None] | None = None
 ) -> str | None:
@@ -64,13 +82,14 @@ def absent_device_problem(
     job per configuration minutes later. CUDA jobs also get `nnperf doctor`'s CUDA checks
     (torch's CUDA build, the driver, NVML; ncu and its counters when `profiles_ncu`,
     ncu_profile jobs being pending); torch is imported only then. `warn(line)` gets each
-    warning, what the jobs run without (NVML: their clocks go unrecorded)."""
+    warning, what the jobs run without (NVML: their clocks go unrecorded). A caller that ran
+    the CUDA checks itself says so in `PREFLIGHT_DONE_ENV`, and they are not run again."""
     needed = list(needed)
     for device in needed:
         reason = devices.absent_reason(device)
         if reason:
             return f"config devices: {reason}"
-    if "cuda" in needed:
+    if "cuda" in needed and not preflight_was_done(profiles_ncu):
         from nnperf.study import preflight
 
         problem, warnings = preflight.cuda_preflight(profile_ncu=profiles_ncu)

@@ -1,6 +1,7 @@
 """A study run stage by stage with each stage's wall time, its report kept as an example.
 
-`make gpu-study` (`nnperf gpu-study`) runs config/gpu.yaml on a lent GPU machine. One
+`make gpu-study` (`nnperf gpu-study`) runs config/gpu.yaml on a GPU machine, `make gpu-check`
+(`nnperf gpu-study --check`) config/gpu-check.yaml in a lent machine's minutes. One
 `snakemake` call would run the whole DAG in the order its scheduler picks, and the cost of
 each stage (what `nnperf plan` estimates and config/gpu.yaml's header adds up) would be
 invisible. Here each stage is one `snakemake --until <its rules>` call, timed with a
@@ -96,8 +97,9 @@ def snakemake_argv(
     if not stage.report:
         argv += ["--cores", str(cores)]
     argv += stage.args()
-    for path in configfiles:
-        argv += ["--configfile", str(path)]
+    if configfiles:
+        # One flag for all: Snakemake keeps only the last of several --configfile flags.
+        argv += ["--configfile", *(str(path) for path in configfiles)]
     if config_entries:
         argv += ["--config", *config_entries]
     return argv
@@ -114,12 +116,14 @@ def run_stages(
     run: Callable[[list[str]], int] | None = None,
     clock: Callable[[], float] = time.monotonic,
     say: Callable[[str], None] = print,
+    environ: dict[str, str] | None = None,
 ) -> list[StageTime]:
     """Run `stages` in order, timing each; NnperfError naming the first that fails.
 
-    `run(argv)` returns the exit status (default: the command with this terminal).
+    `run(argv)` returns the exit status (default: the command with this terminal, in
+    `environ`, default this process's environment).
     """
-    run = run or (lambda argv: subprocess.run(argv, check=False).returncode)
+    run = run or (lambda argv: subprocess.run(argv, check=False, env=environ).returncode)
     times: list[StageTime] = []
     for stage in stages:
         argv = snakemake_argv(
@@ -245,19 +249,25 @@ def readme(
     machine: Sequence[str],
     commit: str,
     date: datetime.date,
+    check: bool = False,
 ) -> str:
-    configs = " ".join(f"--configfile {path}" for path in study.files)
+    if check:
+        command = "`nnperf gpu-study --check` (`make gpu-check`)"
+    else:
+        command = "`nnperf gpu-study` (`make gpu-study`)"
+    configs = f"--configfile {' '.join(study.files)}" if study.files else ""
     overrides = f" --config {shlex.join(config_entries)}" if config_entries else ""
     total = sum(t.wall_time_s for t in times)
     return (
         f"# Example: {study.typed.study.name}\n\n"
-        f"What `nnperf gpu-study` (`make gpu-study`) produced on {date.isoformat()} from "
+        f"What {command} produced on {date.isoformat()} from "
         f"commit `{commit}`: `snakemake {configs}{overrides}`, one stage at a time, "
         f"{total / 60:.1f} minutes in all.\n\n"
         "## Machine\n\n" + "\n".join(machine) + "\n\n"
         "## Wall time per stage\n\n"
-        f"Each stage is one `snakemake --until <its rules>` call (`nnperf.study.stages.STAGES`), "
-        f"timed with a monotonic clock; also in `{STAGE_TIMES_CSV}`.\n\n"
+        "`preflight` is `nnperf doctor`'s checks, once; each later stage is one "
+        "`snakemake --until <its rules>` call (`nnperf.study.stages.STAGES`), timed with a "
+        f"monotonic clock; also in `{STAGE_TIMES_CSV}`.\n\n"
         + stage_times_markdown(times)
         + "\n## Files\n\n"
         + "\n".join(f"- `{name}`: {_note(name)}" for name in files)
@@ -275,8 +285,10 @@ def write_example(
     workdir: str | Path = ".",
     checkout: Path = REPO,
     today: datetime.date | None = None,
+    check: bool = False,
 ) -> list[str]:
-    """Replace `dest` with the study's example: its files, the stage times, a README."""
+    """Replace `dest` with the study's example: its files, the stage times, a README (which
+    names `make gpu-check` when `check`)."""
     dest = Path(dest)
     sources = example_sources(study, workdir)
     if "summary.html" not in sources:
@@ -299,6 +311,7 @@ def write_example(
         machine_lines(environment),
         commit_of(environment, checkout),
         today or datetime.date.today(),
+        check,
     )
     (staging / "README.md").write_text(text, encoding="utf-8")
     if dest.exists():

@@ -103,7 +103,7 @@ def load_training_data(request: TrainingRunRequest) -> TrainingData:
     from nnperf.workload import models as models_mod
 
     spec = data_mod.prepared(request.root, request.dataset)
-    models_mod.get_spec(request.model)
+    models_mod.check_model(request.model, request.model_source)
     train_images, train_labels = data_mod.read_split(
         request.root, request.dataset, "train", request.image_size
     )
@@ -125,7 +125,9 @@ def load_training_data(request: TrainingRunRequest) -> TrainingData:
         or (
             request.image_size
             if spec.imagefolder
-            else models_mod.input_size(request.model, int(train_images.shape[1]))
+            else models_mod.input_size(
+                request.model, int(train_images.shape[1]), request.model_source
+            )
         )
     )
     return TrainingData(
@@ -141,7 +143,7 @@ def load_training_data(request: TrainingRunRequest) -> TrainingData:
 
 
 def model_factory(
-    request: TrainingRunRequest, num_classes: int, resuming: bool
+    request: TrainingRunRequest, num_classes: int, resuming: bool, input_size: int | None = None
 ) -> tuple[Callable[[], torch.nn.Module], dict | None]:
     """A factory of the run's initial model and the record of its pretrained weights.
 
@@ -153,15 +155,19 @@ def model_factory(
     from nnperf.workload import models as models_mod
 
     settings = request.convergence
+
+    def build() -> torch.nn.Module:
+        return models_mod.build_model(request.model, num_classes, request.model_source, input_size)
+
     if settings.pretrained is None:
-        return (lambda: models_mod.build_model(request.model, num_classes)), None
+        return build, None
     if resuming:
         models_mod.pretrained_weights(request.model, settings.pretrained)
 
         def bare() -> torch.nn.Module:
-            model = models_mod.build_model(request.model, num_classes)
+            model = build()
             if settings.freeze_backbone:
-                models_mod.freeze_backbone(model, models_mod.get_spec(request.model).head)
+                models_mod.freeze_backbone(model, models_mod.head_of(request.model, model))
             return model
 
         return bare, None
@@ -255,7 +261,9 @@ def train_to_files(
     if run_json is not None:
         expected_step = expected_step_time(load_json(run_json, what="run document"))
     seed_everything(request.convergence.seed)
-    factory, pretrained = model_factory(request, data.num_classes, resume_from is not None)
+    factory, pretrained = model_factory(
+        request, data.num_classes, resume_from is not None, data.input_size
+    )
     if resume_from is not None:
         print(f"{name}: resuming from {resume_from}", flush=True)
     result = train_to_accuracy(

@@ -18,15 +18,11 @@ and the optimizer are not counted (they are a few percent of the FLOPs and are m
 the traffic below covers them). Each FLOP is attributed to the leaf module whose forward
 call, or whose autograd nodes in backward, ran it.
 
-Correction: torch's `conv_backward_flop` counts the weight gradient of a grouped convolution
-as if it were dense. It computes that term as `conv_flop_count(t(x), t(grad_out), ...)`,
-which multiplies the full input channels by the full output channels and never divides by
-`groups` (the docstring there says it "skips" groups), so the weight-gradient FLOPs of a
-depthwise conv come out `groups` times too high (torch 2.14.1, pinned by a test; MobileNetV2's
-training step counts 20x its forward instead of ~3x). The input-gradient term is right.
-`conv_backward_flops` below replaces the formula through FlopCounterMode's `custom_mapping`:
-both gradients of a convolution cost exactly its forward FLOPs, each counted only when
-autograd asks for it (`output_mask`).
+The counter and its corrections (grouped-convolution backward, attention on the CPU) are
+`nnperf.workload.flop_counting`'s, as is the census of the step's ops that it has no formula
+for: the document's `flop_coverage` says which share of the compute ops the FLOPs leave out
+(zero for convolutional networks and for torchvision's and timm's ViTs; a user's FFT or RNN
+is not counted, and the report says so beside the FLOPs).
 
 Saved activations
 -----------------
@@ -77,14 +73,19 @@ from typing import Any
 import pandas as pd
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from nnperf.core import files
+from nnperf.core import files, model_names
 from nnperf.core.contract import ComplexityRequest, TrainingSettings
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import OPTIMIZERS, PRECISIONS
 from nnperf.workload import models
 from nnperf.workload import datasets as data
+# conv_backward_flops and flop_counter are named here too: where the counter was first defined.
+from nnperf.workload.flop_counting import (  # noqa: F401
+    conv_backward_flops,
+    flop_counter,
+    flop_coverage,
+)
 
 # Bytes per element of the fp32 master copy (weights, gradients, optimizer state).
 FP32_BYTES = 4
@@ -131,42 +132,6 @@ LAYER_COLUMNS = (
     "saved_activation_unique_bytes_per_image",
     "saved_activation_fixed_bytes",
 )
-
-
-def conv_backward_flops(
-    grad_out_shape,
-    x_shape,
-    w_shape,
-    _bias,
-    _stride,
-    _padding,
-    _dilation,
-    transposed,
-    _output_padding,
-    _groups,
-    output_mask,
-    out_shape=None,
-    **kwargs,
-) -> int:
-    """FLOPs of `aten.convolution_backward`, right for grouped and depthwise convolutions.
-
-    Each of the input gradient and the weight gradient is a convolution with the same
-    multiply-adds as the forward pass: batch x sliding positions x prod(weight shape), where
-    the weight shape already holds in_channels / groups and the positions are the output's
-    (the input's for a transposed convolution). Takes shapes, as FlopCounterMode's formulas do.
-    """
-    batch = grad_out_shape[0]
-    positions = (x_shape if transposed else grad_out_shape)[2:]
-    forward_flops = 2 * batch * math.prod(positions) * math.prod(w_shape)
-    return forward_flops * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
-
-
-def flop_counter() -> FlopCounterMode:
-    """A FlopCounterMode with the grouped-convolution backward formula corrected."""
-    return FlopCounterMode(
-        display=False,
-        custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops},
-    )
 
 
 def optimizer_state_buffers(optimizer: str, momentum: float = TrainingSettings.momentum) -> int:
@@ -221,7 +186,7 @@ class Complexity:
             "optimizer_state_bytes": self.optimizer_state_bytes,
             "traffic": self.traffic,
             "flop_counter": "torch.utils.flop_counter.FlopCounterMode, grouped-conv "
-            "backward corrected (nnperf.workload.complexity.conv_backward_flops)",
+            "backward corrected (nnperf.workload.flop_counting.conv_backward_flops)",
         }
 
 
@@ -549,7 +514,8 @@ def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.
     momentum 0). The document records the model, the dataset and those optimiser settings,
     so it carries its own keys.
     """
-    models.get_spec(request.model)  # an unknown model is reported before anything else
+    source = request.model_source
+    models.check_model(request.model, source)  # an unknown model is reported first
     size = request.input_size
     if request.num_classes is not None:  # an ImageFolder's: its class folders
         num_classes = request.num_classes
@@ -557,16 +523,19 @@ def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.
         spec = data.get_spec(request.dataset)
         num_classes = spec.num_classes
         if size is None:
-            size = models.input_size(request.model, spec.image_shape[-1])
+            size = models.input_size(request.model, spec.image_shape[-1], source)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise NnperfError(f"input_size {size!r} is invalid; allowed: an integer >= 1")
     training = request.training
     with torch.device("meta"):
-        model = models.build_model(request.model, num_classes)
+        # The first build of a model in a study: a user factory that raises, or whose
+        # output is not (batch, num_classes), stops here with one line.
+        model = models.build_model(request.model, num_classes, source, size)
     try:
         result = estimate(
             model, (3, size, size), optimizer=training.optimizer, momentum=training.momentum
         )
+        coverage = flop_coverage(model, (3, size, size))
     except RuntimeError as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NnperfError(
@@ -578,6 +547,9 @@ def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.
         # What the optimizer_state_* counts and the traffic assumed.
         "training": {"optimizer": training.optimizer, "momentum": training.momentum},
         **result.to_dict(),
+        # Which source built it (nnperf.core.model_names) and what the FLOPs leave out.
+        "model_kind": model_names.kind_of(request.model, source),
+        "flop_coverage": coverage,
     }
     return document, result.layers
 
@@ -601,4 +573,14 @@ def summary(document: dict[str, Any]) -> str:
         f"{document['train_step_flops_per_image'] / 1e9:.3f} GFLOP per training step, "
         f"{document['saved_activation_bytes_per_image'] / 2**20:.1f} MiB saved per image, "
         f"{document['optimizer']} state {document['optimizer_state_bytes'] / 2**20:.1f} MiB"
+        + uncounted_note(document)
     )
+
+
+def uncounted_note(document: dict[str, Any]) -> str:
+    """`, 12% of compute ops uncounted (aten._fft_r2c x4)` where the FLOPs leave ops out."""
+    coverage = document.get("flop_coverage") or {}
+    if not coverage.get("uncounted_calls"):
+        return ""
+    ops = ", ".join(f"{op} x{n}" for op, n in list(coverage["uncounted_ops"].items())[:3])
+    return f", {coverage['uncounted_share']:.0%} of compute ops uncounted ({ops})"

@@ -1,6 +1,13 @@
-"""The networks nnperf can time, by name: torchvision classifiers and their CIFAR forms.
+"""The networks nnperf can time, by name: its registry, torchvision's, timm's and the user's.
 
-Every model is built from torchvision's own builders with `weights=None` (random init;
+A name resolves to one of four sources (`nnperf.core.model_names` says which, without torch):
+nnperf's registry (below), any torchvision classification model, a timm model
+(`timm_<name>` or a `models:` mapping with `timm:`) and the user's own code (a mapping with
+`factory:`). `build_model(name, num_classes, source)` and `input_size(name, ..., source)` are
+the one entry point for all four: every later stage sees an `nn.Module` and its input size.
+Building the non-registry ones is `nnperf.workload.model_sources`'.
+
+Every registry model is built from torchvision's own builders with `weights=None` (random init;
 pretrained weights are `build_pretrained`'s, below). Two families:
 
 * ImageNet-style (`resnet18`, `resnet34`, `resnet50`, `vgg16`, `vgg16_bn`, `mobilenet_v2`):
@@ -52,7 +59,10 @@ import torch
 import torchvision
 from torch import nn
 
+from nnperf.core import model_names
 from nnperf.core.errors import NnperfError
+from nnperf.core.settings import ModelSource
+from nnperf.workload import model_sources
 
 # torchvision's native classification resolution (the crop its reference recipes train at).
 IMAGENET_INPUT_SIZE = 224
@@ -190,30 +200,82 @@ def get_spec(name: str) -> ModelSpec:
     try:
         return MODELS[name]
     except KeyError:
-        raise NnperfError(f"model {name!r} is unknown; allowed: {', '.join(MODEL_NAMES)}") from None
+        raise model_names.unknown_model(name) from None
 
 
-def build_model(name: str, num_classes: int) -> nn.Module:
+def check_model(name: str, source: ModelSource | None = None) -> str:
+    """The kind of model `name` (`model_names.KINDS`), or one NnperfError line for a name no
+    source knows, a missing factory, timm absent: what fails before any data is read."""
+    return model_names.check_model(name, source, where="model")
+
+
+def build_model(
+    name: str,
+    num_classes: int,
+    source: ModelSource | None = None,
+    input_size: int | None = None,
+) -> nn.Module:
     """A freshly initialised model (train mode, random weights, on the current default device).
 
+    `source`: the study's `models:` mapping of `name`, where it has one. `input_size`: the
+    side it will be fed, for the models that fix it when built (ViTs) and to check a user
+    factory's output on; None: the model's own.
     Build under `with torch.device("meta"):` to get shapes without allocating weights.
     """
-    spec = get_spec(name)
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise NnperfError(f"num_classes {num_classes!r} is invalid; allowed: an integer >= 1")
-    model = spec.build(num_classes)
+    try:
+        model = _build(name, num_classes, source, input_size)
+    except NotImplementedError:
+        # A builder that computes its layout with torch ops (torchvision's RegNets) cannot
+        # run under the meta device: build on the CPU, then move to meta.
+        if torch.empty(0).device.type != "meta":
+            raise
+        with torch.device("cpu"):
+            model = _build(name, num_classes, source, input_size).to("meta")
     model.train()
     return model
 
 
-def input_size(name: str, dataset_image_size: int = 32) -> int:
+def _build(
+    name: str, num_classes: int, source: ModelSource | None, input_size: int | None
+) -> nn.Module:
+    kind = model_names.kind_of(name, source)
+    size = input_size or (source.input_size if source else None)
+    if kind == "registry":
+        model = get_spec(name).build(num_classes)
+    elif kind == "torchvision":
+        model = model_sources.build_torchvision(name, num_classes, size)
+    elif kind == "timm":
+        model = model_sources.build_timm(model_names.timm_name(name, source), num_classes, size)
+    else:
+        model = model_sources.build_factory(source, num_classes)
+        if size:
+            model_sources.check_output(source, num_classes, size)
+    return model
+
+
+def input_size(name: str, dataset_image_size: int = 32, source: ModelSource | None = None) -> int:
     """Side length of the square images `name` is meant to train on.
 
-    CIFAR-style models take the dataset's images as they are (32 for CIFAR); ImageNet-style
-    models run at torchvision's native 224 (the timed runs resize to it).
+    The `models:` entry's `input_size` where it gives one. Otherwise: CIFAR-style models take
+    the dataset's images as they are (32 for CIFAR); ImageNet-style registry models run at
+    torchvision's native 224, other torchvision models at their weights' crop (`vit_b_16` 224,
+    `efficientnet_b3` 300), timm models at their pretrained config's size (the timed runs
+    resize to it); a user's factory at the dataset's image size.
     """
-    spec = get_spec(name)
-    return dataset_image_size if spec.family == "cifar" else IMAGENET_INPUT_SIZE
+    if source is not None and source.input_size:
+        return source.input_size
+    kind = model_names.kind_of(name, source)
+    if kind == "registry":
+        return dataset_image_size if get_spec(name).family == "cifar" else IMAGENET_INPUT_SIZE
+    if kind == "torchvision":
+        if name not in model_names.torchvision_names():
+            raise model_names.unknown_model(name)
+        return model_sources.torchvision_input_size(name)
+    if kind == "timm":
+        return model_sources.timm_input_size(model_names.timm_name(name, source))
+    return dataset_image_size
 
 
 def count_parameters(model: nn.Module) -> tuple[int, int]:
@@ -235,16 +297,20 @@ def pretrained_weights(name: str, weights: str) -> torchvision.models.WeightsEnu
     """torchvision's weights entry for model `name`: `weights` is one of its names
     (`IMAGENET1K_V1`, `DEFAULT`, ...) or the qualified `ResNet50_Weights.IMAGENET1K_V2`.
 
-    Only the ImageNet-style models have pretrained weights: the CIFAR forms change the
-    layers the weights were learnt for.
+    Only torchvision's own models have pretrained weights here: the ImageNet-style registry
+    models and every other torchvision classifier (the CIFAR forms change the layers the
+    weights were learnt for; timm's and the user's models are not torchvision's).
     """
-    spec = get_spec(name)
-    if spec.family != "imagenet":
+    spec = MODELS.get(name)
+    kind = model_names.kind_of(name)
+    if (spec is not None and spec.family != "imagenet") or kind not in ("registry", "torchvision"):
         usable = ", ".join(n for n in MODEL_NAMES if MODELS[n].family == "imagenet")
         raise NnperfError(
             f"model {name!r} has no pretrained weights (its layers differ from torchvision's);"
-            f" allowed with convergence.pretrained: {usable}"
+            f" allowed with convergence.pretrained: {usable} or another torchvision classifier"
         )
+    if spec is None and name not in model_names.torchvision_names():
+        raise model_names.unknown_model(name)
     enum = torchvision.models.get_model_weights(name)
     prefix, _, member = weights.rpartition(".")
     if prefix not in ("", enum.__name__) or member not in enum.__members__:
@@ -409,6 +475,20 @@ def state_dict_mismatches(
     return problems
 
 
+def head_of(name: str, model: nn.Module) -> str:
+    """The classifier layer transfer learning replaces: the registry's named head, else the
+    last `nn.Linear` of `model` (torchvision's classifiers end in one, except SqueezeNet)."""
+    if name in MODELS:
+        return MODELS[name].head
+    linears = [n for n, module in model.named_modules() if isinstance(module, nn.Linear)]
+    if not linears:
+        raise NnperfError(
+            f"model {name!r} ends in no Linear classifier; allowed with pretrained weights: a "
+            "model whose last layer is an nn.Linear"
+        )
+    return linears[-1]
+
+
 def replace_head(model: nn.Module, head: str, num_classes: int) -> nn.Linear:
     """Put a fresh `nn.Linear(in_features, num_classes)` (PyTorch's default init, as
     torchvision's ResNet head has) at `head` in `model`; returns it."""
@@ -456,14 +536,20 @@ def build_pretrained(
     entry = pretrained_weights(name, weights)
     file = find_weights_file(entry, path, download)
     state = load_state_dict_file(file)
-    spec = get_spec(name)
-    head_weight = state.get(f"{spec.head}.weight")
-    if head_weight is None or head_weight.ndim != 2:
-        raise NnperfError(
-            f"{file}: no classifier weight {spec.head}.weight in it; allowed: the state_dict of "
-            f"torchvision's {name}"
-        )
-    model = _torchvision(name, int(head_weight.shape[0]))
+    # The registry names its head; for another torchvision model it is found in the model
+    # built for the weights' own classes.
+    classes = len(entry.meta.get("categories") or ()) or 1000
+    spec = MODELS.get(name)
+    if spec is not None:
+        head_weight = state.get(f"{spec.head}.weight")
+        if head_weight is None or head_weight.ndim != 2:
+            raise NnperfError(
+                f"{file}: no classifier weight {spec.head}.weight in it; allowed: the "
+                f"state_dict of torchvision's {name}"
+            )
+        classes = int(head_weight.shape[0])
+    model = _torchvision(name, classes, **model_sources.torchvision_kwargs(name, None))
+    head = head_of(name, model)
     problems = state_dict_mismatches(model.state_dict(), state)
     if problems:
         raise NnperfError(
@@ -471,8 +557,8 @@ def build_pretrained(
             f"{f'; {len(problems) - 3} more' if len(problems) > 3 else ''})"
         )
     model.load_state_dict(state)
-    replace_head(model, spec.head, num_classes)
-    trainable = freeze_backbone(model, spec.head) if freeze else None
+    replace_head(model, head, num_classes)
+    trainable = freeze_backbone(model, head) if freeze else None
     model.train()
     digest = file_sha256(file)
     published = published_hash_prefix(weights_file_name(entry))
@@ -482,7 +568,7 @@ def build_pretrained(
         "sha256": digest,
         "sha256_matches_published_name": bool(published and digest.startswith(published)),
         "url": entry.url,
-        "head": spec.head,
+        "head": head,
         "frozen_backbone": bool(freeze),
         "trainable_parameter_tensors": len(trainable) if trainable is not None else None,
     }
@@ -496,6 +582,8 @@ __all__ = [
     "ModelSpec",
     "build_model",
     "build_pretrained",
+    "check_model",
+    "head_of",
     "count_parameters",
     "ensure_weights_file",
     "file_sha256",

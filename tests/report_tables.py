@@ -380,6 +380,7 @@ def window_records(c: Config, job_started: float) -> list[dict]:
                 "started_at_unix": started,
                 "ended_at_unix": started + c.window_s,
                 "loss_end": 2.0,
+                "peak_memory_device_bytes": 2_000_000_000 if c.device == "cuda" else None,
                 "sm_clock_mhz": 1980 if c.device == "cuda" else None,
                 "memory_clock_mhz": 2619 if c.device == "cuda" else None,
                 "throttle_reasons": "" if c.device == "cuda" else None,

@@ -76,6 +76,23 @@ WINDOW_CSV_COLUMNS = (
     "flagged",
     "flag_reasons",
 )
+# One row per loader window (nnperf.engine.loader: the feeder iterated with no training,
+# after the timed windows), in the run document's `loader_windows`.
+LOADER_WINDOW_COLUMNS = (
+    "process",
+    "window",
+    "batches",
+    "images",
+    "window_s",
+    "loader_rate_img_s",
+    "drained_batches",
+    "drain_s",
+    "started_at_unix",
+    "ended_at_unix",
+)
+# Whether the input pipeline limits a configuration (summary.csv `input_bound`; the rule is
+# nnperf.report.input_verdict's).
+INPUT_VERDICTS = ("input_bound", "not_input_bound", "undetermined")
 
 # Relative 95% CI half-width a configuration is measured to when `timing.target_ci` is null:
 # GPU step times are steady enough for 1%; CPU runs share the host with everything else.

@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
-from nnperf.engine import stability, stopping
+from nnperf.engine import loader, stability, stopping
 from nnperf.engine.worker import WARM, WorkerJob, forked_main, preload_modules, start_method
 from nnperf.engine.workerlog import OutputRelay
 
@@ -84,6 +84,12 @@ class Measurement:
     # Processes run after the configuration met its own target, for a comparison's interval.
     processes_for_comparisons: int = 0
     start_method: str = "fork"
+    # The feeder alone, after the timed windows (`nnperf.engine.loader`): its windows, and
+    # the wall time they took, which extends the budget's end like a one-time cost.
+    loader_windows: list[dict] = dataclasses.field(default_factory=list)
+    loader_s: float = 0.0
+    # A worker answered that it measures no loader (a rehearsal): none is asked again.
+    loader_unavailable: bool = False
 
     def samples(self) -> list[stopping.WindowSample]:
         return [
@@ -172,8 +178,11 @@ class _ForkedWorker(Worker):
         self.output = OutputRelay(job.process)
         # multiprocessing hands a child a descriptor only inside a connection object.
         output_end = Connection(self.output.detach_write_end(), readable=False)
+        # Not daemonic: a daemonic process may not start children, and a variant with
+        # DataLoader workers (num_workers > 0) starts them. The job kills every worker it
+        # started (MeasurementRun.run_process), and an orphaned one ends at its pipe's EOF.
         self.process = context.Process(
-            target=forked_main, args=(child_conn, job, output_end), daemon=True
+            target=forked_main, args=(child_conn, job, output_end), daemon=False
         )
         try:
             self.process.start()
@@ -456,7 +465,9 @@ class MeasurementRun:
         if result.status != "ok" or not result.windows or self.process >= timing.max_processes:
             return False
         idle = self._idle_since if self._idle_since is not None else self.clock()
-        elapsed = idle - result.budget_start_unix - result.one_time_s - result.paused_s
+        elapsed = (
+            idle - result.budget_start_unix - result.one_time_s - result.paused_s - result.loader_s
+        )
         window_cost = max(float(w["window_s"]) for w in result.windows)
         cost = process_cost(result, bool(self.request.settings.compile))
         return cost + timing.min_windows * window_cost <= timing.max_seconds - elapsed
@@ -495,6 +506,7 @@ class _Driver:
             result.budget_start_unix
             + result.one_time_s
             + result.paused_s
+            + result.loader_s
             + self.request.timing.max_seconds
         )
 
@@ -542,17 +554,56 @@ class _Driver:
                     elapsed_s=self.clock()
                     - result.budget_start_unix
                     - result.one_time_s
-                    - result.paused_s,
+                    - result.paused_s
+                    - result.loader_s,
                     process_cost_s=process_cost(result, bool(request.settings.compile)),
                     timing=request.timing,
                     target_ci=request.target_ci,
                 )
                 if action.kind != "window":
-                    closing = worker.finish(self.hard_end())
-                    _close_record(record, closing, result)
+                    if self._measure_loader(worker, record):
+                        closing = worker.finish(self.hard_end())
+                        _close_record(record, closing, result)
                     return action
         except Overrun as overrun:
             return self._overran(worker, record, overrun.waited_s)
+
+    def _measure_loader(self, worker: Worker, record: dict) -> bool:
+        """The process's loader windows, within the configuration's allowance
+        (`nnperf.engine.loader`); False when the worker did not survive them (killed at
+        their deadline, or out of memory), so it has no closing record to give. Its timed
+        windows stand either way."""
+        result, request = self.result, self.request
+        own = 0
+        while (
+            own < loader.WINDOWS_PER_PROCESS
+            and not result.loader_unavailable
+            and loader.next_window_fits(result.loader_s, result.loader_windows, request.timing)
+        ):
+            started = self.clock()
+            # Its batches are a timed window's less the training, so the longest timed
+            # window (and what is left of the allowance) bounds it.
+            longest = max((float(w["window_s"]) for w in result.windows), default=0.0)
+            left = max(0.0, loader.allowance_s(request.timing) - result.loader_s)
+            worker.send("loader")
+            try:
+                message = worker.receive(started + max(left, longest) + _grace(request))
+            except Overrun:
+                record["loader_status"] = "killed"
+                return False
+            finally:
+                result.loader_s += self.clock() - started
+            if message[0] == "oom":
+                record["loader_status"] = "oom"
+                return False
+            if message[0] != "loader":
+                _raise_for(message, worker.index)
+            if message[1] is None:
+                result.loader_unavailable = True
+                break
+            result.loader_windows.append(message[1])
+            own += 1
+        return True
 
     def _overran(self, worker: Worker, record: dict, waited_s: float) -> stopping.Action:
         result = self.result

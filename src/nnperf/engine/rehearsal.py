@@ -260,6 +260,10 @@ class ReplayWorker(manager.Worker):
     def send(self, command: str) -> None:
         if command == "window":
             self.pending.append(self._window_event())
+        elif command == "loader":
+            # Recordings hold no loader windows: the input verdict of a rehearsal is
+            # undetermined (nnperf.report.input_verdict), and the engine asks no more.
+            self.pending.append((0.0, ("loader", None)))
         elif command == "stop":
             self.pending.append((0.0, ("done", self._closing())))
         else:

@@ -31,8 +31,8 @@ from nnperf.core import layout, stats, vocab
 from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_csv, write_json
-from nnperf.core.vocab import PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
-from nnperf.engine import manager, stability, stopping, worker
+from nnperf.core.vocab import LOADER_WINDOW_COLUMNS, PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.engine import loader, manager, stability, stopping, worker
 from nnperf.engine.build import RunData
 
 
@@ -95,6 +95,7 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     steady = _median(step_times)
     compiled = bool(request.settings.compile)
     rates = stopping.process_throughputs(result.samples())
+    loader_rates = loader.process_rates(result.loader_windows)
     compile_times = []
     for record in result.processes:
         process = record["process"]
@@ -110,6 +111,10 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
         record["warmup_time_s"] = float(sum(warmup)) if warmup else None
         record["n_windows"] = sum(1 for w in result.windows if w["process"] == process)
         record["throughput_img_s"] = rates.get(process)
+        record["loader_rate_img_s"] = loader_rates.get(process)
+        record["n_loader_windows"] = sum(
+            1 for w in result.loader_windows if w["process"] == process
+        )
         compile_times.append(record["compile_time_s"])
     first = result.processes[0] if result.processes else {}
     first_warmup = first.get("warmup_step_time_s") or []
@@ -124,6 +129,8 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
             if step_times
             else None
         ),
+        # Of the timed steps' summed time (nnperf.engine.loader.data_wait_share).
+        "data_wait_share": loader.data_wait_share(result.steps),
         "single_step_time_s": single,
         "single_step_time_is_lower_bound": bool(result.single_step_time_is_lower_bound),
         "compile_time_s": compile_times[0] if compile_times else None,
@@ -211,6 +218,8 @@ def run_document(
         **estimate_fields(result, request),
         **step_fields(result, request),
         **cost_fields(result, process_started_at),
+        # The feeder alone, after the timed windows (nnperf.engine.loader).
+        **loader.loader_fields(result.loader_windows, result.loader_s),
         "unstable": bool(unstable or result.notes),
         "unstable_reasons": reasons,
         "loss_start": (result.processes[0].get("loss_start") if result.processes else None),
@@ -226,6 +235,10 @@ def run_document(
         "peak_memory_host_bytes": _max(r.get("peak_memory_host_bytes") for r in result.processes),
         "processes": result.processes,
         "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
+        "loader_windows": [
+            {column: row.get(column) for column in LOADER_WINDOW_COLUMNS}
+            for row in result.loader_windows
+        ],
         "environment": result.environment or _parent_environment(request, result, workflow_dir),
         "started_at_unix": started_at,
         "ended_at_unix": ended_at,
@@ -430,4 +443,15 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
         f"{count_of(document['n_windows'], 'window')}, "
         f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
         + (f"; {document['stop_detail']}" if document.get("stop_detail") else "")
+        + _input_text(document)
     )
+
+
+def _input_text(document: dict) -> str:
+    """`; loader alone 5210.3 img/s, data wait 0.4% of the step` where measured."""
+    parts = []
+    if document.get("loader_rate_img_s") is not None:
+        parts.append(f"loader alone {document['loader_rate_img_s']:.1f} img/s")
+    if document.get("data_wait_share") is not None:
+        parts.append(f"data wait {document['data_wait_share']:.1%} of the step")
+    return "; " + ", ".join(parts) if parts else ""

@@ -222,3 +222,41 @@ def time_window(training, timed_steps: int, memory: DeviceMemoryTracker) -> Wind
         steps=step_rows(marks, clock, loss_values),
         loss_end=float(loss_values[-1]),
     )
+
+
+@dataclasses.dataclass
+class LoaderWindow:
+    """One loader window (`nnperf.engine.loader`): `batches` batches drawn and handed to the
+    device with no training, after `drained` in-flight batches drawn untimed."""
+
+    window_s: float
+    drain_s: float
+    drained: int
+    started_at_unix: float
+    ended_at_unix: float
+
+
+def time_loader_window(training, batches: int, drain: int = 0) -> LoaderWindow:
+    """Time the feeder alone: each batch drawn (`next_batch`, the data wait) and handed to
+    the device (`to_device`: copy and input preparation) as a timed step gets it, then
+    dropped; one synchronize closes the window, as a timed window's does. `drain` batches
+    are drawn first, untimed (the DataLoader's ready batches)."""
+    device = training.device
+    drain_start = time.perf_counter()
+    for _ in range(drain):
+        training.to_device(training.next_batch())
+    synchronize(device)
+    drain_s = time.perf_counter() - drain_start
+    started_at_unix = time.time()
+    wall_start = time.perf_counter()
+    for _ in range(batches):
+        training.to_device(training.next_batch())
+    synchronize(device)
+    wall_end = time.perf_counter()
+    return LoaderWindow(
+        window_s=wall_end - wall_start,
+        drain_s=drain_s if drain else 0.0,
+        drained=drain,
+        started_at_unix=started_at_unix,
+        ended_at_unix=time.time(),
+    )

@@ -21,7 +21,12 @@ dicts (a tuple arrives as a list).
     ("ready", {...})            built (process 0: with the environment record); about to
                                 run its first warm-up step
     ("warmup", seconds)         after each warm-up step
-    ("window", row, steps)      after each timed window; the parent replies "window" or "stop"
+    ("window", row, steps)      after each timed window; the parent replies "window", "loader"
+                                or "stop"
+    ("loader", row)             after each "loader": one loader window, the feeder iterated
+                                with no training (`nnperf.engine.loader`); the parent replies
+                                "loader" or "stop". A worker that measures no loader (a
+                                rehearsal's) answers ("loader", None).
     ("done", {...})             after "stop": peak memory (the warm-up's, the timed steps'), loss
     ("oom", message) / ("error", kind, message)
 """
@@ -215,7 +220,15 @@ def _work(conn, job: WorkerJob) -> None:
         conn.send(("warmup", seconds))
     memory.end_warmup()
     window = 0
-    while conn.recv() == "window":
+    loader_window = 0
+    while True:
+        command = conn.recv()
+        if command == "loader":
+            conn.send(("loader", _loader_row(training, request, job.process, loader_window)))
+            loader_window += 1
+            continue
+        if command != "window":
+            break
         before = host.snapshot()
         memory.start_window()
         result = timing.time_window(training, request.training.timed_steps, memory)
@@ -251,6 +264,28 @@ def _work(conn, job: WorkerJob) -> None:
             },
         )
     )
+
+
+def _loader_row(training, request: RunRequest, process: int, index: int) -> dict:
+    """One loader window (`nnperf.engine.loader`): the feeder alone, as many batches as a
+    timed window; the process's first drains what its DataLoader workers hold ready."""
+    from nnperf.engine import loader, timing
+
+    drain = loader.in_flight_batches(request.settings) if index == 0 else 0
+    result = timing.time_loader_window(training, request.training.timed_steps, drain)
+    images = request.batch_size * request.training.timed_steps
+    return {
+        "process": process,
+        "window": index,
+        "batches": request.training.timed_steps,
+        "images": images,
+        "window_s": result.window_s,
+        "loader_rate_img_s": images / result.window_s,
+        "drained_batches": result.drained,
+        "drain_s": result.drain_s,
+        "started_at_unix": result.started_at_unix,
+        "ended_at_unix": result.ended_at_unix,
+    }
 
 
 def _cuda_index(device) -> int | None:

@@ -16,6 +16,7 @@ into tidy tables and adds what needs more than one document:
   of one configuration run one after another, so any overlap means two jobs shared the
   machine.
 - `summary_table()`: one row per configuration, the document's estimate plus the overlap flag,
+  the input pipeline's verdict beside the loader's own rate (`nnperf.report.input_verdict`),
   the high-variance flag and the speedups of the headline (`throughput_img_s_mean`) against
   the configuration's `fp32` and `baseline` counterparts, each with its 95% interval from
   the per-process throughputs (`nnperf.report.comparisons`).
@@ -47,7 +48,7 @@ from nnperf.core.vocab import (
     RUN_STATUSES,
     WINDOW_CSV_COLUMNS,
 )
-from nnperf.report import comparisons, noise
+from nnperf.report import comparisons, input_verdict, noise
 
 PROCESS_KEYS = (*CONFIG_KEYS, "process")
 SUMMARY_KEYS = (*CONFIG_KEYS, "dataset")
@@ -55,6 +56,9 @@ SUMMARY_KEYS = (*CONFIG_KEYS, "dataset")
 PROCESS_METRICS = (
     "throughput_img_s",
     "n_windows",
+    # The feeder alone, after its timed windows (nnperf.engine.loader).
+    "loader_rate_img_s",
+    "n_loader_windows",
     "compile_time_s",
     "first_step_time_s",
     "warmup_time_s",
@@ -290,6 +294,9 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         row[f"{phase}_s_median"] = phases.get(phase)
     for name in SUMMARY_TIMES:
         row[name] = document.get(name)
+    # The loader's own rate beside the throughput, the data-wait share and whether the input
+    # pipeline limits the configuration (nnperf.report.input_verdict has the rule).
+    row.update(input_verdict.summary_columns(document))
     row["unstable"] = bool(document.get("unstable"))
     row["unstable_reasons"] = "; ".join(document.get("unstable_reasons") or [])
     # Why a configuration that missed its CI target was noisy (nnperf.report.noise).

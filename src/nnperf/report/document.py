@@ -2,9 +2,9 @@
 
 `build_document` reads the tables (`ResultSet`) and asks each section's module
 (`nnperf.report.sections`) for its section, in the order a reader meets them: environment,
-study matrix, throughput, speedups, time breakdown, roofline, ceilings, top kernels,
-complexity, time to accuracy, operators, machines compared, more figures, measurement cost
-and quality, notes. The key findings come first. What a section shows and writes is its
+study matrix, throughput, input pipeline, speedups, time breakdown, roofline, ceilings, top
+kernels, complexity, time to accuracy, operators, machines compared, more figures,
+measurement cost and quality, notes. The key findings come first. What a section shows and writes is its
 module's; how the document is rendered is `nnperf.report.render`.
 """
 
@@ -28,6 +28,7 @@ from nnperf.report.sections import (
     ceilings,
     complexity,
     environment,
+    input_pipeline,
     kernels,
     machines_compared,
     matrix,
@@ -48,6 +49,7 @@ SECTIONS = (
     environment.build,
     matrix.build,
     throughput.build,
+    input_pipeline.build,
     speedups.build,
     breakdown.build,
     roofline.build,

@@ -68,7 +68,10 @@ MACHINE_FIELDS = (
 BUILD_FIELDS = {"cuda": "CUDA", "cudnn": "cuDNN"}
 GPU_DEVICE = "cuda"
 
-# Settings recorded per run that follow the variant and precision, not the machine.
+# Settings recorded per run that follow the variant and precision, not the machine: the
+# environment record's own (what torch was set to), then every other toggle of the variant
+# (`variant_<name>` columns: DataLoader workers, pinned memory, prefetching, threads, and
+# whatever toggle a variant gains later). The settings table shows those that differ.
 SETTING_FIELDS = (
     "tf32",
     "cudnn_benchmark",
@@ -80,6 +83,15 @@ SETTING_FIELDS = (
     "optimizer_impl_resolved",
     "data_path",
 )
+# Variant toggles the environment record already shows under its own name.
+RECORDED_TOGGLES = {
+    "channels_last": "memory_format",
+    "compile": "compile_mode",
+    "cudnn_benchmark": "cudnn_benchmark",
+    "optimizer_impl": "optimizer_impl",
+    "data_path": "data_path",
+}
+VARIANT_PREFIX = "variant_"
 
 
 def machine_label(hostname: object, device_name: object, device: object = None) -> str:
@@ -110,6 +122,9 @@ def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
         flat.pop("device", None)
         row = {key: document.get(key) for key in RUN_KEYS}
         row["status"] = document.get("status")
+        # The variant's toggles as runs.csv carries them (nnperf.report.aggregate).
+        for name, value in (document.get("variant_settings") or {}).items():
+            row[VARIANT_PREFIX + name] = value
         row["machine"] = machine_label(
             environment.get("hostname"), environment.get("device_name"), document.get("device")
         )
@@ -283,11 +298,20 @@ def machine_table(environment: pd.DataFrame | None) -> pd.DataFrame:
     return table.reset_index()
 
 
-def settings_table(environment: pd.DataFrame | None) -> pd.DataFrame:
-    """Per (machine, variant, precision): the math and pipeline switches the runs recorded."""
-    if environment is None or environment.empty:
-        return pd.DataFrame()
-    fields = [f for f in SETTING_FIELDS if f in environment.columns]
+def setting_fields(environment: pd.DataFrame) -> list[str]:
+    """The settings columns `environment` can show: the recorded ones (SETTING_FIELDS), then
+    each variant toggle the record does not already show (`variant_<name>`)."""
+    toggles = [
+        c
+        for c in environment.columns
+        if c.startswith(VARIANT_PREFIX) and c.removeprefix(VARIANT_PREFIX) not in RECORDED_TOGGLES
+    ]
+    return [f for f in SETTING_FIELDS if f in environment.columns] + toggles
+
+
+def _settings_rows(environment: pd.DataFrame) -> pd.DataFrame:
+    """Per (machine, variant, precision): every setting column, its values as text."""
+    fields = setting_fields(environment)
     keys = ["machine", "variant", "precision"]
     rows = []
     for key, group in environment.groupby(keys, sort=True):
@@ -295,10 +319,43 @@ def settings_table(environment: pd.DataFrame | None) -> pd.DataFrame:
         for field in fields:
             seen = list(dict.fromkeys(_display(v) for v in group[field].tolist()))
             seen = [v for v in seen if v is not None]
-            row[field] = ", ".join(seen) if seen else None
+            row[field.removeprefix(VARIANT_PREFIX)] = ", ".join(seen) if seen else None
         rows.append(row)
     frame = pd.DataFrame(rows)
     return frame.sort_values(keys, key=_in_vocabulary_order, kind="stable").reset_index(drop=True)
+
+
+def _differs(column: pd.Series) -> bool:
+    return column.astype(object).where(column.notna(), "").astype(str).nunique() > 1
+
+
+def settings_table(environment: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (machine, variant, precision): the math and pipeline switches the runs recorded
+    that differ between the rows (a variant's `num_workers`, a precision's `amp_dtype`):
+    columns follow what the study varied, not a fixed list. With one row, every setting;
+    the ones all rows share are `shared_settings`."""
+    if environment is None or environment.empty:
+        return pd.DataFrame()
+    frame = _settings_rows(environment)
+    if len(frame) < 2:
+        return frame
+    keys = ["machine", "variant", "precision"]
+    return frame[keys + [c for c in frame.columns if c not in keys and _differs(frame[c])]]
+
+
+def shared_settings(environment: pd.DataFrame | None) -> dict[str, str]:
+    """The settings every (machine, variant, precision) of two or more shares, by name."""
+    if environment is None or environment.empty:
+        return {}
+    frame = _settings_rows(environment)
+    if len(frame) < 2:
+        return {}
+    keys = ["machine", "variant", "precision"]
+    return {
+        c: frame[c].iloc[0]
+        for c in frame.columns
+        if c not in keys and not _differs(frame[c]) and frame[c].notna().all()
+    }
 
 
 def _display_bytes(value: object) -> str | None:

@@ -347,8 +347,9 @@ def _number(value) -> float | None:
 
 
 def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
-    """The machine columns runs.csv carries (`hostname`, `device_name`, versions), when a
-    folder has neither environment.csv nor run JSONs (results copied as tables only)."""
+    """The machine columns runs.csv carries (`hostname`, `device_name`, versions) and the
+    variants' toggles (`variant_<name>`), when a folder has neither environment.csv nor run
+    JSONs (results copied as tables only)."""
     if "device" not in runs.columns or not {"hostname", "device_name"} & set(runs.columns):
         return None
     frame = runs.copy()
@@ -360,9 +361,16 @@ def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
             frame["device"],
         )
     ]
+    toggles = [c for c in frame.columns if c.startswith(machines.VARIANT_PREFIX)]
     keep = [
         c
-        for c in (*machines.RUN_KEYS, "status", "machine", *(f for _, f in machines.MACHINE_FIELDS))
+        for c in (
+            *machines.RUN_KEYS,
+            "status",
+            "machine",
+            *(f for _, f in machines.MACHINE_FIELDS),
+            *toggles,
+        )
         if c in frame.columns
     ]
     return frame[list(dict.fromkeys(keep))]

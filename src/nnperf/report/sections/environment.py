@@ -1,12 +1,14 @@
 """The Environment section: the machines the numbers were measured on, one column per
-machine, and the math and pipeline settings the runs recorded (`nnperf.report.machines`
+machine, and the math and pipeline settings the runs recorded: a column for each that
+differs between the variants and precisions (`num_workers`, `pin_memory`, `memory_format`,
+`amp_dtype`, ...), and one sentence for those every run shares (`nnperf.report.machines`
 builds both tables)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from nnperf.report.machines import machine_table, settings_table
+from nnperf.report.machines import machine_table, settings_table, shared_settings
 from nnperf.report.outline import Page, Section, Table, section
 
 INTRO = (
@@ -24,16 +26,29 @@ def settings_display(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def setting_name(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def shared_sentence(shared: dict[str, str]) -> list[str]:
+    """`Every variant and precision ran with tf32 False, data path dataloader, ...`."""
+    if not shared:
+        return []
+    listed = ", ".join(f"{setting_name(k)} {v}" for k, v in shared.items())
+    return [f"Every variant and precision ran with {listed}; the table shows what differs."]
+
+
 def build(page: Page) -> Section:
     environment = page.tables.environment
     return section(
         "environment",
         "Environment",
         intro=INTRO,
+        findings=shared_sentence(shared_settings(environment)),
         tables=(
             Table("Machines", machine_table(environment)),
             Table(
-                "Math and pipeline settings the runs recorded",
+                "Math and pipeline settings that differ between the variants and precisions",
                 page.drop(settings_display(settings_table(environment))),
             ),
         ),

@@ -1,7 +1,8 @@
 """The Key findings: the short list a newcomer reads first, above the sections.
 
 Per machine and model the fastest configuration, what limits it (`limiter_sentence`), what
-its operator profile says, the best precision and variant and the batch scaling; then the
+its operator profile says, the best precision and variant and the batch scaling; then
+whether data loading limits any configuration (`input_pipeline.input_finding`), the
 host-bound profiles, the runs that train faster but reach the target later, the machine
 comparison, what the study cost and how many results the notes flag. Each sentence is
 written by its section's module; only the limiter's, and the rankings', are written here.
@@ -38,7 +39,7 @@ from nnperf.report.configurations import (
 )
 from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_si, truthy
 from nnperf.report.outline import Page
-from nnperf.report.sections import accuracy, notes, speedups
+from nnperf.report.sections import accuracy, input_pipeline, notes, speedups
 from nnperf.report.sections.breakdown import (
     INPUT_BOUND_SHARE,
     PHASE_LABELS,
@@ -346,6 +347,7 @@ def key_findings(page: Page) -> list[str]:
     ok = ok_configs(page.tables.summary)
     findings = (
         fastest_findings(page)
+        + input_pipeline.input_finding(page.tables.summary)
         + host_bound_findings(page)
         + faster_but_later_findings(page)
         + machine_comparison_findings(ok, page.machines, page.tables.runs)

@@ -41,7 +41,7 @@ from typing import Any, Callable
 from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
 from nnperf.engine import loader, stability, stopping
-from nnperf.engine.worker import WARM, WorkerJob, forked_main, preload_modules, start_method
+from nnperf.engine.worker import PRELOAD, WARM, WorkerJob, forked_main, start_method
 from nnperf.engine.workerlog import OutputRelay
 
 # A worker past its deadline gets this much grace before it is killed (seconds, and a share
@@ -372,7 +372,7 @@ def worker_starter(method: str | None = None) -> Callable[[WorkerJob], Worker]:
     context = None if method == WARM else multiprocessing.get_context(method)
     if method == "forkserver":
         # Takes effect when the server starts (the first measurement of this process).
-        context.set_forkserver_preload(preload_modules())
+        context.set_forkserver_preload(list(PRELOAD))
 
     def start_worker(job: WorkerJob) -> Worker:
         return _ServedWorker(job) if method == WARM else _ForkedWorker(context, job)

@@ -578,9 +578,9 @@ def serve(path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
     SIGTERM; the socket, lock and log are removed on the way out."""
     import importlib
 
-    from nnperf.engine.worker import preload_modules
+    from nnperf.engine.worker import PRELOAD
 
-    for name in preload_modules():
+    for name in PRELOAD:
         importlib.import_module(name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
     os.umask(0o077)

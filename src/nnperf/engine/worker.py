@@ -72,16 +72,6 @@ PRELOAD = (
     "nnperf.engine.step",
     "nnperf.engine.worker",
 )
-# Imported too where installed: timm's import takes seconds (3.6 s on the development VM),
-# which every worker of a timm model would otherwise pay before its first step.
-OPTIONAL_PRELOAD = ("timm",)
-
-
-def preload_modules() -> list[str]:
-    """`PRELOAD`, and those of `OPTIONAL_PRELOAD` that this environment has."""
-    from importlib.util import find_spec
-
-    return list(PRELOAD) + [name for name in OPTIONAL_PRELOAD if find_spec(name) is not None]
 
 
 # The start method of workers forked by the machine's shared warm server.

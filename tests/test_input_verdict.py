@@ -300,7 +300,7 @@ def test_the_key_finding_says_plainly_when_data_loading_limits_nothing():
     (finding,) = input_pipeline.input_finding(summary)
     assert finding == (
         "Data loading does not limit 2 of 3 measured configurations (the loader alone "
-        "delivers at least 100.00x the training rate and the step waits for data at most "
+        "delivers at least 100x the training rate and the step waits for data at most "
         "0.4% of its time); for 1 it is undetermined (no loader rate was measured)."
     )
     assert input_pipeline.input_finding(summary.iloc[:2])[0].startswith(

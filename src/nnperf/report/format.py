@@ -58,7 +58,11 @@ def fmt_ghz(hz) -> str:
 
 
 def fmt_times(value) -> str:
-    return "n/a" if missing(value) else f"{float(value):.2f}x"
+    """A ratio: two decimals below 100 (1.06x), whole numbers above (129x, not 128.86x)."""
+    if missing(value):
+        return "n/a"
+    value = float(value)
+    return f"{value:.0f}x" if abs(value) >= 100 else f"{value:.2f}x"
 
 
 def ci_interval(

@@ -172,7 +172,7 @@ H100 = Machine(
 )
 
 # A 2-vCPU AMD EPYC VM without a GPU: the default study of reports/examples/cpu-default-study
-# (make run at 8192625: 51 jobs in 10.4 min; its step timings are `rehearsal.cpu_model`), and
+# (make run at 19b83be: 51 jobs in 9.0 min; its step timings are `rehearsal.cpu_model`), and
 # the import time nnperf.engine.warmserver records there.
 CPU = Machine(
     name="cpu",
@@ -194,10 +194,15 @@ CPU = Machine(
     ncu_compiled=None,
     ncu_other=None,
     ncu_export=Cost(5.0, ASSUMED),
-    script_job=Cost(3.0, ASSUMED),
-    report_job=Cost(6.0, ASSUMED),
-    profiler_slowdown=Cost(2.0, ASSUMED),
-    profile_export=Cost(3.0, ASSUMED),
+    # make run at 19b83be (the example): its 25 table and figure jobs took 2.0 s each from
+    # start to finish, render_report 2 s, job start (1.5 s) included.
+    script_job=Cost(0.5, CPU_RECORDED),
+    report_job=Cost(0.5, CPU_RECORDED),
+    # The example's summary: recording the profile slowed the step 1.34x.
+    profiler_slowdown=Cost(1.34, CPU_RECORDED),
+    # The example's 8 operator_profile jobs took 8.8 s on average: what the other parts
+    # leave of that for writing and reading the trace.
+    profile_export=Cost(0.5, CPU_RECORDED),
     training_data_load=Cost(1.0, ASSUMED),
     eval_step_fraction=Cost(1 / 3, ASSUMED),
     # summary.csv of the example: fp32 at batch 32, 47 img/s (bf16 ran twice as fast).
@@ -211,8 +216,8 @@ CPU = Machine(
     snakemake_start=Cost(2.2, CPU_RECORDED),
     # No CUDA on this machine: a CPU study's calls never run the CUDA preflight.
     preflight_torch=Cost(0.0, ASSUMED),
-    # The example's README: 10.4 minutes of jobs, 10.6 with `snakemake --report`.
-    report_call=Cost(12.0, CPU_RECORDED),
+    # make run at 19b83be: `snakemake --report` took 5 s (9.0 minutes of jobs, 9.1 with it).
+    report_call=Cost(5.0, CPU_RECORDED),
     preflight_cuda_init=Cost(0.0, ASSUMED),
     preflight_tools=Cost(0.0, ASSUMED),
     ncu_probe=Cost(0.0, ASSUMED),

@@ -355,3 +355,42 @@ def test_help_documents_every_flag_with_the_contract_defaults():
     assert "--profile-one-step" not in text
     step = nnperf("step", "--help")
     assert "--request" in step.stdout and "--out-json" in step.stdout
+
+
+MYNET = """\
+from torch import nn
+
+
+def build(num_classes):
+    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, num_classes))
+"""
+
+
+def test_a_model_from_the_users_file_is_measured_by_name(data_root, tmp_path):
+    """`nnperf run --model mynet --model-factory file.py:build`: the user's own nn.Module,
+    as config `models: [{name: mynet, factory: ...}]` builds it."""
+    factory = tmp_path / "mynet.py"
+    factory.write_text(MYNET)
+    flags = run_flags(data_root, tmp_path, "--model", "mynet", "--model-factory", f"{factory}:build")
+    assert main(["run", *flags]) == 0
+    document = read_json(tmp_path / "run.json")
+    assert document["status"] == "ok" and document["model"] == "mynet"
+    assert document["num_classes"] == 10 and document["input_size"] == 32
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--model", "mynet:MyNet"), "model 'mynet:MyNet' is not a name; your own code goes in"),
+        (
+            ("--model", "mynet", "--model-factory", "missing.py:build"),
+            "factory file",
+        ),
+    ],
+)
+def test_a_factory_given_wrongly_is_one_line(data_root, tmp_path, capsys, flags, message):
+    assert main(["run", *run_flags(data_root, tmp_path, *flags)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run.json").exists()

@@ -79,3 +79,32 @@ def add_study_flags(parser: argparse.ArgumentParser, default_configfile: str | N
         metavar="KEY=VALUE",
         help="config values set last, as snakemake --config",
     )
+
+
+MODEL_HELP = (
+    "model name: an nnperf registry name, a torchvision classification model, timm_<timm "
+    "name>, or any name with --model-factory (`nnperf models` lists them)"
+)
+
+
+def add_model_factory_flag(parser: argparse._ActionsContainer) -> None:
+    """`--model-factory`: the user's own code for `--model`, as config `models:` takes it."""
+    parser.add_argument(
+        "--model-factory",
+        metavar="FILE.py:CALLABLE",
+        help="build --model with your own code: 'path/to/file.py:callable' or "
+        "'package.module:callable', called with num_classes= (config `models:` "
+        "{name, factory})",
+    )
+
+
+def model_source_of(args: argparse.Namespace):
+    """The `ModelSource` that `--model-factory` describes for `--model`, or None."""
+    if not getattr(args, "model_factory", None):
+        return None
+    from nnperf.core.model_names import check_model
+    from nnperf.core.settings import ModelSource
+
+    source = ModelSource(name=args.model, factory=args.model_factory)
+    check_model(args.model, source, where="model")
+    return source

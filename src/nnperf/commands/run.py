@@ -11,14 +11,20 @@ from __future__ import annotations
 import argparse
 import os
 
-from nnperf.commands import add_fields, field_values
+from nnperf.commands import (
+    MODEL_HELP,
+    add_fields,
+    add_model_factory_flag,
+    field_values,
+    model_source_of,
+)
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings, from_dict
 from nnperf.core.devices import resolve_device
 from nnperf.core.variant import load_variant_settings
 from nnperf.core.vocab import AUTO_DEVICE, DATASETS, DEVICES, OPTIMIZERS, PRECISIONS
 
 HELP = {
-    "model": "model name (nnperf.workload.models.MODEL_NAMES)",
+    "model": MODEL_HELP,
     "device": f"device to train on; {AUTO_DEVICE} picks cuda, then mps, then cpu",
     "precision": "fp32 (TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)",
     "batch_size": "images per training step",
@@ -56,7 +62,9 @@ def register(subparsers) -> None:
         help="measure one configuration (worker processes x timed windows)",
         description=__doc__,
     )
-    add_fields(parser.add_argument_group("configuration"), RunRequest, HELP, CHOICES)
+    configuration = parser.add_argument_group("configuration")
+    add_fields(configuration, RunRequest, HELP, CHOICES)
+    add_model_factory_flag(configuration)
     parser.add_argument(
         "--variant-settings",
         metavar="JSON_OR_FILE",
@@ -78,6 +86,7 @@ def register(subparsers) -> None:
 def request_from(args: argparse.Namespace) -> RunRequest:
     """The RunRequest the flags describe, with `auto` resolved to this machine's device."""
     values = field_values(args, RunRequest)
+    values["model_source"] = model_source_of(args)
     values["device"] = resolve_device(values["device"])
     values["settings"] = load_variant_settings(args.variant_settings)
     values["training"] = from_dict(TrainingSettings, field_values(args, TrainingSettings))

@@ -14,7 +14,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from nnperf.commands import add_fields, field_values
+from nnperf.commands import (
+    MODEL_HELP,
+    add_fields,
+    add_model_factory_flag,
+    field_values,
+    model_source_of,
+)
 from nnperf.core.contract import ConvergenceSettings, TrainingRunRequest, from_dict
 from nnperf.core.devices import resolve_device
 from nnperf.core.variant import load_variant_settings
@@ -28,7 +34,7 @@ from nnperf.core.vocab import (
 )
 
 HELP = {
-    "model": "model name (nnperf.workload.models.MODEL_NAMES)",
+    "model": MODEL_HELP,
     "device": f"device to train on; {AUTO_DEVICE} picks cuda, then mps, then cpu",
     "precision": "fp32 (TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)",
     "batch_size": "images per training step",
@@ -73,7 +79,9 @@ def register(subparsers) -> None:
         help="train one configuration to accuracy (epochs, checkpoints)",
         description=__doc__,
     )
-    add_fields(parser.add_argument_group("configuration"), TrainingRunRequest, HELP, CHOICES)
+    configuration = parser.add_argument_group("configuration")
+    add_fields(configuration, TrainingRunRequest, HELP, CHOICES)
+    add_model_factory_flag(configuration)
     parser.add_argument(
         "--variant-settings",
         metavar="JSON_OR_FILE",
@@ -99,6 +107,7 @@ def register(subparsers) -> None:
 def request_from(args: argparse.Namespace) -> TrainingRunRequest:
     """The TrainingRunRequest the flags describe, with `auto` resolved to this machine's."""
     values = field_values(args, TrainingRunRequest)
+    values["model_source"] = model_source_of(args)
     values["device"] = resolve_device(values["device"])
     values["settings"] = load_variant_settings(args.variant_settings)
     recipe = field_values(args, ConvergenceSettings)

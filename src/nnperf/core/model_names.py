@@ -104,6 +104,13 @@ def known_names() -> list[str]:
 
 def unknown_model(name: str, where: str = "model") -> NnperfError:
     """The one line for a name no source knows, with the closest known names."""
+    if ":" in name:
+        # A factory spec given where a name goes (`--model mynet:MyNet`).
+        return NnperfError(
+            f"{where} {name!r} is not a name; your own code goes in config models: as "
+            "{name: mynet, factory: 'mynet.py:MyNet'}, or nnperf run/train --model mynet "
+            "--model-factory mynet.py:MyNet"
+        )
     close = difflib.get_close_matches(name, known_names(), n=4, cutoff=0.6)
     hint = f"closest: {', '.join(close)}" if close else "see `nnperf models`"
     timm = "" if timm_installed() else f"; timm models (timm_<name>) need {TIMM_INSTALL}"
@@ -231,6 +238,8 @@ def check_model(
 ) -> str:
     """The kind of model `name` (KINDS), after the checks that need no model built; one
     NnperfError line for an unknown name, a missing factory or callable, timm absent."""
+    if ":" in name and source is None:
+        raise unknown_model(name, where)
     if not NAME_PATTERN.fullmatch(name):
         raise NnperfError(
             f"config models entry {name!r} is not allowed as a name; allowed: lower-case "

@@ -88,3 +88,14 @@ def tukey_outliers(values: Sequence[float], k: float = TUKEY_K) -> list[int]:
         return []
     low, high = tukey_fences(data, k)
     return [i for i, x in enumerate(data) if np.isfinite(x) and (x < low or x > high)]
+
+
+def optional_number(value) -> float | None:
+    """A table or JSON cell as a float: None for a missing, boolean, unparsable or NaN one."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number

@@ -34,10 +34,10 @@ model's.
 
 from __future__ import annotations
 
-import math
 from typing import Mapping
 
 from nnperf.core.vocab import INPUT_VERDICTS
+from nnperf.core.stats import optional_number
 
 INPUT_BOUND, NOT_INPUT_BOUND, UNDETERMINED = INPUT_VERDICTS
 
@@ -62,16 +62,6 @@ LOADER_COLUMNS = (
 )
 
 
-def _number(value) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
-
-
 def _bound(interval_end: float | None, window: float | None, pick) -> float | None:
     """The tighter of a CI end and a window's rate (`pick`: max for the lower bound, min for
     the upper), whichever are known."""
@@ -91,7 +81,7 @@ def verdict(
     `loader_ci_*` the loader rate's 95% CI, `loader_slowest`/`loader_fastest` the rates of
     its slowest and fastest window."""
     throughput, low, high, wait, slowest, fastest = (
-        _number(v)
+        optional_number(v)
         for v in (
             throughput,
             loader_ci_low,
@@ -120,8 +110,8 @@ def summary_columns(document: Mapping) -> dict:
     data-wait share, the loader's rate over the training throughput (`loader_headroom`) and
     the verdict."""
     columns = {name: document.get(name) for name in LOADER_COLUMNS}
-    throughput = _number(document.get("throughput_img_s"))
-    rate = _number(document.get("loader_rate_img_s"))
+    throughput = optional_number(document.get("throughput_img_s"))
+    rate = optional_number(document.get("loader_rate_img_s"))
     measured = document.get("status") == "ok"
     columns["data_wait_share"] = document.get("data_wait_share")
     columns["loader_headroom"] = rate / throughput if measured and rate and throughput else None

@@ -24,7 +24,6 @@ report reads.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ import pandas as pd
 
 from nnperf.core import files, layout
 from nnperf.core.errors import NnperfError
+from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import machines
 from nnperf.report.aggregate import read_runs
@@ -269,9 +269,9 @@ def job_row(document: Mapping, kind: str, results_dir: str, path: str | os.PathL
     `started_at_unix`.
     """
     started = document.get("process_started_at_unix")
-    if _number(started) is None:
+    if optional_number(started) is None:
         started = document.get("started_at_unix")
-    started, ended = _number(started), _number(document.get("ended_at_unix"))
+    started, ended = optional_number(started), optional_number(document.get("ended_at_unix"))
     if started is None or ended is None or ended < started:
         return None
     return {
@@ -334,16 +334,6 @@ def jobs_from_runs(
         }
         for row in spans.reset_index().to_dict("records")
     ]
-
-
-def _number(value) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:

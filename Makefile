@@ -24,7 +24,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 CORES ?= all
-# pip itself is pinned too: tests/test_envs.py drives its resolver for other platforms.
+# pip itself is pinned too: tests/project/test_envs.py drives its resolver for other platforms.
 PIP_VERSION ?= 26.3
 # TORCH_INDEX: an index of CPU-only torch builds, e.g.
 #   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu

@@ -20,7 +20,7 @@ span of the documents: earliest job start to latest end).
     python benchmarks/study_cost.py --results results
 
 Not a test: it runs the whole study. `analyse` is tested on a hand-made folder
-(tests/test_study_cost.py).
+(tests/study/test_study_cost.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ values, defaults). From the repository root:
     python docs/config_reference.py          # rewrite the reference part of the page
     python docs/config_reference.py --check  # exit 1 when the page is out of date
 
-tests/test_docs.py runs the check.
+tests/project/test_docs.py runs the check.
 """
 
 from __future__ import annotations

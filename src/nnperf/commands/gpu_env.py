@@ -24,7 +24,7 @@ import shlex
 import sys
 from typing import Callable, Sequence
 
-# What nnperf needs besides torch (pyproject.toml's dependencies, which tests/test_gpu_check.py
+# What nnperf needs besides torch (pyproject.toml's dependencies, which tests/study/test_gpu_check.py
 # holds this to): import name -> what pip installs. nvidia-ml-py is left to `nnperf doctor`:
 # without it a study runs, its clocks unrecorded.
 PACKAGES = {

@@ -5,7 +5,7 @@ them once (`common.smk`, from the validated config and the wildcards) and hands 
 few-line adapter in `workflow/scripts/`; a person builds the same ones from `nnperf` flags;
 a process run under `ncu` reads one from a JSON file. So a default lives here and nowhere
 else: the config schema's defaults are checked against these fields key by key
-(`tests/test_contract.py`), and the library's functions take a request instead of loose
+(`tests/core/test_contract.py`), and the library's functions take a request instead of loose
 keyword arguments with defaults of their own.
 
 Three modules hold it, and this one names them all, so `contract.RunRequest` is how every

@@ -33,7 +33,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.settings import ModelSource
 
 # nnperf.workload.models.MODEL_NAMES, spelt out so the DAG can be built without torch
-# (tests/test_model_sources.py holds the two equal).
+# (tests/workload/test_model_sources.py holds the two equal).
 REGISTRY_NAMES = (
     "mobilenet_v2",
     "mobilenet_v2_cifar",

@@ -2,7 +2,7 @@
 
 `TrainingSettings` is config `training:`, `VariantSettings` one entry of `variants:`, ... and
 `StudyConfig` the whole file. Each field's default is the one the config schema states: the
-schema's defaults are checked against these fields key by key (`tests/test_contract.py`), so a
+schema's defaults are checked against these fields key by key (`tests/core/test_contract.py`), so a
 default lives here and in the schema, and nowhere else. What a job is asked to do is a request
 (`nnperf.core.requests`), made of keys and these settings; both cross into a job as plain data
 (`nnperf.core.plaindata`). `nnperf.core.contract` is the one name to import them all by.

@@ -7,7 +7,7 @@ every step, so whether they come from reused heap or from fresh mappings that fa
 page again depends on each process's history of frees: two processes of one configuration can
 settle on different paths, and the second pays the kernel (and, in a VM, the hypervisor) for
 every page of every step. Which one a process takes is chance: eight fresh processes running
-one step pattern of torch tensors (1-12 MiB, `tests/test_allocator.py`) gave 0 minor page
+one step pattern of torch tensors (1-12 MiB, `tests/engine/test_allocator.py`) gave 0 minor page
 faults per step in four and 10,400-15,800 in the other four; with fixed thresholds, 0 in
 every one. On the default study's configuration, `benchmarks/cpu_noise.py --precision fp32
 --batch-size 16 --steps 2 --windows 8 --rounds 8 --treatments default dynamic_malloc` (ResNet-18

@@ -3,7 +3,7 @@ selects, and the notes on what it leaves out.
 
 `workflow/rules/common.smk` builds one `Scope` while Snakemake reads the Snakefile and asks it
 every question about *what* the study covers; this module answers them without Snakemake, so
-they are tested as data (`tests/test_scope.py`). The requests each job runs are built in
+they are tested as data (`tests/study/test_scope.py`). The requests each job runs are built in
 `nnperf.study.job_requests`; the checks at the edges of a Snakemake run in
 `nnperf.study.session`.
 """

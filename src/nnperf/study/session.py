@@ -2,7 +2,7 @@
 what its `onstart` and `onerror` handlers say.
 
 `workflow/rules/common.smk` calls these and only prints or exits with what they return, so
-each check is tested here as data (`tests/test_scope.py`) rather than through a Snakemake run.
+each check is tested here as data (`tests/study/test_scope.py`) rather than through a Snakemake run.
 What the study covers is `nnperf.study.scope`; the requests jobs run are
 `nnperf.study.job_requests`.
 """

@@ -3,7 +3,7 @@ evaluation.
 
 `nnperf.training.loop` trains with these; they are apart because they are the recipe's
 meaning (what `ConvergenceSettings` asks for, checked against seed 000's numbers in
-`tests/test_convergence.py`) rather than the loop's bookkeeping. The optimiser is the one
+`tests/training/test_to_accuracy.py`) rather than the loop's bookkeeping. The optimiser is the one
 factory the timed runs use too (`nnperf.engine.step.make_optimizer`).
 """
 

@@ -172,7 +172,7 @@ SYNTHETIC_LABEL_NAMES = tuple(f"pattern_{k}" for k in range(SYNTHETIC_NUM_CLASSE
 # augmentation on 512 training images, test top-1 on 500 test images (chance: 10%):
 #   a two-conv CNN (5.5k parameters):  38%, 72%, 86%, 91%, 90% after epochs 1-5 (1 s on CPU)
 #   resnet18_cifar:                    21%, 29%, 78%, 97% after epochs 1-4 (74 s on CPU)
-# (tests/test_convergence.py checks the first).
+# (tests/training/test_to_accuracy.py checks the first).
 SYNTHETIC_COLOUR_RANGE = (96.0, 160.0)
 SYNTHETIC_PATTERN_AMPLITUDE = 40.0
 SYNTHETIC_BRIGHTNESS_STD = 16.0

@@ -1,0 +1,275 @@
+"""Noise explained (`nnperf.report.noise`): synthetic window series, each built with one known
+cause, read back as that cause; white noise read as no external cause, with what the target
+would take."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnperf.engine.stopping import processes_for_spread
+from nnperf.report import aggregate, noise
+
+T0 = 1_700_000_000.0
+WINDOW_S = 5.0
+
+
+def series(process_levels, windows_per_process=8, *, noise_rel=0.01, seed=0, **columns):
+    """Window rows: process p's windows at `process_levels[p]` img/s with white noise of
+    `noise_rel`, one after another every WINDOW_S seconds. `columns[name](p, w, t)` sets a
+    window column (and may return a multiplier for the throughput under `rate`)."""
+    rng = np.random.default_rng(seed)
+    rows, t = [], T0
+    for p, level in enumerate(process_levels):
+        for w in range(windows_per_process):
+            row = {
+                "process": p,
+                "window": w,
+                "started_at_unix": t,
+                "ended_at_unix": t + WINDOW_S,
+                "other_cores": 0.0,
+                "steal_share": 0.0,
+                "sm_clock_mhz": None,
+                "throttle_reasons": None,
+                "load_1m": 0.5,
+            }
+            rate = level * (1 + noise_rel * rng.standard_normal())
+            for name, make in columns.items():
+                value, factor = make(p, w, t)
+                row[name] = value
+                rate *= factor
+            row["throughput_img_s"] = rate
+            rows.append(row)
+            t += WINDOW_S
+        t += 10.0  # the next process's start-up
+    return rows
+
+
+def processes_of(rows):
+    """Per-process entries as a run document holds them."""
+    result = []
+    for p in sorted({r["process"] for r in rows}):
+        mine = [r for r in rows if r["process"] == p]
+        result.append(
+            {
+                "process": p,
+                "throughput_img_s": float(np.mean([r["throughput_img_s"] for r in mine])),
+                "started_at_unix": mine[0]["started_at_unix"] - 10.0,
+                "ended_at_unix": mine[-1]["ended_at_unix"],
+            }
+        )
+    return result
+
+
+def codes(rows, target=0.03):
+    return [cause.code for cause in noise.causes(rows, target)]
+
+
+def test_a_drifting_series_is_drift():
+    # Throughput falls 5% of its start per minute, over 4 minutes (5 processes of 8 windows
+    # of 5 s, 10 s apart): 20%.
+    rows = series([100.0] * 5, seed=1)
+    for row in rows:
+        row["throughput_img_s"] *= 1 - 0.05 * (row["started_at_unix"] - T0) / 60
+    found = noise.causes(rows, 0.03)
+    assert found[0].code == "drift"
+    assert "fell" in found[0].sentence and "p<0.001" in found[0].sentence
+    assert "/min" in found[0].sentence and "\u2212" in found[0].sentence
+    # The fall over the run is stated as a share of the throughput: about 20%.
+    share = float(found[0].sentence.split("fell ")[1].split("%")[0]) / 100
+    assert share == pytest.approx(0.2 * 235 / 240, abs=0.015)  # the last window starts at 235 s
+    per_minute = float(found[0].sentence.split("slope \u2212")[1].split("%")[0]) / 100
+    assert per_minute == pytest.approx(0.05, abs=0.003)
+    # The processes differ only by the trend: once it is taken out, nothing else is named.
+    assert [c.code for c in found] == ["drift"]
+
+
+def test_a_small_drift_against_a_loose_target_is_not_named():
+    rows = series([100.0] * 5, noise_rel=0.0005)
+    for i, row in enumerate(rows):
+        row["throughput_img_s"] *= 1 - 0.0002 * i  # 0.8% over the run, target 10%
+    assert "drift" not in codes(rows, target=0.10)
+
+
+def test_other_cores_high_in_the_slow_windows_is_host_load():
+    # Every fourth window shares the machine with 1.2 cores of other work and runs 12% slower.
+    def other(p, w, t):
+        busy = w % 4 == 1
+        return (1.2 if busy else 0.02), (0.88 if busy else 1.0)
+
+    rows = series([100.0] * 4, other_cores=other)
+    found = noise.causes(rows, 0.03)
+    assert found[0].code == "host_load"
+    assert "1.2 cores" in found[0].sentence
+    assert "the 8 windows" in found[0].sentence and "12% slower" in found[0].sentence
+    assert "drift" not in codes(rows)
+
+
+def test_steal_in_the_slow_windows_is_steal():
+    def stolen(p, w, t):
+        hit = w % 3 == 0
+        return (0.15 if hit else 0.0), (0.85 if hit else 1.0)
+
+    rows = series([100.0] * 4, steal_share=stolen)
+    found = noise.causes(rows, 0.03)
+    assert found[0].code == "steal" and "15%" in found[0].sentence
+
+
+def test_a_clock_that_moves_with_throughput_is_clock():
+    def sm_clock(p, w, t):
+        mhz = 1980 if w % 2 else 1500
+        return mhz, mhz / 1980
+
+    rows = series([100.0] * 3, sm_clock_mhz=sm_clock)
+    found = noise.causes(rows, 0.01)
+    assert found[0].code == "clock" and "1500–1980 MHz" in found[0].sentence
+
+
+def test_two_clusters_of_process_means_are_bimodal():
+    # Alternating fast and slow processes (no trend in time): 100 and 108 img/s.
+    rows = series([100.0, 108.0, 100.0, 108.0, 100.0, 108.0], noise_rel=0.005)
+    found = noise.causes(rows, 0.03)
+    assert [c.code for c in found] == ["bimodal"]
+    assert "3 processes at about 100 img/s and 3 at about 108" in found[0].sentence
+    assert found[0].share > 0.8
+
+
+def test_one_slow_process_is_not_a_split_but_the_process_level():
+    rows = series([100.0, 100.5, 99.5, 92.0], noise_rel=0.005)
+    assert codes(rows) == ["process_level"]
+
+
+def test_split_needs_a_gap_wider_than_both_groups():
+    assert noise.split([100, 101, 108, 109], 0.03) == ([100.0, 101.0], [108.0, 109.0])
+    assert noise.split([100, 104, 108, 112], 0.03) is None  # evenly spread: no split
+    assert noise.split([100, 101, 102], 0.03) is None  # fewer than two on each side
+    assert noise.split([100, 100.1, 100.3, 100.4], 0.03) is None  # a gap far below the target
+
+
+def test_white_noise_is_window_noise_with_the_processes_it_needs():
+    rows = series([100.0] * 3, windows_per_process=6, noise_rel=0.08, seed=3)
+    processes = processes_of(rows)
+    code, detail = noise.explain(rows, processes, 0.03)
+    assert code == "window_noise"
+    assert detail.startswith("No external cause found")
+    rates = [p["throughput_img_s"] for p in processes]
+    needed = processes_for_spread(np.std(rates, ddof=1), np.mean(rates), 0.03)
+    assert needed > 3
+    assert f"the 3.0% target would take {needed} processes, {needed - 3} more" in detail
+    # Each process took 10 s of start-up and 6 windows of 5 s: 40 s.
+    assert "at 40.0 s per process" in detail
+
+
+def test_one_process_cannot_say_how_many_it_needs():
+    sentence = noise.target_sentence([100.0], 0.03)
+    assert "at least two processes" in sentence and "unmeasured" in sentence
+
+
+def test_no_windows_is_none():
+    assert codes([]) == ["none"]
+
+
+def test_summary_names_the_cause_only_where_the_target_was_missed():
+    from test_aggregate import run_document
+
+    drifting = ((110.0, 108.0, 106.0, 104.0), (102.0, 100.0, 98.0, 96.0))
+    missed = run_document(windows=drifting, ci_rel=0.05, target_ci=0.03)
+    met = run_document(windows=drifting, ci_rel=0.02, target_ci=0.03)
+    row = aggregate.summary_row(missed)
+    assert row["noise_cause"] == "drift"
+    assert row["noise_detail"].startswith("Drift: throughput fell")
+    assert "target would take" in row["noise_detail"]
+    assert aggregate.summary_row(met)["noise_cause"] is None
+    assert aggregate.summary_row(met)["noise_detail"] is None
+
+
+def test_the_measurement_section_says_the_cause_of_a_missed_target():
+    import pandas as pd
+
+    from nnperf.report.sections import measurement
+    from test_aggregate import run_document
+
+    drifting = ((110.0, 108.0, 106.0, 104.0), (102.0, 100.0, 98.0, 96.0))
+    row = aggregate.summary_row(run_document(windows=drifting, ci_rel=0.05, target_ci=0.03))
+    table = measurement.measurement_table(pd.DataFrame([{**row, "machine": "vm"}]))
+    (sentence,) = measurement.ci_missed_sentences(table)
+    assert "missed its CI target" in sentence
+    assert "Likely cause: Drift: throughput fell" in sentence
+    assert "target would take" in sentence
+
+
+def test_the_window_thresholds_are_the_stability_flags():
+    from nnperf.engine import stability
+
+    assert noise.OVERLOAD_TOLERANCE_CORES == stability.OVERLOAD_TOLERANCE_CORES
+    assert noise.STEAL_LIMIT == stability.STEAL_LIMIT
+
+
+# ------------------------------------------------------------------------------------------
+# Comparisons that stayed unresolved.
+# ------------------------------------------------------------------------------------------
+def test_a_resolved_comparison_needs_no_explaining():
+    assert (
+        noise.unresolved_comparison([101, 99], [100, 100], paired=True, within=0.02, target=0.03)
+        is None
+    )
+
+
+def test_an_unresolved_paired_comparison_names_its_round_to_round_spread_and_the_pairs_it_needs():
+    rng = np.random.default_rng(1)
+    b = 100 * (1 + 0.01 * rng.standard_normal(8))
+    a = b * np.exp(0.08 * rng.standard_normal(8))  # pairs that disagree by ~8% round to round
+    text = noise.unresolved_comparison(
+        a, b, paired=True, within=0.07, target=0.03, rounds=list(range(8))
+    )
+    spread = float(np.std(np.log(a / b), ddof=1))
+    needed = processes_for_spread(spread, 1.0, np.log1p(0.03))
+    assert text.startswith("Unresolved against the 3.0% target: over 8 paired rounds the ratio")
+    assert "drifts" not in text
+    assert text.endswith(f"would take ~{needed} paired rounds, {needed - 8} more than measured.")
+
+
+def test_a_ratio_that_trends_over_the_rounds_is_named_as_such():
+    rounds = list(range(10))
+    b = [100.0] * 10
+    a = [100.0 * 1.02**r * (1 + 0.003 * (-1) ** r) for r in rounds]  # A gains 2% a round
+    text = noise.unresolved_comparison(a, b, paired=True, within=0.12, target=0.03, rounds=rounds)
+    assert "it drifts over the rounds (+2.0% per round, p<0.001)" in text
+
+
+def test_an_unresolved_comparison_measured_apart_names_both_spreads():
+    a, b = [90.0, 110.0, 100.0], [95.0, 105.0, 100.0]
+    text = noise.unresolved_comparison(a, b, paired=False, within=0.3, target=0.03)
+    assert "measured apart (not interleaved)" in text
+    assert "RSD 10% and 5.0%" in text and text.endswith("more than measured.")
+
+
+def test_processes_that_follow_the_group_round_by_round_are_a_shared_slowdown():
+    capacity = [1.0, 1.0, 0.7, 0.65, 1.0, 0.98, 0.75, 1.0, 0.99, 0.72]
+    own = {r: 80.0 * c * (1 + 0.01 * (-1) ** r) for r, c in enumerate(capacity)}
+    others = [
+        {r: 45.0 * c for r, c in enumerate(capacity)},
+        {r: 50.0 * c * (1 + 0.02 * (-1) ** (r // 2)) for r, c in enumerate(capacity)},
+    ]
+    found = noise.shared_slowdown(own, others)
+    assert found.code == "shared_slowdown" and found.share > 0.9
+    assert "with the 2 other configurations measured beside them" in found.sentence
+    # Processes that vary on their own, beside a group that does not move, are not.
+    rng = np.random.default_rng(3)
+    alone = {r: 80.0 * (1 + 0.1 * rng.standard_normal()) for r in range(10)}
+    steady = [{r: 45.0 * (1 + 0.005 * rng.standard_normal()) for r in range(10)}]
+    assert noise.shared_slowdown(alone, steady) is None
+    # Fewer than MIN_WINDOWS shared rounds: nothing to read.
+    assert noise.shared_slowdown({0: 1.0, 1: 2.0}, [{0: 1.0, 1: 2.0}]) is None
+
+
+def test_a_shared_slowdown_leads_the_windows_causes():
+    found = noise.Cause("shared_slowdown", "Shared slowdowns: ...", 0.8)
+    columns = {"noise_cause": "process_level", "noise_detail": "Process level: ..."}
+    assert noise.with_shared_slowdown(columns, found) == {
+        "noise_cause": "shared_slowdown",
+        "noise_detail": "Shared slowdowns: ... Process level: ...",
+    }
+    # A configuration that met its target has nothing to explain.
+    met = {"noise_cause": None, "noise_detail": None}
+    assert noise.with_shared_slowdown(met, found) == met

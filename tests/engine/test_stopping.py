@@ -12,10 +12,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nnperf.core.contract import TimingSettings
 from nnperf.core.errors import NnperfError
-from nnperf.engine import stopping as measure
+from nnperf.engine import stopping
 from nnperf.engine.stopping import WindowSample
 
 IMAGES = 1000
@@ -35,7 +37,7 @@ IMAGES = 1000
     ],
 )
 def test_t_quantile_matches_the_table(df, table):
-    assert measure.t_quantile(df) == pytest.approx(table, rel=2e-3)
+    assert stopping.t_quantile(df) == pytest.approx(table, rel=2e-3)
 
 
 def _windows(rates_by_process):
@@ -47,22 +49,26 @@ def _windows(rates_by_process):
 
 
 def test_estimate_two_processes_by_hand():
-    current = measure.estimate(_windows([[100.0, 100.0], [120.0, 120.0]]))
+    current = stopping.estimate(_windows([[100.0, 100.0], [120.0, 120.0]]))
     assert current.throughput == pytest.approx(110.0)
-    # t(0.975, 1) x sqrt(var([100, 120]) / 2) = 12.706 x 10
-    half = measure.t_quantile(1) * 10.0
-    assert (current.ci_low, current.ci_high) == pytest.approx((110 - half, 110 + half))
+    # On the log scale: mean log m, half h = t(0.975, 1) x sqrt(var(logs) / 2), exponentiated.
+    logs = [math.log(100.0), math.log(120.0)]
+    m = sum(logs) / 2
+    h = stopping.t_quantile(1) * abs(logs[1] - logs[0]) / 2
+    assert (current.ci_low, current.ci_high) == pytest.approx((math.exp(m - h), math.exp(m + h)))
+    assert 0 < current.ci_low < math.sqrt(100 * 120) < current.ci_high
     assert current.method == "processes"
     assert current.within_process == pytest.approx(0.0)
     assert current.between_processes == pytest.approx(200.0)
     assert current.dominant_level == "process"
-    assert current.half_width_rel == pytest.approx(half / 110)
+    # The wider side (the upper one) relative to the estimate.
+    assert current.half_width_rel == pytest.approx((math.exp(m + h) - 110) / 110)
     assert (current.n_processes, current.n_windows) == (2, 4)
     assert current.timed_s == pytest.approx(2 * IMAGES / 100 + 2 * IMAGES / 120)
 
 
 def test_estimate_window_noise_dominates_by_hand():
-    current = measure.estimate(_windows([[90.0, 110.0], [90.0, 110.0]]))
+    current = stopping.estimate(_windows([[90.0, 110.0], [90.0, 110.0]]))
     # Both processes sustain the same rate: no process-level variation at all.
     assert current.between_processes == pytest.approx(0.0)
     assert current.within_process == pytest.approx(200.0)
@@ -70,33 +76,58 @@ def test_estimate_window_noise_dominates_by_hand():
 
 
 def test_one_process_gives_a_window_level_interval_and_one_window_none():
-    current = measure.estimate(_windows([[90.0, 110.0]]))
+    current = stopping.estimate(_windows([[90.0, 110.0]]))
     process_rate = 2 * IMAGES / (IMAGES / 90 + IMAGES / 110)
     assert current.throughput == pytest.approx(process_rate)
-    half = measure.t_quantile(1) * math.sqrt(200.0 / 2)
-    assert current.ci_high - current.ci_low == pytest.approx(2 * half)
+    h = stopping.t_quantile(1) * (math.log(110.0) - math.log(90.0)) / 2
+    assert current.ci_high / current.ci_low == pytest.approx(math.exp(2 * h))
     assert current.method == "windows" and current.between_processes is None
-    single = measure.estimate(_windows([[100.0]]))
+    single = stopping.estimate(_windows([[100.0]]))
     assert single.throughput == pytest.approx(100.0)
     assert single.ci_low is None and single.half_width_rel is None and single.method is None
-    empty = measure.estimate([])
+    empty = stopping.estimate([])
     assert empty.throughput is None and empty.n_windows == 0
+
+
+_RATE = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@given(st.lists(st.lists(_RATE, min_size=1, max_size=4), min_size=1, max_size=6))
+def test_the_interval_is_positive_and_holds_the_geometric_mean(rates_by_process):
+    """Whatever the spread (two processes at 5,497 img/s +/- 108% gave -476 to 11,471 img/s
+    on a symmetric interval), the bounds lie in (0, inf) around the geometric mean of the
+    rates the interval is built on, and the reported half-width is its wider side."""
+    current = stopping.estimate(_windows(rates_by_process))
+    if current.method is None:
+        assert current.ci_low is None and current.ci_high is None
+        return
+    if current.method == "processes":
+        rates = list(stopping.process_throughputs(_windows(rates_by_process)).values())
+    else:
+        rates = [rate for rates in rates_by_process for rate in rates]
+    geometric = math.exp(sum(math.log(r) for r in rates) / len(rates))
+    assert 0 < current.ci_low <= current.ci_high < math.inf
+    assert current.ci_low <= geometric * (1 + 1e-9) and geometric <= current.ci_high * (1 + 1e-9)
+    wider = max(current.ci_high - current.throughput, current.throughput - current.ci_low)
+    assert current.half_width_rel == pytest.approx(wider / current.throughput)
 
 
 def test_optimal_windows_follows_kalibera_jones():
     timing = TimingSettings(min_windows=2, max_windows=50)
-    current = measure.estimate(
+    current = stopping.estimate(
         _windows([[90.0, 110.0] * 2, [100.0, 120.0] * 2, [110.0, 130.0] * 2])
     )
     expected = math.ceil(math.sqrt(4.0 * current.within_process / current.between_processes))
-    wanted = measure.optimal_windows(current, process_cost_s=4.0, window_cost_s=1.0, timing=timing)
+    wanted = stopping.optimal_windows(current, process_cost_s=4.0, window_cost_s=1.0, timing=timing)
     assert wanted == max(2, min(50, expected)) and wanted > 2
-    assert measure.optimal_windows(measure.estimate(_windows([[100.0, 101.0]])), 4, 1, timing) == 2
-    flat = measure.estimate(_windows([[90.0, 110.0], [90.0, 110.0], [90.0, 110.0]]))
-    assert measure.optimal_windows(flat, 4, 1, timing) == 50
+    assert (
+        stopping.optimal_windows(stopping.estimate(_windows([[100.0, 101.0]])), 4, 1, timing) == 2
+    )
+    flat = stopping.estimate(_windows([[90.0, 110.0], [90.0, 110.0], [90.0, 110.0]]))
+    assert stopping.optimal_windows(flat, 4, 1, timing) == 50
     # Two processes: a third one first, whatever the variances say (t = 12.7 at df 1).
-    two = measure.estimate(_windows([[90.0, 110.0], [90.0, 110.0]]))
-    assert measure.optimal_windows(two, 4, 1, timing) == 2
+    two = stopping.estimate(_windows([[90.0, 110.0], [90.0, 110.0]]))
+    assert stopping.optimal_windows(two, 4, 1, timing) == 2
 
 
 class Simulated:
@@ -113,13 +144,13 @@ class Simulated:
         while True:
             clock += self.process_s
             speed = self.true * (1 + self.rng.normal(0, self.process_sd))
-            action = measure.Action("window")
+            action = stopping.Action("window")
             while action.kind == "window":
                 rate = speed * (1 + self.rng.normal(0, self.window_sd))
                 seconds = self.window_s * self.true / rate
                 clock += seconds
                 windows.append(WindowSample(process, IMAGES, seconds))
-                action = measure.next_action(
+                action = stopping.next_action(
                     windows,
                     current_process=process,
                     elapsed_s=clock,
@@ -143,7 +174,7 @@ def test_quiet_configuration_stops_at_the_target_after_the_minimums():
     timing = TimingSettings(min_seconds=5, max_seconds=600, min_processes=2, min_windows=2)
     windows, clock, reason = Simulated(0.002, 0.002).run(timing, target=0.01)
     assert reason == "ci_target"
-    current = measure.estimate(windows)
+    current = stopping.estimate(windows)
     assert current.half_width_rel <= 0.01
     assert current.n_processes >= 2 and min(_per_process(windows).values()) >= 2
     assert current.timed_s >= 5
@@ -153,7 +184,7 @@ def test_quiet_configuration_stops_at_the_target_after_the_minimums():
 def test_min_seconds_holds_back_an_early_stop():
     timing = TimingSettings(min_seconds=30, max_seconds=600)
     windows, _, reason = Simulated(0.001, 0.001).run(timing, target=0.05)
-    assert reason == "ci_target" and measure.estimate(windows).timed_s >= 30
+    assert reason == "ci_target" and stopping.estimate(windows).timed_s >= 30
 
 
 def test_process_level_noise_buys_processes_not_windows():
@@ -163,7 +194,7 @@ def test_process_level_noise_buys_processes_not_windows():
     assert reason == "ci_target"
     assert len(counts) > 4  # it took many processes ...
     assert max(counts.values()) <= 3  # ... and few windows in each
-    assert measure.estimate(windows).dominant_level == "process"
+    assert stopping.estimate(windows).dominant_level == "process"
 
 
 def test_window_level_noise_buys_windows_per_process():
@@ -182,7 +213,7 @@ def test_budget_is_never_overrun_by_more_than_one_window(seed):
     # A 0.1% target at a 5% process spread is out of reach: it may also stop early, saying so.
     assert reason in ("budget", "target_unreachable")
     assert clock <= timing.max_seconds + 2.0 * 1.5  # one window, at its noisiest
-    assert measure.estimate(windows).n_processes >= 2
+    assert stopping.estimate(windows).n_processes >= 2
 
 
 def test_caps_end_the_measurement_with_max_processes():
@@ -207,17 +238,20 @@ def test_timing_settings_refuse_inverted_ranges():
 def test_processes_needed_against_a_hand_computed_case():
     # A 4% process spread and a 1% target: t(63) x 0.04 / sqrt(64) = 1.998 x 0.005 = 0.00999
     # reaches it, t(62) x 0.04 / sqrt(63) = 0.01007 does not.
-    assert measure.processes_for_spread(0.04, 1.0, 0.01) == 64
-    rates = [96.0, 100.0, 104.0]  # sample sd 4 around 100
-    assert measure.processes_needed(rates, 0.01) == 64
-    assert measure.processes_needed([100.0], 0.01) is None
+    assert stopping.processes_for_spread(0.04, 1.0, 0.01) == 64
+    # On the interval's log scale: the logs of these rates have sd 0.0400, and the upper side
+    # within 1% needs t(n - 1) x 0.0400 / sqrt(n) <= log(1.01) = 0.00995, which 64 processes
+    # miss (0.00999) and 65 reach (0.00992).
+    rates = [96.0, 100.0, 104.0]
+    assert stopping.processes_needed(rates, 0.01) == 65
+    assert stopping.processes_needed([100.0], 0.01) is None
 
 
 @pytest.mark.parametrize(
     "df, expected", [(1, 2.7055), (2, 4.6052), (3, 6.2514), (5, 9.2364), (10, 15.9872)]
 )
 def test_chi2_quantile_matches_the_tables(df, expected):
-    assert measure.chi2_quantile(df, 0.9) == pytest.approx(expected, rel=0.01)
+    assert stopping.chi2_quantile(df, 0.9) == pytest.approx(expected, rel=0.01)
 
 
 def _three_processes(spread: float, window_sd: float = 0.0):
@@ -228,7 +262,7 @@ def _three_processes(spread: float, window_sd: float = 0.0):
 def test_a_process_spread_out_of_reach_stops_early_and_says_why():
     timing = TimingSettings(min_seconds=0, max_seconds=600, max_processes=6, max_windows=10)
     windows = _windows(_three_processes(0.05))
-    action = measure.next_action(
+    action = stopping.next_action(
         windows,
         current_process=2,
         elapsed_s=10.0,
@@ -236,7 +270,7 @@ def test_a_process_spread_out_of_reach_stops_early_and_says_why():
         timing=timing,
         target_ci=0.01,
     )
-    assert action == measure.Action("stop", "target_unreachable", action.detail)
+    assert action == stopping.Action("stop", "target_unreachable", action.detail)
     assert action.detail.startswith("process-to-process spread 5.0%: a 1% CI would need ~")
     assert action.detail.endswith("timing.max_processes is 6")
 
@@ -246,14 +280,14 @@ def test_a_reachable_or_window_dominated_target_does_not_stop_early():
     kwargs = dict(current_process=2, elapsed_s=10.0, process_cost_s=3.0, timing=timing)
     # 0.5% spread, 1% target: a handful of processes more.
     assert (
-        measure.next_action(_windows(_three_processes(0.005)), target_ci=0.01, **kwargs).kind
+        stopping.next_action(_windows(_three_processes(0.005)), target_ci=0.01, **kwargs).kind
         != "stop"
     )
     # Windows noisier than processes: more windows still narrow it.
     noisy = _windows(_three_processes(0.01, window_sd=0.2))
-    assert measure.next_action(noisy, target_ci=0.01, **kwargs).reason != "target_unreachable"
+    assert stopping.next_action(noisy, target_ci=0.01, **kwargs).reason != "target_unreachable"
     # Two processes only: the spread of two is not judged.
     two = _windows(_three_processes(0.05)[:2])
     assert (
-        measure.next_action(two, target_ci=0.01, **{**kwargs, "current_process": 1}).kind != "stop"
+        stopping.next_action(two, target_ci=0.01, **{**kwargs, "current_process": 1}).kind != "stop"
     )

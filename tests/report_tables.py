@@ -100,6 +100,8 @@ class Config:
     single_step_time_s: float | None = None
     single_step_time_is_lower_bound: bool = False
     error: str | None = None
+    # What the engine records with its stop reason (run JSON `stop_numbers`).
+    stop_numbers: dict = field(default_factory=dict)
 
     def keys(self) -> dict:
         return {
@@ -129,7 +131,7 @@ class Config:
     @property
     def stopped_on(self) -> str | None:
         if not self.ok:
-            return None
+            return "over_budget" if self.status == "over_budget" else None
         return self.stop_reason or ("ci_target" if self.target_met else "budget")
 
     def process_throughputs(self) -> list[float]:
@@ -254,6 +256,8 @@ def summary_rows(
             "dataset": "synthetic",
             "status": c.status,
             "stop_reason": c.stopped_on,
+            **{f"stop_{name}": value for name, value in c.stop_numbers.items()},
+            "over_budget_phase": "steady" if c.status == "over_budget" else None,
             "error": c.error,
             "n_processes": c.processes if ok else 1,
             "n_windows": c.processes * c.windows_per_process if ok else 0,
@@ -447,6 +451,8 @@ def run_document(c: Config, env: dict, job_started: float) -> dict:
         "status": c.status,
         "error": c.error,
         "stop_reason": c.stopped_on,
+        "stop_numbers": c.stop_numbers,
+        "over_budget_phase": "steady" if c.status == "over_budget" else None,
         **c.keys(),
         "dataset": "synthetic",
         "variant_settings": {},
@@ -674,10 +680,16 @@ def over_budget_config() -> Config:
         target_ci=LAPTOP_TARGET_CI,
         single_step_time_s=13.2,
         single_step_time_is_lower_bound=True,
-        error=(
-            "over budget: one step takes 13.2 s; warm-up and 2 windows of 8 steps need "
-            "~250 s > timing.max_seconds 60 s"
-        ),
+        stop_numbers={
+            "step_s": 13.2,
+            "step_lower_bound": True,
+            "steps_left": 19,
+            "min_windows": 2,
+            "timed_steps": 8,
+            "needed_s": 250.8,
+            "left_s": 55.0,
+            "budget_s": 60.0,
+        },
     )
 
 

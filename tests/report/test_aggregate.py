@@ -18,7 +18,7 @@ import pytest
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
-from nnperf.core.vocab import CONFIG_KEYS, PHASES, WINDOW_CSV_COLUMNS
+from nnperf.core.vocab import CONFIG_KEYS, PHASES, STOP_NUMBERS, WINDOW_CSV_COLUMNS
 from nnperf.report import aggregate
 
 T0 = 1_700_000_000.0
@@ -27,10 +27,8 @@ TIMED_STEPS = 4
 WARMUP_S = 2.0  # each process: warm-up before its first window
 GAP_S = 0.5  # between one process's end and the next one's start
 OOM_ERROR = "CUDA out of memory. Tried to allocate 2.00 GiB"
-OVER_BUDGET_ERROR = (
-    "over budget: one step takes 13.2 s; warm-up and 2 windows of 4 steps need ~130 s > "
-    "timing.max_seconds 60 s"
-)
+# What the engine records with an over-budget stop (run JSON `stop_numbers`).
+OVER_BUDGET_NUMBERS = {"step_s": 13.2, "steps_left": 11, "needed_s": 145.2, "budget_s": 60.0}
 
 
 def environment(device: str, hostname: str, gpu_uuid: str | None) -> dict:
@@ -163,8 +161,9 @@ def run_document(
         "schema_version": 1,
         "kind": "timed_run",
         "status": status,
-        "error": {"oom": OOM_ERROR, "over_budget": OVER_BUDGET_ERROR}.get(status),
-        "stop_reason": "ci_target" if measured else None,
+        "error": OOM_ERROR if status == "oom" else None,
+        "stop_reason": "ci_target" if measured else (status if status == "over_budget" else None),
+        "stop_numbers": OVER_BUDGET_NUMBERS if status == "over_budget" else {},
         "model": model,
         "device": device,
         "precision": precision,
@@ -415,7 +414,8 @@ SUMMARY_COLUMNS = [
     "dataset",
     "status",
     "stop_reason",
-    "stop_detail",
+    *(f"stop_{name}" for name in STOP_NUMBERS),
+    "over_budget_phase",
     "error",
     "n_processes",
     "n_windows",
@@ -536,13 +536,14 @@ def test_unstable_flags_and_reasons_pass_through(summary):
 
 def test_over_budget_and_oom_rows_carry_no_number(summary):
     over = _row(summary, precision="bf16", batch_size=16)
-    assert (over["status"], over["error"]) == ("over_budget", OVER_BUDGET_ERROR)
+    assert (over["status"], over["stop_reason"]) == ("over_budget", "over_budget")
+    # The stop's numbers as stop_<name> columns, no sentence.
+    assert pd.isna(over["error"]) and over["stop_step_s"] == 13.2 and over["stop_needed_s"] == 145.2
     assert over["single_step_time_s"] == 13.2 and over["n_windows"] == 0
     oom = _row(summary, batch_size=64)
-    assert (oom["status"], oom["error"]) == ("oom", OOM_ERROR)
+    assert (oom["status"], oom["error"]) == ("oom", OOM_ERROR) and pd.isna(oom["stop_reason"])
     for row in (over, oom):
         for column in (
-            "stop_reason",
             "throughput_img_s_mean",
             "throughput_img_s_ci95_low",
             "throughput_img_s_median",

@@ -429,14 +429,16 @@ def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
     assert over_budget_notes(summary) == [
         f"Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
-        "one training step takes at least 13.2 s (one step takes 13.2 s; warm-up and 2 windows "
-        "of 8 steps need ~250 s > timing.max_seconds 60 s); raise timing.max_seconds to "
-        "measure it."
+        "one step takes at least 13.2 s, so the 19 steps still needed (warm-up and 2 windows "
+        "of 8 steps) need at least 251 s, more than the 55 s left of timing.max_seconds 60 s; "
+        "raise timing.max_seconds to measure it."
     ]
     assert 256 not in set(ok_configs(summary)["batch_size"])
-    # A step that completed is no lower bound; a summary without the flag reads as measured.
-    exact = summary.drop(columns=["single_step_time_is_lower_bound"])
-    assert "one training step takes 13.2 s (" in over_budget_notes(exact)[0]
+    # Without stop numbers (older results) the step time alone; a step that completed is no
+    # lower bound, and a summary without the flag reads as measured.
+    stops = [c for c in summary.columns if c.startswith("stop_")]
+    exact = summary.drop(columns=["single_step_time_is_lower_bound", *stops])
+    assert "one training step takes 13.2 s;" in over_budget_notes(exact)[0]
     assert over_budget_notes(labelled(summary_rows(laptop_configs()), I7)) == []
 
 
@@ -539,10 +541,18 @@ def test_ci_target_findings_say_which_missed_and_why():
     assert ci_missed_sentences(measurement_table(capped))[0].endswith(
         "; it reached the process limit first (timing.max_processes)."
     )
-    detail = "process-to-process spread 4.0%: a 1% CI would need ~64 processes, and ..."
-    unreachable = laptop_summary().assign(stop_reason="target_unreachable", stop_detail=detail)
+    unreachable = laptop_summary().assign(
+        stop_reason="target_unreachable",
+        stop_process_spread_rel=0.04,
+        stop_spread_low_rel=0.025,
+        stop_processes_needed_low=28,
+        stop_target_ci=0.01,
+        stop_max_processes=6,
+    )
     assert ci_missed_sentences(measurement_table(unreachable))[0].endswith(
-        f"; it stopped early, the target out of reach: {detail}."
+        "; it stopped early, the target out of reach: process-to-process spread 4.0%: a 1% CI "
+        "would need ~28 processes even at the spread's 90% lower bound (2.5%), and "
+        "timing.max_processes is 6."
     )
     assert LAPTOP_TARGET_CI == 0.06
 

@@ -159,9 +159,9 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
     assert "High variance: resnet18_cifar fp32 at batch 64 (tuned)" in notes
     assert (
         f"- Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
-        "one training step takes at least 13.2 s (one step takes 13.2 s; warm-up and 2 windows "
-        "of 8 steps need ~250 s > timing.max_seconds 60 s); raise timing.max_seconds to "
-        "measure it."
+        "one step takes at least 13.2 s, so the 19 steps still needed (warm-up and 2 windows "
+        "of 8 steps) need at least 251 s, more than the 55 s left of timing.max_seconds 60 s; "
+        "raise timing.max_seconds to measure it."
     ) in notes
     assert (
         f"- Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON};" in notes

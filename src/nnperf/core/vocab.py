@@ -101,8 +101,38 @@ DEFAULT_TARGET_CI = {"cpu": 0.03, "cuda": 0.01, "mps": 0.03}
 # How a configuration's measurement ended (run JSON `status`): measured; out of memory; its
 # minimal measurement could not fit in `timing.max_seconds`.
 RUN_STATUSES = ("ok", "oom", "over_budget")
-# Why an `ok` measurement stopped (run JSON `stop_reason`).
-STOP_REASONS = ("ci_target", "budget", "max_processes", "target_unreachable")
+# Why a measurement stopped (run JSON `stop_reason`): the first four end an `ok` one;
+# `over_budget` is the status of the same name (a steady step or a one-time step,
+# `over_budget_phase`, that the budget cannot hold).
+STOP_REASONS = ("ci_target", "budget", "max_processes", "target_unreachable", "over_budget")
+# The numbers a stop reason is stated with (run JSON `stop_numbers`, summary.csv
+# `stop_<name>`; worded by `nnperf.core.wording.stop_sentence`): the CI reached and its
+# target; the seconds spent of the budget; the process limit; for an unreachable target the
+# process spread (point and 90% lower bound, relative), the processes the target needs at
+# each and how many processes fit; for an over-budget one the step time (a lower bound when
+# cut off), the steps still needed and their seconds, the seconds left, and a one-time
+# step's seconds against its bound.
+STOP_NUMBERS = (
+    "ci_half_width_rel",
+    "target_ci",
+    "spent_s",
+    "budget_s",
+    "max_processes",
+    "process_spread_rel",
+    "spread_low_rel",
+    "processes_needed",
+    "processes_needed_low",
+    "processes_fit",
+    "step_s",
+    "step_lower_bound",
+    "steps_left",
+    "min_windows",
+    "timed_steps",
+    "needed_s",
+    "left_s",
+    "one_time_s",
+    "bound_s",
+)
 
 # The keys of one configuration, in the order results paths and tables use them.
 CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")

@@ -1,16 +1,23 @@
-"""Counts in words, alike wherever nnperf writes one: a job's log line, an over-budget verdict,
-the report.
+"""Counts and stop reasons in words, alike wherever nnperf writes one: a job's log line, the
+report.
 
 `count_of(3, "process")` is `3 processes`, `count_of(None, "window")` is `? windows`;
 `missing` says which values are unknown (None, NaN, pandas' NA), for the report's numbers as
-for these.
+for these. `stop_sentence` words why a measurement stopped from the code and the numbers the
+engine records (run JSON `stop_reason` and `stop_numbers`, summary.csv `stop_<name>`): the
+engine stores no sentence, and its log line and the report word the same record alike. It
+lives in core, not in the report, because the engine's log line is worded too and the engine
+may not import the report.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import pandas as pd
+
+from nnperf.core import vocab
 
 
 def missing(value) -> bool:
@@ -29,3 +36,108 @@ def count_of(value, noun: str) -> str:
         return f"? {plural}"
     n = int(value)
     return f"{n} {noun if n == 1 else plural}"
+
+
+# What each one-time step of a worker process carries (`nnperf.engine.stopping.ONE_TIME_KINDS`).
+ONE_TIME_WHAT = {
+    "first_step": "the first step (allocation, cuDNN autotuning)",
+    "compile": "compilation (torch.compile)",
+    "recording": "CUDA-graph recording",
+}
+
+
+def stop_numbers_of(record: Mapping) -> dict:
+    """The known stop numbers of a run document (`stop_numbers`) or a summary.csv row
+    (`stop_<name>` columns)."""
+    numbers = record.get("stop_numbers")
+    if not isinstance(numbers, Mapping):
+        numbers = {name: record.get(f"stop_{name}") for name in vocab.STOP_NUMBERS}
+    return {name: value for name, value in numbers.items() if not missing(value)}
+
+
+def stop_sentence(reason, numbers: Mapping, phase: str | None = None) -> str | None:
+    """Why a measurement stopped, from its `stop_reason` code and `stop_numbers`; `phase` is an
+    over-budget one's `over_budget_phase` (a one-time step's kind, or "steady"). None for no
+    reason. A number the record lacks is left out of the sentence, not guessed."""
+    n = {name: value for name, value in numbers.items() if not missing(value)}
+    if not isinstance(reason, str) or not reason:
+        return None
+    if reason == "ci_target":
+        if "ci_half_width_rel" in n and "target_ci" in n:
+            return (
+                f"its 95% CI reached \u00b1{n['ci_half_width_rel']:.1%}, within its target of "
+                f"{n['target_ci']:.0%}"
+            )
+        return "its 95% CI reached its target"
+    if reason == "budget":
+        spent = (
+            f" ({n['spent_s']:.0f} s of timing.max_seconds {n['budget_s']:g} s)"
+            if "spent_s" in n and "budget_s" in n
+            else " (timing.max_seconds)"
+        )
+        return (
+            f"the time budget ran out first{spent}; a larger budget buys more processes and "
+            "windows"
+        )
+    if reason == "max_processes":
+        limit = f" = {int(n['max_processes'])}" if "max_processes" in n else ""
+        return f"it reached the process limit first (timing.max_processes{limit})"
+    if reason == "target_unreachable":
+        return "it stopped early, the target out of reach" + _unreachable(n)
+    if reason == "over_budget":
+        if phase in ONE_TIME_WHAT:
+            return _one_time_over(phase, n)
+        return _steady_over(n)
+    return f"it stopped on {reason}"
+
+
+def _unreachable(n: Mapping) -> str:
+    needed = ("process_spread_rel", "target_ci", "processes_needed_low", "spread_low_rel")
+    if not all(name in n for name in needed):
+        return ""
+    fit = n.get("processes_fit")
+    cap = n.get("max_processes")
+    if cap is not None and (fit is None or fit > cap):
+        limit = f"timing.max_processes is {int(cap)}"
+    elif fit is not None:
+        limit = f"{int(fit)} fit in timing.max_seconds"
+    else:
+        limit = "no more fit"
+    # The count is judged at the spread's lower bound, so it is a floor; at the point spread
+    # (`processes_needed`) the target asks for more.
+    point = (
+        f" ({int(n['processes_needed'])} at the measured spread)" if "processes_needed" in n else ""
+    )
+    return (
+        f": process-to-process spread {n['process_spread_rel']:.1%}: a {n['target_ci']:.0%} CI "
+        f"would need ~{int(n['processes_needed_low'])} processes even at the spread's 90% "
+        f"lower bound ({n['spread_low_rel']:.1%}){point}, and {limit}"
+    )
+
+
+def _steady_over(n: Mapping) -> str:
+    if "step_s" not in n:
+        return "its warm-up and minimal windows cannot fit in timing.max_seconds"
+    at_least = "at least " if n.get("step_lower_bound") else ""
+    text = f"one step takes {at_least}{n['step_s']:.1f} s"
+    if all(name in n for name in ("steps_left", "min_windows", "timed_steps", "needed_s")):
+        text += (
+            f", so the {int(n['steps_left'])} steps still needed (warm-up and "
+            f"{count_of(n['min_windows'], 'window')} of {int(n['timed_steps'])} steps) need "
+            f"{at_least}{n['needed_s']:.0f} s"
+        )
+    if "left_s" in n and "budget_s" in n:
+        text += (
+            f", more than the {n['left_s']:.0f} s left of timing.max_seconds {n['budget_s']:g} s"
+        )
+    return text
+
+
+def _one_time_over(phase: str, n: Mapping) -> str:
+    took = f" took more than {n['one_time_s']:.0f} s" if "one_time_s" in n else " ran too long"
+    bound = f" = {n['bound_s']:g} s" if "bound_s" in n else ""
+    return (
+        f"{ONE_TIME_WHAT[phase]}{took}, past its bound timing.max_{phase}_seconds"
+        f"{bound}; no steady step was measured (a one-time cost says nothing about the step "
+        "time)"
+    )

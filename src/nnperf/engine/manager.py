@@ -61,7 +61,8 @@ class Measurement:
     status: str = "ok"
     error: str | None = None
     stop_reason: str | None = None
-    stop_detail: str | None = None
+    # The numbers `stop_reason` is stated with (vocab.STOP_NUMBERS; core.wording words them).
+    stop_numbers: dict = dataclasses.field(default_factory=dict)
     processes: list[dict] = dataclasses.field(default_factory=list)
     windows: list[dict] = dataclasses.field(default_factory=list)
     steps: list[dict] = dataclasses.field(default_factory=list)
@@ -454,7 +455,7 @@ class MeasurementRun:
             self.finished = True
             if result.status == "ok":
                 result.stop_reason = action.reason
-                result.stop_detail = action.detail
+                result.stop_numbers = dict(action.numbers)
         return action
 
     def can_continue(self) -> bool:
@@ -465,12 +466,12 @@ class MeasurementRun:
         if result.status != "ok" or not result.windows or self.process >= timing.max_processes:
             return False
         idle = self._idle_since if self._idle_since is not None else self.clock()
-        elapsed = (
-            idle - result.budget_start_unix - result.one_time_s - result.paused_s - result.loader_s
+        return stopping.process_fits_budget(
+            process_cost(result, bool(self.request.settings.compile)),
+            max(float(w["window_s"]) for w in result.windows),
+            timing.max_seconds - self.driver.spent_s(idle),
+            timing,
         )
-        window_cost = max(float(w["window_s"]) for w in result.windows)
-        cost = process_cost(result, bool(self.request.settings.compile))
-        return cost + timing.min_windows * window_cost <= timing.max_seconds - elapsed
 
     def reopen(self) -> None:
         """Measure on after the configuration's own stop, for a comparison's sake."""
@@ -513,6 +514,21 @@ class _Driver:
     def hard_end(self) -> float:
         return self.budget_end() + _grace(self.request)
 
+    def spent_s(self, at: float | None = None) -> float:
+        """What the configuration has spent of `timing.max_seconds` by `at` (now when None):
+        process 0's one-time steps, the pauses while others ran and the loader windows are
+        not part of it."""
+        result = self.result
+        at = self.clock() if at is None else at
+        return at - result.budget_start_unix - result.one_time_s - result.paused_s - result.loader_s
+
+    def _budget_stop(self) -> stopping.Action:
+        return stopping.Action(
+            "stop",
+            "budget",
+            {"spent_s": self.spent_s(), "budget_s": self.request.timing.max_seconds},
+        )
+
     def drive(self, worker: Worker, record: dict) -> stopping.Action:
         """Run one worker to its end; returns the action that ended it ("process": start
         the next one; "stop": the measurement is over)."""
@@ -551,11 +567,7 @@ class _Driver:
                 action = stopping.next_action(
                     result.samples(),
                     current_process=worker.index,
-                    elapsed_s=self.clock()
-                    - result.budget_start_unix
-                    - result.one_time_s
-                    - result.paused_s
-                    - result.loader_s,
+                    elapsed_s=self.spent_s(),
                     process_cost_s=process_cost(result, bool(request.settings.compile)),
                     timing=request.timing,
                     target_ci=request.target_ci,
@@ -611,8 +623,8 @@ class _Driver:
         has_windows = any(w["process"] == worker.index for w in result.windows)
         phase = record["phase"]
         if worker.index == 0 and not has_windows and phase in stopping.ONE_TIME_KINDS:
-            bound, key = self.request.timing.one_time_bound(phase)
-            self._over_budget_one_time(phase, waited_s, bound, key)
+            bound, _ = self.request.timing.one_time_bound(phase)
+            self._over_budget_one_time(phase, waited_s, bound)
         elif worker.index == 0 and not has_windows:
             warmed = len(record["warmup_step_time_s"])
             self._over_budget(waited_s, lower_bound=True, warmed=warmed)
@@ -620,7 +632,7 @@ class _Driver:
             result.notes.append(
                 f"process {worker.index} was stopped at the budget after {waited_s:.1f} s"
             )
-        return stopping.Action("stop", "budget")
+        return self._budget_stop()
 
     def _warm_up(self, worker: Worker, record: dict) -> stopping.Action | None:
         """Receive the warm-up steps. The first ones carry one-time costs (`self.one_time`):
@@ -695,39 +707,35 @@ class _Driver:
     def _over_budget(self, step_s: float, lower_bound: bool, warmed: int) -> None:
         """End the measurement as over budget: after `warmed` warm-up steps, one steady step
         took `step_s` (at least, when `lower_bound`: the step was cut off)."""
-        from nnperf.core.wording import count_of
-
         result, request = self.result, self.request
-        training, timing_settings = request.training, request.timing
-        steps_left = max(0, training.warmup_steps - warmed) + (
-            timing_settings.min_windows * training.timed_steps
+        training, timing = request.training, request.timing
+        steps_left = (
+            max(0, training.warmup_steps - warmed) + timing.min_windows * training.timed_steps
         )
-        left_s = max(0.0, self.budget_end() - self.clock())
-        at_least = "at least " if lower_bound else ""
-        result.status = "over_budget"
+        result.status = result.stop_reason = "over_budget"
         result.over_budget_phase = "steady"
         result.single_step_time_s = step_s
         result.single_step_time_is_lower_bound = lower_bound
-        result.error = (
-            f"over budget: one step takes {at_least}{step_s:.1f} s, so the {steps_left} steps "
-            f"still needed (warm-up and {count_of(timing_settings.min_windows, 'window')} of "
-            f"{training.timed_steps} steps) need {at_least}{steps_left * step_s:.0f} s, more "
-            f"than the {left_s:.0f} s left of timing.max_seconds {timing_settings.max_seconds:g} s"
-        )
+        result.stop_numbers = {
+            "step_s": step_s,
+            "step_lower_bound": lower_bound,
+            "steps_left": steps_left,
+            "min_windows": timing.min_windows,
+            "timed_steps": training.timed_steps,
+            "needed_s": steps_left * step_s,
+            "left_s": max(0.0, self.budget_end() - self.clock()),
+            "budget_s": timing.max_seconds,
+        }
 
-    def _over_budget_one_time(self, kind: str, waited_s: float, bound: float, key: str) -> None:
+    def _over_budget_one_time(self, kind: str, waited_s: float, bound: float) -> None:
         """End the measurement as over budget because a one-time step of process 0 outran its
         own bound: no steady step was measured, so there is no step time to report."""
         result = self.result
-        result.status = "over_budget"
+        result.status = result.stop_reason = "over_budget"
         result.over_budget_phase = kind
         result.single_step_time_s = None
         result.single_step_time_is_lower_bound = False
-        result.error = (
-            f"over budget: {stopping.ONE_TIME_WHAT[kind]} took more than {waited_s:.0f} s, past "
-            f"its bound timing.{key} = {bound:g} s; no steady step was measured (a one-time "
-            "cost says nothing about the step time)"
-        )
+        result.stop_numbers = {"one_time_s": waited_s, "bound_s": bound}
 
     def _ended_early(self, message, record) -> stopping.Action:
         """A worker sent oom or an error instead of what was expected."""
@@ -738,7 +746,7 @@ class _Driver:
                 result.status, result.error = "oom", message[1]
             else:
                 result.notes.append(f"process {record['process']} ran out of memory: {message[1]}")
-            return stopping.Action("stop", "budget")
+            return self._budget_stop()
         _raise_for(message, record["process"])
         raise AssertionError("unreachable")
 

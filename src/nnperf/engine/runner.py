@@ -210,7 +210,7 @@ def run_document(
         "status": result.status,
         "error": result.error,
         "stop_reason": result.stop_reason,
-        "stop_detail": result.stop_detail,
+        "stop_numbers": result.stop_numbers,
         **request.header(),
         "num_classes": result.data_info.get("num_classes"),
         "input_size": result.data_info.get("input_size"),
@@ -427,13 +427,16 @@ COMPARISONS_KIND = "comparisons"
 
 def describe_outcome(request: RunRequest, document: dict) -> str:
     """One line for the job's log."""
-    from nnperf.core.wording import count_of
+    from nnperf.core.wording import count_of, stop_numbers_of, stop_sentence
 
     name = label(request)
+    why = stop_sentence(
+        document.get("stop_reason"), stop_numbers_of(document), document.get("over_budget_phase")
+    )
     if document["status"] == "oom":
         return f"{name}: out of memory: {document['error']}"
     if document["status"] == "over_budget":
-        return f"{name}: {document['error']}"
+        return f"{name}: over budget: {why}"
     relative = document["ci_half_width_rel"]
     ci = f" +/- {relative:.1%}" if relative is not None else " (no CI: one window)"
     flags = f"; unstable: {'; '.join(document['unstable_reasons'])}" if document["unstable"] else ""
@@ -442,7 +445,7 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
         f"({count_of(document['n_processes'], 'process')} x "
         f"{count_of(document['n_windows'], 'window')}, "
         f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
-        + (f"; {document['stop_detail']}" if document.get("stop_detail") else "")
+        + (f"; {why}" if why else "")
         + _input_text(document)
     )
 

@@ -45,6 +45,7 @@ from scipy import stats as scipy_stats
 from nnperf.core import ratios
 from nnperf.core.contract import TimingSettings
 from nnperf.core.errors import NnperfError
+from nnperf.core.wording import ONE_TIME_WHAT
 
 CONFIDENCE = 0.95
 # Processes measured before windows per process follow the Kalibera-Jones optimum.
@@ -205,12 +206,12 @@ def optimal_windows(
 @dataclasses.dataclass(frozen=True)
 class Action:
     """What to do next: run another `window` in the current process, start a new
-    `process`, or `stop` (with a reason from vocab.STOP_REASONS, and for some reasons a
-    sentence saying why)."""
+    `process`, or `stop` (with a reason from vocab.STOP_REASONS and the numbers it is stated
+    with, vocab.STOP_NUMBERS; `nnperf.core.wording.stop_sentence` words them)."""
 
     kind: str
     reason: str | None = None
-    detail: str | None = None
+    numbers: dict = dataclasses.field(default_factory=dict)
 
 
 def processes_needed(
@@ -269,8 +270,9 @@ def unreachable_target(
     remaining_s: float,
     timing: TimingSettings,
     target_ci: float,
-) -> str | None:
-    """Why the target cannot be reached in what is left, or None while it still may be.
+) -> dict | None:
+    """Why the target cannot be reached in what is left (the stop numbers that say so), or
+    None while it still may be.
 
     Judged only once `PROCESSES_BEFORE_OPTIMAL` processes (and `min_processes`) have run,
     so the spread is estimated from more than one degree of freedom, at the spread's lower
@@ -293,24 +295,22 @@ def unreachable_target(
     best = between_low + within / timing.max_windows
     # On the log scale of the interval (`log_interval`): s_log ~ s / mean.
     needed = processes_for_spread(math.sqrt(best) / mean, 1.0, math.log1p(target_ci))
-    per_process = process_cost_s + timing.min_windows * window_cost_s
+    per_process = minimal_process_s(process_cost_s, window_cost_s, timing)
     more = int(max(0.0, remaining_s) // per_process) if per_process > 0 else timing.max_processes
     reachable = min(timing.max_processes, current.n_processes + more)
     if needed <= reachable:
         return None
-    spread = math.sqrt(current.between_processes or 0.0) / mean
-    limit = (
-        f"timing.max_processes is {timing.max_processes}"
-        if timing.max_processes < current.n_processes + more
-        else f"{reachable} fit in timing.max_seconds"
-    )
-    # The count is judged at the lower bound, so it is a floor: the point spread (and the
-    # report's "would take", `nnperf.report.noise.target_sentence`) asks for more.
-    return (
-        f"process-to-process spread {spread:.1%}: a {target_ci:.0%} CI would need ~{needed} "
-        f"processes even at the spread's 90% lower bound ({math.sqrt(best) / mean:.1%}), "
-        f"and {limit}"
-    )
+    # The count is judged at the lower bound, so it is a floor: the point spread
+    # (`processes_needed`) asks for more.
+    return {
+        "process_spread_rel": math.sqrt(current.between_processes or 0.0) / mean,
+        "spread_low_rel": math.sqrt(best) / mean,
+        "processes_needed_low": needed,
+        "processes_needed": processes_needed(process_rates, target_ci),
+        "target_ci": target_ci,
+        "max_processes": timing.max_processes,
+        "processes_fit": current.n_processes + more,
+    }
 
 
 def next_action(
@@ -336,6 +336,8 @@ def next_action(
     enough_processes = current.n_processes >= timing.min_processes
     enough_windows = all(len(g) >= timing.min_windows for g in groups.values())
     relative = current.half_width_rel
+    spent = {"spent_s": elapsed_s, "budget_s": timing.max_seconds}
+    reached = {"ci_half_width_rel": relative, "target_ci": target_ci}
     if (
         enough_processes
         and enough_windows
@@ -343,7 +345,8 @@ def next_action(
         and relative is not None
         and relative <= target_ci
     ):
-        return Action("stop", "ci_target")
+        return Action("stop", "ci_target", {**reached, **spent})
+    budget = Action("stop", "budget", {**reached, **spent})
     window_fits = window_cost <= remaining
     if in_current >= timing.min_windows:
         why = unreachable_target(
@@ -356,22 +359,39 @@ def next_action(
             target_ci=target_ci,
         )
         if why is not None:
-            return Action("stop", "target_unreachable", why)
+            return Action("stop", "target_unreachable", {**reached, **spent, **why})
     if in_current < timing.min_windows:
-        return Action("window") if window_fits else Action("stop", "budget")
+        return Action("window") if window_fits else budget
     wanted = optimal_windows(current, process_cost_s, window_cost, timing)
     more_processes = current_process + 1 < timing.max_processes
-    process_fits = process_cost_s + timing.min_windows * window_cost <= remaining
+    process_fits = process_fits_budget(process_cost_s, window_cost, remaining, timing)
     if in_current >= wanted or in_current >= timing.max_windows:
         if more_processes and process_fits:
             return Action("process")
         if in_current < timing.max_windows and window_fits:
             return Action("window")
-        exhausted = not more_processes and in_current >= timing.max_windows
-        return Action("stop", "max_processes" if exhausted else "budget")
+        if not more_processes and in_current >= timing.max_windows:
+            return Action(
+                "stop", "max_processes", {**reached, "max_processes": timing.max_processes}
+            )
+        return budget
     if window_fits:
         return Action("window")
-    return Action("stop", "budget")
+    return budget
+
+
+def process_fits_budget(
+    process_cost_s: float, window_cost_s: float, remaining_s: float, timing: TimingSettings
+) -> bool:
+    """Whether another process fits in what is left of `timing.max_seconds`: its start and its
+    minimal windows (the one test the stopping rule and an interleaved group's comparisons,
+    `nnperf.engine.manager`, both start a process by)."""
+    return minimal_process_s(process_cost_s, window_cost_s, timing) <= remaining_s
+
+
+def minimal_process_s(process_cost_s: float, window_cost_s: float, timing: TimingSettings):
+    """What one more process costs at the least: its start and `timing.min_windows` windows."""
+    return process_cost_s + timing.min_windows * window_cost_s
 
 
 # --- per-step statistics -------------------------------------------------------------
@@ -380,11 +400,6 @@ def next_action(
 # The one-time costs a worker process's first steps carry, in order (see one_time_steps).
 FIRST_STEP, COMPILATION, RECORDING = "first_step", "compile", "recording"
 ONE_TIME_KINDS = (FIRST_STEP, COMPILATION, RECORDING)
-ONE_TIME_WHAT = {
-    FIRST_STEP: "the first step (allocation, cuDNN autotuning)",
-    COMPILATION: "compilation (torch.compile)",
-    RECORDING: "CUDA-graph recording",
-}
 # torch.compile modes that capture CUDA graphs (`triton.cudagraphs` in
 # torch._inductor.list_mode_options(); max-autotune implies them).
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")

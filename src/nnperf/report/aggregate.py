@@ -37,7 +37,7 @@ from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
-from nnperf.core.wording import missing
+from nnperf.core.wording import missing, stop_numbers_of
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
@@ -46,6 +46,7 @@ from nnperf.core.vocab import (
     REFERENCE_VARIANT,
     RUN_KIND,
     RUN_STATUSES,
+    STOP_NUMBERS,
     WINDOW_CSV_COLUMNS,
 )
 from nnperf.report import comparisons, input_verdict, noise
@@ -251,10 +252,12 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     and for a configuration that missed its CI target the likely cause of its noise and what
     the target would take (`nnperf.report.noise`)."""
     row = {key: document.get(key) for key in SUMMARY_KEYS}
+    stop_numbers = stop_numbers_of(document)
     row.update(
         status=document.get("status"),
         stop_reason=document.get("stop_reason"),
-        stop_detail=document.get("stop_detail"),
+        **{f"stop_{name}": stop_numbers.get(name) for name in STOP_NUMBERS},
+        over_budget_phase=document.get("over_budget_phase"),
         error=document.get("error"),
         n_processes=document.get("n_processes"),
         n_windows=document.get("n_windows"),

@@ -16,7 +16,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.wording import count_of, missing
+from nnperf.core.vocab import STOP_NUMBERS
+from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence
 from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.format import (
     config_text,
@@ -51,7 +52,7 @@ MEASUREMENT_COLUMNS = (
     "noise_cause",
     "noise_detail",
     "stop_reason",
-    "stop_detail",
+    *(f"stop_{name}" for name in STOP_NUMBERS),
     "dominant_level",
     "between_process_rsd",
     "within_process_rsd",
@@ -155,8 +156,9 @@ def measurement_table(
     frame = summary.copy()
     for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    text = ("status", "stop_reason", "stop_detail", "dominant_level", "unstable_reasons")
-    for name in (*text, "outlier_windows", "noise_cause", "noise_detail"):
+    text = ("status", "stop_reason", "dominant_level", "unstable_reasons")
+    stops = tuple(f"stop_{name}" for name in STOP_NUMBERS)
+    for name in (*text, *stops, "outlier_windows", "noise_cause", "noise_detail"):
         if name not in frame:
             frame[name] = None
     rows = frame.to_dict("records")
@@ -223,23 +225,8 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
                 f"its 95% CI half-width is {fmt_pct(row['ci_half_width_rel'])} against a "
                 f"target of {fmt_pct(row['ci_target'])} after {shape}"
             )
-        reason = row.get("stop_reason")
-        if reason == "budget":
-            why = (
-                "the time budget ran out first (timing.max_seconds); a larger budget buys "
-                "more processes and windows"
-            )
-        elif reason == "max_processes":
-            why = "it reached the process limit first (timing.max_processes)"
-        elif reason == "target_unreachable":
-            detail = row.get("stop_detail")
-            why = "it stopped early, the target out of reach" + (
-                f": {detail}" if isinstance(detail, str) and detail else ""
-            )
-        elif isinstance(reason, str) and reason:
-            why = f"it stopped on {STOP_LABELS.get(reason, reason)}"
-        else:
-            why = "no stop reason was recorded"
+        why = stop_sentence(row.get("stop_reason"), stop_numbers_of(row))
+        why = why or "no stop reason was recorded"
         sentences.append(
             f"{config_text(row)} on {row['machine']} missed its CI target: {width}; {why}."
             + _cause_text(row)

@@ -8,12 +8,11 @@ roofline points, no ceilings). The notes given to the report come first (`collec
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.wording import count_of, missing
+from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence
 from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readings
 from nnperf.report.configurations import GROUP_KEYS, ok_configs, sort_configs
 from nnperf.report.format import (
@@ -68,15 +67,12 @@ def over_budget_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = 
     notes = []
     for row in configs_with_status(summary, runs, "over_budget").to_dict("records"):
         text = f"Over budget: {config_text(row)} on {row['machine']} was not measured"
-        step = row.get("single_step_time_s")
-        if not missing(step):
+        step, numbers = row.get("single_step_time_s"), stop_numbers_of(row)
+        if numbers:
+            text += " — " + stop_sentence("over_budget", numbers, row.get("over_budget_phase"))
+        elif not missing(step):
             at_least = "at least " if truthy(row.get("single_step_time_is_lower_bound")) else ""
             text += f" — one training step takes {at_least}{fmt(step, 's')}"
-        error = _error(row)
-        if error:
-            # The runner's message starts with what this note already says.
-            error = re.sub(r"^over budget:\s*", "", error, flags=re.IGNORECASE)
-            text += f" ({error})"
         notes.append(text + "; raise timing.max_seconds to measure it.")
     return notes
 

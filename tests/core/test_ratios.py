@@ -118,3 +118,20 @@ def test_under_drift_paired_processes_keep_the_ratio_where_sequential_ones_lose_
 def test_a_bound_next_to_one_keeps_the_digit_that_tells_its_side():
     ci = ratios.RatioCI(1.06, 1.004, 1.12, "paired", 12)
     assert ratios.describe(ci) == "1.06x faster (95% CI 1.004-1.12)"
+
+
+@pytest.mark.parametrize(
+    "ci, verdict",
+    [
+        (ratios.RatioCI(1.06, 1.01, 1.11, ratios.PAIRED, 4), "higher"),
+        (ratios.RatioCI(0.91, 0.88, 0.94, ratios.PAIRED, 4), "lower"),
+        (ratios.RatioCI(1.01, 0.98, 1.03, ratios.PAIRED, 4), "same"),
+        (ratios.RatioCI(1.01, 0.90, 1.12, ratios.PAIRED, 4), "unresolved"),
+        (ratios.RatioCI(1.01, None, None, ratios.PAIRED, 1), "unbounded"),
+        (ratios.RatioCI(math.nan, None, None, None, 0), "unmeasured"),
+    ],
+)
+def test_a_ratio_has_a_verdict_code_and_comes_back_from_its_row(ci, verdict):
+    assert ci.verdict(0.04) == verdict and verdict in ratios.VERDICTS
+    if math.isfinite(ci.ratio):
+        assert ratios.RatioCI.from_dict(ci.as_dict()) == ci

@@ -342,5 +342,5 @@ def test_replay_group_measures_on_for_an_unresolved_comparison():
     alone = rehearsal.replay(tuned, a, seed=1).document
     documents = {d["variant"]: d for d in group.documents}
     extra = sum(d["processes_for_comparisons"] for d in documents.values())
-    assert extra > 0, [row["statement"] for row in group.comparisons]
+    assert extra > 0, [row["verdict"] for row in group.comparisons]
     assert documents["baseline"]["n_processes"] > alone["n_processes"]

@@ -34,6 +34,8 @@ from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
 PAIRED, FIELLER = "paired", "fieller"
+# What a ratio's interval allows to be said (`RatioCI.verdict`).
+VERDICTS = ("higher", "lower", "same", "unresolved", "unbounded", "unmeasured")
 
 
 def t_critical(df: float, confidence: float = CONFIDENCE) -> float:
@@ -83,6 +85,29 @@ class RatioCI:
         (a difference), or lies within +/-`tolerance` of 1 (no difference that matters)."""
         within = self.within
         return self.separated or (within is not None and within <= tolerance)
+
+    def verdict(self, tolerance: float) -> str:
+        """What may be said of the ratio, as a code (`VERDICTS`): `higher` or `lower` (the
+        interval excludes 1), `same` (it lies within +/-`tolerance` of 1), `unresolved`
+        (neither yet), `unbounded` (no interval: too few processes or pairs), `unmeasured`."""
+        if not math.isfinite(self.ratio):
+            return "unmeasured"
+        if not self.bounded:
+            return "unbounded"
+        if self.separated:
+            return "higher" if self.ratio > 1 else "lower"
+        return "same" if self.resolved(tolerance) else "unresolved"
+
+    @classmethod
+    def from_dict(cls, row, prefix: str = "ratio") -> "RatioCI":
+        """The interval `as_dict` wrote (a comparison row of the run's comparisons.json)."""
+        return cls(
+            float(row[prefix]),
+            row.get(f"{prefix}_ci_low"),
+            row.get(f"{prefix}_ci_high"),
+            row.get(f"{prefix}_method"),
+            int(row.get(f"{prefix}_n") or 0),
+        )
 
     def as_dict(self, prefix: str = "ratio") -> dict:
         return {

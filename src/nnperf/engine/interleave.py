@@ -169,6 +169,7 @@ def _reopen_for_comparisons(
     unresolved comparison measure on, where their partner measures in the same round (it
     is still running, or another process fits its budget too): a process without its
     partner pairs with nothing."""
+
     def available(run: MeasurementRun) -> bool:
         return not run.finished or run.can_continue()
 
@@ -198,7 +199,7 @@ def _comparison_rows(
                 **ci.as_dict("ratio"),
                 "resolved": measured and ci.resolved(tolerance(a, b)),
                 "tolerance": tolerance(a, b),
-                "statement": ratios.describe(ci) if measured else None,
+                "verdict": ci.verdict(tolerance(a, b)) if measured else "unmeasured",
             }
         )
     return rows

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Callable, Mapping, Sequence
 
-from nnperf.core import layout, stats, vocab
+from nnperf.core import layout, ratios, stats, vocab
 from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_csv, write_json
@@ -399,7 +399,7 @@ def group_to_files(
     for row in group.comparisons:
         if row["measured"]:
             a, b = (" ".join(str(row[side][k]) for k in ("precision", "variant")) for side in "ab")
-            print(f"{a} vs {b}: {row['statement']}")
+            print(f"{a} vs {b}: {ratios.describe(ratios.RatioCI.from_dict(row))}")
     return documents
 
 

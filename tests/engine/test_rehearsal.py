@@ -17,8 +17,7 @@ import pytest
 
 from conftest import REPO
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings, VariantSettings
-from nnperf.engine import manager, rehearsal
-from nnperf.engine import stopping as measure
+from nnperf.engine import manager, rehearsal, stopping
 from nnperf.engine.runner import expected_step_time
 from nnperf.study import loading as study
 
@@ -260,11 +259,11 @@ def test_timings_from_a_run_document_use_each_of_its_processes():
     assert timing.compile_s == 0.0
 
 
-def test_one_time_steps_by_compile_mode():
-    assert measure.one_time_steps(False) == ("first_step",)
-    assert measure.one_time_steps("default") == ("compile",)
-    assert measure.one_time_steps("reduce-overhead") == ("compile", "recording")
-    assert measure.one_time_steps("max-autotune") == ("compile", "recording")
+def test_one_time_kinds_by_compile_mode():
+    assert stopping.one_time_kinds(False) == ("first_step",)
+    assert stopping.one_time_kinds("default") == ("compile",)
+    assert stopping.one_time_kinds("reduce-overhead") == ("compile", "recording")
+    assert stopping.one_time_kinds("max-autotune") == ("compile", "recording")
 
 
 def test_too_few_warm_up_steps_for_cuda_graphs_is_one_line():

@@ -36,7 +36,7 @@ TOP = ("cli", "__main__", "commands")
 # pyperf's split: the worker (a forked child) never imports the manager's side, and neither
 # does what the fork servers preload or the shared warm server that forks workers.
 WORKER_SIDE = ("nnperf.engine.worker", "nnperf.engine.warmserver")
-MANAGER_SIDE = ("nnperf.engine.manager", "nnperf.engine.runner")
+MANAGER_SIDE = ("nnperf.engine.manager", "nnperf.engine.processes", "nnperf.engine.runner")
 
 
 def module_name(path: Path) -> str:

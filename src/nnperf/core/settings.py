@@ -176,7 +176,7 @@ class TimingSettings:
     spent (`nnperf.engine.stopping` has the rule). A configuration whose minimal measurement cannot
     fit in `max_seconds` ends early with status `over_budget` and its measured step time.
 
-    One-time costs are judged apart (`nnperf.engine.stopping.one_time_steps`): the first step of
+    One-time costs are judged apart (`nnperf.engine.stopping.one_time_kinds`): the first step of
     every process (allocation, cuDNN autotuning), compilation and CUDA-graph recording each
     have a bound of their own, and the first process's one-time steps do not spend
     `max_seconds`, which budgets steady steps: a 6 s cuDNN autotune ahead of 30 ms steps

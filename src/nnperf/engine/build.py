@@ -73,23 +73,22 @@ def free_after_oom(device: str) -> None:
 def load_run_data(request: RunRequest) -> tuple[RunData, Callable]:
     """The training split of `request.dataset` (prepared in `request.root`) and a factory of
     fresh `request.model` instances. An unknown model fails before the data is read."""
-    from nnperf.workload import datasets as data_mod
-    from nnperf.workload import models as models_mod
+    from nnperf.workload import datasets, models
 
-    spec = data_mod.prepared(request.root, request.dataset)
+    spec = datasets.prepared(request.root, request.dataset)
     source = request.model_source
-    models_mod.check_model(request.model, source)
-    images, labels = data_mod.read_split(request.root, request.dataset, "train", request.image_size)
+    models.check_model(request.model, source)
+    images, labels = datasets.read_split(request.root, request.dataset, "train", request.image_size)
     num_classes = int(spec.num_classes)
     # An ImageFolder's images are decoded at the size the model takes, unless asked otherwise.
     input_size = request.input_size or (
         request.image_size
         if spec.imagefolder
-        else models_mod.input_size(request.model, int(images.shape[1]), source)
+        else models.input_size(request.model, int(images.shape[1]), source)
     )
 
     def model_factory():
-        return models_mod.build_model(request.model, num_classes, source, input_size)
+        return models.build_model(request.model, num_classes, source, input_size)
 
     run_data = RunData(
         images=images,

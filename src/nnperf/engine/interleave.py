@@ -28,7 +28,8 @@ from nnperf.core import ratios
 from nnperf.core.contract import RunRequest
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.engine import stopping
-from nnperf.engine.manager import Measurement, MeasurementRun, Worker, worker_starter
+from nnperf.engine.manager import Measurement, MeasurementRun
+from nnperf.engine.processes import Worker, worker_starter
 from nnperf.engine.worker import WorkerJob, start_method
 
 PRECISION, VARIANT = "precision", "variant"

@@ -11,7 +11,7 @@ choice. None of that needs the GPU to be rehearsed; it needs its timings. So:
   `ConfigTiming.from_run_documents` reads them from run documents (each process of each
   document), so any earlier study of a machine is a timing model of it.
 * `ReplayWorker` plays those timings to the engine through the worker protocol
-  (`nnperf.engine.worker`, received by `manager.Worker`), on a `FakeClock`: the real runner,
+  (`nnperf.engine.worker`, received by `processes.Worker`), on a `FakeClock`: the real runner,
   stopping rule, budgets, deadlines and verdicts run unchanged, in milliseconds, with no
   process started.
 * `h100_model()` is the recorded H100 (`recordings/h100.json`, from nnperf's own run documents
@@ -43,7 +43,7 @@ import numpy as np
 
 from nnperf.core.contract import RunRequest
 from nnperf.core.vocab import PHASES
-from nnperf.engine import manager, stopping, worker
+from nnperf.engine import manager, processes, stopping, worker
 
 # Where the replayed clock starts (any unix time; the H100 recordings' month).
 CLOCK_START_UNIX = 1_795_000_000.0
@@ -71,7 +71,7 @@ class ProcessTiming:
     steady_step_s: float
     # Step-to-step coefficient of variation inside the process (std / median of its steps).
     step_cv: float = 0.0
-    # Its warm-up steps as recorded: the one-time ones first (stopping.one_time_steps).
+    # Its warm-up steps as recorded: the one-time ones first (stopping.one_time_kinds).
     warmup_step_time_s: tuple[float, ...] = ()
     # Worker start to its first step: fork, device init, model build, data.
     start_s: float = 1.0
@@ -194,7 +194,7 @@ def _processes_of(document: Mapping, start_s: float) -> list[ProcessTiming]:
 # --- the replaying worker --------------------------------------------------------------
 
 
-class ReplayWorker(manager.Worker):
+class ReplayWorker(processes.Worker):
     """A worker that plays recorded timings to the engine (the protocol of
     `nnperf.engine.worker`): every message arrives when the fake clock says it would have, and
     a deadline the recorded step would miss is an `Overrun`, exactly as a killed process."""
@@ -251,7 +251,7 @@ class ReplayWorker(manager.Worker):
         if waited_from + seconds > deadline_unix:
             self.clock.advance(max(0.0, deadline_unix - waited_from))
             self.kill()
-            raise manager.Overrun(self.clock() - waited_from)
+            raise processes.Overrun(self.clock() - waited_from)
         self.clock.advance(seconds)
         if message[0] == "ready":
             message = ("ready", {**message[1], "first_step_at_unix": self.clock()})
@@ -320,7 +320,7 @@ def _process_timing(timing: ConfigTiming, index: int, request: RunRequest) -> Pr
     caches (`manager.LATER_COMPILE_SHARE` of the recorded compilation, the share the engine
     plans with: no recording has a second compiled process to replay instead)."""
     process = timing.processes[index % len(timing.processes)]
-    one_time = stopping.one_time_steps(request.settings.compile, request.device)
+    one_time = stopping.one_time_kinds(request.settings.compile, request.device)
     if index == 0 or stopping.COMPILATION not in one_time or not process.warmup_step_time_s:
         return process
     first, *rest = process.warmup_step_time_s

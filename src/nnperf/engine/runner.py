@@ -138,7 +138,7 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
         "first_step_time_s": first.get("first_step_time_s"),
         "warmup_time_s": first.get("warmup_time_s"),
         "warmup_step_time_s": list(first_warmup),
-        # Process 0's one-time steps (stopping.one_time_steps), each bounded on its own.
+        # Process 0's one-time steps (stopping.one_time_kinds), each bounded on its own.
         "one_time_s": float(result.one_time_s),
         "one_time_step_time_s": dict(one_time),
         "recording_time_s": one_time.get(stopping.RECORDING),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nnperf.core import precision as precision_mod
+from nnperf.core.precision import apply_math_flags, autocast, make_grad_scaler
 from nnperf.core.contract import ConvergenceSettings, TrainingSettings, VariantSettings
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import OPTIMIZERS, TRAINING_OPTIMIZERS
@@ -118,7 +118,7 @@ class Training:
         return self.prepare(images), labels
 
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with precision_mod.autocast(self.device.type, self.precision):
+        with autocast(self.device.type, self.precision):
             return self.criterion(self.model(inputs), labels)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -184,7 +184,7 @@ def apply_process_settings(device: str, precision: str, settings: VariantSetting
     """Process-global switches: threads, TF32 flags, cudnn.benchmark."""
     if settings.cpu_threads is not None:
         torch.set_num_threads(settings.cpu_threads)
-    precision_mod.apply_math_flags(precision)
+    apply_math_flags(precision)
     torch.backends.cudnn.benchmark = bool(settings.cudnn_benchmark)
 
 
@@ -225,7 +225,7 @@ def build_training(
     model = compile_model(model, settings)
     feeder = make_feeder(images, labels, batch_size, settings, hyper.augment, seed, torch_device)
     prepare = make_input_preparer(mean, std, image_side(images), input_size, settings, torch_device)
-    scaler = precision_mod.make_grad_scaler(device, precision)
+    scaler = make_grad_scaler(device, precision)
     return Training(model, optimizer, scaler, feeder, prepare, torch_device, precision)
 
 
@@ -261,7 +261,7 @@ def one_time_steps(settings: VariantSettings, device: str) -> int:
     graphs records them in the second step (0.51 s against 15 ms steady at batch 1024).
     Budgets and projections are planned from the steps after these, never from these.
     """
-    return len(stopping.one_time_steps(settings.compile, device))
+    return len(stopping.one_time_kinds(settings.compile, device))
 
 
 def make_input_preparer(

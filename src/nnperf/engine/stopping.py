@@ -25,7 +25,7 @@ window) cannot average away the variation of the expensive one (a process). So:
   (`target_unreachable`) and says how many it would take, instead of spending the budget on
   an interval that cannot get there: the process-level spread of cuDNN's per-process
   algorithm choice (about 4% on the H100) puts 1% dozens of processes away.
-* `one_time_steps()` names the one-time costs of a process's first steps (allocation and
+* `one_time_kinds()` names the one-time costs of a process's first steps (allocation and
   autotuning, compilation, CUDA-graph recording), which the engine bounds on their own and
   keeps out of every projection of the steady step.
 
@@ -397,7 +397,7 @@ def minimal_process_s(process_cost_s: float, window_cost_s: float, timing: Timin
 # --- per-step statistics -------------------------------------------------------------
 
 
-# The one-time costs a worker process's first steps carry, in order (see one_time_steps).
+# The one-time costs a worker process's first steps carry, in order (see one_time_kinds).
 FIRST_STEP, COMPILATION, RECORDING = "first_step", "compile", "recording"
 ONE_TIME_KINDS = (FIRST_STEP, COMPILATION, RECORDING)
 # torch.compile modes that capture CUDA graphs (`triton.cudagraphs` in
@@ -405,7 +405,7 @@ ONE_TIME_KINDS = (FIRST_STEP, COMPILATION, RECORDING)
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
-def one_time_steps(compile_mode, device: str = "cuda") -> tuple[str, ...]:
+def one_time_kinds(compile_mode, device: str = "cuda") -> tuple[str, ...]:
     """What a worker process's first steps carry before its steps are steady, one kind per
     step: an eager first step allocates and, under cudnn.benchmark, autotunes every
     convolution (1.5-12 s on the H100 against 10-30 ms steps); a compiled one compiles
@@ -423,7 +423,7 @@ def check_steps(
     warmup_steps: int, timed_steps: int, compile_mode=False, device: str = "cuda"
 ) -> None:
     """One-line errors for step counts the protocol cannot use."""
-    one_time = one_time_steps(compile_mode, device)
+    one_time = one_time_kinds(compile_mode, device)
     if warmup_steps < len(one_time):
         detail = " and ".join(ONE_TIME_WHAT[kind] for kind in one_time)
         raise NnperfError(

@@ -138,7 +138,7 @@ def epoch_time_projection(
     no steady step gives no step time; the first epoch then runs and is measured).
 
     A process's own one-time costs are not projected onto its first epoch either: budget
-    verdicts are made on steady steps (`nnperf.engine.stopping.one_time_steps`)."""
+    verdicts are made on steady steps (`nnperf.engine.stopping.one_time_kinds`)."""
     trained = [row for row in rows if row["epoch"] > 0]
     if trained:
         steady = steady_epoch_time(trained[-1], steps_per_epoch, one_time_steps)

@@ -65,6 +65,8 @@ def at_largest_batch(table: pd.DataFrame) -> pd.DataFrame:
 def stated(table: pd.DataFrame) -> pd.DataFrame:
     """The pairs the section states: every one at its largest batch size, and below it those
     left unresolved."""
+    if table.empty:
+        return table
     largest = at_largest_batch(table)
     rest = table.drop(index=largest.index)
     return pd.concat([largest, rest[rest["verdict"] == "unresolved"]])

@@ -63,6 +63,7 @@ WRITTEN_BY = {
     "profiles": "roofline_points",
     "training": "training_table",
     "environment": "environment_table",
+    "comparisons": "comparisons_table",
     "machines_summary": "compare_machines",
 }
 
@@ -88,6 +89,7 @@ REPORT_COLUMNS = {
     "profiles": CONFIG_KEYS,
     "training": (*CONFIG_KEYS, "recipe", "status"),
     "environment": ("device",),
+    "comparisons": ("kind", "pair", "ratio", "verdict"),
 }
 
 
@@ -122,6 +124,8 @@ class ResultSet:
     # One row per training run to accuracy (nnperf.report.training_table.write_training_table).
     training: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
+    # One row per ratio the report states, machines named inside (a_machine, b_machine).
+    comparisons: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     # One entry per (machine, device): the ceilings JSON with `machine` added.
     ceilings: list[dict] = field(default_factory=list)
@@ -185,6 +189,19 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         raw[folder.results_dir] = frames
     mapping = machines.machine_map(environments)
     for name in TABLE_NAMES:
+        if name == "comparisons":
+            # The local folder's rows come first and already hold the other machines'.
+            combined = machines.combine(raw[f.results_dir][name] for f in folders)
+            result.comparisons = (
+                None
+                if combined is None
+                else combined.drop_duplicates(
+                    subset=[
+                        c for c in combined.columns if c.startswith(("kind", "pair", "a_", "b_"))
+                    ]
+                )
+            )
+            continue
         if name == "environment":
             labelled = [
                 _relabel_environment(raw[f.results_dir][name], mapping, f.results_dir)

@@ -264,11 +264,8 @@ def fastest_findings(page: Page) -> list[str]:
     summary, runs = page.tables.summary, page.tables.runs
     phases = phase_shares(summary)
     verdicts = roofline_verdicts(study_readings(page.tables))
-    tables = {
-        "precision": speedups.precision_speedups(summary, runs),
-        "variant": speedups.variant_speedups(summary, runs),
-    }
-    scaling = speedups.batch_scaling(summary, runs)
+    tables = {c: speedups.pairs(page.tables.comparisons, c) for c in ("precision", "variant")}
+    scaling = speedups.scaling(page.tables.comparisons)
     ok = ok_configs(summary)
     findings = []
     for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
@@ -285,7 +282,7 @@ def fastest_findings(page: Page) -> list[str]:
         scale = scaling
         for k in ("machine", "device", "model", "precision", "variant"):
             scale = scale[scale[k] == best[k]]
-        if not scale.empty:
+        if not scale.empty and scale.iloc[0]["gain"] is not None:
             findings.append(speedups.scaling_sentence(scale.iloc[0].to_dict()))
     return findings
 

@@ -81,11 +81,6 @@ def ridge_point(peak_flop_s: float, bandwidth_bytes_s: float) -> float:
     return peak_flop_s / bandwidth_bytes_s
 
 
-def calibration_expected_flops(m: int, n: int, k: int, launches: int = 1) -> float:
-    """FLOPs of `launches` GEMMs C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per MAC."""
-    return 2.0 * m * n * k * launches
-
-
 def calibration_ratio(measured_flops: float, expected_flops: float) -> float:
     """measured / expected FLOPs of the calibration GEMM (1.0 = exact counting)."""
     if expected_flops <= 0:
@@ -238,7 +233,7 @@ def calibration_table(
     (`calibration_roof_fraction`; `roof_ok` when in `CALIBRATION_ROOF_RANGE`). A config
     without a calibration kernel gets NaN and both checks False.
     """
-    expected = calibration_expected_flops(*mnk, launches=launches)
+    expected = float(ranges.gemm_flops(*mnk) * launches)
     rows = []
     for keys, config_kernels in kernels.groupby(list(CONFIG_KEYS), sort=True):
         calib = config_kernels[config_kernels["phase"] == "calibration"]

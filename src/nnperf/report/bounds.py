@@ -26,12 +26,9 @@ from nnperf.roofline import points as roofline
 ROOF_TOLERANCE = 1.05
 
 
-# Where a memory level's bandwidth roof lives: the ceilings JSON has main-memory bandwidth
-# (the algorithmic, no-reuse traffic of analytic points is also main-memory traffic); the
-# profile's own roofs (kernels.csv, ncu peak_sustained x clock) cover every level.
-JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
-
-
+# A memory level as the page names it: `algorithmic` is the no-reuse traffic of an analytic
+# point, main-memory traffic, which the ceilings JSON's bandwidth bounds (the figures and
+# the tables say the same). The profile's own roofs cover every level.
 LEVEL_LABELS = {
     "dram": "DRAM",
     "l2": "L2",
@@ -56,7 +53,7 @@ def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[fl
     section = (ceiling or {}).get(origin) or {}
     flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
     bandwidth = positive(section.get("memory_bandwidth_bytes_s"))
-    levels = {level: bandwidth for level in JSON_BANDWIDTH_LEVELS} if bandwidth else {}
+    levels = {level: bandwidth for level in roofline.JSON_BANDWIDTH_LEVELS} if bandwidth else {}
     return positive(flop_s.get(precision)), levels
 
 

@@ -32,6 +32,7 @@ def fmt(value, unit: str = "") -> str:
 
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
 
 
 def fmt_si(value, unit: str) -> str:
@@ -43,6 +44,17 @@ def fmt_si(value, unit: str) -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
+
+
+def fmt_bytes(value) -> str:
+    """`48 KiB`, `1 GiB`: binary units, as caches and memories are sized."""
+    if missing(value):
+        return "n/a"
+    x = float(value)
+    for scale, unit in BINARY_UNITS:
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} B"
 
 
 def fmt_pct(value) -> str:

@@ -42,11 +42,11 @@ from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: 
 from nnperf.core.wording import missing  # noqa: E402
 from nnperf.ncu import metrics as ncu  # noqa: E402
 from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
-from nnperf.report.format import fmt_ghz, fmt_pct, truthy  # noqa: E402
+from nnperf.report.bounds import LEVEL_LABELS  # noqa: E402
+from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy  # noqa: E402
+from nnperf.report.plots.style import save_png  # noqa: E402
 from nnperf.report.plots.point_labels import (  # noqa: E402
     PointLabel,
-    format_bytes_s,
-    format_flop_s,
     place_labels,
 )
 from nnperf.roofline import peaks  # noqa: E402
@@ -59,7 +59,6 @@ KINDS = ("roofline", "roofline_steps")
 X_LABEL = "Arithmetic intensity (FLOP/byte)"
 Y_LABEL = "Performance (FLOP/s)"
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
-LEVEL_LABELS = {"dram": "DRAM", "l2": "L2", "l1": "L1", "algorithmic": "algorithmic"}
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
 # A step point above one of its roofs gets a red ring (and its label says so).
 ABOVE_ROOF_COLOUR = "red"
@@ -163,10 +162,10 @@ def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
     for colour, roof in zip(palette, roofs):
         style = ORIGIN_STYLES.get(roof["origin"], ":")
         if roof["kind"] == "compute":
-            text = f"{roof['label']}: {format_flop_s(roof['value'])}"
+            text = f"{roof['label']}: {fmt_si(roof['value'], 'FLOP/s')}"
             ax.axhline(roof["value"], linestyle=style, color=colour, linewidth=1.2, label=text)
         else:
-            text = f"{roof['label']}: {format_bytes_s(roof['value'])}"
+            text = f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}"
             y = x * roof["value"]
             if top is not None:
                 y = np.minimum(y, top)
@@ -485,7 +484,6 @@ def write_figure(
     else:
         figure = device_figure(table, profile, document, request.device)
     try:
-        with files.atomic_path(out) as tmp:
-            figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+        save_png(figure, out, bbox_inches="tight")
     finally:
         plt.close(figure)

@@ -89,7 +89,7 @@ def _where(row: Mapping, machines: int) -> str:
     return config_text(row) + (f" on {row['machine']}" if machines > 1 else "")
 
 
-def _bound_text(row: Mapping, machines: int) -> str:
+def _input_bound_text(row: Mapping, machines: int) -> str:
     return (
         f"{_where(row, machines)} (loader alone {loader_text(row)} against "
         f"{estimate_text(row)} training; data wait {fmt_pct(row.get('data_wait_share'))} "
@@ -113,7 +113,7 @@ def input_finding(summary: pd.DataFrame | None) -> list[str]:
     parts = []
     if len(bound):
         ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
-        named = [_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")]
+        named = [_input_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")]
         if len(bound) > NAMED_AT_MOST:
             named.append(f"{len(bound) - NAMED_AT_MOST} more (see Input pipeline)")
         parts.append(

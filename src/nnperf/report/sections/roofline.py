@@ -286,7 +286,7 @@ def busy_sentence(profile: Mapping, summary: pd.DataFrame | None = None) -> str:
     )
 
 
-def bound_text(verdict: dict) -> str:
+def roofline_bound_text(verdict: dict) -> str:
     """The Bound cell: compute, memory (level), or why no bound is read."""
     if verdict["bound"] is None or missing(verdict["bound"]):
         return "n/a (no bandwidth roof)"
@@ -317,7 +317,7 @@ def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataF
             **key_columns(verdicts),
             "Point": verdicts["source"].astype(str),
             "Roofs": verdicts["roof_name"].astype(str),
-            "Bound": [bound_text(row) for row in verdicts.to_dict("records")],
+            "Bound": [roofline_bound_text(row) for row in verdicts.to_dict("records")],
             "Intensity (FLOP/B)": [fmt(v) for v in verdicts["arithmetic_intensity_flop_per_byte"]],
             "Ridge (FLOP/B)": [fmt(v) for v in verdicts["ridge_flop_per_byte"]],
             "Achieved": [fmt_si(v, "FLOP/s") for v in verdicts["performance_flop_s"]],

@@ -31,7 +31,7 @@ from nnperf.core.files import load_json
 from nnperf.report.plots.style import save_png
 from nnperf.report.format import config_text
 from nnperf.report.results import read_table
-from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
 TIME_XLABEL = "time per step (ms)"
@@ -83,8 +83,8 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     what = "top operators"
     if document.get("status") != "ok" or table is None or table.empty:
         return _note_figure(document, what)
-    column = operators.time_column(table)
-    chosen = operators.top(table, n, column)
+    column = analysis.time_column(table)
+    chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
     bars = [("host_self_time_s", HOST_LABEL)]
     if has_device:

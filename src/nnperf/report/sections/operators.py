@@ -32,7 +32,7 @@ from nnperf.report.format import (
 )
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
-from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
 # A profiled step this much slower than the timed runs' step was slowed by recording it
@@ -44,19 +44,19 @@ DEFAULT_TOP = 3
 
 # What to try, by verdict (sentences end with it).
 REMEDIES = {
-    operators.HOST_BOUND: (
+    analysis.HOST_BOUND: (
         "faster kernels cannot help until the host issues work faster: a larger batch, "
         "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
     ),
-    operators.DEVICE_BOUND: (
+    analysis.DEVICE_BOUND: (
         "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
     ),
-    operators.MIXED: "both the kernels and the host's dispatch matter",
-    operators.OPERATOR_BOUND: (
+    analysis.MIXED: "both the kernels and the host's dispatch matter",
+    analysis.OPERATOR_BOUND: (
         "faster kernels, a precision the CPU computes natively or less work help, not less "
         "overhead"
     ),
-    operators.OVERHEAD_BOUND: (
+    analysis.OVERHEAD_BOUND: (
         "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
     ),
 }
@@ -74,12 +74,12 @@ INPUT_REMEDY = "the input pipeline comes first: it alone takes {share} of the st
 
 def _remedy(document: Mapping, verdict: str) -> str:
     """What to try for a step with this verdict."""
-    waiting = verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND, operators.MIXED)
+    waiting = verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND, analysis.MIXED)
     input_share = (document.get("summary") or {}).get("input_share")
     if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:
         return INPUT_REMEDY.format(share=fmt_pct(input_share))
     compiled = (document.get("variant_settings") or {}).get("compile")
-    if compiled and verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND):
+    if compiled and verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND):
         return COMPILED_REMEDY
     return REMEDIES[verdict]
 
@@ -125,7 +125,7 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
     where = _where(document, machine)
     step = summary.get("timed_step_time_s") or summary.get("step_time_s")
     step_source = "timed" if summary.get("timed_step_time_s") else "profiled"
-    if summary.get("busy_kind") == operators.BUSY_HOST:
+    if summary.get("busy_kind") == analysis.BUSY_HOST:
         text = (
             f"On {machine or document['device']}, {config_text(document)} spends "
             f"{fmt_pct(share)} of its step inside operators "
@@ -135,7 +135,7 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
             f"is {verdict}; {_remedy(document, verdict)}"
         )
     else:
-        busy = "busy" if verdict == operators.DEVICE_BOUND else "busy only"
+        busy = "busy" if verdict == analysis.DEVICE_BOUND else "busy only"
         text = (
             f"{where} is {verdict}: the device is {busy} {fmt_pct(share)} of the step "
             f"({_ms(summary.get('device_busy_time_s'))} of kernels in a {_ms(step)} "
@@ -170,8 +170,8 @@ def top_operators_sentence(
     not seen), with their share of the step."""
     if document.get("status") != "ok" or table is None or table.empty:
         return None
-    column = operators.time_column(table)
-    chosen = operators.top(table, n, column)
+    column = analysis.time_column(table)
+    chosen = analysis.top(table, n, column)
     if chosen.empty:
         return None
     kind = "device" if column.startswith("device") else "host"
@@ -189,11 +189,11 @@ def top_layers_sentence(
     device time (host time where the device was not seen)."""
     if document.get("status") != "ok" or table is None or table.empty:
         return None
-    column = operators.time_column(table)
+    column = analysis.time_column(table)
     modules = table[~table["layer"].str.startswith("(")]
     if modules.empty:
         return None
-    chosen = operators.top(modules, n, column)
+    chosen = analysis.top(modules, n, column)
     kind = "device" if column.startswith("device") else "host"
     phase = "forward_" + column
     listed = ", ".join(
@@ -370,9 +370,9 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
         if frame is None or frame.empty:
             continue
         n = limit or int((d.get("settings") or {}).get("top_operators", 10))
-        column = operators.time_column(frame)
+        column = analysis.time_column(frame)
         share = column.replace("_time_s", "_share")
-        for rank, row in enumerate(operators.top(frame, n, column).to_dict("records"), 1):
+        for rank, row in enumerate(analysis.top(frame, n, column).to_dict("records"), 1):
             device_time = row.get("device_self_time_s", row.get("device_time_s"))
             host_time = row.get("host_self_time_s", row.get("host_time_s"))
             entry = {

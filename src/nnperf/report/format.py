@@ -8,7 +8,7 @@ for what the numbers mean (each section's module in `nnperf.report.sections`).
 from __future__ import annotations
 
 import datetime
-from typing import Mapping
+from typing import Callable, Mapping
 
 from nnperf.core.wording import count_of, missing
 
@@ -162,18 +162,48 @@ def truthy(value) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# Table cells.
+# Table cells: a table is a spec, {header: (column, format)}, applied to a frame in one call.
+# A column may be a tuple of columns, whose values the format takes in that order.
 # ------------------------------------------------------------------------------------------
+Spec = Mapping[str, tuple]
+
+
+def cells(frame, spec: Spec, first: Mapping | None = None):
+    """The displayed table: the `first` columns as they are (a configuration's keys), then
+    each header's column through its format. A missing value, or a column the frame lacks
+    (an older results folder), stays missing: the page shows a dash. An empty frame gives an
+    empty table."""
+    import pandas as pd
+
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    columns = dict(first) if first is not None else {}
+    for header, (column, cell) in spec.items():
+        if isinstance(column, tuple):
+            values = zip(*(frame.get(c, pd.Series(None, index=frame.index)) for c in column))
+            columns[header] = [cell(*row) for row in values]
+        else:
+            values = frame.get(column, pd.Series(None, index=frame.index))
+            columns[header] = [None if missing(v) else cell(v) for v in values]
+    return pd.DataFrame(columns)
+
+
+def si(unit: str) -> Callable:
+    """The format of a column in `unit` with an SI prefix (`fmt_si`)."""
+    return lambda value: fmt_si(value, unit)
+
+
+def scaled(factor: float) -> Callable:
+    """The format of a column shown in another unit: seconds as ms is `scaled(1e3)`."""
+    return lambda value: fmt(float(value) * factor)
+
+
 def int_cell(value, unknown: str = "?") -> str:
     return unknown if missing(value) else str(int(value))
 
 
-def ms_cell(seconds) -> str:
-    return "n/a" if missing(seconds) else fmt(float(seconds) * 1e3)
-
-
-def mib_cell(value) -> str:
-    return "n/a" if missing(value) else fmt(float(value) / 2**20)
+MS = scaled(1e3)
+MIB = scaled(1 / 2**20)
 
 
 def shorten(name: str, limit: int = 90) -> str:

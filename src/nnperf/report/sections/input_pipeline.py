@@ -113,7 +113,9 @@ def input_finding(summary: pd.DataFrame | None) -> list[str]:
     parts = []
     if len(bound):
         ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
-        named = [_input_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")]
+        named = [
+            _input_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")
+        ]
         if len(bound) > NAMED_AT_MOST:
             named.append(f"{len(bound) - NAMED_AT_MOST} more (see Input pipeline)")
         parts.append(

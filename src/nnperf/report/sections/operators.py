@@ -25,9 +25,9 @@ from nnperf.report.format import (
     fmt_pct,
     fmt_si,
     fmt_times,
-    int_cell,
-    mib_cell,
-    ms_cell,
+    MIB,
+    MS,
+    cells,
     shorten,
 )
 from nnperf.report.outline import Page, Section, Table, section
@@ -326,38 +326,55 @@ def sorted_opprofiles(profiles: Sequence) -> list:
 
 
 def _profile_keys(document: dict) -> dict:
-    return {k: document.get(k) for k in GROUP_KEYS}
+    return {KEY_LABELS[k]: document.get(k) for k in GROUP_KEYS}
 
 
-def opprofiles_display(profiles: Sequence) -> pd.DataFrame:
-    """One row per operator profile: how its step splits between busy and waiting, what
-    that makes of it, and its peak memory and batch headroom."""
+def _busy(kind, share) -> str | None:
+    if missing(share):
+        return None
+    return f"{'device' if kind == 'device' else 'operators'} {fmt_pct(share)}"
+
+
+# One row per operator profile: how its step splits between busy and waiting, what that
+# makes of it, and its peak memory and batch headroom.
+STEP_COLUMNS = {
+    "Status": ("status", lambda status: str(status).replace("_", " ")),
+    "Profiled steps": ("profiled_steps", int),
+    "Profiled step (ms)": ("step_time_s", MS),
+    "Timed step (ms)": ("timed_step_time_s", MS),
+    "Busy": (("busy_kind", "bound_share"), _busy),
+    "Step is": ("bound", str),
+    "Host dispatch (ms)": ("host_dispatch_time_s", MS),
+    "Input (ms)": ("input_time_s", MS),
+    "Peak memory (MiB)": ("peak_allocated_bytes", MIB),
+    "Largest batch that fits": ("max_batch_size", int),
+}
+# Each profile's peak memory by category (MiB), beside the complexity stage's
+# saved-activation estimate.
+MEMORY_COLUMNS = {
+    "Peak (MiB)": ("peak_allocated_bytes", MIB),
+    **{label.capitalize(): (f"{c}_bytes", MIB) for c, label in CATEGORY_LABELS.items()},
+    "Saved activations, complexity estimate": ("saved_activation_estimate_bytes", MIB),
+}
+TOP_COLUMNS = {
+    "Host (ms)": ("host_time", MS),
+    "Device (ms)": ("device_time", MS),
+    "Share": ("share", fmt_pct),
+}
+
+
+def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.DataFrame:
+    """`spec` over one row per profile (`with_memory`: per profile that recorded its memory):
+    its document's fields, summary and memory."""
     rows = []
     for profile in profiles:
         d = profile.document
-        summary, memory = d.get("summary") or {}, d.get("memory") or {}
-        kind = "device" if summary.get("busy_kind") == "device" else "operators"
-        rows.append(
-            {
-                **_profile_keys(d),
-                "Status": str(d.get("status")).replace("_", " "),
-                "Profiled steps": int_cell(d.get("profiled_steps"), "—"),
-                "Profiled step (ms)": ms_cell(summary.get("step_time_s")),
-                "Timed step (ms)": ms_cell(summary.get("timed_step_time_s")),
-                "Busy": (
-                    "n/a"
-                    if missing(summary.get("bound_share"))
-                    else f"{kind} {fmt_pct(summary['bound_share'])}"
-                ),
-                "Step is": str(summary.get("bound") or "n/a"),
-                "Host dispatch (ms)": ms_cell(summary.get("host_dispatch_time_s")),
-                "Input (ms)": ms_cell(summary.get("input_time_s")),
-                "Peak memory (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
-                "Largest batch that fits": int_cell(memory.get("max_batch_size"), "n/a"),
-            }
-        )
+        values = {**d, **(d.get("summary") or {}), **(d.get("memory") or {})}
+        if with_memory and not values.get("peak_allocated_bytes"):
+            continue
+        rows.append(values)
     frame = pd.DataFrame(rows)
-    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+    return cells(frame, spec, pd.DataFrame([_profile_keys(r) for r in rows]))
 
 
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
@@ -373,47 +390,24 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
         column = analysis.time_column(frame)
         share = column.replace("_time_s", "_share")
         for rank, row in enumerate(analysis.top(frame, n, column).to_dict("records"), 1):
-            device_time = row.get("device_self_time_s", row.get("device_time_s"))
-            host_time = row.get("host_self_time_s", row.get("host_time_s"))
-            entry = {
-                **_profile_keys(d),
-                "#": rank,
-                name.capitalize(): shorten(str(row[name]), 60),
-                "Host (ms)": ms_cell(host_time),
-                "Device (ms)": ms_cell(device_time),
-                "Share": fmt_pct(row.get(share)),
-            }
-            if table == "operators":
-                entry["Calls per step"] = fmt(row.get("calls_per_step"))
-                entry["Input shapes"] = shorten(str(row.get("input_shapes") or ""), 60)
-            rows.append(entry)
+            rows.append(
+                {
+                    **_profile_keys(d),
+                    "#": rank,
+                    name.capitalize(): shorten(str(row[name]), 60),
+                    "host_time": row.get("host_self_time_s", row.get("host_time_s")),
+                    "device_time": row.get("device_self_time_s", row.get("device_time_s")),
+                    "share": row.get(share),
+                    "calls": row.get("calls_per_step"),
+                    "shapes": shorten(str(row.get("input_shapes") or ""), 60),
+                }
+            )
     frame = pd.DataFrame(rows)
-    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
-
-
-def memory_display(profiles: Sequence) -> pd.DataFrame:
-    """Each profile's peak memory by category (MiB), beside the complexity stage's
-    saved-activation estimate."""
-    rows = []
-    for profile in profiles:
-        d, memory = profile.document, profile.document.get("memory") or {}
-        if not memory.get("peak_allocated_bytes"):
-            continue
-        rows.append(
-            {
-                **_profile_keys(d),
-                "Peak (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
-                **{
-                    label.capitalize(): mib_cell(memory.get(f"{category}_bytes"))
-                    for category, label in CATEGORY_LABELS.items()
-                },
-                "Saved activations, complexity estimate": mib_cell(
-                    d.get("saved_activation_estimate_bytes")
-                ),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+    spec = {**TOP_COLUMNS}
+    if table == "operators":
+        spec.update({"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)})
+    first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
+    return cells(frame, spec, frame[first] if not frame.empty else None)
 
 
 def build(page: Page) -> Section | None:
@@ -434,10 +428,13 @@ def build(page: Page) -> Section | None:
         intro=INTRO,
         findings=findings,
         tables=(
-            Table("Where each profiled step goes", page.drop(opprofiles_display(profiles))),
+            Table("Where each profiled step goes", page.drop(profile_rows(profiles, STEP_COLUMNS))),
             Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),
             Table("Top layers", page.drop(top_operators_display(profiles, "layers"))),
-            Table("Peak memory by category (MiB)", page.drop(memory_display(profiles))),
+            Table(
+                "Peak memory by category (MiB)",
+                page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True)),
+            ),
         ),
         figures=page.figures_of("operators"),
         sources=page.sources("opprofiles"),

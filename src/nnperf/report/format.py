@@ -163,7 +163,8 @@ def truthy(value) -> bool:
 
 # ------------------------------------------------------------------------------------------
 # Table cells: a table is a spec, {header: (column, format)}, applied to a frame in one call.
-# A column may be a tuple of columns, whose values the format takes in that order.
+# A column may be a tuple of columns, whose values the format takes in that order, or None:
+# the format takes the whole row.
 # ------------------------------------------------------------------------------------------
 Spec = Mapping[str, tuple]
 
@@ -179,7 +180,9 @@ def cells(frame, spec: Spec, first: Mapping | None = None):
         return pd.DataFrame()
     columns = dict(first) if first is not None else {}
     for header, (column, cell) in spec.items():
-        if isinstance(column, tuple):
+        if column is None:
+            columns[header] = [cell(row) for row in frame.to_dict("records")]
+        elif isinstance(column, tuple):
             values = zip(*(frame.get(c, pd.Series(None, index=frame.index)) for c in column))
             columns[header] = [cell(*row) for row in values]
         else:

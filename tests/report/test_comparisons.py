@@ -215,7 +215,7 @@ def test_aggregate_writes_group_and_round_and_the_paired_speedup_ci():
 # ------------------------------------------------------------------------------------------
 # A report built from results folders.
 # ------------------------------------------------------------------------------------------
-# Ratios as `ratios.describe` and `comparisons.describe` write them.
+# Ratios as `ratios.ratio_text` and `comparisons.describe` write them.
 RATIO = re.compile(
     r"\d+\.\d\dx (faster|slower|higher|lower) \(([\d.]+x, )?95% CI \d+\.\d\d-\d+\.\d\d\)"
     r"|no difference detectable: within ±\d+%"

@@ -567,7 +567,7 @@ def test_a_cpu_only_study_reports_the_torch_build_and_no_bf16_roof_it_lacks(tmp_
     ) in ceilings_md
     bf16_row = cells(table_row(ceilings_md, "bf16 GEMM"))
     fp32_row = cells(table_row(ceilings_md, "fp32 GEMM"))
-    assert bf16_row == ["cpu", "bf16 GEMM", "840 MFLOP/s", "n/a", "", "n/a"]
+    assert bf16_row == ["cpu", "bf16 GEMM", "840 MFLOP/s", "n/a", "—", "—"]
     # The peak is derived (cores x clock x FLOP/cycle) and labelled so, never "datasheet".
     assert fp32_row[:5] == ["cpu", "fp32 GEMM", "69 GFLOP/s", "157 GFLOP/s", "derived"]
 

@@ -198,7 +198,7 @@ def _comparison_rows(
                 **ci.as_dict("ratio"),
                 "resolved": measured and ci.resolved(tolerance(a, b)),
                 "tolerance": tolerance(a, b),
-                "statement": ratios.describe(ci) if measured else None,
+                "statement": ratios.ratio_text(ci) if measured else None,
             }
         )
     return rows

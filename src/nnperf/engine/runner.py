@@ -123,7 +123,7 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     # Steady steps only: an over-budget verdict reached in a one-time step has none.
     single = steady if result.status == "ok" else result.single_step_time_s
     return {
-        "step_time_s": stopping.describe(step_times) if step_times else None,
+        "step_time_s": stopping.step_time_stats(step_times) if step_times else None,
         "phase_time_s": (
             {phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES}
             if step_times

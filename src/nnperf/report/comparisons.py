@@ -124,7 +124,7 @@ def interval_cell(ci: RatioCI) -> str:
     or `n/a` when there is no bounded interval."""
     if not ci.bounded:
         return "n/a"
-    return f"{ratios.bound_text(ci.low)}–{ratios.bound_text(ci.high)}"
+    return f"{ratios.ci_bound_text(ci.low)}–{ratios.ci_bound_text(ci.high)}"
 
 
 # ------------------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
 def tie_text(ranking: Ranking, name=config_text) -> str:
     """`a and b are tied (no difference detectable: within ±4% (1.02x, 95% CI 0.98-1.06))`:
     what a report says where the tie rule names no best."""
-    return f"{names(ranking.tied, name)} are tied ({ratios.describe(ranking.ci)})"
+    return f"{names(ranking.tied, name)} are tied ({ratios.ratio_text(ranking.ci)})"
 
 
 # ------------------------------------------------------------------------------------------
@@ -425,8 +425,8 @@ def ci_of(row: Mapping) -> RatioCI:
 
 
 def describe(ci: RatioCI, what: str = "faster") -> str:
-    """`ratios.describe`, and for a ratio of means without processes behind it (n 0) why
+    """`ratios.ratio_text`, and for a ratio of means without processes behind it (n 0) why
     it has no interval."""
     if ci.n == 0 and math.isfinite(ci.ratio):
         return f"{ci.ratio:.2f}x, not separated (no per-process throughputs for a 95% CI)"
-    return ratios.describe(ci, what)
+    return ratios.ratio_text(ci, what)

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from nnperf.core.contract import FigureRequest
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import atomic_path
+from nnperf.report.plots.style import save_png
 from nnperf.core.layout import RUN_FIGURE_KINDS as FIGURE_KINDS
 from nnperf.core.vocab import (
     CONFIG_KEYS,
@@ -38,7 +38,6 @@ from nnperf.core.vocab import (
 )
 from nnperf.report.results import read_table
 
-FIGURE_DPI = 150
 THROUGHPUT_YLABEL = "throughput (images/s)"
 BATCH_XLABEL = "batch size"
 BREAKDOWN_YLABEL = "median time per step (ms)"
@@ -452,6 +451,5 @@ def draw(
     summary = read_table(table_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
     runs = read_table(runs_path, RUNS_COLUMNS, figure_name) if runs_path is not None else None
     drawn = figure(request, summary, runs)
-    with atomic_path(out_png) as tmp:
-        drawn.savefig(tmp, dpi=FIGURE_DPI, format="png")
+    save_png(drawn, out_png)
     print(f"{request.kind} figure of {request.device}/{request.model} -> {out_png}")

@@ -29,7 +29,7 @@ from nnperf.report import noise
 from nnperf.report.outline import Page, Section, section
 from nnperf.report.sections.roofline import profiled_configs, roof_names
 from nnperf.ncu.ranges import CALIBRATION_TOLERANCE
-from nnperf.roofline import points as roofline
+from nnperf.roofline import points
 
 
 def configs_with_status(
@@ -154,7 +154,7 @@ def profile_check_notes(profiles: pd.DataFrame | None) -> list[str]:
     compute roof: such a profile's FLOPs or roof are wrong for this GPU."""
     if profiles is None or profiles.empty:
         return []
-    low, high = roofline.CALIBRATION_ROOF_RANGE
+    low, high = points.CALIBRATION_ROOF_RANGE
     notes = []
     for row in sort_configs(profiles).to_dict("records"):
         where = f"{config_text(row)} on {row['machine']}"

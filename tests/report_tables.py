@@ -733,9 +733,9 @@ def write_machine(
         files.write_csv(inside(root, "table", name="environment"), machines.environment_frame(docs))
     if environment_csv:
         # As rule comparisons_table writes it, from this folder alone.
-        from nnperf.report import comparisons, results
+        from nnperf.report import results
 
-        comparisons.write_comparisons(
+        results.write_comparisons(
             results.local_files(results_dir=root), (), inside(root, "table", name="comparisons")
         )
     files.write_json(inside(root, "ceilings", device=device), ceilings)

@@ -15,7 +15,7 @@ the per-process throughputs of runs.csv (one row per worker process), with the i
 * `comparisons_table(summary, runs, training)`: comparisons.csv, one row per ratio the report
   states, in codes and numbers (`COLUMNS`); the Speedups section and figure read only it.
 
-Data in, data out, but for `write_comparisons`, the edge of rule `comparisons_table`. The
+Data in, data out (`results.write_comparisons` is the edge of rule `comparisons_table`). The
 sentences that quote these are in the sections (`nnperf.report.sections`).
 """
 
@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from nnperf.core import files, ratios
+from nnperf.core import ratios
 from nnperf.core.ratios import RatioCI
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.core.wording import missing
@@ -386,20 +386,6 @@ def comparisons_table(
     rows += _time_to_accuracy(training)
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     table["rounds"] = table["rounds"].astype("Int64")
-    return table
-
-
-def write_comparisons(local, extra_results, out_csv: str | os.PathLike) -> pd.DataFrame:
-    """comparisons.csv of this machine's tables (`local`, a `results.FolderFiles`) and those
-    of the `extra_results` folders (rule `comparisons_table`): machines are compared on
-    every machine's runs."""
-    # Imported here: results reads tables through aggregate, which imports this module.
-    from nnperf.report import results
-
-    loaded = results.load(results.with_extra_results(local, extra_results))
-    table = comparisons_table(loaded.summary, loaded.runs, loaded.training)
-    files.write_csv(out_csv, table)
-    print(f"comparisons: {len(table)} ratios -> {os.fspath(out_csv)}")
     return table
 
 

@@ -35,7 +35,7 @@ from nnperf.core import files, layout
 from nnperf.core.errors import NnperfError
 from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
-from nnperf.report import machines
+from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
 
 # The folders' files: where they are and which are read (re-exported: callers say results.X).
@@ -396,3 +396,14 @@ def _relabel_environment(
             "(nnperf.report.machines.write_environment_table)"
         )
     return machines.attach_machine(frame, mapping, results_dir)
+
+
+def write_comparisons(local, extra_results, out_csv: str | os.PathLike) -> pd.DataFrame:
+    """comparisons.csv of this machine's tables (`local`, a `FolderFiles`) and those
+    of the `extra_results` folders (rule `comparisons_table`): machines are compared on
+    every machine's runs."""
+    loaded = load(with_extra_results(local, extra_results))
+    table = comparisons.comparisons_table(loaded.summary, loaded.runs, loaded.training)
+    files.write_csv(out_csv, table)
+    print(f"comparisons: {len(table)} ratios -> {os.fspath(out_csv)}")
+    return table

@@ -27,7 +27,9 @@ from nnperf.report.format import (
     int_cell,
     truthy,
 )
+from nnperf.report.noise import NOISE_COLUMNS
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.noise import noise_text
 
 STOP_LABELS = {
     "ci_target": "CI target reached",
@@ -48,8 +50,7 @@ MEASUREMENT_COLUMNS = (
     "throughput_img_s_max",
     "outliers",
     "outlier_windows",
-    "noise_cause",
-    "noise_detail",
+    *NOISE_COLUMNS,
     "stop_reason",
     "stop_detail",
     "dominant_level",
@@ -156,7 +157,7 @@ def measurement_table(
     for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
     text = ("status", "stop_reason", "stop_detail", "dominant_level", "unstable_reasons")
-    for name in (*text, "outlier_windows", "noise_cause", "noise_detail"):
+    for name in (*text, "outlier_windows", *NOISE_COLUMNS):
         if name not in frame:
             frame[name] = None
     rows = frame.to_dict("records")
@@ -242,16 +243,9 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
             why = "no stop reason was recorded"
         sentences.append(
             f"{config_text(row)} on {row['machine']} missed its CI target: {width}; {why}."
-            + _cause_text(row)
+            + (f" Likely cause: {noise_text(row)}" if noise_text(row) else "")
         )
     return sentences
-
-
-def _cause_text(row: Mapping) -> str:
-    """` Likely cause: ...`: the noise explained (summary.csv `noise_detail`, written by
-    `nnperf.report.noise`), empty where the summary predates it."""
-    detail = row.get("noise_detail")
-    return f" Likely cause: {detail}" if isinstance(detail, str) and detail.strip() else ""
 
 
 def dominant_level_sentences(table: pd.DataFrame) -> list[str]:

@@ -25,8 +25,8 @@ from nnperf.report.format import (
     fmt_times,
     truthy,
 )
-from nnperf.report import noise
 from nnperf.report.outline import Page, Section, section
+from nnperf.report.wording.noise import CAUSE_LABELS
 from nnperf.report.sections.roofline import profiled_configs, roof_names
 from nnperf.ncu.ranges import CALIBRATION_TOLERANCE
 from nnperf.roofline import points as roofline
@@ -138,7 +138,7 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
     for row in sort_configs(ok[flagged]).to_dict("records"):
         windows = count_of(row.get("n_windows"), "window")
         processes = count_of(row.get("n_processes"), "process")
-        cause = noise.CAUSE_LABELS.get(row.get("noise_cause"))
+        cause = CAUSE_LABELS.get(row.get("noise_cause"))
         notes.append(
             f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
             f"{fmt_pct(row['throughput_img_s_cv'])} across {windows} of {processes} "

@@ -36,10 +36,8 @@ KEY_KINDS = (
     "limit_compute",
     "limit_memory",
     "limit_unread",  # no roofline reading: only the largest phase
-    "ci_target_missed",  # a configuration's CI is wider than its target
     "measuring_cost",
     "flagged_counts",  # how many configurations the notes flag, by kind
-    "high_variance",  # a note: throughput CV above the threshold
 )
 KINDS = NOISE_CAUSES + KEY_KINDS
 

@@ -51,9 +51,9 @@ from scipy import stats as scipy_stats
 
 from nnperf.core import stats
 from nnperf.core.wording import count_of, missing
-from nnperf.engine.stability import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
+from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 from nnperf.engine.stopping import processes_for_spread
-from nnperf.report.findings import NOISE_CAUSES as CAUSES, Finding
+from nnperf.report.findings import Finding
 from nnperf.report.format import fmt_pct
 
 # The numbers each cause quotes; summary.csv holds each as `{cause}_{number}`.
@@ -95,7 +95,7 @@ MIN_WINDOWS = 4
 
 
 def cause(code: str, share: float, **numbers) -> Finding:
-    """One likely cause: its code (`CAUSES`), its numbers (`CAUSE_NUMBERS`) and `share`, the
+    """One likely cause: its code (`findings.NOISE_CAUSES`), its numbers (`CAUSE_NUMBERS`) and `share`, the
     share of the window variance it accounts for (what ranks it)."""
     return Finding(code, {}, {**numbers, "share": float(share)})
 

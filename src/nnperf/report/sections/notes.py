@@ -25,6 +25,7 @@ from nnperf.report.format import (
     fmt_times,
     truthy,
 )
+from nnperf.report.findings import Finding
 from nnperf.report.outline import Page, Section, section
 from nnperf.report.wording.noise import CAUSE_LABELS
 from nnperf.report.sections.roofline import profiled_configs, roof_names
@@ -147,6 +148,23 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
             + "; treat its numbers and speedups with care."
         )
     return notes
+
+
+def flag_counts(page: Page) -> Finding | None:
+    """How many configurations the notes flag, by kind, and how many roofs lie too low: the
+    key finding this section gives (None where it flags nothing)."""
+    tables = page.tables
+    summary = tables.summary
+    numbers = {
+        "oom": len(oom_notes(summary, tables.runs)),
+        "over_budget": len(over_budget_notes(summary, tables.runs)),
+        "unstable": len(unstable_notes(summary)),
+        "high_variance": len(variance_notes(summary, page.cv_threshold)),
+        "roofs_too_low": len(
+            roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings)
+        ),
+    }
+    return Finding("flagged_counts", {}, numbers) if any(numbers.values()) else None
 
 
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[str]:

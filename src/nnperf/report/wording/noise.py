@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from nnperf.core.wording import count_of, missing
-from nnperf.engine.stability import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
+from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 from nnperf.report.format import fmt_duration, fmt_pct
 from nnperf.report.noise import CAUSE_NUMBERS, p_text, signed_pct
 

@@ -1,43 +1,27 @@
 """Why a measurement was noisy: the likely causes of one configuration's spread, ranked.
 
 A configuration that missed its CI target (`ci_target_met` false) is read through what its
-windows recorded beside each throughput (`vocab.WINDOW_CSV_COLUMNS`). Each candidate cause
-is a test on that record, and each found cause is a `Finding` (its code and its numbers,
-`CAUSE_NUMBERS`); `nnperf.report.wording.noise` words them:
+windows recorded (`vocab.WINDOW_CSV_COLUMNS`). Each cause is a test on that record, found
+as a `Finding` with its numbers (`CAUSE_NUMBERS`), significant at `ALPHA`:
 
-* **drift** (`drift`): window throughput against time (`scipy.stats.linregress`), significant
-  (p < `ALPHA`) and large against the target (a change over the run of at least
-  `DRIFT_SHARE_OF_TARGET` of it): a machine warming up, a cache filling, a neighbour
-  arriving.
-* **host load** (`host_load`), **steal** (`steal`), **clock** (`clock`): throughput falls
-  as other processes use cores (`other_cores`), as the hypervisor steals CPU time
-  (`steal_share`), or follows the SM clock (`sm_clock_mhz`; throttled windows where the
-  clock does not vary). The same regression, against the recorded covariate, so load too
-  small to flag a window (`nnperf.engine.stability`) still shows when it costs speed.
-* **a process level split in two** (`bimodal`): sorted process means with a gap wider than
-  either side's range, two processes or more on each side (cuDNN choosing one of two
-  algorithms per process does this).
-* **process level** (`process_level`): the processes differ by more than their windows
-  explain (one-way ANOVA over processes), with no split.
-* **window noise** (`window_noise`): none of the above, with the CV of the windows within
-  one process.
-* **shared slowdowns** (`shared_slowdown`, `shared_slowdown()`): read from the group rather
-  than the windows. Interleaved, a configuration's process of round *r* ran beside the other
-  configurations' processes of round *r*; when its process throughputs rise and fall with
-  theirs (each relative to its own mean; a regression of log rates, significant), the
-  process level is the machine's capacity changing under all of them (a VM's host, a shared
-  physical core, a power limit), not the configuration. It leads where found: the paired
-  comparisons cancel it, a configuration's own CI cannot, and nothing recorded inside the
-  machine (load, steal, clock) need show it.
+* `drift`: throughput against time (`linregress`), by at least `DRIFT_SHARE_OF_TARGET` of
+  the target over the run (a machine warming up, a cache filling, a neighbour arriving).
+* `host_load`, `steal`, `clock`: throughput that falls with other processes' cores, with
+  the hypervisor's steal, or follows the SM clock (throttled windows at one clock); load
+  too small to flag a window (`nnperf.engine.stability`) still shows when it costs speed.
+* `bimodal`: sorted process means split by a gap wider than either side's range (cuDNN
+  choosing one of two algorithms per process); else `process_level`: processes that differ
+  by more than their windows explain (one-way ANOVA); else `window_noise`.
+* `shared_slowdown` (`shared_slowdown()`), read from the group: interleaved, when a
+  configuration's processes rise and fall round by round with the other configurations'
+  (a regression of log rates), the machine's capacity changed under all of them; the
+  paired comparisons cancel it, a configuration's own CI cannot. It leads where found.
 
-Causes are ranked by the share of the window throughputs' variance each accounts for (r²
-of the regression, eta² of the process grouping). A process-level difference that lines up
-with time reads as drift too; both are then named, ranked. What the target would take comes
-last: the processes it needs at the measured process spread
-(`nnperf.engine.stopping.processes_for_spread`) and their seconds at this run's cost per
-process. Data in, data out: `causes()` takes one run document's windows, `noise_columns()` gives
+Causes are ranked by the share of the window variance each accounts for (r², eta²). What
+the target would take comes last: the processes it needs at the measured process spread
+(`nnperf.engine.stopping.processes_for_spread`) and a process's cost. `noise_columns()` gives
 summary.csv's `noise_cause`, the ranked `noise_causes` and each cause's numbers as
-`{cause}_{number}` columns, codes and numbers only.
+`{cause}_{number}` columns: codes and numbers; `nnperf.report.wording.noise` words them.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
 from nnperf.core.vocab import CONFIG_KEYS, PHASES, WINDOW_CSV_COLUMNS
 from nnperf.report import aggregate
+from nnperf.report.noise import NOISE_COLUMNS
 
 T0 = 1_700_000_000.0
 HOST = "node1"
@@ -468,8 +469,7 @@ SUMMARY_COLUMNS = [
     "input_bound",
     "unstable",
     "unstable_reasons",
-    "noise_cause",
-    "noise_detail",
+    *NOISE_COLUMNS,
     "sm_clock_hz_median",
     "peak_memory_device_bytes_max",
     "peak_memory_device_warmup_bytes_max",

@@ -21,7 +21,8 @@ from nnperf.report.configurations import GROUP_KEYS, estimate_text, ok_configs
 from nnperf.report.sections.breakdown import phase_shares
 from nnperf.report.sections.ceilings import ceilings_table
 from nnperf.report.sections.kernels import kernel_kind_shares, top_kernels
-from nnperf.report.sections.key_findings import limiter_sentence
+from nnperf.report.sections.key_findings import limit_record
+from nnperf.report.wording.findings import sentence
 from nnperf.report.sections.measurement import (
     ci_missed_sentences,
     ci_target_counts,
@@ -142,12 +143,17 @@ def test_input_bound_configuration_is_named_as_such():
     summary = gpu_summary()
     phases = phase_shares(summary)
     best = summary[summary["precision"] == "bf16"].iloc[0].to_dict()
-    text = limiter_sentence(best, phases, pd.DataFrame())
-    assert text.startswith(
+    record = limit_record(best, phases, pd.DataFrame())
+    assert record.kind == "limit_input"
+    assert record.numbers["input_share"] == pytest.approx(0.4)
+    assert record.numbers["step_s"] == pytest.approx(0.01)
+    assert sentence(record).startswith(
         f"What limits resnet18_cifar bf16 at batch 64 (baseline) on {H100}: "
         "the input pipeline — data wait and host-to-device copies take 40% "
         "of each step (10.0 ms)"
     )
+    # After the finding that named it, the configuration is "it".
+    assert sentence(record, best).startswith("What limits it: the input pipeline")
 
 
 def cpu_point(intensity: float, performance: float) -> pd.DataFrame:
@@ -247,10 +253,13 @@ def test_far_below_the_roofs_reads_as_overheads():
     readings = roofline_readings(cpu_point(50.0, 1e10), CPU_CEILINGS)
     verdicts = roofline_verdicts(readings)
     config = verdicts.iloc[0].to_dict()
-    text = limiter_sentence(config, pd.DataFrame(), verdicts)
+    record = limit_record(config, pd.DataFrame(), verdicts)
     # 1e10 of an attainable 1e11: 10% < 30% -> overheads.
+    assert record.kind == "limit_overheads"
+    assert record.numbers["fraction_of_roof"] == pytest.approx(0.1)
     assert (
-        "overheads, not the roofs — the step reaches only 10% of the measured compute roof" in text
+        "overheads, not the roofs — the step reaches only 10% of the measured compute roof"
+        in sentence(record)
     )
 
 
@@ -396,10 +405,9 @@ def test_ci_target_findings_say_which_missed_and_why():
     )
     # (160 - 140) / 2 / 150 = 6.7% > 6%, and the budget ran out.
     assert ci_missed_sentences(table) == [
-        f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} missed its CI target: its 95% CI "
-        "half-width is 6.7% against a target of 6.0% after 3 processes and 12 windows; the time "
-        "budget ran out first (timing.max_seconds); a larger budget buys more processes and "
-        "windows."
+        f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} (±6.7% against ±6.0%) missed its "
+        "CI target after 3 processes and 12 windows; the time budget ran out first "
+        "(timing.max_seconds); a larger budget buys more processes and windows."
     ]
     capped = laptop_summary().assign(stop_reason="max_processes")
     assert ci_missed_sentences(measurement_table(capped))[0].endswith(
@@ -539,7 +547,7 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
         "check the measured fp32 ceiling of cpu.",
     ]
     # No roof holds the point and there is no phase table: nothing is claimed about limits.
-    assert limiter_sentence(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
+    assert limit_record(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
     # With phase times, the limiter says why there is no roofline reading.
     config = verdicts.iloc[0].to_dict()
     phases = pd.DataFrame(
@@ -552,7 +560,10 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
             }
         ]
     )
-    text = limiter_sentence(config, phases, verdicts)
+    record = limit_record(config, phases, verdicts)
+    assert record.kind == "limit_unread" and record.about["phase"] == "backward"
+    assert record.numbers["phase_share"] == pytest.approx(0.6)
+    text = sentence(record)
     assert (
         "no roofline reading (the step lies above the measured roof, so that roof is too low"
         in text

@@ -116,10 +116,10 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
     assert (
         f"Fastest configuration on {H100}: resnet18_cifar bf16 at batch 64 (baseline), "
         "1,800 img/s (95% CI 1,785–1,815); 1.80x faster (95% CI 1.75-1.85) than the "
-        "runner-up, resnet18_cifar fp32 at batch 64 (baseline)."
+        "runner-up, fp32."
     ) in key
     assert (
-        f"Best precision for resnet18_cifar at batch 64 (baseline) on {H100}: bf16, 1.80x "
+        "Best precision at batch 64 (baseline): bf16, 1.80x "
         "faster (95% CI 1.75-1.85) than fp32 (1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s "
         "(95% CI 995–1,005))."
     ) in key
@@ -127,14 +127,12 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
     assert (
         f"Fastest configuration on {I7}: resnet18_cifar fp32 at batch 64 (tuned), "
         "260 img/s (95% CI 250–270; unstable); 1.30x faster (95% CI 1.04-1.56) than the "
-        "runner-up, resnet18_cifar fp32 at batch 64 (baseline)."
+        "runner-up, baseline."
     ) in key
     # The laptop's bf16 configuration missed its CI target, and the finding naming it says so.
-    assert (
-        f"Best precision for resnet18_cifar at batch 64 (baseline) on {I7}: fp32, 1.33x faster"
-    ) in key
+    assert "Best precision at batch 64 (baseline): fp32, 1.33x faster" in key
     assert "than bf16 (200 img/s (95% CI 190–210) vs 150 img/s (95% CI 140–160)); " in key
-    assert "resnet18_cifar bf16 at batch 64 (baseline) (±" in key and "missed its CI target." in key
+    assert "; bf16 (±6.7% against ±6.0%) missed its CI target." in key
     assert "the input pipeline — data wait and host-to-device copies take 40% of each step" in key
     # 1000 / 200 img/s: the GPU box against the laptop on the shared fp32 batch-64 config.
     assert (
@@ -389,9 +387,9 @@ def test_measurement_section_states_cost_and_quality(two_machines):
         "throughput within timing.target_ci of the estimate); 1 did not."
     ) in measurement
     assert (
-        f"- resnet18_cifar bf16 at batch 64 (baseline) on {I7} missed its CI target: its 95% CI "
-        "half-width is 6.7% against a target of 6.0% after 3 processes and 12 windows; the "
-        "time budget ran out first (timing.max_seconds)"
+        f"- resnet18_cifar bf16 at batch 64 (baseline) on {I7} (±6.7% against ±6.0%) missed its "
+        "CI target after 3 processes and 12 windows; the time budget ran out first "
+        "(timing.max_seconds)"
     ) in measurement
     per_config = measurement.split("### Measurement per configuration", 1)[1].split("###", 1)[0]
     header = cells(next(line for line in per_config.splitlines() if line.startswith("| Machine")))

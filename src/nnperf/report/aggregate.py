@@ -336,7 +336,7 @@ def summary_table(
 
 
 def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`noise_cause`/`noise_detail` of each configuration that missed its target, led by
+    """The noise columns of each configuration that missed its target, led by
     the machine slowing under its whole group where its processes followed the other
     members' of the same rounds (`nnperf.report.noise.shared_slowdown`)."""
     if "group" not in runs.columns or "noise_cause" not in summary.columns:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Mapping, Sequence
 
 import numpy as np

@@ -31,7 +31,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core import files, layout
+from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
@@ -190,17 +190,7 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     mapping = machines.machine_map(environments)
     for name in TABLE_NAMES:
         if name == "comparisons":
-            # The local folder's rows come first and already hold the other machines'.
-            combined = machines.combine(raw[f.results_dir][name] for f in folders)
-            result.comparisons = (
-                None
-                if combined is None
-                else combined.drop_duplicates(
-                    subset=[
-                        c for c in combined.columns if c.startswith(("kind", "pair", "a_", "b_"))
-                    ]
-                )
-            )
+            result.comparisons = _combined_comparisons(raw[f.results_dir][name] for f in folders)
             continue
         if name == "environment":
             labelled = [
@@ -213,6 +203,16 @@ def load(folders: list[FolderFiles]) -> ResultSet:
                 for f in folders
             ]
         setattr(result, name, machines.combine(labelled))
+    _add_documents(result, folders, mapping, jobs)
+    result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
+    return result
+
+
+def _add_documents(
+    result: ResultSet, folders: list[FolderFiles], mapping: Mapping, jobs: list[dict]
+) -> None:
+    """The complexity, ceilings and operator-profile documents of every folder, each model's
+    complexity once, with their job rows."""
     seen_models = set()
     for folder in folders:
         for path in folder.complexity:
@@ -240,8 +240,16 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         for path in folder.opprofiles:
             result.opprofiles.append(_operator_profile(path, mapping, folder.results_dir))
             result.add_source("opprofiles", path)
-    result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
-    return result
+
+
+def _combined_comparisons(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame | None:
+    """Every folder's comparisons.csv, each ratio once: the local folder's rows come first
+    and already hold the other machines'."""
+    combined = machines.combine(frames)
+    if combined is None:
+        return None
+    keys = [c for c in combined.columns if c.startswith(("kind", "pair", "a_", "b_"))]
+    return combined.drop_duplicates(subset=keys)
 
 
 def _operator_profile(path: Path, mapping: Mapping, results_dir: str) -> OperatorProfileFiles:

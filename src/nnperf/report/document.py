@@ -1,11 +1,11 @@
-"""The written summary: a `Document` of key findings and sections, built from a study's tables.
+"""The written summary: a `Document` of sections, built from a study's tables.
 
 `build_document` reads the tables (`ResultSet`) and asks each section's module
-(`nnperf.report.sections`) for its section, in the order a reader meets them: environment,
-study matrix, throughput, input pipeline, speedups, time breakdown, roofline, ceilings, top
-kernels, complexity, time to accuracy, operators, machines compared, more figures,
-measurement cost and quality, notes. The key findings come first. What a section shows and writes is its
-module's; how the document is rendered is `nnperf.report.render`.
+(`nnperf.report.sections`) for its section, answer first: the headline table per device,
+then the key findings, then the sections that carry the figures (throughput, speedups, time
+breakdown, roofline, ...), then how the numbers were measured, and the environment last.
+What a section shows and writes is its module's; how the document is rendered is
+`nnperf.report.render`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from nnperf.report.outline import (
     Document,
     Figure,
     Page,
+    Section,
     figure_caption,
     figure_section,
     fold_figures,
@@ -28,6 +29,7 @@ from nnperf.report.sections import (
     ceilings,
     complexity,
     environment,
+    headline,
     input_pipeline,
     kernels,
     machines_compared,
@@ -43,16 +45,14 @@ from nnperf.report.sections import (
 from nnperf.report.sections.kernels import DEFAULT_TOP_KERNELS
 from nnperf.report.sections.key_findings import key_findings
 
-# Every section builder, in the order the summary shows them; each returns its Section, or
-# None where the study has nothing for it.
+# Every section builder after the headline and the key findings, in the order the summary
+# shows them; each returns its Section, or None where the study has nothing for it.
 SECTIONS = (
-    environment.build,
-    matrix.build,
     throughput.build,
-    input_pipeline.build,
     speedups.build,
     breakdown.build,
     roofline.build,
+    input_pipeline.build,
     ceilings.build,
     kernels.build,
     complexity.build,
@@ -60,9 +60,14 @@ SECTIONS = (
     operators.build,
     machines_compared.build,
     more_figures.build,
+    matrix.build,
     measurement.build,
     notes.build,
+    environment.build,
 )
+
+# Shown even when empty: the reader looks for them.
+ALWAYS_SHOWN = ("key-findings", "notes")
 
 
 def machines_of(tables: ResultSet) -> list[str]:
@@ -111,16 +116,20 @@ def build_document(
         rendered_at=time.time() if rendered_at_unix is None else rendered_at_unix,
         top_n_kernels=top_n_kernels,
     )
-    sections = [section for build in SECTIONS if (section := build(page)) is not None]
+    first = [headline.build(page), Section("key-findings", "Key findings")]
+    first[1].findings = key_findings(page)
+    built = first + [build(page) for build in SECTIONS]
+    sections = [section for section in built if section is not None]
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)
     shown = [
-        s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id == "notes"
+        s
+        for s in sections
+        if s.tables or s.figures or s.folded or s.findings or s.id in ALWAYS_SHOWN
     ]
     return Document(
         title=title,
         description=description,
-        key_findings=key_findings(page),
         sections=shown,
         machines=page.machines,
     )

@@ -1,0 +1,93 @@
+"""The summary page as a reader meets it: the committed CPU example's tables rendered against
+a golden Markdown file, the headline table on the first screen, every number the committed
+old page held still on the new one, and no confidence interval printed below zero.
+
+Regenerate the golden file after an intended change of the page:
+`NNPERF_REGEN_GOLDEN=1 pytest tests/report/test_summary_page.py`, then read its diff.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from nnperf.core.contract import ReportRequest
+from nnperf.report import render, results
+from nnperf.report.format import fmt
+from report_tables import LAPTOP, Config, ceilings_document, roofline_point, write_machine
+
+EXAMPLE = Path("reports/examples/cpu-default-study")
+GOLDEN = REPO / "tests" / "report" / "golden" / "cpu-default-study.md"
+# The end of the example study's span: its last job ended at 1795789867.9 (summary.csv).
+RENDERED_AT = 1_795_790_000.0
+# The sections of the committed page drawn only from the committed tables (summary.csv,
+# runs.csv, training.csv); the others read files the example does not keep (roofline points,
+# complexity, operator profiles), or a ceilings JSON from the study before (cpu.json).
+FROM_COMMITTED_TABLES = ("matrix", "throughput", "input", "speedups", "breakdown", "accuracy")
+# A number as the report prints it: 1,234 / 49.4 / 2.5% / 1.81x / 0.000582.
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:%|x)?")
+# A minus sign right before a digit, not inside a word or a number range (`1.04-1.07`).
+NEGATIVE = re.compile(r"(?<![\w.])[-\u2212]\d")
+
+
+def render_example(out: Path) -> tuple[str, str]:
+    """(HTML, Markdown) of the example's tables, paths as the repository names them."""
+    tables = {name: EXAMPLE / f"{name}.csv" for name in ("summary", "runs", "training")}
+    local = results.local_files(tables=tables, ceilings=[EXAMPLE / "cpu.json"])
+    request = ReportRequest(title="CPU smoke study")
+    render.render_files(
+        request, local, [], out / "summary.html", out / "summary.md", rendered_at_unix=RENDERED_AT
+    )
+    return (out / "summary.html").read_text("utf-8"), (out / "summary.md").read_text("utf-8")
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> tuple[str, str]:
+    here = Path.cwd()
+    os.chdir(REPO)
+    try:
+        return render_example(tmp_path_factory.mktemp("example"))
+    finally:
+        os.chdir(here)
+
+
+def visible_text(page: str) -> str:
+    """The words of an HTML page: no style, no images' data, no tags."""
+    page = re.sub(r"<style>.*?</style>", " ", page, flags=re.S)
+    page = re.sub(r"data:image/[a-z]+;base64,[A-Za-z0-9+/=]+", " ", page)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_no_interval_below_zero_is_printed(tmp_path, monkeypatch):
+    """A summary.csv written before the engine's intervals were log-scale: three scattered
+    processes give a t-interval from -476 img/s, which the page must not print."""
+    monkeypatch.chdir(tmp_path)
+    m = "resnet18_cifar"
+    configs = [
+        Config("cpu", m, "fp32", 16, "baseline", 362.0, (-476.0, 1200.0), between_rsd=0.5),
+        Config("cpu", m, "bf16", 16, "baseline", 500.0, (480.0, 520.0)),
+    ]
+    ceilings = ceilings_document("cpu", LAPTOP[1], gemm={"fp32": 1e11}, bandwidth=1e10)
+    point = roofline_point(
+        configs[0], source="analytic", level="algorithmic", flops=2.5e9, bytes_=5e8, time_s=0.1
+    )
+    write_machine(Path("laptop"), LAPTOP, configs, ceilings=ceilings, points=[point])
+    summary = pd.read_csv("laptop/tables/synthetic/summary.csv")
+    assert summary["throughput_img_s_ci95_low"].min() == -476.0
+    request = ReportRequest(title="Scattered")
+    render.render_files(request, results.local_files("laptop"), [], "s.html", "s.md")
+    markdown, page = Path("s.md").read_text("utf-8"), visible_text(
+        Path("s.html").read_text("utf-8")
+    )
+    assert "362 (too few clean processes)" in markdown
+    for text in (markdown, page):
+        assert "476" not in text
+        near_ci = re.findall(r"CI[^|)\n]*", text)
+        assert near_ci and not [s for s in near_ci if NEGATIVE.search(s)]
+        assert not NEGATIVE.search(text)

@@ -64,6 +64,31 @@ def visible_text(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", page))
 
 
+def test_the_summary_matches_its_golden_file(example):
+    _, markdown = example
+    if os.environ.get("NNPERF_REGEN_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(markdown, encoding="utf-8")
+    assert GOLDEN.is_file(), f"no golden file: run with NNPERF_REGEN_GOLDEN=1 to write {GOLDEN}"
+    assert markdown == GOLDEN.read_text(
+        encoding="utf-8"
+    ), "the summary changed: if intended, regenerate with NNPERF_REGEN_GOLDEN=1 and read the diff"
+
+
+def test_the_first_screen_is_the_headline_table(example):
+    page, markdown = example
+    lines = markdown.splitlines()
+    first_table = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert first_table <= 15, lines[:first_table]
+    assert "## At a glance" in lines[:first_table]
+    assert lines[first_table - 2] == "### cpu on AMD EPYC (vm)"
+    assert lines[first_table].split("|")[1].strip() == "Configuration"
+    # In the HTML, too: the first table is the headline's, before any figure or section.
+    first = page.index("<table")
+    assert page.rindex('<section id="', 0, first) == page.index('<section id="headline">')
+    assert page.index("<h2>Environment</h2>") > page.index("<h2>Key findings</h2>") > first
+
+
 def test_no_interval_below_zero_is_printed(tmp_path, monkeypatch):
     """A summary.csv written before the engine's intervals were log-scale: three scattered
     processes give a t-interval from -476 img/s, which the page must not print."""

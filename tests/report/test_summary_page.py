@@ -89,6 +89,33 @@ def test_the_first_screen_is_the_headline_table(example):
     assert page.index("<h2>Environment</h2>") > page.index("<h2>Key findings</h2>") > first
 
 
+def test_every_number_of_the_old_page_is_on_the_new_one(example):
+    """The committed summary.html (written before the headline existed) against the page the
+    same tables give now: each number of its sections drawn from those tables is still shown,
+    and each configuration's mean and CI in the headline table."""
+    page, _ = example
+    new = visible_text(page)
+    old_page = (REPO / EXAMPLE / "summary.html").read_text(encoding="utf-8")
+    old_sections = dict(re.findall(r'<section id="([^"]+)">(.*?)</section>', old_page, re.S))
+    checked = 0
+    for name in FROM_COMMITTED_TABLES:
+        body = re.sub(r'<p class="sources">.*?</p>', " ", old_sections[name], flags=re.S)
+        for number in set(NUMBER.findall(visible_text(body))):
+            assert re.search(rf"(?<![\w.,]){re.escape(number)}(?![\d])", new), (name, number)
+            checked += 1
+    assert checked > 200
+    summary = pd.read_csv(REPO / EXAMPLE / "summary.csv")
+    headline = new.split("At a glance", 2)[2].split("Key findings", 1)[0]
+    for row in summary.to_dict("records"):
+        mean = fmt(row["throughput_img_s_mean"])
+        interval = (
+            f"{fmt(row['throughput_img_s_ci95_low'])}–{fmt(row['throughput_img_s_ci95_high'])}"
+        )
+        assert f"{mean} ({interval})" in headline
+        assert mean in visible_text(old_sections["throughput"])
+        assert interval in visible_text(old_sections["throughput"])
+
+
 def test_no_interval_below_zero_is_printed(tmp_path, monkeypatch):
     """A summary.csv written before the engine's intervals were log-scale: three scattered
     processes give a t-interval from -476 img/s, which the page must not print."""

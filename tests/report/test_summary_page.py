@@ -29,7 +29,15 @@ RENDERED_AT = 1_795_790_000.0
 # The sections of the committed page drawn only from the committed tables (summary.csv,
 # runs.csv, training.csv); the others read files the example does not keep (roofline points,
 # complexity, operator profiles), or a ceilings JSON from the study before (cpu.json).
-FROM_COMMITTED_TABLES = ("matrix", "throughput", "input", "speedups", "breakdown", "accuracy")
+FROM_COMMITTED_TABLES = (
+    "matrix",
+    "throughput",
+    "input",
+    "speedups",
+    "breakdown",
+    "accuracy",
+    "notes",
+)
 # A number as the report prints it: 1,234 / 49.4 / 2.5% / 1.81x / 0.000582.
 NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:%|x)?")
 # A minus sign right before a digit, not inside a word or a number range (`1.04-1.07`).

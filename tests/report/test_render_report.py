@@ -192,7 +192,6 @@ def test_every_section_names_its_sources_and_the_environment_has_a_column_per_ma
         "Top kernels",
         "Model complexity",
         "Machines compared",
-        "Study matrix",
         "Measurement cost and quality",
         "Notes: skipped and flagged",
         "Environment",
@@ -344,7 +343,7 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def test_headline_and_matrix_show_flags_and_what_was_not_measured(two_machines):
+def test_headline_shows_flags_and_what_was_not_measured(two_machines):
     assert render() == 0
     md = Path("reports/summary.md").read_text(encoding="utf-8")
     headline = section(md, "At a glance")
@@ -375,12 +374,7 @@ def test_headline_and_matrix_show_flags_and_what_was_not_measured(two_machines):
     throughput = section(md, "Throughput")
     header = cells(next(line for line in throughput.splitlines() if line.startswith("| Machine")))
     spread = dict(zip(header, cells(table_row(throughput, "64", "tuned"))))
-    assert (spread["Processes"], spread["Windows"], spread["CV"]) == ("3", "12", "8.0%")
-    matrix = section(md, "Study matrix")
-    row = cells(table_row(matrix, "bf16", "baseline", I7))
-    # Batch sizes 16, 32, 64, 128, 256: bf16 ran at 64, not at 128, and was over budget at 256.
-    assert row[-3:] == ["ok 3p/12w", "—", "over budget"]
-    assert cells(table_row(matrix, "fp32", "baseline", I7))[-2] == "oom"
+    assert (spread["Median (img/s)"], spread["CV"]) == ("260", "8.0%")
 
 
 def test_measurement_section_states_cost_and_quality(two_machines):

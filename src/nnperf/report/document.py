@@ -21,6 +21,7 @@ from nnperf.report.outline import (
     figure_caption,
     figure_section,
     fold_figures,
+    section,
 )
 from nnperf.report.results import ResultSet
 from nnperf.report.sections import (
@@ -33,7 +34,6 @@ from nnperf.report.sections import (
     input_pipeline,
     kernels,
     machines_compared,
-    matrix,
     measurement,
     more_figures,
     notes,
@@ -45,9 +45,16 @@ from nnperf.report.sections import (
 from nnperf.report.sections.kernels import DEFAULT_TOP_KERNELS
 from nnperf.report.sections.key_findings import key_findings
 
-# Every section builder after the headline and the key findings, in the order the summary
-# shows them; each returns its Section, or None where the study has nothing for it.
+
+def key_findings_section(page: Page) -> Section:
+    return section("key-findings", "Key findings", findings=key_findings(page))
+
+
+# Every section builder, in the order the summary shows them; each returns its Section, or
+# None where the study has nothing for it. Key findings and Notes show even when empty.
 SECTIONS = (
+    headline.build,
+    key_findings_section,
     throughput.build,
     speedups.build,
     breakdown.build,
@@ -60,14 +67,11 @@ SECTIONS = (
     operators.build,
     machines_compared.build,
     more_figures.build,
-    matrix.build,
     measurement.build,
     notes.build,
     environment.build,
 )
-
-# Shown even when empty: the reader looks for them.
-ALWAYS_SHOWN = ("key-findings", "notes")
+SHOWN = ("key-findings", "notes")
 
 
 def machines_of(tables: ResultSet) -> list[str]:
@@ -116,16 +120,11 @@ def build_document(
         rendered_at=time.time() if rendered_at_unix is None else rendered_at_unix,
         top_n_kernels=top_n_kernels,
     )
-    first = [headline.build(page), Section("key-findings", "Key findings")]
-    first[1].findings = key_findings(page)
-    built = first + [build(page) for build in SECTIONS]
-    sections = [section for section in built if section is not None]
+    sections = [section for build in SECTIONS if (section := build(page)) is not None]
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)
     shown = [
-        s
-        for s in sections
-        if s.tables or s.figures or s.folded or s.findings or s.id in ALWAYS_SHOWN
+        s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
     return Document(
         title=title,

@@ -74,10 +74,8 @@ def ci_interval(
     processes for `method` "processes", windows for "windows"; windows when the method is
     not recorded) and a positive width: one sample has no spread to build it from, and an
     interval of zero width (one rep, or copies of one value) would claim a certainty no
-    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`. A low end at
-    or below zero (a t-interval over a few scattered processes, in results written before
-    the engine's intervals were log-scale) bounds nothing a throughput can be: `too few
-    clean processes`.
+    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`; one reaching
+    zero or below (old results' t-interval over scattered processes): `too few clean processes`.
     """
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     count, noun = counts.get(str(method), (n_windows, "window"))

@@ -1,7 +1,6 @@
-"""The headline, first on the page: one table per device with a row per configuration, its
-throughput and 95% CI, its MFU against the datasheet and the measured peak (the roofline
-verdicts of `nnperf.report.bounds`), what limits it, its data-wait share and its flags, as
-short codes a reader can scan."""
+"""The headline, first on the page: per device, each configuration's throughput and 95% CI,
+MFU against the datasheet and measured peaks (`nnperf.report.bounds`' verdicts), what limits
+it, its data-wait share and its flags, as short codes."""
 
 from __future__ import annotations
 
@@ -12,16 +11,15 @@ import pandas as pd
 from nnperf.core.vocab import INPUT_VERDICTS
 from nnperf.core.wording import missing
 from nnperf.report.bounds import preferred_verdict, roofline_verdicts, study_readings
-from nnperf.report.configurations import GROUP_KEYS, MEAN, match_config, sort_configs
-from nnperf.report.format import fmt_pct, throughput_text, truthy
+from nnperf.report.configurations import GROUP_KEYS, estimate_text, match_config, sort_configs
+from nnperf.report.format import fmt_pct, truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.measurement import target_met
 from nnperf.report.sections.roofline import roof_names
 
 INTRO = (
-    "Limit: compute or memory (roofline), host (GPU idle most of the step), input (data "
-    "loading). Flags: a status other than ok, ci-missed (CI wider than its target), unstable "
-    "(disturbed windows, see Notes), high-cv (CV above the threshold)."
+    "Limit: compute or memory (roofline), host (GPU idle most of the step) or input (data "
+    "loading). Flags: status, ci-missed (CI over its target), unstable, high-cv (see Notes)."
 )
 
 
@@ -32,22 +30,14 @@ def config_cell(row: Mapping) -> str:
 
 def throughput_cell(row: Mapping) -> str:
     """`105 (103–108)`: the CI rule is `format.ci_interval`'s, as everywhere on the page."""
-    if str(row.get("status", "ok")) != "ok" or missing(row.get(MEAN)):
+    if str(row.get("status", "ok")) != "ok":
         return "—"
-    text = throughput_text(
-        row.get(MEAN),
-        row.get("throughput_img_s_ci95_low"),
-        row.get("throughput_img_s_ci95_high"),
-        n_windows=row.get("n_windows"),
-        n_processes=row.get("n_processes"),
-        method=row.get("ci_method"),
-    )
+    text = estimate_text({**row, "unstable": False})  # unstable is a flag here
     return text.replace(" img/s", "").replace("95% CI ", "")
 
 
 def mfu_cell(verdicts: pd.DataFrame, row: Mapping, roof: str) -> str:
-    """The step's FLOP/s over the compute peak of `roof` (datasheet or measured), from an
-    ncu point where there is one; a CPU's derived peak is named so."""
+    """FLOP/s over the compute peak of `roof`, an ncu point first; a derived peak says so."""
     match = verdicts[verdicts["roof"] == roof]
     for key in GROUP_KEYS:
         match = match[match[key] == row[key]]
@@ -73,13 +63,10 @@ def limit_cell(row: Mapping, verdicts: pd.DataFrame, profiles: pd.DataFrame | No
 
 
 def data_wait_share(row: Mapping):
-    share = row.get("data_wait_share")
-    if missing(share):
-        wait, step = row.get("data_wait_s_median"), row.get("step_time_s_median")
-        if missing(wait) or missing(step) or float(step) <= 0:
-            return None
-        share = float(wait) / float(step)
-    return share
+    wait, step = row.get("data_wait_s_median"), row.get("step_time_s_median")
+    if missing(row.get("data_wait_share")) and not (missing(wait) or missing(step)):
+        return float(wait) / float(step)
+    return row.get("data_wait_share")
 
 
 def flags(row: Mapping, cv_threshold: float) -> list[str]:
@@ -98,9 +85,7 @@ def flags(row: Mapping, cv_threshold: float) -> list[str]:
     return found
 
 
-def headline_table(
-    rows: pd.DataFrame, verdicts: pd.DataFrame, profiles, cv_threshold: float
-) -> pd.DataFrame:
+def headline_table(rows: pd.DataFrame, verdicts, profiles, cv_threshold: float) -> pd.DataFrame:
     records = rows.to_dict("records")
     return pd.DataFrame(
         {

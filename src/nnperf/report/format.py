@@ -86,7 +86,8 @@ def ci_interval(
     processes for `method` "processes", windows for "windows"; windows when the method is
     not recorded) and a positive width: one sample has no spread to build it from, and an
     interval of zero width (one rep, or copies of one value) would claim a certainty no
-    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`.
+    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`; one reaching
+    zero or below (old results' t-interval over scattered processes): `too few clean processes`.
     """
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     count, noun = counts.get(str(method), (n_windows, "window"))
@@ -96,6 +97,8 @@ def ci_interval(
         return None, f"n/a, {count_of(n_windows, 'window')}"
     if missing(low) or missing(high) or not float(low) < float(high):
         return None, "n/a"
+    if float(low) <= 0:
+        return None, "too few clean processes"
     return f"{fmt(low)}–{fmt(high)}", ""
 
 

@@ -46,7 +46,9 @@ NEGATIVE = re.compile(r"(?<![\w.])[-\u2212]\d")
 
 def render_example(out: Path) -> tuple[str, str]:
     """(HTML, Markdown) of the example's tables, paths as the repository names them."""
-    tables = {name: EXAMPLE / f"{name}.csv" for name in ("summary", "runs", "training")}
+    tables = {
+        name: EXAMPLE / f"{name}.csv" for name in ("summary", "runs", "training", "comparisons")
+    }
     local = results.local_files(tables=tables, ceilings=[EXAMPLE / "cpu.json"])
     request = ReportRequest(title="CPU smoke study")
     render.render_files(

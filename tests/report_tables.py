@@ -743,6 +743,13 @@ def write_machine(
 
         docs = [files.read_json(p) for p in sorted((root / "runs").rglob("*.json"))]
         files.write_csv(inside(root, "table", name="environment"), machines.environment_frame(docs))
+    if environment_csv:
+        # As rule comparisons_table writes it, from this folder alone.
+        from nnperf.report import results
+
+        results.write_comparisons(
+            results.local_files(results_dir=root), (), inside(root, "table", name="comparisons")
+        )
     files.write_json(inside(root, "ceilings", device=device), ceilings)
     files.write_json(
         inside(root, "complexity", model="resnet18_cifar"),

@@ -55,7 +55,7 @@ def test_fiellers_interval_by_hand():
 def test_a_denominator_whose_interval_reaches_zero_has_no_bounded_ratio():
     ci = ratios.unpaired_ratio([10.0, 11.0], [0.5, 30.0])
     assert not ci.bounded and not ci.separated
-    assert "not separated" in ratios.describe(ci)
+    assert "not separated" in ratios.ratio_text(ci)
 
 
 def test_one_process_or_pair_gives_a_ratio_without_an_interval():
@@ -80,7 +80,7 @@ def test_the_t_critical_value_is_scipys():
     ],
 )
 def test_how_a_ratio_is_written(ci, expected):
-    assert ratios.describe(ci) == expected
+    assert ratios.ratio_text(ci) == expected
 
 
 def test_resolved_means_separated_or_within_the_tolerance():
@@ -117,7 +117,7 @@ def test_under_drift_paired_processes_keep_the_ratio_where_sequential_ones_lose_
 
 def test_a_bound_next_to_one_keeps_the_digit_that_tells_its_side():
     ci = ratios.RatioCI(1.06, 1.004, 1.12, "paired", 12)
-    assert ratios.describe(ci) == "1.06x faster (95% CI 1.004-1.12)"
+    assert ratios.ratio_text(ci) == "1.06x faster (95% CI 1.004-1.12)"
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from nnperf.core.contract import TrainingSettings
 from nnperf.core.errors import NnperfError
 from nnperf.core.variant import parse_variant_settings
 from nnperf.engine.step import build_training
-from nnperf.engine.stopping import check_steps, compile_time, describe
+from nnperf.engine.stopping import check_steps, compile_time, step_time_stats
 from nnperf.engine.timing import (
     PHASES,
     DeviceMemoryTracker,
@@ -52,15 +52,15 @@ def test_step_rows_from_shared_marks():
     assert marks_per_window(2) == len(marks)
 
 
-def test_describe_hand_computed():
-    stats = describe([0.1, 0.2, 0.3, 0.4])
+def test_step_time_stats_hand_computed():
+    stats = step_time_stats([0.1, 0.2, 0.3, 0.4])
     assert stats["median"] == pytest.approx(0.25)
     assert stats["mean"] == pytest.approx(0.25)
     assert stats["std"] == pytest.approx(math.sqrt(0.05 / 3))  # sample std: sum sq dev / (n-1)
     assert stats["min"] == 0.1 and stats["max"] == 0.4
     assert stats["p10"] == pytest.approx(0.13)  # linear: 0.1 + 0.3*(0.2-0.1)
     assert stats["p90"] == pytest.approx(0.37)
-    assert describe([0.5])["std"] is None
+    assert step_time_stats([0.5])["std"] is None
 
 
 def test_compile_time_is_warmup_above_steady_state():

@@ -22,7 +22,7 @@ def test_range_names_are_the_contract_with_the_ncu_stream():
     ("m", "n", "k", "flops"), [(4096, 4096, 4096, 137_438_953_472), (2, 3, 4, 48), (1, 1, 1, 2)]
 )
 def test_gemm_flops_hand_computed(m, n, k, flops):
-    assert profile_step.gemm_flops(m, n, k) == flops
+    assert ranges.gemm_flops(m, n, k) == flops
 
 
 @pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16", "bfloat16")])

@@ -194,14 +194,13 @@ def test_aggregate_writes_group_and_round_and_the_paired_speedup_ci():
     runs = aggregate.runs_table(pairs)
     assert runs["group"].tolist() == [GROUP] * 6
     assert runs["round"].tolist() == [0, 1, 2, 0, 1, 2]
-    tuned = aggregate.summary_table(pairs, runs).set_index("variant").loc["tuned"]
+    tuned = comparisons.comparisons_table(aggregate.summary_table(pairs, runs), runs).iloc[0]
     expected = ratios.paired_ratio(DRIFTING_A, DRIFTING_B)
-    assert tuned["speedup_vs_baseline_method"] == "paired"
-    assert tuned["speedup_vs_baseline_separated"]
+    assert (tuned["a_variant"], tuned["method"], tuned["verdict"]) == ("tuned", "paired", "faster")
     # The speedup is the interval's own estimate, so it lies inside its interval.
-    assert tuned["speedup_vs_baseline"] == pytest.approx(expected.ratio)
-    assert tuned["speedup_vs_baseline_ci_low"] == pytest.approx(expected.low)
-    assert tuned["speedup_vs_baseline_ci_high"] == pytest.approx(expected.high)
+    assert tuned["ratio"] == pytest.approx(expected.ratio)
+    assert tuned["ci95_low"] == pytest.approx(expected.low)
+    assert tuned["ci95_high"] == pytest.approx(expected.high)
     # Older documents (no group, no round) give empty columns and an unpaired interval.
     for document in documents:
         del document["group"]
@@ -209,15 +208,14 @@ def test_aggregate_writes_group_and_round_and_the_paired_speedup_ci():
             del process["round"]
     runs = aggregate.runs_table(pairs)
     assert runs["group"].isna().all() and runs["round"].isna().all()
-    tuned = aggregate.summary_table(pairs, runs).set_index("variant").loc["tuned"]
-    assert tuned["speedup_vs_baseline_method"] == "unpaired"
-    assert not tuned["speedup_vs_baseline_separated"]
+    tuned = comparisons.comparisons_table(aggregate.summary_table(pairs, runs), runs).iloc[0]
+    assert tuned["method"] == "unpaired" and tuned["verdict"] != "faster"
 
 
 # ------------------------------------------------------------------------------------------
 # A report built from results folders.
 # ------------------------------------------------------------------------------------------
-# Ratios as `ratios.describe` and `comparisons.describe` write them.
+# Ratios as `ratios.ratio_text` and `comparisons.describe` write them.
 RATIO = re.compile(
     r"\d+\.\d\dx (faster|slower|higher|lower) \(([\d.]+x, )?95% CI \d+\.\d\d-\d+\.\d\d\)"
     r"|no difference detectable: within ±\d+%"
@@ -298,14 +296,11 @@ def test_a_tie_is_named_and_no_configuration_is_called_fastest(tmp_path):
     # Both CIs (±9.8% and ±10%) are wider than the 3% target, and the finding says so.
     assert tie.endswith("missed their CI target."), tie
     (variant,) = [s for s in key if "variant" in s]
-    assert variant.startswith(
-        "No single best variant for resnet18_cifar fp32 at batch 64 on Box CPU (box): tuned at "
-        "205 img/s"
-    )
+    assert variant.startswith("No single best variant for fp32 at batch 64: tuned at " "205 img/s")
     # bf16 is separated from fp32, and the finding names it with the ratio's interval.
     (precision,) = [s for s in key if "precision" in s]
     assert re.match(
-        r"Best precision for resnet18_cifar at batch 64 \(baseline\) on Box CPU \(box\): fp32, "
+        r"Best precision at batch 64 \(baseline\): fp32, "
         r"1\.33x faster \(95% CI 1\.\d\d-1\.\d\d\) than bf16",
         precision,
     ), precision
@@ -333,12 +328,121 @@ def test_a_missed_target_that_follows_the_whole_group_names_the_machine_slowing(
     pairs = [(f"doc{i}.json", d) for i, d in enumerate(documents)]
     summary = aggregate.summary_table(pairs, aggregate.runs_table(pairs))
     assert summary["noise_cause"].tolist() == ["shared_slowdown"] * 2
-    detail = summary["noise_detail"].iloc[0]
-    assert detail.startswith(
-        "Shared slowdowns: its processes rose and fell with the 1 other configuration measured "
-        "beside them, round by round (r² 1.00, p<0.001; the group's slowest round 33% under "
-        "its median)"
-    )
+    row = summary.iloc[0]
+    assert (row["shared_slowdown_configurations"], row["shared_slowdown_rounds"]) == (1, 8)
+    assert row["shared_slowdown_r2"] == pytest.approx(1.0, abs=0.005)
+    assert row["shared_slowdown_dip"] == pytest.approx(0.33, abs=0.005)
     # The windows' own reading follows it: two episodes of slow rounds look like two process
     # levels from inside one configuration.
-    assert "A process level split in two: 3 processes at about 70.3 img/s" in detail
+    assert row["noise_causes"] == "shared_slowdown;bimodal"
+    assert (row["bimodal_low_n"], round(row["bimodal_low_img_s"], 1)) == (3, 70.3)
+
+
+# ------------------------------------------------------------------------------------------
+# comparisons.csv and the Speedups section drawn from it alone.
+# ------------------------------------------------------------------------------------------
+def _summary(rows: list[tuple]) -> pd.DataFrame:
+    """summary.csv rows from (machine, precision, batch, variant, mean)."""
+    return pd.DataFrame(
+        [
+            {**config(v, mean), "machine": m, "precision": p, "batch_size": b, "status": "ok"}
+            for m, p, b, v, mean in rows
+        ]
+    )
+
+
+def _runs(rows: list[tuple]) -> pd.DataFrame:
+    """runs.csv rows from (machine, precision, batch, variant, rates, group)."""
+    out = []
+    for m, p, b, v, rates, group in rows:
+        for process, rate in enumerate(rates):
+            out.append(
+                {
+                    **config(v, rate),
+                    "machine": m,
+                    "precision": p,
+                    "batch_size": b,
+                    "process": process,
+                    "status": "ok",
+                    "throughput_img_s": rate,
+                    "group": group,
+                    "round": process if group else None,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+STUDY_RUNS = [
+    # Interleaved in one group: tuned vs baseline paired; bf16 vs fp32 paired and tied.
+    ("box", "fp32", 8, "baseline", DRIFTING_B, "g8"),
+    ("box", "fp32", 8, "tuned", DRIFTING_A, "g8"),
+    ("box", "bf16", 8, "baseline", [91.5, 135.0, 183.0], "g8"),
+    # Another batch size, measured apart: unpaired against batch 8.
+    ("box", "fp32", 16, "baseline", [300.0, 310.0, 305.0], None),
+    ("other", "fp32", 8, "baseline", [50.0, 52.0, 51.0], None),
+]
+TRAINING = pd.DataFrame(
+    [
+        {**config("baseline", 0), "recipe": "r", "time_to_target_s": 100.0, "machine": "box"},
+        {**config("tuned", 0), "recipe": "r", "time_to_target_s": 150.0, "machine": "box"},
+    ]
+)
+
+
+def study_comparisons() -> pd.DataFrame:
+    runs = _runs(STUDY_RUNS)
+    means = [(m, p, b, v, sum(r) / len(r)) for m, p, b, v, r, _ in STUDY_RUNS]
+    return comparisons.comparisons_table(_summary(means), runs, TRAINING)
+
+
+def test_comparisons_table_has_every_family_with_its_method_and_verdict():
+    table = study_comparisons()
+    assert set(table["kind"]) == set(comparisons.KINDS)
+    by = {(r["kind"], r["pair"], r["a_variant"], r["a_precision"]): r for _, r in table.iterrows()}
+    tuned = by[("variant", "vs_reference", "tuned", "fp32")]
+    assert tuned["method"] == "paired" and tuned["verdict"] == "faster"
+    assert tuned["ratio"] == pytest.approx(ratios.paired_ratio(DRIFTING_A, DRIFTING_B).ratio)
+    assert tuned["rounds"] == 3
+    bf16 = by[("precision", "vs_reference", "baseline", "bf16")]
+    assert bf16["method"] == "paired" and bf16["verdict"] in ("tie", "unresolved")
+    assert bf16["ci95_low"] < 1 < bf16["ci95_high"]
+    batch = table[table["kind"] == "batch"]
+    assert set(batch["method"]) == {"unpaired"}
+    assert (batch["a_batch_size"] == 16).all() and (batch["b_batch_size"] == 8).all()
+    machine = table[table["kind"] == "machine"].iloc[0]
+    assert (machine["a_machine"], machine["b_machine"], machine["method"]) == (
+        "box",
+        "other",
+        "unpaired",
+    )
+    time = table[table["kind"] == "time_to_accuracy"].iloc[0]
+    assert time["a_variant"] == "baseline" and time["ratio"] == pytest.approx(1.5)
+    assert time["method"] == "single"
+
+
+def test_a_tie_within_the_target_is_a_tie_and_wider_is_unresolved():
+    tight = ratios.RatioCI(1.0, 0.99, 1.01, ratios.PAIRED, 3)
+    wide = ratios.RatioCI(1.0, 0.9, 1.1, ratios.PAIRED, 3)
+    assert comparisons.verdict(tight, 0.03) == "tie"
+    assert comparisons.verdict(wide, 0.03) == "unresolved"
+    assert comparisons.verdict(ratios.RatioCI(1.2, None, None, None, 1), 0.03) == "no_ci"
+
+
+def test_the_speedups_section_renders_from_comparisons_csv_alone(tmp_path):
+    from nnperf.core import files
+    from nnperf.report import results
+    from nnperf.report.outline import Page
+    from nnperf.report.sections import speedups
+
+    path = tmp_path / "comparisons.csv"
+    files.write_csv(path, study_comparisons())
+    loaded = results.ResultSet(comparisons=results.read_table(path))
+    page = Page.__new__(Page)
+    page.tables, page.machines = loaded, ["box", "other"]
+    page.drop = lambda frame: frame
+    page.figures_of = lambda kind: []
+    page.sources = lambda *kinds: []
+    built = speedups.build(page)
+    text = " ".join(built.findings)
+    assert "The tuned variant is 1.10x faster" in text
+    assert "bf16 vs fp32" in text and "batch 16 against batch 8" in text

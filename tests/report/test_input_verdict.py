@@ -317,7 +317,7 @@ def test_the_input_table_puts_the_loader_beside_training_for_every_configuration
             row("replayed", 50.0, None, 0.001, UNDETERMINED),
         ]
     )
-    table = input_pipeline.input_display(summary)
+    table = input_pipeline.input_table(summary)
     assert table["Variant"].tolist() == ["baseline", "replayed"]
     assert table["Training (img/s)"].tolist() == ["40.0", "50.0"]
     assert table["Loader alone"].tolist() == [

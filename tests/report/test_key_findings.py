@@ -21,7 +21,8 @@ from nnperf.report.configurations import GROUP_KEYS, estimate_text, ok_configs
 from nnperf.report.sections.breakdown import phase_shares
 from nnperf.report.sections.ceilings import ceilings_table
 from nnperf.report.sections.kernels import kernel_kind_shares, top_kernels
-from nnperf.report.sections.key_findings import limiter_sentence
+from nnperf.report.sections.key_findings import limit_record
+from nnperf.report.wording.findings import sentence
 from nnperf.report.sections.measurement import (
     ci_missed_sentences,
     ci_target_counts,
@@ -43,12 +44,8 @@ from nnperf.report.sections.notes import (
     variance_notes,
 )
 from nnperf.report.sections.roofline import busy_sentence, verdict_sentence
-from nnperf.report.sections.speedups import (
-    batch_scaling,
-    scaling_sentence,
-    speedup_sentence,
-    speedups,
-)
+from nnperf.report.comparisons import comparisons_table
+from nnperf.report.sections.speedups import pairs, scaling, scaling_sentence, speedup_sentence
 from nnperf.roofline import points as roofline
 from report_tables import (
     LAPTOP,
@@ -97,37 +94,13 @@ def box(configs: list[Config]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return labelled(summary_rows(configs), "box"), labelled(runs_rows(configs, "box", "x"), "box")
 
 
-def test_precision_speedup_sentence_has_ratio_its_ci_and_both_estimates():
-    table = speedups(gpu_summary(), "precision", "fp32", gpu_runs())
-    assert len(table) == 1
-    row = table.iloc[0].to_dict()
-    # 1800 / 1000 by hand; processes 1782/1800/1818 against 990/1000/1010, unpaired.
-    assert row["speedup"] == pytest.approx(1.8)
-    assert row["speedup_method"] == "fieller" and row["speedup_separated"]
-    assert speedup_sentence(row, "precision") == (
-        f"bf16 is 1.80x faster (95% CI 1.75-1.85) than fp32 for resnet18_cifar at batch 64 "
-        f"(baseline) on {H100}: 1,800 img/s (95% CI 1,785–1,815) vs 1,000 img/s "
-        "(95% CI 995–1,005)."
-    )
+def speedups(summary, column, reference, runs=None):
+    """The `column` rows of comparisons.csv built from `summary` and `runs`."""
+    return pairs(comparisons_table(summary, runs), column)
 
 
-def test_a_ratio_whose_ci_includes_one_is_not_separated_and_says_so():
-    summary, runs = box(
-        [
-            Config("cpu", "m", "fp32", 8, "baseline", 200.0, (150.0, 250.0), between_rsd=0.25),
-            Config("cpu", "m", "bf16", 8, "baseline", 160.0, (120.0, 210.0), between_rsd=0.25),
-        ]
-    )
-    row = speedups(summary, "precision", "fp32", runs).iloc[0].to_dict()
-    # Processes 120/160/200 against 150/200/250: 0.80x, and Fieller's interval spans 1.
-    assert not row["speedup_separated"]
-    assert speedup_sentence(row, "precision").startswith(
-        "bf16 vs fp32 for m at batch 8 (baseline) on box: no difference detectable: within "
-        "±57% (0.80x, 95% CI 0.43-1.49); 160 img/s (95% CI 120–210) vs 200 img/s "
-        "(95% CI 150–250). Unresolved against the 3.0% target: measured apart (not "
-        "interleaved), so each side's process spread (RSD 25% and 25%) and whatever changed "
-        "between them stay in the ratio; at that spread, ±3.0% would take ~"
-    )
+def batch_scaling(summary, runs=None):
+    return scaling(comparisons_table(summary, runs))
 
 
 def test_one_process_on_a_side_gives_no_separation():
@@ -147,73 +120,6 @@ def test_one_process_on_a_side_gives_no_separation():
     assert "1.00x, not separated (no per-process throughputs for a 95% CI)" in (
         speedup_sentence(row, "variant")
     )
-
-
-def test_variant_speedup_against_baseline():
-    table = speedups(laptop_summary(), "variant", "baseline", laptop_runs())
-    assert list(table["variant"]) == ["tuned"]
-    # 260 / 200 = 1.3 at fp32, batch 64.
-    assert table["speedup"].iloc[0] == pytest.approx(1.3)
-    assert speedup_sentence(table.iloc[0].to_dict(), "variant").startswith(
-        "The tuned variant is 1.30x faster (95% CI 1.04-1.56) than baseline for resnet18_cifar "
-        f"fp32 at batch 64 on {I7}"
-    )
-
-
-def test_batch_scaling_gain_best_batch_and_oom():
-    table = batch_scaling(laptop_summary(), laptop_runs())
-    row = table[(table["precision"] == "fp32") & (table["variant"] == "baseline")].iloc[0]
-    # 100 -> 190 -> 200 img/s at 16/32/64 (processes +/-1%); 128 ran OOM. Batch 32 reaches
-    # 95% of batch 64 at its mean (190 / 200), but not over its whole interval: no claim.
-    assert (row["smallest_batch_size"], row["largest_batch_size"]) == (16, 64)
-    assert row["gain"] == pytest.approx(2.0) and row["gain_separated"]
-    assert row["best_batch_size"] == 64 and pd.isna(row["saturation_batch_size"])
-    assert row["oom_batch_sizes"] == "128"
-    assert scaling_sentence(row.to_dict()) == (
-        f"For resnet18_cifar fp32 (baseline) on {I7}, batch 64 against batch 16 (200 img/s vs "
-        "100 img/s): 2.00x higher (95% CI 1.95-2.05); it is still rising at the largest batch "
-        "size that ran (batch 64 vs 32: 1.05x faster (95% CI 1.03-1.08)); batch 128 ran out of "
-        "memory."
-    )
-
-
-def test_a_best_batch_below_the_largest_and_a_saturated_one_only_with_separation():
-    tight = {"between_rsd": 0.005}
-    summary, runs = box(
-        [
-            Config("cpu", "m", "fp32", 16, "baseline", 100.0, (99.0, 101.0), **tight),
-            Config("cpu", "m", "fp32", 32, "baseline", 196.0, (195.0, 197.0), **tight),
-            Config("cpu", "m", "fp32", 64, "baseline", 200.0, (199.0, 201.0), **tight),
-            Config("cpu", "m", "fp32", 128, "baseline", 180.0, (179.0, 181.0), **tight),
-        ]
-    )
-    row = batch_scaling(summary, runs).iloc[0].to_dict()
-    # 200 / 196 = 1.02, separated at +/-0.5% processes; 196 / 200 = 0.98 >= 0.95 over the
-    # whole interval, so batch 32 is saturated.
-    assert (row["best_batch_size"], row["next_batch_size"]) == (64, 32)
-    assert row["saturation_batch_size"] == 32 and row["saturation_ci_low"] > 0.95
-    text = scaling_sentence(row)
-    assert "; batch 64 is the best, at 200 img/s (batch 64 vs 32: 1.02x faster (95% CI " in text
-    assert text.endswith(
-        f"; batch 32 already reaches 95% of batch 64 (0.98x of it, 95% CI "
-        f"{row['saturation_ci_low']:.2f}-{row['saturation_ci_high']:.2f})."
-    )
-    # The same means with +/-8% processes: no best batch size, and no saturation claimed.
-    noisy = {"between_rsd": 0.08}
-    summary, runs = box(
-        [
-            Config("cpu", "m", "fp32", 32, "baseline", 196.0, (180.0, 212.0), **noisy),
-            Config("cpu", "m", "fp32", 64, "baseline", 200.0, (184.0, 216.0), **noisy),
-            Config("cpu", "m", "fp32", 128, "baseline", 190.0, (175.0, 205.0), **noisy),
-        ]
-    )
-    row = batch_scaling(summary, runs).iloc[0].to_dict()
-    assert pd.isna(row["best_batch_size"]) and row["tied_batch_sizes"] == "32 64 128"
-    text = scaling_sentence(row)
-    assert (
-        "; no best batch size: batch 32, 64 and 128 are tied (batch 64 vs 32: no difference" in text
-    )
-    assert "already reaches" not in text
 
 
 def test_phase_shares_from_summary_medians():
@@ -237,12 +143,17 @@ def test_input_bound_configuration_is_named_as_such():
     summary = gpu_summary()
     phases = phase_shares(summary)
     best = summary[summary["precision"] == "bf16"].iloc[0].to_dict()
-    text = limiter_sentence(best, phases, pd.DataFrame())
-    assert text.startswith(
+    record = limit_record(best, phases, pd.DataFrame())
+    assert record.kind == "limit_input"
+    assert record.numbers["input_share"] == pytest.approx(0.4)
+    assert record.numbers["step_s"] == pytest.approx(0.01)
+    assert sentence(record).startswith(
         f"What limits resnet18_cifar bf16 at batch 64 (baseline) on {H100}: "
         "the input pipeline — data wait and host-to-device copies take 40% "
         "of each step (10.0 ms)"
     )
+    # After the finding that named it, the configuration is "it".
+    assert sentence(record, best).startswith("What limits it: the input pipeline")
 
 
 def cpu_point(intensity: float, performance: float) -> pd.DataFrame:
@@ -342,10 +253,13 @@ def test_far_below_the_roofs_reads_as_overheads():
     readings = roofline_readings(cpu_point(50.0, 1e10), CPU_CEILINGS)
     verdicts = roofline_verdicts(readings)
     config = verdicts.iloc[0].to_dict()
-    text = limiter_sentence(config, pd.DataFrame(), verdicts)
+    record = limit_record(config, pd.DataFrame(), verdicts)
     # 1e10 of an attainable 1e11: 10% < 30% -> overheads.
+    assert record.kind == "limit_overheads"
+    assert record.numbers["fraction_of_roof"] == pytest.approx(0.1)
     assert (
-        "overheads, not the roofs — the step reaches only 10% of the measured compute roof" in text
+        "overheads, not the roofs — the step reaches only 10% of the measured compute roof"
+        in sentence(record)
     )
 
 
@@ -442,45 +356,6 @@ def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     assert over_budget_notes(labelled(summary_rows(laptop_configs()), I7)) == []
 
 
-def test_over_budget_batch_sizes_are_named_in_the_batch_scaling():
-    slow = Config(
-        "cpu",
-        "resnet18_cifar",
-        "fp32",
-        512,
-        "baseline",
-        None,
-        status="over_budget",
-        single_step_time_s=9.0,
-    )
-    summary = labelled(summary_rows(laptop_configs() + [slow]), I7)
-    table = batch_scaling(summary, laptop_runs())
-    row = table[(table["precision"] == "fp32") & (table["variant"] == "baseline")].iloc[0]
-    assert row["oom_batch_sizes"] == "128" and row["over_budget_batch_sizes"] == "512"
-    assert scaling_sentence(row.to_dict()).endswith(
-        "; batch 128 ran out of memory; batch 512 was too slow to measure within the time "
-        "budget."
-    )
-
-
-def test_unstable_configurations_are_flagged_next_to_their_numbers_and_listed():
-    summary = laptop_summary()
-    assert unstable_notes(summary) == [
-        f"Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON}; its "
-        "throughput is marked unstable wherever it is quoted, and comparisons with it need care."
-    ]
-    row = speedups(summary, "variant", "baseline", laptop_runs()).iloc[0].to_dict()
-    assert speedup_sentence(row, "variant") == (
-        "The tuned variant is 1.30x faster (95% CI 1.04-1.56) than baseline for resnet18_cifar "
-        f"fp32 at batch 64 on {I7}: 260 img/s (95% CI 250–270; unstable) vs 200 img/s "
-        "(95% CI 190–210)."
-    )
-    # Read as written to CSV (strings), the flag still counts; a clean summary has no notes.
-    as_text = summary.assign(unstable=summary["unstable"].astype(str))
-    assert len(unstable_notes(as_text)) == 1
-    assert unstable_notes(gpu_summary()) == []
-
-
 def test_a_single_window_has_no_ci_and_says_so():
     one = Config("cpu", "m", "fp32", 8, "baseline", 50.0, None, processes=1, windows_per_process=1)
     row = ok_configs(labelled(summary_rows([one]), "box")).iloc[0].to_dict()
@@ -532,10 +407,9 @@ def test_ci_target_findings_say_which_missed_and_why():
     )
     # (160 - 140) / 2 / 150 = 6.7% > 6%, and the budget ran out.
     assert ci_missed_sentences(table) == [
-        f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} missed its CI target: its 95% CI "
-        "half-width is 6.7% against a target of 6.0% after 3 processes and 12 windows; the time "
-        "budget ran out first (timing.max_seconds); a larger budget buys more processes and "
-        "windows."
+        f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} (±6.7% against ±6.0%) missed its "
+        "CI target after 3 processes and 12 windows; the time budget ran out first "
+        "(timing.max_seconds); a larger budget buys more processes and windows."
     ]
     capped = laptop_summary().assign(stop_reason="max_processes")
     assert ci_missed_sentences(measurement_table(capped))[0].endswith(
@@ -683,7 +557,7 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
         "check the measured fp32 ceiling of cpu.",
     ]
     # No roof holds the point and there is no phase table: nothing is claimed about limits.
-    assert limiter_sentence(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
+    assert limit_record(verdicts.iloc[0].to_dict(), pd.DataFrame(), verdicts) is None
     # With phase times, the limiter says why there is no roofline reading.
     config = verdicts.iloc[0].to_dict()
     phases = pd.DataFrame(
@@ -696,7 +570,10 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
             }
         ]
     )
-    text = limiter_sentence(config, phases, verdicts)
+    record = limit_record(config, phases, verdicts)
+    assert record.kind == "limit_unread" and record.about["phase"] == "backward"
+    assert record.numbers["phase_share"] == pytest.approx(0.6)
+    text = sentence(record)
     assert (
         "no roofline reading (the step lies above the measured roof, so that roof is too low"
         in text

@@ -9,6 +9,7 @@ import pytest
 
 from nnperf.engine.stopping import processes_for_spread
 from nnperf.report import aggregate, noise
+from nnperf.report.wording import noise as wording
 
 T0 = 1_700_000_000.0
 WINDOW_S = 5.0
@@ -62,7 +63,14 @@ def processes_of(rows):
 
 
 def codes(rows, target=0.03):
-    return [cause.code for cause in noise.causes(rows, target)]
+    return [cause.kind for cause in noise.causes(rows, target)]
+
+
+def said(found):
+    """The sentence a cause's record is worded as."""
+    return wording.cause_sentence(
+        found.kind, {**dict.fromkeys(noise.CAUSE_NUMBERS[found.kind]), **found.numbers}
+    )
 
 
 def test_a_drifting_series_is_drift():
@@ -72,16 +80,12 @@ def test_a_drifting_series_is_drift():
     for row in rows:
         row["throughput_img_s"] *= 1 - 0.05 * (row["started_at_unix"] - T0) / 60
     found = noise.causes(rows, 0.03)
-    assert found[0].code == "drift"
-    assert "fell" in found[0].sentence and "p<0.001" in found[0].sentence
-    assert "/min" in found[0].sentence and "\u2212" in found[0].sentence
-    # The fall over the run is stated as a share of the throughput: about 20%.
-    share = float(found[0].sentence.split("fell ")[1].split("%")[0]) / 100
-    assert share == pytest.approx(0.2 * 235 / 240, abs=0.015)  # the last window starts at 235 s
-    per_minute = float(found[0].sentence.split("slope \u2212")[1].split("%")[0]) / 100
-    assert per_minute == pytest.approx(0.05, abs=0.003)
+    assert found[0].kind == "drift" and found[0].numbers["p"] < 0.001
+    # The fall over the run as a share of the throughput: about 20%.
+    assert found[0].numbers["change"] == pytest.approx(-0.2 * 235 / 240, abs=0.015)
+    assert found[0].numbers["per_minute"] == pytest.approx(-0.05, abs=0.003)
     # The processes differ only by the trend: once it is taken out, nothing else is named.
-    assert [c.code for c in found] == ["drift"]
+    assert [c.kind for c in found] == ["drift"]
 
 
 def test_a_small_drift_against_a_loose_target_is_not_named():
@@ -99,9 +103,10 @@ def test_other_cores_high_in_the_slow_windows_is_host_load():
 
     rows = series([100.0] * 4, other_cores=other)
     found = noise.causes(rows, 0.03)
-    assert found[0].code == "host_load"
-    assert "1.2 cores" in found[0].sentence
-    assert "the 8 windows" in found[0].sentence and "12% slower" in found[0].sentence
+    assert found[0].kind == "host_load"
+    assert found[0].numbers["peak"] == pytest.approx(1.2)
+    assert found[0].numbers["windows"] == 8
+    assert found[0].numbers["slower"] == pytest.approx(0.12, abs=0.01)
     assert "drift" not in codes(rows)
 
 
@@ -112,7 +117,7 @@ def test_steal_in_the_slow_windows_is_steal():
 
     rows = series([100.0] * 4, steal_share=stolen)
     found = noise.causes(rows, 0.03)
-    assert found[0].code == "steal" and "15%" in found[0].sentence
+    assert found[0].kind == "steal" and found[0].numbers["peak"] == pytest.approx(0.15)
 
 
 def test_a_clock_that_moves_with_throughput_is_clock():
@@ -122,16 +127,20 @@ def test_a_clock_that_moves_with_throughput_is_clock():
 
     rows = series([100.0] * 3, sm_clock_mhz=sm_clock)
     found = noise.causes(rows, 0.01)
-    assert found[0].code == "clock" and "1500–1980 MHz" in found[0].sentence
+    assert found[0].kind == "clock"
+    assert (found[0].numbers["low_mhz"], found[0].numbers["high_mhz"]) == (1500, 1980)
 
 
 def test_two_clusters_of_process_means_are_bimodal():
     # Alternating fast and slow processes (no trend in time): 100 and 108 img/s.
     rows = series([100.0, 108.0, 100.0, 108.0, 100.0, 108.0], noise_rel=0.005)
     found = noise.causes(rows, 0.03)
-    assert [c.code for c in found] == ["bimodal"]
-    assert "3 processes at about 100 img/s and 3 at about 108" in found[0].sentence
-    assert found[0].share > 0.8
+    assert [c.kind for c in found] == ["bimodal"]
+    n = found[0].numbers
+    assert (n["low_n"], n["high_n"]) == (3, 3)
+    assert n["low_img_s"] == pytest.approx(100, rel=0.01)
+    assert n["high_img_s"] == pytest.approx(108, rel=0.01)
+    assert n["share"] > 0.8
 
 
 def test_one_slow_process_is_not_a_split_but_the_process_level():
@@ -147,26 +156,85 @@ def test_split_needs_a_gap_wider_than_both_groups():
 
 
 def test_white_noise_is_window_noise_with_the_processes_it_needs():
+    from test_aggregate import run_document
+
     rows = series([100.0] * 3, windows_per_process=6, noise_rel=0.08, seed=3)
     processes = processes_of(rows)
-    code, detail = noise.explain(rows, processes, 0.03)
-    assert code == "window_noise"
-    assert detail.startswith("No external cause found")
+    document = run_document(ci_rel=0.05, target_ci=0.03)
+    document.update(windows=rows, processes=processes)
+    columns = noise.noise_columns(document)
+    assert columns["noise_cause"] == "window_noise" and columns["window_noise_cv"] > 0.05
     rates = [p["throughput_img_s"] for p in processes]
     needed = processes_for_spread(np.std(rates, ddof=1), np.mean(rates), 0.03)
-    assert needed > 3
-    assert f"the 3.0% target would take {needed} processes, {needed - 3} more" in detail
+    assert needed > 3 and columns["processes_needed"] == needed
     # Each process took 10 s of start-up and 6 windows of 5 s: 40 s.
-    assert "at 40.0 s per process" in detail
+    assert columns["process_cost_s"] == pytest.approx(40.0)
+    row = {**columns, "ci_target": 0.03, "n_processes": 3}
+    sentence = wording.target_sentence(row)
+    assert (
+        f"the 3.0% target would take {needed} processes, {needed - 3} more than the 3" in sentence
+    )
+    assert "at 40.0 s per process" in sentence
 
 
 def test_one_process_cannot_say_how_many_it_needs():
-    sentence = noise.target_sentence([100.0], 0.03)
-    assert "at least two processes" in sentence and "unmeasured" in sentence
+    assert noise.target_columns([100.0], 0.03) == {"process_rsd": None, "processes_needed": None}
+    sentence = wording.target_sentence({"ci_target": 0.03, "n_processes": 1})
+    assert "at least two processes" in sentence and "with 1 process" in sentence
 
 
 def test_no_windows_is_none():
     assert codes([]) == ["none"]
+
+
+# One record per cause, worded: the sentence quotes its numbers.
+WORDED = {
+    "shared_slowdown": (
+        dict(r2=0.91, p=0.0004, configurations=2, rounds=8, dip=0.33),
+        ("2 other configurations", "8 rounds", "r² 0.91", "p<0.001", "33% under"),
+    ),
+    "drift": (
+        dict(change=-0.196, per_minute=-0.05, p=0.002),
+        ("fell 20%", "\u22125.0%/min", "p<0.01"),
+    ),
+    "host_load": (
+        dict(r2=0.5, p=0.001, peak=1.2, windows=8, slower=0.12),
+        ("1.2 cores", "r² 0.50", "the 8 windows", "12% slower"),
+    ),
+    "steal": (
+        dict(r2=0.4, p=0.003, peak=0.15, windows=5, slower=0.15),
+        ("15% of the CPU", "5 windows"),
+    ),
+    "clock": (
+        dict(r2=0.8, p=0.0001, low_mhz=1500, high_mhz=1980, throttled=2),
+        ("1500–1980 MHz", "2 windows throttled"),
+    ),
+    "bimodal": (
+        dict(low_n=3, low_img_s=100.2, high_n=3, high_img_s=108.1, gap=0.071),
+        ("3 processes at about 100 img/s", "3 at about 108", "7.1% apart"),
+    ),
+    "process_level": (
+        dict(n=4, p=0.02, low_img_s=92.1, high_img_s=100.4),
+        ("4 processes", "92.1–100 img/s", "p=0.02"),
+    ),
+    "window_noise": (dict(cv=0.081), ("CV of 8.1%",)),
+}
+
+
+@pytest.mark.parametrize("code", list(WORDED))
+def test_each_cause_is_worded_with_its_numbers(code):
+    numbers, quoted = WORDED[code]
+    row = {f"{code}_{name}": value for name, value in numbers.items()}
+    sentence = wording.cause_sentence(code, wording.numbers_of(row, code))
+    for text in quoted:
+        assert text in sentence, (text, sentence)
+
+
+def test_a_throttled_clock_is_worded_by_its_slowdown():
+    sentence = wording.cause_sentence(
+        "clock", dict(r2=None, p=0.004, low_mhz=None, high_mhz=None, throttled=3, slower=0.09)
+    )
+    assert "3 windows were throttled" in sentence and "9.0% slower" in sentence
 
 
 def test_summary_names_the_cause_only_where_the_target_was_missed():
@@ -176,72 +244,9 @@ def test_summary_names_the_cause_only_where_the_target_was_missed():
     missed = run_document(windows=drifting, ci_rel=0.05, target_ci=0.03)
     met = run_document(windows=drifting, ci_rel=0.02, target_ci=0.03)
     row = aggregate.summary_row(missed)
-    assert row["noise_cause"] == "drift"
-    assert row["noise_detail"].startswith("Drift: throughput fell")
-    assert "target would take" in row["noise_detail"]
-    assert aggregate.summary_row(met)["noise_cause"] is None
-    assert aggregate.summary_row(met)["noise_detail"] is None
-
-
-def test_the_measurement_section_says_the_cause_of_a_missed_target():
-    import pandas as pd
-
-    from nnperf.report.sections import measurement
-    from test_aggregate import run_document
-
-    drifting = ((110.0, 108.0, 106.0, 104.0), (102.0, 100.0, 98.0, 96.0))
-    row = aggregate.summary_row(run_document(windows=drifting, ci_rel=0.05, target_ci=0.03))
-    table = measurement.measurement_table(pd.DataFrame([{**row, "machine": "vm"}]))
-    (sentence,) = measurement.ci_missed_sentences(table)
-    assert "missed its CI target" in sentence
-    assert "Likely cause: Drift: throughput fell" in sentence
-    assert "target would take" in sentence
-
-
-def test_the_window_thresholds_are_the_stability_flags():
-    from nnperf.engine import stability
-
-    assert noise.OVERLOAD_TOLERANCE_CORES == stability.OVERLOAD_TOLERANCE_CORES
-    assert noise.STEAL_LIMIT == stability.STEAL_LIMIT
-
-
-# ------------------------------------------------------------------------------------------
-# Comparisons that stayed unresolved.
-# ------------------------------------------------------------------------------------------
-def test_a_resolved_comparison_needs_no_explaining():
-    assert (
-        noise.unresolved_comparison([101, 99], [100, 100], paired=True, within=0.02, target=0.03)
-        is None
-    )
-
-
-def test_an_unresolved_paired_comparison_names_its_round_to_round_spread_and_the_pairs_it_needs():
-    rng = np.random.default_rng(1)
-    b = 100 * (1 + 0.01 * rng.standard_normal(8))
-    a = b * np.exp(0.08 * rng.standard_normal(8))  # pairs that disagree by ~8% round to round
-    text = noise.unresolved_comparison(
-        a, b, paired=True, within=0.07, target=0.03, rounds=list(range(8))
-    )
-    spread = float(np.std(np.log(a / b), ddof=1))
-    needed = processes_for_spread(spread, 1.0, np.log1p(0.03))
-    assert text.startswith("Unresolved against the 3.0% target: over 8 paired rounds the ratio")
-    assert "drifts" not in text
-    assert text.endswith(f"would take ~{needed} paired rounds, {needed - 8} more than measured.")
-
-
-def test_a_ratio_that_trends_over_the_rounds_is_named_as_such():
-    rounds = list(range(10))
-    b = [100.0] * 10
-    a = [100.0 * 1.02**r * (1 + 0.003 * (-1) ** r) for r in rounds]  # A gains 2% a round
-    text = noise.unresolved_comparison(a, b, paired=True, within=0.12, target=0.03, rounds=rounds)
-    assert "it drifts over the rounds (+2.0% per round, p<0.001)" in text
-
-
-def test_an_unresolved_comparison_measured_apart_names_both_spreads():
-    a, b = [90.0, 110.0, 100.0], [95.0, 105.0, 100.0]
-    text = noise.unresolved_comparison(a, b, paired=False, within=0.3, target=0.03)
-    assert "measured apart (not interleaved)" in text
-    assert "RSD 10% and 5.0%" in text and text.endswith("more than measured.")
+    assert row["noise_cause"] == "drift" and row["drift_change"] < 0
+    assert row["processes_needed"] is not None
+    assert all(aggregate.summary_row(met)[name] is None for name in noise.NOISE_COLUMNS)
 
 
 def test_processes_that_follow_the_group_round_by_round_are_a_shared_slowdown():
@@ -252,8 +257,8 @@ def test_processes_that_follow_the_group_round_by_round_are_a_shared_slowdown():
         {r: 50.0 * c * (1 + 0.02 * (-1) ** (r // 2)) for r, c in enumerate(capacity)},
     ]
     found = noise.shared_slowdown(own, others)
-    assert found.code == "shared_slowdown" and found.share > 0.9
-    assert "with the 2 other configurations measured beside them" in found.sentence
+    assert found.kind == "shared_slowdown" and found.numbers["share"] > 0.9
+    assert (found.numbers["configurations"], found.numbers["rounds"]) == (2, 10)
     # Processes that vary on their own, beside a group that does not move, are not.
     rng = np.random.default_rng(3)
     alone = {r: 80.0 * (1 + 0.1 * rng.standard_normal()) for r in range(10)}
@@ -264,12 +269,14 @@ def test_processes_that_follow_the_group_round_by_round_are_a_shared_slowdown():
 
 
 def test_a_shared_slowdown_leads_the_windows_causes():
-    found = noise.Cause("shared_slowdown", "Shared slowdowns: ...", 0.8)
-    columns = {"noise_cause": "process_level", "noise_detail": "Process level: ..."}
-    assert noise.with_shared_slowdown(columns, found) == {
-        "noise_cause": "shared_slowdown",
-        "noise_detail": "Shared slowdowns: ... Process level: ...",
-    }
+    found = noise.cause(
+        "shared_slowdown", 0.8, r2=0.8, p=0.001, configurations=1, rounds=8, dip=0.3
+    )
+    columns = {"noise_cause": "process_level", "noise_causes": "process_level"}
+    led = noise.with_shared_slowdown(columns, found)
+    assert led["noise_cause"] == "shared_slowdown"
+    assert led["noise_causes"] == "shared_slowdown;process_level"
+    assert led["shared_slowdown_r2"] == 0.8 and led["shared_slowdown_rounds"] == 8
     # A configuration that met its target has nothing to explain.
-    met = {"noise_cause": None, "noise_detail": None}
+    met = dict.fromkeys(noise.NOISE_COLUMNS)
     assert noise.with_shared_slowdown(met, found) == met

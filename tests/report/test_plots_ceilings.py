@@ -8,7 +8,9 @@ from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
+from nnperf.report.format import fmt_bytes, fmt_si
 from nnperf.report.plots import ceilings as plots
+from nnperf.report.plots.style import save_png
 
 KIB, MIB = 1024, 1024**2
 
@@ -71,7 +73,7 @@ H100_DOC = {
     ],
 )
 def test_format_si(value, unit, text):
-    assert plots.format_si(value, unit) == text
+    assert fmt_si(value, unit) == text
 
 
 @pytest.mark.parametrize(
@@ -85,7 +87,7 @@ def test_format_si(value, unit, text):
     ],
 )
 def test_format_bytes(value, text):
-    assert plots.format_bytes(value) == text
+    assert fmt_bytes(value) == text
 
 
 def test_draw_roofs_measured_solid_datasheet_dashed_with_values():
@@ -158,7 +160,7 @@ def test_sweep_figure_content(tmp_path):
     assert any(t.get_text() == "L2 50 MiB" for t in ax.texts)
     assert "NVIDIA H100 80GB HBM3" in ax.get_title()
     out = tmp_path / "figures" / "sweep.png"
-    plots.save_figure(fig, out)
+    save_png(fig, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     assert list(out.parent.iterdir()) == [out]  # no temporary file left behind
 

@@ -178,12 +178,6 @@ def test_device_step_figure_mixes_ncu_and_analytic(h100):
         plt.close(figure)
 
 
-def test_value_labels():
-    assert plots.format_flop_s(9.89e14) == "989 TFLOP/s"
-    assert plots.format_bytes_s(3.35e12) == "3.35 TB/s"
-    assert plots.format_bytes_s(512) == "512 B/s"
-
-
 def test_a_configuration_figure_draws_only_the_configuration_it_names(h100):
     table, points = h100
     # Another batch size of the same model and a CPU run: neither belongs in this figure.

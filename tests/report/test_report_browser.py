@@ -129,14 +129,14 @@ def test_every_image_loads_and_the_tables_render(summary_html, tmp_path):
     assert check["images"] == 3 + 7
     assert check["loaded"] == check["images"], check["widths"]
     assert all(width > 0 for width in check["widths"])
-    # Environment 2, matrix 1, throughput 1, speedups 3, breakdown 1, roofline 2 (readings,
+    # Headline 2 (one per device), environment 2, throughput 1, speedups 3, breakdown 1, roofline 2 (readings,
     # profiled configurations), ceilings 1, kernels 2, complexity 1, measurement cost and
     # quality 2 (per configuration, per results folder): every table of the summary, each with
     # rows.
-    assert check["tables"] == 16
+    assert check["tables"] == 17
     assert all(rows > 0 for rows in check["rows"])
-    assert check["headings"][:3] == ["Key findings", "Environment", "Study matrix"]
-    assert check["headings"][-2:] == ["Measurement cost and quality", "Notes: skipped and flagged"]
+    assert check["headings"][:3] == ["At a glance", "Key findings", "Throughput"]
+    assert check["headings"][-2:] == ["Notes: skipped and flagged", "Environment"]
 
 
 def test_screenshot_renders(summary_html, tmp_path):

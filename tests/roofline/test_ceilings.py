@@ -76,16 +76,6 @@ def cpu_doc():
 # --- formulas ---------------------------------------------------------------------------
 
 
-def test_gemm_flops_by_hand():
-    assert compute_roofs.gemm_flops(2, 3, 4) == 48  # 2 x 3 outputs, 4 multiply-adds each
-    assert compute_roofs.gemm_flops(4096, 4096, 4096) == 137_438_953_472
-
-
-@given(st.integers(1, 10_000), st.integers(1, 10_000), st.integers(1, 10_000))
-def test_gemm_flops_is_two_mnk(m, n, k):
-    assert compute_roofs.gemm_flops(m, n, k) == 2 * m * n * k == compute_roofs.gemm_flops(n, m, k)
-
-
 def test_gemm_cost_by_hand():
     # A call that fills a window alone: no calibration; 2 warm-up calls, then 3 trials of
     # one untimed call and a one-call window.

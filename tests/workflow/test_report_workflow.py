@@ -42,21 +42,19 @@ def test_summary_reports_the_complexity_of_every_model(tiny_study):
 def test_summary_reports_every_configuration_that_ran(tiny_study):
     summary_csv = tiny_study / "results/tables/synthetic/summary.csv"
     md = (tiny_study / "reports/synthetic/summary.md").read_text(encoding="utf-8")
-    throughput = section(md, "Throughput")
+    headline, measurement = section(md, "At a glance"), section(md, "Measurement cost and quality")
     summary = pd.read_csv(summary_csv)
     for row in summary.itertuples():
-        line = next(
-            line
-            for line in throughput.splitlines()
-            # Precision, batch and variant are adjacent columns of the throughput table.
-            if re.search(
-                rf"\|\s*{row.precision}\s*\|\s*{row.batch_size}\s*\|\s*{row.variant}\s*\|", line
-            )
-        )
+        config = f"| {row.model} {row.precision} bs{row.batch_size} {row.variant} "
+        line = next(line for line in headline.splitlines() if line.startswith(config))
         if row.status == "ok":
             # The headline (the mean over worker processes) and how much was measured.
-            assert f"| {fmt(row.throughput_img_s_mean)} " in line
-            assert re.search(rf"\|\s*{int(row.n_processes)}\s*\|\s*{int(row.n_windows)}\s*\|", line)
+            assert f"| {fmt(row.throughput_img_s_mean)} (" in line
+            assert re.search(
+                rf"\|\s*{row.precision}\s*\|\s*{row.batch_size}\s*\|\s*{row.variant}\s*\|"
+                rf"\s*ok\s*\|\s*{int(row.n_processes)}\s*\|\s*{int(row.n_windows)}\s*\|",
+                measurement,
+            )
     environment = pd.read_csv(tiny_study / "results/tables/synthetic/environment.csv", dtype=str)
     # One run document per configuration, each with its environment record.
     assert len(environment) == len(summary)

@@ -12,6 +12,7 @@ import torch
 from nnperf.core import config as study_config
 from nnperf.core import contract, model_names
 from nnperf.core.errors import NnperfError
+from nnperf.report.format import cells
 from nnperf.report.sections import complexity as complexity_section
 from nnperf.workload import complexity, model_sources, models
 
@@ -152,7 +153,10 @@ def test_vit_attention_flops_are_counted():
         + 2 * n * d * d  # output projection
         + 2 * 2 * n * d * 4 * d  # MLP
     )
-    assert document["forward_flops_per_image"] == patch_embedding + layers * per_layer + 2 * d * classes
+    assert (
+        document["forward_flops_per_image"]
+        == patch_embedding + layers * per_layer + 2 * d * classes
+    )
     assert document["model_kind"] == "torchvision"
     assert document["flop_coverage"]["uncounted_calls"] == 0
     assert document["flop_coverage"]["counted_calls"] > 0
@@ -184,11 +188,15 @@ def test_uncounted_ops_are_named_and_stated_beside_the_flops(mynet):
     assert coverage["uncounted_calls"] == coverage["uncounted_ops"]["aten._fft_r2c"]
     assert 0 < coverage["uncounted_share"] < 1
     assert "of compute ops uncounted (aten._fft_r2c x" in complexity.summary(document)
-    shown = complexity_section.complexity_display(complexity_section.complexity_table([document]))
+    shown = cells(
+        complexity_section.complexity_table([document]), complexity_section.COMPLEXITY_COLUMNS
+    )
     share = f"{coverage['uncounted_share']:.0%}"
     assert shown["Train step FLOP/image"][0].endswith(f"({share} of compute ops uncounted)")
     plain = {**document, "flop_coverage": {"uncounted_share": 0.0}}
-    shown = complexity_section.complexity_display(complexity_section.complexity_table([plain]))
+    shown = cells(
+        complexity_section.complexity_table([plain]), complexity_section.COMPLEXITY_COLUMNS
+    )
     assert "uncounted" not in shown["Train step FLOP/image"][0]
 
 
@@ -215,11 +223,15 @@ def test_unknown_name_names_the_closest_known_ones():
 
 def test_missing_factory_file_or_callable(mynet):
     message = one_line(
-        lambda: study_config.validate({"models": [{"name": "x", "factory": "models/nope.py:build"}]})
+        lambda: study_config.validate(
+            {"models": [{"name": "x", "factory": "models/nope.py:build"}]}
+        )
     )
     assert message.startswith("config models entry 'x': factory file models/nope.py does not exist")
     message = one_line(
-        lambda: study_config.validate({"models": [{"name": "x", "factory": "models/mynet.py:biuld"}]})
+        lambda: study_config.validate(
+            {"models": [{"name": "x", "factory": "models/mynet.py:biuld"}]}
+        )
     )
     assert message == (
         "config models entry 'x': models/mynet.py defines no 'biuld'; allowed: build, Spectral, "
@@ -234,7 +246,9 @@ def test_missing_factory_file_or_callable(mynet):
 def test_factory_that_raises_is_its_last_line(mynet):
     message = one_line(
         lambda: complexity.complexity_document(
-            contract.ComplexityRequest(model="mynet", model_source=source(factory="models/mynet.py:broken"))
+            contract.ComplexityRequest(
+                model="mynet", model_source=source(factory="models/mynet.py:broken")
+            )
         )
     )
     assert message == (
@@ -256,7 +270,9 @@ def test_timm_not_installed(monkeypatch):
     """timm faked away: found by no import, importable by none."""
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "timm" else real_find_spec(name, *a),
     )
     monkeypatch.setitem(sys.modules, "timm", None)
     model_names.timm_names.cache_clear()
@@ -268,7 +284,9 @@ def test_timm_not_installed(monkeypatch):
         )
         message = one_line(lambda: models.build_model("timm_resnet10t", 10))
         assert message.startswith("timm is not installed here, and a timm model needs it")
-        assert "need pip install 'nnperf[timm]'" in one_line(lambda: models.build_model("resnet19", 1))
+        assert "need pip install 'nnperf[timm]'" in one_line(
+            lambda: models.build_model("resnet19", 1)
+        )
     finally:
         model_names.timm_names.cache_clear()
 
@@ -299,7 +317,9 @@ def test_typed_study_carries_the_mapping_to_every_request(mynet):
     assert run.model_source == source()
     assert contract.from_dict(contract.RunRequest, contract.to_dict(run)) == run
     assert job_requests.complexity_request(study, "mynet", "synthetic").model_source == source()
-    assert job_requests.training_request(study, key, "default", "synthetic").model_source == source()
+    assert (
+        job_requests.training_request(study, key, "default", "synthetic").model_source == source()
+    )
     assert job_requests.model_code(study, "mynet") == ["models/mynet.py"]
     assert job_requests.model_code(study, "resnet18_cifar") == []
     assert run.key.model == "mynet"

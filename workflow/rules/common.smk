@@ -334,6 +334,10 @@ def environment_outputs():
     return [table("environment")]
 
 
+def comparisons_outputs():
+    return [table("comparisons")]
+
+
 def machine_comparison_outputs():
     """The cross-machine table and figure, when other machines' results are configured."""
     if not STUDY.report.extra_results:
@@ -344,6 +348,7 @@ def machine_comparison_outputs():
 def report_outputs():
     return (
         environment_outputs()
+        + comparisons_outputs()
         + machine_comparison_outputs()
         + [layout.path(kind, dataset=DATASET) for kind in ("summary_html", "summary_md")]
     )
@@ -353,6 +358,15 @@ def compare_machines_inputs(wildcards):
     """What compare_machines reads: this machine's tables and the other machines' files."""
     this_study(wildcards)
     inputs = {name: table(name) for name in ("summary", "runs", "environment")}
+    return {**inputs, "extra_results": EXTRA_RESULTS}
+
+
+def comparisons_inputs(wildcards):
+    """What comparisons_table reads: this machine's tables and the other machines' files."""
+    this_study(wildcards)
+    inputs = {name: table(name) for name in ("summary", "runs", "environment")}
+    if training_keys():
+        inputs["training"] = table("training")
     return {**inputs, "extra_results": EXTRA_RESULTS}
 
 
@@ -367,6 +381,7 @@ def report_inputs(wildcards):
         "roofline_points": table("roofline_points"),
         "profiles": table("profiles"),
         "environment": table("environment"),
+        "comparisons": table("comparisons"),
         "complexity": complexity_outputs(),
         "ceilings": ceilings_jsons(),
         "run_jsons": run_outputs(),

@@ -19,6 +19,27 @@ rule environment_table:
         "../scripts/environment_table.py"
 
 
+# Every ratio the report states, machines against machines included, so it reads the other
+# machines' folders too (report.extra_results).
+rule comparisons_table:
+    input:
+        unpack(comparisons_inputs),
+    output:
+        table=report(
+            table_pattern("comparisons"),
+            caption="../report/comparisons_table.rst",
+            category="Throughput",
+            subcategory="Tables",
+            labels={"table": "comparisons (one row per stated ratio)"},
+        ),
+    log:
+        layout.log("table", dataset="{dataset}", name="comparisons"),
+    conda:
+        "../../envs/nnperf-report.yaml"
+    script:
+        "../scripts/comparisons_table.py"
+
+
 rule compare_machines:
     input:
         unpack(compare_machines_inputs),

@@ -141,7 +141,7 @@ rule plot_breakdown:
 
 rule plot_speedup:
     input:
-        summary=table_pattern("summary"),
+        comparisons=table_pattern("comparisons"),
     output:
         png=report(
             layout.TEMPLATES["run_figure"],

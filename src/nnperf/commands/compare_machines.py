@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from nnperf.commands.render_report import add_input_flags, local_files, request
-from nnperf.report import compare_machines as report
+from nnperf.report import compare_machines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,5 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report.compare_machines(request(args), local_files(args), args.out_csv, args.out_figure)
+    compare_machines.compare_machines(
+        request(args), local_files(args), args.out_csv, args.out_figure
+    )
     return 0

@@ -17,7 +17,7 @@ import json
 from nnperf.commands import add_study_flags
 from nnperf.core.errors import NnperfError
 from nnperf.study import preflight
-from nnperf.study import loading as study
+from nnperf.study import loading
 
 
 def register(subparsers) -> None:
@@ -35,12 +35,12 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = study.load_study(args.configfile, args.config)
+    loaded = loading.load_study(args.configfile, args.config)
     check_study(loaded, as_json=args.json)
     return 0
 
 
-def check_study(loaded: study.Study, as_json: bool = False) -> preflight.Needs:
+def check_study(loaded: loading.Study, as_json: bool = False) -> preflight.Needs:
     """Print one line per check of what `loaded` needs of this machine (a JSON list with
     `as_json`); NnperfError when a need is missing. Returns the needs that were checked, which
     `nnperf gpu-study` hands on to its Snakemake calls so they do not check them again."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nnperf.commands import add_study_flags, doctor
 from nnperf.core.errors import NnperfError
-from nnperf.study import loading as study
+from nnperf.study import loading
 from nnperf.study import preflight, session
 from nnperf.study import stages as study_run
 
@@ -63,7 +63,10 @@ def register(subparsers) -> None:
         help="folder the study runs in, as snakemake --directory (default: here)",
     )
     parser.add_argument(
-        "--snakefile", type=Path, default=study.REPO / "Snakefile", help="as snakemake --snakefile"
+        "--snakefile",
+        type=Path,
+        default=loading.REPO / "Snakefile",
+        help="as snakemake --snakefile",
     )
     parser.set_defaults(func=run)
 
@@ -72,7 +75,7 @@ def study_files(args: argparse.Namespace) -> tuple[list[str], Path]:
     """The study files and the example folder that the flags ask for."""
     if args.check:
         # The one here (Snakemake reads --configfile from here), else this checkout's.
-        check = CHECK_CONFIG if Path(CHECK_CONFIG).is_file() else str(study.REPO / CHECK_CONFIG)
+        check = CHECK_CONFIG if Path(CHECK_CONFIG).is_file() else str(loading.REPO / CHECK_CONFIG)
         return [check, *args.configfile], args.dest or Path(CHECK_DEST)
     if args.dest is None:
         raise NnperfError(
@@ -85,7 +88,9 @@ def study_files(args: argparse.Namespace) -> tuple[list[str], Path]:
 def run(args: argparse.Namespace) -> int:
     configfiles, dest = study_files(args)
     # Read first: a study file that does not load fails here, before any stage runs.
-    loaded = study.load_study(configfiles, args.config, base=study.default_config(args.directory))
+    loaded = loading.load_study(
+        configfiles, args.config, base=loading.default_config(args.directory)
+    )
     # The doctor's checks once, timed as a stage of their own; the stages' Snakemake calls
     # are told so and skip their onstart preflight (torch, CUDA, the ncu probe: 15-30 s each).
     started = time.monotonic()

@@ -16,11 +16,11 @@ from pathlib import Path
 from nnperf.commands import add_fields, field_values
 from nnperf.core.contract import ProfileStepRequest, from_dict, read_request
 from nnperf.core.errors import NnperfError
-from nnperf.ncu import command as profiling
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import command
+from nnperf.ncu import metrics
 
 HELP = {
-    "arch": f"metric set: auto (the GPU's), one of {', '.join(ncu.ARCHITECTURES)}, or a compute "
+    "arch": f"metric set: auto (the GPU's), one of {', '.join(metrics.ARCHITECTURES)}, or a compute "
     "capability such as 9.0",
     "clock_control": "ncu --clock-control: base locks clocks (repeatable counters), none boosts",
     "replay_mode": "ncu --replay-mode",
@@ -28,9 +28,9 @@ HELP = {
     "ncu": "ncu executable (on PATH or a path)",
 }
 CHOICES = {
-    "clock_control": ncu.CLOCK_CONTROLS,
-    "replay_mode": ncu.REPLAY_MODES,
-    "cache_control": ncu.CACHE_CONTROLS,
+    "clock_control": metrics.CLOCK_CONTROLS,
+    "replay_mode": metrics.REPLAY_MODES,
+    "cache_control": metrics.CACHE_CONTROLS,
 }
 
 
@@ -52,11 +52,11 @@ def register(subparsers) -> None:
         help="ProfileStepRequest JSON: profile `nnperf step --request FILE` under this "
         "interpreter, and record the request's keys in the meta",
     )
-    add_fields(profile, profiling.NcuOptions, HELP, CHOICES)
+    add_fields(profile, command.NcuOptions, HELP, CHOICES)
     export = modes.add_parser("export", help="write the raw-page CSV of a report")
     export.add_argument("--report", required=True, type=Path, help="input report (.ncu-rep)")
     export.add_argument("--csv", required=True, type=Path, help="output CSV (raw page)")
-    add_fields(export, profiling.NcuOptions, {"ncu": HELP["ncu"]})
+    add_fields(export, command.NcuOptions, {"ncu": HELP["ncu"]})
     for mode in (profile, export):
         mode.add_argument("--dry-run", action="store_true", help="print the ncu command only")
     profile.add_argument("target", nargs=argparse.REMAINDER, help="or: the command, after '--'")
@@ -65,15 +65,15 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.mode == "export":
-        argv = profiling.export_to_csv(args.report, args.csv, args.ncu, args.dry_run)
+        argv = command.export_to_csv(args.report, args.csv, args.ncu, args.dry_run)
     else:
         target = args.target[1:] if args.target[:1] == ["--"] else args.target
         request = read_request(ProfileStepRequest, args.request) if args.request else None
         if request and target:
             raise NnperfError("give --request or a command after '--', not both")
-        options = from_dict(profiling.NcuOptions, field_values(args, profiling.NcuOptions))
-        target = profiling.step_target(args.request) if request else target
-        argv = profiling.profile_to_files(
+        options = from_dict(command.NcuOptions, field_values(args, command.NcuOptions))
+        target = command.step_target(args.request) if request else target
+        argv = command.profile_to_files(
             target, args.report, args.meta, options, request, args.dry_run
         )
     if args.dry_run:

@@ -17,7 +17,7 @@ from nnperf.core import layout, vocab
 from nnperf.core.contract import ReportRequest, from_dict
 from nnperf.core.errors import NnperfError
 from nnperf.report import results
-from nnperf.report import render as report
+from nnperf.report import render
 
 
 def add_input_flags(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +138,7 @@ def default_output(kind: str, dataset: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     local = local_files(args, (args.complexity, args.ceilings, args.run_jsons))
     notes = list(args.note) + read_notes(args.notes_file)
-    report.render_files(
+    render.render_files(
         request(args, notes),
         local,
         args.figures,

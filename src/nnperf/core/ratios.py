@@ -186,7 +186,7 @@ def unpaired_ratio(
     )
 
 
-def describe(ci: RatioCI, what: str = "faster") -> str:
+def ratio_text(ci: RatioCI, what: str = "faster") -> str:
     """How a report states a ratio: "1.06x faster (95% CI 1.01-1.11)", "1.10x slower (0.91x,
     95% CI 0.88-0.94)", or "no difference detectable: within +/-4% (95% CI 0.97-1.04)".
     `what` names the direction of a ratio above 1 ("faster", "higher")."""
@@ -195,7 +195,7 @@ def describe(ci: RatioCI, what: str = "faster") -> str:
         return "no ratio: nothing measured"
     if not ci.bounded:
         return f"{ci.ratio:.2f}x, not separated (no bounded {level}: too few processes)"
-    interval = f"{level} {bound_text(ci.low)}-{bound_text(ci.high)}"
+    interval = f"{level} {ci_bound_text(ci.low)}-{ci_bound_text(ci.high)}"
     if ci.separated and ci.ratio >= 1:
         return f"{ci.ratio:.2f}x {what} ({interval})"
     if ci.separated:
@@ -203,7 +203,7 @@ def describe(ci: RatioCI, what: str = "faster") -> str:
     return f"no difference detectable: within \u00b1{ci.within:.0%} ({ci.ratio:.2f}x, {interval})"
 
 
-def bound_text(value: float) -> str:
+def ci_bound_text(value: float) -> str:
     """A bound to two decimals, or three where two would round it onto 1 (1.004 is not 1)."""
     text = f"{value:.2f}"
     return f"{value:.3f}" if text == "1.00" and value != 1 else text

@@ -92,6 +92,13 @@ LOADER_WINDOW_COLUMNS = (
 )
 # Whether the input pipeline limits a configuration (summary.csv `input_bound`; the rule is
 # nnperf.report.input_verdict's).
+# A window is flagged (`nnperf.engine.stability`) when other processes used more than this
+# many cores beyond the ones the run leaves free (background daemons use a few hundredths of
+# a core), or the hypervisor stole more than this share of the CPU time. Here, not in the
+# engine, because the report's torch-free environment reads them too (`nnperf.report.noise`).
+OVERLOAD_TOLERANCE_CORES = 0.25
+STEAL_LIMIT = 0.05
+
 INPUT_VERDICTS = ("input_bound", "not_input_bound", "undetermined")
 
 # Relative 95% CI half-width a configuration is measured to when `timing.target_ci` is null:

@@ -123,7 +123,7 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     # Steady steps only: an over-budget verdict reached in a one-time step has none.
     single = steady if result.status == "ok" else result.single_step_time_s
     return {
-        "step_time_s": stopping.describe(step_times) if step_times else None,
+        "step_time_s": stopping.step_time_stats(step_times) if step_times else None,
         "phase_time_s": (
             {phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES}
             if step_times
@@ -399,7 +399,7 @@ def group_to_files(
     for row in group.comparisons:
         if row["measured"]:
             a, b = (" ".join(str(row[side][k]) for k in ("precision", "variant")) for side in "ab")
-            print(f"{a} vs {b}: {ratios.describe(ratios.RatioCI.from_dict(row))}")
+            print(f"{a} vs {b}: {ratios.ratio_text(ratios.RatioCI.from_dict(row))}")
     return documents
 
 

@@ -34,10 +34,8 @@ import math
 import os
 from typing import Iterable, Mapping, Sequence
 
-# A window is flagged when other processes used more than this many cores beyond the ones
-# the run leaves free: background daemons use a few hundredths of a core.
-OVERLOAD_TOLERANCE_CORES = 0.25
-STEAL_LIMIT = 0.05
+from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
+
 CLOCK_DROP_LIMIT = 0.10
 # NVML clock-event reasons that mean the GPU slowed itself down for protection.
 THROTTLE_REASONS = {

@@ -445,7 +445,7 @@ def compile_time(warmup_step_time_s: Sequence[float], steady_step_s: float) -> f
     return max(0.0, float(sum(warmup_step_time_s)) - len(warmup_step_time_s) * steady_step_s)
 
 
-def describe(values) -> dict:
+def step_time_stats(values) -> dict:
     """median, mean, std (sample), min, max, p10, p90 of per-step times."""
     data = np.asarray(values, dtype=float)
     return {

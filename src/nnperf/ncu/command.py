@@ -28,7 +28,7 @@ from nnperf.core.contract import NcuSettings, ProfileStepRequest, to_dict
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import atomic_path, write_json
 from nnperf.core.vocab import CONFIG_KEYS
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import metrics
 from nnperf.ncu import ranges, raw_csv
 
 META_KIND = "ncu_profile"
@@ -43,8 +43,8 @@ class NcuOptions:
     # auto: ask nvidia-smi, then torch, for the compute capability of the first visible GPU.
     arch: str = "auto"
     clock_control: str = NcuSettings.clock_control
-    replay_mode: str = ncu.REPLAY_MODES[0]
-    cache_control: str = ncu.CACHE_CONTROLS[0]
+    replay_mode: str = metrics.REPLAY_MODES[0]
+    cache_control: str = metrics.CACHE_CONTROLS[0]
     ncu: str = DEFAULT_NCU
 
 
@@ -58,7 +58,9 @@ def _version_key(path: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", path))
 
 
-def find_ncu(executable: str = DEFAULT_NCU, search: Sequence[str] = ncu.NCU_SEARCH) -> str | None:
+def find_ncu(
+    executable: str = DEFAULT_NCU, search: Sequence[str] = metrics.NCU_SEARCH
+) -> str | None:
     """The `ncu` to run: `executable` on PATH (or as a path); for the bare default name also
     the folders of `ncu.NCU_SEARCH`, the newest version first. None when there is none.
 
@@ -78,7 +80,7 @@ def find_ncu(executable: str = DEFAULT_NCU, search: Sequence[str] = ncu.NCU_SEAR
 def require_ncu(executable: str) -> str:
     found = find_ncu(executable)
     if found is None:
-        where = ncu.searched_places() if executable == DEFAULT_NCU else "PATH"
+        where = metrics.searched_places() if executable == DEFAULT_NCU else "PATH"
         raise NnperfError(
             f"ncu executable {executable!r} not found on {where}; install Nsight Compute (CUDA "
             "toolkit) or set ncu.enabled: false in the config"
@@ -107,7 +109,7 @@ def detect_compute_capability() -> str:
         pass
     raise NnperfError(
         "--arch auto: no GPU found (neither nvidia-smi nor torch reports one); "
-        f"pass --arch with one of {', '.join(ncu.ARCHITECTURES)}"
+        f"pass --arch with one of {', '.join(metrics.ARCHITECTURES)}"
     )
 
 
@@ -135,8 +137,8 @@ def profile_to_files(
         raise NnperfError(f"--report {str(report)!r} must end in .ncu-rep")
     executable = options.ncu if dry_run else require_ncu(options.ncu)
     capability = detect_compute_capability() if options.arch == "auto" else options.arch
-    mset = ncu.metric_set(ncu.metric_set(capability).arch)
-    argv = ncu.profile_command(
+    mset = metrics.metric_set(metrics.metric_set(capability).arch)
+    argv = metrics.profile_command(
         list(target),
         report,
         mset.metrics(),
@@ -180,7 +182,7 @@ def profile_to_files(
         "started_at_unix": started,
         "wall_time_s": wall_time_s,
     }
-    write_json(meta or ncu.report_stem(report) + ".ncu.json", document)
+    write_json(meta or metrics.report_stem(report) + ".ncu.json", document)
     return argv
 
 
@@ -192,7 +194,7 @@ def export_to_csv(
 ) -> list[str]:
     """Write the raw-page CSV export of `report` to `csv`, after checking that it parses;
     returns the ncu command line. With `dry_run` nothing runs."""
-    argv = ncu.export_command(report, ncu=executable)
+    argv = metrics.export_command(report, ncu=executable)
     if dry_run:
         return argv
     argv[0] = require_ncu(executable)

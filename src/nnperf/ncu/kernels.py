@@ -28,7 +28,7 @@ from nnperf.core.contract import ProfileStepRequest, read_request
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
 from nnperf.core.vocab import CONFIG_KEYS
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import metrics
 from nnperf.ncu import ranges, raw_csv
 
 KINDS = (
@@ -216,7 +216,7 @@ def arch_of_export(raw: pd.DataFrame) -> str:
         raise NnperfError(
             f"{source}: the export has no CC (compute capability) column, as raw pages of "
             "Nsight Compute before 2021 do, so its GPU architecture is unknown; give it "
-            f"(`nnperf ncu-kernels --arch {'|'.join(ncu.ARCHITECTURES)}`, or `arch` in the "
+            f"(`nnperf ncu-kernels --arch {'|'.join(metrics.ARCHITECTURES)}`, or `arch` in the "
             f"profile's .ncu.json), or re-export the report with a current ncu: "
             f"{raw_csv.remake_hint(source)}"
         )
@@ -226,7 +226,7 @@ def arch_of_export(raw: pd.DataFrame) -> str:
             f"{source}: cannot tell the GPU architecture: the CC column holds "
             f"{capabilities or 'no value'}; an export must profile one GPU"
         )
-    return ncu.arch_for_compute_capability(capabilities[0])
+    return metrics.arch_for_compute_capability(capabilities[0])
 
 
 def kernels_table(
@@ -252,14 +252,14 @@ def kernels_table(
         )
     if arch is None:
         arch = arch_of_export(raw)
-    mset = ncu.metric_set(arch)
+    mset = metrics.metric_set(arch)
     missing = [name for name in mset.metrics() if name not in raw.columns]
     if missing:
         raise NnperfError(
             f"{source}: metrics of the {mset.arch} set missing from the export: {', '.join(missing)}"
         )
     raw_csv.check_values(raw, mset.metrics())
-    quantities = ncu.kernel_quantities(raw, mset, precision=config.get("precision"))
+    quantities = metrics.kernel_quantities(raw, mset, precision=config.get("precision"))
     nvtx = (
         raw["nvtx_start_end"] if "nvtx_start_end" in raw.columns else pd.Series("", index=raw.index)
     )
@@ -302,9 +302,9 @@ def profile_context(path: str | os.PathLike) -> dict:
             "`nnperf ncu-command profile --request FILE`, or that request JSON"
         )
     arch = meta.get("arch")
-    if arch is not None and arch not in ncu.ARCHITECTURES:
+    if arch is not None and arch not in metrics.ARCHITECTURES:
         raise NnperfError(
-            f"{path}: arch {arch!r} is unknown; allowed: {', '.join(ncu.ARCHITECTURES)}"
+            f"{path}: arch {arch!r} is unknown; allowed: {', '.join(metrics.ARCHITECTURES)}"
         )
     keys = {key: meta[key] for key in CONFIG_KEYS}
     return {**keys, "arch": arch, "clock_control": meta.get("clock_control", "unknown")}
@@ -319,12 +319,12 @@ def table_from_files(
     warnings in the export are printed verbatim (to the job's log).
     """
     context = profile_context(context_path)
-    arch = context["arch"] or (ncu.metric_set(arch).arch if arch else None)
+    arch = context["arch"] or (metrics.metric_set(arch).arch if arch else None)
     if arch is None:
         first = raw_csv.read_raw_csv(csv_path)
         arch = arch_of_export(first) if not first.empty else None
     # With the set's metrics required, a missing column or a bad value names its file and line.
-    required = ncu.metric_set(arch).metrics() if arch is not None else ()
+    required = metrics.metric_set(arch).metrics() if arch is not None else ()
     raw = raw_csv.read_raw_csv(csv_path, required=required)
     for message in raw.attrs.get("ncu_messages", []):
         print(f"{csv_path}: ncu said: {message}")

@@ -40,7 +40,13 @@ from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, o
 from nnperf.engine.runner import label
 from nnperf.engine.step import is_out_of_memory
 from nnperf.engine.timing import synchronize
-from nnperf.ncu.ranges import CALIBRATION_GEMM_MNK, CALIBRATION_RANGE, PHASE_RANGES, STEP_RANGE
+from nnperf.ncu.ranges import (
+    CALIBRATION_GEMM_MNK,
+    CALIBRATION_RANGE,
+    PHASE_RANGES,
+    STEP_RANGE,
+    gemm_flops,
+)
 
 FORWARD_RANGE, BACKWARD_RANGE, OPTIMIZER_RANGE = PHASE_RANGES
 NVTX_API = "torch.cuda.nvtx.range_start/range_end"
@@ -65,11 +71,6 @@ def nvtx_range(name: str, enabled: bool) -> Iterator[None]:
     finally:
         if enabled:
             torch.cuda.nvtx.range_end(range_id)
-
-
-def gemm_flops(m: int, n: int, k: int) -> int:
-    """FLOPs of C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per (i, j, l)."""
-    return 2 * m * n * k
 
 
 def calibration_gemm(

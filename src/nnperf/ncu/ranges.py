@@ -40,6 +40,12 @@ CALIBRATION_GEMM_MNK = (4096, 4096, 4096)
 CALIBRATION_TOLERANCE = 0.02  # measured FLOPs must be within 2 % of 2*M*N*K
 
 
+def gemm_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per (i, j, l); the
+    ceilings stage's GEMMs are counted the same way."""
+    return 2 * m * n * k
+
+
 def nvtx_include_filters() -> list[str]:
     """`--nvtx-include` configurations: the step and the calibration GEMM, as start/end ranges."""
     return [STEP_RANGE, CALIBRATION_RANGE]

@@ -17,9 +17,8 @@ into tidy tables and adds what needs more than one document:
   machine.
 - `summary_table()`: one row per configuration, the document's estimate plus the overlap flag,
   the input pipeline's verdict beside the loader's own rate (`nnperf.report.input_verdict`),
-  the high-variance flag and the speedups of the headline (`throughput_img_s_mean`) against
-  the configuration's `fp32` and `baseline` counterparts, each with its 95% interval from
-  the per-process throughputs (`nnperf.report.comparisons`).
+  the high-variance flag and the noise causes. The ratios between configurations are
+  comparisons.csv's (`nnperf.report.comparisons`).
 
 `write_tables()` is the file edge (rule `aggregate_runs`). Keys come from the documents,
 never from paths. Nothing here draws.
@@ -42,8 +41,6 @@ from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
     PHASES,
-    REFERENCE_PRECISION,
-    REFERENCE_VARIANT,
     RUN_KIND,
     RUN_STATUSES,
     STOP_NUMBERS,
@@ -319,21 +316,6 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     return row
 
 
-def _with_speedups(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`speedup_vs_fp32` and `speedup_vs_baseline`, each followed by its 95% interval, from
-    the processes of `runs` (`nnperf.report.comparisons.speedup_columns`: paired by round
-    within an interleaved group, Fieller otherwise; the ratio is the interval's own
-    estimate)."""
-    for name, fixed, value in (
-        ("speedup_vs_fp32", "precision", REFERENCE_PRECISION),
-        ("speedup_vs_baseline", "variant", REFERENCE_VARIANT),
-    ):
-        columns = comparisons.speedup_columns(summary, runs, fixed, value, name)
-        for column in columns.columns:
-            summary[column] = columns[column]
-    return summary
-
-
 def summary_table(
     documents: Iterable[tuple[str | None, dict]],
     runs: pd.DataFrame,
@@ -353,11 +335,11 @@ def summary_table(
         tuple(keys) in overlapped for keys in summary[list(CONFIG_KEYS)].itertuples(index=False)
     ]
     summary = summary.sort_values(list(SUMMARY_KEYS), kind="stable").reset_index(drop=True)
-    return _with_shared_slowdowns(_with_speedups(summary, runs), runs)
+    return _with_shared_slowdowns(summary, runs)
 
 
 def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`noise_cause`/`noise_detail` of each configuration that missed its target, led by
+    """The noise columns of each configuration that missed its target, led by
     the machine slowing under its whole group where its processes followed the other
     members' of the same rounds (`nnperf.report.noise.shared_slowdown`)."""
     if "group" not in runs.columns or "noise_cause" not in summary.columns:

@@ -19,19 +19,16 @@ from nnperf.ncu.metrics import compute_peak_column
 from nnperf.report.configurations import GROUP_KEYS, sort_configs
 from nnperf.report.format import truthy
 from nnperf.report.results import ResultSet
-from nnperf.roofline import points as roofline
+from nnperf.roofline import points as roofline_points
 
 # A point may sit a little above a roof from timing noise; more than 5% above means the roof
 # (or the point's FLOP count) is wrong, and no bound is read from that roof.
 ROOF_TOLERANCE = 1.05
 
 
-# Where a memory level's bandwidth roof lives: the ceilings JSON has main-memory bandwidth
-# (the algorithmic, no-reuse traffic of analytic points is also main-memory traffic); the
-# profile's own roofs (kernels.csv, ncu peak_sustained x clock) cover every level.
-JSON_BANDWIDTH_LEVELS = ("dram", "algorithmic")
-
-
+# A memory level as the page names it: `algorithmic` is the no-reuse traffic of an analytic
+# point, main-memory traffic, which the ceilings JSON's bandwidth bounds (the figures and
+# the tables say the same). The profile's own roofs cover every level.
 LEVEL_LABELS = {
     "dram": "DRAM",
     "l2": "L2",
@@ -56,7 +53,9 @@ def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[fl
     section = (ceiling or {}).get(origin) or {}
     flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
     bandwidth = positive(section.get("memory_bandwidth_bytes_s"))
-    levels = {level: bandwidth for level in JSON_BANDWIDTH_LEVELS} if bandwidth else {}
+    levels = (
+        {level: bandwidth for level in roofline_points.JSON_BANDWIDTH_LEVELS} if bandwidth else {}
+    )
     return positive(flop_s.get(precision)), levels
 
 
@@ -161,11 +160,11 @@ def roofline_readings(
                 peak_flop_s=peak,
                 bandwidth_bytes_s=bandwidth,
             )
-            ridge = roofline.ridge_point(peak, bandwidth) if peak and bandwidth else None
+            ridge = roofline_points.ridge_point(peak, bandwidth) if peak and bandwidth else None
             attainable = None
             bound = None
             if intensity is not None and peak and bandwidth:
-                attainable = roofline.attainable(intensity, peak, bandwidth)
+                attainable = roofline_points.attainable(intensity, peak, bandwidth)
                 bound = "memory" if intensity < ridge else "compute"
             row.update(
                 ridge_flop_per_byte=ridge,

@@ -12,10 +12,10 @@ the per-process throughputs of runs.csv (one row per worker process), with the i
 * `ranking(candidates, runs)`: the one tie rule of the report. A candidate is named best
   only when its ratio's interval against every other candidate excludes 1 on the faster
   side; otherwise every candidate not separated from the leader is named in a tie.
-* `speedup_columns(summary, runs, fixed, value)`: summary.csv's `speedup_vs_fp32` and
-  `speedup_vs_baseline`, each the estimate of its own interval, with the interval's columns.
+* `comparisons_table(summary, runs, training)`: comparisons.csv, one row per ratio the report
+  states, in codes and numbers (`COLUMNS`); the Speedups section and figure read only it.
 
-Data in, data out: tables and mappings of key values; nothing is read or drawn here. The
+Data in, data out (`results.write_comparisons` is the edge of rule `comparisons_table`). The
 sentences that quote these are in the sections (`nnperf.report.sections`).
 """
 
@@ -30,10 +30,10 @@ import pandas as pd
 
 from nnperf.core import ratios
 from nnperf.core.ratios import RatioCI
-from nnperf.core.vocab import CONFIG_KEYS
+from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.core.wording import missing
 from nnperf.report import noise
-from nnperf.report.configurations import MEAN
+from nnperf.report.configurations import MEAN, ok_configs
 from nnperf.report.format import config_text
 
 # The per-process throughput of runs.csv, and the keys that name a configuration there.
@@ -118,43 +118,12 @@ def ratio_between(runs: pd.DataFrame | None, a: Mapping, b: Mapping) -> RatioCI:
     return ratio_of_rates(process_rates(runs, a), process_rates(runs, b))
 
 
-def unresolved_text(a: pd.DataFrame, b: pd.DataFrame, ci: RatioCI, target: float) -> str | None:
-    """Why the comparison of A's and B's `process_rates` stayed unresolved against `target`
-    (`nnperf.report.noise.unresolved_comparison`), from the processes `ci` was built from;
-    None where it is resolved or nothing was measured."""
-    if ci.n == 0 or not math.isfinite(ci.ratio) or ci.resolved(target):
-        return None
-    paired = paired_rounds(a, b)
-    if paired is not None:
-        rounds, rates_a, rates_b = paired
-        return noise.unresolved_comparison(
-            rates_a, rates_b, paired=True, within=ci.within, target=target, rounds=rounds
-        )
-    return noise.unresolved_comparison(
-        a["rate"].tolist(), b["rate"].tolist(), paired=False, within=ci.within, target=target
-    )
-
-
-def method_label(ci: RatioCI) -> str:
-    """How a table names the interval's pairing: `paired`, `unpaired` or `n/a`."""
-    return {ratios.PAIRED: "paired", ratios.FIELLER: UNPAIRED}.get(ci.method, "n/a")
-
-
 def interval_cell(ci: RatioCI) -> str:
     """`1.01–1.11` (`1.004–1.26`: a bound two decimals would round onto 1 keeps its third),
     or `n/a` when there is no bounded interval."""
     if not ci.bounded:
         return "n/a"
-    return f"{ratios.bound_text(ci.low)}–{ratios.bound_text(ci.high)}"
-
-
-def separation_cell(ci: RatioCI) -> str:
-    """`separated`, `not separated: within ±4%` or `not separated: too few processes`."""
-    if ci.separated:
-        return "separated"
-    if ci.bounded:
-        return f"not separated: within \u00b1{ci.within:.0%}"
-    return "not separated: too few processes"
+    return f"{ratios.ci_bound_text(ci.low)}–{ratios.ci_bound_text(ci.high)}"
 
 
 # ------------------------------------------------------------------------------------------
@@ -236,83 +205,213 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
 def tie_text(ranking: Ranking, name=config_text) -> str:
     """`a and b are tied (no difference detectable: within ±4% (1.02x, 95% CI 0.98-1.06))`:
     what a report says where the tie rule names no best."""
-    return f"{names(ranking.tied, name)} are tied ({ratios.describe(ranking.ci)})"
+    return f"{names(ranking.tied, name)} are tied ({ratios.ratio_text(ranking.ci)})"
 
 
 # ------------------------------------------------------------------------------------------
-# summary.csv's interval columns.
+# comparisons.csv: one row per ratio the report states.
 # ------------------------------------------------------------------------------------------
-CI_SUFFIXES = ("_ci_low", "_ci_high", "_method", "_separated")
+KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
+PAIR_KEYS = ("machine", "device", "model", "precision", "batch_size", "variant")
+# What A and B of a row are: B the reference precision or variant (`vs_reference`), A the
+# leader of its group by the tie rule and B each other member (`top_vs_other`), A the
+# largest batch size and B the smallest (`largest_vs_smallest`).
+PAIRS = ("vs_reference", "top_vs_other", "largest_vs_smallest")
+# How many times faster A is than B: throughput A/B, or time to accuracy B/A.
+COLUMNS = (
+    "kind",
+    "pair",
+    *(f"a_{k}" for k in PAIR_KEYS),
+    *(f"b_{k}" for k in PAIR_KEYS),
+    "recipe",
+    "quantity",
+    "a_value",
+    "b_value",
+    "ratio",
+    "ci95_low",
+    "ci95_high",
+    "method",
+    "verdict",
+    "rounds",
+    "ci_target",
+)
+# `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of
+# the means, no interval), `single` (one training run each).
+METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: UNPAIRED}
+# `verdict`: faster/slower (the interval excludes 1), tie (within the CI target of 1),
+# unresolved (includes 1 but wider than the target), no_ci (too few processes),
+# not_reached (B never reached the target accuracy).
+VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "not_reached")
 
 
-def speedup_columns(
-    summary: pd.DataFrame, runs: pd.DataFrame | None, fixed: str, value: str, prefix: str
-) -> pd.DataFrame:
-    """`prefix` and `prefix`_ci_low/_ci_high/_method/_separated for each row of `summary`:
-    its throughput over its counterpart's with `fixed` set to `value`, the ratio being the
-    interval's own estimate (paired rounds: the geometric mean of the per-round ratios;
-    apart: the ratio of the means), so a speedup never lies outside its own interval.
-    Where no processes are found (a summary without runs) the ratio is that of the means
-    with no interval; empty where there is no counterpart or no measurement, and 1 for the
-    reference itself."""
-    keys = [k for k in COMPARE_KEYS if k in summary.columns]
-    means = {
-        tuple(_value(record[k]) for k in keys): record.get(MEAN)
-        for record in summary.to_dict("records")
+def verdict(ci: RatioCI, target: float) -> str:
+    """The row's `verdict` code for `ci` against the CI target `target`."""
+    if ci.separated:
+        return "faster" if ci.ratio > 1 else "slower"
+    if not ci.bounded:
+        return "no_ci"
+    return "tie" if ci.within <= target else "unresolved"
+
+
+def _target(a: Mapping, b: Mapping) -> float:
+    """What counts as "no difference" for a pair: the stricter of the two CI targets
+    (`nnperf.engine.interleave.tolerance`), the fallback where summary.csv has none."""
+    known = [float(r["ci_target"]) for r in (a, b) if not missing(r.get("ci_target"))]
+    known = [t for t in known if t > 0]
+    return min(known) if known else noise.FALLBACK_TARGET
+
+
+def _keys(prefix: str, config: Mapping) -> dict:
+    return {f"{prefix}{k}": config.get(k) for k in PAIR_KEYS}
+
+
+def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
+    """A over B in throughput, with the interval from their processes (`ratio_between`)."""
+    ci = ratio_between(runs, a, b)
+    method = METHODS.get(ci.method)
+    if not math.isfinite(ci.ratio):
+        ci, method = RatioCI(float(a[MEAN]) / float(b[MEAN]), None, None, None, 0), "means"
+    target = _target(a, b)
+    return {
+        "kind": kind,
+        "pair": pair,
+        **_keys("a_", a),
+        **_keys("b_", b),
+        "quantity": RATE,
+        "a_value": float(a[MEAN]),
+        "b_value": float(b[MEAN]),
+        "ratio": ci.ratio,
+        "ci95_low": ci.low,
+        "ci95_high": ci.high,
+        "method": method,
+        "verdict": verdict(ci, target),
+        "rounds": ci.n,
+        "ci_target": target,
+    }
+
+
+def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:
+    """Each configuration against its counterpart with `column` = `reference`."""
+    match = [k for k in PAIR_KEYS if k != column]
+    references = {
+        tuple(_value(r[k]) for k in match): r
+        for r in ok[ok[column].astype(str) == reference].to_dict("records")
     }
     rows = []
-    for record in summary.to_dict("records"):
-        reference = {**{k: record[k] for k in keys}, fixed: value}
-        reference_mean = means.get(tuple(_value(reference[k]) for k in keys))
-        if missing(record.get(MEAN)) or missing(reference_mean):
-            rows.append((None, None, None, None, None))
+    for row in ok[ok[column].astype(str) != reference].to_dict("records"):
+        found = references.get(tuple(_value(row[k]) for k in match))
+        if found is not None:
+            rows.append(_throughput_row(column, "vs_reference", row, found, runs))
+    return rows
+
+
+def _across(ok: pd.DataFrame, runs, kind: str, column: str, keys: Sequence[str]) -> list[dict]:
+    """Within each group of `keys` that varies `column`: the leader by the tie rule
+    (`ranking`) against every other member, and for batch sizes the largest against the
+    smallest."""
+    rows = []
+    for _, group in ok.groupby(list(keys), sort=True, dropna=False):
+        if group[column].nunique() < 2:
             continue
-        if _value(record[fixed]) == _value(value):
-            rows.append((1.0, None, None, None, None))
+        ranked = ranking(group, runs)
+        top = ranked.order[0]
+        rows += [_throughput_row(kind, "top_vs_other", top, b, runs) for b in ranked.order[1:]]
+        if kind == "batch":
+            by_batch = group.sort_values("batch_size").to_dict("records")
+            rows.append(
+                _throughput_row(kind, "largest_vs_smallest", by_batch[-1], by_batch[0], runs)
+            )
+    return rows
+
+
+def _time_to_accuracy(training: pd.DataFrame | None) -> list[dict]:
+    """Per (machine, device, model, recipe): the first run to reach its target against every
+    other run (one training run each: no interval)."""
+    if training is None or training.empty or "time_to_target_s" not in training.columns:
+        return []
+    frame = training.assign(machine=training.get("machine", ""))
+    frame["time_to_target_s"] = pd.to_numeric(frame["time_to_target_s"], errors="coerce")
+    rows = []
+    for _, group in frame.groupby(["machine", "device", "model", "recipe"], sort=True):
+        records = group.sort_values("time_to_target_s").to_dict("records")
+        first = records[0]
+        if len(records) < 2 or missing(first["time_to_target_s"]):
             continue
-        ci = ratio_between(runs, record, reference)
-        if not math.isfinite(ci.ratio):
-            rows.append((float(record[MEAN]) / float(reference_mean), None, None, None, None))
-            continue
-        rows.append((ci.ratio, ci.low, ci.high, method_label(ci), ci.separated))
-    return pd.DataFrame(
-        rows, columns=[prefix, *(prefix + s for s in CI_SUFFIXES)], index=summary.index
-    )
+        for b in records[1:]:
+            time_b = b["time_to_target_s"]
+            ratio = (
+                math.nan if missing(time_b) else float(time_b) / float(first["time_to_target_s"])
+            )
+            rows.append(
+                {
+                    "kind": "time_to_accuracy",
+                    "pair": "top_vs_other",
+                    **_keys("a_", first),
+                    **_keys("b_", b),
+                    "recipe": first["recipe"],
+                    "quantity": "time_to_target_s",
+                    "a_value": float(first["time_to_target_s"]),
+                    "b_value": None if missing(time_b) else float(time_b),
+                    "ratio": ratio,
+                    "method": "single",
+                    "verdict": (
+                        "not_reached" if missing(time_b) else ("faster" if ratio > 1 else "tie")
+                    ),
+                    "rounds": 1,
+                }
+            )
+    return rows
+
+
+def comparisons_table(
+    summary: pd.DataFrame | None,
+    runs: pd.DataFrame | None,
+    training: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """comparisons.csv: every precision against fp32 and variant against the baseline at the
+    same batch size, each batch-size group's leader against the rest and its largest batch
+    against its smallest, each configuration's fastest machine against the others (where
+    `summary` holds several), and the first training run to reach its target against the
+    others. Codes and numbers only; the sections word them."""
+    ok = ok_configs(summary)
+    if "machine" not in ok.columns or ok["machine"].isna().all():
+        ok = ok.assign(machine="")
+    rows = _against_reference(ok, runs, "precision", REFERENCE_PRECISION)
+    rows += _against_reference(ok, runs, "variant", REFERENCE_VARIANT)
+    within = [k for k in PAIR_KEYS if k != "batch_size"]
+    rows += _across(ok, runs, "batch", "batch_size", within)
+    across_machines = ["model", "precision", "batch_size", "variant"]
+    rows += _across(ok, runs, "machine", "machine", across_machines)
+    rows += _time_to_accuracy(training)
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    table["rounds"] = table["rounds"].astype("Int64")
+    return table
 
 
 # ------------------------------------------------------------------------------------------
 # A ratio in a table row and in a sentence.
 # ------------------------------------------------------------------------------------------
-def ci_from(row: Mapping, prefix: str) -> RatioCI:
-    """The RatioCI a table row holds under `prefix` (`RatioCI.as_dict`'s columns)."""
+def ci_of(row: Mapping) -> RatioCI:
+    """The RatioCI a comparisons.csv row holds."""
 
     def number(name):
-        value = row.get(f"{prefix}{name}")
-        return None if missing(value) else float(value)
+        return None if missing(row.get(name)) else float(row[name])
 
-    ratio = number("")
-    method = row.get(f"{prefix}_method")
-    n = number("_n")
+    method = {label: code for code, label in METHODS.items()}.get(row.get("method"))
+    rounds = number("rounds")
+    ratio = number("ratio")
     return RatioCI(
         math.nan if ratio is None else ratio,
-        number("_ci_low"),
-        number("_ci_high"),
-        None if missing(method) else str(method),
-        0 if n is None else int(n),
+        number("ci95_low"),
+        number("ci95_high"),
+        method,
+        0 if method is None or rounds is None else int(rounds),
     )
 
 
-def with_mean_ratio(ci: RatioCI, mean_ratio: float) -> RatioCI:
-    """`ci`, or, where no process was found (a results folder without runs.csv), the ratio of
-    the means with no interval (n 0)."""
-    if math.isfinite(ci.ratio) or missing(mean_ratio):
-        return ci
-    return RatioCI(float(mean_ratio), None, None, None, 0)
-
-
 def describe(ci: RatioCI, what: str = "faster") -> str:
-    """`ratios.describe`, and for a ratio of means without processes behind it (n 0) why
+    """`ratios.ratio_text`, and for a ratio of means without processes behind it (n 0) why
     it has no interval."""
     if ci.n == 0 and math.isfinite(ci.ratio):
         return f"{ci.ratio:.2f}x, not separated (no per-process throughputs for a 95% CI)"
-    return ratios.describe(ci, what)
+    return ratios.ratio_text(ci, what)

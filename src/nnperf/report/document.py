@@ -1,11 +1,11 @@
-"""The written summary: a `Document` of key findings and sections, built from a study's tables.
+"""The written summary: a `Document` of sections, built from a study's tables.
 
 `build_document` reads the tables (`ResultSet`) and asks each section's module
-(`nnperf.report.sections`) for its section, in the order a reader meets them: environment,
-study matrix, throughput, input pipeline, speedups, time breakdown, roofline, ceilings, top
-kernels, complexity, time to accuracy, operators, machines compared, more figures,
-measurement cost and quality, notes. The key findings come first. What a section shows and writes is its
-module's; how the document is rendered is `nnperf.report.render`.
+(`nnperf.report.sections`) for its section, answer first: the headline table per device,
+then the key findings, then the sections that carry the figures (throughput, speedups, time
+breakdown, roofline, ...), then how the numbers were measured, and the environment last.
+What a section shows and writes is its module's; how the document is rendered is
+`nnperf.report.render`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from nnperf.report.outline import (
     Document,
     Figure,
     Page,
+    Section,
     figure_caption,
     figure_section,
     fold_figures,
+    section,
 )
 from nnperf.report.results import ResultSet
 from nnperf.report.sections import (
@@ -28,10 +30,10 @@ from nnperf.report.sections import (
     ceilings,
     complexity,
     environment,
+    headline,
     input_pipeline,
     kernels,
     machines_compared,
-    matrix,
     measurement,
     more_figures,
     notes,
@@ -43,16 +45,21 @@ from nnperf.report.sections import (
 from nnperf.report.sections.kernels import DEFAULT_TOP_KERNELS
 from nnperf.report.sections.key_findings import key_findings
 
+
+def key_findings_section(page: Page) -> Section:
+    return section("key-findings", "Key findings", findings=key_findings(page))
+
+
 # Every section builder, in the order the summary shows them; each returns its Section, or
-# None where the study has nothing for it.
+# None where the study has nothing for it. Key findings and Notes show even when empty.
 SECTIONS = (
-    environment.build,
-    matrix.build,
+    headline.build,
+    key_findings_section,
     throughput.build,
-    input_pipeline.build,
     speedups.build,
     breakdown.build,
     roofline.build,
+    input_pipeline.build,
     ceilings.build,
     kernels.build,
     complexity.build,
@@ -62,7 +69,9 @@ SECTIONS = (
     more_figures.build,
     measurement.build,
     notes.build,
+    environment.build,
 )
+SHOWN = ("key-findings", "notes")
 
 
 def machines_of(tables: ResultSet) -> list[str]:
@@ -115,12 +124,11 @@ def build_document(
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)
     shown = [
-        s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id == "notes"
+        s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
     return Document(
         title=title,
         description=description,
-        key_findings=key_findings(page),
         sections=shown,
         machines=page.machines,
     )

@@ -34,6 +34,7 @@ TABLE_NAMES = (
     "profiles",
     "training",
     "environment",
+    "comparisons",
 )
 # This machine's results folder: where the layout's `results/...` paths start.
 RESULTS_DIR = "results"

@@ -8,7 +8,7 @@ for what the numbers mean (each section's module in `nnperf.report.sections`).
 from __future__ import annotations
 
 import datetime
-from typing import Mapping
+from typing import Callable, Mapping
 
 from nnperf.core.wording import count_of, missing
 
@@ -32,6 +32,7 @@ def fmt(value, unit: str = "") -> str:
 
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
 
 
 def fmt_si(value, unit: str) -> str:
@@ -43,6 +44,17 @@ def fmt_si(value, unit: str) -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
+
+
+def fmt_bytes(value) -> str:
+    """`48 KiB`, `1 GiB`: binary units, as caches and memories are sized."""
+    if missing(value):
+        return "n/a"
+    x = float(value)
+    for scale, unit in BINARY_UNITS:
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} B"
 
 
 def fmt_pct(value) -> str:
@@ -74,7 +86,8 @@ def ci_interval(
     processes for `method` "processes", windows for "windows"; windows when the method is
     not recorded) and a positive width: one sample has no spread to build it from, and an
     interval of zero width (one rep, or copies of one value) would claim a certainty no
-    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`.
+    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`; one reaching
+    zero or below (old results' t-interval over scattered processes): `too few clean processes`.
     """
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     count, noun = counts.get(str(method), (n_windows, "window"))
@@ -84,6 +97,8 @@ def ci_interval(
         return None, f"n/a, {count_of(n_windows, 'window')}"
     if missing(low) or missing(high) or not float(low) < float(high):
         return None, "n/a"
+    if float(low) <= 0:
+        return None, "too few clean processes"
     return f"{fmt(low)}–{fmt(high)}", ""
 
 
@@ -150,18 +165,51 @@ def truthy(value) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# Table cells.
+# Table cells: a table is a spec, {header: (column, format)}, applied to a frame in one call.
+# A column may be a tuple of columns, whose values the format takes in that order, or None:
+# the format takes the whole row.
 # ------------------------------------------------------------------------------------------
+Spec = Mapping[str, tuple]
+
+
+def cells(frame, spec: Spec, first: Mapping | None = None):
+    """The displayed table: the `first` columns as they are (a configuration's keys), then
+    each header's column through its format. A missing value, or a column the frame lacks
+    (an older results folder), stays missing: the page shows a dash. An empty frame gives an
+    empty table."""
+    import pandas as pd
+
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    columns = dict(first) if first is not None else {}
+    for header, (column, cell) in spec.items():
+        if column is None:
+            columns[header] = [cell(row) for row in frame.to_dict("records")]
+        elif isinstance(column, tuple):
+            values = zip(*(frame.get(c, pd.Series(None, index=frame.index)) for c in column))
+            columns[header] = [cell(*row) for row in values]
+        else:
+            values = frame.get(column, pd.Series(None, index=frame.index))
+            columns[header] = [None if missing(v) else cell(v) for v in values]
+    return pd.DataFrame(columns)
+
+
+def si(unit: str) -> Callable:
+    """The format of a column in `unit` with an SI prefix (`fmt_si`)."""
+    return lambda value: fmt_si(value, unit)
+
+
+def scaled(factor: float) -> Callable:
+    """The format of a column shown in another unit: seconds as ms is `scaled(1e3)`."""
+    return lambda value: fmt(float(value) * factor)
+
+
 def int_cell(value, unknown: str = "?") -> str:
     return unknown if missing(value) else str(int(value))
 
 
-def ms_cell(seconds) -> str:
-    return "n/a" if missing(seconds) else fmt(float(seconds) * 1e3)
-
-
-def mib_cell(value) -> str:
-    return "n/a" if missing(value) else fmt(float(value) / 2**20)
+MS = scaled(1e3)
+MIB = scaled(1 / 2**20)
 
 
 def shorten(name: str, limit: int = 90) -> str:

@@ -1,46 +1,31 @@
 """Why a measurement was noisy: the likely causes of one configuration's spread, ranked.
 
 A configuration that missed its CI target (`ci_target_met` false) is read through what its
-windows recorded beside each throughput (`vocab.WINDOW_CSV_COLUMNS`). Each candidate cause
-is a test on that record, and each found cause is one short sentence:
+windows recorded (`vocab.WINDOW_CSV_COLUMNS`). Each cause is a test on that record, found
+as a `Finding` with its numbers (`CAUSE_NUMBERS`), significant at `ALPHA`:
 
-* **drift** (`drift`): window throughput against time (`scipy.stats.linregress`), significant
-  (p < `ALPHA`) and large against the target (a change over the run of at least
-  `DRIFT_SHARE_OF_TARGET` of it): a machine warming up, a cache filling, a neighbour
-  arriving.
-* **host load** (`host_load`), **steal** (`steal`), **clock** (`clock`): throughput falls
-  as other processes use cores (`other_cores`), as the hypervisor steals CPU time
-  (`steal_share`), or follows the SM clock (`sm_clock_mhz`; throttled windows where the
-  clock does not vary). The same regression, against the recorded covariate, so load too
-  small to flag a window (`nnperf.engine.stability`) still shows when it costs speed.
-* **a process level split in two** (`bimodal`): sorted process means with a gap wider than
-  either side's range, two processes or more on each side (cuDNN choosing one of two
-  algorithms per process does this).
-* **process level** (`process_level`): the processes differ by more than their windows
-  explain (one-way ANOVA over processes), with no split.
-* **window noise** (`window_noise`): none of the above; the sentence says so, with the CV
-  of the windows within one process.
-* **shared slowdowns** (`shared_slowdown`, `shared_slowdown()`): read from the group rather
-  than the windows. Interleaved, a configuration's process of round *r* ran beside the other
-  configurations' processes of round *r*; when its process throughputs rise and fall with
-  theirs (each relative to its own mean; a regression of log rates, significant), the
-  process level is the machine's capacity changing under all of them (a VM's host, a shared
-  physical core, a power limit), not the configuration. It leads where found: the paired
-  comparisons cancel it, a configuration's own CI cannot, and nothing recorded inside the
-  machine (load, steal, clock) need show it.
+* `drift`: throughput against time (`linregress`), by at least `DRIFT_SHARE_OF_TARGET` of
+  the target over the run (a machine warming up, a cache filling, a neighbour arriving).
+* `host_load`, `steal`, `clock`: throughput that falls with other processes' cores, with
+  the hypervisor's steal, or follows the SM clock (throttled windows at one clock); load
+  too small to flag a window (`nnperf.engine.stability`) still shows when it costs speed.
+* `bimodal`: sorted process means split by a gap wider than either side's range (cuDNN
+  choosing one of two algorithms per process); else `process_level`: processes that differ
+  by more than their windows explain (one-way ANOVA); else `window_noise`.
+* `shared_slowdown` (`shared_slowdown()`), read from the group: interleaved, when a
+  configuration's processes rise and fall round by round with the other configurations'
+  (a regression of log rates), the machine's capacity changed under all of them; the
+  paired comparisons cancel it, a configuration's own CI cannot. It leads where found.
 
-Causes are ranked by the share of the window throughputs' variance each accounts for (r²
-of the regression, eta² of the process grouping). A process-level difference that lines up
-with time reads as drift too; both are then named, ranked. What the target would take comes
-last: the processes it needs at the measured process spread
-(`nnperf.engine.stopping.processes_for_spread`) and their seconds at this run's cost per
-process. Data in, data out: `explain()` takes one run document's windows and processes,
-`noise_columns()` gives summary.csv's `noise_cause` and `noise_detail`.
+Causes are ranked by the share of the window variance each accounts for (r², eta²). What
+the target would take comes last: the processes it needs at the measured process spread
+(`nnperf.engine.stopping.processes_for_spread`) and a process's cost. `noise_columns()` gives
+summary.csv's `noise_cause`, the ranked `noise_causes` and each cause's numbers as
+`{cause}_{number}` columns: codes and numbers; `nnperf.report.wording.noise` words them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -49,33 +34,37 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from nnperf.core import stats
-from nnperf.core.wording import count_of, missing
+from nnperf.core.wording import missing
+from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 from nnperf.engine.stopping import processes_for_spread
-from nnperf.report.format import fmt_duration, fmt_pct
+from nnperf.report.findings import Finding
+from nnperf.report.format import fmt_pct
 
-CAUSES = (
-    "shared_slowdown",
-    "drift",
-    "host_load",
-    "steal",
-    "clock",
-    "bimodal",
-    "process_level",
-    "window_noise",
-    "none",
-)
-# How a note names each cause.
-CAUSE_LABELS = {
-    "shared_slowdown": "the machine slowing under the whole group",
-    "drift": "drift over time",
-    "host_load": "host load",
-    "steal": "CPU steal",
-    "clock": "the clock",
-    "bimodal": "a process level split in two",
-    "process_level": "the process level",
-    "window_noise": "window-level noise, no external cause found",
-    "none": "unknown, no windows recorded",
+# The numbers each cause quotes; summary.csv holds each as `{cause}_{number}`.
+CAUSE_NUMBERS = {
+    # r² and p of the regression on the group; the other configurations and shared rounds it
+    # rests on; how far the group's slowest round fell under its median.
+    "shared_slowdown": ("r2", "p", "configurations", "rounds", "dip"),
+    # The change over the run, the fitted slope per minute (both relative to the start).
+    "drift": ("change", "per_minute", "p"),
+    # The peak of the covariate (cores, steal share), the windows past the stability
+    # threshold and how much slower they ran than the rest.
+    "host_load": ("r2", "p", "peak", "windows", "slower"),
+    "steal": ("r2", "p", "peak", "windows", "slower"),
+    # The SM clock's range where throughput follows it; else throttled windows' slowdown.
+    "clock": ("r2", "p", "low_mhz", "high_mhz", "throttled", "slower"),
+    "bimodal": ("low_n", "low_img_s", "high_n", "high_img_s", "gap"),
+    "process_level": ("n", "p", "low_img_s", "high_img_s"),
+    "window_noise": ("cv",),
 }
+# What the target would take: the process spread, the processes it needs, a process's cost.
+TARGET_COLUMNS = ("process_rsd", "processes_needed", "process_cost_s")
+NOISE_COLUMNS = (
+    "noise_cause",
+    "noise_causes",
+    *(f"{code}_{name}" for code, names in CAUSE_NUMBERS.items() for name in names),
+    *TARGET_COLUMNS,
+)
 # Significance level of every test: several causes are tested per configuration, so a
 # stricter level than 5% keeps chance findings out of the report.
 ALPHA = 0.01
@@ -85,23 +74,14 @@ DRIFT_SHARE_OF_TARGET = 0.5
 SPLIT_SHARE_OF_TARGET = 0.5
 # Target assumed where the document names none (the CPU default, vocab.DEFAULT_TARGET_CI).
 FALLBACK_TARGET = 0.03
-# The thresholds `nnperf.engine.stability` flags a window at (OVERLOAD_TOLERANCE_CORES,
-# STEAL_LIMIT), restated: that module samples NVML (through torch), which the report's
-# torch-free environment must not reach.
-OVERLOAD_TOLERANCE_CORES = 0.25
-STEAL_LIMIT = 0.05
 # Fewest windows a regression is read from.
 MIN_WINDOWS = 4
 
 
-@dataclasses.dataclass(frozen=True)
-class Cause:
-    """One likely cause: its code (`CAUSES`), its sentence, and the share of the window
-    variance it accounts for (what ranks it)."""
-
-    code: str
-    sentence: str
-    share: float
+def cause(code: str, share: float, **numbers) -> Finding:
+    """One likely cause: its code (`findings.NOISE_CAUSES`), its numbers (`CAUSE_NUMBERS`) and `share`, the
+    share of the window variance it accounts for (what ranks it)."""
+    return Finding(code, {}, {**numbers, "share": float(share)})
 
 
 def window_frame(windows: Sequence[Mapping]) -> pd.DataFrame:
@@ -119,14 +99,6 @@ def window_frame(windows: Sequence[Mapping]) -> pd.DataFrame:
     ]
     frame = frame[np.isfinite(frame["throughput_img_s"]) & (frame["throughput_img_s"] > 0)]
     return frame.reset_index(drop=True)
-
-
-def _p_text(p: float) -> str:
-    return "p<0.001" if p < 0.001 else "p<0.01" if p < 0.01 else f"p={p:.2f}"
-
-
-def _signed_pct(value: float) -> str:
-    return ("+" if value >= 0 else "\u2212") + fmt_pct(abs(value))
 
 
 def _fit(x: pd.Series, y: pd.Series):
@@ -155,7 +127,7 @@ def _time_fits(frame: pd.DataFrame, minutes: pd.Series) -> list:
     return [fit for fit in (within, between) if fit is not None]
 
 
-def drift(frame: pd.DataFrame, target: float) -> Cause | None:
+def drift(frame: pd.DataFrame, target: float) -> Finding | None:
     """Throughput that moves with time, within processes or from one process to the next,
     significantly and by at least `DRIFT_SHARE_OF_TARGET` of the target over the run."""
     minutes = (frame["started_at_unix"] - frame["started_at_unix"].min()) / 60
@@ -165,20 +137,16 @@ def drift(frame: pd.DataFrame, target: float) -> Cause | None:
     fit = _fit(minutes, frame["throughput_img_s"])
     if not significant or fit is None:
         return None
-    p_value = min(f.pvalue for f in significant)
     # Relative to where the fitted line starts: "fell 9% over the run" reads from the start.
     start = float(frame["throughput_img_s"].mean()) - fit.slope * float(minutes.mean())
     per_minute = fit.slope / start
     change = per_minute * float(minutes.max())
     if abs(change) < DRIFT_SHARE_OF_TARGET * target:
         return None
-    sentence = (
-        f"Drift: throughput {'fell' if change < 0 else 'rose'} {fmt_pct(abs(change))} over the "
-        f"run (slope {_signed_pct(per_minute)}/min, {_p_text(p_value)})."
-    )
     trend = fit.slope * (minutes - minutes.mean())
-    share = float(trend.var() / frame["throughput_img_s"].var())
-    return Cause("drift", sentence, min(share, 1.0))
+    share = min(float(trend.var() / frame["throughput_img_s"].var()), 1.0)
+    p_value = min(f.pvalue for f in significant)
+    return cause("drift", share, change=change, per_minute=per_minute, p=p_value)
 
 
 def detrended(frame: pd.DataFrame, target: float) -> pd.DataFrame:
@@ -199,73 +167,55 @@ def _slower_share(frame: pd.DataFrame, hit: pd.Series) -> float:
     return 1 - float(rates[hit].mean()) / float(rates[~hit].mean())
 
 
-def _falls_with(
-    frame: pd.DataFrame, column: str, limit: float, code: str, opening: str, past_limit: str
-) -> Cause | None:
-    """Throughput that falls as `column` rises (a significant negative slope): `opening`
-    starts the sentence, and the windows past `limit` (`past_limit` names them) are compared
-    with the rest."""
+def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Finding | None:
+    """Throughput that falls as `column` rises (a significant negative slope), with the
+    windows past `limit` compared with the rest."""
     fit = _fit(frame[column], frame["throughput_img_s"])
     if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
         return None
-    sentence = f"{opening} (r² {fit.rvalue**2:.2f}, {_p_text(fit.pvalue)})"
     hit = frame[column] > limit
     slower = _slower_share(frame, hit)
-    if np.isfinite(slower):
-        sentence += (
-            f"; the {count_of(hit.sum(), 'window')} {past_limit} ran {fmt_pct(slower)} slower "
-            "than the rest"
-        )
-    return Cause(code, sentence + ".", fit.rvalue**2)
+    return cause(
+        code,
+        fit.rvalue**2,
+        r2=fit.rvalue**2,
+        p=fit.pvalue,
+        peak=float(frame[column].max()),
+        windows=int(hit.sum()) if np.isfinite(slower) else None,
+        slower=slower if np.isfinite(slower) else None,
+    )
 
 
-def host_load(frame: pd.DataFrame) -> Cause | None:
+def host_load(frame: pd.DataFrame) -> Finding | None:
     """Throughput that falls as other processes use more cores."""
-    return _falls_with(
-        frame,
-        "other_cores",
-        OVERLOAD_TOLERANCE_CORES,
-        "host_load",
-        f"Host load: other processes used up to {frame['other_cores'].max():.1f} cores during "
-        "the windows and throughput fell as they did",
-        f"beside more than {OVERLOAD_TOLERANCE_CORES} of a core of other work",
-    )
+    return _falls_with(frame, "other_cores", OVERLOAD_TOLERANCE_CORES, "host_load")
 
 
-def steal(frame: pd.DataFrame) -> Cause | None:
+def steal(frame: pd.DataFrame) -> Finding | None:
     """Throughput that falls as the hypervisor steals more CPU time."""
-    return _falls_with(
-        frame,
-        "steal_share",
-        STEAL_LIMIT,
-        "steal",
-        f"Steal: the hypervisor took up to {fmt_pct(frame['steal_share'].max())} of the CPU "
-        "time and throughput fell as it did",
-        f"with more than {fmt_pct(STEAL_LIMIT)} steal",
-    )
+    return _falls_with(frame, "steal_share", STEAL_LIMIT, "steal")
 
 
-def clock(frame: pd.DataFrame) -> Cause | None:
+def clock(frame: pd.DataFrame) -> Finding | None:
     """Throughput that follows the SM clock; or, at one clock, throttled windows slower."""
     clocks = frame["sm_clock_mhz"]
     fit = _fit(clocks, frame["throughput_img_s"])
     throttled = int(frame["throttled"].sum())
-    tail = f", {throttled} windows throttled" if throttled else ""
     if fit is not None and fit.slope > 0 and fit.pvalue < ALPHA:
-        sentence = (
-            f"Clock: the SM clock ranged {clocks.min():.0f}–{clocks.max():.0f} MHz{tail}, and "
-            f"throughput followed it (r² {fit.rvalue**2:.2f}, {_p_text(fit.pvalue)})."
+        return cause(
+            "clock",
+            fit.rvalue**2,
+            r2=fit.rvalue**2,
+            p=fit.pvalue,
+            low_mhz=float(clocks.min()),
+            high_mhz=float(clocks.max()),
+            throttled=throttled,
         )
-        return Cause("clock", sentence, fit.rvalue**2)
     fit = _fit(frame["throttled"].astype(float), frame["throughput_img_s"])
     if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
         return None
-    sentence = (
-        f"Clock: {throttled} windows were throttled and ran "
-        f"{fmt_pct(_slower_share(frame, frame['throttled']))} slower than the rest "
-        f"({_p_text(fit.pvalue)})."
-    )
-    return Cause("clock", sentence, fit.rvalue**2)
+    slower = _slower_share(frame, frame["throttled"])
+    return cause("clock", fit.rvalue**2, p=fit.pvalue, throttled=throttled, slower=slower)
 
 
 def _eta_squared(frame: pd.DataFrame, groups: pd.Series) -> float:
@@ -295,7 +245,7 @@ def split(process_means: Sequence[float], target: float) -> tuple[list[float], l
     return low, high
 
 
-def process_causes(frame: pd.DataFrame, target: float) -> list[Cause]:
+def process_causes(frame: pd.DataFrame, target: float) -> list[Finding]:
     """A process level split in two (`split`), else processes that differ by more than
     their windows explain (one-way ANOVA), else nothing."""
     groups = [g["throughput_img_s"].to_numpy() for _, g in frame.groupby("process")]
@@ -306,25 +256,17 @@ def process_causes(frame: pd.DataFrame, target: float) -> list[Cause]:
     if halves is not None:
         low, high = halves
         share = _eta_squared(frame, frame["process"].map(means >= high[0]))
-        sentence = (
-            f"A process level split in two: {len(low)} processes at about "
-            f"{np.mean(low):.3g} img/s and {len(high)} at about {np.mean(high):.3g} "
-            f"({fmt_pct(high[0] / low[-1] - 1)} apart, wider than either group's spread): each "
-            "process settles in one of two states, such as cuDNN choosing one of two algorithms."
-        )
-        return [Cause("bimodal", sentence, share)]
+        numbers = dict(low_n=len(low), low_img_s=float(np.mean(low)), high_n=len(high))
+        numbers.update(high_img_s=float(np.mean(high)), gap=high[0] / low[-1] - 1)
+        return [cause("bimodal", share, **numbers)]
     if any(len(g) < 2 for g in groups):
         return []
     result = scipy_stats.f_oneway(*groups)
     if not result.pvalue < ALPHA:
         return []
-    sentence = (
-        f"Process level: the {len(groups)} processes settle at different speeds "
-        f"({means.min():.3g}–{means.max():.3g} img/s, more apart than their windows explain, "
-        f"one-way ANOVA {_p_text(result.pvalue)}): memory layout, thread placement or "
-        "algorithm choice differ from process to process."
-    )
-    return [Cause("process_level", sentence, _eta_squared(frame, frame["process"]))]
+    share = _eta_squared(frame, frame["process"])
+    numbers = dict(n=len(groups), low_img_s=float(means.min()), high_img_s=float(means.max()))
+    return [cause("process_level", share, p=float(result.pvalue), **numbers)]
 
 
 def within_process_cv(frame: pd.DataFrame) -> float:
@@ -335,35 +277,27 @@ def within_process_cv(frame: pd.DataFrame) -> float:
     return stats.coefficient_of_variation(relative)
 
 
-def causes(windows: Sequence[Mapping], target: float | None = None) -> list[Cause]:
+def causes(windows: Sequence[Mapping], target: float | None = None) -> list[Finding]:
     """Every likely cause of the windows' spread, the one accounting for most first; window
     noise when no external cause is found; `none` when there are no windows to read."""
     frame = window_frame(windows)
     target = FALLBACK_TARGET if target is None or not target > 0 else float(target)
     if len(frame) < 2:
-        return [Cause("none", "No windows were recorded to read the noise from.", 0.0)]
+        return [cause("none", 0.0)]
     found = [
-        cause
-        for cause in (drift(frame, target), host_load(frame), steal(frame), clock(frame))
-        if cause is not None
+        c
+        for c in (drift(frame, target), host_load(frame), steal(frame), clock(frame))
+        if c is not None
     ]
     found += process_causes(detrended(frame, target), target)
     if not found:
-        found.append(
-            Cause(
-                "window_noise",
-                "No external cause found: the windows of one process vary with a CV of "
-                f"{fmt_pct(within_process_cv(frame))}, with no drift, host load, steal or clock "
-                "change that follows them; more windows and processes narrow the CI.",
-                0.0,
-            )
-        )
-    return sorted(found, key=lambda cause: -cause.share)
+        found.append(cause("window_noise", 0.0, cv=within_process_cv(frame)))
+    return sorted(found, key=lambda c: -c.numbers["share"])
 
 
 def shared_slowdown(
     own: Mapping[int, float], others: Sequence[Mapping[int, float]]
-) -> Cause | None:
+) -> Finding | None:
     """Process throughputs (`own`, by round) that follow the other configurations measured in
     the same rounds (`others`, one mapping of round to rate per configuration): the
     machine's capacity moving under the whole group (module docstring). Each configuration is
@@ -383,27 +317,35 @@ def shared_slowdown(
     fit = _fit(np.log(group), np.log(mine))
     if fit is None or fit.slope <= 0 or fit.pvalue >= ALPHA:
         return None
-    slowest = float(group.min() / group.median())
-    sentence = (
-        f"Shared slowdowns: its processes rose and fell with the "
-        f"{count_of(len(relative), 'other configuration')} measured beside them, round by "
-        f"round (r² {fit.rvalue**2:.2f}, {_p_text(fit.pvalue)}; the group's slowest round "
-        f"{fmt_pct(1 - slowest)} under its median): the machine's capacity changed under all "
-        "of them (a virtual machine's host, a shared core, a power limit), which nothing "
-        "recorded inside it need show. The paired comparisons cancel it; this "
-        "configuration's own CI cannot, short of measuring through more such episodes."
+    dip = 1 - float(group.min() / group.median())
+    return cause(
+        "shared_slowdown",
+        fit.rvalue**2,
+        r2=fit.rvalue**2,
+        p=fit.pvalue,
+        configurations=len(relative),
+        rounds=len(rounds),
+        dip=dip,
     )
-    return Cause("shared_slowdown", sentence, fit.rvalue**2)
 
 
-def with_shared_slowdown(columns: Mapping, found: Cause | None) -> dict:
-    """summary.csv's `noise_cause`/`noise_detail` with a shared slowdown put first (it
-    explains the process level the windows' causes name)."""
+def cause_columns(found: Finding) -> dict:
+    """One cause's numbers as summary.csv's `{cause}_{number}` columns."""
+    return {f"{found.kind}_{n}": found.numbers.get(n) for n in CAUSE_NUMBERS.get(found.kind, ())}
+
+
+def with_shared_slowdown(columns: Mapping, found: Finding | None) -> dict:
+    """summary.csv's noise columns (`NOISE_COLUMNS`) with a shared slowdown put first (it explains the process
+    level the windows' causes name)."""
+    noise = {name: columns.get(name) for name in NOISE_COLUMNS}
     if found is None or missing(columns.get("noise_cause")):
-        return dict(columns)
+        return noise
+    ranked = [found.kind, *str(columns.get("noise_causes") or "").split(";")]
     return {
-        "noise_cause": found.code,
-        "noise_detail": f"{found.sentence} {columns.get('noise_detail') or ''}".strip(),
+        **noise,
+        "noise_cause": found.kind,
+        "noise_causes": ";".join(c for c in ranked if c),
+        **cause_columns(found),
     }
 
 
@@ -417,128 +359,43 @@ def process_cost_s(processes: Sequence[Mapping]) -> float | None:
     return float(np.median(spans)) if spans else None
 
 
-def target_sentence(
-    process_rates: Sequence[float], target: float | None, cost_s: float | None = None
-) -> str | None:
-    """What the target would take: processes at the measured process spread
-    (`processes_for_spread`), and their time at `cost_s` per process."""
+def target_columns(process_rates: Sequence[float], target: float | None) -> dict:
+    """What the target would take: the processes' spread (RSD) and the processes
+    (`processes_for_spread`) it needs at that spread; None where fewer than two measured."""
     rates = [float(r) for r in process_rates if r is not None and np.isfinite(float(r))]
-    if target is None or not target > 0:
-        return None
-    if len(rates) < 2:
-        return (
-            f"The {fmt_pct(target)} target needs at least two processes: with "
-            f"{len(rates)} the process-to-process spread is unmeasured."
-        )
+    if target is None or not target > 0 or len(rates) < 2:
+        return {"process_rsd": None, "processes_needed": None}
     mean, spread = float(np.mean(rates)), float(np.std(rates, ddof=1))
-    needed = processes_for_spread(spread, mean, target)
-    text = (
-        f"At the measured process spread (RSD {fmt_pct(spread / mean)}), the "
-        f"{fmt_pct(target)} target would take {needed} processes"
-    )
-    if needed > len(rates):
-        text += f", {needed - len(rates)} more than the {len(rates)} measured"
-        if cost_s is not None and cost_s > 0:
-            text += (
-                f" (about {fmt_duration((needed - len(rates)) * cost_s)} more at "
-                f"{fmt_duration(cost_s)} per process)"
-            )
-    else:
-        text += f", no more than the {len(rates)} measured: the windows within them are the noise"
-    return text + "."
-
-
-def explain(
-    windows: Sequence[Mapping],
-    processes: Sequence[Mapping],
-    target: float | None = None,
-) -> tuple[str, str]:
-    """(cause code, detail): the top cause's code and every cause's sentence, ranked, then
-    what the target would take."""
-    found = causes(windows, target)
-    rates = [p.get("throughput_img_s") for p in processes if p.get("throughput_img_s") is not None]
-    sentences = [cause.sentence for cause in found]
-    needs = target_sentence(rates, target, process_cost_s(processes))
-    if needs:
-        sentences.append(needs)
-    return found[0].code, " ".join(sentences)
+    return {
+        "process_rsd": spread / mean,
+        "processes_needed": processes_for_spread(spread, mean, target),
+    }
 
 
 def noise_columns(document: Mapping) -> dict:
-    """summary.csv's `noise_cause` and `noise_detail` for a run document that measured and
-    missed its CI target; both None otherwise."""
+    """summary.csv's noise columns (`NOISE_COLUMNS`) for a run document that measured and
+    missed its CI target: the top cause's code, every cause's code ranked (`;`-joined), the
+    numbers of each, and what the target would take; all None otherwise."""
+    columns = dict.fromkeys(NOISE_COLUMNS)
     if document.get("status") != "ok" or document.get("ci_target_met") is not False:
-        return {"noise_cause": None, "noise_detail": None}
-    code, detail = explain(
-        document.get("windows") or [],
-        document.get("processes") or [],
-        (document.get("timing") or {}).get("target_ci"),
-    )
-    return {"noise_cause": code, "noise_detail": detail}
+        return columns
+    target = (document.get("timing") or {}).get("target_ci")
+    processes = document.get("processes") or []
+    found = causes(document.get("windows") or [], target)
+    columns.update(noise_cause=found[0].kind, noise_causes=";".join(c.kind for c in found))
+    for c in found:
+        columns.update(cause_columns(c))
+    rates = [p.get("throughput_img_s") for p in processes if p.get("throughput_img_s") is not None]
+    columns.update(target_columns(rates, target), process_cost_s=process_cost_s(processes))
+    return columns
 
 
-def unresolved_comparison(
-    a_rates: Sequence[float],
-    b_rates: Sequence[float],
-    *,
-    paired: bool,
-    within: float | None,
-    target: float,
-    rounds: Sequence[float] | None = None,
-) -> str | None:
-    """Why a comparison stayed unresolved (its interval neither excludes 1 nor lies within
-    `target` of it: `RatioCI.resolved`), and what resolving it would take; None when it is
-    resolved. `a_rates`/`b_rates` are the processes the interval was built from: pairs by
-    round (`rounds`) where `paired`, else each configuration's own.
+def p_text(p: float) -> str:
+    return "p<0.001" if p < 0.001 else "p<0.01" if p < 0.01 else f"p={p:.2f}"
 
-    Paired, the noise is the spread of the per-round log ratios (what a shared drift or a
-    neighbour did not cancel), and a trend of the ratio over the rounds (one configuration
-    slowing more than the other under the same load) is named; apart, it is both
-    configurations' process spreads. Then the pairs (or processes each) that spread needs
-    for +/-`target` (`processes_for_spread`, on the log scale for pairs)."""
-    if within is not None and within <= target:
-        return None
-    a = np.asarray([float(r) for r in a_rates], dtype=float)
-    b = np.asarray([float(r) for r in b_rates], dtype=float)
-    target_text = f"the {fmt_pct(target)} target"
-    if paired:
-        if a.size < 2:
-            return f"Unresolved: {count_of(a.size, 'paired round')}; {target_text} needs two."
-        logs = np.log(a / b)
-        spread = float(np.std(logs, ddof=1))
-        text = (
-            f"Unresolved against {target_text}: over {count_of(a.size, 'paired round')} the "
-            f"ratio varies from round to round by {fmt_pct(math.expm1(spread))} (RSD)"
-        )
-        if rounds is not None and a.size >= 3:
-            fit = _fit(pd.Series(list(rounds), dtype=float), pd.Series(logs))
-            if fit is not None and fit.pvalue < ALPHA:
-                text += (
-                    f", and it drifts over the rounds ({_signed_pct(math.expm1(fit.slope))} "
-                    f"per round, {_p_text(fit.pvalue)}): one configuration slows more than the "
-                    "other under the same conditions"
-                )
-        needed = processes_for_spread(spread, 1.0, math.log1p(target))
-        unit, measured = "paired rounds", a.size
-    else:
-        if a.size < 2 or b.size < 2:
-            return (
-                f"Unresolved: measured apart, {count_of(min(a.size, b.size), 'process')} on one "
-                f"side; {target_text} needs two on each."
-            )
-        spreads = [float(np.std(x, ddof=1) / np.mean(x)) for x in (a, b)]
-        text = (
-            f"Unresolved against {target_text}: measured apart (not interleaved), so each "
-            f"side's process spread (RSD {fmt_pct(spreads[0])} and {fmt_pct(spreads[1])}) "
-            "and whatever changed between them stay in the ratio"
-        )
-        # A ratio's relative variance is about the sum of its two means' relative variances.
-        needed = processes_for_spread(math.hypot(*spreads), 1.0, target)
-        unit, measured = "processes each", min(a.size, b.size)
-    text += f"; at that spread, ±{fmt_pct(target)} would take ~{needed} {unit}"
-    if needed > measured:
-        text += f", {needed - measured} more than measured"
-    return text + "."
+
+def signed_pct(value: float) -> str:
+    return ("+" if value >= 0 else "\u2212") + fmt_pct(abs(value))
 
 
 def window_label(window: Mapping) -> str:

@@ -1,6 +1,6 @@
 """The parts of the written summary, and what every section builder reads.
 
-A `Document` is its key findings and its `Section`s, each with findings (sentences),
+A `Document` is its `Section`s (the key findings one of them), each with findings (sentences),
 display `Table`s, `Figure`s (a large family of them folded into a `FigureGroup`) and the
 files its numbers came from. `Page` is what a section builder (`nnperf.report.sections`)
 reads: the study's tables (`ResultSet`), its machines, the figures placed in each section
@@ -56,7 +56,6 @@ class FigureGroup:
 class Document:
     title: str
     description: str
-    key_findings: list[str]
     sections: list[Section]
     machines: list[str]
 

@@ -31,11 +31,11 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core import files, layout
+from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
-from nnperf.report import machines
+from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
 
 # The folders' files: where they are and which are read (re-exported: callers say results.X).
@@ -63,6 +63,7 @@ WRITTEN_BY = {
     "profiles": "roofline_points",
     "training": "training_table",
     "environment": "environment_table",
+    "comparisons": "comparisons_table",
     "machines_summary": "compare_machines",
 }
 
@@ -88,6 +89,7 @@ REPORT_COLUMNS = {
     "profiles": CONFIG_KEYS,
     "training": (*CONFIG_KEYS, "recipe", "status"),
     "environment": ("device",),
+    "comparisons": ("kind", "pair", "ratio", "verdict"),
 }
 
 
@@ -122,6 +124,8 @@ class ResultSet:
     # One row per training run to accuracy (nnperf.report.training_table.write_training_table).
     training: pd.DataFrame | None = None
     environment: pd.DataFrame | None = None
+    # One row per ratio the report states, machines named inside (a_machine, b_machine).
+    comparisons: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
     # One entry per (machine, device): the ceilings JSON with `machine` added.
     ceilings: list[dict] = field(default_factory=list)
@@ -185,6 +189,9 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         raw[folder.results_dir] = frames
     mapping = machines.machine_map(environments)
     for name in TABLE_NAMES:
+        if name == "comparisons":
+            result.comparisons = _combined_comparisons(raw[f.results_dir][name] for f in folders)
+            continue
         if name == "environment":
             labelled = [
                 _relabel_environment(raw[f.results_dir][name], mapping, f.results_dir)
@@ -196,6 +203,16 @@ def load(folders: list[FolderFiles]) -> ResultSet:
                 for f in folders
             ]
         setattr(result, name, machines.combine(labelled))
+    _add_documents(result, folders, mapping, jobs)
+    result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
+    return result
+
+
+def _add_documents(
+    result: ResultSet, folders: list[FolderFiles], mapping: Mapping, jobs: list[dict]
+) -> None:
+    """The complexity, ceilings and operator-profile documents of every folder, each model's
+    complexity once, with their job rows."""
     seen_models = set()
     for folder in folders:
         for path in folder.complexity:
@@ -223,8 +240,16 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         for path in folder.opprofiles:
             result.opprofiles.append(_operator_profile(path, mapping, folder.results_dir))
             result.add_source("opprofiles", path)
-    result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
-    return result
+
+
+def _combined_comparisons(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame | None:
+    """Every folder's comparisons.csv, each ratio once: the local folder's rows come first
+    and already hold the other machines'."""
+    combined = machines.combine(frames)
+    if combined is None:
+        return None
+    keys = [c for c in combined.columns if c.startswith(("kind", "pair", "a_", "b_"))]
+    return combined.drop_duplicates(subset=keys)
 
 
 def _operator_profile(path: Path, mapping: Mapping, results_dir: str) -> OperatorProfileFiles:
@@ -379,3 +404,14 @@ def _relabel_environment(
             "(nnperf.report.machines.write_environment_table)"
         )
     return machines.attach_machine(frame, mapping, results_dir)
+
+
+def write_comparisons(local, extra_results, out_csv: str | os.PathLike) -> pd.DataFrame:
+    """comparisons.csv of this machine's tables (`local`, a `FolderFiles`) and those
+    of the `extra_results` folders (rule `comparisons_table`): machines are compared on
+    every machine's runs."""
+    loaded = load(with_extra_results(local, extra_results))
+    table = comparisons.comparisons_table(loaded.summary, loaded.runs, loaded.training)
+    files.write_csv(out_csv, table)
+    print(f"comparisons: {len(table)} ratios -> {os.fspath(out_csv)}")
+    return table

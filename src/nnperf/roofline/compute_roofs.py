@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+from nnperf.ncu.ranges import gemm_flops
 from nnperf.roofline.microbench import window_s, time_interleaved, window_iters
 
 # Seconds one precision's GEMMs may take (all sizes: warm-up, calibration, trials). Sizes run
@@ -36,11 +37,6 @@ GEMM_BUDGET_S = {"cpu": 5.0, "cuda": 30.0, "mps": 15.0}
 # size they are for and are not reported as roofs.
 GEMM_PROBE_SIZE = 128
 GEMM_TRUSTED_CALL_S = 0.1
-
-
-def gemm_flops(m: int, n: int, k: int) -> int:
-    """FLOPs of C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per (i, j, l)."""
-    return 2 * m * n * k
 
 
 def gemm_cost_s(call_s: float, *, warmup: int, trials: int, min_trial_s: float) -> float:

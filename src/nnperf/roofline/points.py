@@ -29,11 +29,11 @@ import pandas as pd
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import metrics
 from nnperf.ncu import ranges
 from nnperf.ncu.kernels import PEAK_COLUMNS
 from nnperf.roofline import peaks
-from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import analysis
 
 MEMORY_LEVELS = ("dram", "l2", "l1")
 # The memory levels a ceilings JSON's main-memory bandwidth bounds: DRAM, and the
@@ -79,11 +79,6 @@ def attainable(intensity: float, peak_flop_s: float, bandwidth_bytes_s: float) -
 def ridge_point(peak_flop_s: float, bandwidth_bytes_s: float) -> float:
     """AI (FLOP/byte) where the memory roof meets the compute roof."""
     return peak_flop_s / bandwidth_bytes_s
-
-
-def calibration_expected_flops(m: int, n: int, k: int, launches: int = 1) -> float:
-    """FLOPs of `launches` GEMMs C[m,n] = A[m,k] @ B[k,n]: one multiply and one add per MAC."""
-    return 2.0 * m * n * k * launches
 
 
 def calibration_ratio(measured_flops: float, expected_flops: float) -> float:
@@ -219,9 +214,9 @@ def roof_fraction_ok(fraction: float, limits: tuple[float, float] = CALIBRATION_
 
 def roof_basis(arch: str, precision: str) -> str:
     """How a profile's compute roof for `precision` was derived (for tables and figures)."""
-    if not ncu.TENSOR_DTYPE_OF_PRECISION.get(precision):
+    if not metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
         return "ncu FFMA peak_sustained x 2 x clock (FP32 pipe)"
-    return ncu.metric_set(arch).tensor_peak_basis
+    return metrics.metric_set(arch).tensor_peak_basis
 
 
 def calibration_table(
@@ -238,7 +233,7 @@ def calibration_table(
     (`calibration_roof_fraction`; `roof_ok` when in `CALIBRATION_ROOF_RANGE`). A config
     without a calibration kernel gets NaN and both checks False.
     """
-    expected = calibration_expected_flops(*mnk, launches=launches)
+    expected = float(ranges.gemm_flops(*mnk) * launches)
     rows = []
     for keys, config_kernels in kernels.groupby(list(CONFIG_KEYS), sort=True):
         calib = config_kernels[config_kernels["phase"] == "calibration"]
@@ -262,7 +257,9 @@ def calibration_table(
             measured = float(calib["flops_total"].sum())
             ratio = calibration_ratio(measured, expected)
             time_s = float(calib["duration_s"].sum())
-            roof = float(pd.to_numeric(calib[ncu.compute_peak_column(row["precision"])]).median())
+            roof = float(
+                pd.to_numeric(calib[metrics.compute_peak_column(row["precision"])]).median()
+            )
             achieved = performance(expected, time_s)
             fraction = achieved / roof if roof > 0 else math.nan
             row.update(
@@ -290,13 +287,13 @@ def busy_verdict(busy_share: float, busy_share_upper: float) -> str:
     and it does not settle the question."""
     if not math.isfinite(busy_share_upper):
         return "unknown"
-    if busy_share_upper < operators.HOST_BOUND_SHARE:
-        return operators.HOST_BOUND
+    if busy_share_upper < analysis.HOST_BOUND_SHARE:
+        return analysis.HOST_BOUND
     if not math.isfinite(busy_share):
         return "unknown"
-    if busy_share >= operators.DEVICE_BOUND_SHARE:
-        return operators.DEVICE_BOUND
-    return operators.MIXED
+    if busy_share >= analysis.DEVICE_BOUND_SHARE:
+        return analysis.DEVICE_BOUND
+    return analysis.MIXED
 
 
 PROFILE_COLUMNS = (

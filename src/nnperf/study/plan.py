@@ -33,7 +33,7 @@ from nnperf.core import config as study_config
 from nnperf.core import contract, layout, vocab
 from nnperf.core.errors import NnperfError
 from nnperf.engine import rehearsal
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import metrics
 from nnperf.study import ceilings_cost, job_requests, selection
 from nnperf.study.estimate_sources import (
     ASSUMED,
@@ -571,7 +571,7 @@ def plan_study(
     jobs = snakemake_calls(jobs, timings.machine, stages) + jobs
     notes = [note.removeprefix("note: ") for note in matrix_notes]
     for device in devices:
-        reason = ncu.ncu_exclusion_reason(typed.ncu.enabled, device, ncu_on_path)
+        reason = metrics.ncu_exclusion_reason(typed.ncu.enabled, device, ncu_on_path)
         if reason:
             notes.append(reason)
     if timings.measured is not None:

@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from nnperf.core import devices
-from nnperf.ncu import command as profiling
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import command
+from nnperf.ncu import metrics
 
 # Check statuses: what was found, or that the check was not run because nothing needs it.
 OK = "ok"
@@ -124,9 +124,9 @@ class Needs:
 def needs_of(devices_: Sequence[str], ncu_enabled: object) -> Needs:
     """Needs of a study on `devices_` (`auto` resolved) with config `ncu.enabled`."""
     cuda = "cuda" in devices_
-    if ncu.ncu_included(ncu_enabled, "cuda", ncu_on_path=False) and cuda:
+    if metrics.ncu_included(ncu_enabled, "cuda", ncu_on_path=False) and cuda:
         mode = NCU_REQUIRED
-    elif ncu.ncu_included(ncu_enabled, "cuda", ncu_on_path=True) and cuda:
+    elif metrics.ncu_included(ncu_enabled, "cuda", ncu_on_path=True) and cuda:
         mode = NCU_IF_FOUND
     else:
         mode = NCU_NO
@@ -289,19 +289,19 @@ def check_ncu(found: str | None, needs: Needs, version: str | None = None) -> Ch
     where = f"{found} ({version})" if found and version else found
     if needs.ncu == NCU_NO:
         if not needs.cuda:
-            text = f"ncu at {where}" if found else f"no ncu (looked in {ncu.searched_places()})"
+            text = f"ncu at {where}" if found else f"no ncu (looked in {metrics.searched_places()})"
             return Check("ncu", OK if found else MISSING, False, f"{text} ({needs.unneeded})")
         return Check("ncu", NOT_NEEDED, False, "ncu.enabled is false: no Nsight Compute profiles")
     if found:
         return Check("ncu", OK, True, f"ncu at {where}")
     if needs.ncu == NCU_IF_FOUND:
         # Not a failure: the workflow leaves the profiles out and says so (this same line).
-        return Check("ncu", MISSING, False, ncu.ncu_exclusion_reason("auto", "cuda", False))
+        return Check("ncu", MISSING, False, metrics.ncu_exclusion_reason("auto", "cuda", False))
     return Check(
         "ncu",
         MISSING,
         True,
-        f"ncu.enabled is true, but there is no ncu on {ncu.searched_places()}",
+        f"ncu.enabled is true, but there is no ncu on {metrics.searched_places()}",
         "install Nsight Compute (it comes with the CUDA toolkit; developer.nvidia.com/"
         "nsight-compute) and put its folder on PATH, or set ncu.enabled: false",
     )
@@ -472,14 +472,14 @@ def cuda_problem(profile_ncu: bool, facts: Facts | None = None, probe=None) -> s
 
 def gather_facts() -> Facts:
     """Ask this machine: the driver files, torch (imported here), nvidia-smi, ncu, NVML."""
-    found = profiling.find_ncu()
+    found = command.find_ncu()
     nvml_import, nvml_init = nvml_errors()
     return Facts(
         absent=devices.absent_reason("cuda"),
         torch=torch_facts(),
         smi=nvidia_smi_facts(),
         ncu=found,
-        ncu_version=profiling.ncu_version(found) if found else None,
+        ncu_version=command.ncu_version(found) if found else None,
         nvml_import=nvml_import,
         nvml_init=nvml_init,
     )

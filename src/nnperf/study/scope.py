@@ -17,7 +17,7 @@ from nnperf.core import contract, devices, vocab
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import metrics
 from nnperf.study import job_requests
 from nnperf.study.selection import StageSelection, check_selected_variants, select_stages
 from nnperf.workload import imagefolder
@@ -96,7 +96,7 @@ def scope_of(
     if "auto" in study.devices and "cuda" not in resolved and "mps" not in resolved:
         notes.append("No GPU: devices 'auto' resolved to cpu on the machine that built the DAG.")
     for device in resolved:
-        reason = ncu.ncu_exclusion_reason(study.ncu.enabled, device, ncu_on_path)
+        reason = metrics.ncu_exclusion_reason(study.ncu.enabled, device, ncu_on_path)
         if reason:
             note(reason)
     if not study.operator_profile.enabled:

@@ -20,7 +20,7 @@ from typing import Any
 from nnperf.core import contract
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
-from nnperf.ncu import metrics as ncu
+from nnperf.ncu import metrics
 
 # The config sections that select part of the matrix, and the attribute of StudyConfig each is.
 SELECTING_SECTIONS = ("ncu", "operator_profile", "convergence")
@@ -87,7 +87,7 @@ def select_stages(
             key
             for key in matrix
             if Selection.of(
-                study.ncu, enabled=ncu.ncu_included(study.ncu.enabled, key.device, ncu_on_path)
+                study.ncu, enabled=metrics.ncu_included(study.ncu.enabled, key.device, ncu_on_path)
             ).selects(key)
         ),
         operator_profile=tuple(key for key in matrix if operators.selects(key)),

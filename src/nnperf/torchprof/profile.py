@@ -76,7 +76,7 @@ from nnperf.engine.build import RunData, build, free_after_oom, load_run_data, o
 from nnperf.engine.runner import expected_step_time, label
 from nnperf.engine.step import Training, is_out_of_memory
 from nnperf.engine.timing import synchronize
-from nnperf.torchprof import analysis as operators
+from nnperf.torchprof.analysis import Analysis, analyse, empty_tables
 from nnperf.torchprof import memory as step_memory
 from nnperf.torchprof.budget import (
     ONE_TIME_MAX_S,
@@ -223,7 +223,7 @@ def _check_keys(request: OperatorProfileRequest, document: Mapping | None, what:
         )
 
 
-def _device_notes(device: str, analysis: operators.Analysis) -> list[str]:
+def _device_notes(device: str, analysis: Analysis) -> list[str]:
     if device == "cpu":
         return []
     if device == "mps":
@@ -365,13 +365,13 @@ def perform_operator_profile(
     metadata = {**run.keys(), "kind": PROFILE_KIND, "settings": to_dict(settings)}
     expected = expected_step_time(timed_run)
     steps = run_steps(request, model_factory, data, expected, metadata)
-    tables = operators.empty_tables()
+    tables = empty_tables()
     trace = empty_trace({**metadata, "status": steps.status, "error": steps.error})
     memory, summary = None, {}
     if steps.profiled is not None:
         clock = time.perf_counter()
         trace = steps.profiled.trace
-        analysis = operators.analyse(
+        analysis = analyse(
             json.loads(gzip.decompress(trace)),
             run.device,
             inventory={**steps.profiled.inventory, "batch_size": run.batch_size},

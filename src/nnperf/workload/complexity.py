@@ -79,7 +79,8 @@ from nnperf.core.contract import ComplexityRequest, TrainingSettings
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import OPTIMIZERS, PRECISIONS
 from nnperf.workload import models
-from nnperf.workload import datasets as data
+from nnperf.workload import datasets
+
 # conv_backward_flops and flop_counter are named here too: where the counter was first defined.
 from nnperf.workload.flop_counting import (  # noqa: F401
     conv_backward_flops,
@@ -520,7 +521,7 @@ def complexity_document(request: ComplexityRequest) -> tuple[dict[str, Any], pd.
     if request.num_classes is not None:  # an ImageFolder's: its class folders
         num_classes = request.num_classes
     else:
-        spec = data.get_spec(request.dataset)
+        spec = datasets.get_spec(request.dataset)
         num_classes = spec.num_classes
         if size is None:
             size = models.input_size(request.model, spec.image_shape[-1], source)

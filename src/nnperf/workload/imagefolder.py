@@ -200,7 +200,7 @@ def _check_file(root: Path, relative: str) -> tuple[str, bytes, str]:
     return kind, digest.digest(), ""
 
 
-def describe(found: Scan, threads: int | None = None) -> dict:
+def manifest_counts(found: Scan, threads: int | None = None) -> dict:
     """Decode every image of `found` and hash its bytes: the manifest's counts and hash.
 
     The first file (in split, class and name order) that does not decode is one line."""
@@ -245,7 +245,7 @@ def manifest(settings, key: str) -> dict:
         "path": os.fspath(found.root),
         "classes": list(found.classes),
         "num_classes": found.num_classes,
-        **describe(found),
+        **manifest_counts(found),
         "fingerprint": found.fingerprint,
         "fingerprint_method": FINGERPRINT_METHOD,
         "normalisation": "imagenet",

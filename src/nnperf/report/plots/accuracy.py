@@ -23,11 +23,10 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import atomic_path
+from nnperf.report.plots.style import save_png
 from nnperf.core.vocab import TRAINING_KEYS, precision_rank
 from nnperf.report.results import read_table
 
-FIGURE_DPI = 150
 ACCURACY_YLABEL = "test top-1 accuracy (%)"
 EPOCH_XLABEL = "epoch"
 TIME_XLABEL = "training time (s, evaluation excluded)"
@@ -151,6 +150,5 @@ def draw(
 ) -> None:
     """The accuracy figure of some training runs, from their per-epoch CSVs to a PNG."""
     figure = accuracy_figure(read_epochs(epochs_paths), target=target, title=title)
-    with atomic_path(out_png) as tmp:
-        figure.savefig(tmp, dpi=FIGURE_DPI, format="png")
+    save_png(figure, out_png)
     print(f"accuracy figure of {len(epochs_paths)} training run(s) -> {out_png}")

@@ -20,32 +20,15 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from nnperf.core.files import atomic_path, read_json
+from nnperf.core.files import read_json
+from nnperf.report.plots.style import save_png
+from nnperf.report.format import fmt_bytes, fmt_si
 
-SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"), (1, "B"))
 # Arithmetic-intensity range drawn when the axes has no data yet (FLOP/byte): spans
 # elementwise ops (~0.1) to large GEMMs (~1000).
 DEFAULT_INTENSITY_RANGE = (1e-2, 1e4)
 MEASURED_STYLE = {"linestyle": "-", "linewidth": 2.0, "color": "black"}
 DATASHEET_STYLE = {"linestyle": "--", "linewidth": 1.5, "color": "dimgray"}
-FIGURE_DPI = 150
-
-
-def format_si(value: float, unit: str) -> str:
-    """850e9, 'FLOP/s' -> '850 GFLOP/s'; 3.35e12, 'B/s' -> '3.35 TB/s' (3 significant digits)."""
-    for scale, prefix in SI_PREFIXES:
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
-def format_bytes(value: float) -> str:
-    """49152 -> '48 KiB'; 1073741824 -> '1 GiB' (binary units, as caches are sized)."""
-    for scale, unit in BINARY_UNITS:
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.3g} B"
 
 
 def _roof_sets(
@@ -97,9 +80,9 @@ def draw_roofs(
             continue
         parts = []
         if peak is not None:
-            parts.append(f"{dtype} {format_si(peak, 'FLOP/s')}")
+            parts.append(f"{dtype} {fmt_si(peak, 'FLOP/s')}")
         if bandwidth is not None:
-            parts.append(f"memory {format_si(bandwidth, 'B/s')}")
+            parts.append(f"memory {fmt_si(bandwidth, 'B/s')}")
         if peak is not None and bandwidth is not None:
             roof = np.minimum(peak, bandwidth * intensity)
         elif peak is not None:
@@ -111,7 +94,7 @@ def draw_roofs(
         if peak is not None:
             artists.append(
                 ax.annotate(
-                    format_si(peak, "FLOP/s"),
+                    fmt_si(peak, "FLOP/s"),
                     xy=(high, peak),
                     xytext=(-4, 3),
                     textcoords="offset points",
@@ -156,7 +139,7 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=2, numticks=40))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v) if v >= 1 else ""))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))
     ax.tick_params(axis="x", labelrotation=45, labelsize="small")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     threads = ceilings_doc.get("threads")
@@ -165,7 +148,7 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
         scope = " per core" if shared == 1 else ""
         ax.axvline(cache["size_bytes"], color="gray", linestyle=":", linewidth=1)
         ax.annotate(
-            f"{cache.get('name') or 'L' + str(cache['level'])} {format_bytes(cache['size_bytes'])}{scope}",
+            f"{cache.get('name') or 'L' + str(cache['level'])} {fmt_bytes(cache['size_bytes'])}{scope}",
             xy=(cache["size_bytes"], 1),
             xycoords=("data", "axes fraction"),
             xytext=(3, -3),
@@ -183,7 +166,7 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
             roof / 1e9,
             color="black",
             linewidth=1.5,
-            label=f"main memory, {kernel} (STREAM counting): {format_si(roof, 'B/s')}",
+            label=f"main memory, {kernel} (STREAM counting): {fmt_si(roof, 'B/s')}",
         )
     sheet = (ceilings_doc.get("datasheet") or {}).get("memory_bandwidth_bytes_s")
     if sheet:
@@ -192,7 +175,7 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
             color="dimgray",
             linestyle="--",
             linewidth=1.5,
-            label=f"datasheet memory: {format_si(sheet, 'B/s')}",
+            label=f"datasheet memory: {fmt_si(sheet, 'B/s')}",
         )
     ax.set_xlabel("working set")
     ax.set_ylabel("bandwidth (GB/s)")
@@ -206,12 +189,6 @@ def sweep_figure(ceilings_doc: dict) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, out_png) -> None:
-    """Write a PNG atomically (an interrupted job leaves no finished-looking figure)."""
-    with atomic_path(out_png) as tmp:
-        fig.savefig(tmp, format="png", dpi=FIGURE_DPI)
-
-
 def draw(ceilings_json, out_png) -> None:
     """The working-set sweep of one ceilings JSON as a PNG (the device named inside it)."""
-    save_figure(sweep_figure(read_json(ceilings_json)), out_png)
+    save_png(sweep_figure(read_json(ceilings_json)), out_png)

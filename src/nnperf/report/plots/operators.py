@@ -27,13 +27,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import atomic_path, load_json
+from nnperf.core.files import load_json
+from nnperf.report.plots.style import save_png
 from nnperf.report.format import config_text
 from nnperf.report.results import read_table
-from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
-FIGURE_DPI = 150
 TIME_XLABEL = "time per step (ms)"
 MEMORY_XLABEL = "allocated memory (MiB)"
 MIB = 2**20
@@ -83,8 +83,8 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     what = "top operators"
     if document.get("status") != "ok" or table is None or table.empty:
         return _note_figure(document, what)
-    column = operators.time_column(table)
-    chosen = operators.top(table, n, column)
+    column = analysis.time_column(table)
+    chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
     bars = [("host_self_time_s", HOST_LABEL)]
     if has_device:
@@ -200,6 +200,5 @@ def draw(
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)
     drawn = figure(kind, document, table)
-    with atomic_path(out_png) as tmp:
-        drawn.savefig(tmp, dpi=FIGURE_DPI, format="png")
+    save_png(drawn, out_png)
     print(f"{kind} figure of the operator profile of {config_text(document)} -> {out_png}")

@@ -17,6 +17,8 @@ import numpy as np
 from matplotlib.collections import PathCollection
 from matplotlib.transforms import Bbox, IdentityTransform
 
+from nnperf.report.format import fmt_si
+
 # Point labels. matplotlib puts text exactly where it is told and has no collision avoidance;
 # adjustText, the usual add-on, is not a dependency of nnperf (and its iterative repulsion
 # does not promise disjoint boxes), so labels are placed by hand: greedily, each trying
@@ -35,23 +37,6 @@ LEADER_STYLE = {"arrowstyle": "-", "color": "0.4", "linewidth": 0.5, "shrinkA": 
 # line passing behind one does not cross its text.
 LABEL_BACKGROUND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
 LABEL_ZORDER = 6
-
-
-def format_flop_s(value: float) -> str:
-    """'312 TFLOP/s' style label."""
-    return _format(value, "FLOP/s")
-
-
-def format_bytes_s(value: float) -> str:
-    """'2.04 TB/s' style label."""
-    return _format(value, "B/s")
-
-
-def _format(value: float, unit: str) -> str:
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 class PointLabel(NamedTuple):
@@ -212,7 +197,7 @@ def place_labels(ax, labels: Sequence[PointLabel], *, fontsize=LABEL_FONTSIZE) -
         annotation = _place_one(ax, label, tag, taken, renderer, fontsize)
         if annotation is None:
             unlabelled.append(
-                f"{label.text}: at {label.x:.3g} FLOP/byte, {format_flop_s(label.y)} "
+                f"{label.text}: at {label.x:.3g} FLOP/byte, {fmt_si(label.y, 'FLOP/s')} "
                 "(no room for a label)"
             )
         else:

@@ -40,17 +40,17 @@ from nnperf.core.errors import NnperfError  # noqa: E402
 from nnperf.report.results import read_table  # noqa: E402
 from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
 from nnperf.core.wording import missing  # noqa: E402
-from nnperf.ncu import metrics as ncu  # noqa: E402
+from nnperf.ncu import metrics  # noqa: E402
 from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
-from nnperf.report.format import fmt_ghz, fmt_pct, truthy  # noqa: E402
+from nnperf.report.bounds import LEVEL_LABELS  # noqa: E402
+from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy  # noqa: E402
+from nnperf.report.plots.style import save_png  # noqa: E402
 from nnperf.report.plots.point_labels import (  # noqa: E402
     PointLabel,
-    format_bytes_s,
-    format_flop_s,
     place_labels,
 )
 from nnperf.roofline import peaks  # noqa: E402
-from nnperf.roofline import points as roofline  # noqa: E402
+from nnperf.roofline import points as roofline_points  # noqa: E402
 from nnperf.roofline import tables as roofline_tables  # noqa: E402
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
@@ -59,7 +59,6 @@ KINDS = ("roofline", "roofline_steps")
 X_LABEL = "Arithmetic intensity (FLOP/byte)"
 Y_LABEL = "Performance (FLOP/s)"
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
-LEVEL_LABELS = {"dram": "DRAM", "l2": "L2", "l1": "L1", "algorithmic": "algorithmic"}
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
 # A step point above one of its roofs gets a red ring (and its label says so).
 ABOVE_ROOF_COLOUR = "red"
@@ -99,7 +98,7 @@ def roofs_from_ncu(
     clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
     compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
     # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
-    if ncu.TENSOR_DTYPE_OF_PRECISION.get(precision):
+    if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
         compute.append((f"tensor {precision} dense", "peak_flop_s_tensor"))
     values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
     values += [(f"tensor {p} dense", v) for p, v in sorted((tensor_peaks or {}).items())]
@@ -163,10 +162,10 @@ def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
     for colour, roof in zip(palette, roofs):
         style = ORIGIN_STYLES.get(roof["origin"], ":")
         if roof["kind"] == "compute":
-            text = f"{roof['label']}: {format_flop_s(roof['value'])}"
+            text = f"{roof['label']}: {fmt_si(roof['value'], 'FLOP/s')}"
             ax.axhline(roof["value"], linestyle=style, color=colour, linewidth=1.2, label=text)
         else:
-            text = f"{roof['label']}: {format_bytes_s(roof['value'])}"
+            text = f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}"
             y = x * roof["value"]
             if top is not None:
                 y = np.minimum(y, top)
@@ -178,7 +177,7 @@ def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: fl
     the points ringed. One legend entry says what a ring means."""
     above = set()
     for i, row in enumerate(steps.to_dict("records")):
-        if not roofline.roofs_exceeded(row, roofs):
+        if not roofline_points.roofs_exceeded(row, roofs):
             continue
         ax.scatter(
             [row["arithmetic_intensity_flop_per_byte"]],
@@ -409,7 +408,7 @@ def config_figure(
     if absent:
         raise NnperfError(f"a {request.kind} figure needs {', '.join(absent)}")
     selected = _matching(points, keys)
-    profile = roofline.step_kernels(_matching(kernels, keys))
+    profile = roofline_points.step_kernels(_matching(kernels, keys))
     sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
     title = (
         f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
@@ -425,10 +424,10 @@ def config_figure(
     return plot_config_roofline(
         selected,
         title=title,
-        ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
+        ncu_ceilings=roofline_points.ncu_ceilings(profile) if not profile.empty else None,
         precision=request.precision,
         json_roofs=(
-            roofline.json_ceilings(ceilings, [request.precision])
+            roofline_points.json_ceilings(ceilings, [request.precision])
             if request.precision in PRECISIONS
             else []
         ),
@@ -442,19 +441,19 @@ def device_figure(
     """The step roofline of every configuration on `device`, with one tensor roof per
     profiled precision."""
     device_points = points[points["device"].astype(str) == device]
-    profile = roofline.step_kernels(kernels[kernels["device"].astype(str) == device])
+    profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
     tensor_peaks = {}
     for precision, group in profile.groupby("precision"):
-        value = roofline.ncu_ceilings(group)["peak_flop_s_tensor"]
+        value = roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
         if math.isfinite(value):
             tensor_peaks[precision] = value
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
     return plot_device_steps(
         device_points,
         device=device,
-        ncu_ceilings=roofline.ncu_ceilings(profile) if not profile.empty else None,
+        ncu_ceilings=roofline_points.ncu_ceilings(profile) if not profile.empty else None,
         ncu_tensor_peaks=tensor_peaks,
-        json_roofs=roofline.json_ceilings(ceilings, precisions),
+        json_roofs=roofline_points.json_ceilings(ceilings, precisions),
         roof_notes=null_roof_notes(ceilings, precisions),
     )
 
@@ -485,7 +484,6 @@ def write_figure(
     else:
         figure = device_figure(table, profile, document, request.device)
     try:
-        with files.atomic_path(out) as tmp:
-            figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+        save_png(figure, out, bbox_inches="tight")
     finally:
         plt.close(figure)

@@ -10,8 +10,8 @@ engine recorded (`throughput_img_s_ci95_low/high`), so figure and table agree, a
 per-process throughputs of runs.csv as faint points beside it, so the spread behind the
 interval is visible. Configurations without a number (status `oom`, or `over_budget` when one
 step is too slow for the time budget) are marked with a labelled note, never drawn as a value.
-The speedup figure draws each ratio with its own 95% CI (summary.csv's `speedup_vs_*_ci_low/high`,
-`nnperf.report.comparisons`) and marks the bars whose interval includes 1 as not separated.
+The speedup figure draws comparisons.csv's ratios (`nnperf.report.comparisons`) with their own
+95% CI and marks the bars whose interval includes 1 as not separated.
 
 `draw()` is the file edge: the tables in, one PNG out, for the figure a `FigureRequest` names.
 """
@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from nnperf.core.contract import FigureRequest
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import atomic_path
+from nnperf.report.plots.style import save_png
 from nnperf.core.layout import RUN_FIGURE_KINDS as FIGURE_KINDS
 from nnperf.core.vocab import (
     CONFIG_KEYS,
@@ -36,10 +36,8 @@ from nnperf.core.vocab import (
     REFERENCE_VARIANT,
     sort_precisions,
 )
-from nnperf.report.format import truthy
 from nnperf.report.results import read_table
 
-FIGURE_DPI = 150
 THROUGHPUT_YLABEL = "throughput (images/s)"
 BATCH_XLABEL = "batch size"
 BREAKDOWN_YLABEL = "median time per step (ms)"
@@ -319,40 +317,24 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     return fig
 
 
-def _missing_speedups(data: pd.DataFrame, column: str) -> list[str]:
-    """Notes for the configurations of a speedup panel that have no number."""
-    notes = []
-    for _, row in data.iterrows():
-        name = f"bs{row['batch_size']} {row['precision']} {row['variant']}"
-        if row["status"] in UNMEASURED:
-            notes.append(f"{name}: {_unmeasured_note(row)}")
-        elif not np.isfinite(float(row[column])):
-            notes.append(f"{name}: reference not measured")
-    return notes
-
-
-def _ratio_marks(ax, shown: pd.DataFrame, column: str, hue_order: list) -> None:
-    """Each bar's 95% CI of the ratio as a whisker (summary.csv's `<column>_ci_low/high`),
-    and NOT_SEPARATED above a bar whose interval includes 1: no bar reads as a win or a
-    loss the data does not separate. Older summaries without the columns get neither."""
-    low, high, separated = (f"{column}_ci_low", f"{column}_ci_high", f"{column}_separated")
-    if low not in shown.columns:
-        return
+def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
+    """Each bar's 95% CI of the ratio as a whisker, and NOT_SEPARATED above a bar whose
+    verdict is neither faster nor slower: no bar reads as a win or a loss the data does not
+    separate."""
     # seaborn draws one container per hue level, its bars in the order of the x levels.
     for container, level in zip(ax.containers, hue_order):
-        rows = shown[shown["precision / variant"] == level].sort_values("batch_size")
-        bounds = rows[[low, high]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-        for bar, row, (lo, hi) in zip(container, rows.to_dict("records"), bounds):
+        rows = shown[shown["precision / variant"] == level].sort_values("a_batch_size")
+        bounds = rows[["ci95_low", "ci95_high"]].apply(pd.to_numeric, errors="coerce")
+        for bar, row, (lo, hi) in zip(container, rows.to_dict("records"), bounds.to_numpy(float)):
             x, height = bar.get_x() + bar.get_width() / 2, bar.get_height()
             bounded = bool(np.isfinite(lo) and np.isfinite(hi))
             if bounded:
                 below, above = max(height - lo, 0), max(hi - height, 0)
                 ax.errorbar(x, height, yerr=[[below], [above]], color="black", capsize=3, lw=1)
-            if not truthy(row.get(separated)):
-                top = max(height, hi) if bounded else height
+            if row["verdict"] not in ("faster", "slower"):
                 ax.annotate(
                     NOT_SEPARATED,
-                    (x, top),
+                    (x, max(height, hi) if bounded else height),
                     xytext=(0, 2),
                     textcoords="offset points",
                     ha="center",
@@ -361,33 +343,25 @@ def _ratio_marks(ax, shown: pd.DataFrame, column: str, hue_order: list) -> None:
                 )
 
 
-def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
-    """Two panels: each precision vs fp32, and each variant vs baseline, per batch size
-    (ratios of mean throughput, whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars
-    whose interval includes 1); configurations without a number are listed in a note."""
-    chosen = _ordered(_select(summary, device, model, "summary table")).copy()
-    chosen["precision / variant"] = chosen["precision"] + " / " + chosen["variant"]
+def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure:
+    """Two panels from comparisons.csv: each precision vs fp32, and each variant vs baseline,
+    per batch size (whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars whose verdict
+    is neither faster nor slower)."""
+    chosen = comparisons[
+        (comparisons["a_device"] == device)
+        & (comparisons["a_model"] == model)
+        & (comparisons["pair"] == "vs_reference")
+    ].copy()
+    chosen["precision / variant"] = chosen["a_precision"] + " / " + chosen["a_variant"]
+    chosen["a_batch_size"] = chosen["a_batch_size"].astype(int)
     fig = Figure(figsize=(11, 4.6), layout="constrained")
     left, right = fig.subplots(1, 2)
     panels = (
-        (
-            left,
-            chosen[chosen["precision"] != REFERENCE_PRECISION],
-            "speedup_vs_fp32",
-            SPEEDUP_FP32_YLABEL,
-            f"precisions vs {REFERENCE_PRECISION} (same variant)",
-        ),
-        (
-            right,
-            chosen[chosen["variant"] != REFERENCE_VARIANT],
-            "speedup_vs_baseline",
-            SPEEDUP_BASELINE_YLABEL,
-            f"variants vs {REFERENCE_VARIANT} (same precision)",
-        ),
+        (left, "precision", SPEEDUP_FP32_YLABEL, f"precisions vs {REFERENCE_PRECISION}"),
+        (right, "variant", SPEEDUP_BASELINE_YLABEL, f"variants vs {REFERENCE_VARIANT}"),
     )
-    for ax, data, column, ylabel, title in panels:
-        values = data[column].astype(float)
-        shown = data[(data["status"] == "ok") & np.isfinite(values)]
+    for ax, kind, ylabel, title in panels:
+        shown = chosen[(chosen["kind"] == kind) & np.isfinite(chosen["ratio"].astype(float))]
         if shown.empty:
             ax.text(
                 0.5,
@@ -401,29 +375,15 @@ def speedup_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
             hue_order = list(dict.fromkeys(shown["precision / variant"]))
             sns.barplot(
                 data=shown,
-                x="batch_size",
-                y=column,
+                x="a_batch_size",
+                y="ratio",
                 hue="precision / variant",
                 hue_order=hue_order,
                 ax=ax,
                 palette="colorblind",
                 errorbar=None,
             )
-            _ratio_marks(ax, shown, column, hue_order)
-        notes = _missing_speedups(data, column)
-        if notes:
-            # Below the panel, under the axis label: inside it would cover the bars.
-            ax.annotate(
-                "not measured:\n" + "\n".join(notes),
-                (0.0, 0.0),
-                xycoords="axes fraction",
-                xytext=(0, -36),
-                textcoords="offset points",
-                ha="left",
-                va="top",
-                fontsize="small",
-                color="firebrick",
-            )
+            _ratio_marks(ax, shown, hue_order)
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_xlabel(BATCH_XLABEL)
         ax.set_ylabel(ylabel)
@@ -460,23 +420,36 @@ SUMMARY_COLUMNS = {
         "throughput_img_s_ci95_high",
     ),
     "breakdown": (*_KEYS, *(f"{phase}_s_median" for phase in PHASES)),
-    "speedup": (*_KEYS, "speedup_vs_fp32", "speedup_vs_baseline"),
+    # comparisons.csv's, for the speedup figure.
+    "speedup": (
+        "kind",
+        "pair",
+        "a_device",
+        "a_model",
+        "a_precision",
+        "a_batch_size",
+        "a_variant",
+        "ratio",
+        "ci95_low",
+        "ci95_high",
+        "verdict",
+    ),
 }
 RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
 
 
 def draw(
     request: FigureRequest,
-    summary_path: str | os.PathLike,
+    table_path: str | os.PathLike,
     out_png: str | os.PathLike,
     runs_path: str | os.PathLike | None = None,
 ) -> None:
-    """One figure of the timed runs, from summary.csv (and runs.csv for the per-process
-    points of the throughput figure) to a PNG (the `plot_*` rules of the timing stage)."""
+    """One figure of the timed runs, from summary.csv (comparisons.csv for the speedups; and
+    runs.csv for the per-process points of the throughput figure) to a PNG (the `plot_*`
+    rules of the timing stage)."""
     figure_name = f"the {request.kind} figure"
-    summary = read_table(summary_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
+    summary = read_table(table_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
     runs = read_table(runs_path, RUNS_COLUMNS, figure_name) if runs_path is not None else None
     drawn = figure(request, summary, runs)
-    with atomic_path(out_png) as tmp:
-        drawn.savefig(tmp, dpi=FIGURE_DPI, format="png")
+    save_png(drawn, out_png)
     print(f"{request.kind} figure of {request.device}/{request.model} -> {out_png}")

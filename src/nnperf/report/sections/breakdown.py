@@ -10,7 +10,7 @@ import pandas as pd
 
 from nnperf.core.vocab import PHASES
 from nnperf.report.configurations import GROUP_KEYS, key_columns, ok_configs, sort_configs
-from nnperf.report.format import config_text, fmt, fmt_pct
+from nnperf.report.format import MS, cells, config_text, fmt_pct
 from nnperf.report.outline import Page, Section, Table, section
 
 PHASE_LABELS = {
@@ -113,19 +113,10 @@ def largest_phase(row: Mapping) -> tuple[str, float]:
     return phase, float(row[f"{phase}_share"])
 
 
-def breakdown_display(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            **key_columns(table),
-            "Step (ms, sum of phase medians)": [fmt(v * 1e3) for v in table["phase_total_s"]],
-            **{
-                PHASE_LABELS[p].capitalize(): [fmt_pct(v) for v in table[f"{p}_share"]]
-                for p in PHASES
-            },
-        }
-    )
+PHASE_COLUMNS = {
+    "Step (ms, sum of phase medians)": ("phase_total_s", MS),
+    **{PHASE_LABELS[p].capitalize(): (f"{p}_share", fmt_pct) for p in PHASES},
+}
 
 
 def build(page: Page) -> Section:
@@ -135,7 +126,9 @@ def build(page: Page) -> Section:
         "Time breakdown",
         intro=INTRO,
         findings=breakdown_findings(phases),
-        tables=[Table("Phase shares", page.drop(breakdown_display(phases)))],
+        tables=[
+            Table("Phase shares", page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases))))
+        ],
         figures=page.figures_of("breakdown"),
         sources=page.sources("summary"),
     )

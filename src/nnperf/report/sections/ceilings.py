@@ -11,7 +11,7 @@ import pandas as pd
 
 from nnperf.core.vocab import precision_rank
 from nnperf.report.bounds import positive
-from nnperf.report.format import fmt_pct, fmt_si
+from nnperf.report.format import cells, fmt_pct, fmt_si
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.roofline.peaks import peak_origin
 
@@ -78,20 +78,15 @@ def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
     )
 
 
-def ceilings_display(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            "Machine": table["machine"].astype(str),
-            "Device": table["device"].astype(str),
-            "Roof": table["roof"],
-            "Measured": [fmt_si(v, u) for v, u in zip(table["measured"], table["unit"])],
-            "Peak": [fmt_si(v, u) for v, u in zip(table["datasheet"], table["unit"])],
-            "Peak is": [v if isinstance(v, str) else "" for v in table["peak_origin"]],
-            "Measured / peak": [fmt_pct(v) for v in table["measured_over_datasheet"]],
-        }
-    )
+CEILING_COLUMNS = {
+    "Machine": ("machine", str),
+    "Device": ("device", str),
+    "Roof": ("roof", str),
+    "Measured": (("measured", "unit"), fmt_si),
+    "Peak": (("datasheet", "unit"), fmt_si),
+    "Peak is": ("peak_origin", str),
+    "Measured / peak": ("measured_over_datasheet", fmt_pct),
+}
 
 
 def null_peak_findings(ceilings: Sequence[dict]) -> list[str]:
@@ -137,7 +132,7 @@ def build(page: Page) -> Section:
         "Ceilings",
         intro=INTRO,
         findings=null_peak_findings(ceilings) + above_peak_findings(table),
-        tables=[Table("Measured roofs and peaks", page.drop(ceilings_display(table)))],
+        tables=[Table("Measured roofs and peaks", page.drop(cells(table, CEILING_COLUMNS)))],
         figures=page.figures_of("ceilings"),
         sources=page.sources("ceilings"),
     )

@@ -8,7 +8,8 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION
-from nnperf.report.format import fmt_si
+from nnperf.core.wording import missing
+from nnperf.report.format import cells, fmt_si, si
 from nnperf.report.outline import Page, Section, Table, section
 
 INTRO = (
@@ -46,35 +47,26 @@ def complexity_table(documents: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def complexity_display(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            "Model": table["model"],
-            "Dataset": table["dataset"],
-            "Input": table["input_shape"],
-            "Parameters": [fmt_si(v, "") for v in table["params"]],
-            "Forward FLOP/image": [fmt_si(v, "FLOP") for v in table["forward_flops_per_image"]],
-            "Train step FLOP/image": [
-                fmt_si(v, "FLOP") + (f" ({share:.0%} of compute ops uncounted)" if share else "")
-                for v, share in zip(
-                    table["train_step_flops_per_image"], table["uncounted_op_share"].fillna(0)
-                )
-            ],
-            "Saved activations/image": [
-                fmt_si(v, "B") for v in table["saved_activation_bytes_per_image"]
-            ],
-            "Weights": [fmt_si(v, "B") for v in table["weight_bytes"]],
-            "Optimizer state": [fmt_si(v, "B") for v in table["optimizer_state_bytes"]],
-            "fp32 traffic (fixed + per image)": [
-                f"{fmt_si(a, 'B')} + {fmt_si(b, 'B')}"
-                for a, b in zip(
-                    table["fp32_traffic_fixed_bytes"], table["fp32_traffic_per_image_bytes"]
-                )
-            ],
-        }
-    )
+def _train_flops(flops, uncounted_share) -> str:
+    share = 0 if missing(uncounted_share) else uncounted_share
+    return fmt_si(flops, "FLOP") + (f" ({share:.0%} of compute ops uncounted)" if share else "")
+
+
+COMPLEXITY_COLUMNS = {
+    "Model": ("model", str),
+    "Dataset": ("dataset", str),
+    "Input": ("input_shape", str),
+    "Parameters": ("params", si("")),
+    "Forward FLOP/image": ("forward_flops_per_image", si("FLOP")),
+    "Train step FLOP/image": (("train_step_flops_per_image", "uncounted_op_share"), _train_flops),
+    "Saved activations/image": ("saved_activation_bytes_per_image", si("B")),
+    "Weights": ("weight_bytes", si("B")),
+    "Optimizer state": ("optimizer_state_bytes", si("B")),
+    "fp32 traffic (fixed + per image)": (
+        ("fp32_traffic_fixed_bytes", "fp32_traffic_per_image_bytes"),
+        lambda fixed, per_image: f"{fmt_si(fixed, 'B')} + {fmt_si(per_image, 'B')}",
+    ),
+}
 
 
 def build(page: Page) -> Section:
@@ -82,7 +74,9 @@ def build(page: Page) -> Section:
         "complexity",
         "Model complexity",
         intro=INTRO,
-        tables=[Table("Complexity", complexity_display(complexity_table(page.tables.complexity)))],
+        tables=[
+            Table("Complexity", cells(complexity_table(page.tables.complexity), COMPLEXITY_COLUMNS))
+        ],
         figures=page.figures_of("complexity"),
         sources=page.sources("complexity"),
     )

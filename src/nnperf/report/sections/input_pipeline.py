@@ -12,7 +12,7 @@ import pandas as pd
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
 from nnperf.report.configurations import MEAN, estimate_text, key_columns, ok_configs
-from nnperf.report.format import config_text, fmt, fmt_pct, fmt_times, throughput_text
+from nnperf.report.format import cells, config_text, fmt, fmt_pct, fmt_times, throughput_text
 from nnperf.report.input_verdict import (
     DATA_WAIT_LIMIT,
     INPUT_BOUND,
@@ -66,30 +66,26 @@ def loader_text(row: Mapping) -> str:
     )
 
 
-def input_display(summary: pd.DataFrame | None) -> pd.DataFrame:
+INPUT_COLUMNS = {
+    "Training (img/s)": (MEAN, fmt),
+    "Loader alone": (None, loader_text),
+    "Loader / training": ("loader_headroom", fmt_times),
+    "Data wait (share of step)": ("data_wait_share", fmt_pct),
+    "Input-bound": ("input_bound", lambda verdict: VERDICT_WORDS.get(str(verdict), "undetermined")),
+}
+
+
+def input_table(summary: pd.DataFrame | None) -> pd.DataFrame:
+    """The loader's rate beside training's, per judged configuration."""
     table = judged(summary)
-    if table.empty:
-        return pd.DataFrame()
-    rows = table.to_dict("records")
-    return pd.DataFrame(
-        {
-            **key_columns(table),
-            "Training (img/s)": [fmt(r.get(MEAN)) for r in rows],
-            "Loader alone": [loader_text(r) for r in rows],
-            "Loader / training": [fmt_times(r.get("loader_headroom")) for r in rows],
-            "Data wait (share of step)": [fmt_pct(r.get("data_wait_share")) for r in rows],
-            "Input-bound": [
-                VERDICT_WORDS.get(str(r.get("input_bound")), "undetermined") for r in rows
-            ],
-        }
-    )
+    return cells(table, INPUT_COLUMNS, key_columns(table))
 
 
 def _where(row: Mapping, machines: int) -> str:
     return config_text(row) + (f" on {row['machine']}" if machines > 1 else "")
 
 
-def _bound_text(row: Mapping, machines: int) -> str:
+def _input_bound_text(row: Mapping, machines: int) -> str:
     return (
         f"{_where(row, machines)} (loader alone {loader_text(row)} against "
         f"{estimate_text(row)} training; data wait {fmt_pct(row.get('data_wait_share'))} "
@@ -113,7 +109,9 @@ def input_finding(summary: pd.DataFrame | None) -> list[str]:
     parts = []
     if len(bound):
         ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
-        named = [_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")]
+        named = [
+            _input_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")
+        ]
         if len(bound) > NAMED_AT_MOST:
             named.append(f"{len(bound) - NAMED_AT_MOST} more (see Input pipeline)")
         parts.append(
@@ -162,6 +160,6 @@ def build(page: Page) -> Section:
         "Input pipeline",
         intro=INTRO,
         findings=input_finding(summary),
-        tables=[Table("Loader rate beside training rate", page.drop(input_display(summary)))],
+        tables=[Table("Loader rate beside training rate", page.drop(input_table(summary)))],
         sources=page.sources("summary"),
     )

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from nnperf.report.configurations import GROUP_KEYS, key_columns, sort_configs
-from nnperf.report.format import config_text, fmt, fmt_pct, fmt_si, shorten
+from nnperf.report.format import cells, config_text, fmt, fmt_pct, scaled, shorten, si
 from nnperf.report.outline import Page, Section, Table, section
 
 DEFAULT_TOP_KERNELS = 10
@@ -88,37 +88,20 @@ def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
     return sort_configs(kinds.sort_values("share", ascending=False))[columns]
 
 
-def kernels_display(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            **key_columns(table),
-            "#": table["rank"].astype(int),
-            "Kernel": [shorten(str(k)) for k in table["kernel_name"]],
-            "Kind": table["kind"].astype(str),
-            "Launches": table["launches"].astype(int),
-            "Time (µs)": [fmt(v * 1e6) for v in table["duration_s"]],
-            "Share": [fmt_pct(v) for v in table["share"]],
-            "FLOP/s": [fmt_si(v, "FLOP/s") for v in table["performance_flop_s"]],
-            "Intensity, DRAM (FLOP/B)": [
-                fmt(v) for v in table["arithmetic_intensity_dram_flop_per_byte"]
-            ],
-        }
-    )
-
-
-def kinds_display(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            **key_columns(table),
-            "Kind": table["kind"].astype(str),
-            "Time (µs)": [fmt(v * 1e6) for v in table["duration_s"]],
-            "Share": [fmt_pct(v) for v in table["share"]],
-        }
-    )
+KIND_COLUMNS = {
+    "Kind": ("kind", str),
+    "Time (µs)": ("duration_s", scaled(1e6)),
+    "Share": ("share", fmt_pct),
+}
+KERNEL_COLUMNS = {
+    "#": ("rank", int),
+    "Kernel": ("kernel_name", lambda name: shorten(str(name))),
+    "Kind": ("kind", str),
+    "Launches": ("launches", int),
+    **{k: v for k, v in KIND_COLUMNS.items() if k != "Kind"},
+    "FLOP/s": ("performance_flop_s", si("FLOP/s")),
+    "Intensity, DRAM (FLOP/B)": ("arithmetic_intensity_dram_flop_per_byte", fmt),
+}
 
 
 def kind_findings(kinds: pd.DataFrame) -> list[str]:
@@ -136,6 +119,7 @@ def kind_findings(kinds: pd.DataFrame) -> list[str]:
 def build(page: Page) -> Section:
     kernels = page.tables.kernels
     kinds = kernel_kind_shares(kernels)
+    top = top_kernels(kernels, page.top_n_kernels)
     return section(
         "kernels",
         "Top kernels",
@@ -143,11 +127,10 @@ def build(page: Page) -> Section:
         "each configuration (launches of one kernel summed), and the time per kernel kind.",
         findings=kind_findings(kinds),
         tables=(
+            Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
             Table(
-                "Top kernels by time",
-                page.drop(kernels_display(top_kernels(kernels, page.top_n_kernels))),
+                "Time per kernel kind", page.drop(cells(kinds, KIND_COLUMNS, key_columns(kinds)))
             ),
-            Table("Time per kernel kind", page.drop(kinds_display(kinds))),
         ),
         figures=page.figures_of("kernels"),
         sources=page.sources("kernels"),

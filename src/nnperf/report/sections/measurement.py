@@ -18,6 +18,7 @@ import pandas as pd
 
 from nnperf.core.vocab import STOP_NUMBERS
 from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence
+from nnperf.report.findings import Finding
 from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.format import (
     config_text,
@@ -28,7 +29,10 @@ from nnperf.report.format import (
     int_cell,
     truthy,
 )
+from nnperf.report.noise import NOISE_COLUMNS
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.findings import missed_target
+from nnperf.report.wording.noise import noise_text
 
 STOP_LABELS = {
     "ci_target": "CI target reached",
@@ -49,8 +53,7 @@ MEASUREMENT_COLUMNS = (
     "throughput_img_s_max",
     "outliers",
     "outlier_windows",
-    "noise_cause",
-    "noise_detail",
+    *NOISE_COLUMNS,
     "stop_reason",
     *(f"stop_{name}" for name in STOP_NUMBERS),
     "dominant_level",
@@ -158,7 +161,7 @@ def measurement_table(
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
     text = ("status", "stop_reason", "dominant_level", "unstable_reasons")
     stops = tuple(f"stop_{name}" for name in STOP_NUMBERS)
-    for name in (*text, *stops, "outlier_windows", "noise_cause", "noise_detail"):
+    for name in (*text, *stops, "outlier_windows", *NOISE_COLUMNS):
         if name not in frame:
             frame[name] = None
     rows = frame.to_dict("records")
@@ -218,27 +221,18 @@ def ci_missed_sentences(table: pd.DataFrame) -> list[str]:
         shape = (
             f"{count_of(row['n_processes'], 'process')} and {count_of(row['n_windows'], 'window')}"
         )
+        named = f"{config_text(row)} on {row['machine']}"
         if missing(row["ci_half_width_rel"]):
-            width = f"no CI could be made from {shape}"
+            width = f"{named} missed its CI target: no CI could be made from {shape}"
         else:
-            width = (
-                f"its 95% CI half-width is {fmt_pct(row['ci_half_width_rel'])} against a "
-                f"target of {fmt_pct(row['ci_target'])} after {shape}"
-            )
+            width = missed_target([{**row, "ci_target_met": False}], lambda c: named)
+            width += f" after {shape}"
         why = stop_sentence(row.get("stop_reason"), stop_numbers_of(row))
         why = why or "no stop reason was recorded"
         sentences.append(
-            f"{config_text(row)} on {row['machine']} missed its CI target: {width}; {why}."
-            + _cause_text(row)
+            f"{width}; {why}." + (f" Likely cause: {noise_text(row)}" if noise_text(row) else "")
         )
     return sentences
-
-
-def _cause_text(row: Mapping) -> str:
-    """` Likely cause: ...`: the noise explained (summary.csv `noise_detail`, written by
-    `nnperf.report.noise`), empty where the summary predates it."""
-    detail = row.get("noise_detail")
-    return f" Likely cause: {detail}" if isinstance(detail, str) and detail.strip() else ""
 
 
 def dominant_level_sentences(table: pd.DataFrame) -> list[str]:
@@ -545,6 +539,17 @@ def page_measurement(page: Page) -> pd.DataFrame:
 def page_cost(page: Page) -> dict:
     """`study_cost` of the page's jobs, up to when the report is written."""
     return study_cost(page.tables.jobs, page.tables.summary, page.rendered_at)
+
+
+def cost_record(page: Page) -> Finding | None:
+    """What measuring cost and how many configurations reached their CI target, the key
+    finding this section gives (None before any job was recorded)."""
+    cost = page_cost(page)
+    if cost["first_start"] is None:
+        return None
+    met, judged = ci_target_counts(page_measurement(page))
+    numbers = {k: cost[k] for k in ("busy_s", "timed_share_of_busy")}
+    return Finding("measuring_cost", {}, {**numbers, "met": met, "judged": judged})
 
 
 def measurement_findings(page: Page, cost: dict, measurement: pd.DataFrame) -> list[str]:

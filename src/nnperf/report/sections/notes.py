@@ -24,11 +24,12 @@ from nnperf.report.format import (
     fmt_times,
     truthy,
 )
-from nnperf.report import noise
+from nnperf.report.findings import Finding
 from nnperf.report.outline import Page, Section, section
+from nnperf.report.wording.noise import CAUSE_LABELS
 from nnperf.report.sections.roofline import profiled_configs, roof_names
 from nnperf.ncu.ranges import CALIBRATION_TOLERANCE
-from nnperf.roofline import points as roofline
+from nnperf.roofline import points
 
 
 def configs_with_status(
@@ -134,7 +135,7 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
     for row in sort_configs(ok[flagged]).to_dict("records"):
         windows = count_of(row.get("n_windows"), "window")
         processes = count_of(row.get("n_processes"), "process")
-        cause = noise.CAUSE_LABELS.get(row.get("noise_cause"))
+        cause = CAUSE_LABELS.get(row.get("noise_cause"))
         notes.append(
             f"High variance: {config_text(row)} on {row['machine']} — throughput CV "
             f"{fmt_pct(row['throughput_img_s_cv'])} across {windows} of {processes} "
@@ -145,12 +146,29 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[st
     return notes
 
 
+def flag_counts(page: Page) -> Finding | None:
+    """How many configurations the notes flag, by kind, and how many roofs lie too low: the
+    key finding this section gives (None where it flags nothing)."""
+    tables = page.tables
+    summary = tables.summary
+    numbers = {
+        "oom": len(oom_notes(summary, tables.runs)),
+        "over_budget": len(over_budget_notes(summary, tables.runs)),
+        "unstable": len(unstable_notes(summary)),
+        "high_variance": len(variance_notes(summary, page.cv_threshold)),
+        "roofs_too_low": len(
+            roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings)
+        ),
+    }
+    return Finding("flagged_counts", {}, numbers) if any(numbers.values()) else None
+
+
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[str]:
     """One note per profile whose calibration GEMM contradicts its FLOP counters or its
     compute roof: such a profile's FLOPs or roof are wrong for this GPU."""
     if profiles is None or profiles.empty:
         return []
-    low, high = roofline.CALIBRATION_ROOF_RANGE
+    low, high = points.CALIBRATION_ROOF_RANGE
     notes = []
     for row in sort_configs(profiles).to_dict("records"):
         where = f"{config_text(row)} on {row['machine']}"

@@ -25,14 +25,14 @@ from nnperf.report.format import (
     fmt_pct,
     fmt_si,
     fmt_times,
-    int_cell,
-    mib_cell,
-    ms_cell,
+    MIB,
+    MS,
+    cells,
     shorten,
 )
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
-from nnperf.torchprof import analysis as operators
+from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
 # A profiled step this much slower than the timed runs' step was slowed by recording it
@@ -44,19 +44,19 @@ DEFAULT_TOP = 3
 
 # What to try, by verdict (sentences end with it).
 REMEDIES = {
-    operators.HOST_BOUND: (
+    analysis.HOST_BOUND: (
         "faster kernels cannot help until the host issues work faster: a larger batch, "
         "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
     ),
-    operators.DEVICE_BOUND: (
+    analysis.DEVICE_BOUND: (
         "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
     ),
-    operators.MIXED: "both the kernels and the host's dispatch matter",
-    operators.OPERATOR_BOUND: (
+    analysis.MIXED: "both the kernels and the host's dispatch matter",
+    analysis.OPERATOR_BOUND: (
         "faster kernels, a precision the CPU computes natively or less work help, not less "
         "overhead"
     ),
-    operators.OVERHEAD_BOUND: (
+    analysis.OVERHEAD_BOUND: (
         "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
     ),
 }
@@ -74,12 +74,12 @@ INPUT_REMEDY = "the input pipeline comes first: it alone takes {share} of the st
 
 def _remedy(document: Mapping, verdict: str) -> str:
     """What to try for a step with this verdict."""
-    waiting = verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND, operators.MIXED)
+    waiting = verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND, analysis.MIXED)
     input_share = (document.get("summary") or {}).get("input_share")
     if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:
         return INPUT_REMEDY.format(share=fmt_pct(input_share))
     compiled = (document.get("variant_settings") or {}).get("compile")
-    if compiled and verdict in (operators.HOST_BOUND, operators.OVERHEAD_BOUND):
+    if compiled and verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND):
         return COMPILED_REMEDY
     return REMEDIES[verdict]
 
@@ -125,7 +125,7 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
     where = _where(document, machine)
     step = summary.get("timed_step_time_s") or summary.get("step_time_s")
     step_source = "timed" if summary.get("timed_step_time_s") else "profiled"
-    if summary.get("busy_kind") == operators.BUSY_HOST:
+    if summary.get("busy_kind") == analysis.BUSY_HOST:
         text = (
             f"On {machine or document['device']}, {config_text(document)} spends "
             f"{fmt_pct(share)} of its step inside operators "
@@ -135,7 +135,7 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
             f"is {verdict}; {_remedy(document, verdict)}"
         )
     else:
-        busy = "busy" if verdict == operators.DEVICE_BOUND else "busy only"
+        busy = "busy" if verdict == analysis.DEVICE_BOUND else "busy only"
         text = (
             f"{where} is {verdict}: the device is {busy} {fmt_pct(share)} of the step "
             f"({_ms(summary.get('device_busy_time_s'))} of kernels in a {_ms(step)} "
@@ -170,8 +170,8 @@ def top_operators_sentence(
     not seen), with their share of the step."""
     if document.get("status") != "ok" or table is None or table.empty:
         return None
-    column = operators.time_column(table)
-    chosen = operators.top(table, n, column)
+    column = analysis.time_column(table)
+    chosen = analysis.top(table, n, column)
     if chosen.empty:
         return None
     kind = "device" if column.startswith("device") else "host"
@@ -189,11 +189,11 @@ def top_layers_sentence(
     device time (host time where the device was not seen)."""
     if document.get("status") != "ok" or table is None or table.empty:
         return None
-    column = operators.time_column(table)
+    column = analysis.time_column(table)
     modules = table[~table["layer"].str.startswith("(")]
     if modules.empty:
         return None
-    chosen = operators.top(modules, n, column)
+    chosen = analysis.top(modules, n, column)
     kind = "device" if column.startswith("device") else "host"
     phase = "forward_" + column
     listed = ", ".join(
@@ -326,38 +326,55 @@ def sorted_opprofiles(profiles: Sequence) -> list:
 
 
 def _profile_keys(document: dict) -> dict:
-    return {k: document.get(k) for k in GROUP_KEYS}
+    return {KEY_LABELS[k]: document.get(k) for k in GROUP_KEYS}
 
 
-def opprofiles_display(profiles: Sequence) -> pd.DataFrame:
-    """One row per operator profile: how its step splits between busy and waiting, what
-    that makes of it, and its peak memory and batch headroom."""
+def _busy(kind, share) -> str | None:
+    if missing(share):
+        return None
+    return f"{'device' if kind == 'device' else 'operators'} {fmt_pct(share)}"
+
+
+# One row per operator profile: how its step splits between busy and waiting, what that
+# makes of it, and its peak memory and batch headroom.
+STEP_COLUMNS = {
+    "Status": ("status", lambda status: str(status).replace("_", " ")),
+    "Profiled steps": ("profiled_steps", int),
+    "Profiled step (ms)": ("step_time_s", MS),
+    "Timed step (ms)": ("timed_step_time_s", MS),
+    "Busy": (("busy_kind", "bound_share"), _busy),
+    "Step is": ("bound", str),
+    "Host dispatch (ms)": ("host_dispatch_time_s", MS),
+    "Input (ms)": ("input_time_s", MS),
+    "Peak memory (MiB)": ("peak_allocated_bytes", MIB),
+    "Largest batch that fits": ("max_batch_size", int),
+}
+# Each profile's peak memory by category (MiB), beside the complexity stage's
+# saved-activation estimate.
+MEMORY_COLUMNS = {
+    "Peak (MiB)": ("peak_allocated_bytes", MIB),
+    **{label.capitalize(): (f"{c}_bytes", MIB) for c, label in CATEGORY_LABELS.items()},
+    "Saved activations, complexity estimate": ("saved_activation_estimate_bytes", MIB),
+}
+TOP_COLUMNS = {
+    "Host (ms)": ("host_time", MS),
+    "Device (ms)": ("device_time", MS),
+    "Share": ("share", fmt_pct),
+}
+
+
+def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.DataFrame:
+    """`spec` over one row per profile (`with_memory`: per profile that recorded its memory):
+    its document's fields, summary and memory."""
     rows = []
     for profile in profiles:
         d = profile.document
-        summary, memory = d.get("summary") or {}, d.get("memory") or {}
-        kind = "device" if summary.get("busy_kind") == "device" else "operators"
-        rows.append(
-            {
-                **_profile_keys(d),
-                "Status": str(d.get("status")).replace("_", " "),
-                "Profiled steps": int_cell(d.get("profiled_steps"), "—"),
-                "Profiled step (ms)": ms_cell(summary.get("step_time_s")),
-                "Timed step (ms)": ms_cell(summary.get("timed_step_time_s")),
-                "Busy": (
-                    "n/a"
-                    if missing(summary.get("bound_share"))
-                    else f"{kind} {fmt_pct(summary['bound_share'])}"
-                ),
-                "Step is": str(summary.get("bound") or "n/a"),
-                "Host dispatch (ms)": ms_cell(summary.get("host_dispatch_time_s")),
-                "Input (ms)": ms_cell(summary.get("input_time_s")),
-                "Peak memory (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
-                "Largest batch that fits": int_cell(memory.get("max_batch_size"), "n/a"),
-            }
-        )
+        values = {**d, **(d.get("summary") or {}), **(d.get("memory") or {})}
+        if with_memory and not values.get("peak_allocated_bytes"):
+            continue
+        rows.append(values)
     frame = pd.DataFrame(rows)
-    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+    return cells(frame, spec, pd.DataFrame([_profile_keys(r) for r in rows]))
 
 
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
@@ -370,50 +387,27 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
         if frame is None or frame.empty:
             continue
         n = limit or int((d.get("settings") or {}).get("top_operators", 10))
-        column = operators.time_column(frame)
+        column = analysis.time_column(frame)
         share = column.replace("_time_s", "_share")
-        for rank, row in enumerate(operators.top(frame, n, column).to_dict("records"), 1):
-            device_time = row.get("device_self_time_s", row.get("device_time_s"))
-            host_time = row.get("host_self_time_s", row.get("host_time_s"))
-            entry = {
-                **_profile_keys(d),
-                "#": rank,
-                name.capitalize(): shorten(str(row[name]), 60),
-                "Host (ms)": ms_cell(host_time),
-                "Device (ms)": ms_cell(device_time),
-                "Share": fmt_pct(row.get(share)),
-            }
-            if table == "operators":
-                entry["Calls per step"] = fmt(row.get("calls_per_step"))
-                entry["Input shapes"] = shorten(str(row.get("input_shapes") or ""), 60)
-            rows.append(entry)
+        for rank, row in enumerate(analysis.top(frame, n, column).to_dict("records"), 1):
+            rows.append(
+                {
+                    **_profile_keys(d),
+                    "#": rank,
+                    name.capitalize(): shorten(str(row[name]), 60),
+                    "host_time": row.get("host_self_time_s", row.get("host_time_s")),
+                    "device_time": row.get("device_self_time_s", row.get("device_time_s")),
+                    "share": row.get(share),
+                    "calls": row.get("calls_per_step"),
+                    "shapes": shorten(str(row.get("input_shapes") or ""), 60),
+                }
+            )
     frame = pd.DataFrame(rows)
-    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
-
-
-def memory_display(profiles: Sequence) -> pd.DataFrame:
-    """Each profile's peak memory by category (MiB), beside the complexity stage's
-    saved-activation estimate."""
-    rows = []
-    for profile in profiles:
-        d, memory = profile.document, profile.document.get("memory") or {}
-        if not memory.get("peak_allocated_bytes"):
-            continue
-        rows.append(
-            {
-                **_profile_keys(d),
-                "Peak (MiB)": mib_cell(memory.get("peak_allocated_bytes")),
-                **{
-                    label.capitalize(): mib_cell(memory.get(f"{category}_bytes"))
-                    for category, label in CATEGORY_LABELS.items()
-                },
-                "Saved activations, complexity estimate": mib_cell(
-                    d.get("saved_activation_estimate_bytes")
-                ),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    return frame.rename(columns=KEY_LABELS) if not frame.empty else frame
+    spec = {**TOP_COLUMNS}
+    if table == "operators":
+        spec.update({"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)})
+    first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
+    return cells(frame, spec, frame[first] if not frame.empty else None)
 
 
 def build(page: Page) -> Section | None:
@@ -434,10 +428,13 @@ def build(page: Page) -> Section | None:
         intro=INTRO,
         findings=findings,
         tables=(
-            Table("Where each profiled step goes", page.drop(opprofiles_display(profiles))),
+            Table("Where each profiled step goes", page.drop(profile_rows(profiles, STEP_COLUMNS))),
             Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),
             Table("Top layers", page.drop(top_operators_display(profiles, "layers"))),
-            Table("Peak memory by category (MiB)", page.drop(memory_display(profiles))),
+            Table(
+                "Peak memory by category (MiB)",
+                page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True)),
+            ),
         ),
         figures=page.figures_of("operators"),
         sources=page.sources("opprofiles"),

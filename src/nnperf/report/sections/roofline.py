@@ -25,14 +25,15 @@ from nnperf.report.configurations import (
     sort_configs,
 )
 from nnperf.report.format import (
+    MS,
+    cells,
     config_text,
     fmt,
     fmt_ghz,
     fmt_pct,
     fmt_si,
     fmt_times,
-    int_cell,
-    ms_cell,
+    si,
     truthy,
 )
 from nnperf.report.outline import Page, Section, Table, section
@@ -286,92 +287,76 @@ def busy_sentence(profile: Mapping, summary: pd.DataFrame | None = None) -> str:
     )
 
 
-def bound_text(verdict: dict) -> str:
+def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
     """The Bound cell: compute, memory (level), or why no bound is read."""
-    if verdict["bound"] is None or missing(verdict["bound"]):
+    if bound is None or missing(bound):
         return "n/a (no bandwidth roof)"
-    if verdict["fraction_of_roof"] > ROOF_TOLERANCE:
+    if fraction_of_roof > ROOF_TOLERANCE:
         return "void (point above the roof)"
-    if verdict["bound"] == "compute":
+    if bound == "compute":
         return "compute"
-    return f"memory ({LEVEL_LABELS.get(verdict['limit'], verdict['limit'])})"
+    return f"memory ({LEVEL_LABELS.get(limit, limit)})"
 
 
-def above_cell(row: Mapping) -> str:
+def above_roof_text(above, above_value, peak_flop_s, above_fraction) -> str:
     """The Above roof cell: `yes, 109% of peak` for a point above its roof, else empty."""
-    if not truthy(row.get("above_roof")):
+    if not truthy(above):
         return ""
-    of = "peak" if row["above_value"] == row["peak_flop_s"] else "roof"
-    return f"yes, {fmt_pct(row['above_fraction'])} of {of}: roof under-measured"
+    of = "peak" if above_value == peak_flop_s else "roof"
+    return f"yes, {fmt_pct(above_fraction)} of {of}: roof under-measured"
 
 
-def readings_display(readings: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The reading per configuration, point source and roof origin (a derived peak named
-    `derived`, a point above its roof flagged: `above_roof`)."""
-    if verdicts.empty:
-        return pd.DataFrame()
-    if "above_roof" not in verdicts:
-        verdicts = above_roof(verdicts)
-    return pd.DataFrame(
-        {
-            **key_columns(verdicts),
-            "Point": verdicts["source"].astype(str),
-            "Roofs": verdicts["roof_name"].astype(str),
-            "Bound": [bound_text(row) for row in verdicts.to_dict("records")],
-            "Intensity (FLOP/B)": [fmt(v) for v in verdicts["arithmetic_intensity_flop_per_byte"]],
-            "Ridge (FLOP/B)": [fmt(v) for v in verdicts["ridge_flop_per_byte"]],
-            "Achieved": [fmt_si(v, "FLOP/s") for v in verdicts["performance_flop_s"]],
-            "Attainable": [fmt_si(v, "FLOP/s") for v in verdicts["attainable_flop_s"]],
-            "Of roof": [fmt_pct(v) for v in verdicts["fraction_of_roof"]],
-            "Of peak": [fmt_pct(v) for v in verdicts["fraction_of_peak"]],
-            "Above roof": [above_cell(row) for row in verdicts.to_dict("records")],
-            "Levels with a roof": verdicts["levels"].astype(str),
-        }
-    )
+# The reading per configuration, point source and roof origin (a derived peak named
+# `derived`, a point above its roof flagged: `above_roof`).
+READING_COLUMNS = {
+    "Point": ("source", str),
+    "Roofs": ("roof_name", str),
+    "Bound": (("bound", "fraction_of_roof", "limit"), roofline_bound_text),
+    "Intensity (FLOP/B)": ("arithmetic_intensity_flop_per_byte", fmt),
+    "Ridge (FLOP/B)": ("ridge_flop_per_byte", fmt),
+    "Achieved": ("performance_flop_s", si("FLOP/s")),
+    "Attainable": ("attainable_flop_s", si("FLOP/s")),
+    "Of roof": ("fraction_of_roof", fmt_pct),
+    "Of peak": ("fraction_of_peak", fmt_pct),
+    "Above roof": (
+        ("above_roof", "above_value", "peak_flop_s", "above_fraction"),
+        above_roof_text,
+    ),
+    "Levels with a roof": ("levels", str),
+}
 
 
-def profiles_display(table: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per profiled configuration: the GPU's busy share of the timed step with both
-    clocks beside it, and the checks the calibration GEMM made of the profile."""
-    if table is None or table.empty:
-        return pd.DataFrame()
-    rows = table.to_dict("records")
+def _calibration_flops(ratio, ok) -> str:
+    if missing(ratio):
+        return "n/a"
+    return fmt_times(ratio) + ("" if truthy(ok) else " FLAGGED")
+
+
+def _calibration_gemm(fraction, roof_ok) -> str:
+    if missing(fraction):
+        return "unchecked (no calibration GEMM)"
     low, high = CALIBRATION_ROOF_RANGE
+    verdict = "ok" if truthy(roof_ok) else f"FLAGGED (allowed {low:.0%}–{high:.0%})"
+    return f"{fmt_pct(fraction)} of roof: {verdict}"
 
-    def roof_check(row) -> str:
-        if missing(row.get("calibration_roof_fraction")):
-            return "unchecked (no calibration GEMM)"
-        verdict = "ok" if truthy(row.get("roof_ok")) else f"FLAGGED (allowed {low:.0%}–{high:.0%})"
-        return f"{fmt_pct(row['calibration_roof_fraction'])} of roof: {verdict}"
 
-    return pd.DataFrame(
-        {
-            **key_columns(table),
-            "Kernels": [int_cell(r.get("kernels"), "—") for r in rows],
-            "Kernel time (ms) at profiled clock": [ms_cell(r.get("kernel_time_s")) for r in rows],
-            "Profiled SM clock (ncu)": [fmt_ghz(r.get("profiled_sm_clock_hz")) for r in rows],
-            "Runs' SM clock": [fmt_ghz(r.get("run_sm_clock_hz")) for r in rows],
-            "Kernel time (ms) at runs' clock": [
-                ms_cell(r.get("kernel_time_at_run_clock_s")) for r in rows
-            ],
-            "Timed step (ms)": [ms_cell(r.get("step_time_s")) for r in rows],
-            "GPU busy": [fmt_pct(r.get("busy_share")) for r in rows],
-            "GPU busy, upper": [fmt_pct(r.get("busy_share_at_profiled_clock")) for r in rows],
-            "Step is": [str(r.get("busy_verdict", "unknown")) for r in rows],
-            "ncu / analytic FLOPs": [fmt_times(r.get("ratio_ncu_to_analytic")) for r in rows],
-            "Calibration FLOPs": [
-                (
-                    "n/a"
-                    if missing(r.get("calibration_ratio"))
-                    else f"{fmt_times(r['calibration_ratio'])}"
-                    + ("" if truthy(r.get("calibration_ok")) else " FLAGGED")
-                )
-                for r in rows
-            ],
-            "Calibration GEMM": [roof_check(r) for r in rows],
-            "Compute roof": [str(r.get("roof_basis", "")) for r in rows],
-        }
-    )
+# One row per profiled configuration: the GPU's busy share of the timed step with both
+# clocks beside it, and the checks the calibration GEMM made of the profile.
+PROFILE_COLUMNS = {
+    "Kernels": ("kernels", int),
+    "Kernel time (ms) at profiled clock": ("kernel_time_s", MS),
+    "Profiled SM clock (ncu)": ("profiled_sm_clock_hz", fmt_ghz),
+    "Runs' SM clock": ("run_sm_clock_hz", fmt_ghz),
+    "Kernel time (ms) at runs' clock": ("kernel_time_at_run_clock_s", MS),
+    "Timed step (ms)": ("step_time_s", MS),
+    "GPU busy": ("busy_share", fmt_pct),
+    "GPU busy, upper": ("busy_share_at_profiled_clock", fmt_pct),
+    "Step is": ("busy_verdict", str),
+    "ncu / analytic FLOPs": ("ratio_ncu_to_analytic", fmt_times),
+    "Calibration FLOPs": (("calibration_ratio", "calibration_ok"), _calibration_flops),
+    "Calibration GEMM": (("calibration_roof_fraction", "roof_ok"), _calibration_gemm),
+    "Compute roof": ("roof_basis", str),
+}
 
 
 def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -403,16 +388,21 @@ def build(page: Page) -> Section:
     verdicts = roofline_verdicts(readings)
     flagged = above_roof(verdicts, page.tables.ceilings)
     profiled = profiled_configs(page.tables.profiles)
+    if profiled is None:
+        profiled = pd.DataFrame()
     return section(
         "roofline",
         "Roofline",
         intro=INTRO,
         findings=roofline_findings(verdicts, profiled, page.tables.summary, page.tables.ceilings),
         tables=(
-            Table("Reading per configuration", page.drop(readings_display(readings, flagged))),
+            Table(
+                "Reading per configuration",
+                page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged))),
+            ),
             Table(
                 "Profiled configurations: GPU busy share, clocks and checks",
-                page.drop(profiles_display(profiled)),
+                page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled))),
             ),
         ),
         figures=page.figures_of("roofline"),

@@ -1,0 +1,124 @@
+"""The headline, first on the page: per device, each configuration's throughput and 95% CI,
+MFU against the datasheet and measured peaks (`nnperf.report.bounds`' verdicts), what limits
+it, its data-wait share and its flags, as short codes."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from nnperf.core.vocab import INPUT_VERDICTS
+from nnperf.core.wording import missing
+from nnperf.report.bounds import preferred_verdict, roofline_verdicts, study_readings
+from nnperf.report.configurations import GROUP_KEYS, estimate_text, match_config, sort_configs
+from nnperf.report.format import fmt_pct, truthy
+from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.sections.measurement import target_met
+from nnperf.report.sections.roofline import roof_names
+
+INTRO = (
+    "Limit: compute or memory (roofline), host (GPU idle most of the step) or input (data "
+    "loading). Flags: status, ci-missed (CI over its target), unstable, high-cv (see Notes)."
+)
+
+
+def config_cell(row: Mapping) -> str:
+    """`resnet18_cifar bf16 bs32 tuned`."""
+    return f"{row['model']} {row['precision']} bs{int(row['batch_size'])} {row['variant']}"
+
+
+def throughput_cell(row: Mapping) -> str:
+    """`105 (103–108)`: the CI rule is `format.ci_interval`'s, as everywhere on the page."""
+    if str(row.get("status", "ok")) != "ok":
+        return "—"
+    text = estimate_text({**row, "unstable": False})  # unstable is a flag here
+    return text.replace(" img/s", "").replace("95% CI ", "")
+
+
+def mfu_cell(verdicts: pd.DataFrame, row: Mapping, roof: str) -> str:
+    """FLOP/s over the compute peak of `roof`, an ncu point first; a derived peak says so."""
+    match = verdicts[verdicts["roof"] == roof]
+    for key in GROUP_KEYS:
+        match = match[match[key] == row[key]]
+    match = match.dropna(subset=["fraction_of_peak"])
+    if match.empty:
+        return "—"
+    best = match.sort_values("source", key=lambda s: s.astype(str) != "ncu").iloc[0]
+    derived = " (derived)" if best["roof_name"] == "derived" else ""
+    return fmt_pct(best["fraction_of_peak"]) + derived
+
+
+def limit_cell(row: Mapping, verdicts: pd.DataFrame, profiles: pd.DataFrame | None) -> str:
+    """input (the input verdict), host (the ncu busy share), else the roofline's bound."""
+    if str(row.get("status", "ok")) != "ok":
+        return "—"
+    if str(row.get("input_bound")) == INPUT_VERDICTS[0]:
+        return "input"
+    profile = match_config(profiles, row)
+    if profile is not None and str(profile.get("busy_verdict")) == "host-bound":
+        return "host"
+    verdict = preferred_verdict(verdicts, row)
+    return "—" if verdict is None else str(verdict["bound"])
+
+
+def data_wait_share(row: Mapping):
+    wait, step = row.get("data_wait_s_median"), row.get("step_time_s_median")
+    if missing(row.get("data_wait_share")) and not (missing(wait) or missing(step)):
+        return float(wait) / float(step)
+    return row.get("data_wait_share")
+
+
+def flags(row: Mapping, cv_threshold: float) -> list[str]:
+    """What a reader must know before trusting the row, as codes."""
+    status = str(row.get("status", "ok"))
+    if status != "ok":
+        return [status]
+    found = []
+    if target_met(row) is False:
+        found.append("ci-missed")
+    if truthy(row.get("unstable")):
+        found.append("unstable")
+    cv = row.get("throughput_img_s_cv")
+    if truthy(row.get("high_variance")) or (not missing(cv) and float(cv) > cv_threshold):
+        found.append("high-cv")
+    return found
+
+
+def headline_table(rows: pd.DataFrame, verdicts, profiles, cv_threshold: float) -> pd.DataFrame:
+    records = rows.to_dict("records")
+    return pd.DataFrame(
+        {
+            "Configuration": [config_cell(r) for r in records],
+            "img/s (95% CI)": [throughput_cell(r) for r in records],
+            "MFU, datasheet": [mfu_cell(verdicts, r, "datasheet") for r in records],
+            "MFU, measured": [mfu_cell(verdicts, r, "measured") for r in records],
+            "Limit": [limit_cell(r, verdicts, profiles) for r in records],
+            "Data wait": [fmt_pct(data_wait_share(r)) for r in records],
+            "Flags": [" ".join(flags(r, cv_threshold)) for r in records],
+        }
+    )
+
+
+def build(page: Page) -> Section | None:
+    summary = page.tables.summary
+    if summary is None or summary.empty:
+        return None
+    verdicts = roofline_verdicts(study_readings(page.tables))
+    verdicts = verdicts.assign(roof_name=roof_names(verdicts, page.tables.ceilings))
+    tables = [
+        Table(
+            f"{device} on {machine}",
+            headline_table(group, verdicts, page.tables.profiles, page.cv_threshold),
+        )
+        for (machine, device), group in sort_configs(summary).groupby(
+            ["machine", "device"], sort=False
+        )
+    ]
+    return section(
+        "headline",
+        "At a glance",
+        intro=INTRO,
+        tables=tables,
+        sources=page.sources("summary", "roofline_points", "ceilings", "profiles"),
+    )

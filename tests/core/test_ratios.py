@@ -123,11 +123,11 @@ def test_a_bound_next_to_one_keeps_the_digit_that_tells_its_side():
 @pytest.mark.parametrize(
     "ci, verdict",
     [
-        (ratios.RatioCI(1.06, 1.01, 1.11, ratios.PAIRED, 4), "higher"),
-        (ratios.RatioCI(0.91, 0.88, 0.94, ratios.PAIRED, 4), "lower"),
-        (ratios.RatioCI(1.01, 0.98, 1.03, ratios.PAIRED, 4), "same"),
+        (ratios.RatioCI(1.06, 1.01, 1.11, ratios.PAIRED, 4), "faster"),
+        (ratios.RatioCI(0.91, 0.88, 0.94, ratios.PAIRED, 4), "slower"),
+        (ratios.RatioCI(1.01, 0.98, 1.03, ratios.PAIRED, 4), "tie"),
         (ratios.RatioCI(1.01, 0.90, 1.12, ratios.PAIRED, 4), "unresolved"),
-        (ratios.RatioCI(1.01, None, None, ratios.PAIRED, 1), "unbounded"),
+        (ratios.RatioCI(1.01, None, None, ratios.PAIRED, 1), "no_ci"),
         (ratios.RatioCI(math.nan, None, None, None, 0), "unmeasured"),
     ],
 )

@@ -57,7 +57,7 @@ def test_under_drift_the_interleaved_ratio_is_right_where_sequential_runs_get_it
     (row,) = group.comparisons
     assert row["kind"] == interleave.VARIANT and row["measured"]
     assert row["ratio_ci_low"] <= TRUE_SPEEDUP <= row["ratio_ci_high"]
-    assert row["ratio_separated"] and row["verdict"] == "higher"
+    assert row["ratio_separated"] and row["verdict"] == "faster"
     # Numbers and codes, no sentence.
     assert not any(isinstance(v, str) and " " in v for v in row.values())
 
@@ -110,7 +110,7 @@ def test_an_unresolved_comparison_keeps_both_configurations_measuring():
     rounds = [set(interleave.round_rates(m)) for m in group.measurements]
     assert min(rounds, key=len) <= max(rounds, key=len)
     (row,) = group.comparisons
-    assert row["resolved"] and row["verdict"] == "same"
+    assert row["resolved"] and row["verdict"] == "tie"
 
 
 def test_a_group_compares_variants_within_a_precision_and_precisions_within_a_variant():

@@ -35,7 +35,7 @@ from scipy import stats as scipy_stats
 CONFIDENCE = 0.95
 PAIRED, FIELLER = "paired", "fieller"
 # What a ratio's interval allows to be said (`RatioCI.verdict`).
-VERDICTS = ("higher", "lower", "same", "unresolved", "unbounded", "unmeasured")
+VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "unmeasured")
 
 
 def t_critical(df: float, confidence: float = CONFIDENCE) -> float:
@@ -87,16 +87,17 @@ class RatioCI:
         return self.separated or (within is not None and within <= tolerance)
 
     def verdict(self, tolerance: float) -> str:
-        """What may be said of the ratio, as a code (`VERDICTS`): `higher` or `lower` (the
-        interval excludes 1), `same` (it lies within +/-`tolerance` of 1), `unresolved`
-        (neither yet), `unbounded` (no interval: too few processes or pairs), `unmeasured`."""
+        """What may be said of the ratio, as a code (`VERDICTS`; the engine's comparisons.json
+        and the report's comparisons.csv share them): `faster` or `slower` (the interval
+        excludes 1: A against B), `tie` (it lies within +/-`tolerance` of 1), `unresolved`
+        (neither yet), `no_ci` (no interval: too few processes or pairs), `unmeasured`."""
         if not math.isfinite(self.ratio):
             return "unmeasured"
         if not self.bounded:
-            return "unbounded"
+            return "no_ci"
         if self.separated:
-            return "higher" if self.ratio > 1 else "lower"
-        return "same" if self.resolved(tolerance) else "unresolved"
+            return "faster" if self.ratio > 1 else "slower"
+        return "tie" if self.resolved(tolerance) else "unresolved"
 
     @classmethod
     def from_dict(cls, row, prefix: str = "ratio") -> "RatioCI":

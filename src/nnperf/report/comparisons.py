@@ -245,12 +245,9 @@ VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "not_reached")
 
 
 def verdict(ci: RatioCI, target: float) -> str:
-    """The row's `verdict` code for `ci` against the CI target `target`."""
-    if ci.separated:
-        return "faster" if ci.ratio > 1 else "slower"
-    if not ci.bounded:
-        return "no_ci"
-    return "tie" if ci.within <= target else "unresolved"
+    """The row's `verdict` code for `ci` against the CI target `target` (`RatioCI.verdict`,
+    the engine's own rule)."""
+    return ci.verdict(target)
 
 
 def _target(a: Mapping, b: Mapping) -> float:

@@ -1,8 +1,10 @@
-"""The machine-comparison figure: mean throughput per configuration, one colour per machine.
+"""The machine-comparison figure: mean throughput per configuration, one colour per machine,
+and the edge of rule compare_machines (`nnperf compare-machines`, `compare_machines`), which
+writes it with the merged summary.
 
-Takes the merged tables of several results folders (`nnperf.report.results.load`, every row with a
-`machine` column) and returns a seaborn FacetGrid; saving it is the caller's job
-(`nnperf.report.compare_machines`). Bars are summary.csv's headline `throughput_img_s_mean`
+`throughput_by_machine` takes the merged tables of several results folders
+(`nnperf.report.results.load`, every row with a `machine` column) and returns a seaborn
+FacetGrid. Bars are summary.csv's headline `throughput_img_s_mean`
 with whiskers at its recorded 95% confidence interval (`throughput_img_s_ci95_low/high`), so
 the figure and the tables agree; the per-process throughputs of runs.csv, when given, are
 drawn as points on their bars. Configurations are ordered as every table orders them:
@@ -16,11 +18,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os  # noqa: E402
+
+import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from nnperf.core import files  # noqa: E402
+from nnperf.core.contract import ReportRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
 from nnperf.core.vocab import REFERENCE_VARIANT, precision_rank  # noqa: E402
+from nnperf.report import results  # noqa: E402
+from nnperf.report.plots.style import save_png  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.
 LOG_AXIS_RATIO = 20
@@ -28,6 +37,35 @@ LOG_AXIS_RATIO = 20
 MEAN = "throughput_img_s_mean"
 CI_LOW = "throughput_img_s_ci95_low"
 CI_HIGH = "throughput_img_s_ci95_high"
+
+
+def compare_machines(
+    request: ReportRequest,
+    local: results.FolderFiles,
+    out_csv: str | os.PathLike,
+    out_figure: str | os.PathLike,
+) -> pd.DataFrame:
+    """This machine's summary merged with `request.extra_results`' (a `machine` column on
+    every row) and the figure of throughput per machine. Returns the merged summary."""
+    loaded = results.load(results.with_extra_results(local, request.extra_results))
+    if loaded.summary is None:
+        raise NnperfError(
+            "compare-machines: no summary.csv in any results folder; run the timed runs "
+            "(rule aggregate_runs) first"
+        )
+    files.write_csv(out_csv, loaded.summary)
+    grid = throughput_by_machine(loaded.summary, loaded.runs)
+    try:
+        # The legend sits outside the panels: "tight" keeps it in the image.
+        save_png(grid.figure, out_figure, bbox_inches="tight")
+    finally:
+        plt.close(grid.figure)
+    print(
+        f"compare-machines: {len(loaded.summary)} configurations on "
+        f"{loaded.summary['machine'].nunique()} machine(s) -> {os.fspath(out_csv)}, "
+        f"{os.fspath(out_figure)}"
+    )
+    return loaded.summary
 
 
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:

@@ -67,9 +67,9 @@ def compare_machines(
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:
     """`data` with a `configuration` label column, sorted on the key columns themselves."""
     labelled = data.reset_index(drop=True)
-    labelled["batch_size"] = labelled["batch_size"].astype(int)
-    labelled["configuration"] = (
-        labelled["precision"].astype(str)
+    labelled = labelled.assign(batch_size=labelled["batch_size"].astype(int))
+    labelled = labelled.assign(
+        configuration=labelled["precision"].astype(str)
         + " bs"
         + labelled["batch_size"].astype(str)
         + " "

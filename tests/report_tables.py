@@ -744,12 +744,7 @@ def write_machine(
         docs = [files.read_json(p) for p in sorted((root / "runs").rglob("*.json"))]
         files.write_csv(inside(root, "table", name="environment"), machines.environment_frame(docs))
     if environment_csv:
-        # As rule comparisons_table writes it, from this folder alone.
-        from nnperf.report import results
-
-        results.write_comparisons(
-            results.local_files(results_dir=root), (), inside(root, "table", name="comparisons")
-        )
+        compare_with(root)
     files.write_json(inside(root, "ceilings", device=device), ceilings)
     files.write_json(
         inside(root, "complexity", model="resnet18_cifar"),
@@ -757,6 +752,17 @@ def write_machine(
     )
     for name in figures:
         write_figure(root / "figures" / name, name)
+    return root
+
+
+def compare_with(root: Path, *extra: Path) -> Path:
+    """`root`'s comparisons.csv as rule comparisons_table writes it with `extra` as
+    report.extra_results (none: this folder alone, no machine rows)."""
+    from nnperf.report import results
+
+    results.write_comparisons(
+        results.local_files(results_dir=root), extra, inside(root, "table", name="comparisons")
+    )
     return root
 
 

@@ -17,6 +17,7 @@ from nnperf.report import aggregate, comparisons
 from report_tables import (
     Config,
     ceilings_document,
+    compare_with,
     gpu_folder,
     laptop_folder,
     over_budget_config,
@@ -253,6 +254,7 @@ def findings(md: str, title: str) -> list[str]:
 def test_every_comparison_in_the_report_carries_a_ratio_ci_or_not_separated(tmp_path):
     laptop = laptop_folder(tmp_path / "laptop", extra=[over_budget_config()])
     gpu = gpu_folder(tmp_path / "gpu")
+    compare_with(laptop, gpu)
     md = render(tmp_path, laptop, gpu)
     speedup = findings(md, "Speedups")
     assert len(speedup) == 4
@@ -264,7 +266,8 @@ def test_every_comparison_in_the_report_carries_a_ratio_ci_or_not_separated(tmp_
     ]
     assert len(comparing) >= 6
     assert all(RATIO.search(s) for s in comparing), comparing
-    assert all(RATIO.search(s) for s in findings(md, "Machines compared"))
+    machines = findings(md, "Machines compared")
+    assert machines and all(RATIO.search(s) for s in machines), machines
     # Every "fastest" is followed by the ratio that separates it from the runner-up.
     for sentence in re.findall(r"Fastest configuration[^\n]*", md):
         assert "than the runner-up" in sentence and RATIO.search(sentence), sentence
@@ -446,3 +449,66 @@ def test_the_speedups_section_renders_from_comparisons_csv_alone(tmp_path):
     text = " ".join(built.findings)
     assert "The tuned variant is 1.10x faster" in text
     assert "bf16 vs fp32" in text and "batch 16 against batch 8" in text
+
+
+# Three machines on fp32 batch 8; two of them on bf16 batch 8 (within noise of each other) and
+# on fp32 batch 16.
+MACHINE_RUNS = [
+    ("fast", "fp32", 8, "baseline", [300.0, 303.0, 297.0], None),
+    ("mid", "fp32", 8, "baseline", [150.0, 152.0, 148.0], None),
+    ("slow", "fp32", 8, "baseline", [50.0, 51.0, 49.0], None),
+    ("fast", "bf16", 8, "baseline", [600.0, 606.0, 594.0], None),
+    ("mid", "bf16", 8, "baseline", [598.0, 640.0, 560.0], None),
+    ("fast", "fp32", 16, "baseline", [400.0, 404.0, 396.0], None),
+    ("slow", "fp32", 16, "baseline", [100.0, 101.0, 99.0], None),
+]
+
+
+def test_machine_rows_cover_every_shared_configuration_and_the_section_states_one():
+    from nnperf.report.sections import machines_compared
+
+    means = [(m, p, b, v, sum(r) / len(r)) for m, p, b, v, r, _ in MACHINE_RUNS]
+    table = comparisons.comparisons_table(_summary(means), _runs(MACHINE_RUNS))
+    rows = machines_compared.machine_rows(table)
+    # The fastest machine against each other one, on every configuration two machines ran.
+    assert sorted(zip(rows["a_precision"], rows["a_batch_size"], rows["b_machine"])) == [
+        ("bf16", 8, "mid"),
+        ("fp32", 8, "mid"),
+        ("fp32", 8, "slow"),
+        ("fp32", 16, "slow"),
+    ]
+    assert set(rows["a_machine"]) == {"fast"} and set(rows["method"]) == {"unpaired"}
+    # One sentence for the model: the configuration all three machines ran, not the larger
+    # batch two of them ran.
+    (sentence,) = machines_compared.machine_comparison_findings(table)
+    assert re.fullmatch(
+        r"Across machines, m fp32 at batch 8 \(baseline\) runs fastest on fast at 300 img/s, "
+        r"6\.00x faster \(95% CI 5\.\d\d-6\.\d\d\) than the slowest machine, slow, at 50\.0 "
+        r"img/s; 2\.00x faster \(95% CI 1\.\d\d-2\.\d\d\) than the runner-up, mid\.",
+        sentence,
+    ), sentence
+    bf16 = rows[rows["a_precision"] == "bf16"].to_dict("records")
+    assert machines_compared.machine_sentence(bf16).startswith(
+        "Across machines, m bf16 at batch 8 (baseline) has no single fastest machine: fast at "
+        "600 img/s and mid at 599 img/s are tied (no difference detectable"
+    )
+
+
+def test_the_machines_section_shows_every_row_and_says_when_there_are_none():
+    from nnperf.report import results
+    from nnperf.report.outline import Page
+    from nnperf.report.sections import machines_compared
+
+    means = [(m, p, b, v, sum(r) / len(r)) for m, p, b, v, r, _ in MACHINE_RUNS]
+    page = Page.__new__(Page)
+    page.machines = ["fast", "mid", "slow"]
+    page.figures_of = lambda kind: []
+    page.sources = lambda *kinds: []
+    page.tables = results.ResultSet(
+        comparisons=comparisons.comparisons_table(_summary(means), _runs(MACHINE_RUNS))
+    )
+    (table,) = machines_compared.build(page).tables
+    assert table.frame["Against machine"].tolist().count("mid") == 2 and len(table.frame) == 4
+    # Folders whose comparisons.csv was written apart: said, not an empty section.
+    page.tables = results.ResultSet()
+    assert machines_compared.build(page).findings == [machines_compared.NO_ROWS]

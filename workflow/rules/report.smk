@@ -36,6 +36,8 @@ rule comparisons_table:
         layout.log("table", dataset="{dataset}", name="comparisons"),
     conda:
         "../../envs/nnperf-report.yaml"
+    params:
+        request=report_request(),
     script:
         "../scripts/comparisons_table.py"
 

@@ -1,10 +1,10 @@
 """Rule compare_machines: this machine's tables and report.extra_results -> the merged summary
-and the throughput-per-machine figure (nnperf.report.compare_machines)."""
+and the throughput-per-machine figure (nnperf.report.plots.machines)."""
 
 from nnperf.core.contract import ReportRequest, from_dict
 from nnperf.core.jobs import logged_job
 from nnperf.report import results
-from nnperf.report.compare_machines import compare_machines
+from nnperf.report.plots.machines import compare_machines
 
 with logged_job(snakemake.log[0], "compare_machines"):  # noqa: F821 - injected by Snakemake
     inputs, output = snakemake.input, snakemake.output  # noqa: F821

@@ -3,8 +3,8 @@
 Merges this machine's summary with the results folders of other machines
 (`--extra-results`, config `report.extra_results`), labels every row with its machine (device
 name and host name from the environment record) and writes the merged summary and a bar chart
-of median throughput per configuration, one colour per machine
-(`nnperf.report.compare_machines.compare_machines`, the same as rule `compare_machines`).
+of mean throughput per configuration, one colour per machine
+(`nnperf.report.plots.machines.compare_machines`, the same as rule `compare_machines`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 
 from nnperf.commands.render_report import add_input_flags, local_files, request
-from nnperf.report import compare_machines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    compare_machines.compare_machines(
-        request(args), local_files(args), args.out_csv, args.out_figure
-    )
+    # Imported here: seaborn costs a second, and `nnperf --help` registers every verb.
+    from nnperf.report.plots.machines import compare_machines
+
+    compare_machines(request(args), local_files(args), args.out_csv, args.out_figure)
     return 0

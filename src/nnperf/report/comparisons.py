@@ -367,8 +367,8 @@ def comparisons_table(
 ) -> pd.DataFrame:
     """comparisons.csv: every precision against fp32 and variant against the baseline at the
     same batch size, each batch-size group's leader against the rest and its largest batch
-    against its smallest, each configuration's fastest machine against the others (where
-    `summary` holds several), and the first training run to reach its target against the
+    against its smallest, each configuration's fastest machine against the others (every
+    configuration several machines ran: `sections.machines_compared` says why), and the first training run to reach its target against the
     others. Codes and numbers only; the sections word them."""
     ok = ok_configs(summary)
     if "machine" not in ok.columns or ok["machine"].isna().all():

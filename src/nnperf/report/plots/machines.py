@@ -1,13 +1,11 @@
-"""The machine-comparison figure: mean throughput per configuration, one colour per machine.
+"""The figure of throughput per machine and rule compare_machines' edge (`nnperf
+compare-machines`, `compare_machines`): the merged summary of several results folders
+(`nnperf.report.results.load`, a `machine` column on every row) and that figure.
 
-Takes the merged tables of several results folders (`nnperf.report.results.load`, every row with a
-`machine` column) and returns a seaborn FacetGrid; saving it is the caller's job
-(`nnperf.report.compare_machines`). Bars are summary.csv's headline `throughput_img_s_mean`
-with whiskers at its recorded 95% confidence interval (`throughput_img_s_ci95_low/high`), so
-the figure and the tables agree; the per-process throughputs of runs.csv, when given, are
-drawn as points on their bars. Configurations are ordered as every table orders them:
-precision in the shared order (`nnperf.core.vocab`), then batch size, then the reference variant
-first.
+Bars are summary.csv's headline `throughput_img_s_mean`, whiskers its recorded 95% CI, so the
+figure and the tables agree; runs.csv's per-process throughputs, when given, are points on
+their bars. Configurations are ordered as every table orders them: precision in the shared
+order (`nnperf.core.vocab`), batch size, then the reference variant first.
 """
 
 from __future__ import annotations
@@ -16,11 +14,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os  # noqa: E402
+
+import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from nnperf.core import files  # noqa: E402
+from nnperf.core.contract import ReportRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
-from nnperf.core.vocab import REFERENCE_VARIANT, precision_rank  # noqa: E402
+from nnperf.report import results  # noqa: E402
+from nnperf.report.configurations import sort_configs  # noqa: E402
+from nnperf.report.plots.style import save_png  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.
 LOG_AXIS_RATIO = 20
@@ -30,24 +35,48 @@ CI_LOW = "throughput_img_s_ci95_low"
 CI_HIGH = "throughput_img_s_ci95_high"
 
 
+def compare_machines(
+    request: ReportRequest,
+    local: results.FolderFiles,
+    out_csv: str | os.PathLike,
+    out_figure: str | os.PathLike,
+) -> pd.DataFrame:
+    """This machine's summary merged with `request.extra_results`' and the figure of
+    throughput per machine. Returns the merged summary."""
+    loaded = results.load(results.with_extra_results(local, request.extra_results))
+    if loaded.summary is None:
+        raise NnperfError(
+            "compare-machines: no summary.csv in any results folder; run the timed runs "
+            "(rule aggregate_runs) first"
+        )
+    files.write_csv(out_csv, loaded.summary)
+    grid = throughput_by_machine(loaded.summary, loaded.runs)
+    try:
+        # The legend sits outside the panels: "tight" keeps it in the image.
+        save_png(grid.figure, out_figure, bbox_inches="tight")
+    finally:
+        plt.close(grid.figure)
+    print(
+        f"compare-machines: {len(loaded.summary)} configurations on "
+        f"{loaded.summary['machine'].nunique()} machine(s) -> {os.fspath(out_csv)}, "
+        f"{os.fspath(out_figure)}"
+    )
+    return loaded.summary
+
+
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:
     """`data` with a `configuration` label column, sorted on the key columns themselves."""
-    labelled = data.assign(
-        batch_size=data["batch_size"].astype(int),
-        _precision=data["precision"].astype(str).map(precision_rank),
-        _variant=data["variant"].astype(str) != REFERENCE_VARIANT,
-    )
-    labelled["configuration"] = (
-        labelled["precision"].astype(str)
+    labelled = data.reset_index(drop=True)
+    labelled = labelled.assign(batch_size=labelled["batch_size"].astype(int))
+    labelled = labelled.assign(
+        configuration=labelled["precision"].astype(str)
         + " bs"
         + labelled["batch_size"].astype(str)
         + " "
         + labelled["variant"].astype(str)
     )
-    ordered = labelled.sort_values(
-        ["_precision", "precision", "batch_size", "_variant", "variant"], kind="stable"
-    )
-    return ordered.drop(columns=["_precision", "_variant"])
+    # Sorted on the configuration's keys alone: machines and models do not order the bars.
+    return labelled.loc[sort_configs(labelled[["precision", "batch_size", "variant"]]).index]
 
 
 def _bars_with_interval(summary: pd.DataFrame) -> pd.DataFrame:

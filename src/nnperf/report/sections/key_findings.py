@@ -230,7 +230,7 @@ def key_findings(page: Page) -> list[str]:
         + input_pipeline.input_finding(page.tables.summary)
         + host_bound_findings(page)
         + faster_but_later_findings(page)
-        + machine_comparison_findings(ok, page.machines, page.tables.runs)
+        + machine_comparison_findings(page.tables.comparisons)
         + [sentence(r) for r in records]
     )
     return findings or [NO_RESULTS]

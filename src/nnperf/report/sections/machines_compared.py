@@ -1,9 +1,14 @@
-"""The Machines compared section: per model, the fastest and the slowest machine on the
-largest configuration they share (the figure is `nnperf.report.plots.machines`').
+"""The Machines compared section: comparisons.csv's `machine` rows as a table, and per model
+one sentence (the figure is `nnperf.report.plots.machines`').
 
-Machines are measured apart, so each ratio between them has an unpaired interval (Fieller's,
-`nnperf.report.comparisons`), and a machine is called fastest only where the tie rule
-separates it from the runner-up (`comparisons.ranking`); otherwise the tie is named."""
+comparisons.csv keeps a row for every configuration two or more machines ran (its fastest
+machine against each other one), not only the one a sentence quotes: a user diffing two
+studies compares machines configuration by configuration, and the table shows every row.
+The sentence quotes, per model, the configuration most machines ran: fp32 first, then the
+baseline, then the largest batch (`stated`). Machines are measured apart, so the ratios are
+unpaired; a machine is called fastest only where the tie rule separated it from every
+other (`verdict` faster on each row of its configuration), otherwise the tie is named.
+"""
 
 from __future__ import annotations
 
@@ -13,85 +18,95 @@ import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report import comparisons
-from nnperf.report.configurations import estimate_text, ok_configs
-from nnperf.report.format import config_text
-from nnperf.report.outline import Page, Section, section
+from nnperf.report.comparisons import ci_of
+from nnperf.report.format import config_text, fmt
+from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.sections.speedups import ratio_display
 
 INTRO = (
-    "The same configurations on every machine whose results were merged; each ratio "
-    "between machines carries its 95% CI (unpaired: the machines were measured apart)."
+    "The same configurations on every machine whose results were merged (comparisons.csv): "
+    "the fastest machine against each other one, each ratio with its 95% CI (unpaired: the "
+    "machines were measured apart)."
 )
-CONFIG = ["model", "precision", "batch_size", "variant"]
+# Several machines but no rows: said, so a hand-run render of folders whose comparisons.csv
+# was written apart does not leave the section silently empty.
+NO_ROWS = (
+    "comparisons.csv compares no machines: they share no configuration, or it was written "
+    "without the other machines' folders (report.extra_results, rule comparisons_table)."
+)
+CONFIG = ["a_model", "a_precision", "a_batch_size", "a_variant"]
 
 
-def shared_configuration(group: pd.DataFrame) -> Mapping | None:
-    """The configuration of one model that most machines ran: fp32 first, then the
-    baseline, then the largest batch size (None when no two machines share one)."""
-    counts = group.groupby(CONFIG)["machine"].nunique()
-    shared = counts[counts == counts.max()]
-    if shared.max() < 2:
-        return None
-    candidates = pd.DataFrame(list(shared.index), columns=CONFIG)
-    candidates = candidates.assign(
-        _fp32=candidates["precision"] != REFERENCE_PRECISION,
-        _base=candidates["variant"] != REFERENCE_VARIANT,
-    )
-    chosen = candidates.sort_values(["_fp32", "_base", "batch_size"], ascending=[True, True, False])
-    return chosen.iloc[0][CONFIG].to_dict()
+def machine_rows(table: pd.DataFrame | None) -> pd.DataFrame:
+    """comparisons.csv's `machine` rows (none where the table is absent)."""
+    if table is None or table.empty:
+        return pd.DataFrame(columns=list(comparisons.COLUMNS))
+    return table[table["kind"] == "machine"]
 
 
-def machine_sentence(rows: pd.DataFrame, runs: pd.DataFrame | None) -> str:
-    """The tie rule across machines on one configuration, with the fastest-to-slowest ratio."""
-    ranked = comparisons.ranking(rows, runs)
-    fast, slow = ranked.order[0], ranked.order[-1]
-    if ranked.best is None:
-        tied = [f"{r['machine']} at {estimate_text(r)}" for r in ranked.tied]
-        return (
-            f"Across machines, {config_text(fast)} has no single fastest machine: "
-            f"{comparisons.names(tied, str)} are tied ({comparisons.describe(ranked.ci)})."
+def stated(rows: pd.DataFrame) -> pd.DataFrame:
+    """Of one model's `machine` rows, those of the configuration the sentence quotes."""
+    first = (
+        rows.assign(
+            _others=rows.groupby(CONFIG)["kind"].transform("size"),
+            _fp32=rows["a_precision"] != REFERENCE_PRECISION,
+            _base=rows["a_variant"] != REFERENCE_VARIANT,
         )
-    spread = comparisons.ratio_between(runs, fast, slow)
-    text = (
-        f"Across machines, {config_text(fast)} runs fastest on {fast['machine']} at "
-        f"{estimate_text(fast)}, {comparisons.describe(spread)} than the slowest machine, "
-        f"{slow['machine']}, at {estimate_text(slow)}"
+        .sort_values(["_others", "_fp32", "_base", "a_batch_size"], ascending=[0, 1, 1, 0])
+        .iloc[0]
     )
-    if len(ranked.order) > 2:
-        second = ranked.order[1]
-        behind = comparisons.ratio_between(runs, second, fast)
-        text += f"; the runner-up, {second['machine']}, is {comparisons.describe(behind)}"
+    return rows[(rows[CONFIG] == first[CONFIG]).all(axis=1)]
+
+
+def _at(machine: object, value: object) -> str:
+    return f"{machine} at {fmt(value, 'img/s')}"
+
+
+def machine_sentence(rows: Sequence[Mapping]) -> str:
+    """One configuration's rows (its fastest machine against each other one): the tie rule
+    across machines, with the fastest-to-slowest ratio."""
+    # The runner-up first, the slowest last; a row without a ratio goes last.
+    rows = sorted(rows, key=lambda r: float(r["ratio"]) if pd.notna(r["ratio"]) else float("inf"))
+    top, config = rows[0], config_text({k[2:]: rows[0][k] for k in CONFIG})
+    fastest = _at(top["a_machine"], top["a_value"])
+    tied = [r for r in rows if r["verdict"] != "faster"]
+    if tied:
+        names = [fastest, *(_at(r["b_machine"], r["b_value"]) for r in tied)]
+        return (
+            f"Across machines, {config} has no single fastest machine: "
+            f"{comparisons.names(names, str)} are tied ({comparisons.describe(ci_of(top))})."
+        )
+    slow = rows[-1]
+    text = (
+        f"Across machines, {config} runs fastest on {fastest}, "
+        f"{comparisons.describe(ci_of(slow))} than the slowest machine, {slow['b_machine']}, "
+        f"at {fmt(slow['b_value'], 'img/s')}"
+    )
+    if len(rows) > 1:
+        text += f"; {comparisons.describe(ci_of(top))} than the runner-up, {top['b_machine']}"
     return text + "."
 
 
-def machine_comparison_findings(
-    ok: pd.DataFrame, machines: Sequence[str], runs: pd.DataFrame | None = None
-) -> list[str]:
-    """Per model, the fastest and slowest machine on the largest configuration they share,
-    each ratio with its interval from the processes of `runs`."""
-    if len(machines) < 2 or ok.empty:
-        return []
-    findings = []
-    for _, group in ok.groupby("model", sort=True):
-        chosen = shared_configuration(group)
-        if chosen is None:
-            continue
-        rows = group
-        for k in CONFIG:
-            rows = rows[rows[k] == chosen[k]]
-        findings.append(machine_sentence(rows, runs))
-    return findings
+def machine_comparison_findings(table: pd.DataFrame | None) -> list[str]:
+    """Per model, the sentence on the configuration most machines share."""
+    rows = machine_rows(table)
+    return [
+        machine_sentence(stated(group).to_dict("records"))
+        for _, group in rows.groupby("a_model", sort=True)
+    ]
 
 
 def build(page: Page) -> Section | None:
     if len(page.machines) <= 1 and not page.figures_of("machines"):
         return None
+    rows = machine_rows(page.tables.comparisons)
+    findings = machine_comparison_findings(rows)
     return section(
         "machines",
         "Machines compared",
         intro=INTRO,
-        findings=machine_comparison_findings(
-            ok_configs(page.tables.summary), page.machines, page.tables.runs
-        ),
+        findings=findings or ([NO_ROWS] if len(page.machines) > 1 else []),
+        tables=(Table("Fastest machine against each other", ratio_display(rows, "machine")),),
         figures=page.figures_of("machines"),
-        sources=page.sources("summary", "runs", "environment"),
+        sources=page.sources("comparisons"),
     )

@@ -174,7 +174,7 @@ def test_one_process_is_never_separated():
     ranked = comparisons.ranking([config("fast", 200), config("slow", 100)], runs)
     assert ranked.best is None and len(ranked.tied) == 2
     assert not ranked.ci.bounded and ranked.ci.ratio == pytest.approx(2.0)
-    assert comparisons.describe(ranked.ci) == (
+    assert comparisons.ratio_text(ranked.ci) == (
         "2.00x, not separated (no bounded 95% CI: too few processes)"
     )
     # One candidate is trivially first, with nothing to separate it from.

@@ -406,7 +406,7 @@ def ci_of(row: Mapping) -> RatioCI:
     )
 
 
-def describe(ci: RatioCI, what: str = "faster") -> str:
+def ratio_text(ci: RatioCI, what: str = "faster") -> str:
     """`ratios.ratio_text`, and for a ratio of means without processes behind it (n 0) why
     it has no interval."""
     if ci.n == 0 and math.isfinite(ci.ratio):

@@ -74,16 +74,16 @@ def machine_sentence(rows: Sequence[Mapping]) -> str:
         names = [fastest, *(_at(r["b_machine"], r["b_value"]) for r in tied)]
         return (
             f"Across machines, {config} has no single fastest machine: "
-            f"{comparisons.names(names, str)} are tied ({comparisons.describe(ci_of(top))})."
+            f"{comparisons.names(names, str)} are tied ({comparisons.ratio_text(ci_of(top))})."
         )
     slow = rows[-1]
     text = (
         f"Across machines, {config} runs fastest on {fastest}, "
-        f"{comparisons.describe(ci_of(slow))} than the slowest machine, {slow['b_machine']}, "
+        f"{comparisons.ratio_text(ci_of(slow))} than the slowest machine, {slow['b_machine']}, "
         f"at {fmt(slow['b_value'], 'img/s')}"
     )
     if len(rows) > 1:
-        text += f"; {comparisons.describe(ci_of(top))} than the runner-up, {top['b_machine']}"
+        text += f"; {comparisons.ratio_text(ci_of(top))} than the runner-up, {top['b_machine']}"
     return text + "."
 
 

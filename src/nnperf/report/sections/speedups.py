@@ -93,10 +93,10 @@ def speedup_sentence(row: Mapping, column: str) -> str:
     means = f"{fmt(row['a_value'], 'img/s')} vs {fmt(row['b_value'], 'img/s')}"
     where = f"for {config} on {a['machine']}"
     if ci.separated:
-        text = f"{subject} is {comparisons.describe(ci)} than {row[f'b_{column}']} {where}: "
+        text = f"{subject} is {comparisons.ratio_text(ci)} than {row[f'b_{column}']} {where}: "
         text += f"{means}."
     else:
-        text = f"{subject} vs {row[f'b_{column}']} {where}: {comparisons.describe(ci)}; {means}."
+        text = f"{subject} vs {row[f'b_{column}']} {where}: {comparisons.ratio_text(ci)}; {means}."
     return text + _unresolved_text(row)
 
 
@@ -129,7 +129,7 @@ def _best_batch_text(tops: list[Mapping], largest: int) -> str:
     top = int(tops[0]["a_batch_size"])
     tied = sorted({top, *(int(r["b_batch_size"]) for r in tops if r["verdict"] != "faster")})
     closest = min(tops, key=lambda r: float(r["ratio"]))
-    ratio = f"batch {top} vs {int(closest['b_batch_size'])}: {comparisons.describe(ci_of(closest))}"
+    ratio = f"batch {top} vs {int(closest['b_batch_size'])}: {comparisons.ratio_text(ci_of(closest))}"
     if len(tied) > 1:
         names = ", ".join(str(b) for b in tied[:-1])
         return f"; no best batch size: batch {names} and {tied[-1]} are tied ({ratio})"
@@ -159,7 +159,7 @@ def scaling_sentence(row: Mapping) -> str:
     text = (
         f"For {config_text(row, batch=False)} on {row['machine']}, batch {largest} against "
         f"batch {int(gain['b_batch_size'])} ({fmt(gain['a_value'], 'img/s')} vs "
-        f"{fmt(gain['b_value'], 'img/s')}): {comparisons.describe(ci_of(gain), 'higher')}"
+        f"{fmt(gain['b_value'], 'img/s')}): {comparisons.ratio_text(ci_of(gain), 'higher')}"
     )
     return text + _best_batch_text(tops, largest) + _saturation_text(tops) + "."
 

@@ -68,13 +68,13 @@ def fastest(f: Finding, named: Mapping | None = None) -> str:
         second = a["order"][1]
         text = (
             f"Fastest configuration on {machine}: {config_text(top)}, {estimate_text(top)}; "
-            f"{comparisons.describe(a['ci'])} than the runner-up, {short(second)}"
+            f"{comparisons.ratio_text(a['ci'])} than the runner-up, {short(second)}"
         )
         return _with_missed(text, [top, second], short)
     tied = [f"{config_text(c)} at {estimate_text(c)}" for c in a["tied"]]
     text = (
         f"No single fastest configuration on {machine}: {comparisons.names(tied, str)} are "
-        f"tied ({comparisons.describe(a['ci'])})"
+        f"tied ({comparisons.ratio_text(a['ci'])})"
     )
     return _with_missed(text, a["tied"], config_text)
 
@@ -92,14 +92,14 @@ def best_setting(f: Finding, named: Mapping | None = None) -> str:
     if f.kind == "best_setting":
         top, second = a["order"][0], a["order"][1]
         text = (
-            f"Best {column} {where}: {top[column]}, {comparisons.describe(a['ci'])} than "
+            f"Best {column} {where}: {top[column]}, {comparisons.ratio_text(a['ci'])} than "
             f"{second[column]} ({estimate_text(top)} vs {estimate_text(second)})"
         )
         return _with_missed(text, [top, second], lambda c: str(c[column]))
     tied = [f"{c[column]} at {estimate_text(c)}" for c in a["tied"]]
     text = (
         f"No single best {column} {where}: {comparisons.names(tied, str)} are tied "
-        f"({comparisons.describe(a['ci'])})"
+        f"({comparisons.ratio_text(a['ci'])})"
     )
     return _with_missed(text, a["tied"], lambda c: str(c[column]))
 

@@ -21,13 +21,10 @@ import seaborn as sns  # noqa: E402
 
 from nnperf.core.errors import NnperfError  # noqa: E402
 from nnperf.core.vocab import REFERENCE_VARIANT, precision_rank  # noqa: E402
+from nnperf.report.configurations import CI_HIGH, CI_LOW, MEAN  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.
 LOG_AXIS_RATIO = 20
-# summary.csv's headline and its recorded 95% confidence interval (nnperf.report.aggregate).
-MEAN = "throughput_img_s_mean"
-CI_LOW = "throughput_img_s_ci95_low"
-CI_HIGH = "throughput_img_s_ci95_high"
 
 
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:

@@ -24,34 +24,29 @@ import os
 import textwrap
 from typing import Mapping, Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from nnperf.core import files  # noqa: E402
-from nnperf.core.contract import FigureRequest  # noqa: E402
-from nnperf.core.errors import NnperfError  # noqa: E402
-from nnperf.report.results import read_table  # noqa: E402
-from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
-from nnperf.core.wording import missing  # noqa: E402
-from nnperf.ncu import metrics  # noqa: E402
-from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
-from nnperf.report.bounds import LEVEL_LABELS  # noqa: E402
-from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy  # noqa: E402
-from nnperf.report.plots.style import save_png  # noqa: E402
-from nnperf.report.plots.point_labels import (  # noqa: E402
+from nnperf.core import files
+from nnperf.core.contract import FigureRequest
+from nnperf.core.errors import NnperfError
+from nnperf.report.results import read_table
+from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions
+from nnperf.core.wording import missing
+from nnperf.ncu import metrics
+from nnperf.ncu.kernels import KIND_LABELS
+from nnperf.report.bounds import LEVEL_LABELS
+from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
+from nnperf.report.plots.style import save_png
+from nnperf.report.plots.point_labels import (
     PointLabel,
     place_labels,
 )
-from nnperf.roofline import peaks  # noqa: E402
-from nnperf.roofline import points as roofline_points  # noqa: E402
-from nnperf.roofline import tables as roofline_tables  # noqa: E402
+from nnperf.roofline import peaks
+from nnperf.roofline import points as roofline_points
+from nnperf.roofline import tables as roofline_tables
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
@@ -241,7 +236,8 @@ def plot_config_roofline(
     (`null_roof_notes`). Each step point is labelled with its memory level.
     """
     sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
     roofs = [*roofs_from_ncu(ncu_ceilings, precision), *json_roofs]
     visible = _positive(points)
     xlim, ylim = _limits(visible, roofs)
@@ -312,7 +308,8 @@ def plot_device_steps(
     numbered in a key where the points crowd). `roof_notes`: legend lines for roofs left out.
     """
     sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
     steps = points[
         (points["device"] == device)
         & (points["granularity"] == "step")
@@ -483,7 +480,4 @@ def write_figure(
         figure = config_figure(table, profile, document, request, checks)
     else:
         figure = device_figure(table, profile, document, request.device)
-    try:
-        save_png(figure, out, bbox_inches="tight")
-    finally:
-        plt.close(figure)
+    save_png(figure, out, bbox_inches="tight")

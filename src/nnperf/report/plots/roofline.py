@@ -1,20 +1,10 @@
 """Roofline figures: a hierarchical roofline per config and a step-level roofline per device.
 
-Takes rows of `roofline_points.csv` (and optionally the profile's own ceilings and a ceilings
-JSON) and returns a matplotlib Figure; saving is the caller's job. Ceiling styles: the ncu
-profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roofs dashed, a
-CPU's derived peak (cores x clock x FLOP/cycle) dotted and labelled "derived", each labelled
-with its value. A step point above one of its roofs (`nnperf.roofline.points.roofs_exceeded`)
-gets a red ring and "above roof" in its label: a point cannot beat its roof, so that roof is
-under-measured. Points: sized by time, coloured by kernel kind, marker by memory level;
-step points are stars; analytic points say "analytic" in the legend. Step points carry text
-labels placed so that no two overlap and none leaves the axes (`place_labels`, in
-`nnperf.report.plots.point_labels`). A roof the ceilings JSON leaves null with a reason (a
-CPU's derived bf16 peak without bf16 arithmetic) is not drawn; the legend says why.
-
-`write_figure` at the bottom is the edge the workflow calls (rules `plot_roofline` and
-`plot_roofline_steps`): it reads the tables, selects the figure's rows by their key columns
-and saves the PNG. Not here: computing points or ceilings (`nnperf.roofline.points`).
+Roof styles by origin (ncu profile dash-dot, measured solid, datasheet dashed, a CPU's
+derived peak dotted and labelled "derived"). A step point above one of its roofs gets a red
+ring and "above roof" in its label: a point cannot beat its roof, so that roof is
+under-measured. Labels never overlap (`point_labels`). A roof the ceilings JSON leaves null
+with a reason is not drawn; the legend says why. `write_figure` is the workflow's edge.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ from nnperf.report.sections.notes import (
     unstable_notes,
     variance_notes,
 )
-from nnperf.report.sections.roofline import busy_sentence, verdict_sentence
+from nnperf.report.format import cells
+from nnperf.report.sections.roofline import READING_COLUMNS, above_roof, busy_sentence
 from nnperf.report.comparisons import comparisons_table
 from nnperf.report.sections.speedups import pairs, scaling, scaling_sentence, speedup_sentence
 from nnperf.roofline import points as roofline
@@ -67,6 +68,11 @@ from report_tables import (
 
 H100 = "NVIDIA H100 80GB HBM3 (gpu01)"
 I7 = "Intel(R) Core(TM) i7-1185G7 (laptop)"
+
+
+def reading_cells(verdict) -> dict:
+    """The Roofline section's reading row of one verdict, as the page shows it."""
+    return cells(above_roof(pd.DataFrame([dict(verdict)])), READING_COLUMNS).iloc[0].to_dict()
 
 
 def labelled(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
@@ -206,12 +212,20 @@ def test_memory_bound_reading_against_measured_and_datasheet_roofs():
     assert datasheet["fraction_of_peak"] == pytest.approx(0.125)
     verdict = preferred_verdict(roofline_verdicts(readings), measured.to_dict())
     assert verdict["roof"] == "measured" and verdict["limit"] == "algorithmic"
-    assert verdict_sentence(verdict) == (
-        f"resnet18_cifar fp32 at batch 64 (baseline) on {I7} (analytic step point, measured "
-        "roofs): memory-bound at main memory — arithmetic intensity 5.00 FLOP/B is left of the "
-        "ridge point (10.0 FLOP/B); it reaches 25 GFLOP/s, 50% of the roof above it and 25% of "
-        "the fp32 compute peak (100 GFLOP/s)."
-    )
+    assert reading_cells(verdict) == {
+        "Point": "analytic",
+        "Roofs": "measured",
+        "Bound": "memory (main memory)",
+        "Intensity (FLOP/B)": "5.00",
+        "Ridge (FLOP/B)": "10.0",
+        "Achieved": "25 GFLOP/s",
+        "Attainable": "50 GFLOP/s",
+        "Of roof": "50%",
+        "Of peak": "25%",
+        "Peak": "100 GFLOP/s",
+        "Above roof": "",
+        "Levels with a roof": "algorithmic",
+    }
 
 
 def test_compute_bound_reading():
@@ -544,10 +558,13 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
     verdicts = roofline_verdicts(readings)
     measured = verdicts.set_index("roof").loc["measured"]
     assert measured["fraction_of_roof"] == pytest.approx(4.0)
-    text = verdict_sentence(preferred_verdict(verdicts, verdicts.iloc[0]))
-    assert (
-        "it reaches 200 GFLOP/s, 4.00x the roof above it (50 GFLOP/s): a point cannot beat" in text
+    shown = reading_cells(preferred_verdict(verdicts, verdicts.iloc[0]))
+    assert (shown["Achieved"], shown["Attainable"], shown["Of roof"]) == (
+        "200 GFLOP/s",
+        "50 GFLOP/s",
+        "400%",
     )
+    assert shown["Bound"] == "void (point above the roof)"
     assert roof_violation_notes(verdicts) == [
         f"Roof too low: 1 fp32 step point lies above the datasheet roofs on {I7} (worst: "
         "resnet18_cifar fp32 at batch 64 (baseline) at 200 GFLOP/s, 2.00x the 100 GFLOP/s roof); "

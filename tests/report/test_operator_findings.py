@@ -1,7 +1,9 @@
-"""The operator profile's sentences: verdicts with their busy share, top operators and layers,
-memory and headroom, the input pipeline, and one note for a profile that did not run."""
+"""The operator profile's sentences and tables: verdicts with their busy share, top operators
+and layers, memory and headroom, the input pipeline, and one note for a profile that did not run."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,8 +12,7 @@ from nnperf.report.sections.operators import (
     input_pipeline_sentence,
     memory_sentence,
     profile_findings,
-    top_layers_sentence,
-    top_operators_sentence,
+    top_operators_display,
 )
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof import breakdown
@@ -92,25 +93,43 @@ def test_a_profiler_that_slowed_the_step_is_said_to():
     assert "slowed the step 1.60x against the timed runs" in sentence
 
 
+def top_rows(analysis, device: str, table: str, n: int) -> list[dict]:
+    profile = SimpleNamespace(document=document(analysis, device=device), tables=tables(analysis))
+    return top_operators_display([profile], table, n).to_dict("records")
+
+
 def test_top_operators_by_device_time_on_a_gpu_and_host_time_on_a_cpu():
-    gpu = operators.analyse(cuda_trace(), "cuda")
-    sentence = top_operators_sentence(document(gpu), gpu.operators, 2)
-    assert "take the most device time per step are aten::addmm (20%, 0.02 ms), aten::mm" in sentence
-    cpu = operators.analyse(cpu_trace(), "cpu")
-    sentence = top_operators_sentence(document(cpu, device="cpu"), cpu.operators, 2)
-    assert "most host time per step are aten::convolution_backward (16%, 0.016 ms), " in sentence
-    assert breakdown.OUTSIDE_OPERATORS_ROW not in sentence
+    first, second = top_rows(operators.analyse(cuda_trace(), "cuda"), "cuda", "operators", 2)
+    assert (first["Operator"], first["Share"], first["Device (ms)"]) == (
+        "aten::addmm",
+        "20%",
+        "0.02",
+    )
+    assert second["Operator"] == "aten::mm"
+    rows = top_rows(operators.analyse(cpu_trace(), "cpu"), "cpu", "operators", 2)
+    assert (rows[0]["Operator"], rows[0]["Share"], rows[0]["Host (ms)"]) == (
+        "aten::convolution_backward",
+        "16%",
+        "0.016",
+    )
+    assert breakdown.OUTSIDE_OPERATORS_ROW not in [row["Operator"] for row in rows]
 
 
 def test_top_layers_name_module_paths_with_forward_and_backward():
-    gpu = operators.analyse(cuda_trace(), "cuda")
-    sentence = top_layers_sentence(document(gpu), gpu.layers, 3)
-    assert (
-        "the most device time in fc (40%: forward 0.02 ms, backward 0.02 ms) per step" in sentence
+    fc, *_ = top_rows(operators.analyse(cuda_trace(), "cuda"), "cuda", "layers", 3)
+    assert (fc["Layer"], fc["Share"], fc["Forward (ms)"], fc["Backward (ms)"]) == (
+        "fc",
+        "40%",
+        "0.02",
+        "0.02",
     )
-    cpu = operators.analyse(cpu_trace(), "cpu")
-    sentence = top_layers_sentence(document(cpu, device="cpu"), cpu.layers, 1)
-    assert "host time in features.conv (33%: forward 0.013 ms, backward 0.02 ms)" in sentence
+    (conv,) = top_rows(operators.analyse(cpu_trace(), "cpu"), "cpu", "layers", 1)
+    assert (conv["Layer"], conv["Share"], conv["Forward (ms)"], conv["Backward (ms)"]) == (
+        "features.conv",
+        "33%",
+        "0.013",
+        "0.02",
+    )
 
 
 def test_memory_sentence_with_the_estimate_and_the_headroom():
@@ -172,10 +191,9 @@ def test_a_profile_that_did_not_run_is_one_note(status, error, expected):
 def test_profile_findings_in_order_with_the_notes_last():
     analysis = operators.analyse(cuda_trace(), "cuda")
     doc = document(analysis, notes=["cut to 1 warm-up and 1 profiled steps"])
-    findings = profile_findings(doc, tables(analysis), machine="h100")
+    findings = profile_findings(doc, machine="h100")
     assert "is host-bound" in findings[0]
-    assert "operators of resnet18_cifar bf16 at batch 256 (baseline) on h100" in findings[1]
-    assert findings[2].startswith("By layer")
+    assert findings[1].startswith("The input pipeline of resnet18_cifar bf16 at batch 256")
     assert findings[-1].endswith("cut to 1 warm-up and 1 profiled steps.")
 
 

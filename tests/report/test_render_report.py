@@ -168,7 +168,8 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
         f"- Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON};" in notes
     )
     roofline = md.split("## Roofline", 1)[1].split("\n## ", 1)[0]
-    assert "memory-bound at L1" in roofline and "67% of the roof above it" in roofline
+    # The reading table's row: memory-bound at L1, 67% of the roof above it.
+    assert re.search(r"\| profile +\| memory \(L1\) +\|.*\| 67% +\|", roofline)
     assert (
         "Sources: `laptop/tables/synthetic/roofline_points.csv`, `gpu/tables/synthetic/roofline_points.csv`"
         in roofline

@@ -177,4 +177,3 @@ def test_the_step_figure_rings_a_point_above_its_roof():
     assert any("derived fp32" in label for label in labels)
     texts = [t.get_text() for t in ax.texts]
     assert "bs32 tuned, above roof" in texts and "bs32 baseline" in texts
-    roofline_plots.plt.close(figure)

@@ -12,7 +12,7 @@ import pytest
 from nnperf.core.errors import NnperfError
 from nnperf.report import training_table
 from nnperf.report.plots import accuracy
-from nnperf.report.sections.accuracy import faster_but_later_sentences, time_to_accuracy_sentences
+from nnperf.report.sections.accuracy import faster_but_later_sentences, training_display
 from nnperf.training import to_accuracy as convergence
 
 from test_to_accuracy import request, restore_threads, synthetic, toy_cnn  # noqa: F401
@@ -98,19 +98,14 @@ def test_no_finding_when_the_fastest_is_first_or_nobody_reached_the_target():
     assert faster_but_later_sentences(nobody) == []
 
 
-def test_one_sentence_per_run_with_time_to_target_and_throughput(table):
-    sentences = time_to_accuracy_sentences(table)
-    assert sentences[1] == (
-        "resnet18_cifar fp32 at batch 128 (baseline), recipe default: reaches 90% test top-1 in "
-        "100 s of training (epoch 3) at 1,000 img/s; best 95% test top-1 (epoch 3)."
-    )
-    assert sentences[3] == (
-        "resnet18_cifar bf16 at batch 512 (baseline), recipe default: does not reach 90% test "
-        "top-1 in 5 epochs (8.3 min of training) at 2,500 img/s; best 84% test top-1 (epoch 5)."
-    )
-    assert sentences[4].startswith(
-        "resnet18_cifar fp32 at batch 1024 (baseline), recipe default: ran out of memory after "
-    )
+def test_one_row_per_run_with_time_to_target_and_throughput(table):
+    rows = training_display(table).to_dict("records")
+    shown = ("Time to target", "Epoch at target", "Training (img/s)", "Best top-1", "Best epoch")
+    assert (rows[1]["Batch"], rows[1]["Target"]) == (128, "90%")
+    assert [rows[1][c] for c in shown] == ["100 s", "3", "1,000", "95%", "3"]
+    assert [rows[3][c] for c in shown] == ["not reached", "—", "2,500", "84%", "5"]
+    assert (rows[3]["Epochs"][:4], rows[3]["Training time"]) == ("5 of", "8.3 min")
+    assert (rows[4]["Batch"], rows[4]["Status"]) == (1024, "oom")
 
 
 def test_the_timed_runs_throughput_joins_by_configuration(table):

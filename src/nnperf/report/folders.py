@@ -1,16 +1,10 @@
-"""The files of a `results/` folder (this machine's or another's) that the report reads.
+"""The files of a `results/` folder (this machine's or another's) that the report reads,
+where `nnperf.core.layout` puts them.
 
-The pipeline writes them where `nnperf.core.layout` puts them: the `tables/{dataset}/` named
-in TABLE_NAMES, `complexity/{dataset}/{model}.json`, `ceilings/{device}.json`, the run JSONs
-under `runs/{dataset}/` and the operator profiles with their tables. `discover()` finds them
-in a folder for one dataset's study, `local_files()` takes this machine's as the workflow
-names them, and `with_extra_results()` adds the folders of config `report.extra_results`,
-refusing one that holds no study of the dataset (a folder that is not a results folder
-would otherwise read as a machine without results). `extra_results_inputs()` lists those
-folders' files for the workflow's input functions, so a changed table re-runs what reads it.
-
-Nothing here reads a table (that is `nnperf.report.results`); this module needs no pandas,
-so the workflow can call it while it builds the DAG.
+`with_extra_results()` refuses a folder of config `report.extra_results` that holds no study
+of the dataset (it would otherwise read as a machine without results);
+`extra_results_inputs()` lists those folders' files so a changed table re-runs what reads it.
+No pandas here: the workflow calls this module while it builds the DAG.
 """
 
 from __future__ import annotations

@@ -24,15 +24,11 @@ from nnperf.core import files  # noqa: E402
 from nnperf.core.contract import ReportRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
 from nnperf.report import results  # noqa: E402
-from nnperf.report.configurations import sort_configs  # noqa: E402
+from nnperf.report.configurations import CI_HIGH, CI_LOW, MEAN, sort_configs  # noqa: E402
 from nnperf.report.plots.style import save_png  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.
 LOG_AXIS_RATIO = 20
-# summary.csv's headline and its recorded 95% confidence interval (nnperf.report.aggregate).
-MEAN = "throughput_img_s_mean"
-CI_LOW = "throughput_img_s_ci95_low"
-CI_HIGH = "throughput_img_s_ci95_high"
 
 
 def compare_machines(

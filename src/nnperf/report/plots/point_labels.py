@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
 from matplotlib.transforms import Bbox, IdentityTransform
 
@@ -182,7 +183,7 @@ def place_labels(ax, labels: Sequence[PointLabel], *, fontsize=LABEL_FONTSIZE) -
     """
     if not labels:
         return []
-    renderer = ax.figure.canvas.get_renderer()
+    renderer = FigureCanvasAgg(ax.figure).get_renderer()
     taken = _Taken(boxes=_markers(ax))
     placed, crowded = [], []
     for label in labels:

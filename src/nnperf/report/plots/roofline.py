@@ -1,20 +1,10 @@
 """Roofline figures: a hierarchical roofline per config and a step-level roofline per device.
 
-Takes rows of `roofline_points.csv` (and optionally the profile's own ceilings and a ceilings
-JSON) and returns a matplotlib Figure; saving is the caller's job. Ceiling styles: the ncu
-profile's `peak_sustained x clock` dash-dot, measured roofs solid, datasheet roofs dashed, a
-CPU's derived peak (cores x clock x FLOP/cycle) dotted and labelled "derived", each labelled
-with its value. A step point above one of its roofs (`nnperf.roofline.points.roofs_exceeded`)
-gets a red ring and "above roof" in its label: a point cannot beat its roof, so that roof is
-under-measured. Points: sized by time, coloured by kernel kind, marker by memory level;
-step points are stars; analytic points say "analytic" in the legend. Step points carry text
-labels placed so that no two overlap and none leaves the axes (`place_labels`, in
-`nnperf.report.plots.point_labels`). A roof the ceilings JSON leaves null with a reason (a
-CPU's derived bf16 peak without bf16 arithmetic) is not drawn; the legend says why.
-
-`write_figure` at the bottom is the edge the workflow calls (rules `plot_roofline` and
-`plot_roofline_steps`): it reads the tables, selects the figure's rows by their key columns
-and saves the PNG. Not here: computing points or ceilings (`nnperf.roofline.points`).
+Roof styles by origin (ncu profile dash-dot, measured solid, datasheet dashed, a CPU's
+derived peak dotted and labelled "derived"). A step point above one of its roofs gets a red
+ring and "above roof" in its label: a point cannot beat its roof, so that roof is
+under-measured. Labels never overlap (`point_labels`). A roof the ceilings JSON leaves null
+with a reason is not drawn; the legend says why. `write_figure` is the workflow's edge.
 """
 
 from __future__ import annotations
@@ -24,34 +14,29 @@ import os
 import textwrap
 from typing import Mapping, Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from nnperf.core import files  # noqa: E402
-from nnperf.core.contract import FigureRequest  # noqa: E402
-from nnperf.core.errors import NnperfError  # noqa: E402
-from nnperf.report.results import read_table  # noqa: E402
-from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions  # noqa: E402
-from nnperf.core.wording import missing  # noqa: E402
-from nnperf.ncu import metrics  # noqa: E402
-from nnperf.ncu.kernels import KIND_LABELS  # noqa: E402
-from nnperf.report.bounds import LEVEL_LABELS  # noqa: E402
-from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy  # noqa: E402
-from nnperf.report.plots.style import save_png  # noqa: E402
-from nnperf.report.plots.point_labels import (  # noqa: E402
+from nnperf.core import files
+from nnperf.core.contract import FigureRequest
+from nnperf.core.errors import NnperfError
+from nnperf.report.results import read_table
+from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions
+from nnperf.core.wording import missing
+from nnperf.ncu import metrics
+from nnperf.ncu.kernels import KIND_LABELS
+from nnperf.report.bounds import LEVEL_LABELS
+from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
+from nnperf.report.plots.style import save_png
+from nnperf.report.plots.point_labels import (
     PointLabel,
     place_labels,
 )
-from nnperf.roofline import peaks  # noqa: E402
-from nnperf.roofline import points as roofline_points  # noqa: E402
-from nnperf.roofline import tables as roofline_tables  # noqa: E402
+from nnperf.roofline import peaks
+from nnperf.roofline import points as roofline_points
+from nnperf.roofline import tables as roofline_tables
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
@@ -241,7 +226,8 @@ def plot_config_roofline(
     (`null_roof_notes`). Each step point is labelled with its memory level.
     """
     sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
     roofs = [*roofs_from_ncu(ncu_ceilings, precision), *json_roofs]
     visible = _positive(points)
     xlim, ylim = _limits(visible, roofs)
@@ -312,7 +298,8 @@ def plot_device_steps(
     numbered in a key where the points crowd). `roof_notes`: legend lines for roofs left out.
     """
     sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
     steps = points[
         (points["device"] == device)
         & (points["granularity"] == "step")
@@ -483,7 +470,4 @@ def write_figure(
         figure = config_figure(table, profile, document, request, checks)
     else:
         figure = device_figure(table, profile, document, request.device)
-    try:
-        save_png(figure, out, bbox_inches="tight")
-    finally:
-        plt.close(figure)
+    save_png(figure, out, bbox_inches="tight")

@@ -1,19 +1,11 @@
-"""Figures of the timed runs: throughput vs batch size, phase breakdown, speedups.
+"""Figures of the timed runs, one per (device, model): throughput vs batch size, phase
+breakdown, speedups.
 
-Each function draws one figure for one (device, model) from the tables of `nnperf.report.aggregate`
-and returns the Figure (built on `matplotlib.figure.Figure`, never pyplot, so no global
-backend state is touched); saving it is the caller's business.
-
-The headline everywhere is summary.csv's `throughput_img_s_mean` (the mean over worker
-processes). The throughput figure draws it with the 95% confidence interval the measurement
-engine recorded (`throughput_img_s_ci95_low/high`), so figure and table agree, and shows the
-per-process throughputs of runs.csv as faint points beside it, so the spread behind the
-interval is visible. Configurations without a number (status `oom`, or `over_budget` when one
-step is too slow for the time budget) are marked with a labelled note, never drawn as a value.
-The speedup figure draws comparisons.csv's ratios (`nnperf.report.comparisons`) with their own
-95% CI and marks the bars whose interval includes 1 as not separated.
-
-`draw()` is the file edge: the tables in, one PNG out, for the figure a `FigureRequest` names.
+Throughput is summary.csv's mean over worker processes with the engine's 95% CI, so figure
+and table agree, and runs.csv's per-process throughputs beside it, so the spread behind the
+interval is visible. A configuration without a number (`oom`, `over_budget`) is marked with
+a note, never drawn as a value. Speedups are comparisons.csv's ratios with their CI; a bar
+whose verdict is neither faster nor slower is marked not separated. `draw()` is the edge.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The Time to accuracy section: each training run's time to a target accuracy next to its
-throughput, and where the two disagree.
+throughput (the table), and the runs that train faster per image than the first at the
+target yet reach it later or never (the findings).
 
 A configuration that trains more images per second is not always the one that reaches a
 target accuracy first: a lower precision or a larger batch can converge in more epochs, or
-not at all. MLPerf Training and DAWNBench rank by time to accuracy for that reason. The
-sentences state what the training table (`nnperf.report.training_table`) says:
-
-* `time_to_accuracy_sentences()`: per run, the time to the target (or that it was not
-  reached), its best accuracy and its throughput;
-* `faster_but_later_sentences()`: each configuration that trains faster per image than the
-  one first at the target, yet reaches the target later or never.
+not at all. MLPerf Training and DAWNBench rank by time to accuracy for that reason.
 """
 
 from __future__ import annotations
@@ -20,8 +15,9 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
-from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
+from nnperf.report.configurations import key_columns
 from nnperf.report.format import (
+    cells,
     config_text,
     fmt,
     fmt_duration,
@@ -52,49 +48,6 @@ INTRO = (
     "Training and DAWNBench rank systems: a configuration that trains more images per "
     "second (timed runs) can still reach the target later, or not at all."
 )
-
-
-def run_text(row: Mapping) -> str:
-    """`resnet18_cifar bf16 at batch 256 (baseline), recipe default`."""
-    return f"{config_text(row)}, recipe {row['recipe']}"
-
-
-def time_to_accuracy_sentences(
-    table: pd.DataFrame, throughput_column: str = "throughput_img_s"
-) -> list[str]:
-    """One sentence per training run: time to target (or not reached), best accuracy,
-    throughput."""
-    sentences = []
-    for _, row in table.iterrows():
-        rate = fmt(row.get(throughput_column), "img/s")
-        epoch = int_cell(row["best_epoch"])
-        best = f"best {fmt_pct(row['best_test_top1'])} test top-1 (epoch {epoch})"
-        if row["status"] not in MEASURED_STATUSES:
-            sentences.append(
-                f"{run_text(row)}: {_status_text(row['status'])} after "
-                f"{_epochs(row['epochs_run'])}; {best}."
-            )
-            continue
-        target = row["target_accuracy"]
-        if missing(target):
-            sentences.append(
-                f"{run_text(row)}: {best} after {_epochs(row['epochs_run'])} "
-                f"({fmt_duration(row['train_time_s'])} of training) at {rate}; no target set."
-            )
-        elif _reached(row):
-            sentences.append(
-                f"{run_text(row)}: reaches {fmt_pct(target)} test top-1 in "
-                f"{fmt_duration(row['time_to_target_s'])} of training (epoch "
-                f"{int_cell(row['epochs_to_target'])}) at {rate}; {best}."
-            )
-        else:
-            budget = " (stopped by its time budget)" if row["status"] == "over_budget" else ""
-            sentences.append(
-                f"{run_text(row)}: does not reach {fmt_pct(target)} test top-1 in "
-                f"{_epochs(row['epochs_run'])}{budget} "
-                f"({fmt_duration(row['train_time_s'])} of training) at {rate}; {best}."
-            )
-    return sentences
 
 
 def faster_but_later_sentences(
@@ -172,8 +125,7 @@ def _faster_interval(row: Mapping, first: Mapping, throughput_column: str, runs)
 
 
 def _reached(row: Mapping) -> bool:
-    value = row.get("reached")
-    return (not missing(value)) and bool(value) and not missing(row.get("time_to_target_s"))
+    return truthy(row.get("reached")) and not missing(row.get("time_to_target_s"))
 
 
 def _epochs(value) -> str:
@@ -181,37 +133,36 @@ def _epochs(value) -> str:
     return f"{n} epoch" + ("" if n == 1 else "s")
 
 
-def _status_text(status: str) -> str:
-    return {"oom": "ran out of memory", "diverged": "diverged (NaN/inf loss)"}.get(
-        status, f"ended with status {status}"
-    )
+def _time_to_target(row: Mapping) -> str:
+    if _reached(row):
+        return fmt_duration(row["time_to_target_s"])
+    return "n/a" if missing(row.get("target_accuracy")) else "not reached"
+
+
+# One row per training run: its time to the target next to its throughput.
+TRAINING_COLUMNS = {
+    "Recipe": ("recipe", str),
+    "Status": ("status", lambda status: str(status).replace("_", " ")),
+    "Target": (("target_accuracy",), lambda t: "none" if missing(t) else fmt_pct(t)),
+    "Time to target": (None, _time_to_target),
+    "Epoch at target": (
+        None,
+        lambda row: int_cell(row.get("epochs_to_target"), "—") if _reached(row) else "—",
+    ),
+    "Best top-1": ("best_test_top1", fmt_pct),
+    "Best epoch": ("best_epoch", int_cell),
+    "Epochs": (
+        ("epochs_run", "max_epochs"),
+        lambda run, most: f"{int_cell(run, '0')} of {int_cell(most)}",
+    ),
+    "Training time": ("train_time_s", fmt_duration),
+    "Training (img/s)": ("throughput_img_s", fmt),
+    "Timed runs (img/s)": (TIMED_THROUGHPUT, fmt),
+}
 
 
 def training_display(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per training run: its time to the target next to its throughput."""
-    rows = []
-    for row in table.to_dict("records"):
-        reached = truthy(row.get("reached")) and not missing(row.get("time_to_target_s"))
-        target = row.get("target_accuracy")
-        rows.append(
-            {
-                **{KEY_LABELS.get(k, k): row.get(k) for k in GROUP_KEYS if k in row},
-                "Recipe": row.get("recipe"),
-                "Status": str(row.get("status")).replace("_", " "),
-                "Target": fmt_pct(target) if not missing(target) else "none",
-                "Time to target": (
-                    fmt_duration(row["time_to_target_s"])
-                    if reached
-                    else ("n/a" if missing(target) else "not reached")
-                ),
-                "Epoch at target": int_cell(row.get("epochs_to_target"), "—") if reached else "—",
-                "Best top-1": fmt_pct(row.get("best_test_top1")),
-                "Epochs": f"{int_cell(row.get('epochs_run'), '0')} of {int_cell(row.get('max_epochs'))}",
-                "Training (img/s)": fmt(row.get("throughput_img_s")),
-                "Timed runs (img/s)": fmt(row.get(TIMED_THROUGHPUT)),
-            }
-        )
-    return pd.DataFrame(rows)
+    return cells(table, TRAINING_COLUMNS, key_columns(table))
 
 
 def throughput_column(table: pd.DataFrame) -> str:
@@ -229,7 +180,7 @@ def build(page: Page) -> Section | None:
         "accuracy",
         "Time to accuracy",
         intro=INTRO,
-        findings=findings + time_to_accuracy_sentences(table),
+        findings=findings,
         tables=[Table("Training runs", page.drop(training_display(table)))],
         figures=page.figures_of("accuracy"),
         sources=page.sources("training"),

@@ -1,13 +1,9 @@
 """The Operators, layers and memory section: what each torch.profiler profile says.
 
-The sentences say what bounds the profiled step, where its time and memory go, and what its
-input pipeline costs. Each takes a profile's document (`nnperf.torchprof.profile`, with its
-`summary` and `memory`) and, where it needs them, its tables (`nnperf.torchprof.analysis`,
-`nnperf.torchprof.memory`), and returns a sentence with its numbers, or None when the profile
-has nothing to say on it. `profile_findings()` returns them all, in the order the report lists
-them; a profile that did not run (`oom`, `over_budget`, `unsupported`) gives its one note
-instead (`status_note()`). The tables show one row per profile, its top operators and layers,
-and its peak memory by category. What the numbers are is `nnperf.torchprof.analysis`'.
+Findings are the sentences the tables cannot say (what bounds the step and what to try, the
+memory headroom, the input pipeline's cost), or a profile's one status note when it did not
+run; the tables hold its step, top operators and layers and peak memory by category. What
+the numbers are is `nnperf.torchprof.analysis`'.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 # (every operator, its shapes and allocations): the host's side of its breakdown is then
 # overstated, and the report says so next to the verdict.
 PROFILER_SLOWDOWN_NOTE = 1.25
-DEFAULT_TOP = 3
 
 
 # What to try, by verdict (sentences end with it).
@@ -153,60 +148,6 @@ def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
     return text + "."
 
 
-def _top_text(row: Mapping, name_column: str, time_column: str) -> str:
-    share_column = {
-        "device_self_time_s": "device_self_share",
-        "host_self_time_s": "host_self_share",
-        "device_time_s": "device_share",
-        "host_time_s": "host_share",
-    }[time_column]
-    return f"{row[name_column]} ({fmt_pct(row[share_column])}, {_ms(row[time_column])})"
-
-
-def top_operators_sentence(
-    document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP, machine: str | None = None
-) -> str | None:
-    """The `n` operators that take the most device time (host time where the device was
-    not seen), with their share of the step."""
-    if document.get("status") != "ok" or table is None or table.empty:
-        return None
-    column = analysis.time_column(table)
-    chosen = analysis.top(table, n, column)
-    if chosen.empty:
-        return None
-    kind = "device" if column.startswith("device") else "host"
-    listed = ", ".join(_top_text(r, "operator", column) for r in chosen.to_dict("records"))
-    return (
-        f"The operators of {_where(document, machine)} that take the most {kind} time per "
-        f"step are {listed}."
-    )
-
-
-def top_layers_sentence(
-    document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP, machine: str | None = None
-) -> str | None:
-    """The `n` layers (module paths, forward and backward together) that take the most
-    device time (host time where the device was not seen)."""
-    if document.get("status") != "ok" or table is None or table.empty:
-        return None
-    column = analysis.time_column(table)
-    modules = table[~table["layer"].str.startswith("(")]
-    if modules.empty:
-        return None
-    chosen = analysis.top(modules, n, column)
-    kind = "device" if column.startswith("device") else "host"
-    phase = "forward_" + column
-    listed = ", ".join(
-        f"{row['layer']} ({fmt_pct(row[column.replace('time_s', 'share')])}: "
-        f"forward {_ms(row[phase])}, backward {_ms(row['backward_' + column])})"
-        for row in chosen.to_dict("records")
-    )
-    return (
-        f"By layer, {_where(document, machine)} spends the most {kind} time in {listed} "
-        "per step."
-    )
-
-
 def memory_sentence(document: Mapping, machine: str | None = None) -> str | None:
     """The peak and its split, the complexity stage's activation estimate beside the
     measured activations, and how much larger a batch would fit."""
@@ -273,24 +214,13 @@ def note_sentences(document: Mapping, machine: str | None = None) -> list[str]:
     return [f"Operator profile of {where}: {note}." for note in document.get("notes") or []]
 
 
-def profile_findings(
-    document: Mapping,
-    tables: Mapping[str, pd.DataFrame] | None = None,
-    n: int | None = None,
-    machine: str | None = None,
-) -> list[str]:
-    """Every sentence of one profile, in the report's order (or its one status note).
-    `n` is how many operators and layers to name (default: the profile's `top_operators`
-    setting, at most `DEFAULT_TOP` in a sentence)."""
+def profile_findings(document: Mapping, machine: str | None = None) -> list[str]:
+    """Every sentence of one profile, in the report's order (or its one status note)."""
     note = status_note(document, machine)
     if note is not None:
         return [note]
-    tables = tables or {}
-    count = n or min(DEFAULT_TOP, (document.get("settings") or {}).get("top_operators", 3))
     sentences = [
         bound_sentence(document, machine),
-        top_operators_sentence(document, tables.get("operators"), count, machine),
-        top_layers_sentence(document, tables.get("layers"), count, machine),
         memory_sentence(document, machine),
         input_pipeline_sentence(document, machine),
     ]
@@ -400,12 +330,16 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
                     "share": row.get(share),
                     "calls": row.get("calls_per_step"),
                     "shapes": shorten(str(row.get("input_shapes") or ""), 60),
+                    "forward": row.get("forward_" + column),
+                    "backward": row.get("backward_" + column),
                 }
             )
     frame = pd.DataFrame(rows)
     spec = {**TOP_COLUMNS}
     if table == "operators":
         spec.update({"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)})
+    else:
+        spec.update({"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)})
     first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
     return cells(frame, spec, frame[first] if not frame.empty else None)
 
@@ -418,9 +352,7 @@ def build(page: Page) -> Section | None:
     findings = [
         sentence
         for profile in profiles
-        for sentence in profile_findings(
-            profile.document, profile.tables, machine=profile.document.get("machine")
-        )
+        for sentence in profile_findings(profile.document, profile.document.get("machine"))
     ]
     return section(
         "operators",

@@ -12,7 +12,6 @@ from nnperf.core.wording import missing
 from nnperf.report.bounds import (
     LEVEL_LABELS,
     ROOF_TOLERANCE,
-    preferred_verdict,
     roofline_verdicts,
     study_readings,
 )
@@ -142,41 +141,6 @@ def above_roof_sentence(row: Mapping, ceilings=()) -> str:
         f"the {fmt_si(row['above_value'], 'FLOP/s')} {what}: the roof is under-measured "
         f"({_why_under(row, memory, ceiling)})."
     )
-
-
-def verdict_sentence(verdict: Mapping) -> str:
-    level = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
-    what = (
-        f"{config_text(verdict)} on {verdict['machine']} ({verdict['source']} step point, "
-        f"{verdict['roof']} roofs): "
-    )
-    if verdict["fraction_of_roof"] > ROOF_TOLERANCE:
-        return what + (
-            f"it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
-            f"{fmt_times(verdict['fraction_of_roof'])} the roof above it "
-            f"({fmt_si(verdict['attainable_flop_s'], 'FLOP/s')}): a point cannot "
-            "beat its roof, so this roof is too low (or the FLOPs overcounted) and "
-            "no bound is read from it."
-        )
-    if verdict["bound"] == "compute":
-        what += (
-            f"compute-bound — arithmetic intensity "
-            f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is right of the "
-            f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})"
-        )
-    else:
-        what += (
-            f"memory-bound at {level} — arithmetic intensity "
-            f"{fmt(verdict['arithmetic_intensity_flop_per_byte'], 'FLOP/B')} is left of the "
-            f"ridge point ({fmt(verdict['ridge_flop_per_byte'], 'FLOP/B')})"
-        )
-    what += (
-        f"; it reaches {fmt_si(verdict['performance_flop_s'], 'FLOP/s')}, "
-        f"{fmt_pct(verdict['fraction_of_roof'])} of the roof above it and "
-        f"{fmt_pct(verdict['fraction_of_peak'])} of the {verdict['precision']} compute peak "
-        f"({fmt_si(verdict['peak_flop_s'], 'FLOP/s')})"
-    )
-    return what + "."
 
 
 def _same_except(frame: pd.DataFrame, row: Mapping, free: str) -> pd.DataFrame:
@@ -318,6 +282,7 @@ READING_COLUMNS = {
     "Attainable": ("attainable_flop_s", si("FLOP/s")),
     "Of roof": ("fraction_of_roof", fmt_pct),
     "Of peak": ("fraction_of_peak", fmt_pct),
+    "Peak": ("peak_flop_s", si("FLOP/s")),
     "Above roof": (
         ("above_roof", "above_value", "peak_flop_s", "above_fraction"),
         above_roof_text,
@@ -365,15 +330,10 @@ def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[str]:
-    """The verdict each configuration's step gets, every point above one of its roofs (no
-    such point goes unremarked), then what each profile's busy share says."""
-    findings = [
-        verdict_sentence(verdict)
-        for config in verdicts.drop_duplicates(list(GROUP_KEYS)).to_dict("records")
-        if (verdict := preferred_verdict(verdicts, config)) is not None
-    ]
+    """Every point above one of its roofs (no such point goes unremarked), then what each
+    profile's busy share says; each configuration's bound is the reading table's."""
     flagged = above_roof(verdicts, ceilings)
-    findings += [
+    findings = [
         above_roof_sentence(row, ceilings)
         for row in flagged[flagged["above_roof"]].to_dict("records")
     ]

@@ -280,3 +280,10 @@ def test_a_shared_slowdown_leads_the_windows_causes():
     # A configuration that met its target has nothing to explain.
     met = dict.fromkeys(noise.NOISE_COLUMNS)
     assert noise.with_shared_slowdown(met, found) == met
+
+
+def test_a_summary_written_before_the_causes_had_numbers_names_the_cause():
+    from nnperf.report.wording.noise import noise_text
+
+    row = {"noise_cause": "process_level", "ci_target": 0.05, "n_processes": 2}
+    assert noise_text(row).startswith("The process level.")

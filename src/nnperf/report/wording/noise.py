@@ -100,6 +100,20 @@ def cause_sentence(code: str, n: Mapping) -> str:
     return "No windows were recorded to read the noise from."
 
 
+# The numbers a cause's sentence may go without (worded when present): the windows slowed
+# beside load or steal, and the clock's two forms (a range with r², or throttled windows).
+OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
+
+
+def _cause_or_label(code: str, n: Mapping) -> str:
+    """The cause's sentence, or its name alone where the row lacks a number the sentence
+    quotes (a summary.csv written before the cause carried its numbers)."""
+    optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
+    if any(v is None for name, v in n.items() if name not in optional):
+        return f"{CAUSE_LABELS.get(code, code).capitalize()}."
+    return cause_sentence(code, n)
+
+
 def target_sentence(row: Mapping) -> str | None:
     """What the CI target would take at the measured process spread."""
     target, needed = row.get("ci_target"), row.get("processes_needed")
@@ -132,6 +146,6 @@ def noise_text(row: Mapping) -> str:
     if missing(row.get("noise_cause")):
         return ""
     codes = str(row.get("noise_causes") or row["noise_cause"]).split(";")
-    sentences = [cause_sentence(code, numbers_of(row, code)) for code in codes if code]
+    sentences = [_cause_or_label(code, numbers_of(row, code)) for code in codes if code]
     sentences.append(target_sentence(row) or "")
     return " ".join(s for s in sentences if s)

@@ -16,8 +16,15 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.vocab import STOP_NUMBERS
-from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence
+from nnperf.core.vocab import STOP_NUMBERS, UNSTABLE_NUMBERS
+from nnperf.core.wording import (
+    count_of,
+    missing,
+    stop_numbers_of,
+    stop_sentence,
+    unstable_numbers_of,
+    unstable_sentences,
+)
 from nnperf.report.findings import Finding
 from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.format import (
@@ -68,6 +75,7 @@ MEASUREMENT_COLUMNS = (
     "duty_cycle",
     "unstable",
     "unstable_reasons",
+    *(f"unstable_{name}" for name in UNSTABLE_NUMBERS),
     "flagged_windows",
     "windows_recorded",
 )
@@ -161,9 +169,9 @@ def measurement_table(
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
     text = ("status", "stop_reason", "dominant_level", "unstable_reasons")
     stops = tuple(f"stop_{name}" for name in STOP_NUMBERS)
-    for name in (*text, *stops, "outlier_windows", *NOISE_COLUMNS):
-        if name not in frame:
-            frame[name] = None
+    stops += tuple(f"unstable_{name}" for name in UNSTABLE_NUMBERS)
+    absent = [n for n in (*text, *stops, "outlier_windows", *NOISE_COLUMNS) if n not in frame]
+    frame = frame.reindex(columns=[*frame.columns, *absent])
     rows = frame.to_dict("records")
     frame["target_met"] = pd.array([target_met(r) for r in rows], dtype="boolean")
     frame["between_process_rsd"] = [
@@ -504,8 +512,8 @@ def compile_cell(row) -> str:
 def unstable_cell(row) -> str:
     if not row["unstable"]:
         return ""
-    reasons = row["unstable_reasons"]
-    return f"yes: {reasons}" if isinstance(reasons, str) and reasons.strip() else "yes"
+    reasons = "; ".join(unstable_sentences(row["unstable_reasons"], unstable_numbers_of(row)))
+    return f"yes: {reasons}" if reasons else "yes"
 
 
 def _yes_no(value) -> str:

@@ -244,3 +244,32 @@ def unstable_sentence(code: str, numbers: Mapping) -> str:
 def unstable_sentences(reasons, numbers: Mapping) -> list[str]:
     """`unstable_sentence` of each code of `unstable_reasons` (list or "|"-joined)."""
     return [unstable_sentence(code, numbers) for code in unstable_codes(reasons)]
+
+
+def unstable_text(record: Mapping) -> str:
+    """The reasons of a run document or summary.csv row, worded and "; "-joined ("" for none)."""
+    return "; ".join(
+        unstable_sentences(record.get("unstable_reasons"), unstable_numbers_of(record))
+    )
+
+
+def unstable_columns(document: Mapping) -> dict:
+    """summary.csv's `unstable_reasons` ("|"-joined codes) and `unstable_<name>` numbers of a
+    run document."""
+    numbers = unstable_numbers_of(document)
+    return {
+        "unstable_reasons": "|".join(unstable_codes(document.get("unstable_reasons"))),
+        **{f"unstable_{name}": numbers.get(name) for name in vocab.UNSTABLE_NUMBERS},
+    }
+
+
+def training_budget_sentence(numbers: Mapping) -> str:
+    """Why a training run stopped at its budget, from its `stop_numbers`."""
+    n = {name: value for name, value in numbers.items() if not missing(value)}
+    if not all(k in n for k in ("train_time_s", "next_epoch", "projected_epoch_s", "budget_s")):
+        return "the next epoch would not fit the recipe's max_seconds"
+    return (
+        f"stopped after {n['train_time_s']:.3g} s of training: epoch {int(n['next_epoch'])} "
+        f"would take ~{n['projected_epoch_s']:.3g} s more, past the recipe's max_seconds = "
+        f"{n['budget_s']:g}"
+    )

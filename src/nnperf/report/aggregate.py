@@ -36,7 +36,7 @@ from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
-from nnperf.core.wording import missing, stop_numbers_of, unstable_codes, unstable_numbers_of
+from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
@@ -44,7 +44,6 @@ from nnperf.core.vocab import (
     RUN_KIND,
     RUN_STATUSES,
     STOP_NUMBERS,
-    UNSTABLE_NUMBERS,
     WINDOW_CSV_COLUMNS,
 )
 from nnperf.report import comparisons, input_verdict, noise
@@ -299,9 +298,7 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     # pipeline limits the configuration (nnperf.report.input_verdict has the rule).
     row.update(input_verdict.summary_columns(document))
     row["unstable"] = bool(document.get("unstable"))
-    row["unstable_reasons"] = "|".join(unstable_codes(document.get("unstable_reasons")))
-    unstable_numbers = unstable_numbers_of(document)
-    row.update({f"unstable_{name}": unstable_numbers.get(name) for name in UNSTABLE_NUMBERS})
+    row.update(unstable_columns(document))
     # Why a configuration that missed its CI target was noisy (nnperf.report.noise).
     row.update(noise.noise_columns(document))
     # The SM clock the timed windows ran at (NVML, sampled per window): a profile taken at

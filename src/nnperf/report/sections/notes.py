@@ -12,14 +12,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.wording import (
-    count_of,
-    missing,
-    stop_numbers_of,
-    stop_sentence,
-    unstable_numbers_of,
-    unstable_sentences,
-)
+from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence, unstable_text
 from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readings
 from nnperf.report.configurations import GROUP_KEYS, ok_configs, sort_configs
 from nnperf.report.format import (
@@ -95,8 +88,7 @@ def unstable_notes(summary: pd.DataFrame | None) -> list[str]:
     flagged = sort_configs(summary[summary["unstable"].map(truthy)])
     notes = []
     for row in flagged.to_dict("records"):
-        words = unstable_sentences(row.get("unstable_reasons"), unstable_numbers_of(row))
-        reasons = "; ".join(words) or "no reason recorded"
+        reasons = unstable_text(row) or "no reason recorded"
         notes.append(
             f"Unstable: {config_text(row)} on {row['machine']} — {reasons}; its throughput is "
             "marked unstable wherever it is quoted, and comparisons with it need care."

@@ -41,6 +41,7 @@ CONTRACT_KEYS = (
     "duty_cycle",
     "unstable",
     "unstable_reasons",
+    "unstable_numbers",
     "processes",
     "windows",
     "step_time_s",

@@ -46,9 +46,7 @@ def test_clean_window_is_not_flagged():
 
 def test_oversubscribed_host_is_flagged():
     reasons = stability.window_flag_reasons(row(other_cores=1.0), None)
-    assert reasons == [
-        "host overloaded: other processes used 1.0 of 2 cores beside this run's 2 threads"
-    ]
+    assert reasons == ["host_overloaded"]
     # A GPU run keeps two threads busy on a 16-core host: 10 other cores are no problem ...
     assert stability.window_flag_reasons(row(own_threads=2, cores=16, other_cores=10), None) == []
     # ... 15 are.
@@ -56,12 +54,12 @@ def test_oversubscribed_host_is_flagged():
 
 
 def test_steal_throttling_and_clock_drops_are_flagged():
-    assert stability.window_flag_reasons(row(steal_share=0.2), None) == ["CPU steal 20%"]
+    assert stability.window_flag_reasons(row(steal_share=0.2), None) == ["cpu_steal"]
     throttled = stability.window_flag_reasons(row(throttle_reasons="hw_slowdown|sw_thermal"), None)
-    assert throttled == ["GPU throttled (hw_slowdown, sw_thermal)"]
+    assert throttled == ["gpu_throttled"]
     assert stability.window_flag_reasons(row(throttle_reasons=""), None) == []
     dropped = stability.window_flag_reasons(row(sm_clock_mhz=1500), median_sm_clock=1980)
-    assert dropped == ["SM clock 1500 MHz, 24% under the configuration's median 1980 MHz"]
+    assert dropped == ["sm_clock_drop"]
     assert stability.window_flag_reasons(row(sm_clock_mhz=1800), median_sm_clock=1980) == []
 
 
@@ -82,13 +80,26 @@ def test_configuration_instability_summarises_each_kind_once_with_its_worst_case
         ]
     )
     assert [r["flagged"] for r in rows] == [True, True, True, False]
-    unstable, reasons = stability.instability(rows)
-    assert unstable
-    assert reasons == [
-        "2 of 4 windows: host overloaded: other processes used 1.4 of 2 cores beside this run's 2 threads",
-        "1 of 4 windows: SM clock 1600 MHz, 19% under the configuration's median 1980 MHz",
+    assert [r["flag_reasons"] for r in rows] == [
+        "host_overloaded",
+        "host_overloaded",
+        "sm_clock_drop",
+        "",
     ]
-    assert stability.instability(stability.flag_windows([row(), row()])) == (False, [])
+    unstable, reasons, numbers = stability.instability(rows)
+    assert unstable
+    assert reasons == ["host_overloaded", "sm_clock_drop"]
+    assert numbers == {
+        "windows": 4,
+        "host_overloaded_windows": 2,
+        "sm_clock_drop_windows": 1,
+        "other_cores": 1.4,
+        "own_threads": 2,
+        "cores": 2,
+        "sm_clock_min_mhz": 1600,
+        "sm_clock_median_mhz": 1980,
+    }
+    assert stability.instability(stability.flag_windows([row(), row()])) == (False, [], {})
 
 
 def test_no_nvml_means_null_gpu_fields():

@@ -18,7 +18,13 @@ import pytest
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
-from nnperf.core.vocab import CONFIG_KEYS, PHASES, STOP_NUMBERS, WINDOW_CSV_COLUMNS
+from nnperf.core.vocab import (
+    CONFIG_KEYS,
+    PHASES,
+    STOP_NUMBERS,
+    UNSTABLE_NUMBERS,
+    WINDOW_CSV_COLUMNS,
+)
 from nnperf.report import aggregate
 from nnperf.report.noise import NOISE_COLUMNS
 
@@ -221,6 +227,11 @@ def run_document(
         "duty_cycle": 0.5 if measured else 0.0,
         "unstable": bool(unstable_reasons),
         "unstable_reasons": list(unstable_reasons),
+        "unstable_numbers": (
+            {"windows": 3, "host_overloaded_windows": 1, "other_cores": 1.3, "cores": 2}
+            if unstable_reasons
+            else {}
+        ),
         "loss_start": 2.3 if measured else None,
         "loss_end": 1.9 if measured else None,
         "peak_memory_device_bytes": _largest(p["peak_memory_device_bytes"] for p in processes),
@@ -266,8 +277,8 @@ def study(start: float = T0) -> list[dict]:
             precision="fp32",
             batch_size=16,
             windows=((180.0, 200.0, 190.0),),  # one process: within-process CI only
-            unstable_reasons=("1 of 3 windows: other processes used 1.3 of 2 cores", "clock low"),
-            flagged={(0, 1): "other processes used 1.3 of 2 cores"},
+            unstable_reasons=("host_overloaded", "sm_clock_drop"),
+            flagged={(0, 1): "host_overloaded"},
         ),
         dict(precision="bf16", batch_size=16, status="over_budget"),
         dict(precision="fp32", batch_size=64, status="oom"),
@@ -402,7 +413,7 @@ def test_windows_table_has_every_window(documents):
     flagged = windows[windows["flagged"]]
     assert len(flagged) == 1
     assert (flagged.iloc[0]["batch_size"], flagged.iloc[0]["window"]) == (16, 1)
-    assert flagged.iloc[0]["flag_reasons"] == "other processes used 1.3 of 2 cores"
+    assert flagged.iloc[0]["flag_reasons"] == "host_overloaded"
     assert flagged.iloc[0]["other_cores"] == 1.3
     # No window of the oom or over-budget configurations.
     assert not (
@@ -469,6 +480,7 @@ SUMMARY_COLUMNS = [
     "input_bound",
     "unstable",
     "unstable_reasons",
+    *(f"unstable_{name}" for name in UNSTABLE_NUMBERS),
     *NOISE_COLUMNS,
     "sm_clock_hz_median",
     "peak_memory_device_bytes_max",
@@ -517,8 +529,10 @@ def test_summary_has_one_row_per_configuration_with_the_documents_estimate(summa
 def test_unstable_flags_and_reasons_pass_through(summary):
     flagged = _row(summary, precision="fp32", batch_size=16)
     assert bool(flagged["unstable"]) is True
-    assert flagged["unstable_reasons"] == (
-        "1 of 3 windows: other processes used 1.3 of 2 cores; clock low"
+    assert flagged["unstable_reasons"] == "host_overloaded|sm_clock_drop"
+    assert (flagged["unstable_host_overloaded_windows"], flagged["unstable_other_cores"]) == (
+        1,
+        1.3,
     )
     clean = _row(summary, precision="fp32", batch_size=8, variant="baseline")
     assert bool(clean["unstable"]) is False and clean["unstable_reasons"] == ""

@@ -30,7 +30,7 @@ from report_tables import (
     GPU_START_UNIX,
     LAPTOP,
     LAPTOP_START_UNIX,
-    UNSTABLE_REASON,
+    UNSTABLE_WORDS,
     ceilings_document,
     compare_with,
     gpu_folder,
@@ -165,7 +165,7 @@ def test_summary_states_the_findings_with_their_numbers(two_machines):
         "raise timing.max_seconds to measure it."
     ) in notes
     assert (
-        f"- Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_REASON};" in notes
+        f"- Unstable: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — {UNSTABLE_WORDS};" in notes
     )
     roofline = md.split("## Roofline", 1)[1].split("\n## ", 1)[0]
     # The reading table's row: memory-bound at L1, 67% of the roof above it.
@@ -430,7 +430,7 @@ def test_measurement_section_states_cost_and_quality(two_machines):
         "Timed (s)": "24.0",
         "Duty cycle": "60%",
         "Flagged windows": "2/12",
-        "Unstable": f"yes: {UNSTABLE_REASON}",
+        "Unstable": f"yes: {UNSTABLE_WORDS}",
     }
     gpu_bf16 = dict(zip(header, cells(table_row(per_config, H100, "bf16"))))
     # (1815 - 1785) / 2 / 1800 = 0.83% within the GPU default of 1%.

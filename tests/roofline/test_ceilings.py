@@ -395,16 +395,18 @@ def test_ceilings_document_names_the_skipped_sizes(monkeypatch):
         assert [row["m"] for row in gemm["sizes"]] == [64]
         assert doc["measured"]["gemm_flop_s"][precision] == gemm["sizes"][0]["best_flop_s"]
         assert [row["size"] for row in doc["skipped_gemm_sizes"][precision]] == [2048]
-        assert f"{precision} GEMM roof leaves out size(s) 2048: a 2048^3 call" in doc["note"]
+        assert f"{precision} GEMM roof leaves out size(s) 2048: a 2048^3 call" in ceilings.notes_of(
+            doc
+        )
     assert doc["settings"]["gemm_budget_s"] == 0.2
     # No time at all: no roof, and the precision is listed as not measured, with why.
     monkeypatch.setitem(compute_roofs.GEMM_BUDGET_S, "cpu", 0.0)
     doc = measure(monkeypatch, gemm_sizes=[64], sweep_max_bytes=16 * KIB)
     assert doc["measured"]["gemm_flop_s"] == {} and doc["measured"]["gemm"] == {}
     assert doc["skipped_precisions"]["fp32"].startswith("no GEMM size fits the time budget: ")
-    assert "fp32 not measured: no GEMM size fits the time budget" in doc["note"]
+    assert "fp32 not measured: no GEMM size fits the time budget" in ceilings.notes_of(doc)
     assert ceilings.summary(doc).startswith(
-        f"{doc['device_name']} (cpu): no GEMM roof (see the note); memory"
+        f"{doc['device_name']} (cpu): no GEMM roof (see below); memory"
     )
 
 
@@ -416,9 +418,11 @@ def test_document_has_the_contract_keys(cpu_doc):
         "measured",
         "datasheet",
         "ratio_measured_to_datasheet",
-        "note",
     ):
         assert key in cpu_doc
+    # Codes, not the conventions' descriptions (nnperf.roofline.memory_roofs has them).
+    assert cpu_doc["measured"]["bandwidth"]["convention"] == "stream"
+    assert cpu_doc["measured"]["sweep_kernel"] == "expand_sum_readonly"
     assert cpu_doc["device"] == "cpu" and cpu_doc["threads"] >= 1
     measured = cpu_doc["measured"]
     assert set(measured["gemm_flop_s"]) == {"fp32", "bf16"}
@@ -441,9 +445,9 @@ def test_document_has_the_contract_keys(cpu_doc):
     flags = set(parse_cpuinfo(Path("/proc/cpuinfo").read_text())["flags"])
     if sheet["clock_hz"] and not flags & {"amx_bf16", "avx512_bf16", "avx_ne_convert", "bf16"}:
         assert sheet["flop_s"]["bf16"] is None and sheet["flop_s"]["fp32"] > 0
-        assert "Derived bf16 peak is null: no native bf16 arithmetic" in cpu_doc["note"]
+        assert "Derived bf16 peak is null: no native bf16 arithmetic" in ceilings.notes_of(cpu_doc)
     elif sheet["clock_hz"]:
-        assert sheet["flop_s"]["bf16"] > 0 and "bf16 peak is null" not in cpu_doc["note"]
+        assert sheet["flop_s"]["bf16"] > 0 and "bf16 peak is null" not in ceilings.notes_of(cpu_doc)
     assert set(cpu_doc["ratio_measured_to_datasheet"]) == {
         "gemm_flop_s",
         "memory_bandwidth_bytes_s",
@@ -507,7 +511,7 @@ def test_measured_fp32_gemm_is_near_or_below_the_derived_cpu_peak(monkeypatch):
     # (then the note says why, rather than the number passing unremarked).
     assert 0 < ratio < 1.6
     if ratio > 1:
-        assert "x the derived peak: the clock used" in doc["note"]
+        assert "x the derived peak: the clock used" in ceilings.notes_of(doc)
 
 
 def test_threads_setting_is_applied_and_recorded(monkeypatch):

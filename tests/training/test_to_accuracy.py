@@ -33,6 +33,7 @@ from nnperf.core.contract import (
     VariantSettings,
 )
 from nnperf.core.errors import NnperfError
+from nnperf.core.wording import training_budget_sentence
 from nnperf.training import checkpoints
 from nnperf.training import to_accuracy as convergence
 from nnperf.workload import datasets as data_mod
@@ -336,7 +337,7 @@ def test_a_time_budget_stops_the_run_as_over_budget(small):
     result = convergence.train_to_accuracy(request(epochs=3, max_seconds=1e-6), toy_cnn, small)
     summary = result.summary
     assert summary["status"] == "over_budget" and summary["stop_reason"] == "budget"
-    assert summary["epochs_run"] == 1 and "the recipe's max_seconds" in summary["error"]
+    assert summary["epochs_run"] == 1 and summary["stop_numbers"]["next_epoch"] == 2
 
 
 def test_a_loss_that_becomes_nan_is_diverged(small):
@@ -564,7 +565,14 @@ def test_an_epoch_that_cannot_fit_the_budget_is_not_started(small):
     summary = result.summary
     assert summary["status"] == "over_budget" and summary["epochs_run"] == 0
     assert [row["epoch"] for row in result.epochs] == [0]
-    assert summary["error"] == (
+    assert summary["error"] is None and summary["stop_reason"] == "budget"
+    assert summary["stop_numbers"] == {
+        "train_time_s": 0.0,
+        "next_epoch": 1,
+        "projected_epoch_s": pytest.approx(78.0),
+        "budget_s": 10.0,
+    }
+    assert training_budget_sentence(summary["stop_numbers"]) == (
         "stopped after 0 s of training: epoch 1 would take ~78 s more, past "
         "the recipe's max_seconds = 10"
     )

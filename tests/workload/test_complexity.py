@@ -397,6 +397,8 @@ def test_write_complexity_from_plain_request_writes_the_json_and_the_layer_csv(t
     assert document["optimizer"] == "adam" and document["training"]["optimizer"] == "adam"
     assert document["optimizer_state_bytes"] == 2 * document["gradient_bytes"]
     assert set(document["traffic"]) == set(vocab.PRECISIONS)
+    assert document["flop_counter"] == "flop_counter_mode"
+    assert document["grouped_conv_backward_corrected"] is True
     assert all(
         set(v) == {"fixed_bytes", "per_image_bytes"} and all(isinstance(b, int) for b in v.values())
         for v in document["traffic"].values()

@@ -141,6 +141,45 @@ STOP_NUMBERS = (
     "bound_s",
 )
 
+# Why a configuration's measurement is flagged unstable (run JSON `unstable_reasons`, "|"-joined
+# in summary.csv; a window's `flag_reasons` holds the first four): windows whose host was
+# overloaded, whose CPU time was stolen, whose GPU throttled or whose SM clock dropped; a
+# further process stopped at the budget, the host loaded while an over-budget step was timed,
+# a further process out of memory. Worded by `nnperf.core.wording.unstable_sentence`.
+UNSTABLE_REASONS = (
+    "host_overloaded",
+    "cpu_steal",
+    "gpu_throttled",
+    "sm_clock_drop",
+    "process_stopped_at_budget",
+    "host_loaded_while_timed",
+    "process_oom",
+)
+# The numbers they are stated with (run JSON `unstable_numbers`, summary.csv
+# `unstable_<name>`): the windows each window reason hit of all windows; the worst other
+# processes' cores beside the run's threads of the host's cores; the worst steal share; the
+# throttle reasons seen (NVML codes, "|"-joined); the lowest SM clock and the median; the
+# processes stopped at the budget and the longest they waited; the other processes' cores
+# while an over-budget step was timed; the processes out of memory.
+UNSTABLE_NUMBERS = (
+    "windows",
+    "host_overloaded_windows",
+    "cpu_steal_windows",
+    "gpu_throttled_windows",
+    "sm_clock_drop_windows",
+    "other_cores",
+    "own_threads",
+    "cores",
+    "steal_share",
+    "throttle_reasons",
+    "sm_clock_min_mhz",
+    "sm_clock_median_mhz",
+    "stopped_processes",
+    "stopped_after_s",
+    "host_load_other_cores",
+    "oom_processes",
+)
+
 # The keys of one configuration, in the order results paths and tables use them.
 CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 

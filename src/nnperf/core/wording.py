@@ -141,3 +141,135 @@ def _one_time_over(phase: str, n: Mapping) -> str:
         f"{bound}; no steady step was measured (a one-time cost says nothing about the step "
         "time)"
     )
+
+
+# --- unstable measurements ------------------------------------------------------------------
+
+
+def unstable_numbers_of(record: Mapping) -> dict:
+    """The known unstable numbers of a run document (`unstable_numbers`) or a summary.csv row
+    (`unstable_<name>` columns)."""
+    numbers = record.get("unstable_numbers")
+    if not isinstance(numbers, Mapping):
+        numbers = {name: record.get(f"unstable_{name}") for name in vocab.UNSTABLE_NUMBERS}
+    return {name: value for name, value in numbers.items() if not missing(value)}
+
+
+def unstable_codes(value) -> list[str]:
+    """`unstable_reasons` as a list of codes, from a run document's list or summary.csv's
+    "|"-joined cell."""
+    if isinstance(value, str):
+        return [code for code in value.split("|") if code]
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [code for code in value if isinstance(code, str) and code]
+
+
+def _windows_hit(code: str, n: Mapping) -> str:
+    hit, of = n.get(f"{code}_windows"), n.get("windows")
+    return f"{int(hit)} of {count_of(of, 'window')}: " if hit is not None else ""
+
+
+def _host_overloaded(n: Mapping) -> str:
+    text = "host overloaded"
+    if "other_cores" in n and "cores" in n:
+        text += f": other processes used {n['other_cores']:.1f} of {n['cores']:.0f} cores"
+    if "own_threads" in n:
+        text += f" beside this run's {n['own_threads']:.0f} threads"
+    return _windows_hit("host_overloaded", n) + text
+
+
+def _cpu_steal(n: Mapping) -> str:
+    steal = f" {n['steal_share']:.0%}" if "steal_share" in n else ""
+    return _windows_hit("cpu_steal", n) + f"CPU steal{steal}"
+
+
+def _gpu_throttled(n: Mapping) -> str:
+    why = n.get("throttle_reasons")
+    why = f" ({str(why).replace('|', ', ')})" if why else ""
+    return _windows_hit("gpu_throttled", n) + f"GPU throttled{why}"
+
+
+def _sm_clock_drop(n: Mapping) -> str:
+    text = "SM clock dropped"
+    if "sm_clock_min_mhz" in n and n.get("sm_clock_median_mhz"):
+        low, median = n["sm_clock_min_mhz"], n["sm_clock_median_mhz"]
+        text = (
+            f"SM clock {low:.0f} MHz, {1 - low / median:.0%} under the configuration's median "
+            f"{median:.0f} MHz"
+        )
+    return _windows_hit("sm_clock_drop", n) + text
+
+
+def _process_stopped_at_budget(n: Mapping) -> str:
+    after = f" after up to {n['stopped_after_s']:.1f} s" if "stopped_after_s" in n else ""
+    return f"{count_of(n.get('stopped_processes'), 'process')} stopped at the budget{after}"
+
+
+def _host_loaded_while_timed(n: Mapping) -> str:
+    load = (
+        f": other processes used {n['host_load_other_cores']:.1f} of {n['cores']:.0f} cores"
+        if "host_load_other_cores" in n and "cores" in n
+        else ""
+    )
+    return (
+        f"host loaded while the step was timed{load} (the step may be slower than on a quiet "
+        "machine)"
+    )
+
+
+def _process_oom(n: Mapping) -> str:
+    return f"{count_of(n.get('oom_processes'), 'further process')} ran out of memory"
+
+
+UNSTABLE_WORDING = {
+    "host_overloaded": _host_overloaded,
+    "cpu_steal": _cpu_steal,
+    "gpu_throttled": _gpu_throttled,
+    "sm_clock_drop": _sm_clock_drop,
+    "process_stopped_at_budget": _process_stopped_at_budget,
+    "host_loaded_while_timed": _host_loaded_while_timed,
+    "process_oom": _process_oom,
+}
+
+
+def unstable_sentence(code: str, numbers: Mapping) -> str:
+    """Why a measurement is unstable, for one `vocab.UNSTABLE_REASONS` code and the run's
+    `unstable_numbers`; an unknown code is shown as it is."""
+    n = {name: value for name, value in numbers.items() if not missing(value)}
+    word = UNSTABLE_WORDING.get(code)
+    return word(n) if word else code
+
+
+def unstable_sentences(reasons, numbers: Mapping) -> list[str]:
+    """`unstable_sentence` of each code of `unstable_reasons` (list or "|"-joined)."""
+    return [unstable_sentence(code, numbers) for code in unstable_codes(reasons)]
+
+
+def unstable_text(record: Mapping) -> str:
+    """The reasons of a run document or summary.csv row, worded and "; "-joined ("" for none)."""
+    return "; ".join(
+        unstable_sentences(record.get("unstable_reasons"), unstable_numbers_of(record))
+    )
+
+
+def unstable_columns(document: Mapping) -> dict:
+    """summary.csv's `unstable_reasons` ("|"-joined codes) and `unstable_<name>` numbers of a
+    run document."""
+    numbers = unstable_numbers_of(document)
+    return {
+        "unstable_reasons": "|".join(unstable_codes(document.get("unstable_reasons"))),
+        **{f"unstable_{name}": numbers.get(name) for name in vocab.UNSTABLE_NUMBERS},
+    }
+
+
+def training_budget_sentence(numbers: Mapping) -> str:
+    """Why a training run stopped at its budget, from its `stop_numbers`."""
+    n = {name: value for name, value in numbers.items() if not missing(value)}
+    if not all(k in n for k in ("train_time_s", "next_epoch", "projected_epoch_s", "budget_s")):
+        return "the next epoch would not fit the recipe's max_seconds"
+    return (
+        f"stopped after {n['train_time_s']:.3g} s of training: epoch {int(n['next_epoch'])} "
+        f"would take ~{n['projected_epoch_s']:.3g} s more, past the recipe's max_seconds = "
+        f"{n['budget_s']:g}"
+    )

@@ -55,7 +55,9 @@ class Measurement:
     single_step_time_is_lower_bound: bool = False
     # Which phase an over-budget verdict came from: a kind of one-time step, or "steady".
     over_budget_phase: str | None = None
-    notes: list[str] = dataclasses.field(default_factory=list)
+    # What makes the measurement unstable beside its windows: (vocab.UNSTABLE_REASONS code,
+    # its numbers) pairs, merged into the run document's `unstable_reasons` by the runner.
+    notes: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
     started_at_unix: float = 0.0
     ended_at_unix: float = 0.0
     # When the budget's clock started: process 0 up, its data loaded (see _Driver.drive).
@@ -374,9 +376,7 @@ class _Driver:
             warmed = len(record["warmup_step_time_s"])
             self._over_budget(waited_s, lower_bound=True, warmed=warmed)
         else:
-            result.notes.append(
-                f"process {worker.index} was stopped at the budget after {waited_s:.1f} s"
-            )
+            result.notes.append(("process_stopped_at_budget", {"stopped_after_s": waited_s}))
         return self._budget_stop()
 
     def _warm_up(self, worker: Worker, record: dict) -> stopping.Action | None:
@@ -445,8 +445,10 @@ class _Driver:
         other = fields["other_cores"]
         if other is not None and other > stability.OVERLOAD_TOLERANCE_CORES:
             self.result.notes.append(
-                f"host loaded while the step was timed: other processes used {other:.1f} of "
-                f"{fields['cores']} cores (the step may be slower than on a quiet machine)"
+                (
+                    "host_loaded_while_timed",
+                    {"host_load_other_cores": other, "cores": fields["cores"]},
+                )
             )
 
     def _over_budget(self, step_s: float, lower_bound: bool, warmed: int) -> None:
@@ -490,7 +492,7 @@ class _Driver:
             if record["process"] == 0 and not result.windows:
                 result.status, result.error = "oom", message[1]
             else:
-                result.notes.append(f"process {record['process']} ran out of memory: {message[1]}")
+                result.notes.append(("process_oom", {}))
             return self._budget_stop()
         raise_for(message, record["process"])
         raise AssertionError("unreachable")

@@ -193,6 +193,17 @@ def perform_run(
     return document, document["windows"], result.steps
 
 
+def _merge_note(numbers: dict, code: str, note: dict) -> None:
+    """Add one process's note (`manager.Measurement.notes`) to the run's unstable numbers:
+    processes are counted, their seconds and the host's load kept at the worst."""
+    counted = {"process_stopped_at_budget": "stopped_processes", "process_oom": "oom_processes"}
+    if code in counted:
+        numbers[counted[code]] = numbers.get(counted[code], 0) + 1
+    for name, value in note.items():
+        worst = numbers.get(name)
+        numbers[name] = value if worst is None or name == "cores" else max(worst, value)
+
+
 def run_document(
     request: RunRequest,
     result: manager.Measurement,
@@ -203,8 +214,10 @@ def run_document(
 ) -> dict:
     """The run document of one configuration's measurement (`nnperf.core.vocab.RUN_KIND`)."""
     windows = stability.flag_windows(result.windows)
-    unstable, reasons = stability.instability(windows)
-    reasons = reasons + result.notes
+    unstable, reasons, unstable_numbers = stability.instability(windows)
+    for code, numbers in result.notes:
+        reasons += [code] if code not in reasons else []
+        _merge_note(unstable_numbers, code, numbers)
     document = {
         "kind": vocab.RUN_KIND,
         "status": result.status,
@@ -222,6 +235,7 @@ def run_document(
         **loader.loader_fields(result.loader_windows, result.loader_s),
         "unstable": bool(unstable or result.notes),
         "unstable_reasons": reasons,
+        "unstable_numbers": unstable_numbers,
         "loss_start": (result.processes[0].get("loss_start") if result.processes else None),
         "loss_end": windows[-1]["loss_end"] if windows else None,
         # The timed steps' peak apart from the warm-up's (autotuning, compilation, graph
@@ -427,7 +441,13 @@ COMPARISONS_KIND = "comparisons"
 
 def describe_outcome(request: RunRequest, document: dict) -> str:
     """One line for the job's log."""
-    from nnperf.core.wording import count_of, stop_numbers_of, stop_sentence
+    from nnperf.core.wording import (
+        count_of,
+        stop_numbers_of,
+        stop_sentence,
+        unstable_numbers_of,
+        unstable_sentences,
+    )
 
     name = label(request)
     why = stop_sentence(
@@ -439,7 +459,8 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
         return f"{name}: over budget: {why}"
     relative = document["ci_half_width_rel"]
     ci = f" +/- {relative:.1%}" if relative is not None else " (no CI: one window)"
-    flags = f"; unstable: {'; '.join(document['unstable_reasons'])}" if document["unstable"] else ""
+    reasons = unstable_sentences(document.get("unstable_reasons"), unstable_numbers_of(document))
+    flags = f"; unstable: {'; '.join(reasons)}" if document["unstable"] else ""
     return (
         f"{name}: {document['throughput_img_s']:.1f} img/s{ci} "
         f"({count_of(document['n_processes'], 'process')} x "

@@ -354,28 +354,22 @@ def _number(value) -> float | None:
 
 
 def window_flag_reasons(row: dict, median_sm_clock: float | None) -> list[str]:
-    """Why one window is not clean (empty when it is); `row` has WINDOW_CSV_COLUMNS."""
+    """Why one window is not clean, as `vocab.UNSTABLE_REASONS` codes (empty when it is);
+    `row` has WINDOW_CSV_COLUMNS, which hold the numbers each code is worded with."""
     reasons = []
     other, own, cores = (_number(row.get(k)) for k in ("other_cores", "own_threads", "cores"))
     if other is not None and own is not None and cores is not None:
         if own + other > cores + OVERLOAD_TOLERANCE_CORES:
-            reasons.append(
-                f"host overloaded: other processes used {other:.1f} of {cores:.0f} cores "
-                f"beside this run's {own:.0f} threads"
-            )
+            reasons.append("host_overloaded")
     steal = _number(row.get("steal_share"))
     if steal is not None and steal > STEAL_LIMIT:
-        reasons.append(f"CPU steal {steal:.0%}")
+        reasons.append("cpu_steal")
     throttle = row.get("throttle_reasons")
     if isinstance(throttle, str) and throttle:
-        reasons.append(f"GPU throttled ({throttle.replace('|', ', ')})")
+        reasons.append("gpu_throttled")
     clock = _number(row.get("sm_clock_mhz"))
     if clock is not None and median_sm_clock and clock < (1 - CLOCK_DROP_LIMIT) * median_sm_clock:
-        drop = 1 - clock / median_sm_clock
-        reasons.append(
-            f"SM clock {clock:.0f} MHz, {drop:.0%} under the configuration's median "
-            f"{median_sm_clock:.0f} MHz"
-        )
+        reasons.append("sm_clock_drop")
     return reasons
 
 
@@ -386,7 +380,7 @@ def flag_windows(rows: Sequence[dict]) -> list[dict]:
     flagged = []
     for row in rows:
         reasons = window_flag_reasons(row, median_clock)
-        flagged.append({**row, "flagged": bool(reasons), "flag_reasons": "; ".join(reasons)})
+        flagged.append({**row, "flagged": bool(reasons), "flag_reasons": "|".join(reasons)})
     return flagged
 
 
@@ -397,31 +391,32 @@ def _median(values: Sequence[float]) -> float | None:
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
-# The kinds of reason a window can carry (the start of each reason's text).
-REASON_KINDS = ("host overloaded", "CPU steal", "GPU throttled", "SM clock")
-
-
-def instability(rows: Iterable[dict]) -> tuple[bool, list[str]]:
-    """(unstable, reasons) of a configuration from its flagged windows: each kind of reason
-    once, with how many windows it hit and its worst case."""
+def instability(rows: Iterable[dict]) -> tuple[bool, list[str], dict]:
+    """(unstable, reasons, numbers) of a configuration from its flagged windows: each window
+    reason code once, and the numbers it is worded with (`vocab.UNSTABLE_NUMBERS`): how many
+    windows it hit of all, and its worst case."""
     rows = list(rows)
-    by_kind: dict[str, list[str]] = {}
+    hits: dict[str, list[dict]] = {}
     for row in rows:
-        for reason in filter(None, str(row.get("flag_reasons") or "").split("; ")):
-            kind = next((k for k in REASON_KINDS if reason.startswith(k)), reason)
-            by_kind.setdefault(kind, []).append(reason)
-    reasons = [
-        f"{len(hits)} of {len(rows)} windows: {max(hits, key=_severity)}"
-        for hits in by_kind.values()
-    ]
-    return bool(reasons), reasons
-
-
-def _severity(reason: str) -> float:
-    """How bad a reason is: its percentage if it has one, else its first number."""
-    tokens = reason.replace(",", " ").split()
-    for token in tokens:
-        if token.endswith("%") and _number(token[:-1]) is not None:
-            return _number(token[:-1])
-    numbers = [n for n in (_number(t) for t in tokens) if n is not None]
-    return numbers[0] if numbers else 0.0
+        for reason in filter(None, str(row.get("flag_reasons") or "").split("|")):
+            hits.setdefault(reason, []).append(row)
+    numbers: dict = {"windows": len(rows)} if hits else {}
+    for reason, flagged in hits.items():
+        numbers[f"{reason}_windows"] = len(flagged)
+    if "host_overloaded" in hits:
+        worst = max(hits["host_overloaded"], key=lambda r: _number(r.get("other_cores")) or 0.0)
+        numbers.update({k: _number(worst.get(k)) for k in ("other_cores", "own_threads", "cores")})
+    if "cpu_steal" in hits:
+        numbers["steal_share"] = max(
+            _number(r.get("steal_share")) or 0.0 for r in hits["cpu_steal"]
+        )
+    if "gpu_throttled" in hits:
+        seen = {c for r in hits["gpu_throttled"] for c in str(r["throttle_reasons"]).split("|")}
+        numbers["throttle_reasons"] = "|".join(sorted(seen))
+    if "sm_clock_drop" in hits:
+        numbers["sm_clock_min_mhz"] = min(
+            _number(r.get("sm_clock_mhz")) for r in hits["sm_clock_drop"]
+        )
+        clocks = sorted(c for c in (_number(r.get("sm_clock_mhz")) for r in rows) if c is not None)
+        numbers["sm_clock_median_mhz"] = _median(clocks)
+    return bool(hits), list(hits), numbers

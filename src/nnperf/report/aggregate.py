@@ -36,7 +36,7 @@ from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import read_json, write_csv
-from nnperf.core.wording import missing, stop_numbers_of
+from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
@@ -298,7 +298,7 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     # pipeline limits the configuration (nnperf.report.input_verdict has the rule).
     row.update(input_verdict.summary_columns(document))
     row["unstable"] = bool(document.get("unstable"))
-    row["unstable_reasons"] = "; ".join(document.get("unstable_reasons") or [])
+    row.update(unstable_columns(document))
     # Why a configuration that missed its CI target was noisy (nnperf.report.noise).
     row.update(noise.noise_columns(document))
     # The SM clock the timed windows ran at (NVML, sampled per window): a profile taken at

@@ -9,7 +9,8 @@ A roofline is only as honest as its roofs. The ceilings stage measures
 
 and this module assembles them with the datasheet entry (`nnperf.roofline.peaks`) into the
 document written to `results/ceilings/{device}.json`: the roofs, their ratios to the datasheet,
-a note saying what is missing or looks wrong, the caches, clocks and environment.
+the caches, clocks and environment, as codes and numbers. What is missing or looks wrong is
+worded from the document for the job's log (`notes_of`), not stored in it.
 `measure_ceilings(request)` takes a `nnperf.core.contract.CeilingsRequest`, whose `settings`
 are the config's `ceilings:` section (and own its defaults); what is not a config key (warm-up
 calls, the shortest timed window, the sweep's steps per octave) is a named constant below.
@@ -387,11 +388,14 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
         "bandwidth": {
             "array_bytes": array_bytes,
             "element_bytes": ELEMENT_BYTES,
-            "convention": "STREAM: each array element read or written counts once (copy 2, triad 3 "
-            "arrays); write-allocate traffic not counted",
+            # Each array element read or written counts once (copy 2, triad 3 arrays), no
+            # write-allocate traffic (nnperf.roofline.memory_roofs).
+            "convention": "stream",
             **stream,
         },
-        "sweep_kernel": "sum over rows of x.expand(R, n): read-only, R re-reads of the working set per call",
+        # A sum over rows of x.expand(R, n): read-only, R re-reads of the working set per call
+        # (nnperf.roofline.memory_roofs.measure_sweep).
+        "sweep_kernel": "expand_sum_readonly",
     }
     threads_used = torch.get_num_threads()
     datasheet = datasheet_for(device, device_name, peaks, threads=threads_used)
@@ -404,9 +408,6 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
         "measured": measured,
         "datasheet": datasheet,
         "ratio_measured_to_datasheet": ratio,
-        "note": notes_for(
-            device, device_name, datasheet, ratio, request.peaks_path, skipped, skipped_sizes
-        ),
         "skipped_precisions": skipped,
         # GEMM sizes left out of a roof by the time budget, per precision, with the reason.
         "skipped_gemm_sizes": skipped_sizes,
@@ -442,13 +443,26 @@ def write_ceilings(request: CeilingsRequest, out_json) -> dict:
     return document
 
 
+def notes_of(document: dict) -> str:
+    """`notes_for` a ceilings document: what is missing or looks wrong, for the job's log."""
+    return notes_for(
+        document["device"],
+        document["device_name"],
+        document.get("datasheet"),
+        document["ratio_measured_to_datasheet"],
+        (document.get("settings") or {}).get("peaks"),
+        document.get("skipped_precisions") or {},
+        document.get("skipped_gemm_sizes"),
+    )
+
+
 def summary(document: dict) -> str:
-    """One line for the job log: the compute roofs and the memory roof."""
+    """Lines for the job log: the compute roofs and the memory roof, then `notes_of`."""
     measured = document["measured"]
     flops = ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in measured["gemm_flop_s"].items())
-    flops = flops or "no GEMM roof (see the note)"
+    flops = flops or "no GEMM roof (see below)"
     return (
         f"{document['device_name']} ({document['device']}): {flops}; memory "
         f"{measured['memory_bandwidth_bytes_s'] / 1e9:.1f} GB/s "
-        f"({measured['memory_bandwidth_kernel']})"
+        f"({measured['memory_bandwidth_kernel']})\n{notes_of(document)}"
     )

@@ -297,11 +297,6 @@ def derived_cpu_peak(
             null_reasons[precision] = per_cycle["null_reasons"][precision]
         elif not clock_hz:
             null_reasons[precision] = f"the CPU clock could not be read ({clock_source})"
-    clock_text = (
-        f"{clock_hz / GIGA:.3f} GHz ({clock_source})"
-        if clock_hz
-        else f"unknown clock ({clock_source})"
-    )
     return {
         "key": "cpu_derived",
         "name": f"{cpuinfo.get('model_name') or 'unknown CPU'} (derived peak)",
@@ -310,10 +305,9 @@ def derived_cpu_peak(
         # Why a precision's derived peak is null (a precision absent here has a number).
         "flop_s_null_reasons": null_reasons,
         "memory_bandwidth_bytes_s": None,
-        "source": (
-            f"derived, not a datasheet: {cores} cores x {clock_text} x FLOP/cycle "
-            f"[{per_cycle['explanation']}]"
-        ),
+        # Not a datasheet: cores x clock_hz x flop_per_cycle_per_core (from the ISA flags,
+        # `cpu_flop_per_cycle`); the numbers are the fields below.
+        "source": "derived",
         "derived": True,
         "cores": cores,
         "clock_hz": clock_hz,

@@ -319,7 +319,7 @@ def train_to_accuracy(
             },
         )
 
-    status, stop_reason, error = "ok", "epochs", None
+    status, stop_reason, error, stop_numbers = "ok", "epochs", None, {}
     checkpoint_time = 0.0
     # This process's one-time steps (a resumed run compiles and autotunes again).
     one_time = one_time_steps(variant, device.type)
@@ -353,11 +353,13 @@ def train_to_accuracy(
                 previous["train_time_s"] + (projected or 0.0) > settings.max_seconds
             ):
                 status, stop_reason = "over_budget", "budget"
-                error = (
-                    f"stopped after {previous['train_time_s']:.3g} s of training: epoch "
-                    f"{previous['epoch'] + 1} would take ~{projected or 0:.3g} s more, past "
-                    f"the recipe's max_seconds = {settings.max_seconds:g}"
-                )
+                # Worded by nnperf.core.wording.training_budget_sentence.
+                stop_numbers = {
+                    "train_time_s": previous["train_time_s"],
+                    "next_epoch": previous["epoch"] + 1,
+                    "projected_epoch_s": projected or 0.0,
+                    "budget_s": settings.max_seconds,
+                }
                 break
             epoch = previous["epoch"] + 1
             synchronize(device)
@@ -427,6 +429,7 @@ def train_to_accuracy(
         "status": status,
         "stop_reason": stop_reason,
         "error": error,
+        "stop_numbers": stop_numbers,
         **request.header(),
         "fingerprint": identity["fingerprint"],
         "num_classes": data.num_classes,

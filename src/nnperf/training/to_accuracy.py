@@ -318,7 +318,7 @@ def epoch_line(row: dict) -> str:
 
 def describe_outcome(request: TrainingRunRequest, summary: dict) -> str:
     """One line for the job's log: best accuracy and the time to target."""
-    from nnperf.core.wording import count_of
+    from nnperf.core.wording import count_of, training_budget_sentence
 
     name = label(request)
     best = summary["best_test_top1"]
@@ -338,5 +338,8 @@ def describe_outcome(request: TrainingRunRequest, summary: dict) -> str:
     else:
         reached = f"{100 * target:g}% not reached in {count_of(summary['epochs_run'], 'epoch')}"
     if summary["status"] != "ok":
-        return f"{name}: {summary['status']}: {summary['error'] or summary['stop_reason']}; {best_text}; {reached}"
+        why = summary["error"] or summary["stop_reason"]
+        if summary["stop_reason"] == "budget":
+            why = training_budget_sentence(summary.get("stop_numbers") or {})
+        return f"{name}: {summary['status']}: {why}; {best_text}; {reached}"
     return f"{name}: {best_text}; {reached}"

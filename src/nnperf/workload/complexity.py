@@ -186,8 +186,10 @@ class Complexity:
             "optimizer_state_buffers": self.optimizer_state_buffers,
             "optimizer_state_bytes": self.optimizer_state_bytes,
             "traffic": self.traffic,
-            "flop_counter": "torch.utils.flop_counter.FlopCounterMode, grouped-conv "
-            "backward corrected (nnperf.workload.flop_counting.conv_backward_flops)",
+            # torch.utils.flop_counter.FlopCounterMode, with the grouped-conv backward
+            # counted by nnperf.workload.flop_counting.conv_backward_flops.
+            "flop_counter": "flop_counter_mode",
+            "grouped_conv_backward_corrected": True,
         }
 
 

@@ -16,8 +16,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.vocab import STOP_NUMBERS
-from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence
+from nnperf.core.vocab import STOP_NUMBERS, UNSTABLE_NUMBERS
+from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence, unstable_text
 from nnperf.report.findings import Finding
 from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.format import (
@@ -68,6 +68,7 @@ MEASUREMENT_COLUMNS = (
     "duty_cycle",
     "unstable",
     "unstable_reasons",
+    *(f"unstable_{name}" for name in UNSTABLE_NUMBERS),
     "flagged_windows",
     "windows_recorded",
 )
@@ -159,11 +160,9 @@ def measurement_table(
     frame = summary.copy()
     for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    text = ("status", "stop_reason", "dominant_level", "unstable_reasons")
-    stops = tuple(f"stop_{name}" for name in STOP_NUMBERS)
-    for name in (*text, *stops, "outlier_windows", *NOISE_COLUMNS):
-        if name not in frame:
-            frame[name] = None
+    # Computed columns among them are filled below.
+    absent = [n for n in MEASUREMENT_COLUMNS if n not in frame]
+    frame = frame.reindex(columns=[*frame.columns, *absent])
     rows = frame.to_dict("records")
     frame["target_met"] = pd.array([target_met(r) for r in rows], dtype="boolean")
     frame["between_process_rsd"] = [
@@ -504,8 +503,8 @@ def compile_cell(row) -> str:
 def unstable_cell(row) -> str:
     if not row["unstable"]:
         return ""
-    reasons = row["unstable_reasons"]
-    return f"yes: {reasons}" if isinstance(reasons, str) and reasons.strip() else "yes"
+    reasons = unstable_text(row)
+    return f"yes: {reasons}" if reasons else "yes"
 
 
 def _yes_no(value) -> str:

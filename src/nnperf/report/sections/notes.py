@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence
+from nnperf.core.wording import count_of, missing, stop_numbers_of, stop_sentence, unstable_text
 from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readings
 from nnperf.report.configurations import GROUP_KEYS, ok_configs, sort_configs
 from nnperf.report.format import (
@@ -80,15 +80,15 @@ def over_budget_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = 
 
 def unstable_notes(summary: pd.DataFrame | None) -> list[str]:
     """One note per configuration flagged unstable (summary.csv `unstable`), with the
-    reasons the runner gave (`unstable_reasons`, "; "-joined): windows disturbed by other
-    processes, throttled clocks, a capped power limit."""
+    reasons the runner gave (`unstable_reasons` codes and `unstable_<name>` numbers, worded
+    by `unstable_sentences`): windows disturbed by other processes, throttled clocks, a
+    further process stopped or out of memory."""
     if summary is None or summary.empty or "unstable" not in summary.columns:
         return []
     flagged = sort_configs(summary[summary["unstable"].map(truthy)])
     notes = []
     for row in flagged.to_dict("records"):
-        reasons = row.get("unstable_reasons")
-        reasons = reasons if isinstance(reasons, str) and reasons.strip() else "no reason recorded"
+        reasons = unstable_text(row) or "no reason recorded"
         notes.append(
             f"Unstable: {config_text(row)} on {row['machine']} — {reasons}; its throughput is "
             "marked unstable wherever it is quoted, and comparisons with it need care."

@@ -189,7 +189,9 @@ def unpaired_ratio(
 
 def ratio_text(ci: RatioCI, what: str = "faster") -> str:
     """How a report states a ratio: "1.06x faster (95% CI 1.01-1.11)", "1.10x slower (0.91x,
-    95% CI 0.88-0.94)", or "no difference detectable: within +/-4% (95% CI 0.97-1.04)".
+    95% CI 0.88-0.94)", or "not separated (1.01x, 95% CI 0.97-1.04)": an interval that holds
+    1 says no more than that, however narrow or wide (comparisons.csv's verdict says whether
+    it is a tie within the CI target or unresolved).
     `what` names the direction of a ratio above 1 ("faster", "higher")."""
     level = f"{ci.confidence:.0%} CI"
     if not math.isfinite(ci.ratio):
@@ -201,7 +203,7 @@ def ratio_text(ci: RatioCI, what: str = "faster") -> str:
         return f"{ci.ratio:.2f}x {what} ({interval})"
     if ci.separated:
         return f"{1 / ci.ratio:.2f}x {_opposite(what)} ({ci.ratio:.2f}x, {interval})"
-    return f"no difference detectable: within \u00b1{ci.within:.0%} ({ci.ratio:.2f}x, {interval})"
+    return f"not separated ({ci.ratio:.2f}x, {interval})"
 
 
 def ci_bound_text(value: float) -> str:

@@ -203,9 +203,9 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
 
 
 def tie_text(ranking: Ranking, name=config_text) -> str:
-    """`a and b are tied (no difference detectable: within ±4% (1.02x, 95% CI 0.98-1.06))`:
-    what a report says where the tie rule names no best."""
-    return f"{names(ranking.tied, name)} are tied ({ratios.ratio_text(ranking.ci)})"
+    """`a and b are not separated (1.02x, 95% CI 0.98-1.06)`: what a report says where the
+    tie rule names no best."""
+    return f"{names(ranking.tied, name)} are {ratios.ratio_text(ranking.ci)}"
 
 
 # ------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ BREAKDOWN_YLABEL = "median time per step (ms)"
 SPEEDUP_FP32_YLABEL = f"speedup vs {REFERENCE_PRECISION} (x)"
 SPEEDUP_BASELINE_YLABEL = f"speedup vs {REFERENCE_VARIANT} variant (x)"
 PROCESS_LABEL = "one worker process"
-# On a speedup bar whose ratio's 95% CI includes 1 (or has none): no difference detectable.
+# On a speedup bar whose ratio's 95% CI includes 1 (or has none): not separated.
 NOT_SEPARATED = "n.s."
 SPEEDUP_KEY = f"whiskers: 95% CI of the ratio; {NOT_SEPARATED}: not separated from 1"
 # How a configuration without a number is marked: (legend label, short text, marker, colour).

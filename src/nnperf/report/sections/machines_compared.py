@@ -74,7 +74,7 @@ def machine_sentence(rows: Sequence[Mapping]) -> str:
         names = [fastest, *(_at(r["b_machine"], r["b_value"]) for r in tied)]
         return (
             f"Across machines, {config} has no single fastest machine: "
-            f"{comparisons.names(names, str)} are tied ({comparisons.ratio_text(ci_of(top))})."
+            f"{comparisons.names(names, str)} are {comparisons.ratio_text(ci_of(top))}."
         )
     slow = rows[-1]
     text = (

@@ -83,7 +83,7 @@ def _unresolved_text(row: Mapping) -> str:
 
 def speedup_sentence(row: Mapping, column: str) -> str:
     """`bf16 is 1.80x faster (95% CI 1.78-1.82) than fp32 for resnet18_cifar at batch 256
-    (baseline) on M: ...`, or `bf16 vs fp32 for ...: no difference detectable ...` where the
+    (baseline) on M: ...`, or `bf16 vs fp32 for ...: not separated ...` where the
     interval includes 1."""
     ci, a = ci_of(row), _side(row, "a")
     if column == "precision":

@@ -74,7 +74,7 @@ def fastest(f: Finding, named: Mapping | None = None) -> str:
     tied = [f"{config_text(c)} at {estimate_text(c)}" for c in a["tied"]]
     text = (
         f"No single fastest configuration on {machine}: {comparisons.names(tied, str)} are "
-        f"tied ({comparisons.ratio_text(a['ci'])})"
+        f"{comparisons.ratio_text(a['ci'])}"
     )
     return _with_missed(text, a["tied"], config_text)
 
@@ -98,8 +98,8 @@ def best_setting(f: Finding, named: Mapping | None = None) -> str:
         return _with_missed(text, [top, second], lambda c: str(c[column]))
     tied = [f"{c[column]} at {estimate_text(c)}" for c in a["tied"]]
     text = (
-        f"No single best {column} {where}: {comparisons.names(tied, str)} are tied "
-        f"({comparisons.ratio_text(a['ci'])})"
+        f"No single best {column} {where}: {comparisons.names(tied, str)} are "
+        f"{comparisons.ratio_text(a['ci'])}"
     )
     return _with_missed(text, a["tied"], lambda c: str(c[column]))
 

@@ -46,13 +46,18 @@ ONE_TIME_WHAT = {
 }
 
 
-def stop_numbers_of(record: Mapping) -> dict:
-    """The known stop numbers of a run document (`stop_numbers`) or a summary.csv row
-    (`stop_<name>` columns)."""
-    numbers = record.get("stop_numbers")
+def record_numbers(record: Mapping, prefix: str, names) -> dict:
+    """The known numbers of a run document's `<prefix>_numbers` mapping, or of a summary.csv
+    row's `<prefix>_<name>` columns (the same numbers flattened)."""
+    numbers = record.get(f"{prefix}_numbers")
     if not isinstance(numbers, Mapping):
-        numbers = {name: record.get(f"stop_{name}") for name in vocab.STOP_NUMBERS}
+        numbers = {name: record.get(f"{prefix}_{name}") for name in names}
     return {name: value for name, value in numbers.items() if not missing(value)}
+
+
+def stop_numbers_of(record: Mapping) -> dict:
+    """The known stop numbers of a run document or a summary.csv row (`record_numbers`)."""
+    return record_numbers(record, "stop", vocab.STOP_NUMBERS)
 
 
 def stop_sentence(reason, numbers: Mapping, phase: str | None = None) -> str | None:
@@ -147,12 +152,8 @@ def _one_time_over(phase: str, n: Mapping) -> str:
 
 
 def unstable_numbers_of(record: Mapping) -> dict:
-    """The known unstable numbers of a run document (`unstable_numbers`) or a summary.csv row
-    (`unstable_<name>` columns)."""
-    numbers = record.get("unstable_numbers")
-    if not isinstance(numbers, Mapping):
-        numbers = {name: record.get(f"unstable_{name}") for name in vocab.UNSTABLE_NUMBERS}
-    return {name: value for name, value in numbers.items() if not missing(value)}
+    """The known unstable numbers of a run document or a summary.csv row (`record_numbers`)."""
+    return record_numbers(record, "unstable", vocab.UNSTABLE_NUMBERS)
 
 
 def unstable_codes(value) -> list[str]:

@@ -10,17 +10,10 @@ import pandas as pd
 
 from nnperf.core.vocab import PHASES
 from nnperf.report.configurations import GROUP_KEYS, key_columns, ok_configs, sort_configs
-from nnperf.report.format import MS, cells, config_text, fmt_pct
+from nnperf.report.findings import Finding
+from nnperf.report.format import MS, cells, fmt_pct
 from nnperf.report.outline import Page, Section, Table, section
-
-PHASE_LABELS = {
-    "data_wait": "data wait",
-    "h2d": "host-to-device",
-    "forward": "forward",
-    "backward": "backward",
-    "optimizer": "optimizer",
-}
-
+from nnperf.report.wording.training import PHASE_LABELS, sentence
 
 # A configuration whose step waits on input (data wait + host-to-device) for a quarter of
 # its time or more is input-bound: no faster kernel can win more than that share back
@@ -77,35 +70,32 @@ def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
     return sort_configs(frame[columns]).reset_index(drop=True)
 
 
-def breakdown_findings(phases: pd.DataFrame, listed: int = 5) -> list[str]:
+def breakdown_records(phases: pd.DataFrame, listed: int = 5) -> list[Finding]:
     """Per machine: which phase is largest how often, and every input-bound configuration
-    (up to `listed`, then a count), rather than one sentence per row of the table."""
-    findings = []
+    (up to `listed`, then a count), rather than one finding per row of the table."""
+    records = []
     for machine, group in phases.groupby("machine", sort=True):
         largest = [largest_phase(r)[0] for r in group.to_dict("records")]
         counts = pd.Series(largest).value_counts()
         top = counts.index[0]
         example = group.iloc[largest.index(top)].to_dict()
-        findings.append(
-            f"On {machine}, {PHASE_LABELS[top]} is the largest phase in {counts.iloc[0]} of "
-            f"{len(group)} configurations (e.g. {fmt_pct(example[f'{top}_share'])} of the step for "
-            f"{config_text(example)})."
-        )
-        bound = group[group["input_share"] >= INPUT_BOUND_SHARE].sort_values(
-            "input_share", ascending=False
-        )
-        for row in bound.head(listed).to_dict("records"):
-            findings.append(
-                f"{config_text(row)} on {machine} waits on input for "
-                f"{fmt_pct(row['input_share'])} of each step (data wait "
-                f"{fmt_pct(row['data_wait_share'])}, host-to-device {fmt_pct(row['h2d_share'])})."
-            )
+        numbers = {"count": int(counts.iloc[0]), "total": len(group)}
+        numbers["share"] = example[f"{top}_share"]
+        records.append(Finding("largest_phase", {**_keys(example), "phase": top}, numbers))
+        bound = group[group["input_share"] >= INPUT_BOUND_SHARE]
+        for row in (
+            bound.sort_values("input_share", ascending=False).head(listed).to_dict("records")
+        ):
+            numbers = {k: row[k] for k in ("input_share", "data_wait_share", "h2d_share")}
+            records.append(Finding("waits_on_input", _keys(row), numbers))
         if len(bound) > listed:
-            findings.append(
-                f"… and {len(bound) - listed} more input-bound configurations on "
-                f"{machine} (see the table)."
-            )
-    return findings
+            more = {"count": len(bound) - listed}
+            records.append(Finding("more_waiting", {"machine": machine}, more))
+    return records
+
+
+def _keys(row: Mapping) -> dict:
+    return {k: row[k] for k in GROUP_KEYS}
 
 
 def largest_phase(row: Mapping) -> tuple[str, float]:
@@ -125,7 +115,7 @@ def build(page: Page) -> Section:
         "breakdown",
         "Time breakdown",
         intro=INTRO,
-        findings=breakdown_findings(phases),
+        findings=[sentence(f) for f in breakdown_records(phases)],
         tables=[
             Table("Phase shares", page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases))))
         ],

@@ -9,48 +9,27 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.wording import missing
-from nnperf.report.bounds import (
-    LEVEL_LABELS,
-    ROOF_TOLERANCE,
-    roofline_verdicts,
-    study_readings,
-)
-from nnperf.report.configurations import (
-    GROUP_KEYS,
-    MEAN,
-    key_columns,
-    match_config,
-    ok_configs,
-    sort_configs,
-)
-from nnperf.report.format import (
-    MS,
-    cells,
-    fmt,
-    fmt_ghz,
-    fmt_pct,
-    fmt_times,
-    si,
-    truthy,
-)
+from nnperf.report.bounds import LEVEL_LABELS, ROOF_TOLERANCE, roofline_verdicts, study_readings
+from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, match_config, ok_configs
+from nnperf.report.configurations import sort_configs
 from nnperf.report.findings import Finding
+from nnperf.report.format import MS, cells, fmt, fmt_ghz, fmt_pct, fmt_times, si, truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.wording.roofline import sentence
 from nnperf.roofline.peaks import peak_origin
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
 
 INTRO = (
-    "Each training step as a point (FLOPs per byte moved, FLOP/s achieved) against "
-    "the roofs: the compute peak of its precision and the bandwidth of each memory "
-    "level. The lowest roof above the point binds it; left of the ridge point it is "
-    "memory-bound, right of it compute-bound. Profile roofs are Nsight Compute's "
-    "own peaks at the profiled clock, measured roofs the ceilings stage's "
-    "benchmarks, datasheet roofs the vendor's numbers; a CPU without a datasheet entry gets a "
-    "peak derived from cores x clock x FLOP/cycle, labelled derived. A point above a roof "
-    "is flagged: a step cannot beat its roof, so that roof is under-measured. Analytic "
-    "points (CPU, MPS) count FLOPs from the "
-    "model and bytes as algorithmic no-reuse traffic, which overstates bytes: they sit "
-    "left of where the hardware really is."
+    "Each training step as a point (FLOPs per byte moved, FLOP/s achieved) against the roofs: "
+    "the compute peak of its precision and the bandwidth of each memory level. The lowest roof "
+    "above the point binds it; left of the ridge point it is memory-bound, right of it "
+    "compute-bound. Profile roofs are Nsight Compute's own peaks at the profiled clock, "
+    "measured roofs the ceilings stage's benchmarks, datasheet roofs the vendor's numbers; a "
+    "CPU without a datasheet entry gets a peak derived from cores x clock x FLOP/cycle, "
+    "labelled derived. A point above a roof is flagged: a step cannot beat its roof, so that "
+    "roof is under-measured. Analytic points (CPU, MPS) count FLOPs from the model and bytes "
+    "as algorithmic no-reuse traffic, which overstates bytes: they sit left of where the "
+    "hardware really is."
 )
 
 
@@ -63,12 +42,8 @@ def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
         if peak_origin(c.get("datasheet")) == "derived"
     }
     return [
-        (
-            "derived"
-            if r["roof"] == "datasheet" and (r["machine"], r["device"]) in derived
-            else r["roof"]
-        )
-        for r in verdicts.to_dict("records")
+        "derived" if r == "datasheet" and key in derived else r
+        for r, key in zip(verdicts["roof"], zip(verdicts["machine"], verdicts["device"]))
     ]
 
 
@@ -115,52 +90,37 @@ def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
     return records
 
 
-def _same_except(frame: pd.DataFrame, row: Mapping, free: str) -> pd.DataFrame:
-    match = frame
-    for key in GROUP_KEYS:
-        if key != free:
-            match = match[match[key] == row[key]]
-    return match
-
-
 def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dict, dict]:
     """What this study already measured that speaks for a remedy of a host-bound step: the
-    same configuration at a larger batch size, or a variant that compiles the step, going
-    faster than it ((about, numbers) of the record)."""
+    same configuration at a larger batch size (`larger`), or a variant that compiles the
+    step (`compiled`), going faster than it ((about, numbers) of the record)."""
     ok = ok_configs(summary)
     base = match_config(ok, profile) if not ok.empty else None
-    about, numbers = {}, {}
     if base is None:
-        return about, numbers
-    larger = _same_except(ok, profile, "batch_size")
-    larger = larger[larger["batch_size"].astype(int) > int(profile["batch_size"])]
-    if not larger.empty and larger[MEAN].max() > base[MEAN]:
-        best = larger.loc[larger[MEAN].idxmax()]
-        numbers.update(
-            larger_batch=int(best["batch_size"]),
-            larger_img_s=best[MEAN],
-            larger_ratio=best[MEAN] / base[MEAN],
-        )
-    if "compile_time_s" in ok.columns:
-        compiled = _same_except(ok, profile, "variant")
-        compiled = compiled[pd.to_numeric(compiled["compile_time_s"], errors="coerce") > 0]
-        compiled = compiled[compiled["variant"] != profile["variant"]]
-        if not compiled.empty and compiled[MEAN].max() > base[MEAN]:
-            best = compiled.loc[compiled[MEAN].idxmax()]
-            about["compiled_variant"] = best["variant"]
-            numbers.update(compiled_img_s=best[MEAN], compiled_ratio=best[MEAN] / base[MEAN])
+        return {}, {}
+    same = {free: ok for free in ("batch_size", "variant")}
+    for free in same:
+        for key in (k for k in GROUP_KEYS if k != free):
+            same[free] = same[free][same[free][key] == profile[key]]
+    larger, compiled = same["batch_size"], same["variant"]
+    compile_s = pd.to_numeric(compiled.get("compile_time_s", pd.Series()), errors="coerce")
+    candidates = {
+        "larger": larger[larger["batch_size"].astype(int) > int(profile["batch_size"])],
+        "compiled": compiled[(compile_s > 0) & (compiled["variant"] != profile["variant"])],
+    }
+    about, numbers = {}, {}
+    for name, frame in candidates.items():
+        if not frame.empty and frame[MEAN].max() > base[MEAN]:
+            best = frame.loc[frame[MEAN].idxmax()]
+            about[name] = {k: best[k] for k in GROUP_KEYS}
+            numbers.update({f"{name}_img_s": best[MEAN], f"{name}_ratio": best[MEAN] / base[MEAN]})
     return about, numbers
 
 
-# What a profiles.csv row's busy-share sentence quotes.
+# What a profiles.csv row's busy-share finding quotes.
 BUSY_NUMBERS = (
-    "kernel_time_s",
-    "profiled_sm_clock_hz",
-    "run_sm_clock_hz",
-    "kernel_time_at_run_clock_s",
-    "step_time_s",
-    "busy_share",
-    "busy_share_at_profiled_clock",
+    *("kernel_time_s", "profiled_sm_clock_hz", "run_sm_clock_hz", "kernel_time_at_run_clock_s"),
+    *("step_time_s", "busy_share", "busy_share_at_profiled_clock"),
 )
 
 

@@ -143,14 +143,6 @@ def profile_note(f: Finding) -> str:
     return f"Operator profile of {_where(f.about)}: {note}."
 
 
-WORDING = {
-    "profile_missing": profile_missing,
-    "profile_bound": profile_bound,
-    "profile_memory": profile_memory,
-    "profile_input": profile_input,
-    "profile_note": profile_note,
-}
-
-
 def sentence(f: Finding) -> str:
-    return WORDING[f.kind](f)
+    """`f` in words: each kind is worded by the function of its name."""
+    return globals()[f.kind](f)

@@ -49,14 +49,15 @@ def _ms(seconds) -> str:
 
 def _evidence(a, n) -> str:
     found = []
-    if not missing(n.get("larger_batch")):
+    if a.get("larger"):
         found.append(
-            f"batch {int(n['larger_batch'])} already reaches {fmt(n['larger_img_s'], 'img/s')}, "
-            f"{fmt_times(n['larger_ratio'])} batch {int(a['batch_size'])}"
+            f"batch {int(a['larger']['batch_size'])} already reaches "
+            f"{fmt(n['larger_img_s'], 'img/s')}, {fmt_times(n['larger_ratio'])} batch "
+            f"{int(a['batch_size'])}"
         )
-    if a.get("compiled_variant"):
+    if a.get("compiled"):
         found.append(
-            f"the compiled variant {a['compiled_variant']!r} reaches "
+            f"the compiled variant {a['compiled']['variant']!r} reaches "
             f"{fmt(n['compiled_img_s'], 'img/s')}, {fmt_times(n['compiled_ratio'])} "
             f"{a['variant']!r}"
         )
@@ -151,14 +152,6 @@ def kernel_kind(f: Finding) -> str:
     )
 
 
-WORDING = {
-    "above_roof": above_roof,
-    "gpu_busy": gpu_busy,
-    "null_peak": null_peak,
-    "above_peak": above_peak,
-    "kernel_kind": kernel_kind,
-}
-
-
 def sentence(f: Finding) -> str:
-    return WORDING[f.kind](f)
+    """`f` in words: each kind is worded by the function of its name."""
+    return globals()[f.kind](f)

@@ -143,14 +143,6 @@ def faster_but_later(f: Finding) -> str:
     )
 
 
-WORDING = {
-    "input_verdicts": input_verdicts,
-    "largest_phase": largest_phase,
-    "waits_on_input": waits_on_input,
-    "more_waiting": more_waiting,
-    "faster_but_later": faster_but_later,
-}
-
-
 def sentence(f: Finding) -> str:
-    return WORDING[f.kind](f)
+    """`f` in words: each kind is worded by the function of its name."""
+    return globals()[f.kind](f)

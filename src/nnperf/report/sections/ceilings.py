@@ -18,13 +18,7 @@ from nnperf.report.wording.roofline import sentence
 from nnperf.roofline.peaks import peak_origin
 
 TABLE_COLUMNS = (
-    "machine",
-    "device",
-    "roof",
-    "unit",
-    "measured",
-    "datasheet",
-    "peak_origin",
+    *("machine", "device", "roof", "unit", "measured", "datasheet", "peak_origin"),
     "measured_over_datasheet",
 )
 INTRO = (

@@ -16,16 +16,8 @@ from nnperf.report.wording.roofline import sentence
 DEFAULT_TOP_KERNELS = 10
 TOP_COLUMNS = [
     *GROUP_KEYS,
-    "rank",
-    "kernel_name",
-    "kind",
-    "launches",
-    "duration_s",
-    "share",
-    "flops_total",
-    "bytes_dram",
-    "arithmetic_intensity_dram_flop_per_byte",
-    "performance_flop_s",
+    *("rank", "kernel_name", "kind", "launches", "duration_s", "share", "flops_total"),
+    *("bytes_dram", "arithmetic_intensity_dram_flop_per_byte", "performance_flop_s"),
 ]
 
 

@@ -11,9 +11,9 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from nnperf.core.vocab import CONFIG_KEYS, precision_rank
+from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.core.wording import missing
-from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
+from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MIB, MS, cells, fmt, fmt_pct, shorten
 from nnperf.report.outline import Page, Section, Table, section
@@ -71,14 +71,12 @@ def bound_record(document: Mapping, machine: str | None = None) -> Finding | Non
 
 # What a `profile_bound` record quotes of a profile's summary.
 BOUND_NUMBERS = (
-    "busy_time_s",
-    "step_time_s_mean",
-    "device_busy_time_s",
-    "host_dispatch_time_s",
-    "launch_time_s",
-    "input_share",
-    "profiled_over_timed",
+    *("busy_time_s", "step_time_s_mean", "device_busy_time_s", "host_dispatch_time_s"),
+    *("launch_time_s", "input_share", "profiled_over_timed"),
 )
+
+
+MEMORY_NUMBERS = ("peak_allocated_bytes", "max_batch_size", "device_total_bytes", "per_image_bytes")
 
 
 def memory_record(document: Mapping, machine: str | None = None) -> Finding | None:
@@ -87,9 +85,7 @@ def memory_record(document: Mapping, machine: str | None = None) -> Finding | No
         return None
     phase = memory.get("peak_phase")
     numbers = {c: memory.get(f"{c}_bytes") for c in MEMORY_CATEGORIES}
-    for name in ("peak_allocated_bytes", "max_batch_size", "device_total_bytes"):
-        numbers[name] = memory.get(name)
-    numbers["per_image_bytes"] = memory.get("per_image_bytes")
+    numbers.update({k: memory.get(k) for k in MEMORY_NUMBERS})
     numbers["estimate_bytes"] = document.get("saved_activation_estimate_bytes")
     about = _about(document, machine, phase=PHASE_LABELS.get(phase, phase))
     return Finding("profile_memory", about, numbers)
@@ -142,21 +138,10 @@ INTRO = (
 )
 
 
-def _opprofile_order(profile) -> tuple:
-    d = profile.document
-    return (
-        str(d.get("machine")),
-        str(d.get("device")),
-        str(d.get("model")),
-        precision_rank(str(d.get("precision"))),
-        int(d.get("batch_size") or 0),
-        str(d.get("variant")),
-    )
-
-
 def sorted_opprofiles(profiles: Sequence) -> list:
-    """Operator profiles in the report's order of configurations."""
-    return sorted(profiles, key=_opprofile_order)
+    """Operator profiles in the report's order of configurations (`sort_configs`)."""
+    keys = pd.DataFrame([p.document for p in profiles], columns=list(GROUP_KEYS))
+    return [profiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
 
 
 def _profile_keys(document: dict) -> dict:

@@ -210,13 +210,16 @@ def test_a_profile_that_did_not_run_is_one_note(status, error, expected):
 
 def test_profile_findings_in_order_with_the_notes_last():
     analysis = operators.analyse(cuda_trace(), "cuda")
-    doc = document(analysis, notes=["cut to 1 warm-up and 1 profiled steps"])
+    cut = {"code": "steps_cut", "warmup_steps": 1, "profiled_steps": 1, "max_seconds": 30.0}
+    doc = document(analysis, notes=[cut])
     kinds = [f.kind for f in profile_records(doc, machine="h100")]
     assert kinds == ["profile_bound", "profile_input", "profile_note"]
     findings = profile_findings(doc, machine="h100")
     assert "is host-bound" in findings[0]
     assert findings[1].startswith("The input pipeline of resnet18_cifar bf16 at batch 256")
-    assert findings[-1].endswith("cut to 1 warm-up and 1 profiled steps.")
+    assert findings[-1].endswith(
+        "cut to 1 warm-up and 1 profiled steps to fit operator_profile.max_seconds = 30 s."
+    )
 
 
 def test_a_compiled_variant_is_not_told_to_compile():

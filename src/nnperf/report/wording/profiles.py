@@ -31,12 +31,15 @@ REMEDIES = {
     "input": "the input pipeline comes first: it alone takes {input_share} of the step",
 }
 
-# A profile's own notes (`nnperf.torchprof.profile` NOTE codes).
+# A profile's own notes (`nnperf.torchprof.profile.NOTE_CODES`).
 NOTES = {
-    "no_device_activity": "the trace holds no device activity (CUPTI did not record kernels), "
-    "so the device side is missing",
-    "mps_no_kernels": "torch.profiler records no MPS kernels, so the device side is missing",
-    "steps_cut": "{steps} of the {asked} steps asked for fitted the time budget",
+    "mps_no_kernels": "torch.profiler records no MPS kernels: device time, device busy share "
+    "and host-bound/device-bound are not available on mps",
+    "no_cuda_kernels": "the profiler recorded no CUDA kernels (CUPTI unavailable or failed to "
+    "initialise: see the job's log); device time and busy share are missing",
+    "layers_fused": "compiled model: operators are not grouped by layer (layers are fused)",
+    "steps_cut": "cut to {warmup_steps} warm-up and {profiled_steps} profiled steps to fit "
+    "operator_profile.max_seconds = {max_seconds:g} s",
 }
 
 

@@ -15,7 +15,7 @@ from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt_pct, fmt_si
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.wording.roofline import sentence
-from nnperf.roofline.peaks import peak_origin
+from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
 TABLE_COLUMNS = (
     *("machine", "device", "roof", "unit", "measured", "datasheet", "peak_origin"),
@@ -77,10 +77,9 @@ def peak_records(ceilings: Sequence[Mapping], table: pd.DataFrame) -> list[Findi
     for document in ceilings:
         sheet = document.get("datasheet") or {}
         where = document.get("machine") or document.get("device_name") or document.get("device")
-        for dtype, reason in (sheet.get("flop_s_null_reasons") or {}).items():
+        for dtype, code in (sheet.get("flop_s_null_reasons") or {}).items():
             about = {"where": where, "origin": peak_origin(sheet), "precision": dtype}
-            about.update(reason=reason, flags=sheet.get("bf16_flags_lacked"))
-            about["clock_source"] = sheet.get("clock_source")
+            about["reason"] = null_peak_reason(code, sheet)
             records.append(Finding("null_peak", about))
     above = table[pd.to_numeric(table["measured_over_datasheet"], errors="coerce") > 1]
     for row in above.to_dict("records"):

@@ -112,20 +112,9 @@ def gpu_busy(f: Finding) -> str:
     )
 
 
-# Why a ceilings JSON gives a compute peak as null (`nnperf.roofline.peaks` NULL_PEAK codes).
-NULL_PEAK_REASONS = {
-    "no_vector_isa": "no known vector extension in the CPU flags",
-    "no_native_bf16": "no native bf16 arithmetic (flags lack {flags}): bf16 runs emulated, "
-    "no derived peak",
-    "clock_unread": "the CPU clock could not be read ({clock_source})",
-}
-
-
 def null_peak(f: Finding) -> str:
     a = f.about
-    reason = NULL_PEAK_REASONS.get(a["reason"])
-    reason = reason.format(**a) if reason else a["reason"]  # a JSON from before the codes
-    return f"{a['where']}: no {a['origin']} {a['precision']} peak, {reason}."
+    return f"{a['where']}: no {a['origin']} {a['precision']} peak, {a['reason']}."
 
 
 def above_peak(f: Finding) -> str:
@@ -150,6 +139,32 @@ def kernel_kind(f: Finding) -> str:
         f"{config_text(a)} on {a['machine']}: {a['kind']} kernels take "
         f"{fmt_pct(f.numbers['share'])} of the profiled step."
     )
+
+
+# Why a run's GPU clocks are not simply its own GPU's (the run document's `nvml.note`,
+# `nnperf.engine.stability.NVML_NOTES`), with `{detail}` its `note_detail`.
+NVML_NOTES = {
+    "nvml_unavailable": "NVML unavailable ({detail}): GPU clocks not recorded",
+    "unknown_uuid": "NVML knows no GPU or MIG device with torch's UUID {detail}: GPU clocks not "
+    "recorded",
+    "mig_parent": "MIG device {detail}: the clocks and throttle reasons are its parent GPU's, "
+    "shared with every MIG instance on it",
+    "mig_mode": "{detail} is in MIG mode: the clocks and throttle reasons are the whole GPU's, "
+    "shared with every MIG instance on it",
+    "visible_by_uuid": "CUDA_VISIBLE_DEVICES={detail} names devices by UUID or MIG id and torch "
+    "gave no device UUID: GPU clocks not recorded",
+    "device_order": "torch gave no device UUID and CUDA_DEVICE_ORDER is {detail}: CUDA's device "
+    "numbers need not be NVML's (PCI bus order), so GPU clocks are not recorded (set "
+    "CUDA_DEVICE_ORDER=PCI_BUS_ID, or use torch >= 2.4)",
+    "no_such_index": "NVML has no GPU {detail}: GPU clocks not recorded",
+    "found_by_index": "torch gave no device UUID: GPU found by its NVML index {detail}",
+}
+
+
+def nvml_note(record: dict) -> str | None:
+    """A run document's `environment.nvml` record's note in words (None: no note)."""
+    note = record.get("note")
+    return NVML_NOTES.get(note, note).format(detail=record.get("note_detail")) if note else None
 
 
 def sentence(f: Finding) -> str:

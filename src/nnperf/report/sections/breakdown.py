@@ -4,7 +4,7 @@ machine and the input-bound configurations."""
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import pandas as pd
 
@@ -27,47 +27,32 @@ INTRO = (
 )
 
 
-def phase_columns(columns: Iterable[str]) -> dict[str, str]:
-    """The column holding each phase's median step time (summary.csv: `<phase>_s_median`)."""
-    present = set(columns)
-    found = {}
-    for phase in PHASES:
-        for candidate in (f"{phase}_s_median", f"phase_time_s_{phase}", f"{phase}_s"):
-            if candidate in present:
-                found[phase] = candidate
-                break
-    return found
+SHARE_COLUMNS = [
+    *GROUP_KEYS,
+    *(f"{p}_s" for p in PHASES),
+    "phase_total_s",
+    *(f"{p}_share" for p in PHASES),
+    "input_share",
+]
 
 
 def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
     """Per measured configuration: each phase's median time (summary.csv `<phase>_s_median`,
-    over every timed step of every process) and its share of the summed phases.
-
-    `input_share` is data wait + host-to-device: the input pipeline.
-    """
+    over every timed step of every process) and its share of the summed phases;
+    `input_share` is data wait + host-to-device: the input pipeline."""
     source = ok_configs(summary)
-    found = phase_columns(source.columns)
-    columns = [
-        *GROUP_KEYS,
-        *(f"{p}_s" for p in PHASES),
-        "phase_total_s",
-        *(f"{p}_share" for p in PHASES),
-        "input_share",
-    ]
-    if not found or source.empty:
-        return pd.DataFrame(columns=columns)
-    frame = source[list(GROUP_KEYS)].copy()
-    for phase in PHASES:
-        frame[f"{phase}_s"] = (
-            pd.to_numeric(source[found[phase]], errors="coerce") if phase in found else 0.0
-        )
-    seconds = frame[[f"{p}_s" for p in PHASES]].fillna(0.0)
-    frame["phase_total_s"] = seconds.sum(axis=1)
-    for phase in PHASES:
-        frame[f"{phase}_share"] = seconds[f"{phase}_s"] / frame["phase_total_s"]
+    medians = [f"{p}_s_median" for p in PHASES]
+    if source.empty or not set(medians) & set(source.columns):
+        return pd.DataFrame(columns=SHARE_COLUMNS)
+    seconds = source.reindex(columns=medians, fill_value=0.0).apply(pd.to_numeric, errors="coerce")
+    seconds.columns = [f"{p}_s" for p in PHASES]
+    total = seconds.fillna(0.0).sum(axis=1)
+    shares = seconds.fillna(0.0).div(total, axis=0).set_axis([f"{p}_share" for p in PHASES], axis=1)
+    frame = pd.concat(
+        [source[list(GROUP_KEYS)], seconds, total.rename("phase_total_s"), shares], axis=1
+    )
     frame["input_share"] = frame["data_wait_share"] + frame["h2d_share"]
-    frame = frame[frame["phase_total_s"] > 0]
-    return sort_configs(frame[columns]).reset_index(drop=True)
+    return sort_configs(frame[frame["phase_total_s"] > 0][SHARE_COLUMNS]).reset_index(drop=True)
 
 
 def breakdown_records(phases: pd.DataFrame, listed: int = 5) -> list[Finding]:

@@ -25,14 +25,11 @@ from nnperf.report.wording.training import sentence
 # dataset; what differs is precision, batch size or variant.
 COMPARISON_KEYS = ("dataset", "device", "model", "recipe", "target_accuracy")
 
-
 # The statuses whose rows hold a complete account of the run's epochs.
 MEASURED_STATUSES = ("ok", "over_budget")
 
-
 # The timed runs' throughput of a training run's configuration (`add_timed_throughput`).
 TIMED_THROUGHPUT = "timed_throughput_img_s"
-
 
 INTRO = (
     "Each selected configuration trained under each recipe for some epochs or until "

@@ -20,12 +20,10 @@ from nnperf.report.wording.training import PHASE_LABELS, sentence
 # before the input pipeline is fixed, so the report says so before anything else.
 INPUT_BOUND_SHARE = 0.25
 
-
 INTRO = (
     "Where a training step's time goes: the median time of each phase (data wait, "
     "host-to-device copy, forward, backward, optimizer) as a share of their sum."
 )
-
 
 SHARE_COLUMNS = [
     *GROUP_KEYS,

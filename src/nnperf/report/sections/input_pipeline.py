@@ -5,7 +5,6 @@ the step spent waiting for data, and whether the input pipeline limits it
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 from nnperf.report.configurations import MEAN, key_columns, ok_configs

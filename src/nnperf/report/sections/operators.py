@@ -75,7 +75,6 @@ BOUND_NUMBERS = (
     *("launch_time_s", "input_share", "profiled_over_timed"),
 )
 
-
 MEMORY_NUMBERS = ("peak_allocated_bytes", "max_batch_size", "device_total_bytes", "per_image_bytes")
 
 

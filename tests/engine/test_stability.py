@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from nnperf.report.wording.roofline import nvml_note
 from nnperf.engine import stability
 
 PROC_STAT = """cpu  1000 20 300 5000 40 5 6 70 0 0
@@ -239,17 +240,18 @@ def test_a_mig_device_reads_its_parent_gpus_clocks_and_says_so(monkeypatch):
     sampler = stability.GpuSampler(0)
     assert nvml.calls == [("uuid", f"GPU-{MIG_ON_A}"), ("uuid", f"MIG-{MIG_ON_A}")]
     assert sampler.lookup == "mig_parent"
-    assert sampler.note == (
-        f"MIG device MIG-{MIG_ON_A}: the clocks and throttle reasons are its parent GPU's, "
-        "shared with every MIG instance on it"
-    )
+    assert (sampler.note, sampler.note_detail) == ("mig_parent", f"MIG-{MIG_ON_A}")
     assert sampler.window_fields()["sm_clock_mhz"] == 1980.0
 
 
 def test_a_whole_gpu_in_mig_mode_is_noted(monkeypatch):
     fake_machine(monkeypatch, FakeNvml(mig_mode=[GPU_A]), GPU_A, {})
     sampler = stability.GpuSampler(0)
-    assert sampler.lookup == "uuid" and "is in MIG mode" in sampler.note
+    assert (sampler.lookup, sampler.note, sampler.note_detail) == (
+        "uuid",
+        "mig_mode",
+        f"GPU-{GPU_A}",
+    )
     assert sampler.window_fields()["sm_clock_mhz"] == 1980.0
 
 
@@ -258,7 +260,10 @@ def test_a_uuid_nvml_does_not_know_reads_nothing(monkeypatch):
     fake_machine(monkeypatch, nvml, "00000000-0000-0000-0000-000000000000", {})
     sampler = stability.GpuSampler(0)
     assert sampler.window_fields()["sm_clock_mhz"] is None
-    assert sampler.note.startswith("NVML knows no GPU or MIG device with torch's UUID 0000")
+    assert (sampler.note, sampler.note_detail) == (
+        "unknown_uuid",
+        "0" * 8 + "-0000" * 3 + "-" + "0" * 12,
+    )
     assert not any(kind == "index" for kind, _ in nvml.calls)
 
 
@@ -271,25 +276,22 @@ def test_a_uuid_nvml_does_not_know_reads_nothing(monkeypatch):
             {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
             1410.0,
             "index",
-            "torch gave no device UUID: GPU found by its NVML index 1",
+            ("found_by_index", 1),
         ),
-        ((GPU_B,), {}, 1410.0, "index", "torch gave no device UUID: GPU found by its NVML index 0"),
+        ((GPU_B,), {}, 1410.0, "index", ("found_by_index", 0)),
         (
             (GPU_A, GPU_B),
             {"CUDA_VISIBLE_DEVICES": "1"},
             None,
             None,
-            "torch gave no device UUID and CUDA_DEVICE_ORDER is FASTEST_FIRST: CUDA's device "
-            "numbers need not be NVML's (PCI bus order), so GPU clocks are not recorded (set "
-            "CUDA_DEVICE_ORDER=PCI_BUS_ID, or use torch >= 2.4)",
+            ("device_order", "FASTEST_FIRST"),
         ),
         (
             (GPU_A, GPU_B),
             {"CUDA_VISIBLE_DEVICES": f"GPU-{GPU_B}", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
             None,
             None,
-            f"CUDA_VISIBLE_DEVICES=GPU-{GPU_B} names devices by UUID or MIG id and "
-            "torch gave no device UUID: GPU clocks not recorded",
+            ("visible_by_uuid", f"GPU-{GPU_B}"),
         ),
     ],
 )
@@ -300,7 +302,7 @@ def test_without_a_uuid_an_index_only_where_it_names_the_same_gpu(
     fake_machine(monkeypatch, nvml, None, environ)
     sampler = stability.GpuSampler(0)
     assert sampler.window_fields()["sm_clock_mhz"] == clock
-    assert (sampler.lookup, sampler.note) == (lookup, note)
+    assert (sampler.lookup, (sampler.note, sampler.note_detail)) == (lookup, note)
     assert all(kind == "index" for kind, _ in nvml.calls)
 
 
@@ -318,7 +320,7 @@ def test_without_nvml_the_note_says_so(monkeypatch):
 
     fake_machine(monkeypatch, NoDriver(), GPU_A, {})
     sampler = stability.GpuSampler(0)
-    assert sampler.note == "NVML unavailable (RuntimeError): GPU clocks not recorded"
+    assert (sampler.note, sampler.note_detail) == ("nvml_unavailable", "RuntimeError")
     assert sampler.window_fields()["sm_clock_mhz"] is None
 
 
@@ -330,8 +332,12 @@ def test_without_the_nvml_package_a_cuda_run_records_no_clocks_and_runs_on(monke
     assert sampler.record() == {
         "uuid": None,
         "nvml_lookup": None,
-        "note": "NVML unavailable (ModuleNotFoundError): GPU clocks not recorded",
+        "note": "nvml_unavailable",
+        "note_detail": "ModuleNotFoundError",
     }
+    assert nvml_note(sampler.record()) == (
+        "NVML unavailable (ModuleNotFoundError): GPU clocks not recorded"
+    )
     assert sampler.window_fields() == {
         "sm_clock_mhz": None,
         "memory_clock_mhz": None,

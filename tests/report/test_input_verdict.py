@@ -19,6 +19,7 @@ from nnperf.report.input_verdict import (
     verdict,
 )
 from nnperf.report.sections import environment, input_pipeline
+from nnperf.report.wording import training as training_words
 
 
 def test_the_verdicts_are_codes_of_the_vocabulary():
@@ -270,6 +271,11 @@ def row(variant, rate, loader_rate, wait, verdict_code):
     }
 
 
+def input_finding(summary) -> list[str]:
+    record = input_pipeline.input_record(summary)
+    return [] if record is None else [training_words.sentence(record)]
+
+
 def test_the_key_finding_names_each_input_bound_configuration_once_with_its_numbers():
     summary = summary_frame(
         [
@@ -278,7 +284,14 @@ def test_the_key_finding_names_each_input_bound_configuration_once_with_its_numb
             row("decoded_once", 160.0, 16000.0, 0.001, NOT_INPUT_BOUND),
         ]
     )
-    (finding,) = input_pipeline.input_finding(summary)
+    record = input_pipeline.input_record(summary)
+    assert [r["variant"] for r in record.about["named"]] == ["baseline"]
+    assert (record.numbers["bound"], record.numbers["free"], record.numbers["headroom"]) == (
+        1,
+        2,
+        6.0,
+    )
+    (finding,) = input_finding(summary)
     assert finding == (
         "Data loading limits 1 of 3 measured configurations: resnet18 fp32 at batch 64 "
         "(baseline) (loader alone 46.0 img/s (95% CI 43.7–48.3) against 40.0 img/s (95% CI "
@@ -297,17 +310,17 @@ def test_the_key_finding_says_plainly_when_data_loading_limits_nothing():
             row("replayed", 50.0, None, 0.001, UNDETERMINED),
         ]
     )
-    (finding,) = input_pipeline.input_finding(summary)
+    (finding,) = input_finding(summary)
     assert finding == (
         "Data loading does not limit 2 of 3 measured configurations (the loader alone "
         "delivers at least 100x the training rate and the step waits for data at most "
         "0.4% of its time); for 1 it is undetermined (no loader rate was measured)."
     )
-    assert input_pipeline.input_finding(summary.iloc[:2])[0].startswith(
+    assert input_finding(summary.iloc[:2])[0].startswith(
         "Data loading limits none of the 2 measured configurations: "
     )
     # A summary from before the loader windows: nothing is said.
-    assert input_pipeline.input_finding(summary.drop(columns=["input_bound"])) == []
+    assert input_finding(summary.drop(columns=["input_bound"])) == []
 
 
 def test_the_input_table_puts_the_loader_beside_training_for_every_configuration():

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from h100_exports import EXPORTS
 from nnperf.core.vocab import PHASES
 from nnperf.report.bounds import (
-    flagged_roofs,
     preferred_verdict,
+    profile_roofs,
     roofline_readings,
     roofline_verdicts,
 )
@@ -44,7 +44,8 @@ from nnperf.report.sections.notes import (
     variance_notes,
 )
 from nnperf.report.format import cells
-from nnperf.report.sections.roofline import READING_COLUMNS, above_roof, busy_sentence
+from nnperf.report.wording import roofline as roofline_words
+from nnperf.report.sections.roofline import READING_COLUMNS, above_roof, busy_record
 from nnperf.report.comparisons import comparisons_table
 from nnperf.report.sections.speedups import pairs, scaling, scaling_sentence, speedup_sentence
 from nnperf.roofline import points as roofline
@@ -638,10 +639,19 @@ def _h100_summary() -> pd.DataFrame:
     return labelled(summary, H100)
 
 
+def busy_sentence(profile, summary=None) -> str:
+    return roofline_words.sentence(busy_record(profile, summary))
+
+
 def test_h100_eager_step_is_host_bound_and_the_remedies_are_the_studys_own():
     summary = _h100_summary()
     profiles = _h100_profiles(summary)
     eager = profiles[profiles["variant"] == "tuned"].iloc[0].to_dict()
+    record = busy_record(eager, summary)
+    assert record.about["verdict"] == "host-bound"
+    assert record.about["compiled"]["variant"] == "cudagraphs"
+    assert record.about["larger"]["batch_size"] == 512
+    assert record.numbers["compiled_ratio"] == pytest.approx(62603 / 24112)
     assert busy_sentence(eager, summary) == (
         f"resnet18_cifar bf16 at batch 256 (tuned) on {H100}: the GPU is busy 52% of the timed "
         "step (5.38 ms of kernels at the runs' 1.98 GHz, 6.71 ms at the profiled 1.59 GHz, in a "
@@ -709,11 +719,11 @@ def test_a_profile_whose_calibration_contradicts_its_roof_or_counters_is_noted()
         "calibration GEMM counted 0.50x its known FLOPs (allowed: within 2.0%)"
     )
     # No bound is read from a flagged roof: the profile roof of that configuration is left out.
-    assert flagged_roofs(bad) == {(H100, "cuda", "resnet18_cifar", "bf16", 256, "cudagraphs")}
     kernels = labelled(
         pd.concat([EXPORTS[n].kernels() for n in ("bf16_bs256_tuned", "bf16_bs256_cudagraphs")]),
         H100,
     )
+    assert [key[-1] for key in profile_roofs(kernels, bad)] == ["tuned"]
     points = labelled(roofline.ncu_points(kernels.drop(columns="machine")), H100)
     readings = roofline_readings(points, [], kernels, bad)
     assert set(readings["variant"]) == {"tuned"}

@@ -8,12 +8,13 @@ from types import SimpleNamespace
 import pytest
 
 from nnperf.report.sections.operators import (
-    bound_sentence,
-    input_pipeline_sentence,
-    memory_sentence,
-    profile_findings,
+    bound_record,
+    input_record,
+    memory_record,
+    profile_records,
     top_operators_display,
 )
+from nnperf.report.wording.profiles import sentence
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof import breakdown
 from nnperf.torchprof import memory as step_memory
@@ -36,6 +37,22 @@ def document(analysis=None, device="cuda", precision="bf16", **fields) -> dict:
         "memory": None,
         **fields,
     }
+
+
+def bound_sentence(doc) -> str:
+    return sentence(bound_record(doc))
+
+
+def memory_sentence(doc) -> str:
+    return sentence(memory_record(doc))
+
+
+def input_pipeline_sentence(doc) -> str:
+    return sentence(input_record(doc))
+
+
+def profile_findings(doc, machine=None) -> list[str]:
+    return [sentence(f) for f in profile_records(doc, machine)]
 
 
 def tables(analysis) -> dict:
@@ -61,6 +78,9 @@ def h100_summary(busy_ms: float, step_ms: float) -> dict:
 
 
 def test_eager_bf16_on_the_h100_reads_host_bound_and_cuda_graphs_device_bound():
+    record = bound_record(document(summary=h100_summary(6.7, 10.4)))
+    assert (record.about["verdict"], record.about["remedy"]) == ("host-bound", "host-bound")
+    assert record.numbers["share"] == pytest.approx(6.7 / 10.4)
     eager = bound_sentence(document(summary=h100_summary(6.7, 10.4)))
     assert eager.startswith("resnet18_cifar bf16 at batch 256 (baseline) on cuda is host-bound")
     assert "busy only 64% of the step (6.70 ms of kernels in a 10.4 ms timed step)" in eager
@@ -190,16 +210,22 @@ def test_a_profile_that_did_not_run_is_one_note(status, error, expected):
 
 def test_profile_findings_in_order_with_the_notes_last():
     analysis = operators.analyse(cuda_trace(), "cuda")
-    doc = document(analysis, notes=["cut to 1 warm-up and 1 profiled steps"])
+    cut = {"code": "steps_cut", "warmup_steps": 1, "profiled_steps": 1, "max_seconds": 30.0}
+    doc = document(analysis, notes=[cut])
+    kinds = [f.kind for f in profile_records(doc, machine="h100")]
+    assert kinds == ["profile_bound", "profile_input", "profile_note"]
     findings = profile_findings(doc, machine="h100")
     assert "is host-bound" in findings[0]
     assert findings[1].startswith("The input pipeline of resnet18_cifar bf16 at batch 256")
-    assert findings[-1].endswith("cut to 1 warm-up and 1 profiled steps.")
+    assert findings[-1].endswith(
+        "cut to 1 warm-up and 1 profiled steps to fit operator_profile.max_seconds = 30 s."
+    )
 
 
 def test_a_compiled_variant_is_not_told_to_compile():
     summary = h100_summary(6.7, 10.4)
     compiled = document(summary=summary, variant_settings={"compile": "reduce-overhead"})
+    assert bound_record(compiled).about["remedy"] == "compiled"
     sentence = bound_sentence(compiled)
     assert "CUDA graphs" not in sentence and sentence.endswith(
         "a larger batch helps more than faster kernels."

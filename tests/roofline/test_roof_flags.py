@@ -13,6 +13,7 @@ from nnperf.report.plots import roofline as roofline_plots
 from nnperf.report.sections import ceilings as ceilings_section
 from nnperf.report.sections import notes
 from nnperf.report.sections import roofline as roofline_section
+from nnperf.report.wording import roofline as roofline_words
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline
 
@@ -94,7 +95,10 @@ def test_a_derived_peak_is_named_derived_never_datasheet():
 
 def test_a_measured_roof_above_its_derived_peak_is_remarked():
     table = ceilings_section.ceilings_table([ceilings()])
-    fp32, bf16 = ceilings_section.above_peak_findings(table)
+    records = ceilings_section.peak_records([], table)
+    assert [r.about["roof"] for r in records] == ["fp32 GEMM", "bf16 GEMM"]
+    assert records[0].numbers["ratio"] == pytest.approx(198 / 166.15, rel=1e-3)
+    fp32, bf16 = (roofline_words.sentence(r) for r in records)
     assert fp32.startswith(
         f"{MACHINE}: the measured fp32 GEMM (198 GFLOP/s) is 119% of the derived peak "
         "(166 GFLOP/s): that peak is too low"
@@ -109,14 +113,17 @@ def test_a_point_above_the_derived_peak_is_flagged_with_a_sentence():
     assert bool(derived["above_roof"]) and derived["above_fraction"] == pytest.approx(181 / 166.15)
     measured = rows[rows["roof_name"] == "measured"].iloc[0]
     assert not measured["above_roof"]  # 181 of 198 GFLOP/s: 91%
-    sentence = roofline_section.above_roof_sentence(derived, [ceilings()])
+    (record,) = roofline_section.above_roof_records(rows, [ceilings()])
+    assert (record.about["roof"], record.about["against"]) == ("derived", "compute")
+    assert record.numbers["clock_hz"] == DERIVED["clock_hz"]
+    sentence = roofline_words.sentence(record)
     assert sentence.startswith(
         f"resnet18_cifar fp32 at batch 32 (tuned) on {MACHINE} reached 181 GFLOP/s, 109% of "
         "the 166 GFLOP/s derived fp32 peak: the roof is under-measured (a derived peak is cores "
         "x clock x FLOP/cycle, and the clock it used (2.60 GHz"
     )
     findings = roofline_section.roofline_findings(rows, None, None, [ceilings()])
-    assert sentence in findings
+    assert findings == [record]
     display = cells(rows, roofline_section.READING_COLUMNS)
     assert display["Roofs"].tolist() == ["derived", "measured"]
     assert display["Above roof"].tolist() == ["yes, 109% of peak: roof under-measured", ""]
@@ -125,8 +132,9 @@ def test_a_point_above_the_derived_peak_is_flagged_with_a_sentence():
 def test_a_point_above_a_1024_gemm_roof_calls_the_roof_under_measured():
     documents = [ceilings(gemm_fp32=165e9, size=1024, datasheet=None)]
     rows = flagged(step_point(), documents)
-    (measured,) = rows[rows["above_roof"]].to_dict("records")
-    assert roofline_section.above_roof_sentence(measured, documents) == (
+    (record,) = roofline_section.above_roof_records(rows, documents)
+    assert record.numbers["gemm_size"] == 1024
+    assert roofline_words.sentence(record) == (
         f"resnet18_cifar fp32 at batch 32 (tuned) on {MACHINE} reached 181 GFLOP/s, 110% of the "
         "165 GFLOP/s measured fp32 GEMM roof: the roof is under-measured (a 1024³ GEMM does not "
         "reach this CPU's peak)."
@@ -138,8 +146,10 @@ def test_a_point_above_a_1024_gemm_roof_calls_the_roof_under_measured():
 def test_a_point_above_its_memory_roof_blames_the_bytes_or_the_bandwidth():
     # Intensity 2 FLOP/B x 33.6 GB/s = 67 GFLOP/s attainable, below the point's 100 GFLOP/s.
     documents = [ceilings(datasheet=None)]
-    (row,) = flagged(step_point(performance=100e9, intensity=2.0), documents).to_dict("records")
-    sentence = roofline_section.above_roof_sentence(row, documents)
+    rows = flagged(step_point(performance=100e9, intensity=2.0), documents)
+    (record,) = roofline_section.above_roof_records(rows, documents)
+    assert record.about["against"] == "bandwidth"
+    sentence = roofline_words.sentence(record)
     assert "of the 67.2 GFLOP/s measured main memory bandwidth roof at its intensity" in sentence
     assert "caches serve part of the traffic" in sentence
 

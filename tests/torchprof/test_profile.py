@@ -376,8 +376,8 @@ def test_device_notes():
         },
         "cuda",
     )
-    assert "no CUDA kernels" in opprofile._device_notes("cuda", analysis)[0]
-    assert "MPS" in opprofile._device_notes("mps", analysis)[0]
+    assert opprofile._device_notes("cuda", analysis) == [{"code": "no_cuda_kernels"}]
+    assert opprofile._device_notes("mps", analysis) == [{"code": "mps_no_kernels"}]
     assert opprofile._device_notes("cpu", analysis) == []
 
 

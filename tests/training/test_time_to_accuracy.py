@@ -12,10 +12,15 @@ import pytest
 from nnperf.core.errors import NnperfError
 from nnperf.report import training_table
 from nnperf.report.plots import accuracy
-from nnperf.report.sections.accuracy import faster_but_later_sentences, training_display
+from nnperf.report.sections.accuracy import faster_but_later, training_display
+from nnperf.report.wording.training import sentence
 from nnperf.training import to_accuracy as convergence
 
 from test_to_accuracy import request, restore_threads, synthetic, toy_cnn  # noqa: F401
+
+
+def faster_but_later_sentences(table, throughput_column="throughput_img_s", runs=None):
+    return [sentence(f) for f in faster_but_later(table, throughput_column, runs)]
 
 
 def summary(precision, batch_size, throughput, time_to_target, best, status="ok", **extra):
@@ -72,6 +77,11 @@ def test_the_table_has_one_row_per_run_in_the_shared_order(table):
 
 
 def test_faster_configurations_that_reach_the_target_later_or_never_are_named(table):
+    records = faster_but_later(table)
+    assert [(r.about["run"]["batch_size"], r.numbers["time_s"]) for r in records] == [
+        (256, 150.0),
+        (512, None),
+    ]
     sentences = faster_but_later_sentences(table)
     assert sentences == [
         "resnet18_cifar bf16 at batch 256 (baseline) trains 1.80x as many images per second as "

@@ -166,15 +166,31 @@ def _load_1m() -> float | None:
 _FROM_TORCH = object()
 
 
+# Why a run's clocks are not simply its own GPU's found by UUID: the run document's
+# `nvml.note` code, with `nvml.note_detail` (the UUID, index, order or error it names);
+# the report words them.
+NVML_NOTES = (
+    "nvml_unavailable",  # detail: the exception's type
+    "unknown_uuid",  # NVML knows no GPU or MIG device with torch's UUID: nothing read
+    "mig_parent",  # a MIG device: its parent GPU's clocks, shared by every instance
+    "mig_mode",  # a whole GPU in MIG mode: its clocks shared by its instances
+    "visible_by_uuid",  # CUDA_VISIBLE_DEVICES names UUIDs and torch gave none: nothing read
+    "device_order",  # no UUID and CUDA's order is not NVML's: nothing read
+    "no_such_index",  # NVML has no GPU at that index: nothing read
+    "found_by_index",  # no UUID from torch: found by its NVML index
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class NvmlDevice:
     """Which NVML device a run's clocks are read from: its handle (None: none is read),
     how it was found (`uuid`, `mig_parent`, `index`, or None), and why it is not simply
-    the run's own GPU found by UUID (None when it is)."""
+    the run's own GPU found by UUID (`NVML_NOTES`, None when it is) with its detail."""
 
     handle: object | None
     lookup: str | None
     note: str | None
+    detail: str | int | None = None
 
 
 def _bare_uuid(uuid: str) -> str:
@@ -204,66 +220,40 @@ def find_nvml_device(nvml, index: int, uuid: str | None, environ: Mapping[str, s
         except Exception:  # noqa: BLE001 - not a whole GPU: a MIG instance, or unknown
             handle = None
         if handle is not None:
-            return NvmlDevice(handle, "uuid", _mig_mode_note(nvml, handle, bare))
+            if _in_mig_mode(nvml, handle):
+                return NvmlDevice(handle, "uuid", "mig_mode", f"GPU-{bare}")
+            return NvmlDevice(handle, "uuid", None)
         try:
             instance = nvml.nvmlDeviceGetHandleByUUID(f"MIG-{bare}")
             parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(instance)
         except Exception:  # noqa: BLE001
-            return NvmlDevice(
-                None,
-                None,
-                f"NVML knows no GPU or MIG device with torch's UUID {bare}: "
-                "GPU clocks not recorded",
-            )
-        return NvmlDevice(
-            parent,
-            "mig_parent",
-            f"MIG device MIG-{bare}: the clocks and throttle reasons are its parent GPU's, "
-            "shared with every MIG instance on it",
-        )
+            return NvmlDevice(None, None, "unknown_uuid", bare)
+        return NvmlDevice(parent, "mig_parent", "mig_parent", f"MIG-{bare}")
     visible = [v.strip() for v in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if visible and not all(_is_int(v) for v in visible):
-        return NvmlDevice(
-            None,
-            None,
-            f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} names devices by UUID or "
-            "MIG id and torch gave no device UUID: GPU clocks not recorded",
-        )
+        return NvmlDevice(None, None, "visible_by_uuid", environ["CUDA_VISIBLE_DEVICES"])
     order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
     try:
         single = int(nvml.nvmlDeviceGetCount()) == 1
     except Exception:  # noqa: BLE001
         single = False
     if order != "PCI_BUS_ID" and not single:
-        return NvmlDevice(
-            None,
-            None,
-            f"torch gave no device UUID and CUDA_DEVICE_ORDER is {order}: CUDA's device "
-            "numbers need not be NVML's (PCI bus order), so GPU clocks are not recorded "
-            "(set CUDA_DEVICE_ORDER=PCI_BUS_ID, or use torch >= 2.4)",
-        )
+        return NvmlDevice(None, None, "device_order", order)
     physical = int(visible[index]) if index < len(visible) else index
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(physical)
     except Exception:  # noqa: BLE001
-        return NvmlDevice(None, None, f"NVML has no GPU {physical}: GPU clocks not recorded")
-    return NvmlDevice(
-        handle, "index", f"torch gave no device UUID: GPU found by its NVML index {physical}"
-    )
+        return NvmlDevice(None, None, "no_such_index", physical)
+    return NvmlDevice(handle, "index", "found_by_index", physical)
 
 
-def _mig_mode_note(nvml, handle, bare: str) -> str | None:
-    """A note when the GPU found runs in MIG mode: its clocks are shared by its instances."""
+def _in_mig_mode(nvml, handle) -> bool:
+    """Whether the GPU found runs in MIG mode: its clocks are shared by its instances."""
     try:
         current = nvml.nvmlDeviceGetMigMode(handle)[0]
     except Exception:  # noqa: BLE001 - no MIG support: not in MIG mode
-        return None
-    if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
-        return None
-    return (
-        f"GPU-{bare} is in MIG mode: the clocks and throttle reasons are the whole GPU's, "
-        "shared with every MIG instance on it"
-    )
+        return False
+    return current == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
 
 
 def _is_int(text: str) -> bool:
@@ -290,6 +280,7 @@ class GpuSampler:
         self.uuid: str | None = None
         self.lookup: str | None = None
         self.note: str | None = None
+        self.note_detail: str | int | None = None
         if device_index is None:
             return
         try:
@@ -297,7 +288,7 @@ class GpuSampler:
 
             pynvml.nvmlInit()
         except Exception as exc:  # noqa: BLE001 - no NVML (no driver, no package): fields null
-            self.note = f"NVML unavailable ({type(exc).__name__}): GPU clocks not recorded"
+            self.note, self.note_detail = "nvml_unavailable", type(exc).__name__
             return
         if uuid is _FROM_TORCH:
             from nnperf.core.environment import device_uuid
@@ -306,11 +297,13 @@ class GpuSampler:
         self.uuid = _bare_uuid(uuid) if uuid else None
         found = find_nvml_device(pynvml, device_index, self.uuid, os.environ)
         self._handle, self.lookup, self.note = found.handle, found.lookup, found.note
+        self.note_detail = found.detail
         self._nvml = pynvml if found.handle is not None else None
 
     def record(self) -> dict:
         """What the run document says about where its clocks came from."""
-        return {"uuid": self.uuid, "nvml_lookup": self.lookup, "note": self.note}
+        record = {"uuid": self.uuid, "nvml_lookup": self.lookup, "note": self.note}
+        return record | ({"note_detail": self.note_detail} if self.note else {})
 
     def window_fields(self) -> dict:
         fields = {

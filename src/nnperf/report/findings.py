@@ -39,7 +39,26 @@ KEY_KINDS = (
     "measuring_cost",
     "flagged_counts",  # how many configurations the notes flag, by kind
 )
-KINDS = NOISE_CAUSES + KEY_KINDS
+# What the detail sections find, worded by `nnperf.report.wording` (roofline, profiles,
+# pipeline, accuracy).
+DETAIL_KINDS = (
+    "above_roof",  # a step point above a roof: the roof is under-measured
+    "gpu_busy",  # an Nsight Compute profile's busy share of the timed step
+    "null_peak",  # a ceilings JSON's null compute peak, with its reason code
+    "above_peak",  # a measured roof above its peak
+    "kernel_kind",  # the kernel kind taking most of a profiled step
+    "profile_missing",  # an operator profile that did not run
+    "profile_bound",  # what bounds an operator-profiled step
+    "profile_memory",  # its peak memory and batch headroom
+    "profile_input",  # what feeding its step costs
+    "profile_note",  # a note the profile recorded (a code)
+    "input_verdicts",  # whether data loading limits the measured configurations
+    "largest_phase",  # per machine, the phase most often largest
+    "waits_on_input",  # a step waiting on input a quarter of its time or more
+    "more_waiting",  # the count of those past the ones listed
+    "faster_but_later",  # faster per image, yet at the target later or never
+)
+KINDS = NOISE_CAUSES + KEY_KINDS + DETAIL_KINDS
 
 
 @dataclasses.dataclass(frozen=True)

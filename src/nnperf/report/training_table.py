@@ -1,11 +1,6 @@
-"""The training runs' table (results/tables/{dataset}/training.csv): one tidy row per run to
-a target accuracy, from its summary document (`nnperf.training.to_accuracy`), with the timed
-runs' throughput of the same configuration joined (summary.csv of `nnperf.report.aggregate`).
-
-`training_table()` makes the rows, `add_timed_throughput()` joins the throughput and
-`write_training_table()` at the bottom is the file edge (rule `training_table`). What the rows
-say is the Time to accuracy section's (`nnperf.report.sections.accuracy`).
-"""
+"""The training runs' table (results/tables/{dataset}/training.csv, rule `training_table`):
+one row per run to a target accuracy (`nnperf.training.to_accuracy`), with the timed runs'
+throughput of the same configuration joined from summary.csv."""
 
 from __future__ import annotations
 
@@ -38,25 +33,16 @@ TABLE_COLUMNS = (
 
 
 def training_table(documents: Iterable[Mapping]) -> pd.DataFrame:
-    """One row per training-run summary document, in `TABLE_COLUMNS`."""
-    rows = []
-    for document in documents:
-        row = {column: document.get(column) for column in TABLE_COLUMNS}
-        row["max_epochs"] = (document.get("convergence") or {}).get("epochs")
-        rows.append(row)
+    """One row per training-run summary document, in `TABLE_COLUMNS` and the report's order
+    (precisions in the shared order)."""
+    rows = [
+        {**document, "max_epochs": (document.get("convergence") or {}).get("epochs")}
+        for document in documents
+    ]
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    return sort_runs(table)
-
-
-def sort_runs(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the report's order: keys, precisions in the shared order."""
-    if table.empty:
-        return table.reset_index(drop=True)
-    ordered = table.assign(_precision=table["precision"].map(precision_rank))
     keys = ["dataset", "device", "model", "recipe", "batch_size", "_precision", "variant"]
-    return (
-        ordered.sort_values(keys, kind="stable").drop(columns="_precision").reset_index(drop=True)
-    )
+    ordered = table.assign(_precision=table["precision"].map(precision_rank))
+    return ordered.sort_values(keys, kind="stable")[list(TABLE_COLUMNS)].reset_index(drop=True)
 
 
 # What the training table reads of summary.csv.
@@ -70,8 +56,7 @@ def add_timed_throughput(table: pd.DataFrame, timed_summary: pd.DataFrame) -> pd
     timed = timed_summary[timed_summary["status"] == "ok"][[*keys, "throughput_img_s_mean"]]
     timed = timed.rename(columns={"throughput_img_s_mean": "timed_throughput_img_s"})
     timed = timed.astype({"batch_size": int})
-    merged = table.astype({"batch_size": int}).merge(timed, on=keys, how="left")
-    return merged
+    return table.astype({"batch_size": int}).merge(timed, on=keys, how="left")
 
 
 def write_training_table(

@@ -136,10 +136,11 @@ def notes_for(
         else:
             # A precision the CPU has no arithmetic for (bf16 without bf16 flags): no roof
             # rather than the fp32 one, which would bound an emulated rate 50x below it.
-            for precision, reason in (datasheet.get("flop_s_null_reasons") or {}).items():
+            for precision, code in (datasheet.get("flop_s_null_reasons") or {}).items():
+                reason = peaks_mod.null_peak_reason(code, datasheet)
                 notes.append(f"Derived {precision} peak is null: {reason}.")
     else:
-        notes.append(f"Datasheet: {datasheet['name']} ({datasheet['source']}).")
+        notes.append(f"Datasheet: {datasheet['name']} (peaks.yaml entry {datasheet.get('key')}).")
     for precision, value in ratio["gemm_flop_s"].items():
         if value is not None and value > 1:
             if datasheet.get("derived") and datasheet.get("clock_hz"):
@@ -283,8 +284,11 @@ def datasheet_for(
     The derived peak uses `cpu_clock_hz` when given, else the clock read from this machine.
     """
     entry = peaks_mod.match_device(device, device_name, peaks)
-    if entry is not None or device != "cpu":
-        return entry
+    if entry is not None:
+        # The citation stays in peaks.yaml, named by the entry's key: the JSON holds data.
+        return {**entry, "source": "peaks.yaml"}
+    if device != "cpu":
+        return None
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     cpuinfo = parse_cpuinfo(text)
     affinity = (

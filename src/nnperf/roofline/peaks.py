@@ -10,7 +10,7 @@ Three jobs, all pure functions of text and data:
   `/proc/cpuinfo` flags. It is an upper bound from the instruction set, clearly labelled
   as derived: it is not a vendor figure. A precision the flags give no hardware arithmetic
   for (bf16 without AMX, AVX512_BF16, AVX-NE-CONVERT or arm64 BF16) has no derived peak:
-  null, with the reason in `flop_s_null_reasons`.
+  null, with the reason's code in `flop_s_null_reasons`.
 
 Not here: measuring anything (see `nnperf.roofline.ceilings`), parsing `/proc/cpuinfo`
 (`nnperf.core.cpuinfo`) or reading files other than the YAML (the caller passes what it read
@@ -208,13 +208,28 @@ def peak_origin(entry: Mapping | None) -> str:
 # CPU: a derived peak from /proc/cpuinfo
 
 
-def _no_bf16_reason(flags) -> str:
-    """Why a CPU with these flags gets no derived bf16 peak (it lacks every `BF16_FLAGS`)."""
-    family = "arm64" if "asimd" in set(flags) else "x86"
-    return (
-        f"no native bf16 arithmetic (flags lack {', '.join(BF16_FLAGS[family])}): "
-        "bf16 runs emulated, no derived peak"
-    )
+# Why a derived peak is null: the code `flop_s_null_reasons` stores, and its words (the job's
+# log and the report's Ceilings and roofline figures word it when they show it).
+NULL_PEAK_REASONS = {
+    "no_vector_isa": "no known vector extension in the CPU flags",
+    "no_native_bf16": "no native bf16 arithmetic (flags lack {flags}): bf16 runs emulated, "
+    "no derived peak",
+    "clock_unread": "the CPU clock could not be read ({clock_source})",
+}
+
+
+def null_peak_reason(code: str, entry: Mapping) -> str:
+    """Why a derived `entry` (a ceilings JSON's datasheet) gives a peak as null, in words."""
+    reason = NULL_PEAK_REASONS.get(code)
+    if reason is None:
+        return code  # a JSON from before the codes held the sentence itself
+    flags = ", ".join(entry.get("bf16_flags") or ())
+    return reason.format(flags=flags, clock_source=entry.get("clock_source"))
+
+
+def bf16_flags(flags) -> list[str]:
+    """The flags that would give a CPU with these flags bf16 arithmetic (`BF16_FLAGS`)."""
+    return list(BF16_FLAGS["arm64" if "asimd" in set(flags) else "x86"])
 
 
 def _bf16_per_cycle(flag_set: set, fp32: int) -> tuple[int | None, str]:
@@ -227,7 +242,7 @@ def _bf16_per_cycle(flag_set: set, fp32: int) -> tuple[int | None, str]:
         return fp32, "avx_ne_convert: converted in hardware, multiplied at the fp32 rate"
     if "asimd" in flag_set and "bf16" in flag_set:
         return fp32 * ARM_BF16_SPEEDUP, f"arm64 bf16: {ARM_BF16_SPEEDUP} x fp32 (BFDOT)"
-    return None, _no_bf16_reason(flag_set)
+    return None, "no_native_bf16"
 
 
 def cpu_flop_per_cycle(
@@ -249,13 +264,12 @@ def cpu_flop_per_cycle(
         if all(f in flag_set for f in required):
             break
     else:
-        reason = "no known vector extension in the CPU flags"
         return {
             "fp32": None,
             "bf16": None,
             "isa": None,
-            "explanation": reason,
-            "null_reasons": {"fp32": reason, "bf16": reason},
+            "explanation": "no known vector extension in the CPU flags",
+            "null_reasons": dict.fromkeys(("fp32", "bf16"), "no_vector_isa"),
         }
     if isa == "avx512f" and (vendor, family) in HALF_WIDTH_AVX512:
         bits, isa = 256, "avx512f (256-bit datapath)"
@@ -296,14 +310,16 @@ def derived_cpu_peak(
         if per is None:
             null_reasons[precision] = per_cycle["null_reasons"][precision]
         elif not clock_hz:
-            null_reasons[precision] = f"the CPU clock could not be read ({clock_source})"
+            null_reasons[precision] = "clock_unread"
     return {
         "key": "cpu_derived",
         "name": f"{cpuinfo.get('model_name') or 'unknown CPU'} (derived peak)",
         "device": "cpu",
         "flop_s": flop_s,
-        # Why a precision's derived peak is null (a precision absent here has a number).
+        # Why a precision's derived peak is null (`NULL_PEAK_CODES`; a precision absent here
+        # has a number), and the flags bf16 arithmetic would need.
         "flop_s_null_reasons": null_reasons,
+        "bf16_flags": bf16_flags(cpuinfo.get("flags", [])),
         "memory_bandwidth_bytes_s": None,
         # Not a datasheet: cores x clock_hz x flop_per_cycle_per_core (from the ISA flags,
         # `cpu_flop_per_cycle`); the numbers are the fields below.

@@ -223,19 +223,17 @@ def _check_keys(request: OperatorProfileRequest, document: Mapping | None, what:
         )
 
 
-def _device_notes(device: str, analysis: Analysis) -> list[str]:
-    if device == "cpu":
-        return []
+# A profile's notes are codes with their numbers (`{"code": ..., ...}`), worded by the report
+# (`nnperf.report.wording.profiles.NOTES`).
+NOTE_CODES = ("mps_no_kernels", "no_cuda_kernels", "layers_fused", "steps_cut")
+
+
+def _device_notes(device: str, analysis: Analysis) -> list[dict]:
     if device == "mps":
-        return [
-            "torch.profiler records no MPS kernels: device time, device busy share and "
-            "host-bound/device-bound are not available on mps"
-        ]
-    if analysis.summary.get("device_busy_time_s") is None:
-        return [
-            "the profiler recorded no CUDA kernels (CUPTI unavailable or failed to "
-            "initialise: see the job's log); device time and busy share are missing"
-        ]
+        return [{"code": "mps_no_kernels"}]
+    if device != "cpu" and analysis.summary.get("device_busy_time_s") is None:
+        # CUPTI unavailable or failed to initialise (the job's log says which).
+        return [{"code": "no_cuda_kernels"}]
     return []
 
 
@@ -245,7 +243,7 @@ class StepsRun:
 
     status: str = "ok"
     error: str | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[dict] = field(default_factory=list)
     warmup_times: list[float] = field(default_factory=list)
     # How many of the first warm-up steps are one-time steps (`profile_one_time_steps`).
     one_time_steps: int = 0
@@ -288,9 +286,7 @@ def run_steps(
         result.module_types = {name: type(module).__name__ for name, module in modules}
         ranges = LayerRanges(modules)
         if settings.label_layers and not modules:
-            result.notes.append(
-                "compiled model: operators are not grouped by layer (layers are fused)"
-            )
+            result.notes.append({"code": "layers_fused"})
         result.cost["build_s"] = time.perf_counter() - clock
         clock = time.perf_counter()
         budget = warm_up(
@@ -316,8 +312,12 @@ def run_steps(
         profiled = result.profiled.steps
         if profiled < settings.steps or len(result.warmup_times) < settings.warmup_steps:
             result.notes.append(
-                f"cut to {len(result.warmup_times)} warm-up and {profiled} profiled steps "
-                f"to fit operator_profile.max_seconds = {settings.max_seconds:g} s"
+                {
+                    "code": "steps_cut",
+                    "warmup_steps": len(result.warmup_times),
+                    "profiled_steps": profiled,
+                    "max_seconds": settings.max_seconds,
+                }
             )
     except OverBudget as exc:
         result.status, result.error = "over_budget", str(exc)

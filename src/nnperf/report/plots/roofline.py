@@ -118,7 +118,9 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
     reasons = sheet.get("flop_s_null_reasons") or {}
     origin = peaks.peak_origin(sheet)
     return [
-        textwrap.fill(f"no {origin} {p} peak: {reasons[p]}", NOTE_WIDTH)
+        textwrap.fill(
+            f"no {origin} {p} peak: {peaks.null_peak_reason(reasons[p], sheet)}", NOTE_WIDTH
+        )
         for p in dict.fromkeys(precisions)
         if p in reasons and not (sheet.get("flop_s") or {}).get(p)
     ]

@@ -16,30 +16,20 @@ import pandas as pd
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
 from nnperf.report.configurations import key_columns
-from nnperf.report.format import (
-    cells,
-    config_text,
-    fmt,
-    fmt_duration,
-    fmt_pct,
-    fmt_times,
-    int_cell,
-    truthy,
-)
+from nnperf.report.findings import Finding
+from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, int_cell, truthy
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.training import sentence
 
 # Runs compared for "faster but later": one model trained with one recipe on one device and
 # dataset; what differs is precision, batch size or variant.
 COMPARISON_KEYS = ("dataset", "device", "model", "recipe", "target_accuracy")
 
-
 # The statuses whose rows hold a complete account of the run's epochs.
 MEASURED_STATUSES = ("ok", "over_budget")
 
-
 # The timed runs' throughput of a training run's configuration (`add_timed_throughput`).
 TIMED_THROUGHPUT = "timed_throughput_img_s"
-
 
 INTRO = (
     "Each selected configuration trained under each recipe for some epochs or until "
@@ -50,24 +40,23 @@ INTRO = (
 )
 
 
-def faster_but_later_sentences(
+def faster_but_later(
     table: pd.DataFrame, throughput_column: str = "throughput_img_s", runs=None
-) -> list[str]:
+) -> list[Finding]:
     """Each configuration that trains faster per image than the first to reach the target,
-    yet reaches it later or not at all (per model, recipe, device and dataset).
+    yet reaches it later or not at all (per machine, model, recipe, device and dataset).
 
     `throughput_column`: the training runs' own images/s (default) or the timed runs'
     (`timed_throughput_img_s`, after `add_timed_throughput`). With the timed runs' processes
-    (`runs`), "faster" is said only where the ratio's 95% CI separates the two, and the
-    sentence carries it; from one training run each there is no interval, and it says so.
+    (`runs`), "faster" is said only where the ratio's 95% CI separates the two; from one
+    training run each there is no interval, and the finding says so.
     """
-    sentences = []
+    records = []
     usable = table[
         table["status"].isin(MEASURED_STATUSES)
         & table["target_accuracy"].notna()
         & table[throughput_column].notna()
     ]
-    # Tables of several machines (the report's) compare runs of one machine only.
     keys = [key for key in ("machine", *COMPARISON_KEYS) if key in usable.columns]
     for _, group in usable.groupby(keys, sort=False, dropna=False):
         reached = group[[_reached(row) for _, row in group.iterrows()]]
@@ -75,62 +64,45 @@ def faster_but_later_sentences(
             continue
         first_index = reached.sort_values(["time_to_target_s", throughput_column]).index[0]
         first = group.loc[first_index]
-        first_rate = float(first[throughput_column])
         for index, row in group.iterrows():
-            rate = float(row[throughput_column])
+            rate, first_rate = float(row[throughput_column]), float(first[throughput_column])
             if index == first_index or rate <= first_rate:
                 continue
-            interval = _faster_interval(row, first, throughput_column, runs)
+            if _reached(row) and float(row["time_to_target_s"]) <= float(first["time_to_target_s"]):
+                continue
+            interval, ci = _interval(row, first, throughput_column, runs)
             if interval is None:
                 continue
-            faster = (
-                f"{config_text(row)} trains {fmt_times(rate / first_rate)} as many images per "
-                f"second as {config_text(first)} ({fmt(rate, 'img/s')} vs "
-                f"{fmt(first_rate, 'img/s')}; {interval})"
-            )
-            target = fmt_pct(first["target_accuracy"])
-            if _reached(row):
-                if float(row["time_to_target_s"]) <= float(first["time_to_target_s"]):
-                    continue
-                sentences.append(
-                    f"{faster} but reaches {target} test top-1 later: after "
-                    f"{fmt(row['time_to_target_s'], 's')} of training (epoch "
-                    f"{int_cell(row['epochs_to_target'])}) against "
-                    f"{fmt(first['time_to_target_s'], 's')} (epoch "
-                    f"{int_cell(first['epochs_to_target'])}), recipe {row['recipe']} on "
-                    f"{row['device']}."
-                )
-            else:
-                sentences.append(
-                    f"{faster} but does not reach {target} test top-1 in "
-                    f"{_epochs(row['epochs_run'])} (best {fmt_pct(row['best_test_top1'])}), "
-                    f"while {config_text(first)} reaches it in "
-                    f"{fmt(first['time_to_target_s'], 's')} of training, recipe "
-                    f"{row['recipe']} on {row['device']}."
-                )
-    return sentences
+            about = {"run": row.to_dict(), "first": first.to_dict(), "interval": interval}
+            about.update(ci=ci, recipe=row["recipe"], device=row["device"])
+            numbers = {
+                "rate": rate,
+                "first_rate": first_rate,
+                "target": first["target_accuracy"],
+                "time_s": float(row["time_to_target_s"]) if _reached(row) else None,
+                "epochs": row["epochs_to_target"],
+                "first_time_s": first["time_to_target_s"],
+                "first_epochs": first["epochs_to_target"],
+                "epochs_run": row["epochs_run"],
+                "best": row["best_test_top1"],
+            }
+            records.append(Finding("faster_but_later", about, numbers))
+    return records
 
 
-def _faster_interval(row: Mapping, first: Mapping, throughput_column: str, runs) -> str | None:
-    """The ratio's interval as the sentence states it, or None where the timed runs do not
-    separate the two (then nobody trains faster)."""
+def _interval(row: Mapping, first: Mapping, throughput_column: str, runs) -> tuple:
+    """How the ratio's interval is stated (`one_run`, `no_runs`, or `ci` with the interval),
+    or (None, None) where the timed runs do not separate the two (then nobody is faster)."""
     if throughput_column != TIMED_THROUGHPUT:
-        return "one training run each: no interval"
+        return "one_run", None
     if runs is None:
-        return "no interval: the timed runs' processes are not at hand"
+        return "no_runs", None
     ci = comparisons.ratio_between(runs, row, first)
-    if not ci.separated:
-        return None
-    return f"95% CI of the ratio {comparisons.interval_cell(ci)}"
+    return ("ci", ci) if ci.separated else (None, None)
 
 
 def _reached(row: Mapping) -> bool:
     return truthy(row.get("reached")) and not missing(row.get("time_to_target_s"))
-
-
-def _epochs(value) -> str:
-    n = 0 if missing(value) else int(value)
-    return f"{n} epoch" + ("" if n == 1 else "s")
 
 
 def _time_to_target(row: Mapping) -> str:
@@ -175,12 +147,12 @@ def build(page: Page) -> Section | None:
     table = page.tables.training
     if table is None or table.empty:
         return None
-    findings = faster_but_later_sentences(table, throughput_column(table), page.tables.runs)
+    records = faster_but_later(table, throughput_column(table), page.tables.runs)
     return section(
         "accuracy",
         "Time to accuracy",
         intro=INTRO,
-        findings=findings,
+        findings=[sentence(f) for f in records],
         tables=[Table("Training runs", page.drop(training_display(table)))],
         figures=page.figures_of("accuracy"),
         sources=page.sources("training"),

@@ -11,10 +11,16 @@ import pandas as pd
 
 from nnperf.core.vocab import precision_rank
 from nnperf.report.bounds import positive
+from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt_pct, fmt_si
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.roofline.peaks import peak_origin
+from nnperf.report.wording.roofline import sentence
+from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
+TABLE_COLUMNS = (
+    *("machine", "device", "roof", "unit", "measured", "datasheet", "peak_origin"),
+    "measured_over_datasheet",
+)
 INTRO = (
     "The roofs: the ceilings stage's measured GEMM throughput per dtype and "
     "main-memory bandwidth next to the peaks: a vendor's datasheet figure "
@@ -27,55 +33,29 @@ def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
     """Per machine and device: measured vs datasheet compute (per dtype) and bandwidth."""
     rows = []
     for c in sorted(ceilings, key=lambda c: (str(c.get("machine")), str(c.get("device")))):
-        measured = c.get("measured") or {}
-        datasheet = c.get("datasheet") or {}
-        origin = peak_origin(datasheet)
-        dtypes = list(
-            dict.fromkeys([*(measured.get("gemm_flop_s") or {}), *(datasheet.get("flop_s") or {})])
-        )
-        dtypes.sort(key=precision_rank)
-        for dtype in dtypes:
-            m = positive((measured.get("gemm_flop_s") or {}).get(dtype))
-            s = positive((datasheet.get("flop_s") or {}).get(dtype))
+        measured, sheet = c.get("measured") or {}, c.get("datasheet") or {}
+        gemm, peaks = measured.get("gemm_flop_s") or {}, sheet.get("flop_s") or {}
+        roofs = [
+            (f"{dtype} GEMM", "FLOP/s", gemm.get(dtype), peaks.get(dtype))
+            for dtype in sorted({*gemm, *peaks}, key=precision_rank)
+        ]
+        bandwidth = "memory_bandwidth_bytes_s"
+        roofs.append(("memory bandwidth", "B/s", measured.get(bandwidth), sheet.get(bandwidth)))
+        for roof, unit, m, s in roofs:
+            m, s = positive(m), positive(s)
             rows.append(
                 {
                     "machine": c.get("machine"),
                     "device": c.get("device"),
-                    "roof": f"{dtype} GEMM",
-                    "unit": "FLOP/s",
+                    "roof": roof,
+                    "unit": unit,
                     "measured": m,
                     "datasheet": s,
-                    "peak_origin": origin if s else None,
+                    "peak_origin": peak_origin(sheet) if s else None,
                     "measured_over_datasheet": m / s if m and s else None,
                 }
             )
-        m = positive(measured.get("memory_bandwidth_bytes_s"))
-        s = positive(datasheet.get("memory_bandwidth_bytes_s"))
-        rows.append(
-            {
-                "machine": c.get("machine"),
-                "device": c.get("device"),
-                "roof": "memory bandwidth",
-                "unit": "B/s",
-                "measured": m,
-                "datasheet": s,
-                "peak_origin": origin if s else None,
-                "measured_over_datasheet": m / s if m and s else None,
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "machine",
-            "device",
-            "roof",
-            "unit",
-            "measured",
-            "datasheet",
-            "peak_origin",
-            "measured_over_datasheet",
-        ],
-    )
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 CEILING_COLUMNS = {
@@ -89,39 +69,26 @@ CEILING_COLUMNS = {
 }
 
 
-def null_peak_findings(ceilings: Sequence[dict]) -> list[str]:
-    """One sentence per compute peak a ceilings JSON gives as null with a reason (a CPU's
-    derived bf16 peak where bf16 has no hardware arithmetic): the table shows a dash, this
-    says why."""
-    findings = []
+def peak_records(ceilings: Sequence[Mapping], table: pd.DataFrame) -> list[Finding]:
+    """Each compute peak a ceilings JSON gives as null with a reason (a CPU's derived bf16
+    peak where bf16 has no hardware arithmetic: the table shows a dash), then each measured
+    roof above its peak (a benchmark cannot beat the device's peak: the peak is too low)."""
+    records = []
     for document in ceilings:
         sheet = document.get("datasheet") or {}
-        origin = peak_origin(sheet)
         where = document.get("machine") or document.get("device_name") or document.get("device")
-        for dtype, reason in (sheet.get("flop_s_null_reasons") or {}).items():
-            findings.append(f"{where}: no {origin} {dtype} peak, {reason}.")
-    return findings
-
-
-def above_peak_findings(table: pd.DataFrame) -> list[str]:
-    """One sentence per measured roof above its peak: a benchmark cannot beat the device's
-    peak, so the peak is too low (a derived peak's clock below what the cores ran at, a
-    datasheet entry for another model)."""
+        for dtype, code in (sheet.get("flop_s_null_reasons") or {}).items():
+            about = {"where": where, "origin": peak_origin(sheet), "precision": dtype}
+            about["reason"] = null_peak_reason(code, sheet)
+            records.append(Finding("null_peak", about))
     above = table[pd.to_numeric(table["measured_over_datasheet"], errors="coerce") > 1]
-    findings = []
     for row in above.to_dict("records"):
-        why = (
-            "its clock is below the clock the cores ran at (boost), or the FLOP/cycle table "
-            "under-counts this core"
-            if row["peak_origin"] == "derived"
-            else "check its config/peaks.yaml entry (dense vs sparse figure, the board variant)"
-        )
-        findings.append(
-            f"{row['machine']}: the measured {row['roof']} "
-            f"({fmt_si(row['measured'], row['unit'])}) is {fmt_pct(row['measured_over_datasheet'])} of the {row['peak_origin']} peak "
-            f"({fmt_si(row['datasheet'], row['unit'])}): that peak is too low — {why}."
-        )
-    return findings
+        about = {k: row[k] for k in ("machine", "roof", "unit")}
+        about["origin"] = row["peak_origin"]
+        numbers = {"measured": row["measured"], "peak": row["datasheet"]}
+        numbers["ratio"] = row["measured_over_datasheet"]
+        records.append(Finding("above_peak", about, numbers))
+    return records
 
 
 def build(page: Page) -> Section:
@@ -131,7 +98,7 @@ def build(page: Page) -> Section:
         "ceilings",
         "Ceilings",
         intro=INTRO,
-        findings=null_peak_findings(ceilings) + above_peak_findings(table),
+        findings=[sentence(f) for f in peak_records(ceilings, table)],
         tables=[Table("Measured roofs and peaks", page.drop(cells(table, CEILING_COLUMNS)))],
         figures=page.figures_of("ceilings"),
         sources=page.sources("ceilings"),

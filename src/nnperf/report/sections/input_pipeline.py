@@ -5,14 +5,11 @@ the step spent waiting for data, and whether the input pipeline limits it
 
 from __future__ import annotations
 
-from typing import Mapping
-
 import pandas as pd
 
-from nnperf.core.wording import missing
-from nnperf.report import comparisons
-from nnperf.report.configurations import MEAN, estimate_text, key_columns, ok_configs
-from nnperf.report.format import cells, config_text, fmt, fmt_pct, fmt_times, throughput_text
+from nnperf.report.configurations import MEAN, key_columns, ok_configs
+from nnperf.report.findings import Finding
+from nnperf.report.format import cells, fmt, fmt_pct, fmt_times
 from nnperf.report.input_verdict import (
     DATA_WAIT_LIMIT,
     INPUT_BOUND,
@@ -21,6 +18,7 @@ from nnperf.report.input_verdict import (
     UNDETERMINED,
 )
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.training import loader_text, sentence
 
 INTRO = (
     "Can the input pipeline feed the step? After its timed windows, every worker process "
@@ -52,20 +50,6 @@ def judged(summary: pd.DataFrame | None) -> pd.DataFrame:
     return ok
 
 
-def loader_text(row: Mapping) -> str:
-    """`12,300 img/s (95% CI 11,900–12,700)`, or `not measured`."""
-    if missing(row.get("loader_rate_img_s")):
-        return "not measured"
-    return throughput_text(
-        row.get("loader_rate_img_s"),
-        row.get("loader_rate_img_s_ci95_low"),
-        row.get("loader_rate_img_s_ci95_high"),
-        n_windows=row.get("loader_n_windows"),
-        n_processes=row.get("loader_n_processes"),
-        method=row.get("loader_ci_method"),
-    )
-
-
 INPUT_COLUMNS = {
     "Training (img/s)": (MEAN, fmt),
     "Loader alone": (None, loader_text),
@@ -81,76 +65,32 @@ def input_table(summary: pd.DataFrame | None) -> pd.DataFrame:
     return cells(table, INPUT_COLUMNS, key_columns(table))
 
 
-def _where(row: Mapping, machines: int) -> str:
-    return config_text(row) + (f" on {row['machine']}" if machines > 1 else "")
-
-
-def _input_bound_text(row: Mapping, machines: int) -> str:
-    return (
-        f"{_where(row, machines)} (loader alone {loader_text(row)} against "
-        f"{estimate_text(row)} training; data wait {fmt_pct(row.get('data_wait_share'))} "
-        "of the step)"
-    )
-
-
-def input_finding(summary: pd.DataFrame | None) -> list[str]:
-    """One sentence: whether data loading limits any measured configuration, naming the
-    input-bound ones once with both rates and the data-wait share, and the margin of the
-    others."""
+def input_record(summary: pd.DataFrame | None) -> Finding | None:
+    """Whether data loading limits any measured configuration: the input-bound ones (at most
+    NAMED_AT_MOST, most waiting first), the counts, and the others' margin."""
     table = judged(summary)
     if table.empty:
-        return []
-    machines = table["machine"].nunique()
+        return None
     verdicts = table["input_bound"].astype(str)
     bound = table[verdicts == INPUT_BOUND]
     free = table[verdicts == NOT_INPUT_BOUND]
     unknown = table[~verdicts.isin([INPUT_BOUND, NOT_INPUT_BOUND])]
-    total = len(table)
-    parts = []
-    if len(bound):
-        ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
-        named = [
-            _input_bound_text(r, machines) for r in ordered.head(NAMED_AT_MOST).to_dict("records")
-        ]
-        if len(bound) > NAMED_AT_MOST:
-            named.append(f"{len(bound) - NAMED_AT_MOST} more (see Input pipeline)")
-        parts.append(
-            f"Data loading limits {len(bound)} of {total} measured configurations: "
-            + comparisons.names(named, str)
-        )
-    if len(free):
-        headroom = pd.to_numeric(free["loader_headroom"], errors="coerce").min()
-        wait = pd.to_numeric(free["data_wait_share"], errors="coerce").max()
-        margin = (
-            f"the loader alone delivers at least {fmt_times(headroom)} the training rate and "
-            f"the step waits for data at most {fmt_pct(wait)} of its time"
-        )
-        if len(bound):
-            parts.append(f"it does not limit the other {len(free)} ({margin})")
-        elif len(free) == total:
-            parts.append(
-                f"Data loading limits none of the {total} measured configurations: {margin}"
-            )
-        else:
-            parts.append(
-                f"Data loading does not limit {len(free)} of {total} measured configurations "
-                f"({margin})"
-            )
-    if len(unknown):
-        rates = unknown.get("loader_rate_img_s")
-        no_rate = rates is None or pd.to_numeric(rates, errors="coerce").isna().all()
-        why = (
-            "no loader rate was measured" if no_rate else "the loader's interval does not settle it"
-        )
-        if parts:
-            parts.append(f"for {len(unknown)} it is undetermined ({why})")
-        else:
-            parts.append(
-                f"Whether data loading limits the {total} measured configurations is "
-                f"undetermined: {why}"
-            )
-    text = "; ".join(parts)
-    return [text[0].upper() + text[1:] + "."]
+    rates = pd.to_numeric(unknown.get("loader_rate_img_s", pd.Series(dtype=float)), errors="coerce")
+    ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
+    about = {
+        "named": ordered.head(NAMED_AT_MOST).to_dict("records"),
+        "why": "no_rate" if rates.isna().all() else "unsettled",
+    }
+    numbers = {
+        "total": len(table),
+        "bound": len(bound),
+        "free": len(free),
+        "unknown": len(unknown),
+        "machines": table["machine"].nunique(),
+        "headroom": pd.to_numeric(free["loader_headroom"], errors="coerce").min(),
+        "wait": pd.to_numeric(free["data_wait_share"], errors="coerce").max(),
+    }
+    return Finding("input_verdicts", about, numbers)
 
 
 def build(page: Page) -> Section:
@@ -159,7 +99,7 @@ def build(page: Page) -> Section:
         "input",
         "Input pipeline",
         intro=INTRO,
-        findings=input_finding(summary),
+        findings=[sentence(f) for f in (input_record(summary),) if f is not None],
         tables=[Table("Loader rate beside training rate", page.drop(input_table(summary)))],
         sources=page.sources("summary"),
     )

@@ -8,83 +8,70 @@ import math
 import pandas as pd
 
 from nnperf.report.configurations import GROUP_KEYS, key_columns, sort_configs
-from nnperf.report.format import cells, config_text, fmt, fmt_pct, scaled, shorten, si
+from nnperf.report.findings import Finding
+from nnperf.report.format import cells, fmt, fmt_pct, scaled, shorten, si
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.roofline import sentence
 
 DEFAULT_TOP_KERNELS = 10
+TOP_COLUMNS = [
+    *GROUP_KEYS,
+    *("rank", "kernel_name", "kind", "launches", "duration_s", "share", "flops_total"),
+    *("bytes_dram", "arithmetic_intensity_dram_flop_per_byte", "performance_flop_s"),
+]
+
+
+def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
+    """kernels.csv without the calibration GEMM, its numbers as numbers."""
+    if kernels is None or kernels.empty:
+        return None
+    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
+    numeric = ("duration_s", "flops_total", "bytes_dram")
+    return step.assign(
+        **{c: pd.to_numeric(step[c], errors="coerce") if c in step else math.nan for c in numeric}
+    )
 
 
 def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
-    """Per configuration, the `n` kernels (by name) that took the most time in the step.
-
-    Launches of one kernel name are summed; `share` is of the profiled step's kernel time
-    (the calibration GEMM is left out).
-    """
-    columns = [
-        *GROUP_KEYS,
-        "rank",
-        "kernel_name",
-        "kind",
-        "launches",
-        "duration_s",
-        "share",
-        "flops_total",
-        "bytes_dram",
-        "arithmetic_intensity_dram_flop_per_byte",
-        "performance_flop_s",
-    ]
-    if kernels is None or kernels.empty:
-        return pd.DataFrame(columns=columns)
-    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
-    step = step.assign(
-        **{
-            c: pd.to_numeric(step[c], errors="coerce") if c in step else math.nan
-            for c in ("duration_s", "flops_total", "bytes_dram")
-        }
-    )
-    rows = []
-    for key, group in step.groupby(list(GROUP_KEYS), sort=True):
-        total = group["duration_s"].sum()
-        per_name = (
-            group.groupby(["kernel_name", "kind"], sort=False, dropna=False)
-            .agg(
-                launches=("duration_s", "size"),
-                duration_s=("duration_s", "sum"),
-                flops_total=("flops_total", "sum"),
-                bytes_dram=("bytes_dram", "sum"),
-            )
-            .reset_index()
-            .sort_values("duration_s", ascending=False)
-            .head(n)
+    """Per configuration, the `n` kernels (by name) that took the most time in the step:
+    launches of one kernel name summed, `share` of the profiled step's kernel time."""
+    step = step_kernels(kernels)
+    if step is None:
+        return pd.DataFrame(columns=TOP_COLUMNS)
+    keys = list(GROUP_KEYS)
+    per_name = (
+        step.groupby([*keys, "kernel_name", "kind"], sort=False, dropna=False)
+        .agg(
+            launches=("duration_s", "size"),
+            duration_s=("duration_s", "sum"),
+            flops_total=("flops_total", "sum"),
+            bytes_dram=("bytes_dram", "sum"),
         )
-        for rank, k in enumerate(per_name.to_dict("records"), start=1):
-            rows.append(
-                {
-                    **dict(zip(GROUP_KEYS, key)),
-                    "rank": rank,
-                    **k,
-                    "share": k["duration_s"] / total if total else math.nan,
-                    "arithmetic_intensity_dram_flop_per_byte": (
-                        k["flops_total"] / k["bytes_dram"] if k["bytes_dram"] else math.nan
-                    ),
-                    "performance_flop_s": (
-                        k["flops_total"] / k["duration_s"] if k["duration_s"] else math.nan
-                    ),
-                }
-            )
-    return pd.DataFrame(rows, columns=columns)
+        .reset_index()
+        .sort_values([*keys, "duration_s"], ascending=[True] * len(keys) + [False], kind="stable")
+    )
+    per_name["rank"] = per_name.groupby(keys).cumcount() + 1
+    total = per_name.groupby(keys)["duration_s"].transform("sum")
+    top = per_name.assign(
+        share=per_name["duration_s"] / total.where(total != 0),
+        arithmetic_intensity_dram_flop_per_byte=per_name["flops_total"]
+        / per_name["bytes_dram"].where(per_name["bytes_dram"] != 0),
+        performance_flop_s=per_name["flops_total"]
+        / per_name["duration_s"].where(per_name["duration_s"] != 0),
+    )
+    return top[top["rank"] <= n][TOP_COLUMNS].reset_index(drop=True)
 
 
 def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
     """Per configuration and kernel kind: summed duration and share of the step."""
     columns = [*GROUP_KEYS, "kind", "duration_s", "share"]
-    if kernels is None or kernels.empty:
+    step = step_kernels(kernels)
+    if step is None:
         return pd.DataFrame(columns=columns)
-    step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
-    step = step.assign(duration_s=pd.to_numeric(step["duration_s"], errors="coerce"))
     kinds = step.groupby([*GROUP_KEYS, "kind"], sort=True)["duration_s"].sum().reset_index()
-    totals = kinds.groupby(list(GROUP_KEYS))["duration_s"].transform("sum")
-    kinds["share"] = kinds["duration_s"] / totals
+    kinds["share"] = kinds["duration_s"] / kinds.groupby(list(GROUP_KEYS))["duration_s"].transform(
+        "sum"
+    )
     return sort_configs(kinds.sort_values("share", ascending=False))[columns]
 
 
@@ -104,16 +91,13 @@ KERNEL_COLUMNS = {
 }
 
 
-def kind_findings(kinds: pd.DataFrame) -> list[str]:
+def kind_records(kinds: pd.DataFrame) -> list[Finding]:
     """Per configuration, the kernel kind that takes the largest share of its step."""
-    findings = []
-    for key, group in kinds.groupby(list(GROUP_KEYS), sort=True):
-        first = group.iloc[0].to_dict()
-        findings.append(
-            f"{config_text(first)} on {first['machine']}: {first['kind']} "
-            f"kernels take {fmt_pct(first['share'])} of the profiled step."
-        )
-    return findings
+    first = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
+    return [
+        Finding("kernel_kind", {k: r[k] for k in (*GROUP_KEYS, "kind")}, {"share": r["share"]})
+        for r in first.sort_values(list(GROUP_KEYS), kind="stable").to_dict("records")
+    ]
 
 
 def build(page: Page) -> Section:
@@ -125,7 +109,7 @@ def build(page: Page) -> Section:
         "Top kernels",
         intro=f"The {page.top_n_kernels} kernels that took the most time in the profiled step of "
         "each configuration (launches of one kernel summed), and the time per kernel kind.",
-        findings=kind_findings(kinds),
+        findings=[sentence(f) for f in kind_records(kinds)],
         tables=(
             Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
             Table(

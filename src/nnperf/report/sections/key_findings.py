@@ -2,7 +2,7 @@
 
 Per machine and model the fastest configuration, what limits it (`limit_record`), what its
 operator profile says, the best precision and variant and the batch scaling; then whether
-data loading limits any configuration (`input_pipeline.input_finding`), the host-bound
+data loading limits any configuration (`input_pipeline.input_record`), the host-bound
 profiles, the runs that train faster but reach the target later, the machine comparison,
 what the study cost (`measurement.cost_record`) and how many results the notes flag
 (`notes.flag_counts`). The findings made here are `Finding` records, worded by
@@ -37,8 +37,9 @@ from nnperf.report.sections import accuracy, input_pipeline, notes, speedups
 from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, largest_phase, phase_shares
 from nnperf.report.sections.machines_compared import machine_comparison_findings
 from nnperf.report.sections.measurement import cost_record
-from nnperf.report.sections.operators import bound_sentence
-from nnperf.report.sections.roofline import busy_sentence
+from nnperf.report.sections.operators import bound_record
+from nnperf.report.sections.roofline import busy_record
+from nnperf.report.wording import profiles, roofline, training
 from nnperf.report.wording.findings import sentence
 
 # Below this fraction of the attainable roof a step is far from both roofs: its time goes
@@ -188,7 +189,8 @@ def fastest_findings(page: Page) -> list[str]:
             findings.append(sentence(limit, best))
         profile = profile_to_quote(page.tables.opprofiles, group, best)
         if profile is not None:
-            findings.extend(s for s in (bound_sentence(profile, machine),) if s is not None)
+            bound = bound_record(profile, machine)
+            findings += [profiles.sentence(bound)] if bound is not None else []
         findings += [sentence(r, best) for r in speedup_records(best, ok, runs, tables)]
         scale = scaling
         for k in ("machine", "device", "model", "precision", "variant"):
@@ -205,7 +207,7 @@ def host_bound_findings(page: Page) -> list[str]:
         return []
     host_bound = profiles[profiles["busy_verdict"] == "host-bound"]
     return [
-        busy_sentence(row, page.tables.summary)
+        roofline.sentence(busy_record(row, page.tables.summary))
         for row in sort_configs(host_bound).to_dict("records")
     ]
 
@@ -214,9 +216,8 @@ def faster_but_later_findings(page: Page) -> list[str]:
     table = page.tables.training
     if table is None or table.empty:
         return []
-    return accuracy.faster_but_later_sentences(
-        table, accuracy.throughput_column(table), page.tables.runs
-    )
+    records = accuracy.faster_but_later(table, accuracy.throughput_column(table), page.tables.runs)
+    return [training.sentence(f) for f in records]
 
 
 def key_findings(page: Page) -> list[str]:
@@ -227,7 +228,7 @@ def key_findings(page: Page) -> list[str]:
     ]
     findings = (
         fastest_findings(page)
-        + input_pipeline.input_finding(page.tables.summary)
+        + [training.sentence(f) for f in (input_pipeline.input_record(page.tables.summary),) if f]
         + host_bound_findings(page)
         + faster_but_later_findings(page)
         + machine_comparison_findings(page.tables.comparisons)

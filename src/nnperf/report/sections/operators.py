@@ -1,9 +1,8 @@
 """The Operators, layers and memory section: what each torch.profiler profile says.
 
-Findings are the sentences the tables cannot say (what bounds the step and what to try, the
-memory headroom, the input pipeline's cost), or a profile's one status note when it did not
-run; the tables hold its step, top operators and layers and peak memory by category. What
-the numbers are is `nnperf.torchprof.analysis`'.
+Findings are what the tables cannot say (what bounds the step and what to try, the memory
+headroom, the input pipeline's cost), or a profile's one status when it did not run; the
+tables hold its step, top operators and layers and peak memory by category.
 """
 
 from __future__ import annotations
@@ -12,21 +11,13 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from nnperf.core.vocab import precision_rank
+from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.core.wording import missing
-from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS
-from nnperf.report.format import (
-    config_text,
-    fmt,
-    fmt_pct,
-    fmt_si,
-    fmt_times,
-    MIB,
-    MS,
-    cells,
-    shorten,
-)
+from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS, sort_configs
+from nnperf.report.findings import Finding
+from nnperf.report.format import MIB, MS, cells, fmt, fmt_pct, shorten
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.profiles import sentence
 from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
 from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
@@ -37,194 +28,102 @@ from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 PROFILER_SLOWDOWN_NOTE = 1.25
 
 
-# What to try, by verdict (sentences end with it).
-REMEDIES = {
-    analysis.HOST_BOUND: (
-        "faster kernels cannot help until the host issues work faster: a larger batch, "
-        "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
-    ),
-    analysis.DEVICE_BOUND: (
-        "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
-    ),
-    analysis.MIXED: "both the kernels and the host's dispatch matter",
-    analysis.OPERATOR_BOUND: (
-        "faster kernels, a precision the CPU computes natively or less work help, not less "
-        "overhead"
-    ),
-    analysis.OVERHEAD_BOUND: (
-        "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
-    ),
-}
-
-
-# A compiled variant already fuses operators (and with reduce-overhead, replays CUDA graphs):
-# what is left to try when it is still host- or overhead-bound.
-COMPILED_REMEDY = "a larger batch helps more than faster kernels"
-
-
-# When the input pipeline takes this much of a step the host or the operators wait on, it is
-# the first thing to fix (the input-bound threshold of the timed runs' findings).
-INPUT_REMEDY = "the input pipeline comes first: it alone takes {share} of the step"
-
-
 def _remedy(document: Mapping, verdict: str) -> str:
-    """What to try for a step with this verdict."""
+    """What to try for a step with this verdict (`wording.profiles.REMEDIES`): the input
+    pipeline first when it takes a quarter of a step the host waits on; a larger batch for
+    a compiled variant that is still host- or overhead-bound."""
     waiting = verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND, analysis.MIXED)
     input_share = (document.get("summary") or {}).get("input_share")
     if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:
-        return INPUT_REMEDY.format(share=fmt_pct(input_share))
+        return "input"
     compiled = (document.get("variant_settings") or {}).get("compile")
     if compiled and verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND):
-        return COMPILED_REMEDY
-    return REMEDIES[verdict]
+        return "compiled"
+    return verdict
 
 
-def _where(document: Mapping, machine: str | None) -> str:
-    return f"{config_text(document)} on {machine or document['device']}"
+def _about(document: Mapping, machine: str | None, **more) -> dict:
+    return {**{k: document.get(k) for k in CONFIG_KEYS}, "machine": machine, **more}
 
 
-def _ms(seconds) -> str:
-    return "n/a" if missing(seconds) else fmt(float(seconds) * 1e3, "ms")
-
-
-def _bytes(value) -> str:
-    return fmt_si(value, "B")
-
-
-def status_note(document: Mapping, machine: str | None = None) -> str | None:
-    """The one note of a profile that did not run (None for one that did)."""
-    status = document.get("status")
-    if status == "ok":
-        return None
-    error = str(document.get("error") or "").rstrip(".")
-    where = _where(document, machine)
-    if status == "unsupported":
-        return f"No operator profile for {where}: the profiler cannot run there ({error})."
-    if status == "over_budget":
-        return (
-            f"No operator profile for {where}: {error}; raise operator_profile.max_seconds "
-            "to profile it."
-        )
-    if status == "oom":
-        return f"No operator profile for {where}: it ran out of memory ({error})."
-    return f"No operator profile for {where}: status {status} ({error})."
-
-
-def bound_sentence(document: Mapping, machine: str | None = None) -> str | None:
+def bound_record(document: Mapping, machine: str | None = None) -> Finding | None:
     """Host-bound or device-bound (on the CPU: operator- or overhead-bound), with the busy
     share it rests on, the host's dispatch time and the check against the timed runs."""
     summary = document.get("summary") or {}
     verdict, share = summary.get("bound"), summary.get("bound_share")
     if document.get("status") != "ok" or verdict is None or missing(share):
         return None
-    where = _where(document, machine)
-    step = summary.get("timed_step_time_s") or summary.get("step_time_s")
-    step_source = "timed" if summary.get("timed_step_time_s") else "profiled"
-    if summary.get("busy_kind") == analysis.BUSY_HOST:
-        text = (
-            f"On {machine or document['device']}, {config_text(document)} spends "
-            f"{fmt_pct(share)} of its step inside operators "
-            f"({_ms(summary.get('busy_time_s'))} of {_ms(summary.get('step_time_s_mean'))} "
-            "per profiled step, on average); the "
-            f"rest is Python and framework work between them, or waiting for data: the step "
-            f"is {verdict}; {_remedy(document, verdict)}"
-        )
-    else:
-        busy = "busy" if verdict == analysis.DEVICE_BOUND else "busy only"
-        text = (
-            f"{where} is {verdict}: the device is {busy} {fmt_pct(share)} of the step "
-            f"({_ms(summary.get('device_busy_time_s'))} of kernels in a {_ms(step)} "
-            f"{step_source} step), and the host spends "
-            f"{_ms(summary.get('host_dispatch_time_s'))} per step issuing work "
-            f"({_ms(summary.get('launch_time_s'))} of it in launch calls); "
-            f"{_remedy(document, verdict)}"
-        )
+    timed = summary.get("timed_step_time_s")
     ratio = summary.get("profiled_over_timed")
-    if not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE:
-        text += (
-            f". Recording the profile slowed the step {fmt_times(ratio)} against the timed "
-            "runs, so the host's share is overstated here"
-        )
-    return text + "."
-
-
-def memory_sentence(document: Mapping, machine: str | None = None) -> str | None:
-    """The peak and its split, the complexity stage's activation estimate beside the
-    measured activations, and how much larger a batch would fit."""
-    memory = document.get("memory") or {}
-    peak = memory.get("peak_allocated_bytes")
-    if document.get("status") != "ok" or not peak:
-        return None
-    parts = ", ".join(
-        f"{CATEGORY_LABELS[c]} {_bytes(memory.get(f'{c}_bytes'))} "
-        f"({fmt_pct(memory.get(f'{c}_bytes', 0) / peak)})"
-        for c in MEMORY_CATEGORIES
+    about = _about(
+        document,
+        machine,
+        verdict=verdict,
+        busy_kind=summary.get("busy_kind"),
+        remedy=_remedy(document, verdict),
+        step_source="timed" if timed else "profiled",
+        slowed=not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE,
     )
+    numbers = {k: summary.get(k) for k in BOUND_NUMBERS}
+    numbers.update(share=share, step_s=timed or summary.get("step_time_s"))
+    return Finding("profile_bound", about, numbers)
+
+
+# What a `profile_bound` record quotes of a profile's summary.
+BOUND_NUMBERS = (
+    *("busy_time_s", "step_time_s_mean", "device_busy_time_s", "host_dispatch_time_s"),
+    *("launch_time_s", "input_share", "profiled_over_timed"),
+)
+
+MEMORY_NUMBERS = ("peak_allocated_bytes", "max_batch_size", "device_total_bytes", "per_image_bytes")
+
+
+def memory_record(document: Mapping, machine: str | None = None) -> Finding | None:
+    memory = document.get("memory") or {}
+    if document.get("status") != "ok" or not memory.get("peak_allocated_bytes"):
+        return None
     phase = memory.get("peak_phase")
-    when = f" during its {PHASE_LABELS.get(phase, phase)} phase" if phase else ""
-    text = f"{_where(document, machine)} peaks at {_bytes(peak)} allocated{when}: {parts}"
-    estimate = document.get("saved_activation_estimate_bytes")
-    if not missing(estimate):
-        text += (
-            f"; the complexity stage counts {_bytes(estimate)} of saved activations at this "
-            "batch size (fp32)"
-        )
-    largest, total = memory.get("max_batch_size"), memory.get("device_total_bytes")
-    if not missing(largest) and total:
-        batch = int(document["batch_size"])
-        if int(largest) > batch:
-            text += (
-                f". Of the device's {_bytes(total)}, a batch of about {fmt(largest)} "
-                f"({fmt(largest / batch)}x this one) would fit, if everything but "
-                f"parameters, gradients, optimizer state and buffers grows with the batch "
-                f"({_bytes(memory.get('per_image_bytes'))} per image)"
-            )
-        else:
-            text += f". No larger batch fits in the device's {_bytes(total)}"
-    return text + "."
+    numbers = {c: memory.get(f"{c}_bytes") for c in MEMORY_CATEGORIES}
+    numbers.update({k: memory.get(k) for k in MEMORY_NUMBERS})
+    numbers["estimate_bytes"] = document.get("saved_activation_estimate_bytes")
+    about = _about(document, machine, phase=PHASE_LABELS.get(phase, phase))
+    return Finding("profile_memory", about, numbers)
 
 
-def input_pipeline_sentence(document: Mapping, machine: str | None = None) -> str | None:
+def input_record(document: Mapping, machine: str | None = None) -> Finding | None:
     """What feeding the step costs: fetching batches (`data_wait`) and copying them to the
-    device (`h2d`), per step and as a share of it; flagged when it is a quarter or more."""
+    device (`h2d`), per step and as a share of it."""
     summary = document.get("summary") or {}
     if document.get("status") != "ok" or missing(summary.get("input_time_s")):
         return None
     settings = document.get("variant_settings") or {}
-    if settings.get("data_path", "dataloader") == "dataloader":
-        workers = int(settings.get("num_workers") or 0)
-        how = f"a DataLoader with {workers} worker{'s' if workers != 1 else ''}"
-    else:
-        how = "batches drawn on the device"
+    loader = settings.get("data_path", "dataloader") == "dataloader"
     share = summary.get("input_share")
-    text = (
-        f"The input pipeline of {_where(document, machine)} ({how}) costs "
-        f"{_ms(summary['input_time_s'])} per step ({fmt_pct(share)} of the step): "
-        f"{_ms(summary.get('data_wait_s'))} fetching batches and "
-        f"{_ms(summary.get('h2d_s'))} copying and preparing them"
+    numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s")}
+    numbers.update(
+        input_share=share, workers=int(settings.get("num_workers") or 0) if loader else None
     )
-    if not missing(share) and float(share) >= INPUT_BOUND_SHARE:
-        text += "; the step waits on its input more than on anything a faster kernel can fix"
-    return text + "."
+    bound = not missing(share) and float(share) >= INPUT_BOUND_SHARE
+    return Finding("profile_input", _about(document, machine, input_bound=bound), numbers)
 
 
-def note_sentences(document: Mapping, machine: str | None = None) -> list[str]:
-    """The profile's own notes (missing device activity, steps cut to the budget)."""
-    where = _where(document, machine)
-    return [f"Operator profile of {where}: {note}." for note in document.get("notes") or []]
-
-
-def profile_findings(document: Mapping, machine: str | None = None) -> list[str]:
-    """Every sentence of one profile, in the report's order (or its one status note)."""
-    note = status_note(document, machine)
-    if note is not None:
-        return [note]
-    sentences = [
-        bound_sentence(document, machine),
-        memory_sentence(document, machine),
-        input_pipeline_sentence(document, machine),
+def profile_records(document: Mapping, machine: str | None = None) -> list[Finding]:
+    """Every finding of one profile, in the report's order; one `profile_missing` for a
+    profile that did not run."""
+    status = document.get("status")
+    if status != "ok":
+        error = str(document.get("error") or "").rstrip(".")
+        return [Finding("profile_missing", _about(document, machine, status=status, error=error))]
+    found = [f(document, machine) for f in (bound_record, memory_record, input_record)]
+    notes = [
+        (
+            Finding("profile_note", _about(document, machine, note=note.get("code")), note)
+            if isinstance(note, Mapping)
+            else Finding("profile_note", _about(document, machine, note=note))
+        )
+        for note in document.get("notes") or []
     ]
-    return [s for s in sentences if s] + note_sentences(document, machine)
+    return [f for f in found if f is not None] + notes
 
 
 INTRO = (
@@ -238,21 +137,10 @@ INTRO = (
 )
 
 
-def _opprofile_order(profile) -> tuple:
-    d = profile.document
-    return (
-        str(d.get("machine")),
-        str(d.get("device")),
-        str(d.get("model")),
-        precision_rank(str(d.get("precision"))),
-        int(d.get("batch_size") or 0),
-        str(d.get("variant")),
-    )
-
-
 def sorted_opprofiles(profiles: Sequence) -> list:
-    """Operator profiles in the report's order of configurations."""
-    return sorted(profiles, key=_opprofile_order)
+    """Operator profiles in the report's order of configurations (`sort_configs`)."""
+    keys = pd.DataFrame([p.document for p in profiles], columns=list(GROUP_KEYS))
+    return [profiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
 
 
 def _profile_keys(document: dict) -> dict:
@@ -350,9 +238,9 @@ def build(page: Page) -> Section | None:
         return None
     profiles = sorted_opprofiles(page.tables.opprofiles)
     findings = [
-        sentence
+        sentence(f)
         for profile in profiles
-        for sentence in profile_findings(profile.document, profile.document.get("machine"))
+        for f in profile_records(profile.document, profile.document.get("machine"))
     ]
     return section(
         "operators",

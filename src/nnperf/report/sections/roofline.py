@@ -9,48 +9,27 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.wording import missing
-from nnperf.report.bounds import (
-    LEVEL_LABELS,
-    ROOF_TOLERANCE,
-    roofline_verdicts,
-    study_readings,
-)
-from nnperf.report.configurations import (
-    GROUP_KEYS,
-    MEAN,
-    key_columns,
-    match_config,
-    ok_configs,
-    sort_configs,
-)
-from nnperf.report.format import (
-    MS,
-    cells,
-    config_text,
-    fmt,
-    fmt_ghz,
-    fmt_pct,
-    fmt_si,
-    fmt_times,
-    si,
-    truthy,
-)
+from nnperf.report.bounds import LEVEL_LABELS, ROOF_TOLERANCE, roofline_verdicts, study_readings
+from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, match_config, ok_configs
+from nnperf.report.configurations import sort_configs
+from nnperf.report.findings import Finding
+from nnperf.report.format import MS, cells, fmt, fmt_ghz, fmt_pct, fmt_times, si, truthy
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.wording.roofline import sentence
 from nnperf.roofline.peaks import peak_origin
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
 
 INTRO = (
-    "Each training step as a point (FLOPs per byte moved, FLOP/s achieved) against "
-    "the roofs: the compute peak of its precision and the bandwidth of each memory "
-    "level. The lowest roof above the point binds it; left of the ridge point it is "
-    "memory-bound, right of it compute-bound. Profile roofs are Nsight Compute's "
-    "own peaks at the profiled clock, measured roofs the ceilings stage's "
-    "benchmarks, datasheet roofs the vendor's numbers; a CPU without a datasheet entry gets a "
-    "peak derived from cores x clock x FLOP/cycle, labelled derived. A point above a roof "
-    "is flagged: a step cannot beat its roof, so that roof is under-measured. Analytic "
-    "points (CPU, MPS) count FLOPs from the "
-    "model and bytes as algorithmic no-reuse traffic, which overstates bytes: they sit "
-    "left of where the hardware really is."
+    "Each training step as a point (FLOPs per byte moved, FLOP/s achieved) against the roofs: "
+    "the compute peak of its precision and the bandwidth of each memory level. The lowest roof "
+    "above the point binds it; left of the ridge point it is memory-bound, right of it "
+    "compute-bound. Profile roofs are Nsight Compute's own peaks at the profiled clock, "
+    "measured roofs the ceilings stage's benchmarks, datasheet roofs the vendor's numbers; a "
+    "CPU without a datasheet entry gets a peak derived from cores x clock x FLOP/cycle, "
+    "labelled derived. A point above a roof is flagged: a step cannot beat its roof, so that "
+    "roof is under-measured. Analytic points (CPU, MPS) count FLOPs from the model and bytes "
+    "as algorithmic no-reuse traffic, which overstates bytes: they sit left of where the "
+    "hardware really is."
 )
 
 
@@ -63,12 +42,8 @@ def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
         if peak_origin(c.get("datasheet")) == "derived"
     }
     return [
-        (
-            "derived"
-            if r["roof"] == "datasheet" and (r["machine"], r["device"]) in derived
-            else r["roof"]
-        )
-        for r in verdicts.to_dict("records")
+        "derived" if r == "datasheet" and key in derived else r
+        for r, key in zip(verdicts["roof"], zip(verdicts["machine"], verdicts["device"]))
     ]
 
 
@@ -92,163 +67,76 @@ def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
     )
 
 
-def _measured_gemm_size(ceiling: Mapping | None, precision: str):
-    """The GEMM size the ceilings stage's best measured roof of `precision` came from."""
-    gemm = (((ceiling or {}).get("measured") or {}).get("gemm") or {}).get(precision) or {}
-    return gemm.get("best_size")
+def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
+    """Every point of `above_roof` above its roof (none goes unremarked), with what the
+    wording needs to say why that roof is under-measured."""
+    by_device = {(c.get("machine"), c.get("device")): c for c in ceilings}
+    records = []
+    for row in flagged[flagged["above_roof"]].to_dict("records"):
+        ceiling = by_device.get((row["machine"], row["device"])) or {}
+        sheet = ceiling.get("datasheet") or {}
+        gemm = ((ceiling.get("measured") or {}).get("gemm") or {}).get(row["precision"]) or {}
+        memory = row.get("bound") == "memory" and row["above_value"] != row["peak_flop_s"]
+        about = {
+            **{k: row[k] for k in GROUP_KEYS},
+            "roof": row["roof_name"],
+            "against": "bandwidth" if memory else "compute",
+            "level": LEVEL_LABELS.get(row["limit"], row["limit"]),
+            "clock_source": sheet.get("clock_source"),
+        }
+        numbers = {k: row[k] for k in ("performance_flop_s", "above_fraction", "above_value")}
+        numbers.update(gemm_size=gemm.get("best_size"), clock_hz=sheet.get("clock_hz"))
+        records.append(Finding("above_roof", about, numbers))
+    return records
 
 
-def _why_under(row: Mapping, memory: bool, ceiling: Mapping | None) -> str:
-    """Why a roof a step point beat is under-measured, by where the roof came from."""
-    name = row["roof_name"]
-    if memory:
-        return (
-            "caches serve part of the traffic the point's bytes count (analytic bytes assume "
-            "no reuse), or the bandwidth benchmark under-measured the memory"
-        )
-    if name == "measured":
-        size = _measured_gemm_size(ceiling, row["precision"])
-        gemm = f"a {size}³ GEMM" if size else "the ceilings stage's GEMM"
-        return f"{gemm} does not reach this {str(row['device']).upper()}'s peak"
-    if name == "derived":
-        sheet = (ceiling or {}).get("datasheet") or {}
-        clock = sheet.get("clock_hz")
-        used = f" ({fmt_ghz(clock)}, {sheet.get('clock_source')})" if clock else ""
-        return (
-            f"a derived peak is cores x clock x FLOP/cycle, and the clock it used{used} is "
-            "below what the cores ran at"
-        )
-    if name == "datasheet":
-        return "the config/peaks.yaml entry does not fit this device, or the FLOPs are overcounted"
-    return "the profile's peak_sustained x clock is too low, or the FLOPs are overcounted"
-
-
-def above_roof_sentence(row: Mapping, ceilings=()) -> str:
-    """`... reached 181 GFLOP/s, 110% of the 165 GFLOP/s measured fp32 GEMM roof: the roof
-    is under-measured (why)`, for a row of `above_roof` that is above its roof."""
-    memory = row.get("bound") == "memory" and row["above_value"] != row["peak_flop_s"]
-    if memory:
-        level = LEVEL_LABELS.get(row["limit"], row["limit"])
-        what = f"{row['roof_name']} {level} bandwidth roof at its intensity"
-    else:
-        kind = "GEMM roof" if row["roof_name"] == "measured" else "peak"
-        what = f"{row['roof_name']} {row['precision']} {kind}"
-    key = (row["machine"], row["device"])
-    ceiling = next((c for c in ceilings if (c.get("machine"), c.get("device")) == key), None)
-    return (
-        f"{config_text(row)} on {row['machine']} reached "
-        f"{fmt_si(row['performance_flop_s'], 'FLOP/s')}, {fmt_pct(row['above_fraction'])} of "
-        f"the {fmt_si(row['above_value'], 'FLOP/s')} {what}: the roof is under-measured "
-        f"({_why_under(row, memory, ceiling)})."
-    )
-
-
-def _same_except(frame: pd.DataFrame, row: Mapping, free: str) -> pd.DataFrame:
-    match = frame
-    for key in GROUP_KEYS:
-        if key != free:
-            match = match[match[key] == row[key]]
-    return match
-
-
-def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> list[str]:
+def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dict, dict]:
     """What this study already measured that speaks for a remedy of a host-bound step: the
-    same configuration at a larger batch size, or a variant that compiles the step, going
-    faster than it."""
+    same configuration at a larger batch size (`larger`), or a variant that compiles the
+    step (`compiled`), going faster than it ((about, numbers) of the record)."""
     ok = ok_configs(summary)
     base = match_config(ok, profile) if not ok.empty else None
     if base is None:
-        return []
-    evidence = []
-    larger = _same_except(ok, profile, "batch_size")
-    larger = larger[larger["batch_size"].astype(int) > int(profile["batch_size"])]
-    if not larger.empty:
-        best = larger.loc[larger[MEAN].idxmax()]
-        if best[MEAN] > base[MEAN]:
-            evidence.append(
-                f"batch {int(best['batch_size'])} already reaches {fmt(best[MEAN], 'img/s')}, "
-                f"{fmt_times(best[MEAN] / base[MEAN])} batch {int(profile['batch_size'])}"
-            )
-    if "compile_time_s" in ok.columns:
-        variants = _same_except(ok, profile, "variant")
-        compiled = variants[pd.to_numeric(variants["compile_time_s"], errors="coerce") > 0]
-        compiled = compiled[compiled["variant"] != profile["variant"]]
-        if not compiled.empty:
-            best = compiled.loc[compiled[MEAN].idxmax()]
-            if best[MEAN] > base[MEAN]:
-                evidence.append(
-                    f"the compiled variant {best['variant']!r} reaches "
-                    f"{fmt(best[MEAN], 'img/s')}, {fmt_times(best[MEAN] / base[MEAN])} "
-                    f"{profile['variant']!r}"
-                )
-    return evidence
+        return {}, {}
+    same = {free: ok for free in ("batch_size", "variant")}
+    for free in same:
+        for key in (k for k in GROUP_KEYS if k != free):
+            same[free] = same[free][same[free][key] == profile[key]]
+    larger, compiled = same["batch_size"], same["variant"]
+    compile_s = pd.to_numeric(compiled.get("compile_time_s", pd.Series()), errors="coerce")
+    candidates = {
+        "larger": larger[larger["batch_size"].astype(int) > int(profile["batch_size"])],
+        "compiled": compiled[(compile_s > 0) & (compiled["variant"] != profile["variant"])],
+    }
+    about, numbers = {}, {}
+    for name, frame in candidates.items():
+        if not frame.empty and frame[MEAN].max() > base[MEAN]:
+            best = frame.loc[frame[MEAN].idxmax()]
+            about[name] = {k: best[k] for k in GROUP_KEYS}
+            numbers.update({f"{name}_img_s": best[MEAN], f"{name}_ratio": best[MEAN] / base[MEAN]})
+    return about, numbers
 
 
-def busy_sentence(profile: Mapping, summary: pd.DataFrame | None = None) -> str:
+# What a profiles.csv row's busy-share finding quotes.
+BUSY_NUMBERS = (
+    *("kernel_time_s", "profiled_sm_clock_hz", "run_sm_clock_hz", "kernel_time_at_run_clock_s"),
+    *("step_time_s", "busy_share", "busy_share_at_profiled_clock"),
+)
+
+
+def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Finding:
     """What the GPU's busy share says about one profiled configuration (profiles.csv row):
-    host-bound (with the remedies the data supports), device-bound, or neither."""
-    head = f"{config_text(profile)} on {profile['machine']}: "
+    host-bound (with the evidence for its remedies), device-bound, partly, or unknown."""
     verdict = str(profile.get("busy_verdict"))
-    if verdict == "unknown" or missing(profile.get("busy_share_at_profiled_clock")):
-        return head + (
-            f"its profiled step has {fmt(float(profile['kernel_time_s']) * 1e3, 'ms')} of kernels "
-            f"at {fmt_ghz(profile.get('profiled_sm_clock_hz'))}, but "
-            + (
-                "no timed step to compare them with, so the GPU's busy share is unknown."
-                if missing(profile.get("step_time_s"))
-                else "the timed windows recorded no SM clock (NVML, package nvidia-ml-py), so "
-                f"only an upper estimate is known: the GPU is busy at most "
-                f"{fmt_pct(profile['busy_share_at_profiled_clock'])} of the step."
-            )
-        )
-    share = profile.get("busy_share")
-    busy = (
-        f"the GPU is busy {fmt_pct(share)} of the timed step "
-        f"({fmt(float(profile['kernel_time_at_run_clock_s']) * 1e3, 'ms')} of kernels at the "
-        f"runs' {fmt_ghz(profile['run_sm_clock_hz'])}, "
-        f"{fmt(float(profile['kernel_time_s']) * 1e3, 'ms')} at the profiled "
-        f"{fmt_ghz(profile['profiled_sm_clock_hz'])}, in a "
-        f"{fmt(float(profile['step_time_s']) * 1e3, 'ms')} step)"
-    )
+    if missing(profile.get("busy_share_at_profiled_clock")):
+        verdict = "unknown"
+    about = {**{k: profile[k] for k in GROUP_KEYS}, "verdict": verdict}
+    numbers = {k: profile.get(k) for k in BUSY_NUMBERS}
     if verdict == "host-bound":
-        text = (
-            head
-            + busy
-            + (
-                ": host-bound — for the rest of the step the GPU waits on Python, the framework "
-                "and kernel launches, so faster kernels would not shorten it. Remedies: capture "
-                "the step in CUDA graphs (variant setting compile: reduce-overhead) or raise the "
-                "batch size (more work per launch)"
-            )
-        )
-        evidence = remedy_evidence(profile, summary)
-        if evidence:
-            text += "; in this study " + " and ".join(evidence)
-        return text + "."
-    if verdict == "device-bound":
-        return (
-            head
-            + busy
-            + (
-                ": device-bound — the kernels are the step; faster kernels (a lower precision, "
-                "fusion, channels-last) shorten it, host-side tuning does not."
-                + (
-                    " A share above 100% means the profiled kernels ran slower than in the timed "
-                    "runs (ncu flushes caches before each kernel; memory-bound kernels gain "
-                    "less from the clock than the scaling assumes)."
-                    if not missing(share) and float(share) > 1
-                    else ""
-                )
-            )
-        )
-    return (
-        head
-        + busy
-        + (
-            f" and at most {fmt_pct(profile['busy_share_at_profiled_clock'])}: partly host-bound "
-            "— some of the step is spent waiting on the host, some on the kernels."
-        )
-    )
+        evidence, counted = remedy_evidence(profile, summary)
+        about.update(evidence)
+        numbers.update(counted)
+    return Finding("gpu_busy", about, numbers)
 
 
 def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
@@ -329,17 +217,12 @@ def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame | None:
     return sort_configs(profiles) if profiles is not None else None
 
 
-def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[str]:
-    """Every point above one of its roofs (no such point goes unremarked), then what each
-    profile's busy share says; each configuration's bound is the reading table's."""
-    flagged = above_roof(verdicts, ceilings)
-    findings = [
-        above_roof_sentence(row, ceilings)
-        for row in flagged[flagged["above_roof"]].to_dict("records")
-    ]
-    return findings + [
-        busy_sentence(row, summary)
-        for row in (profiled.to_dict("records") if profiled is not None else [])
+def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[Finding]:
+    """Every point above one of its roofs, then what each profile's busy share says; each
+    configuration's bound is the reading table's."""
+    rows = profiled.to_dict("records") if profiled is not None else []
+    return above_roof_records(above_roof(verdicts, ceilings), ceilings) + [
+        busy_record(row, summary) for row in rows
     ]
 
 
@@ -354,7 +237,12 @@ def build(page: Page) -> Section:
         "roofline",
         "Roofline",
         intro=INTRO,
-        findings=roofline_findings(verdicts, profiled, page.tables.summary, page.tables.ceilings),
+        findings=[
+            sentence(f)
+            for f in roofline_findings(
+                verdicts, profiled, page.tables.summary, page.tables.ceilings
+            )
+        ],
         tables=(
             Table(
                 "Reading per configuration",

@@ -37,6 +37,28 @@ class Overrun(Exception):
         self.waited_s = waited_s
 
 
+class WorkerLost(RuntimeError):
+    """A worker ended without its result: killed (the kernel's OOM killer sends SIGKILL),
+    crashed, or exited. `signal` is the signal's name and `exit_code` the exit status, when
+    they are known; the text is the one line a job log shows."""
+
+    def __init__(self, index: int, exit_code: int | None, how: str):
+        self.index = index
+        self.exit_code = exit_code
+        self.signal = signal_name(exit_code)
+        super().__init__(f"worker process {index} ended without a result: {how}")
+
+
+def signal_name(exit_code: int | None) -> str | None:
+    """"SIGKILL" for a process killed by signal 9 (multiprocessing's exit code -9)."""
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        return signal.Signals(-exit_code).name
+    except ValueError:
+        return f"signal {-exit_code}"
+
+
 UNPICKLABLE = (
     "the measurement's model factory or data cannot be sent to a worker process ({}); "
     "allowed: a module-level function (or functools.partial of one) and picklable data"
@@ -67,9 +89,8 @@ class Worker:
         try:
             message = self.conn.recv()
         except (EOFError, OSError):
-            raise RuntimeError(
-                f"worker process {self.index} ended without a result: {self.ended_how()}"
-            ) from None
+            how = self.ended_how()
+            raise WorkerLost(self.index, self.exit_code(), how) from None
         if message[0] == "started":
             self.pid = message[1]
             return self.receive(deadline_unix)
@@ -95,6 +116,11 @@ class Worker:
 
     def ended_how(self) -> str:
         raise NotImplementedError
+
+    def exit_code(self) -> int | None:
+        """How the process ended (multiprocessing's convention: -N for signal N), or None
+        when unknown; asked after `ended_how`."""
+        return None
 
 
 class _ForkedWorker(Worker):
@@ -135,17 +161,18 @@ class _ForkedWorker(Worker):
 
     def ended_how(self) -> str:
         self.process.join(5)
-        return f"{_exit_status(self.process.exitcode)}; {self.output.summary()}"
+        return f"{exit_status(self.process.exitcode)}; {self.output.summary()}"
+
+    def exit_code(self) -> int | None:
+        return self.process.exitcode
 
 
-def _exit_status(code: int | None) -> str:
+def exit_status(code: int | None) -> str:
+    """"killed by SIGKILL", "exit code 1", or that it is unknown."""
     if code is None:
         return "its exit status is unknown"
     if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
+        return f"killed by {signal_name(code)}"
     return f"exit code {code}"
 
 

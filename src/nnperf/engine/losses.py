@@ -15,7 +15,8 @@ configuration's own, not the machine's.
 from __future__ import annotations
 
 from nnperf.core.contract import RunRequest
-from nnperf.engine.processes import WorkerLost, exit_status
+from nnperf.engine.processes import WorkerLost
+from nnperf.engine.workerlog import exit_status
 
 
 def loss_record(lost: WorkerLost, record: dict) -> dict:
@@ -47,7 +48,9 @@ def forget_process(result, lost: WorkerLost, record: dict) -> None:
 def _how(lost: WorkerLost) -> str:
     if lost.signal is not None:
         return f"killed by {lost.signal}"
-    return exit_status(lost.exit_code) if lost.exit_code is not None else "lost"
+    if lost.exit_code is not None:
+        return f"ended with {exit_status(lost.exit_code)}"
+    return "ended without a result"
 
 
 def loss_line(lost: WorkerLost, request: RunRequest) -> str:
@@ -63,6 +66,6 @@ def second_loss(lost: WorkerLost, earlier: WorkerLost) -> str:
     """The one line that fails the measurement when a slot is lost again."""
     hint = " (the kernel's OOM killer?)" if lost.signal == "SIGKILL" else ""
     return (
-        f"{lost}; lost twice{hint}: worker {lost.index} was {_how(earlier)} before "
-        "and its replacement was too"
+        f"{lost}; lost twice{hint}: worker {lost.index} {_how(earlier)} before, "
+        "and so did its replacement"
     )

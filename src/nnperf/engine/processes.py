@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from nnperf.core.errors import NnperfError
 from nnperf.engine.worker import PRELOAD, WARM, WorkerJob, forked_main, start_method
-from nnperf.engine.workerlog import OutputRelay
+from nnperf.engine.workerlog import OutputRelay, exit_status, signal_name
 
 
 class Overrun(Exception):
@@ -47,16 +47,6 @@ class WorkerLost(RuntimeError):
         self.exit_code = exit_code
         self.signal = signal_name(exit_code)
         super().__init__(f"worker process {index} ended without a result: {how}")
-
-
-def signal_name(exit_code: int | None) -> str | None:
-    """"SIGKILL" for a process killed by signal 9 (multiprocessing's exit code -9)."""
-    if exit_code is None or exit_code >= 0:
-        return None
-    try:
-        return signal.Signals(-exit_code).name
-    except ValueError:
-        return f"signal {-exit_code}"
 
 
 UNPICKLABLE = (
@@ -167,15 +157,6 @@ class _ForkedWorker(Worker):
         return self.process.exitcode
 
 
-def exit_status(code: int | None) -> str:
-    """"killed by SIGKILL", "exit code 1", or that it is unknown."""
-    if code is None:
-        return "its exit status is unknown"
-    if code < 0:
-        return f"killed by {signal_name(code)}"
-    return f"exit code {code}"
-
-
 # How long a killed served worker may take to be gone (its CUDA context torn down) before
 # the next one starts anyway.
 REAP_TIMEOUT_S = 10.0
@@ -212,16 +193,16 @@ class _ServedWorker(Worker):
     sends the request as plain data with its output pipe, and talks JSON with the worker."""
 
     def __init__(self, job: WorkerJob):
-        from nnperf.engine import warmserver
+        from nnperf.engine import warmprotocol, warmserver
 
         self.index = job.process
         self.started_at_unix = time.time()
-        message = warmserver.job_message(job, os.getcwd())  # refused before a server starts
+        message = warmprotocol.job_message(job, os.getcwd())  # refused before a server starts
         self.output = OutputRelay(job.process)
         try:
             self.conn = warmserver.connect()
             try:
-                warmserver.send_job(self.conn, message, self.output.write_fd)
+                warmprotocol.send_job(self.conn, message, self.output.write_fd)
             except BaseException:
                 self.conn.close()
                 raise
@@ -268,7 +249,15 @@ class _ServedWorker(Worker):
         self.conn.close()
 
     def ended_how(self) -> str:
-        return self.output.summary()
+        return f"{exit_status(self.exit_code())}; {self.output.summary()}"
+
+    def exit_code(self) -> int | None:
+        """What the server recorded when it reaped the worker (its child, not the job's)."""
+        from nnperf.engine import warmserver
+
+        if getattr(self, "_exit_code", None) is None:
+            self._exit_code = warmserver.worker_exit_code(self.conn, self.pid)
+        return self._exit_code
 
 
 def raise_for(message: tuple, index: int) -> None:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from nnperf.core.jobs import logged_job
+from nnperf.core.jobs import CAUSE_LINE, logged_job
 from nnperf.engine import interleave, processes
 from nnperf.engine.runner import run_document
 from tiny_training import tiny_data, tiny_model, tiny_request
@@ -79,10 +79,13 @@ def test_a_slot_lost_twice_fails_the_group_with_one_line_naming_the_signal(tmp_p
         with logged_job(log, "timed_group"):
             run_group(start_worker)
     assert exit_info.value.code == 1 and len(killed) == 2
-    cause = [line for line in log.read_text().splitlines() if line.startswith("nnperf ")]
+    cause = [line for line in log.read_text().splitlines() if CAUSE_LINE.match(line)]
     assert len(cause) == 1
     assert cause[0].startswith(
         "nnperf timed_group: failed: RuntimeError: worker process 1 ended without a result: "
         "killed by SIGKILL"
     )
-    assert "lost twice (the kernel's OOM killer?)" in cause[0]
+    assert cause[0].endswith(
+        "lost twice (the kernel's OOM killer?), the process it replaced: killed by SIGKILL "
+        f"(traceback in {log})"
+    )

@@ -92,13 +92,13 @@ def measuring(rule: str) -> Iterator[None]:
                 flush=True,
             )
         _write_holder(fd, rule)
-        print(f"nnperf {rule}: {HELD} {time.time():.3f}", file=sys.stderr, flush=True)
+        print(f"nnperf {rule}: {HELD} {time.time():.6f}", file=sys.stderr, flush=True)
         try:
             yield
         finally:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
-            print(f"nnperf {rule}: {RELEASED} {time.time():.3f}", file=sys.stderr, flush=True)
+            print(f"nnperf {rule}: {RELEASED} {time.time():.6f}", file=sys.stderr, flush=True)
     finally:
         os.close(fd)  # closing the last descriptor drops the flock
 

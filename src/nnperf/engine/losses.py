@@ -65,7 +65,4 @@ def loss_line(lost: WorkerLost, request: RunRequest) -> str:
 def second_loss(lost: WorkerLost, earlier: WorkerLost) -> str:
     """The one line that fails the measurement when a slot is lost again."""
     hint = " (the kernel's OOM killer?)" if lost.signal == "SIGKILL" else ""
-    return (
-        f"{lost}; lost twice{hint}: worker {lost.index} {_how(earlier)} before, "
-        "and so did its replacement"
-    )
+    return f"{lost}; lost twice{hint}, the process it replaced: {_how(earlier)}"

@@ -13,6 +13,9 @@ processes of a measurement never overlap.
 The parent enforces the budget: every wait has a deadline, and a worker that overruns it is
 killed. That is how a hopeless configuration (a 13 s bf16 step on a CPU without bf16
 arithmetic) ends in seconds with status `over_budget` and the step time it showed.
+
+A worker that ends without its result (killed, by the kernel's OOM killer most often, or
+crashed) is replaced by a new process in its slot, once (`nnperf.engine.losses`).
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ class JsonConnection:
     def __init__(self, sock: socket.socket, peer_pid: int | None = None):
         self.sock = sock
         self.peer_pid = peer_pid
+        # The server's record of how its workers ended (`warmserver.worker_exit_code`).
+        self.ends_path: os.PathLike | None = None
 
     def fileno(self) -> int:
         return self.sock.fileno()

@@ -331,7 +331,7 @@ def process_start(pid: Any) -> int | None:
 def worker_exit_code(connection: JsonConnection, pid: int | None, wait_s: float = 1.0):
     """How the server's worker `pid` ended (-N for signal N), from the server's `.ends`
     file, or None when it does not say within `wait_s` (the server is gone)."""
-    ends = getattr(connection, "ends_path", None)
+    ends = connection.ends_path
     if ends is None or pid is None:
         return None
     deadline = time.monotonic() + wait_s

@@ -371,7 +371,7 @@ def test_a_served_workers_native_crash_reaches_the_jobs_error_and_log(data_root,
         r"worker process 0 ended without a result: exit code \d+; its last words: libgomp: ",
         cause,
     )
-    assert "lost twice: worker 0 ended with exit code" in cause
+    assert "lost twice, the process it replaced: ended with exit code" in cause
     assert "worker 0: libgomp: Out of memory" in text
 
 

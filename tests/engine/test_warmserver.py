@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import pickle
+import re
 import signal
 import socket
 import struct
@@ -30,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from nnperf.core.errors import NnperfError
-from nnperf.engine import warmserver
+from nnperf.engine import warmprotocol, warmserver
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="SO_PEERCRED and the server are Linux's"
@@ -110,7 +111,7 @@ def test_a_symlinked_lock_or_log_file_is_not_followed(base):
     precious.write_text("keep me\n")
     lock = folder / "server.lock"
     lock.symlink_to(precious)
-    with pytest.raises(NnperfError, match=f"warm server file {lock} is a symlink"):
+    with pytest.raises(NnperfError, match=f"private file {lock} is a symlink"):
         with warmserver.locked(lock):
             pass
     log = folder / "server.log"
@@ -177,7 +178,7 @@ class MakesAFolder:
 
 
 def test_decode_takes_only_versioned_json(tmp_path):
-    assert warmserver.decode(b'{"v": 1, "m": ["window"]}') == ["window"]
+    assert warmprotocol.decode(b'{"v": 1, "m": ["window"]}') == ["window"]
     marker = tmp_path / "pwned"
     for body, reason in [
         (pickle.dumps(MakesAFolder(str(marker))), "not JSON"),
@@ -186,7 +187,7 @@ def test_decode_takes_only_versioned_json(tmp_path):
         (b'{"v": 1, "m": 1, "x": 0}', 'expected {"v": 1'),
     ]:
         with pytest.raises(NnperfError, match=reason):
-            warmserver.decode(body)
+            warmprotocol.decode(body)
     assert not marker.exists()
 
 
@@ -241,12 +242,12 @@ def send_raw(path: Path, body: bytes, framed: bool = True) -> tuple[object, str]
     read_fd, write_fd = os.pipe()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.connect(str(path))
-        socket.send_fds(client, [warmserver.OUTPUT_HEADER], [write_fd])
+        socket.send_fds(client, [warmprotocol.OUTPUT_HEADER], [write_fd])
         os.close(write_fd)
         client.sendall(frame(body) if framed else body)
         client.settimeout(120)
         try:
-            reply = warmserver.JsonConnection(client).recv()
+            reply = warmprotocol.JsonConnection(client).recv()
         except EOFError:
             reply = None
     with os.fdopen(read_fd, "rb") as output:
@@ -394,3 +395,65 @@ def test_only_a_live_child_of_the_checked_server_counts_as_its_worker():
         child.wait()
     assert not warmserver.is_child_of(child.pid, os.getpid())
     assert warmserver.process_start(child.pid) is None
+
+
+# --- a server that cannot start --------------------------------------------------------------
+
+START_SCRIPT = """
+import resource, sys
+from nnperf.engine import warmserver
+if sys.argv[1] != "0":
+    # The address space mapped now (no torch yet) plus a little: the server inherits it.
+    with open("/proc/self/status") as status:
+        vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
+    limit = vm_kib * 1024 + int(sys.argv[1]) * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+warmserver.connect()
+"""
+
+
+def failed_start(base: Path, limit_mib: int, pythonpath: str) -> tuple[str, Path]:
+    """Start a server from a fresh job process that cannot start one; (its stderr, the
+    private folder the server's files would be in)."""
+    runtime = base / "run"
+    runtime.mkdir(mode=0o700)
+    done = subprocess.run(
+        [sys.executable, "-c", START_SCRIPT, str(limit_mib)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": pythonpath, "XDG_RUNTIME_DIR": str(runtime)},
+    )
+    assert done.returncode != 0
+    return done.stderr, runtime / f"nnperf-warm-{os.geteuid()}"
+
+
+def cause_line(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if line.startswith("RuntimeError: "))
+
+
+def test_a_server_whose_import_fails_says_why_and_leaves_no_lock(base):
+    fake = base / "fake"
+    (fake / "torchvision").mkdir(parents=True)
+    (fake / "torchvision" / "__init__.py").write_text(
+        "raise ImportError('injected: this torchvision is broken')\n"
+    )
+    stderr, folder = failed_start(base, 0, f"{fake}:{SRC}")
+    assert re.match(
+        r"RuntimeError: the warm fork server did not start: exit code 3; could not import "
+        r"nnperf\.[\w.]+: ImportError: injected: this torchvision is broken \(",
+        cause_line(stderr),
+    ), stderr[-3000:]
+    assert sorted(folder.iterdir()) == []  # no lock, socket, log or record left behind
+
+
+def test_a_server_under_a_memory_limit_names_the_cause_and_leaves_no_lock(base):
+    stderr, folder = failed_start(base, 256, str(SRC))
+    line = cause_line(stderr)
+    # How it ended, and what it (or a native library) said: never "its output:" and nothing.
+    assert re.match(
+        r"RuntimeError: the warm fork server did not start: (exit code \d+|killed by SIG\w+); "
+        r"(could not import \w+: \w+|its first words: \S+)",
+        line,
+    ), stderr[-3000:]
+    assert sorted(folder.iterdir()) == []

@@ -25,7 +25,7 @@ import torch
 from nnperf.core.contract import TimingSettings
 from nnperf.core.errors import NnperfError
 from nnperf.core.jobs import logged_job
-from nnperf.engine import manager, stability, warmserver, worker
+from nnperf.engine import manager, processes, stability, warmserver, worker
 from nnperf.engine.runner import perform_run
 from tiny_training import tiny_data, tiny_model, tiny_request
 
@@ -365,8 +365,48 @@ def test_a_served_workers_native_crash_reaches_the_jobs_error_and_log(data_root,
             perform_run(request, method=worker.WARM)
     text = log.read_text()
     cause = next(line for line in text.splitlines() if line.startswith("nnperf timed_run:"))
-    assert "worker process 0 ended without a result: its last words: libgomp: " in cause
+    # The exit status the server recorded when it reaped its worker, then its last words;
+    # a worker lost twice fails the run (nnperf.engine.losses).
+    assert re.search(
+        r"worker process 0 ended without a result: exit code \d+; its last words: libgomp: ",
+        cause,
+    )
+    assert "lost twice, the process it replaced: ended with exit code" in cause
     assert "worker 0: libgomp: Out of memory" in text
+
+
+def test_a_served_worker_killed_by_sigkill_is_named_and_replaced(data_root, tmp_path):
+    """The OOM killer's SIGKILL of a served worker (the server's child, not the job's): the
+    server records how it ended, the job names the signal and starts a new process."""
+    start = processes.worker_starter(worker.WARM)
+    killed: list[int] = []
+
+    def start_worker(job):
+        served = start(job)
+        receive = served.receive
+
+        def receive_then_kill(deadline_unix):
+            message = receive(deadline_unix)  # its PID is known from here on
+            if job.process == 0 and not killed:
+                killed.append(served.pid)
+                os.kill(served.pid, signal.SIGKILL)
+            return message
+
+        served.receive = receive_then_kill
+        return served
+
+    log = tmp_path / "timed_run.log"
+    with logged_job(log, "timed_run"):
+        document = perform_run(
+            served_request(data_root), method=worker.WARM, start_worker=start_worker
+        )[0]
+    assert document["status"] == "ok" and len(killed) == 1
+    (loss,) = document["worker_losses"]
+    assert (loss["process"], loss["signal"], loss["exit_code"]) == (0, "SIGKILL", -9)
+    assert loss["pid"] == killed[0] not in [p["pid"] for p in document["processes"]]
+    assert "worker 0 of fp32 baseline killed by SIGKILL — the kernel's OOM killer?" in (
+        log.read_text()
+    )
 
 
 def test_a_stale_socket_is_replaced_by_a_new_server(monkeypatch, data_root):

@@ -10,10 +10,12 @@ is `nnperf step --request FILE` and the meta records the request's configuration
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 from pathlib import Path
 
 from nnperf.commands import add_fields, field_values
+from nnperf.core import machinelock
 from nnperf.core.contract import ProfileStepRequest, from_dict, read_request
 from nnperf.core.errors import NnperfError
 from nnperf.ncu import command
@@ -73,9 +75,11 @@ def run(args: argparse.Namespace) -> int:
             raise NnperfError("give --request or a command after '--', not both")
         options = from_dict(command.NcuOptions, field_values(args, command.NcuOptions))
         target = command.step_target(args.request) if request else target
-        argv = command.profile_to_files(
-            target, args.report, args.meta, options, request, args.dry_run
-        )
+        # The ncu_profile job's body: one measurement at a time on the machine.
+        with contextlib.nullcontext() if args.dry_run else machinelock.measuring("ncu_profile"):
+            argv = command.profile_to_files(
+                target, args.report, args.meta, options, request, args.dry_run
+            )
     if args.dry_run:
         print(shlex.join(argv))
     return 0

@@ -7,6 +7,9 @@ Snakemake otherwise prints only "Error in rule ...") with exit status 2. Any oth
 keeps its traceback in the log and gets one line on the terminal, with exit status 1.
 `warn()` does the same for a problem the job carries on after (a corrupt checkpoint).
 
+A measuring job (`nnperf.core.vocab.MEASURING_RULES`) holds the machine's measurement lock
+for its body (`nnperf.core.machinelock`): one measurement at a time across Snakemake calls.
+
 `failure_causes()` reads those lines back for the workflow's `onerror` handler, so a run
 that ends with failed jobs ends with one line per job saying why, after Snakemake's blocks
 of "Error in rule ..." that name only the log.
@@ -22,7 +25,9 @@ import traceback
 from pathlib import Path
 from typing import Iterator
 
+from nnperf.core import machinelock
 from nnperf.core.errors import NnperfError
+from nnperf.core.vocab import MEASURING_RULES
 
 # The one-line cause `logged_job` and the CLI (`nnperf <verb>: error: ...`) write.
 CAUSE_LINE = re.compile(r"^nnperf [\w-]+: (error|failed): .+")
@@ -81,6 +86,9 @@ def logged_job(log_path: str | os.PathLike | None, job: str) -> Iterator[None]:
                 stack.enter_context(contextlib.redirect_stderr(handle))
                 _LOGGED = True
             try:
+                if job in MEASURING_RULES:
+                    # Before the body: waiting for another study is not measuring.
+                    stack.enter_context(machinelock.measuring(job))
                 yield
             except NnperfError as exc:
                 line = f"nnperf {job}: error: {exc}"

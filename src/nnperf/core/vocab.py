@@ -180,6 +180,13 @@ UNSTABLE_NUMBERS = (
     "oom_processes",
 )
 
+# A worker process lost without its result and replaced (run JSON `worker_losses`, one
+# object per loss; nnperf.engine.losses): its process index, the signal that ended it
+# ("SIGKILL": the kernel's OOM killer, most often) or null, its exit status in
+# multiprocessing's convention (-9 for SIGKILL) or null when unknown, the phase it was in,
+# its round in an interleaved group, and its PID.
+WORKER_LOSS_FIELDS = ("process", "signal", "exit_code", "phase", "round", "pid")
+
 # The keys of one configuration, in the order results paths and tables use them.
 CONFIG_KEYS = ("device", "model", "precision", "batch_size", "variant")
 

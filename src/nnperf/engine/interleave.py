@@ -114,8 +114,12 @@ def run_group(
     clock: Callable[[], float] = time.time,
     start_worker: Callable[[WorkerJob], Worker] | None = None,
     watch_host: bool = True,
+    model_factory: Callable | None = None,
+    data=None,
 ) -> GroupResult:
-    """Measure `requests` with interleaved worker processes (module docstring)."""
+    """Measure `requests` with interleaved worker processes (module docstring); with
+    `model_factory` and `data` (picklable) every member's workers use them, as in
+    `manager.run_measurement`, instead of loading them by name."""
     method = method or start_method()
     for request in requests:
         stopping.check_steps(
@@ -133,6 +137,8 @@ def run_group(
             watch_host=watch_host,
             method=method,
             workflow_dir=workflow_dir,
+            model_factory=model_factory,
+            data=data,
             count_pauses=True,
         )
         for request in requests

@@ -13,6 +13,9 @@ processes of a measurement never overlap.
 The parent enforces the budget: every wait has a deadline, and a worker that overruns it is
 killed. That is how a hopeless configuration (a 13 s bf16 step on a CPU without bf16
 arithmetic) ends in seconds with status `over_budget` and the step time it showed.
+
+A worker that ends without its result (killed, by the kernel's OOM killer most often, or
+crashed) is replaced by a new process in its slot, once (`nnperf.engine.losses`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import time
 from typing import Any, Callable
 
 from nnperf.core.contract import RunRequest
-from nnperf.engine import loader, stability, stopping
-from nnperf.engine.processes import Overrun, Worker, raise_for, worker_starter
+from nnperf.core.jobs import warn
+from nnperf.engine import loader, losses, stability, stopping
+from nnperf.engine.processes import Overrun, Worker, WorkerLost, raise_for, worker_starter
 from nnperf.engine.worker import WorkerJob, start_method
 
 # A worker past its deadline gets this much grace before it is killed (seconds, and a share
@@ -75,6 +79,8 @@ class Measurement:
     loader_s: float = 0.0
     # A worker answered that it measures no loader (a rehearsal): none is asked again.
     loader_unavailable: bool = False
+    # Workers lost without their result and replaced (vocab.WORKER_LOSS_FIELDS each).
+    worker_losses: list[dict] = dataclasses.field(default_factory=list)
 
     def samples(self) -> list[stopping.WindowSample]:
         return [
@@ -161,12 +167,34 @@ class MeasurementRun:
         self.finished = False
         self.last_action: stopping.Action | None = None
         self._idle_since: float | None = None
+        # The worker each process slot lost (`_replace`): a slot is replaced once.
+        self.losses: dict[int, WorkerLost] = {}
 
     def run_process(self, round_index: int | None = None) -> stopping.Action:
-        """Start the next worker process and drive it to its end."""
+        """Start the next worker process and drive it to its end; a worker lost without its
+        result (killed, crashed) is replaced once (`_replace`)."""
         result, clock = self.result, self.clock
         if self.count_pauses and self._idle_since is not None:
             result.paused_s += clock() - self._idle_since
+        while True:
+            try:
+                action = self._run_worker(round_index)
+                break
+            except WorkerLost as lost:
+                action = self._replace(lost)
+                if action is not None:
+                    break
+        self.last_action = action
+        self.process += 1
+        if action.kind != "process":
+            self.finished = True
+            if result.status == "ok":
+                result.stop_reason = action.reason
+                result.stop_numbers = dict(action.numbers)
+        return action
+
+    def _run_worker(self, round_index: int | None) -> stopping.Action:
+        result, clock = self.result, self.clock
         if self.process == 0:
             result.started_at_unix = result.budget_start_unix = clock()
         job = WorkerJob(
@@ -191,26 +219,29 @@ class MeasurementRun:
             record["round"] = round_index
         result.processes.append(record)
         try:
-            action = self.driver.drive(worker, record)
+            return self.driver.drive(worker, record)
         finally:
             worker.kill()
-            record["ended_at_unix"] = clock()
-        self._idle_since = record["ended_at_unix"]
-        self.last_action = action
-        self.process += 1
-        if action.kind != "process":
-            self.finished = True
-            if result.status == "ok":
-                result.stop_reason = action.reason
-                result.stop_numbers = dict(action.numbers)
-        return action
+            record["ended_at_unix"] = self._idle_since = clock()
 
-    def can_continue(self) -> bool:
-        """Whether one more process fits after this measurement stopped at its own target:
-        below `timing.max_processes`, and its start and minimal windows within what is left
-        of `timing.max_seconds` (the stopping rule's own test for a new process)."""
+    def _replace(self, lost: WorkerLost) -> stopping.Action | None:
+        """After a worker was lost: None to start a new process in its place, or the action
+        that ends the measurement when another process does not fit the budget; a slot lost
+        the second time fails the measurement (`nnperf.engine.losses`)."""
+        earlier = self.losses.get(self.process)
+        if earlier is not None:
+            raise RuntimeError(losses.second_loss(lost, earlier)) from None
+        self.losses[self.process] = lost
+        record = self.result.processes[-1]
+        losses.forget_process(self.result, lost, record)
+        warn(losses.loss_line(lost, self.request))
+        if self.process == 0 or self._fits_another():
+            return None
+        return self.driver.budget_stop()
+
+    def _fits_another(self) -> bool:
         result, timing = self.result, self.request.timing
-        if result.status != "ok" or not result.windows or self.process >= timing.max_processes:
+        if not result.windows or self.process >= timing.max_processes:
             return False
         idle = self._idle_since if self._idle_since is not None else self.clock()
         return stopping.process_fits_budget(
@@ -219,6 +250,12 @@ class MeasurementRun:
             timing.max_seconds - self.driver.spent_s(idle),
             timing,
         )
+
+    def can_continue(self) -> bool:
+        """Whether one more process fits after this measurement stopped at its own target:
+        below `timing.max_processes`, and its start and minimal windows within what is left
+        of `timing.max_seconds` (the stopping rule's own test for a new process)."""
+        return self.result.status == "ok" and self._fits_another()
 
     def reopen(self) -> None:
         """Measure on after the configuration's own stop, for a comparison's sake."""
@@ -269,7 +306,7 @@ class _Driver:
         at = self.clock() if at is None else at
         return at - result.budget_start_unix - result.one_time_s - result.paused_s - result.loader_s
 
-    def _budget_stop(self) -> stopping.Action:
+    def budget_stop(self) -> stopping.Action:
         return stopping.Action(
             "stop",
             "budget",
@@ -377,7 +414,7 @@ class _Driver:
             self._over_budget(waited_s, lower_bound=True, warmed=warmed)
         else:
             result.notes.append(("process_stopped_at_budget", {"stopped_after_s": waited_s}))
-        return self._budget_stop()
+        return self.budget_stop()
 
     def _warm_up(self, worker: Worker, record: dict) -> stopping.Action | None:
         """Receive the warm-up steps. The first ones carry one-time costs (`self.one_time`):
@@ -493,7 +530,7 @@ class _Driver:
                 result.status, result.error = "oom", message[1]
             else:
                 result.notes.append(("process_oom", {}))
-            return self._budget_stop()
+            return self.budget_stop()
         raise_for(message, record["process"])
         raise AssertionError("unreachable")
 

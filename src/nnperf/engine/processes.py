@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from nnperf.core.errors import NnperfError
 from nnperf.engine.worker import PRELOAD, WARM, WorkerJob, forked_main, start_method
-from nnperf.engine.workerlog import OutputRelay
+from nnperf.engine.workerlog import OutputRelay, exit_status, signal_name
 
 
 class Overrun(Exception):
@@ -35,6 +35,18 @@ class Overrun(Exception):
 
     def __init__(self, waited_s: float):
         self.waited_s = waited_s
+
+
+class WorkerLost(RuntimeError):
+    """A worker ended without its result: killed (the kernel's OOM killer sends SIGKILL),
+    crashed, or exited. `signal` is the signal's name and `exit_code` the exit status, when
+    they are known; the text is the one line a job log shows."""
+
+    def __init__(self, index: int, exit_code: int | None, how: str):
+        self.index = index
+        self.exit_code = exit_code
+        self.signal = signal_name(exit_code)
+        super().__init__(f"worker process {index} ended without a result: {how}")
 
 
 UNPICKLABLE = (
@@ -67,9 +79,8 @@ class Worker:
         try:
             message = self.conn.recv()
         except (EOFError, OSError):
-            raise RuntimeError(
-                f"worker process {self.index} ended without a result: {self.ended_how()}"
-            ) from None
+            how = self.ended_how()
+            raise WorkerLost(self.index, self.exit_code(), how) from None
         if message[0] == "started":
             self.pid = message[1]
             return self.receive(deadline_unix)
@@ -95,6 +106,11 @@ class Worker:
 
     def ended_how(self) -> str:
         raise NotImplementedError
+
+    def exit_code(self) -> int | None:
+        """How the process ended (multiprocessing's convention: -N for signal N), or None
+        when unknown; asked after `ended_how`."""
+        return None
 
 
 class _ForkedWorker(Worker):
@@ -135,18 +151,10 @@ class _ForkedWorker(Worker):
 
     def ended_how(self) -> str:
         self.process.join(5)
-        return f"{_exit_status(self.process.exitcode)}; {self.output.summary()}"
+        return f"{exit_status(self.process.exitcode)}; {self.output.summary()}"
 
-
-def _exit_status(code: int | None) -> str:
-    if code is None:
-        return "its exit status is unknown"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+    def exit_code(self) -> int | None:
+        return self.process.exitcode
 
 
 # How long a killed served worker may take to be gone (its CUDA context torn down) before
@@ -185,16 +193,16 @@ class _ServedWorker(Worker):
     sends the request as plain data with its output pipe, and talks JSON with the worker."""
 
     def __init__(self, job: WorkerJob):
-        from nnperf.engine import warmserver
+        from nnperf.engine import warmprotocol, warmserver
 
         self.index = job.process
         self.started_at_unix = time.time()
-        message = warmserver.job_message(job, os.getcwd())  # refused before a server starts
+        message = warmprotocol.job_message(job, os.getcwd())  # refused before a server starts
         self.output = OutputRelay(job.process)
         try:
             self.conn = warmserver.connect()
             try:
-                warmserver.send_job(self.conn, message, self.output.write_fd)
+                warmprotocol.send_job(self.conn, message, self.output.write_fd)
             except BaseException:
                 self.conn.close()
                 raise
@@ -241,7 +249,15 @@ class _ServedWorker(Worker):
         self.conn.close()
 
     def ended_how(self) -> str:
-        return self.output.summary()
+        return f"{exit_status(self.exit_code())}; {self.output.summary()}"
+
+    def exit_code(self) -> int | None:
+        """What the server recorded when it reaped the worker (its child, not the job's)."""
+        from nnperf.engine import warmserver
+
+        if getattr(self, "_exit_code", None) is None:
+            self._exit_code = warmserver.worker_exit_code(self.conn, self.pid)
+        return self._exit_code
 
 
 def raise_for(message: tuple, index: int) -> None:

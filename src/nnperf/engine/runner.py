@@ -248,6 +248,11 @@ def run_document(
         ),
         "peak_memory_host_bytes": _max(r.get("peak_memory_host_bytes") for r in result.processes),
         "processes": result.processes,
+        # Workers lost without a result and replaced (nnperf.engine.losses).
+        "worker_losses": [
+            {field: loss.get(field) for field in vocab.WORKER_LOSS_FIELDS}
+            for loss in result.worker_losses
+        ],
         "windows": [{column: row.get(column) for column in WINDOW_CSV_COLUMNS} for row in windows],
         "loader_windows": [
             {column: row.get(column) for column in LOADER_WINDOW_COLUMNS}

@@ -27,18 +27,14 @@ changes what is measured.
 **Private to your user, for real.** A local neighbour must not be able to stand in for the
 server (a request or a reply it forged would be code run or a PID killed), so:
 
-* the files live in `nnperf-warm-<uid>` under `$XDG_RUNTIME_DIR` when that is a usable
-  private directory, else under the temporary directory; the folder is created with mode
-  0700 and refused (a one-line NnperfError) unless `os.lstat` shows a real directory owned by
-  this user with mode 0700, and a shared parent must be sticky (nobody else may rename it);
-* the lock and log files are opened with `O_NOFOLLOW`: a symlink planted in their place is an
-  error, never followed;
+* the files live in nnperf's private runtime directory (`nnperf.core.runtime_dir`: a folder
+  of this user with mode 0700, its files opened with `O_NOFOLLOW`);
 * every connection's peer is checked (`SO_PEERCRED`): the server refuses a client of another
   user and the client refuses a server of another user; the job SIGKILLs only a PID whose
   parent is the server it checked;
 * nothing read from the socket is unpickled: requests and replies are length-prefixed JSON
-  objects with a version (`{"v": 1, "m": ...}`), the request a `RunRequest` in its plain-data
-  form rebuilt strictly (`nnperf.core.plaindata`). A worker given a model factory or data
+  objects with a version (`nnperf.engine.warmprotocol`), the request a `RunRequest` in its
+  plain-data form rebuilt strictly. A worker given a model factory or data
   objects (the tests) cannot be served: those run in forked workers.
 
 **Workers are forked fresh per process of a measurement**, as from multiprocessing's server;
@@ -46,7 +42,15 @@ the job talks to its worker over the accepted connection with the protocol of
 `nnperf.engine.worker`, and kills it on a missed deadline. The job hands the server, with the
 request, the write end of a pipe (SCM_RIGHTS): the worker's stdout and stderr, so its
 warnings, prints and a native library's last words reach the job's log
-(`nnperf.engine.workerlog`), not the server's.
+(`nnperf.engine.workerlog`), not the server's. A worker is the server's child, not the job's:
+the server reaps it and appends its PID and exit status to the `.ends` file, where a job whose
+worker went silent reads whether it was killed, and by which signal (`worker_exit_code`).
+
+**A server that cannot start says why and leaves nothing.** Its output goes to its `.log`;
+an import that fails is one line there, and the job's error names in its first line how the
+server ended (exit code or signal), that line, and a native library's first words (OpenBLAS
+under `ulimit -v` cannot start its threads), then quotes the output. The job that tried
+removes the socket, log and lock under the lock.
 
 **Nothing lingers.** The server exits after `IDLE_EXIT_S` without a request, or on SIGTERM,
 and removes its socket, lock and log then (under the lock, so a job that connects meanwhile
@@ -60,23 +64,25 @@ private to the process that started it), so this one is written by hand on its p
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
-import select
 import signal
 import socket
-import stat
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from nnperf.core.errors import NnperfError
+from nnperf.core.runtime_dir import locked, open_private, private_dir, runtime_base
+from nnperf.engine.warmprotocol import (
+    OUTPUT_HEADER,
+    JsonConnection,
+    job_from_message,
+    peer_credentials,
+)
 
 IDLE_EXIT_S = 300.0
 START_TIMEOUT_S = 120.0
@@ -103,12 +109,6 @@ ENVIRONMENT_PREFIXES = (
     "PYTHONWARNINGS",
     "PYTHONMALLOC",
 )
-PROTOCOL_VERSION = 1
-# A request or a reply larger than this is not one of ours (the largest, a window's steps
-# with the environment record, is kilobytes).
-MAX_MESSAGE_BYTES = 64 * 2**20
-# The one byte sent with the job's output descriptor, ahead of the request.
-OUTPUT_HEADER = b"N"
 
 
 def enabled() -> bool:
@@ -160,216 +160,10 @@ def identity() -> dict:
 # --- the private directory and its files ----------------------------------------------------
 
 
-def _describe(info: os.stat_result) -> str:
-    kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a directory"
-    if stat.S_ISLNK(info.st_mode):
-        kind = "a symlink"
-    return f"{kind} owned by uid {info.st_uid} with mode {stat.S_IMODE(info.st_mode):04o}"
-
-
-def _is_private_dir(info: os.stat_result) -> bool:
-    return (
-        stat.S_ISDIR(info.st_mode)
-        and info.st_uid == os.geteuid()
-        and stat.S_IMODE(info.st_mode) == 0o700
-    )
-
-
-def runtime_base() -> Path:
-    """$XDG_RUNTIME_DIR where it is a private directory of this user, else the temp dir."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime):
-        with contextlib.suppress(OSError):
-            if _is_private_dir(os.lstat(runtime)) and os.access(runtime, os.W_OK | os.X_OK):
-                return Path(runtime)
-    return Path(tempfile.gettempdir())
-
-
-def private_dir(base: Path) -> Path:
-    """`base/nnperf-warm-<uid>`, created with mode 0700, or NnperfError when what is there is
-    not a real directory of this user with mode 0700, or `base` lets others rename it."""
-    base_info = os.stat(base)
-    shared = stat.S_IMODE(base_info.st_mode) & 0o022
-    if shared and not base_info.st_mode & stat.S_ISVTX:
-        raise NnperfError(
-            f"warm server: {base} is writable by others and not sticky ({_describe(base_info)}); "
-            f"required: a private or sticky parent (set TMPDIR, or {ENABLE_VARIABLE}=0)"
-        )
-    folder = base / f"nnperf-warm-{os.geteuid()}"
-    try:
-        os.mkdir(folder, 0o700)
-        os.chmod(folder, 0o700)  # the umask may have narrowed it; nobody else can reach it
-    except FileExistsError:
-        pass
-    info = os.lstat(folder)
-    if not _is_private_dir(info):
-        raise NnperfError(
-            f"warm server directory {folder} is {_describe(info)}; required: a directory owned "
-            f"by uid {os.geteuid()} with mode 0700 (remove it, or set {ENABLE_VARIABLE}=0)"
-        )
-    return folder
-
-
 def address(ident: dict) -> Path:
     """The server's socket path for this identity, in the private directory."""
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
     return private_dir(runtime_base()) / f"{digest}.sock"
-
-
-def open_private(path: Path, flags: int) -> int:
-    """A descriptor of `path` (created 0600), never through a symlink (`O_NOFOLLOW`)."""
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise NnperfError(
-                f"warm server file {path} is a symlink; required: a regular file of uid "
-                f"{os.geteuid()} (remove it, or set {ENABLE_VARIABLE}=0)"
-            ) from None
-        raise
-
-
-@contextlib.contextmanager
-def locked(lock_path: Path) -> Iterator[None]:
-    """Hold the server's lock: one job starts a server, and a server removes its files under
-    it. The file may be removed while someone waits on it, so the lock held must still be the
-    file at `lock_path`; otherwise wait on the new one."""
-    import fcntl
-
-    while True:
-        fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            current = os.lstat(lock_path)
-        except FileNotFoundError:
-            current = None
-        if current is not None and current.st_ino == os.fstat(fd).st_ino:
-            break
-        os.close(fd)
-    try:
-        yield
-    finally:
-        os.close(fd)
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", raw)
-
-
-# --- the messages ---------------------------------------------------------------------------
-
-
-class JsonConnection:
-    """A Unix socket carrying length-prefixed JSON messages `{"v": 1, "m": ...}`: what the
-    worker and the job say to each other (tuples arrive as lists). Nothing is unpickled: a
-    message that is not JSON, not an object, or of another version is an NnperfError."""
-
-    def __init__(self, sock: socket.socket, peer_pid: int | None = None):
-        self.sock = sock
-        self.peer_pid = peer_pid
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def send(self, message: Any) -> None:
-        body = json.dumps({"v": PROTOCOL_VERSION, "m": message}, default=_plain).encode("utf-8")
-        self.sock.sendall(struct.pack("!I", len(body)) + body)
-
-    def poll(self, timeout: float | None = 0.0) -> bool:
-        if self.sock.fileno() < 0:
-            raise OSError(errno.EBADF, "connection closed")
-        return bool(select.select([self.sock], [], [], timeout)[0])
-
-    def recv(self) -> Any:
-        (length,) = struct.unpack("!I", self._read(4))
-        if length > MAX_MESSAGE_BYTES:
-            raise NnperfError(f"warm server protocol: a message of {length} bytes; refused")
-        return decode(self._read(length))
-
-    def _read(self, size: int) -> bytes:
-        chunks, left = [], size
-        while left:
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
-                raise EOFError("the connection closed")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _plain(value: Any) -> Any:
-    """numpy/torch scalars and paths, which json does not know, as plain values."""
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"cannot send {type(value).__name__} to the job: not plain data")
-
-
-def decode(body: bytes) -> Any:
-    """The message inside one frame's body, or NnperfError (nothing else is ever evaluated)."""
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise NnperfError("warm server protocol: a message that is not JSON; refused") from None
-    if not isinstance(data, dict) or set(data) != {"v", "m"}:
-        raise NnperfError('warm server protocol: expected {"v": 1, "m": ...}; refused')
-    if data["v"] != PROTOCOL_VERSION:
-        raise NnperfError(
-            f"warm server protocol: version {data['v']!r}; this side speaks {PROTOCOL_VERSION}"
-        )
-    return data["m"]
-
-
-def job_message(job, cwd: str) -> dict:
-    """A `WorkerJob` as the plain data the server rebuilds it from."""
-    from nnperf.core.plaindata import to_dict
-
-    if job.model_factory is not None or job.data is not None:
-        raise NnperfError(
-            "a warm server worker loads its model and data by name; a measurement given a "
-            "model factory or data objects runs in forked workers (method forkserver)"
-        )
-    return {
-        "kind": "job",
-        "cwd": cwd,
-        "process": job.process,
-        "collect_environment": job.collect_environment,
-        "workflow_dir": job.workflow_dir,
-        "request": to_dict(job.request),
-    }
-
-
-def job_from_message(message: Any):
-    """(WorkerJob, cwd) from a request message, strictly; NnperfError naming what is wrong."""
-    from nnperf.core.contract import RunRequest
-    from nnperf.core.plaindata import from_dict
-    from nnperf.engine.worker import WorkerJob
-
-    keys = {"kind", "cwd", "process", "collect_environment", "workflow_dir", "request"}
-    if not isinstance(message, dict) or set(message) != keys or message["kind"] != "job":
-        raise NnperfError(f"warm server protocol: a request needs exactly {sorted(keys)}")
-    cwd, process, workflow_dir = message["cwd"], message["process"], message["workflow_dir"]
-    if not (isinstance(cwd, str) and os.path.isabs(cwd)):
-        raise NnperfError(f"warm server protocol: cwd = {cwd!r}; expected an absolute path")
-    if not (type(process) is int and process >= 0):
-        raise NnperfError(f"warm server protocol: process = {process!r}; expected an int >= 0")
-    if not isinstance(message["collect_environment"], bool):
-        raise NnperfError("warm server protocol: collect_environment must be true or false")
-    if workflow_dir is not None and not isinstance(workflow_dir, str):
-        raise NnperfError("warm server protocol: workflow_dir must be a string or null")
-    job = WorkerJob(
-        request=from_dict(RunRequest, message["request"], "request"),
-        process=process,
-        collect_environment=message["collect_environment"],
-        workflow_dir=workflow_dir,
-    )
-    return job, cwd
 
 
 # --- the client -----------------------------------------------------------------------------
@@ -398,15 +192,29 @@ def connect() -> JsonConnection:
     """A connection to this identity's server, started when there is none."""
     path = address(identity())
     connection = open_connection(path)
-    if connection is not None:
-        return connection
-    with locked(path.with_suffix(".lock")):
+    if connection is None:
+        connection = _connect_or_start(path)
+    connection.ends_path = path.with_suffix(".ends")
+    return connection
+
+
+def _connect_or_start(path: Path) -> JsonConnection:
+    lock_path = path.with_suffix(".lock")
+    with locked(lock_path):
         connection = open_connection(path)  # another job may have started it meanwhile
         if connection is not None:
             return connection
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a server that died left its socket behind
-        return _start(path)
+        try:
+            return _start(path)
+        except BaseException:
+            # Under the lock, as a server removes its files: whoever waits on it re-checks
+            # that the lock it got is still the file at its path (`locked`).
+            for leftover in (path, lock_path, path.with_suffix(".ends")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+            raise
 
 
 def _server_command(path: Path) -> list[str]:
@@ -416,11 +224,13 @@ def _server_command(path: Path) -> list[str]:
         "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
         "from nnperf.engine.warmserver import main; main(sys.argv[2])"
     )
-    return [sys.executable, "-c", code, json.dumps(search), str(path)]
+    # -X faulthandler: a native crash while importing leaves a traceback in the log.
+    return [sys.executable, "-X", "faulthandler", "-c", code, json.dumps(search), str(path)]
 
 
 def _start(path: Path) -> JsonConnection:
-    """Start the server for `path` (under the lock) and connect to it."""
+    """Start the server for `path` (under the lock) and connect to it; when it does not
+    come up, a RuntimeError whose first line names why (`start_failure`)."""
     log_path = path.with_suffix(".log")
     log = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
@@ -433,6 +243,8 @@ def _start(path: Path) -> JsonConnection:
             close_fds=True,
             cwd="/",
         )
+    except OSError as exc:
+        raise RuntimeError(start_failure(f"it could not be run: {exc}", "")) from None
     finally:
         os.close(log)
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -443,31 +255,54 @@ def _start(path: Path) -> JsonConnection:
         if server.poll() is not None:
             break
         time.sleep(0.05)
+    how = f"not listening after {START_TIMEOUT_S:g} s"
+    if server.poll() is not None:
+        from nnperf.engine.workerlog import exit_status
+
+        how = exit_status(server.returncode)
     with contextlib.suppress(ProcessLookupError):
         server.kill()
     server.wait()
-    tail = _tail(log_path)
+    output = _tail(log_path)
     with contextlib.suppress(FileNotFoundError):
         log_path.unlink()
-    raise RuntimeError(
-        f"the warm fork server did not start (set {ENABLE_VARIABLE}=0 to run without it); "
-        f"its output:\n{tail}"
+    raise RuntimeError(start_failure(how, output))
+
+
+# What the server prints when an import fails (`serve`): the job's line quotes it.
+IMPORT_FAILED = "nnperf warm server: could not import"
+
+
+def start_failure(how: str, output: str) -> str:
+    """Why the server did not start, in its first line (how it ended, the exception it
+    reported, a native library's first words), then its output for the log."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    reported = next((line for line in lines if line.startswith(IMPORT_FAILED)), None)
+    first = next((line for line in lines if line != reported), None)
+    cause = "; ".join(
+        part
+        for part in (
+            how,
+            reported and reported.removeprefix("nnperf warm server: "),
+            first and f"its first words: {first}",
+            None if lines else "it wrote nothing",
+        )
+        if part
+    )
+    tail = "".join(output.splitlines(keepends=True)[-40:])
+    return (
+        f"the warm fork server did not start: {cause} (set {ENABLE_VARIABLE}=0 to run "
+        f"without it); its output:\n{tail or '(none)'}"
     )
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def _tail(path: Path, limit: int = 1 << 16) -> str:
+    """The start of the server's output (a failing import's traceback is short)."""
     try:
         with open(open_private(path, os.O_RDONLY), encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
+            return handle.read(limit)
     except (OSError, NnperfError):
-        return "(none)"
-
-
-def send_job(connection: JsonConnection, message: dict, output_fd: int) -> None:
-    """Send the server a job (`job_message`) and the descriptor its worker writes stdout and
-    stderr to."""
-    socket.send_fds(connection.sock, [OUTPUT_HEADER], [output_fd])
-    connection.send(message)
+        return ""
 
 
 def _stat_fields(pid: Any) -> list[str] | None:
@@ -491,6 +326,24 @@ def process_start(pid: Any) -> int | None:
     """When process `pid` started (clock ticks since boot): with the PID, who it is."""
     fields = _stat_fields(pid)
     return int(fields[19]) if fields is not None else None
+
+
+def worker_exit_code(connection: JsonConnection, pid: int | None, wait_s: float = 1.0):
+    """How the server's worker `pid` ended (-N for signal N), from the server's `.ends`
+    file, or None when it does not say within `wait_s` (the server is gone)."""
+    ends = connection.ends_path
+    if ends is None or pid is None:
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        with contextlib.suppress(OSError, ValueError, NnperfError):
+            with open(open_private(ends, os.O_RDONLY), encoding="ascii") as handle:
+                codes = [line.split() for line in handle if line.split()[:1] == [str(pid)]]
+            if codes:
+                return int(codes[-1][1])
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
 
 
 # --- the server -----------------------------------------------------------------------------
@@ -567,10 +420,31 @@ def _remove_files(path: Path, listener: socket.socket) -> None:
                 _accept(listener)
             except (BlockingIOError, socket.timeout):
                 break
-        for suffix in (".lock", ".log"):
+        for suffix in (".lock", ".log", ".ends"):
             with contextlib.suppress(FileNotFoundError):
                 path.with_suffix(suffix).unlink()
     listener.close()
+
+
+# The server's record of how its workers ended (`_record_ends`), open while it serves.
+_ENDS_FD: int | None = None
+
+
+def _record_ends(signum, frame) -> None:
+    """SIGCHLD: reap every ended worker and append "<pid> <exit code>" (-N: signal N) to
+    the `.ends` file, where a job whose worker went silent reads how it ended
+    (`worker_exit_code`): the worker is the server's child, not the job's."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        if _ENDS_FD is not None:
+            with contextlib.suppress(OSError):
+                os.write(_ENDS_FD, f"{pid} {code}\n".encode("ascii"))
 
 
 def serve(path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
@@ -581,9 +455,15 @@ def serve(path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
     from nnperf.engine.worker import PRELOAD
 
     for name in PRELOAD:
-        importlib.import_module(name)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - OpenBLAS under a limit raises SIGINT
+            print(f"{IMPORT_FAILED} {name}: {type(exc).__name__}: {exc}", flush=True)
+            raise SystemExit(3) from None
     os.umask(0o077)
+    global _ENDS_FD
+    _ENDS_FD = open_private(path.with_suffix(".ends"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    signal.signal(signal.SIGCHLD, _record_ends)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(16)

@@ -13,7 +13,7 @@ the job's log, and a crash's last lines reach the job's error (`nnperf.engine.wo
 
 The protocol over the connection (child -> parent; the parent answers each window). A
 multiprocessing pipe pickles it; the warm server's socket carries it as JSON
-(`warmserver.JsonConnection`), so every message is plain data: strings, numbers, lists and
+(`warmprotocol.JsonConnection`), so every message is plain data: strings, numbers, lists and
 dicts (a tuple arrives as a list).
 
     ("started", pid)            first, so the parent can kill it
@@ -91,7 +91,7 @@ def start_method() -> str:
 @dataclasses.dataclass
 class WorkerJob:
     """What one worker process is asked to do: pickled to a multiprocessing worker, sent as
-    plain data to the warm server (`warmserver.job_message`). Without `model_factory` and
+    plain data to the warm server (`warmprotocol.job_message`). Without `model_factory` and
     `data` the worker loads them by name from the request; given, they must pickle (a
     module-level function, arrays), and the warm server refuses them."""
 

@@ -9,7 +9,7 @@ worker its write end as fd 1 and 2 (`nnperf.engine.worker.adopt_output`), and a 
 copies every line to the job's `sys.stderr` (its log, inside `logged_job`) as
 `worker <n>: <line>`, keeping the last `TAIL_LINES`. A worker that dies without a result (a
 segfault, `libgomp: Out of memory`, an abort in a CUDA library) has said why on fd 2, and
-`summary()` puts those last lines into the job's error.
+`summary()` puts those last lines into the job's error, after how it ended (`exit_status`).
 
 This is the manager's side: the job reads; the worker only writes to a descriptor.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 import sys
 import threading
 
@@ -90,3 +91,23 @@ class OutputRelay:
             return last
         shown = "\n".join(f"  {line}" for line in lines)
         return f"{last}\nits last {len(lines)} lines of output:\n{shown}"
+
+
+def signal_name(exit_code: int | None) -> str | None:
+    """The name of the signal that ended a process (multiprocessing's exit code -9 is
+    SIGKILL), or None when it exited."""
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        return signal.Signals(-exit_code).name
+    except ValueError:
+        return f"signal {-exit_code}"
+
+
+def exit_status(code: int | None) -> str:
+    """How a process ended, in words: killed by SIGKILL, exit code 1, or unknown."""
+    if code is None:
+        return "its exit status is unknown"
+    if code < 0:
+        return f"killed by {signal_name(code)}"
+    return f"exit code {code}"

@@ -421,9 +421,9 @@ def test_comparisons_table_has_every_family_with_its_method_and_verdict():
 def test_a_tie_within_the_target_is_a_tie_and_wider_is_unresolved():
     tight = ratios.RatioCI(1.0, 0.99, 1.01, ratios.PAIRED, 3)
     wide = ratios.RatioCI(1.0, 0.9, 1.1, ratios.PAIRED, 3)
-    assert comparisons.verdict(tight, 0.03) == "tie"
-    assert comparisons.verdict(wide, 0.03) == "unresolved"
-    assert comparisons.verdict(ratios.RatioCI(1.2, None, None, None, 1), 0.03) == "no_ci"
+    assert tight.verdict(0.03) == "tie"
+    assert wide.verdict(0.03) == "unresolved"
+    assert ratios.RatioCI(1.2, None, None, None, 1).verdict(0.03) == "no_ci"
 
 
 def test_the_speedups_section_renders_from_comparisons_csv_alone(tmp_path):

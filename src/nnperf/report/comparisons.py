@@ -158,44 +158,20 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
 
 
-# ------------------------------------------------------------------------------------------
-# comparisons.csv: one row per ratio the report states. A and B of a row: B the reference
-# precision or variant (pair `vs_reference`), A the leader of its group by the tie rule and
-# B each other member (`top_vs_other`), A the largest batch and B the smallest
-# (`largest_vs_smallest`); the ratio says how many times faster A is (throughput A/B, or
-# time to accuracy B/A).
-# ------------------------------------------------------------------------------------------
+# comparisons.csv: one row per ratio the report states, how many times faster A is than B
+# (throughput A/B, or time to accuracy B/A). `pair`: B the reference precision or variant
+# (`vs_reference`), A its group's leader by the tie rule and B each other (`top_vs_other`),
+# A the largest batch and B the smallest (`largest_vs_smallest`).
 KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
 PAIR_KEYS = ("machine", "device", "model", "precision", "batch_size", "variant")
-COLUMNS = (
-    "kind",
-    "pair",
-    *(f"a_{k}" for k in PAIR_KEYS),
-    *(f"b_{k}" for k in PAIR_KEYS),
-    "recipe",
-    "quantity",
-    "a_value",
-    "b_value",
-    "ratio",
-    "ci95_low",
-    "ci95_high",
-    "method",
-    "verdict",
-    "rounds",
-    "ci_target",
-)
+# `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
+# no_ci), or not_reached (B never reached the target accuracy).
+RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "verdict", "rounds", "ci_target")
+A_B = (*(f"a_{k}" for k in PAIR_KEYS), *(f"b_{k}" for k in PAIR_KEYS))
+COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
 # `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of
 # the means, no interval), `single` (one training run each).
 METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: "unpaired"}
-# `verdict`: faster/slower (the interval excludes 1), tie (within the CI target of 1),
-# unresolved (includes 1 but wider than the target), no_ci (too few processes),
-# not_reached (B never reached the target accuracy).
-VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "not_reached")
-
-
-def verdict(ci: RatioCI, target: float) -> str:
-    """The row's `verdict` code (`RatioCI.verdict`, the engine's own rule)."""
-    return ci.verdict(target)
 
 
 def _target(a: Mapping, b: Mapping) -> float:
@@ -279,37 +255,21 @@ def _time_to_accuracy(training: pd.DataFrame | None) -> list[dict]:
     other run (one training run each: no interval)."""
     if training is None or training.empty or "time_to_target_s" not in training.columns:
         return []
-    frame = training.assign(machine=training.get("machine", ""))
-    frame["time_to_target_s"] = pd.to_numeric(frame["time_to_target_s"], errors="coerce")
+    frame = training.assign(
+        machine=training.get("machine", ""),
+        time_to_target_s=pd.to_numeric(training["time_to_target_s"], errors="coerce"),
+    )
     rows = []
     for _, group in frame.groupby(["machine", "device", "model", "recipe"], sort=True):
-        records = group.sort_values("time_to_target_s").to_dict("records")
-        first = records[0]
-        if len(records) < 2 or missing(first["time_to_target_s"]):
-            continue
-        for b in records[1:]:
-            time_b = b["time_to_target_s"]
-            ratio = (
-                math.nan if missing(time_b) else float(time_b) / float(first["time_to_target_s"])
-            )
-            rows.append(
-                _pair(
-                    "time_to_accuracy",
-                    "top_vs_other",
-                    first,
-                    b,
-                    recipe=first["recipe"],
-                    quantity="time_to_target_s",
-                    a_value=float(first["time_to_target_s"]),
-                    b_value=None if missing(time_b) else float(time_b),
-                    ratio=ratio,
-                    method="single",
-                    verdict=(
-                        "not_reached" if missing(time_b) else ("faster" if ratio > 1 else "tie")
-                    ),
-                    rounds=1,
-                )
-            )
+        first, *others = group.sort_values("time_to_target_s").to_dict("records")
+        a_time = first["time_to_target_s"]
+        for b in others if not missing(a_time) else []:
+            ratio = b["time_to_target_s"] / a_time  # NaN where B never reached it
+            numbers = dict(recipe=first["recipe"], quantity="time_to_target_s", a_value=a_time)
+            numbers.update(b_value=None if math.isnan(ratio) else b["time_to_target_s"])
+            verdict = "not_reached" if math.isnan(ratio) else "faster" if ratio > 1 else "tie"
+            numbers.update(ratio=ratio, method="single", verdict=verdict, rounds=1)
+            rows.append(_pair("time_to_accuracy", "top_vs_other", first, b, **numbers))
     return rows
 
 

@@ -23,76 +23,53 @@ from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
+from nnperf.report.configurations import ESTIMATE
 
-# The folders' files: where they are and which are read (re-exported: callers say results.X).
+# The folders' files (re-exported: callers say results.X).
 from nnperf.report.folders import (  # noqa: F401
-    OPPROFILE_TABLES,
     RESULTS_DIR,
     TABLE_NAMES,
     FolderFiles,
-    datasets_in,
     discover,
-    extra_results_inputs,
     figures,
     local_files,
     opprofile_table_paths,
     with_extra_results,
 )
 
-# The rule that writes each table (named in the line about a table that lacks a column).
-WRITTEN_BY = {
-    "runs": "aggregate_runs",
-    "windows": "aggregate_runs",
-    "summary": "aggregate_runs",
-    "kernels": "ncu_kernels",
-    "roofline_points": "roofline_points",
-    "profiles": "roofline_points",
-    "training": "training_table",
-    "environment": "environment_table",
-    "comparisons": "comparisons_table",
-    "machines_summary": "compare_machines",
-}
-
-# What the report reads of each table without a fallback: the configuration's keys and the
-# headline numbers. A table without one of them (edited by hand, or cut) stops the report
-# with one line, where the sections would otherwise show blanks. Columns added later are
-# not required, so an older machine's folder still reads.
-REPORT_COLUMNS = {
-    "runs": (*CONFIG_KEYS, "process", "status", "throughput_img_s"),
-    "windows": (*CONFIG_KEYS, "process", "window"),
+# Per table: the rule that writes it, and what the report reads of it without a fallback
+# (the keys, the headline numbers). A table without one of them (edited by hand, or cut)
+# stops the report with one line instead of blank cells; later columns are not required,
+# so an older machine's folder still reads.
+TABLES = {
+    "runs": ("aggregate_runs", (*CONFIG_KEYS, "process", "status", "throughput_img_s")),
+    "windows": ("aggregate_runs", (*CONFIG_KEYS, "process", "window")),
     "summary": (
-        *CONFIG_KEYS,
-        "status",
-        "n_processes",
-        "n_windows",
-        "throughput_img_s_mean",
-        "throughput_img_s_ci95_low",
-        "throughput_img_s_ci95_high",
-        "ci_half_width_rel",
+        "aggregate_runs",
+        (*CONFIG_KEYS, "status", "n_processes", "n_windows", *ESTIMATE[:3], "ci_half_width_rel"),
     ),
-    "kernels": (*CONFIG_KEYS, "kernel_name", "duration_s"),
-    "roofline_points": (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
-    "profiles": CONFIG_KEYS,
-    "training": (*CONFIG_KEYS, "recipe", "status"),
-    "environment": ("device",),
-    "comparisons": ("kind", "pair", "ratio", "verdict"),
+    "kernels": ("ncu_kernels", (*CONFIG_KEYS, "kernel_name", "duration_s")),
+    "roofline_points": (
+        "roofline_points",
+        (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
+    ),
+    "profiles": ("roofline_points", CONFIG_KEYS),
+    "training": ("training_table", (*CONFIG_KEYS, "recipe", "status")),
+    "environment": ("environment_table", ("device",)),
+    "comparisons": ("comparisons_table", ("kind", "pair", "ratio", "verdict")),
+    "machines_summary": ("compare_machines", ()),
 }
 
 
 def read_table(
     path: str | os.PathLike, columns: Iterable[str] = (), needed_by: str = "the report", **options
 ) -> pd.DataFrame:
-    """A table the pipeline wrote, with the `columns` its reader needs (`needed_by`): else
-    one NnperfError line naming the file, the columns missing, what needs them and the rule
-    that writes the table again. The one reader of tables in the report (and its figures).
-    """
-    name = Path(path).stem
-    rule = WRITTEN_BY.get(name)
-    hint = (
-        f"write it again with rule {rule} (snakemake --forcerun {rule})"
-        if rule
-        else "write it again with the rule that made it"
-    )
+    """A table the pipeline wrote, with the `columns` `needed_by` needs: else one NnperfError
+    line naming the file, the columns missing, what needs them and the rule that writes it
+    again. The one reader of tables in the report (and its figures)."""
+    rule = TABLES.get(Path(path).stem, (None,))[0]
+    hint = f"write it again with rule {rule} (snakemake --forcerun {rule})"
+    hint = hint if rule else "write it again with the rule that made it"
     return files.read_table(path, columns, needed_by, hint, **options)
 
 
@@ -105,22 +82,16 @@ class ResultSet:
     summary: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
     roofline_points: pd.DataFrame | None = None
-    # One row per configuration profiled under ncu (nnperf.roofline.points.profiles_table).
-    profiles: pd.DataFrame | None = None
-    # One row per training run to accuracy (nnperf.report.training_table.write_training_table).
-    training: pd.DataFrame | None = None
+    profiles: pd.DataFrame | None = None  # configurations profiled under ncu
+    training: pd.DataFrame | None = None  # training runs to accuracy
     environment: pd.DataFrame | None = None
     # One row per ratio the report states, machines named inside (a_machine, b_machine).
     comparisons: pd.DataFrame | None = None
     complexity: list[dict] = field(default_factory=list)
-    # One entry per (machine, device): the ceilings JSON with `machine` added.
+    # Documents with `machine` added: per (machine, device), and per operator profile.
     ceilings: list[dict] = field(default_factory=list)
-    # One entry per operator profile (nnperf.torchprof.profile): its document with `machine` added,
-    # and its tables by name (OPPROFILE_TABLES; an absent one is None).
     opprofiles: list[OperatorProfileFiles] = field(default_factory=list)
-    # One row per job whose document recorded when it ran (JOB_COLUMNS); None when none did.
-    jobs: pd.DataFrame | None = None
-    # kind ("summary", "complexity", ...) -> paths read, in reading order.
+    jobs: pd.DataFrame | None = None  # JOB_COLUMNS of the jobs that recorded when they ran
     sources: dict[str, list[str]] = field(default_factory=dict)
 
     def add_source(self, kind: str, path: str | os.PathLike) -> None:
@@ -188,7 +159,7 @@ def _read_folder(folder: FolderFiles, result: ResultSet, jobs: list[dict]) -> di
         # The environment is shown as recorded: as text, "9.0" (a compute capability) or
         # "13.0" (a CUDA version) do not turn into 9 and 13.
         text = {"dtype": str} if name == "environment" else {}
-        frames[name] = None if path is None else read_table(path, REPORT_COLUMNS[name], **text)
+        frames[name] = None if path is None else read_table(path, TABLES[name][1], **text)
         if path is not None:
             result.add_source(name, path)
     if frames["environment"] is None and documents:

@@ -207,14 +207,7 @@ def _labelled(document: dict, mapping: pd.DataFrame, results_dir: str) -> dict:
 
 # One recorded job: which folder and stage, the configuration or device where it has one,
 # when it ran (Unix seconds) and the file that says so.
-JOB_COLUMNS = (
-    "results_dir",
-    "kind",
-    *CONFIG_KEYS,
-    "started_at_unix",
-    "ended_at_unix",
-    "source",
-)
+JOB_COLUMNS = ("results_dir", "kind", *CONFIG_KEYS, "started_at_unix", "ended_at_unix", "source")
 
 
 def job_row(document: Mapping, kind: str, results_dir: str, path) -> dict | None:

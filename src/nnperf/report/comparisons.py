@@ -45,21 +45,14 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
     for key in ("machine", *CONFIG_KEYS):
         if key in config and key in runs.columns:
             match &= runs[key].map(_value) == _value(config[key])
-    chosen = runs[match].assign(rate=pd.to_numeric(runs.loc[match, RATE], errors="coerce"))
+    chosen = runs.loc[match].reindex(columns=[RATE, "round", "group"])
+    chosen = (
+        chosen.rename(columns={RATE: "rate"})
+        .apply(pd.to_numeric, errors="coerce")
+        .assign(group=chosen["group"].map(lambda g: None if missing(g) or g == "" else str(g)))
+    )
     chosen = chosen[np.isfinite(chosen["rate"]) & (chosen["rate"] > 0)]
-    return pd.DataFrame(
-        {
-            "rate": chosen["rate"].astype(float),
-            "round": (
-                pd.to_numeric(chosen["round"], errors="coerce") if "round" in chosen else np.nan
-            ),
-            "group": (
-                chosen["group"].map(lambda g: None if missing(g) or g == "" else str(g))
-                if "group" in chosen
-                else None
-            ),
-        }
-    ).reset_index(drop=True)
+    return chosen.astype({"rate": float}).reset_index(drop=True)
 
 
 def rates_by_round(rates: pd.DataFrame) -> pd.Series:

@@ -150,17 +150,14 @@ def windows_table(documents: Documents) -> pd.DataFrame:
     return frame.sort_values(by, kind="stable").reset_index(drop=True)
 
 
-def _machine_key(frame: pd.DataFrame) -> pd.Series:
-    """Processes compete for the same host (CPU runs) or the same GPU (CUDA runs)."""
+def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
+    """Index pairs of processes on one machine (the same host for CPU runs, the same GPU for
+    CUDA runs) whose [started, ended] intervals intersect."""
     # object dtype first: read back from CSV, an all-empty column is float NaN.
     gpu = frame["gpu_uuid"].astype(object).where(frame["device"] == "cuda").fillna("")
-    return frame["hostname"].astype(object).fillna("").astype(str) + "|" + gpu.astype(str)
-
-
-def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
-    """Index pairs of processes on the same machine whose [started, ended] intervals intersect."""
+    machine = frame["hostname"].astype(object).fillna("").astype(str) + "|" + gpu.astype(str)
     pairs = []
-    for _, group in frame.groupby(_machine_key(frame), sort=False):
+    for _, group in frame.groupby(machine, sort=False):
         ordered = group.sort_values("started_at_unix")
         starts = ordered["started_at_unix"].to_numpy(dtype=float)
         ends = ordered["ended_at_unix"].to_numpy(dtype=float)
@@ -172,22 +169,22 @@ def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
 
 
 def mark_overlaps(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add `overlapping_processes` (how many other processes ran at the same time on the same
-    machine) and `overlap`."""
-    counts = pd.Series(0, index=frame.index)
-    for pair in find_overlaps(frame):
-        counts[list(pair)] += 1
-    return frame.assign(overlapping_processes=counts.to_numpy(), overlap=counts.to_numpy() > 0)
+    """With `overlapping_processes` (how many others ran beside it on its machine), `overlap`."""
+    ends = [i for pair in find_overlaps(frame) for i in pair]
+    counts = pd.Series(ends, dtype=object).value_counts().reindex(frame.index, fill_value=0)
+    return frame.assign(
+        overlapping_processes=counts.to_numpy(dtype=int), overlap=counts.to_numpy() > 0
+    )
 
 
 def check_no_overlap(frame: pd.DataFrame) -> None:
     """Raise NnperfError naming the first two processes that ran at the same time."""
     pairs = find_overlaps(frame)
     if pairs:
-        a, b = (frame.loc[i] for i in pairs[0])
         a, b = (
-            "/".join(str(p[key]) for key in CONFIG_KEYS) + f" process {p['process']}"
-            for p in (a, b)
+            "/".join(str(frame.at[i, key]) for key in CONFIG_KEYS)
+            + f" process {frame.at[i, 'process']}"
+            for i in pairs[0]
         )
         raise NnperfError(
             f"processes {a} and {b} overlapped in time on the same "

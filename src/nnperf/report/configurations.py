@@ -77,14 +77,7 @@ def match_config(frame: pd.DataFrame, config: Mapping) -> Mapping | None:
     return None if match.empty else match.iloc[0].to_dict()
 
 
-KEY_LABELS = {
-    "machine": "Machine",
-    "device": "Device",
-    "model": "Model",
-    "precision": "Precision",
-    "batch_size": "Batch",
-    "variant": "Variant",
-}
+KEY_LABELS = {k: "Batch" if k == "batch_size" else k.capitalize() for k in GROUP_KEYS}
 
 
 def key_columns(frame: pd.DataFrame, keys: Sequence[str] = GROUP_KEYS) -> dict[str, pd.Series]:

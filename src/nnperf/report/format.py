@@ -130,14 +130,13 @@ def config_text(
     row: Mapping, *, precision: bool = True, batch: bool = True, variant: bool = True
 ) -> str:
     """`resnet18_cifar bf16 at batch 256 (baseline)`."""
-    text = str(row["model"])
-    if precision:
-        text += f" {row['precision']}"
-    if batch:
-        text += f" at batch {int(row['batch_size'])}"
-    if variant:
-        text += f" ({row['variant']})"
-    return text
+    parts = (
+        (True, row["model"]),
+        (precision, row.get("precision")),
+        (batch, batch and f"at batch {int(row['batch_size'])}"),
+        (variant, f"({row.get('variant')})"),
+    )
+    return " ".join(str(text) for shown, text in parts if shown)
 
 
 def truthy(value) -> bool:

@@ -55,19 +55,19 @@ def estimate_text(row: Mapping) -> str:
     )
 
 
+def in_report_order(column: pd.Series) -> pd.Series:
+    """Sort key: precisions in fp32/tf32/fp16/bf16 order, the reference variant first."""
+    if column.name == "precision":
+        return column.map(precision_rank)
+    if column.name == "variant":
+        return column.astype(str).map(lambda v: f"{int(v != REFERENCE_VARIANT)}{v}")
+    return column
+
+
 def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Machine, device, model, then precision in fp32/tf32/fp16/bf16 order, batch, the
-    reference variant first."""
-    if frame.empty:
-        return frame
+    """By machine, device, model, precision, batch and variant, in the report's order."""
     keys = [k for k in GROUP_KEYS if k in frame.columns]
-    ordered = frame.assign(
-        _precision=frame["precision"].map(precision_rank) if "precision" in frame else 0,
-        _variant=(frame["variant"] != REFERENCE_VARIANT) if "variant" in frame else 0,
-    )
-    by = [k if k not in ("precision", "variant") else f"_{k}" for k in keys]
-    by += [k for k in ("variant",) if k in frame.columns]
-    return ordered.sort_values(by, kind="stable").drop(columns=["_precision", "_variant"])
+    return frame.sort_values(keys, key=in_report_order, kind="stable") if keys else frame
 
 
 def match_config(frame: pd.DataFrame, config: Mapping) -> Mapping | None:

@@ -18,8 +18,9 @@ import pandas as pd
 
 from nnperf.core import files
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
+from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report.aggregate import read_runs
+from nnperf.report.configurations import in_report_order
 
 # One run JSON measures one configuration, so its keys are the configuration's.
 RUN_KEYS = CONFIG_KEYS
@@ -116,7 +117,7 @@ def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
         rows.append(row)
     if not rows:
         return pd.DataFrame(columns=[*RUN_KEYS, "status", "machine"])
-    frame = pd.DataFrame(rows).sort_values(list(RUN_KEYS), key=_in_order, kind="stable")
+    frame = pd.DataFrame(rows).sort_values(list(RUN_KEYS), key=in_report_order, kind="stable")
     return frame.reset_index(drop=True)
 
 
@@ -137,15 +138,6 @@ def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
     toggles = [c for c in frame.columns if c.startswith(VARIANT_PREFIX)]
     keep = (*RUN_KEYS, "status", "machine", *(f for _, f in MACHINE_FIELDS), *toggles)
     return frame[[c for c in dict.fromkeys(keep) if c in frame.columns]]
-
-
-def _in_order(column: pd.Series) -> pd.Series:
-    """Sort key: precisions in the shared order, the reference variant first."""
-    if column.name == "precision":
-        return column.map(precision_rank)
-    if column.name == "variant":
-        return column.astype(str).map(lambda v: f"{int(v != REFERENCE_VARIANT)}{v}")
-    return column
 
 
 def write_environment_table(
@@ -281,7 +273,9 @@ def _settings_rows(environment: pd.DataFrame) -> pd.DataFrame:
         or None
     )
     frame = frame.rename(columns=lambda c: c.removeprefix(VARIANT_PREFIX)).reset_index()
-    return frame.sort_values(SETTING_KEYS, key=_in_order, kind="stable").reset_index(drop=True)
+    return frame.sort_values(SETTING_KEYS, key=in_report_order, kind="stable").reset_index(
+        drop=True
+    )
 
 
 def _same(column: pd.Series) -> bool:

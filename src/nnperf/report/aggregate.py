@@ -199,11 +199,8 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     for), the windows' spread with pyperf's min, max and Tukey outliers, and for a
     configuration that missed its CI target the likely cause of its noise (`noise`)."""
     doc = document.get
-    stop, variance, phases = (
-        stop_numbers_of(document),
-        doc("variance") or {},
-        doc("phase_time_s") or {},
-    )
+    stop, variance = stop_numbers_of(document), doc("variance") or {}
+    phases = doc("phase_time_s") or {}
     q1, q3, cv = (doc(f"throughput_img_s_{k}") for k in ("q1", "q3", "cv"))
     windows = doc("windows") or []
     clocks = np.array([w["sm_clock_mhz"] for w in windows if w.get("sm_clock_mhz") is not None])

@@ -72,13 +72,10 @@ def fmt_times(value) -> str:
 def ci_interval(
     low, high, *, n_windows=None, n_processes=None, method=None
 ) -> tuple[str | None, str]:
-    """(`"1,200–1,260"`, "") for a confidence interval that may be printed, or (None, why not).
-
-    One sample at the level the interval was computed over (processes for `method`
-    "processes", else windows) has no spread, and a zero-width interval claims a certainty
-    no measurement has: `n/a, 1 window`, `n/a, 1 process`, `n/a`. One reaching zero (old
-    results' t-interval over scattered processes) reads `too few clean processes`.
-    """
+    """(`"1,200–1,260"`, "") for an interval that may be printed, else (None, why not): one
+    sample at the level it was computed over has no spread (`n/a, 1 window`, `n/a, 1
+    process`), a zero width claims a certainty no measurement has (`n/a`), and one reaching
+    zero (old t-intervals over scattered processes) reads `too few clean processes`."""
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     for count, noun in (counts.get(str(method), (n_windows, "window")), (n_windows, "window")):
         if not missing(count) and int(count) < 2:

@@ -25,8 +25,7 @@ from nnperf.core.errors import NnperfError
 
 # The key of one configuration; `config.RunKey` is where the matrix's users have found it.
 from nnperf.core.keys import RunKey
-
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+from nnperf.core.settings import SCHEMA_PATH
 
 # Keys that users set with `--config key=value` and that arrive as a scalar or a
 # comma-separated string instead of a YAML list.

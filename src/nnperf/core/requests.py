@@ -60,7 +60,7 @@ class ComplexityRequest:
     """
 
     model: str
-    dataset: str = "synthetic"
+    dataset: str = DatasetSettings.name
     training: TrainingSettings = TrainingSettings()
     # None: the model's own input size (32 for *_cifar models, 224 for ImageNet ones).
     input_size: int | None = None
@@ -92,7 +92,7 @@ class RunRequest:
     batch_size: int
     variant: str = vocab.REFERENCE_VARIANT
     settings: VariantSettings = VariantSettings()
-    dataset: str = "synthetic"
+    dataset: str = DatasetSettings.name
     # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
     data_root: str | None = None
     training: TrainingSettings = TrainingSettings()
@@ -206,7 +206,7 @@ class ReportRequest:
     dataset: str | None = None
     notes: tuple[str, ...] = ()
     cv_threshold: float = ReportSettings.cv_threshold
-    extra_results: tuple[str, ...] = ()
+    extra_results: tuple[str, ...] = ReportSettings.extra_results
 
     def __post_init__(self) -> None:
         check_cv_threshold(self.cv_threshold)
@@ -232,7 +232,7 @@ class TrainingRunRequest:
     settings: VariantSettings = VariantSettings()
     recipe: str = vocab.DEFAULT_RECIPE
     convergence: ConvergenceSettings = ConvergenceSettings()
-    dataset: str = "synthetic"
+    dataset: str = DatasetSettings.name
     # None: resources/data/<dataset>, where rule `prepare_dataset` puts it.
     data_root: str | None = None
     # None: the model's own input size (as RunRequest.input_size); seed 004 fed ResNet-50

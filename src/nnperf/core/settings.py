@@ -1,11 +1,12 @@
 """The settings of a study, one frozen dataclass per config section.
 
 `TrainingSettings` is config `training:`, `VariantSettings` one entry of `variants:`, ... and
-`StudyConfig` the whole file. Each field's default is the one the config schema states: the
-schema's defaults are checked against these fields key by key (`tests/core/test_contract.py`), so a
-default lives here and in the schema, and nowhere else. What a job is asked to do is a request
-(`nnperf.core.requests`), made of keys and these settings; both cross into a job as plain data
-(`nnperf.core.plaindata`). `nnperf.core.contract` is the one name to import them all by.
+`StudyConfig` the whole file. A field's default is written once, in the config schema
+(workflow/schemas/config.schema.yaml): `schema_defaults` gives each class the defaults of its
+section, and `tests/core/test_contract.py` holds the schema's keys to these fields. What a
+job is asked to do is a request (`nnperf.core.requests`), made of keys and these settings;
+both cross into a job as plain data (`nnperf.core.plaindata`). `nnperf.core.contract` is the
+one name to import them all by.
 """
 
 from __future__ import annotations
@@ -15,12 +16,45 @@ import os
 import re
 import typing
 from dataclasses import dataclass, field, fields
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
+
+import yaml
 
 from nnperf.core import vocab
 from nnperf.core.errors import NnperfError
 from nnperf.core.plaindata import to_dict
+
+# Every config key with its description and default (`nnperf.core.config` validates by it).
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+with open(SCHEMA_PATH, encoding="utf-8") as _handle:
+    SCHEMA = yaml.safe_load(_handle)
+
+
+def schema_defaults(pointer: str):
+    """Class decorator, applied before `dataclass`: each field the class gives no value takes
+    the default the schema states for it under `pointer` (`properties/timing`, `$defs/variant`),
+    a list as a tuple and a whole number as a float where the field is a float."""
+    node = SCHEMA
+    for step in filter(None, pointer.split("/")):
+        node = node[int(step) if step.isdigit() else step]
+
+    def apply(cls):
+        for name, annotation in cls.__annotations__.items():
+            if name in vars(cls):
+                continue
+            spec = node["properties"].get(name, {})
+            if "default" not in spec:
+                continue  # required: no default
+            value = spec["default"]
+            if isinstance(value, list):
+                value = tuple(value)
+            elif type(value) is int and re.match(r"float\b", str(annotation)):
+                value = float(value)
+            setattr(cls, name, value)
+        return cls
+
+    return apply
 
 
 def check_finite(settings: Any, section: str) -> None:
@@ -43,20 +77,22 @@ def check_finite(settings: Any, section: str) -> None:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/study")
 class StudyInfo:
     """What this study is, for the report (config `study:`)."""
 
-    name: str = "nnperf study"
-    description: str = "Training throughput and its limits."
+    name: str
+    description: str
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/dataset/properties/synthetic")
 class SyntheticData:
     """Size and seed of the synthetic, CIFAR-shaped dataset (config `dataset.synthetic:`)."""
 
-    train_images: int = 2048
-    test_images: int = 256
-    seed: int = 0
+    train_images: int
+    test_images: int
+    seed: int
 
 
 # An ImageFolder's images are decoded at this side when `dataset.image_size` is null:
@@ -65,6 +101,7 @@ DEFAULT_IMAGE_SIZE = 224
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/dataset")
 class DatasetSettings:
     """Training data (config `dataset:`).
 
@@ -74,14 +111,14 @@ class DatasetSettings:
     key.
     """
 
-    name: str = "synthetic"
-    source: str | None = None
-    md5: str | None = None
+    name: str
+    source: str | None
+    md5: str | None
     synthetic: SyntheticData = SyntheticData()
-    path: str | None = None
+    path: str | None
     # None: DEFAULT_IMAGE_SIZE for an ImageFolder.
-    image_size: int | None = None
-    label: str | None = None
+    image_size: int | None
+    label: str | None
 
     def __post_init__(self) -> None:
         if self.name != vocab.IMAGEFOLDER:
@@ -142,17 +179,18 @@ class DatasetSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/training")
 class TrainingSettings:
     """The training step that is timed and its optimiser (config `training:`)."""
 
-    warmup_steps: int = 5
-    timed_steps: int = 20
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 0.0005
-    seed: int = 0
-    augment: bool = True
+    warmup_steps: int
+    timed_steps: int
+    optimizer: str
+    lr: float
+    momentum: float
+    weight_decay: float
+    seed: int
+    augment: bool
 
     def __post_init__(self) -> None:
         check_finite(self, "training")
@@ -165,6 +203,7 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/timing")
 class TimingSettings:
     """How long and how often a configuration is measured (config `timing:`).
 
@@ -184,17 +223,17 @@ class TimingSettings:
     """
 
     # None: the device's default (vocab.DEFAULT_TARGET_CI: 1% on GPUs, 3% on CPUs).
-    target_ci: float | None = None
-    min_seconds: float = 5.0
-    max_seconds: float = 60.0
-    min_processes: int = 2
-    max_processes: int = 10
-    min_windows: int = 2
-    max_windows: int = 10
+    target_ci: float | None
+    min_seconds: float
+    max_seconds: float
+    min_processes: int
+    max_processes: int
+    min_windows: int
+    max_windows: int
     # Bounds of the one-time steps (seconds); None: max_seconds.
-    max_first_step_seconds: float | None = None
-    max_compile_seconds: float = 300.0
-    max_recording_seconds: float | None = None
+    max_first_step_seconds: float | None
+    max_compile_seconds: float
+    max_recording_seconds: float | None
 
     def __post_init__(self) -> None:
         check_finite(self, "timing")
@@ -229,20 +268,21 @@ class TimingSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("$defs/variant")
 class VariantSettings:
     """One variant's optimisation toggles (config `variants: {name: ...}`); the defaults are
     the plain PyTorch training script."""
 
-    channels_last: bool = False
-    cudnn_benchmark: bool = False
-    compile: str | bool = False
-    optimizer_impl: str = "default"
-    data_path: str = "dataloader"
-    num_workers: int = 0
-    pin_memory: bool = False
+    channels_last: bool
+    cudnn_benchmark: bool
+    compile: str | bool
+    optimizer_impl: str
+    data_path: str
+    num_workers: int
+    pin_memory: bool
     # None: torch's default (2 when num_workers > 0); DataLoader refuses one with 0 workers.
-    prefetch_factor: int | None = None
-    cpu_threads: int | None = None
+    prefetch_factor: int | None
+    cpu_threads: int | None
 
     def __post_init__(self) -> None:
         if self.prefetch_factor is not None and self.num_workers == 0:
@@ -256,35 +296,38 @@ class VariantSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/ncu")
 class NcuSettings:
     """Nsight Compute profiling of one training step (config `ncu:`)."""
 
-    enabled: str | bool = "auto"
-    clock_control: str = "base"
-    warmup_steps: int = 10
-    batch_sizes: tuple[int, ...] | None = None
-    variants: tuple[str, ...] | None = None
-    precisions: tuple[str, ...] | None = None
+    enabled: str | bool
+    clock_control: str
+    warmup_steps: int
+    batch_sizes: tuple[int, ...] | None
+    variants: tuple[str, ...] | None
+    precisions: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/ceilings")
 class CeilingsSettings:
     """Measured compute and bandwidth roofs (config `ceilings:`)."""
 
     # None: the device's own sizes (`nnperf.roofline.ceilings.DEFAULT_GEMM_SIZES`).
-    gemm_sizes: tuple[int, ...] | None = None
-    trials: int = 5
-    bandwidth_bytes: int | None = None
-    sweep_min_bytes: int = 16384
-    sweep_max_bytes: int = 536870912
+    gemm_sizes: tuple[int, ...] | None
+    trials: int
+    bandwidth_bytes: int | None
+    sweep_min_bytes: int
+    sweep_max_bytes: int
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/report")
 class ReportSettings:
     """The written summary (config `report:`)."""
 
-    cv_threshold: float = 0.05
-    extra_results: tuple[str, ...] = ()
+    cv_threshold: float
+    extra_results: tuple[str, ...]
 
     def __post_init__(self) -> None:
         check_cv_threshold(self.cv_threshold)
@@ -301,6 +344,7 @@ def check_cv_threshold(value: float) -> None:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/operator_profile")
 class OperatorProfileSettings:
     """torch.profiler operator profiles, apart from the timed runs (config
     `operator_profile:`; `nnperf.torchprof.profile` runs them, `nnperf.torchprof.analysis`
@@ -322,17 +366,17 @@ class OperatorProfileSettings:
     all).
     """
 
-    enabled: bool = True
-    warmup_steps: int = 3
-    steps: int = 3
-    max_seconds: float = 20.0
-    top_operators: int = 10
-    label_layers: bool = True
-    layer_depth: int | None = None
-    with_stack: bool = False
-    batch_sizes: tuple[int, ...] | None = None
-    variants: tuple[str, ...] | None = None
-    precisions: tuple[str, ...] | None = None
+    enabled: bool
+    warmup_steps: int
+    steps: int
+    max_seconds: float
+    top_operators: int
+    label_layers: bool
+    layer_depth: int | None
+    with_stack: bool
+    batch_sizes: tuple[int, ...] | None
+    variants: tuple[str, ...] | None
+    precisions: tuple[str, ...] | None
 
     def __post_init__(self) -> None:
         check_finite(self, "operator_profile")
@@ -356,6 +400,7 @@ class OperatorProfileSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("$defs/recipe")
 class ConvergenceSettings:
     """How a configuration is trained to accuracy (config `convergence:`;
     `nnperf.training.to_accuracy`).
@@ -372,36 +417,36 @@ class ConvergenceSettings:
     resumption.
     """
 
-    epochs: int = 5
+    epochs: int
     # A fraction of the test split (0.9 = 90% top-1); None: no target, train every epoch.
-    target_accuracy: float | None = 0.9
-    stop_at_target: bool = True
+    target_accuracy: float | None
+    stop_at_target: bool
     # Training seconds the run may spend: an epoch that would take it past them is not
     # started (status over_budget); projected from the last epoch or the timed runs' step.
-    max_seconds: float | None = None
+    max_seconds: float | None
     # Write last.pt every this many epochs (0: only best.pt and final.pt).
-    checkpoint_every: int = 1
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    nesterov: bool = False
-    weight_decay: float = 0.0005
-    schedule: str = "cosine"
+    checkpoint_every: int
+    optimizer: str
+    lr: float
+    momentum: float
+    nesterov: bool
+    weight_decay: float
+    schedule: str
     # Fractional epochs are allowed: the warm-up is round(warmup_epochs * steps per epoch)
     # iterations (seed 000's 500 steps at 390 steps per epoch are 1.282 epochs).
-    warmup_epochs: float = 1.0
-    label_smoothing: float = 0.0
-    seed: int = 0
-    augment: bool = True
+    warmup_epochs: float
+    label_smoothing: float
+    seed: int
+    augment: bool
     # A torchvision weights name of the model ("IMAGENET1K_V2", "DEFAULT"); None: random init.
-    pretrained: str | None = None
+    pretrained: str | None
     # The weights file; None: torch hub's cache (`torch.hub.get_dir()/checkpoints/<file>`).
-    pretrained_path: str | None = None
-    freeze_backbone: bool = False
+    pretrained_path: str | None
+    freeze_backbone: bool
     # The image size fed to the model; None: the model's own (32 for *_cifar models, 224 for
     # ImageNet ones, images resized on the device). Seeds 000 and 004 fed ImageNet ResNets
     # CIFAR's 32x32 images as they are: 32.
-    input_size: int | None = None
+    input_size: int | None
 
     # The fields that do not change what is trained.
     OUTSIDE_IDENTITY: typing.ClassVar[tuple[str, ...]] = (
@@ -464,6 +509,7 @@ class ConvergenceSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/models/items/oneOf/1")
 class ModelSource:
     """One mapping entry of config `models:`: a model that its name alone does not say how to
     build (`nnperf.core.model_names`). `factory` is the user's code (`"models/mynet.py:build"`,
@@ -472,11 +518,11 @@ class ModelSource:
     (registry, torchvision, `timm_<name>`) and `input_size` overrides its own size."""
 
     name: str
-    factory: str | None = None
-    timm: str | None = None
+    factory: str | None
+    timm: str | None
     # The square image side the model is fed; None: the model's own (a factory's: the
     # dataset's image size).
-    input_size: int | None = None
+    input_size: int | None
 
     def __post_init__(self) -> None:
         if self.factory is not None and self.timm is not None:
@@ -491,14 +537,15 @@ class ModelSource:
 
 
 @dataclass(frozen=True)
+@schema_defaults("properties/convergence")
 class ConvergenceSelection:
     """Which configurations of the matrix are trained to accuracy, under every recipe of
     config `recipes:` (config `convergence:`). null selects all of a key's values."""
 
-    enabled: bool = True
-    precisions: tuple[str, ...] | None = None
-    batch_sizes: tuple[int, ...] | None = None
-    variants: tuple[str, ...] | None = None
+    enabled: bool
+    precisions: tuple[str, ...] | None
+    batch_sizes: tuple[int, ...] | None
+    variants: tuple[str, ...] | None
 
 
 def _baseline_only() -> dict[str, VariantSettings]:
@@ -510,16 +557,17 @@ def _default_recipe() -> dict[str, ConvergenceSettings]:
 
 
 @dataclass(frozen=True)
+@schema_defaults("")
 class StudyConfig:
     """A whole study file (config/config.yaml) with every default filled in."""
 
     study: StudyInfo = StudyInfo()
     dataset: DatasetSettings = DatasetSettings()
     # A name, or a ModelSource for a model its name alone does not say how to build.
-    models: tuple[str | ModelSource, ...] = ("resnet18_cifar",)
-    devices: tuple[str, ...] = ("cpu",)
-    precisions: tuple[str, ...] = ("fp32",)
-    batch_sizes: tuple[int, ...] = (32,)
+    models: tuple[str | ModelSource, ...]
+    devices: tuple[str, ...]
+    precisions: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
     variants: dict[str, VariantSettings] = field(default_factory=_baseline_only)
     training: TrainingSettings = TrainingSettings()
     timing: TimingSettings = TimingSettings()

@@ -1,27 +1,11 @@
 """Run JSONs -> runs.csv (per process), windows.csv (per window), summary.csv (per configuration).
 
-One run document holds the whole measurement of one configuration: its worker processes
-(`processes`), every timed window (`windows`) and the estimate the engine made from them
-(the mean throughput with its two-level t-interval, variance components, stop reason,
-stability flags). This module does not re-estimate anything: it flattens those documents
-into tidy tables and adds what needs more than one document:
-
-- `runs_table()`: one row per worker process; a configuration that never measured a window
-  (status `oom` or `over_budget`) still gets a row, so it appears in every table. Its
-  `group` and `round` say which processes ran next to each other in an interleaved job
-  (empty for runs measured before interleaving).
-- `windows_table()`: one row per timed window (`vocab.WINDOW_CSV_COLUMNS`).
-- `mark_overlaps()`: from the recorded start/end of every process, whether two processes on
-  the same machine (same host, and same GPU for CUDA runs) ran at the same time — processes
-  of one configuration run one after another, so any overlap means two jobs shared the
-  machine.
-- `summary_table()`: one row per configuration, the document's estimate plus the overlap flag,
-  the input pipeline's verdict beside the loader's own rate (`nnperf.report.input_verdict`),
-  the high-variance flag and the noise causes. The ratios between configurations are
-  comparisons.csv's (`nnperf.report.comparisons`).
-
-`write_tables()` is the file edge (rule `aggregate_runs`). Keys come from the documents,
-never from paths. Nothing here draws.
+A run document holds the whole measurement of one configuration (its worker processes, its
+timed windows, the engine's estimate). Nothing is re-estimated here: the documents are
+flattened into tidy tables, plus what needs more than one document: whether two processes
+shared a machine (`mark_overlaps`) and whether a noisy configuration slowed with its whole
+interleaved group (`noise.shared_slowdown`). Keys come from the documents, never from paths;
+`write_tables()` is the file edge (rule `aggregate_runs`).
 """
 
 from __future__ import annotations
@@ -48,13 +32,14 @@ from nnperf.core.vocab import (
 )
 from nnperf.report import comparisons, input_verdict, noise
 
-PROCESS_KEYS = (*CONFIG_KEYS, "process")
-SUMMARY_KEYS = (*CONFIG_KEYS, "dataset")
-# Per-process numbers copied from the document's `processes` entries.
-PROCESS_METRICS = (
+Documents = Iterable[tuple[str | None, dict]]
+# Per-process numbers copied from the document's `processes` entries (`loader_*`: the feeder
+# alone, after the timed windows, nnperf.engine.loader).
+PROCESS_COLUMNS = (
+    "seed",
+    "pid",
     "throughput_img_s",
     "n_windows",
-    # The feeder alone, after its timed windows (nnperf.engine.loader).
     "loader_rate_img_s",
     "n_loader_windows",
     "compile_time_s",
@@ -77,8 +62,7 @@ ENVIRONMENT_COLUMNS = (
     "cpu_threads",
     "git_commit",
 )
-# Scalars of the run document copied into summary.csv under the same name, in this order
-# after the estimate's columns (see `summary_row`).
+# Scalars of the run document copied into summary.csv under the same name, in this order.
 SUMMARY_TIMES = (
     "single_step_time_s",
     "single_step_time_is_lower_bound",
@@ -95,53 +79,37 @@ SUMMARY_TIMES = (
 )
 
 
-def _config_name(row) -> str:
-    return "/".join(str(row[key]) for key in CONFIG_KEYS)
-
-
 def process_rows(document: dict, source: str | None = None) -> list[dict]:
-    """The rows of runs.csv for one run document: one per worker process.
-
-    A document without processes (out of memory before the first worker, or a step too slow
-    for the budget) gives one row for process 0 with the job's own start and end, so the
-    configuration is listed and its time on the machine still counts in the overlap check.
+    """runs.csv's rows of one document, one per worker process. A document without processes
+    (out of memory, or a step too slow for the budget) gives one row for process 0 spanning
+    the job, so the configuration is listed and its time still counts in the overlap check.
     """
     environment = document.get("environment") or {}
-    head = {key: document.get(key) for key in CONFIG_KEYS}
-    shared = {
-        "dataset": document.get("dataset"),
-        "status": document.get("status"),
-        "error": document.get("error"),
-        # The interleaved job the configuration was measured in (empty before interleaving):
-        # processes of one group with the same `round` ran next to each other.
-        "group": document.get("group"),
-    }
+    # `group` is the interleaved job (empty before interleaving): processes of one group
+    # with the same `round` ran next to each other.
+    shared = {k: document.get(k) for k in ("dataset", "status", "error", "group")}
     tail = {f"variant_{k}": v for k, v in (document.get("variant_settings") or {}).items()}
     tail.update({name: environment.get(name) for name in ENVIRONMENT_COLUMNS})
     tail["gpu_uuid"] = (environment.get("gpu") or {}).get("uuid")
     tail["slurm_job_id"] = (environment.get("slurm") or {}).get("job_id")
     tail["source"] = source
     processes = document.get("processes") or [
-        {
-            "process": 0,
-            "started_at_unix": document.get("started_at_unix"),
-            "ended_at_unix": document.get("ended_at_unix"),
-        }
+        {"process": 0, **{k: document.get(k) for k in ("started_at_unix", "ended_at_unix")}}
     ]
-    rows = []
-    for process in processes:
-        row = {**head, "process": process.get("process"), "round": process.get("round")}
-        row.update(shared)
-        row["process_status"] = process.get("status")
-        row["seed"] = process.get("seed")
-        row["pid"] = process.get("pid")
-        for metric in PROCESS_METRICS:
-            row[metric] = process.get(metric)
-        rows.append({**row, **tail})
-    return rows
+    return [
+        {
+            **{key: document.get(key) for key in CONFIG_KEYS},
+            **{k: process.get(k) for k in ("process", "round")},
+            **shared,
+            "process_status": process.get("status"),
+            **{k: process.get(k) for k in PROCESS_COLUMNS},
+            **tail,
+        }
+        for process in processes
+    ]
 
 
-def _checked(documents: Iterable[tuple[str | None, dict]]) -> list[tuple[str | None, dict]]:
+def _checked(documents: Documents) -> list[tuple[str | None, dict]]:
     """The documents, refused when there are none or two hold the same configuration."""
     documents = list(documents)
     if not documents:
@@ -159,194 +127,151 @@ def _checked(documents: Iterable[tuple[str | None, dict]]) -> list[tuple[str | N
     return documents
 
 
-def runs_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
+def runs_table(documents: Documents) -> pd.DataFrame:
     """runs.csv: one row per worker process, sorted by the keys, with the overlap columns."""
-    rows = [
-        row for source, document in _checked(documents) for row in process_rows(document, source)
-    ]
-    frame = pd.DataFrame(rows)
-    frame = frame.sort_values(list(PROCESS_KEYS), kind="stable").reset_index(drop=True)
-    return mark_overlaps(frame)
+    rows = [row for source, doc in _checked(documents) for row in process_rows(doc, source)]
+    frame = pd.DataFrame(rows).sort_values([*CONFIG_KEYS, "process"], kind="stable")
+    return mark_overlaps(frame.reset_index(drop=True))
 
 
-def windows_table(documents: Iterable[tuple[str | None, dict]]) -> pd.DataFrame:
+def windows_table(documents: Documents) -> pd.DataFrame:
     """windows.csv: one row per timed window of every configuration (none for oom ones)."""
-    columns = [*CONFIG_KEYS, *WINDOW_CSV_COLUMNS, "dataset"]
-    rows = []
-    for _, document in _checked(documents):
-        keys = {key: document.get(key) for key in CONFIG_KEYS}
-        for window in document.get("windows") or []:
-            rows.append(
-                {
-                    **keys,
-                    **{name: window.get(name) for name in WINDOW_CSV_COLUMNS},
-                    "dataset": document.get("dataset"),
-                }
-            )
-    frame = pd.DataFrame(rows, columns=columns)
-    return frame.sort_values([*CONFIG_KEYS, "process", "window"], kind="stable").reset_index(
-        drop=True
-    )
-
-
-def _machine_key(frame: pd.DataFrame) -> pd.Series:
-    """Processes compete for the same host (CPU runs) or the same GPU (CUDA runs)."""
-    # object dtype first: read back from CSV, an all-empty column is float NaN.
-    gpu = frame["gpu_uuid"].astype(object).where(frame["device"] == "cuda").fillna("")
-    host = frame["hostname"].astype(object).fillna("")
-    return host.astype(str) + "|" + gpu.astype(str)
+    rows = [
+        {
+            **{key: document.get(key) for key in CONFIG_KEYS},
+            **{name: window.get(name) for name in WINDOW_CSV_COLUMNS},
+            "dataset": document.get("dataset"),
+        }
+        for _, document in _checked(documents)
+        for window in document.get("windows") or []
+    ]
+    frame = pd.DataFrame(rows, columns=[*CONFIG_KEYS, *WINDOW_CSV_COLUMNS, "dataset"])
+    by = [*CONFIG_KEYS, "process", "window"]
+    return frame.sort_values(by, kind="stable").reset_index(drop=True)
 
 
 def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
-    """Index pairs of processes on the same machine whose [started, ended] intervals intersect."""
+    """Index pairs of processes on one machine (the same host for CPU runs, the same GPU for
+    CUDA runs) whose [started, ended] intervals intersect."""
+    # object dtype first: read back from CSV, an all-empty column is float NaN.
+    gpu = frame["gpu_uuid"].astype(object).where(frame["device"] == "cuda").fillna("")
+    machine = frame["hostname"].astype(object).fillna("").astype(str) + "|" + gpu.astype(str)
     pairs = []
-    machine = _machine_key(frame)
-    for _, group in frame.assign(_machine=machine).groupby("_machine", sort=False):
+    for _, group in frame.groupby(machine, sort=False):
         ordered = group.sort_values("started_at_unix")
         starts = ordered["started_at_unix"].to_numpy(dtype=float)
         ends = ordered["ended_at_unix"].to_numpy(dtype=float)
+        # Sorted by start: a later process overlaps one that has not ended when it starts.
+        first, later = np.nonzero(np.triu(starts[None, :] < ends[:, None], k=1))
         index = ordered.index.to_numpy()
-        for i in range(len(ordered)):
-            # Sorted by start: only later starts before this end can intersect.
-            j = i + 1
-            while j < len(ordered) and starts[j] < ends[i]:
-                pairs.append(tuple(sorted((int(index[i]), int(index[j])))))
-                j += 1
+        pairs += [tuple(sorted((int(index[a]), int(index[b])))) for a, b in zip(first, later)]
     return sorted(pairs)
 
 
 def mark_overlaps(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add `overlapping_processes` (how many other processes ran at the same time on the same
-    machine) and `overlap`."""
-    counts = np.zeros(len(frame), dtype=int)
-    position = {label: i for i, label in enumerate(frame.index)}
-    for a, b in find_overlaps(frame):
-        counts[position[a]] += 1
-        counts[position[b]] += 1
-    return frame.assign(overlapping_processes=counts, overlap=counts > 0)
+    """With `overlapping_processes` (how many others ran beside it on its machine), `overlap`."""
+    ends = [i for pair in find_overlaps(frame) for i in pair]
+    counts = pd.Series(ends, dtype=object).value_counts().reindex(frame.index, fill_value=0)
+    return frame.assign(
+        overlapping_processes=counts.to_numpy(dtype=int), overlap=counts.to_numpy() > 0
+    )
 
 
 def check_no_overlap(frame: pd.DataFrame) -> None:
     """Raise NnperfError naming the first two processes that ran at the same time."""
     pairs = find_overlaps(frame)
     if pairs:
-        a, b = pairs[0]
-
-        def name(i):
-            row = frame.loc[i]
-            return f"{_config_name(row)} process {row['process']}"
-
+        a, b = (
+            "/".join(str(frame.at[i, key]) for key in CONFIG_KEYS)
+            + f" process {frame.at[i, 'process']}"
+            for i in pairs[0]
+        )
         raise NnperfError(
-            f"processes {name(a)} and {name(b)} overlapped in time on the same "
+            f"processes {a} and {b} overlapped in time on the same "
             f"machine ({len(pairs)} overlapping pair(s)); allowed: none "
             "(run timed jobs with the bench_slot resource limited to 1)"
         )
 
 
 def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold) -> dict:
-    """One row of summary.csv from one run document (overlap and speedups come later): the
-    engine's estimate, the spread of the windows with pyperf's min, max and Tukey outliers,
-    and for a configuration that missed its CI target the likely cause of its noise and what
-    the target would take (`nnperf.report.noise`)."""
-    row = {key: document.get(key) for key in SUMMARY_KEYS}
-    stop_numbers = stop_numbers_of(document)
+    """One row of summary.csv (overlap and shared slowdowns come later): the engine's estimate
+    (`throughput_img_s_mean`, the mean of the per-process throughputs, is what its CI is
+    for), the windows' spread with pyperf's min, max and Tukey outliers, and for a
+    configuration that missed its CI target the likely cause of its noise (`noise`)."""
+    doc = document.get
+    stop, variance = stop_numbers_of(document), doc("variance") or {}
+    phases = doc("phase_time_s") or {}
+    q1, q3, cv = (doc(f"throughput_img_s_{k}") for k in ("q1", "q3", "cv"))
+    windows = doc("windows") or []
+    clocks = np.array([w["sm_clock_mhz"] for w in windows if w.get("sm_clock_mhz") is not None])
+    clocks = clocks.astype(float)[np.isfinite(clocks.astype(float))]
+    row = {key: doc(key) for key in (*CONFIG_KEYS, "dataset", "status", "stop_reason")}
+    row.update({f"stop_{name}": stop.get(name) for name in STOP_NUMBERS})
+    for key in ("over_budget_phase", "error", "n_processes", "n_windows"):
+        row[key] = doc(key)
+    row["throughput_img_s_mean"] = doc("throughput_img_s")
+    for key in ("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel"):
+        row[key] = doc(key)
+    row["ci_target"] = (doc("timing") or {}).get("target_ci")
+    row.update(ci_target_met=doc("ci_target_met"), ci_method=doc("ci_method"))
     row.update(
-        status=document.get("status"),
-        stop_reason=document.get("stop_reason"),
-        **{f"stop_{name}": stop_numbers.get(name) for name in STOP_NUMBERS},
-        over_budget_phase=document.get("over_budget_phase"),
-        error=document.get("error"),
-        n_processes=document.get("n_processes"),
-        n_windows=document.get("n_windows"),
-        # The headline: the mean of the per-process throughputs, the number the engine's
-        # confidence interval is for.
-        throughput_img_s_mean=document.get("throughput_img_s"),
-        throughput_img_s_ci95_low=document.get("throughput_img_s_ci95_low"),
-        throughput_img_s_ci95_high=document.get("throughput_img_s_ci95_high"),
-        ci_half_width_rel=document.get("ci_half_width_rel"),
-        ci_target=(document.get("timing") or {}).get("target_ci"),
-        ci_target_met=document.get("ci_target_met"),
-        ci_method=document.get("ci_method"),
-    )
-    # Spread across all windows: what a reader sees of the noise, not the estimate.
-    q1, q3 = document.get("throughput_img_s_q1"), document.get("throughput_img_s_q3")
-    cv = document.get("throughput_img_s_cv")
-    row.update(
-        throughput_img_s_median=document.get("throughput_img_s_median"),
+        throughput_img_s_median=doc("throughput_img_s_median"),
         throughput_img_s_q1=q1,
         throughput_img_s_q3=q3,
         throughput_img_s_iqr=q3 - q1 if q1 is not None and q3 is not None else None,
         throughput_img_s_cv=cv,
         high_variance=stats.is_high_variance(np.nan if cv is None else cv, cv_threshold),
-    )
-    # pyperf's `stats` beside them: min, max and the Tukey outliers of the window throughputs.
-    row.update(noise.spread_columns(document.get("windows") or []))
-    variance = document.get("variance") or {}
-    row.update(
+        **noise.spread_columns(windows),
         variance_between_processes=variance.get("between_processes"),
         variance_within_process=variance.get("within_process"),
         dominant_level=variance.get("dominant_level"),
         optimal_windows_per_process=variance.get("optimal_windows_per_process"),
+        step_time_s_median=(doc("step_time_s") or {}).get("median"),
+        **{f"{phase}_s_median": phases.get(phase) for phase in PHASES},
+        **{name: doc(name) for name in SUMMARY_TIMES},
+        # The loader's own rate, the data-wait share and whether input limits the step.
+        **input_verdict.summary_columns(document),
+        unstable=bool(doc("unstable")),
+        **unstable_columns(document),
+        **noise.noise_columns(document),
+        # The timed windows' SM clock (NVML): a profile taken at another clock (ncu locks
+        # base clocks) is scaled to it (nnperf.roofline.points.profiles_table).
+        sm_clock_hz_median=float(np.median(clocks)) * 1e6 if len(clocks) else None,
+        # The warm-up's peak beside the timed steps' (autotuning and compilation hold memory).
+        **{f"{m}_max": doc(m) for m in PEAK_MEMORY},
+        **{name: doc(name) for name in ("process_started_at_unix", "started_at_unix")},
+        ended_at_unix=doc("ended_at_unix"),
     )
-    row["step_time_s_median"] = (document.get("step_time_s") or {}).get("median")
-    phases = document.get("phase_time_s") or {}
-    for phase in PHASES:
-        row[f"{phase}_s_median"] = phases.get(phase)
-    for name in SUMMARY_TIMES:
-        row[name] = document.get(name)
-    # The loader's own rate beside the throughput, the data-wait share and whether the input
-    # pipeline limits the configuration (nnperf.report.input_verdict has the rule).
-    row.update(input_verdict.summary_columns(document))
-    row["unstable"] = bool(document.get("unstable"))
-    row.update(unstable_columns(document))
-    # Why a configuration that missed its CI target was noisy (nnperf.report.noise).
-    row.update(noise.noise_columns(document))
-    # The SM clock the timed windows ran at (NVML, sampled per window): a profile taken at
-    # another clock (ncu locks base clocks) is scaled to it (nnperf.roofline.points.profiles_table).
-    clocks = [w.get("sm_clock_mhz") for w in document.get("windows") or []]
-    clocks = [float(c) for c in clocks if c is not None and np.isfinite(float(c))]
-    row["sm_clock_hz_median"] = float(np.median(clocks)) * 1e6 if clocks else None
-    # The timed steps' peak, and the warm-up's beside it (cuDNN autotuning, compilation and
-    # graph recording hold memory no timed step does).
-    row["peak_memory_device_bytes_max"] = document.get("peak_memory_device_bytes")
-    row["peak_memory_device_warmup_bytes_max"] = document.get("peak_memory_device_warmup_bytes")
-    row["peak_memory_host_bytes_max"] = document.get("peak_memory_host_bytes")
-    for name in ("process_started_at_unix", "started_at_unix", "ended_at_unix"):
-        row[name] = document.get(name)
     return row
 
 
-def summary_table(
-    documents: Iterable[tuple[str | None, dict]],
-    runs: pd.DataFrame,
-    cv_threshold: float = TablesRequest.cv_threshold,
-) -> pd.DataFrame:
-    """summary.csv: one row per configuration, sorted by the keys.
+PEAK_MEMORY = (
+    "peak_memory_device_bytes",
+    "peak_memory_device_warmup_bytes",
+    "peak_memory_host_bytes",
+)
 
-    `runs` is `runs_table(documents)`: a configuration is flagged `overlap` when any of its
-    processes ran at the same time as another process on its machine.
-    """
-    rows = [summary_row(document, cv_threshold) for _, document in _checked(documents)]
-    summary = pd.DataFrame(rows)
-    overlapped = {
-        tuple(keys) for keys in runs.loc[runs["overlap"], list(CONFIG_KEYS)].itertuples(index=False)
-    }
-    summary["overlap"] = [
-        tuple(keys) in overlapped for keys in summary[list(CONFIG_KEYS)].itertuples(index=False)
-    ]
-    summary = summary.sort_values(list(SUMMARY_KEYS), kind="stable").reset_index(drop=True)
+
+def summary_table(
+    documents: Documents, runs: pd.DataFrame, cv_threshold: float = TablesRequest.cv_threshold
+) -> pd.DataFrame:
+    """summary.csv: one row per configuration, sorted by the keys. `runs` is
+    `runs_table(documents)`: a configuration is flagged `overlap` when any of its processes
+    ran at the same time as another process on its machine."""
+    summary = pd.DataFrame([summary_row(doc, cv_threshold) for _, doc in _checked(documents)])
+    overlapped = runs.groupby(list(CONFIG_KEYS))["overlap"].any()
+    keys = pd.MultiIndex.from_frame(summary[list(CONFIG_KEYS)])
+    summary["overlap"] = overlapped.reindex(keys, fill_value=False).to_numpy(dtype=bool)
+    summary = summary.sort_values([*CONFIG_KEYS, "dataset"], kind="stable").reset_index(drop=True)
     return _with_shared_slowdowns(summary, runs)
 
 
 def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The noise columns of each configuration that missed its target, led by
-    the machine slowing under its whole group where its processes followed the other
-    members' of the same rounds (`nnperf.report.noise.shared_slowdown`)."""
+    """A noisy configuration's noise columns led by `shared_slowdown` where its processes
+    rose and fell with the rest of its interleaved group's, round by round."""
     if "group" not in runs.columns or "noise_cause" not in summary.columns:
         return summary
-    for index, row in summary.iterrows():
-        if missing(row["noise_cause"]):
-            continue
+    for index, row in summary[summary["noise_cause"].map(lambda c: not missing(c))].iterrows():
         own = comparisons.process_rates(runs, row)
         groups = set(own["group"].dropna())
         if len(groups) != 1:
@@ -365,43 +290,32 @@ def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.Data
 
 def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
     """(path, document) of each run JSON; anything but a timed run's document is an error.
-
-    Every file is read before any is refused, and the one error names every bad file with
-    why (a study with two corrupt files is fixed in one round, not two).
-    """
+    Every file is read first and the one error names every bad file (a study with two
+    corrupt files is fixed in one round, not two)."""
     documents, problems = [], []
     for path in paths:
         try:
-            documents.append((str(path), _run_document(path)))
+            document = read_json(path)
+            if document.get("kind") != RUN_KIND:
+                raise NnperfError(
+                    f"{path}: kind {document.get('kind')!r} is not a timed run; "
+                    "allowed: run JSONs written by rule timed_run or `nnperf run`"
+                )
+            if document.get("status") not in RUN_STATUSES:
+                raise NnperfError(
+                    f"{path}: status {document.get('status')!r} is not allowed; "
+                    f"allowed: {', '.join(RUN_STATUSES)}"
+                )
+            documents.append((str(path), document))
         except NnperfError as exc:
             problems.append(str(exc))
     if problems:
-        raise NnperfError(_unusable(problems))
+        head = "" if len(problems) == 1 else f"{len(problems)} run JSON files are unusable: "
+        raise NnperfError(
+            f"{head}{' | '.join(problems)} (fix the file, or delete it to measure its "
+            "configuration again)"
+        )
     return documents
-
-
-def _unusable(problems: list[str]) -> str:
-    """One line for every run JSON that cannot be read, and the way out."""
-    head = "" if len(problems) == 1 else f"{len(problems)} run JSON files are unusable: "
-    return (
-        f"{head}{' | '.join(problems)} (fix the file, or delete it to measure its "
-        "configuration again)"
-    )
-
-
-def _run_document(path: str | os.PathLike) -> dict:
-    document = read_json(path)
-    if document.get("kind") != RUN_KIND:
-        raise NnperfError(
-            f"{path}: kind {document.get('kind')!r} is not a timed run; "
-            "allowed: run JSONs written by rule timed_run or `nnperf run`"
-        )
-    if document.get("status") not in RUN_STATUSES:
-        raise NnperfError(
-            f"{path}: status {document.get('status')!r} is not allowed; "
-            f"allowed: {', '.join(RUN_STATUSES)}"
-        )
-    return document
 
 
 def write_tables(
@@ -411,19 +325,13 @@ def write_tables(
     out_windows: str | os.PathLike,
     out_summary: str | os.PathLike,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """runs.csv, windows.csv and summary.csv from run JSONs; returns the three tables.
-
-    Processes that overlapped in time are flagged in the tables and named in a warning, not
-    an error: the tables are still worth reading, and the report shows the flag.
-    """
+    """runs.csv, windows.csv and summary.csv from run JSONs. Processes that overlapped in
+    time are flagged and named in a warning, not an error: the tables are still worth
+    reading, and the report shows the flag."""
     if not request.cv_threshold > 0:
         raise NnperfError(f"cv_threshold {request.cv_threshold!r} is not allowed; allowed: > 0")
+    # None would be refused (`_checked`): tables of zero runs would replace finished ones.
     documents = read_runs(run_paths)
-    if not documents:
-        raise NnperfError(
-            "no run JSON files given: tables of zero runs would replace finished ones; "
-            "give the run JSONs of at least one configuration"
-        )
     runs = runs_table(documents)
     windows = windows_table(documents)
     summary = summary_table(documents, runs, request.cv_threshold)

@@ -1,22 +1,11 @@
-"""Ratios between configurations, each with its confidence interval, and the tie rule.
+"""Ratios between configurations with their 95% intervals, the tie rule, and comparisons.csv.
 
-Every comparison the report states (a precision against fp32, a variant against the
-baseline, one batch size against another, one machine against another) is built here from
-the per-process throughputs of runs.csv (one row per worker process), with the intervals of
-`nnperf.core.ratios`:
-
-* `ratio_between(runs, a, b)`: A over B, **paired** by `round` when both configurations
-  were interleaved in one job (the same non-empty `group`) and share at least two rounds,
-  **unpaired** (Fieller) otherwise: runs measured apart, or before interleaving existed
-  (no `group` or `round` columns), and whatever pairs across machines or batch sizes.
-* `ranking(candidates, runs)`: the one tie rule of the report. A candidate is named best
-  only when its ratio's interval against every other candidate excludes 1 on the faster
-  side; otherwise every candidate not separated from the leader is named in a tie.
-* `comparisons_table(summary, runs, training)`: comparisons.csv, one row per ratio the report
-  states, in codes and numbers (`COLUMNS`); the Speedups section and figure read only it.
-
-Data in, data out (`results.write_comparisons` is the edge of rule `comparisons_table`). The
-sentences that quote these are in the sections (`nnperf.report.sections`).
+Every comparison the report states (precision, variant, batch size, machine, time to
+accuracy) is built here from runs.csv's per-process throughputs with `nnperf.core.ratios`:
+**paired** by `round` where both configurations were interleaved in one job (the same
+`group`) and share two rounds or more, **unpaired** (Fieller) otherwise. `ranking` is the one
+tie rule of the report; `comparisons_table` writes comparisons.csv in codes and numbers, the
+table the Speedups section and figure read (`results.write_comparisons` is the file edge).
 """
 
 from __future__ import annotations
@@ -36,53 +25,34 @@ from nnperf.report import noise
 from nnperf.report.configurations import MEAN, ok_configs
 from nnperf.report.format import config_text
 
-# The per-process throughput of runs.csv, and the keys that name a configuration there.
+# The per-process throughput of runs.csv.
 RATE = "throughput_img_s"
-COMPARE_KEYS = ("machine", *CONFIG_KEYS)
 # Paired intervals need two pairs at least: one pair has no spread to build one from.
 MIN_PAIRS = 2
-UNPAIRED = "unpaired"
 
 
 def _value(value) -> str:
     """A key's value as text, so 64, 64.0 and "64" (read back from CSV) match."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _group(value) -> str | None:
-    """A `group` cell, None where empty (NaN read back from CSV, or "")."""
-    return None if missing(value) or value == "" else str(value)
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
-    """The measured worker processes of `config` in `runs`: columns `rate`, `round` and
-    `group` (None where the run predates interleaving). Keys `config` names but `runs` lacks
-    (`machine` in aggregate's own table) are not matched on."""
-    empty = pd.DataFrame(columns=["rate", "round", "group"])
+    """The measured worker processes of `config` in `runs`: `rate`, `round` and `group` (None
+    before interleaving). Keys `runs` lacks (`machine` in aggregate's table) are not matched."""
     if runs is None or runs.empty or RATE not in runs.columns:
-        return empty
-    match = pd.Series(True, index=runs.index)
-    for key in COMPARE_KEYS:
+        return pd.DataFrame(columns=["rate", "round", "group"])
+    match = runs["status"].astype(str).eq("ok") if "status" in runs else runs[RATE].notna()
+    for key in ("machine", *CONFIG_KEYS):
         if key in config and key in runs.columns:
             match &= runs[key].map(_value) == _value(config[key])
-    if "status" in runs.columns:
-        match &= runs["status"].astype(str) == "ok"
-    chosen = runs[match]
-    rate = pd.to_numeric(chosen[RATE], errors="coerce")
-    chosen = chosen[np.isfinite(rate) & (rate > 0)]
-    return pd.DataFrame(
-        {
-            "rate": pd.to_numeric(chosen[RATE]).astype(float),
-            "round": (
-                pd.to_numeric(chosen["round"], errors="coerce")
-                if "round" in chosen.columns
-                else math.nan
-            ),
-            "group": (chosen["group"].map(_group) if "group" in chosen.columns else None),
-        }
-    ).reset_index(drop=True)
+    chosen = runs.loc[match].reindex(columns=[RATE, "round", "group"])
+    chosen = (
+        chosen.rename(columns={RATE: "rate"})
+        .apply(pd.to_numeric, errors="coerce")
+        .assign(group=chosen["group"].map(lambda g: None if missing(g) or g == "" else str(g)))
+    )
+    chosen = chosen[np.isfinite(chosen["rate"]) & (chosen["rate"] > 0)]
+    return chosen.astype({"rate": float}).reset_index(drop=True)
 
 
 def rates_by_round(rates: pd.DataFrame) -> pd.Series:
@@ -90,52 +60,34 @@ def rates_by_round(rates: pd.DataFrame) -> pd.Series:
     return rates.dropna(subset=["round"]).groupby("round")["rate"].mean()
 
 
-def paired_rounds(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list, list, list] | None:
-    """(rounds, A's rates, B's rates) matched by round, when both ran interleaved in one
-    group and share MIN_PAIRS rounds or more; None when they must be compared unpaired."""
-    groups_a = set(a["group"].dropna()) if not a.empty else set()
-    groups_b = set(b["group"].dropna()) if not b.empty else set()
-    if len(groups_a) != 1 or groups_a != groups_b:
-        return None
-    by_round_a, by_round_b = rates_by_round(a), rates_by_round(b)
-    shared = sorted(set(by_round_a.index) & set(by_round_b.index))
-    if len(shared) < MIN_PAIRS:
-        return None
-    return shared, [float(by_round_a[r]) for r in shared], [float(by_round_b[r]) for r in shared]
-
-
 def ratio_of_rates(a: pd.DataFrame, b: pd.DataFrame) -> RatioCI:
-    """A over B from their `process_rates`: paired where `paired_rounds` allows, else Fieller."""
-    paired = paired_rounds(a, b)
-    if paired is not None:
-        return ratios.paired_ratio(*paired[1:])
+    """A over B from their `process_rates`: paired by round where both ran in one group and
+    share MIN_PAIRS rounds, else unpaired (Fieller)."""
+    groups = {frozenset(rates["group"].dropna()) for rates in (a, b)}
+    if len(groups) == 1 and len(next(iter(groups))) == 1:
+        pairs = pd.concat([rates_by_round(a), rates_by_round(b)], axis=1, join="inner")
+        if len(pairs) >= MIN_PAIRS:
+            pairs = pairs.sort_index().astype(float)
+            return ratios.paired_ratio(pairs.iloc[:, 0].tolist(), pairs.iloc[:, 1].tolist())
     return ratios.unpaired_ratio(a["rate"].tolist(), b["rate"].tolist())
 
 
 def ratio_between(runs: pd.DataFrame | None, a: Mapping, b: Mapping) -> RatioCI:
-    """The throughput of configuration `a` over that of `b` (above 1: `a` is faster), from
-    their worker processes in `runs`, with its 95% interval (`ratio_of_rates`)."""
+    """Throughput of configuration `a` over `b`'s (above 1: `a` is faster), with its interval."""
     return ratio_of_rates(process_rates(runs, a), process_rates(runs, b))
 
 
 def interval_cell(ci: RatioCI) -> str:
-    """`1.01–1.11` (`1.004–1.26`: a bound two decimals would round onto 1 keeps its third),
-    or `n/a` when there is no bounded interval."""
+    """`1.01–1.11` (a bound two decimals would round onto 1 keeps a third), or `n/a`."""
     if not ci.bounded:
         return "n/a"
     return f"{ratios.ci_bound_text(ci.low)}–{ratios.ci_bound_text(ci.high)}"
 
 
-# ------------------------------------------------------------------------------------------
-# The tie rule.
-# ------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Ranking:
-    """Candidates with the leader first (`order`): the fastest by mean among those no other
-    candidate is separated from and faster than, then the rest, the closest to the leader
-    first. `tied` are the candidates the leader is not separated from (the leader itself
-    first: one entry when it is separated from, and faster than, every other); `ci` is the
-    leader over the runner-up, `order[1]` (None with one candidate)."""
+    """Candidates, the leader first (`order`), then the rest closest first; `tied`: those the
+    leader is not separated from (the leader first); `ci`: leader over `order[1]`."""
 
     order: tuple[dict, ...]
     tied: tuple[dict, ...]
@@ -152,10 +104,6 @@ class Ranking:
         return self.order[0] if self.order else None
 
 
-def _or_inf(number: float) -> float:
-    return number if math.isfinite(number) else math.inf
-
-
 def _faster(ci: RatioCI) -> bool:
     """Whether the interval says the numerator is faster: it lies wholly above 1."""
     return ci.separated and ci.ratio > 1
@@ -164,12 +112,10 @@ def _faster(ci: RatioCI) -> bool:
 def ranking(
     candidates: pd.DataFrame | Sequence[Mapping], runs: pd.DataFrame | None, value: str = MEAN
 ) -> Ranking:
-    """The tie rule. A candidate may lead only where no other is separated from it and
-    faster (a paired interval can rank two configurations against their means); the leader
-    is the fastest such by `value`. It is best only where its interval against *every* other
-    candidate excludes 1 on the faster side (`RatioCI.separated`), not only against the
-    runner-up by mean; otherwise it is tied with each candidate it is not separated from.
-    One process on either side gives no interval, so no separation."""
+    """The tie rule. The leader is the fastest by `value` among the candidates no other is
+    separated from and faster than (a paired interval can rank against the means). It is
+    best only where its interval against *every* other excludes 1 on the faster side, not
+    only against the runner-up; otherwise it ties with each it is not separated from."""
     rows = candidates.to_dict("records") if isinstance(candidates, pd.DataFrame) else candidates
     by_value = sorted(
         (dict(r) for r in rows if not missing(r.get(value))),
@@ -190,7 +136,10 @@ def ranking(
     )
     against = {j: ratio_of_rates(rates[leader], rates[j]) for j in others if j != leader}
     # Closest first; a ratio without processes behind it (NaN) keeps the order by value.
-    rest = sorted(against, key=lambda j: (_or_inf(against[j].ratio), j))
+    rest = sorted(
+        against,
+        key=lambda j: (against[j].ratio if math.isfinite(against[j].ratio) else math.inf, j),
+    )
     order = (by_value[leader], *(by_value[j] for j in rest))
     tied = (by_value[leader], *(by_value[j] for j in rest if not _faster(against[j])))
     return Ranking(order, tied, against[rest[0]])
@@ -202,64 +151,37 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
 
 
-def tie_text(ranking: Ranking, name=config_text) -> str:
-    """`a and b are not separated (1.02x, 95% CI 0.98-1.06)`: what a report says where the
-    tie rule names no best."""
-    return f"{names(ranking.tied, name)} are {ratios.ratio_text(ranking.ci)}"
-
-
-# ------------------------------------------------------------------------------------------
-# comparisons.csv: one row per ratio the report states.
-# ------------------------------------------------------------------------------------------
+# comparisons.csv: one row per ratio the report states, how many times faster A is than B
+# (throughput A/B, or time to accuracy B/A). `pair`: B the reference precision or variant
+# (`vs_reference`), A its group's leader by the tie rule and B each other (`top_vs_other`),
+# A the largest batch and B the smallest (`largest_vs_smallest`).
 KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
 PAIR_KEYS = ("machine", "device", "model", "precision", "batch_size", "variant")
-# What A and B of a row are: B the reference precision or variant (`vs_reference`), A the
-# leader of its group by the tie rule and B each other member (`top_vs_other`), A the
-# largest batch size and B the smallest (`largest_vs_smallest`).
-PAIRS = ("vs_reference", "top_vs_other", "largest_vs_smallest")
-# How many times faster A is than B: throughput A/B, or time to accuracy B/A.
-COLUMNS = (
-    "kind",
-    "pair",
-    *(f"a_{k}" for k in PAIR_KEYS),
-    *(f"b_{k}" for k in PAIR_KEYS),
-    "recipe",
-    "quantity",
-    "a_value",
-    "b_value",
-    "ratio",
-    "ci95_low",
-    "ci95_high",
-    "method",
-    "verdict",
-    "rounds",
-    "ci_target",
-)
+# `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
+# no_ci), or not_reached (B never reached the target accuracy).
+RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "verdict", "rounds", "ci_target")
+A_B = (*(f"a_{k}" for k in PAIR_KEYS), *(f"b_{k}" for k in PAIR_KEYS))
+COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
 # `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of
 # the means, no interval), `single` (one training run each).
-METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: UNPAIRED}
-# `verdict`: faster/slower (the interval excludes 1), tie (within the CI target of 1),
-# unresolved (includes 1 but wider than the target), no_ci (too few processes),
-# not_reached (B never reached the target accuracy).
-VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "not_reached")
-
-
-def verdict(ci: RatioCI, target: float) -> str:
-    """The row's `verdict` code for `ci` against the CI target `target` (`RatioCI.verdict`,
-    the engine's own rule)."""
-    return ci.verdict(target)
+METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: "unpaired"}
 
 
 def _target(a: Mapping, b: Mapping) -> float:
-    """What counts as "no difference" for a pair: the stricter of the two CI targets
-    (`nnperf.engine.interleave.tolerance`), the fallback where summary.csv has none."""
+    """ "No difference" for a pair: the stricter of the two CI targets (as
+    `nnperf.engine.interleave.tolerance`), else the fallback."""
     known = [float(r["ci_target"]) for r in (a, b) if not missing(r.get("ci_target"))]
-    known = [t for t in known if t > 0]
-    return min(known) if known else noise.FALLBACK_TARGET
+    return min([t for t in known if t > 0], default=noise.FALLBACK_TARGET)
 
 
-def _keys(prefix: str, config: Mapping) -> dict:
-    return {f"{prefix}{k}": config.get(k) for k in PAIR_KEYS}
+def _pair(kind: str, pair: str, a: Mapping, b: Mapping, **numbers) -> dict:
+    return {
+        "kind": kind,
+        "pair": pair,
+        **{f"a_{k}": a.get(k) for k in PAIR_KEYS},
+        **{f"b_{k}": b.get(k) for k in PAIR_KEYS},
+        **numbers,
+    }
 
 
 def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
@@ -269,50 +191,50 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     if not math.isfinite(ci.ratio):
         ci, method = RatioCI(float(a[MEAN]) / float(b[MEAN]), None, None, None, 0), "means"
     target = _target(a, b)
-    return {
-        "kind": kind,
-        "pair": pair,
-        **_keys("a_", a),
-        **_keys("b_", b),
-        "quantity": RATE,
-        "a_value": float(a[MEAN]),
-        "b_value": float(b[MEAN]),
-        "ratio": ci.ratio,
-        "ci95_low": ci.low,
-        "ci95_high": ci.high,
-        "method": method,
-        "verdict": verdict(ci, target),
-        "rounds": ci.n,
-        "ci_target": target,
-    }
+    return _pair(
+        kind,
+        pair,
+        a,
+        b,
+        quantity=RATE,
+        a_value=float(a[MEAN]),
+        b_value=float(b[MEAN]),
+        ratio=ci.ratio,
+        ci95_low=ci.low,
+        ci95_high=ci.high,
+        method=method,
+        verdict=ci.verdict(target),
+        rounds=ci.n,
+        ci_target=target,
+    )
 
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:
     """Each configuration against its counterpart with `column` = `reference`."""
     match = [k for k in PAIR_KEYS if k != column]
+    is_reference = ok[column].astype(str) == reference
     references = {
-        tuple(_value(r[k]) for k in match): r
-        for r in ok[ok[column].astype(str) == reference].to_dict("records")
+        tuple(_value(r[k]) for k in match): r for r in ok[is_reference].to_dict("records")
     }
-    rows = []
-    for row in ok[ok[column].astype(str) != reference].to_dict("records"):
-        found = references.get(tuple(_value(row[k]) for k in match))
-        if found is not None:
-            rows.append(_throughput_row(column, "vs_reference", row, found, runs))
-    return rows
+    pairs = [
+        (row, references.get(tuple(_value(row[k]) for k in match)))
+        for row in ok[~is_reference].to_dict("records")
+    ]
+    return [_throughput_row(column, "vs_reference", a, b, runs) for a, b in pairs if b is not None]
 
 
 def _across(ok: pd.DataFrame, runs, kind: str, column: str, keys: Sequence[str]) -> list[dict]:
-    """Within each group of `keys` that varies `column`: the leader by the tie rule
-    (`ranking`) against every other member, and for batch sizes the largest against the
-    smallest."""
+    """Within each group of `keys` that varies `column`: the leader by the tie rule against
+    every other member, and for batch sizes the largest against the smallest."""
     rows = []
     for _, group in ok.groupby(list(keys), sort=True, dropna=False):
         if group[column].nunique() < 2:
             continue
         ranked = ranking(group, runs)
-        top = ranked.order[0]
-        rows += [_throughput_row(kind, "top_vs_other", top, b, runs) for b in ranked.order[1:]]
+        rows += [
+            _throughput_row(kind, "top_vs_other", ranked.order[0], b, runs)
+            for b in ranked.order[1:]
+        ]
         if kind == "batch":
             by_batch = group.sort_values("batch_size").to_dict("records")
             rows.append(
@@ -326,37 +248,21 @@ def _time_to_accuracy(training: pd.DataFrame | None) -> list[dict]:
     other run (one training run each: no interval)."""
     if training is None or training.empty or "time_to_target_s" not in training.columns:
         return []
-    frame = training.assign(machine=training.get("machine", ""))
-    frame["time_to_target_s"] = pd.to_numeric(frame["time_to_target_s"], errors="coerce")
+    frame = training.assign(
+        machine=training.get("machine", ""),
+        time_to_target_s=pd.to_numeric(training["time_to_target_s"], errors="coerce"),
+    )
     rows = []
     for _, group in frame.groupby(["machine", "device", "model", "recipe"], sort=True):
-        records = group.sort_values("time_to_target_s").to_dict("records")
-        first = records[0]
-        if len(records) < 2 or missing(first["time_to_target_s"]):
-            continue
-        for b in records[1:]:
-            time_b = b["time_to_target_s"]
-            ratio = (
-                math.nan if missing(time_b) else float(time_b) / float(first["time_to_target_s"])
-            )
-            rows.append(
-                {
-                    "kind": "time_to_accuracy",
-                    "pair": "top_vs_other",
-                    **_keys("a_", first),
-                    **_keys("b_", b),
-                    "recipe": first["recipe"],
-                    "quantity": "time_to_target_s",
-                    "a_value": float(first["time_to_target_s"]),
-                    "b_value": None if missing(time_b) else float(time_b),
-                    "ratio": ratio,
-                    "method": "single",
-                    "verdict": (
-                        "not_reached" if missing(time_b) else ("faster" if ratio > 1 else "tie")
-                    ),
-                    "rounds": 1,
-                }
-            )
+        first, *others = group.sort_values("time_to_target_s").to_dict("records")
+        a_time = first["time_to_target_s"]
+        for b in others if not missing(a_time) else []:
+            ratio = b["time_to_target_s"] / a_time  # NaN where B never reached it
+            numbers = dict(recipe=first["recipe"], quantity="time_to_target_s", a_value=a_time)
+            numbers.update(b_value=None if math.isnan(ratio) else b["time_to_target_s"])
+            verdict = "not_reached" if math.isnan(ratio) else "faster" if ratio > 1 else "tie"
+            numbers.update(ratio=ratio, method="single", verdict=verdict, rounds=1)
+            rows.append(_pair("time_to_accuracy", "top_vs_other", first, b, **numbers))
     return rows
 
 
@@ -365,11 +271,10 @@ def comparisons_table(
     runs: pd.DataFrame | None,
     training: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """comparisons.csv: every precision against fp32 and variant against the baseline at the
-    same batch size, each batch-size group's leader against the rest and its largest batch
-    against its smallest, each configuration's fastest machine against the others (every
-    configuration several machines ran: `sections.machines_compared` says why), and the first training run to reach its target against the
-    others. Codes and numbers only; the sections word them."""
+    """comparisons.csv: every precision against fp32 and variant against the baseline, each
+    batch-size group's leader against the rest and its largest batch against its smallest,
+    each configuration's fastest machine against the others, and the first training run to
+    reach its target against the others. Codes and numbers only; the sections word them."""
     ok = ok_configs(summary)
     if "machine" not in ok.columns or ok["machine"].isna().all():
         ok = ok.assign(machine="")
@@ -385,25 +290,15 @@ def comparisons_table(
     return table
 
 
-# ------------------------------------------------------------------------------------------
-# A ratio in a table row and in a sentence.
-# ------------------------------------------------------------------------------------------
 def ci_of(row: Mapping) -> RatioCI:
     """The RatioCI a comparisons.csv row holds."""
-
-    def number(name):
-        return None if missing(row.get(name)) else float(row[name])
-
-    method = {label: code for code, label in METHODS.items()}.get(row.get("method"))
-    rounds = number("rounds")
-    ratio = number("ratio")
-    return RatioCI(
-        math.nan if ratio is None else ratio,
-        number("ci95_low"),
-        number("ci95_high"),
-        method,
-        0 if method is None or rounds is None else int(rounds),
+    low, high, ratio, rounds = (
+        None if missing(row.get(k)) else float(row[k])
+        for k in ("ci95_low", "ci95_high", "ratio", "rounds")
     )
+    method = {label: code for code, label in METHODS.items()}.get(row.get("method"))
+    n = 0 if method is None or rounds is None else int(rounds)
+    return RatioCI(math.nan if ratio is None else ratio, low, high, method, n)
 
 
 def ratio_text(ci: RatioCI, what: str = "faster") -> str:

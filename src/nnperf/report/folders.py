@@ -1,10 +1,7 @@
 """The files of a `results/` folder (this machine's or another's) that the report reads,
-where `nnperf.core.layout` puts them.
-
-`with_extra_results()` refuses a folder of config `report.extra_results` that holds no study
-of the dataset (it would otherwise read as a machine without results);
-`extra_results_inputs()` lists those folders' files so a changed table re-runs what reads it.
-No pandas here: the workflow calls this module while it builds the DAG.
+where `nnperf.core.layout` puts them. A `report.extra_results` folder without a study of the
+dataset is refused (it would read as a machine without results). No pandas here: the
+workflow calls this module while it builds the DAG (`extra_results_inputs`).
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ OPPROFILE_TABLES = {
 
 
 def opprofile_table_paths(document: str | os.PathLike) -> dict[str, Path]:
-    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...):
-    the layout's templates differ only in their endings."""
+    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...)."""
     stem = layout.TEMPLATES["opprofile"].removesuffix(".json")
     text = os.fspath(document).removesuffix(".json")
     return {
@@ -76,8 +72,8 @@ def _relative(kind: str, **keys: str) -> str:
 
 
 def _files(root: Path, kind: str, **keys: str) -> list[Path]:
-    """The files of `kind` in the results folder `root`: a glob of the layout's path, kept
-    only where every key fits its pattern (a wildcard also matches a group's folder)."""
+    """The files of `kind` in `root`: the layout path's glob, where every key fits its pattern
+    (a wildcard also matches a group's folder)."""
     found = sorted(root.glob(_relative(kind, **keys)))
     return [p for p in found if layout.matches(kind, f"{RESULTS_DIR}/{p.relative_to(root)}")]
 
@@ -97,46 +93,35 @@ def datasets_in(results_dir: str | os.PathLike) -> list[str]:
 def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
     """The pipeline's files in `results_dir` of the study of `dataset` (None: the folder's
     only one), where `nnperf.core.layout` puts them."""
-    root = Path(results_dir)
+    root, name = Path(results_dir), os.fspath(results_dir)
     if not root.is_dir():
         raise NnperfError(
-            f"results folder {os.fspath(results_dir)!r} does not exist; give a folder this "
+            f"results folder {name!r} does not exist; give a folder this "
             "pipeline wrote (with tables/, complexity/, ceilings/ inside)"
         )
     present = datasets_in(root)
     if dataset is None and len(present) > 1:
         raise NnperfError(
-            f"results folder {os.fspath(results_dir)!r} holds studies of several datasets "
+            f"results folder {name!r} holds studies of several datasets "
             f"({', '.join(present)}); choose one with --dataset"
         )
-    if dataset is None:
-        dataset = present[0] if present else None
-    elif not re.fullmatch(DATASET_KEY_PATTERN, dataset):
+    if dataset is not None and not re.fullmatch(DATASET_KEY_PATTERN, dataset):
         raise NnperfError(
             f"dataset {dataset!r} is not a dataset's name; allowed: {', '.join(DATASETS)} or an "
             "ImageFolder's label"
         )
-    if dataset is None:
-        return FolderFiles(
-            os.fspath(results_dir),
-            dict.fromkeys(TABLE_NAMES),
-            [],
-            _files(root, "ceilings"),
-            [],
-        )
-    tables = {}
-    for name in TABLE_NAMES:
-        path = root / _relative("table", dataset=dataset, name=name)
-        tables[name] = path if path.is_file() else None
-    return FolderFiles(
-        results_dir=os.fspath(results_dir),
-        tables=tables,
-        complexity=_files(root, "complexity", dataset=dataset),
-        ceilings=_files(root, "ceilings"),
-        run_jsons=_files(root, "run", dataset=dataset),
-        dataset=dataset,
-        opprofiles=_files(root, "opprofile", dataset=dataset),
+    dataset = dataset or (present[0] if present else None)
+    folder = FolderFiles(
+        name, dict.fromkeys(TABLE_NAMES), [], _files(root, "ceilings"), [], dataset
     )
+    if dataset is not None:
+        for table in TABLE_NAMES:
+            path = root / _relative("table", dataset=dataset, name=table)
+            folder.tables[table] = path if path.is_file() else None
+        folder.complexity = _files(root, "complexity", dataset=dataset)
+        folder.run_jsons = _files(root, "run", dataset=dataset)
+        folder.opprofiles = _files(root, "opprofile", dataset=dataset)
+    return folder
 
 
 def local_files(
@@ -160,18 +145,14 @@ def local_files(
             raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")
         if path is not None:
             folder.tables[name] = _existing(path, f"{name} table")
-    folder.complexity = list(
-        dict.fromkeys([*folder.complexity, *(_existing(p, "complexity") for p in complexity)])
-    )
-    folder.ceilings = list(
-        dict.fromkeys([*folder.ceilings, *(_existing(p, "ceilings") for p in ceilings)])
-    )
-    folder.run_jsons = list(
-        dict.fromkeys([*folder.run_jsons, *(_existing(p, "run JSON") for p in run_jsons)])
-    )
-    folder.opprofiles = list(
-        dict.fromkeys([*folder.opprofiles, *(_existing(p, "operator profile") for p in opprofiles)])
-    )
+    for name, paths, what in (
+        ("complexity", complexity, "complexity"),
+        ("ceilings", ceilings, "ceilings"),
+        ("run_jsons", run_jsons, "run JSON"),
+        ("opprofiles", opprofiles, "operator profile"),
+    ):
+        added = [_existing(path, what) for path in paths]
+        setattr(folder, name, list(dict.fromkeys([*getattr(folder, name), *added])))
     return folder
 
 
@@ -184,12 +165,8 @@ def with_extra_results(
 
 
 def extra_folder(path: str | os.PathLike, dataset: str | None) -> FolderFiles:
-    """The files of one `report.extra_results` folder for the study of `dataset`.
-
-    A folder that is not a results folder, or holds no tables or runs of `dataset`, is an
-    error naming it: read as it is, it would be a machine without results, and the report
-    would count it silently ("2 configurations on 1 machine(s)").
-    """
+    """The files of one `report.extra_results` folder for the study of `dataset`; one without
+    them is an error (read as it is, it would count silently as a machine without results)."""
     where = f"report.extra_results entry {os.fspath(path)!r}"
     allowed = "give the results/ folder another machine's run wrote"
     if not Path(path).is_dir():
@@ -216,9 +193,7 @@ def extra_folder(path: str | os.PathLike, dataset: str | None) -> FolderFiles:
 
 
 def read_files(folder: FolderFiles) -> list[str]:
-    """Every file of `folder` that reading it for the report reads (`nnperf.report.results.load`):
-    its tables, complexity, ceilings and run JSONs, and its operator profiles with their
-    tables."""
+    """Every file of `folder` that `nnperf.report.results.load` reads."""
     paths = [path for path in folder.tables.values() if path is not None]
     paths += [*folder.complexity, *folder.ceilings, *folder.run_jsons]
     for document in folder.opprofiles:
@@ -228,25 +203,22 @@ def read_files(folder: FolderFiles) -> list[str]:
 
 
 def extra_results_inputs(extra_results: Iterable[str | os.PathLike], dataset: str) -> list[str]:
-    """Every file of the `report.extra_results` folders that the report and the machine
-    comparison read, for the workflow's input functions: a folder is no input Snakemake can
-    date (its time does not change when a file inside does), so the files are, and editing
-    another machine's summary.csv re-runs what reads it. A bad folder is `extra_folder`'s
-    error, while the DAG is built."""
+    """Every file of the `report.extra_results` folders the report reads, as Snakemake inputs:
+    a folder's time does not change when a file inside does, so editing another machine's
+    summary.csv re-runs what reads it only through its files. A bad folder fails the DAG."""
     return [path for entry in extra_results for path in read_files(extra_folder(entry, dataset))]
 
 
 def figures(folders: Iterable[FolderFiles]) -> list[str]:
     """Every PNG under the `figures/` of each folder, folder by folder, except those of
     another dataset's study."""
-    shown = []
-    for folder in folders:
-        others = set(DATASETS) | set(datasets_in(folder.results_dir))
-        others -= {folder.dataset}
-        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png")):
-            if not others & set(path.relative_to(folder.results_dir).parts):
-                shown.append(os.fspath(path))
-    return shown
+    return [
+        os.fspath(path)
+        for folder in folders
+        for path in sorted(Path(folder.results_dir, "figures").glob("**/*.png"))
+        if not (set(DATASETS) | set(datasets_in(folder.results_dir))) - {folder.dataset}
+        & set(path.relative_to(folder.results_dir).parts)
+    ]
 
 
 def _existing(path: str | os.PathLike, what: str) -> Path:

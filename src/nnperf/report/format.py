@@ -8,6 +8,7 @@ for what the numbers mean (each section's module in `nnperf.report.sections`).
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Callable, Mapping
 
 from nnperf.core.wording import count_of, missing
@@ -18,43 +19,34 @@ def fmt(value, unit: str = "") -> str:
     if missing(value):
         return "n/a"
     x = float(value)
-    if abs(x) >= 100:
-        text = f"{x:,.0f}"
-    elif abs(x) >= 10:
-        text = f"{x:.1f}"
-    elif abs(x) >= 1:
-        text = f"{x:.2f}"
-    elif x == 0:
-        text = "0"
-    else:
-        text = f"{x:.3g}"
+    text = f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+    text = text if abs(x) >= 1 else "0" if x == 0 else f"{x:.3g}"
     return f"{text} {unit}".rstrip()
 
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+# Binary units, as caches and memories are sized.
 BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
 
 
-def fmt_si(value, unit: str) -> str:
-    """`1.23 TFLOP/s`: a decimal SI prefix and three significant digits."""
+def _prefixed(value, units, unit: str) -> str:
+    """`value` in the largest of `units` ((scale, name), largest first) it reaches, else
+    in `unit`: three significant digits."""
     if missing(value):
         return "n/a"
     x = float(value)
-    for scale, prefix in SI_PREFIXES:
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
+    scale, name = next(((s, n) for s, n in units if abs(x) >= s), (1, unit))
+    return f"{x / scale:.3g} {name}"
+
+
+def fmt_si(value, unit: str) -> str:
+    """`1.23 TFLOP/s`: a decimal SI prefix."""
+    return _prefixed(value, [(s, p + unit) for s, p in SI_PREFIXES], unit)
 
 
 def fmt_bytes(value) -> str:
-    """`48 KiB`, `1 GiB`: binary units, as caches and memories are sized."""
-    if missing(value):
-        return "n/a"
-    x = float(value)
-    for scale, unit in BINARY_UNITS:
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.3g} B"
+    """`48 KiB`, `1 GiB`."""
+    return _prefixed(value, BINARY_UNITS, "B")
 
 
 def fmt_pct(value) -> str:
@@ -80,21 +72,14 @@ def fmt_times(value) -> str:
 def ci_interval(
     low, high, *, n_windows=None, n_processes=None, method=None
 ) -> tuple[str | None, str]:
-    """(`"1,200–1,260"`, "") for a confidence interval that may be printed, or (None, why not).
-
-    An interval needs at least two samples at the level it was computed over (worker
-    processes for `method` "processes", windows for "windows"; windows when the method is
-    not recorded) and a positive width: one sample has no spread to build it from, and an
-    interval of zero width (one rep, or copies of one value) would claim a certainty no
-    measurement has. Why not reads `n/a, 1 window`, `n/a, 1 process` or `n/a`; one reaching
-    zero or below (old results' t-interval over scattered processes): `too few clean processes`.
-    """
+    """(`"1,200–1,260"`, "") for an interval that may be printed, else (None, why not): one
+    sample at the level it was computed over has no spread (`n/a, 1 window`, `n/a, 1
+    process`), a zero width claims a certainty no measurement has (`n/a`), and one reaching
+    zero (old t-intervals over scattered processes) reads `too few clean processes`."""
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
-    count, noun = counts.get(str(method), (n_windows, "window"))
-    if not missing(count) and int(count) < 2:
-        return None, f"n/a, {count_of(count, noun)}"
-    if not missing(n_windows) and int(n_windows) < 2:
-        return None, f"n/a, {count_of(n_windows, 'window')}"
+    for count, noun in (counts.get(str(method), (n_windows, "window")), (n_windows, "window")):
+        if not missing(count) and int(count) < 2:
+            return None, f"n/a, {count_of(count, noun)}"
     if missing(low) or missing(high) or not float(low) < float(high):
         return None, "n/a"
     if float(low) <= 0:
@@ -105,21 +90,14 @@ def ci_interval(
 def throughput_text(
     mean, low=None, high=None, *, n_windows=None, n_processes=None, method=None, unstable=False
 ) -> str:
-    """`1,234 img/s (95% CI 1,200–1,260)`, with `; unstable` for a flagged measurement.
-
-    Without a printable CI (`ci_interval`) the text says why instead of printing one:
-    `(95% CI n/a, 1 window)`.
-    """
-    text = fmt(mean, "img/s")
+    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not."""
     if missing(mean):
-        return text
+        return fmt(mean, "img/s")
     interval, why = ci_interval(
         low, high, n_windows=n_windows, n_processes=n_processes, method=method
     )
-    notes = [f"95% CI {interval or why}"]
-    if unstable:
-        notes.append("unstable")
-    return f"{text} ({'; '.join(notes)})"
+    notes = [f"95% CI {interval or why}", *(["unstable"] if unstable else [])]
+    return f"{fmt(mean, 'img/s')} ({'; '.join(notes)})"
 
 
 def fmt_duration(seconds) -> str:
@@ -129,11 +107,12 @@ def fmt_duration(seconds) -> str:
     x = float(seconds)
     if abs(x) < 120:
         return fmt(x, "s")
-    if abs(x) < 2 * 3600:
-        return f"{x / 60:.1f} min"
-    if abs(x) < 2 * 86400:
-        return f"{x / 3600:.1f} h"
-    return f"{x / 86400:.1f} days"
+    _, scale, unit = next(u for u in DURATIONS if abs(x) < u[0])
+    return f"{x / scale:.1f} {unit}"
+
+
+# (below, unit, name) of a duration past two minutes.
+DURATIONS = ((2 * 3600, 60, "min"), (2 * 86400, 3600, "h"), (math.inf, 86400, "days"))
 
 
 def fmt_utc(unix_seconds) -> str:
@@ -148,14 +127,13 @@ def config_text(
     row: Mapping, *, precision: bool = True, batch: bool = True, variant: bool = True
 ) -> str:
     """`resnet18_cifar bf16 at batch 256 (baseline)`."""
-    text = str(row["model"])
-    if precision:
-        text += f" {row['precision']}"
-    if batch:
-        text += f" at batch {int(row['batch_size'])}"
-    if variant:
-        text += f" ({row['variant']})"
-    return text
+    parts = (
+        (True, row["model"]),
+        (precision, row.get("precision")),
+        (batch, batch and f"at batch {int(row['batch_size'])}"),
+        (variant, f"({row.get('variant')})"),
+    )
+    return " ".join(str(text) for shown, text in parts if shown)
 
 
 def truthy(value) -> bool:
@@ -164,33 +142,25 @@ def truthy(value) -> bool:
     return (not missing(value)) and bool(value)
 
 
-# ------------------------------------------------------------------------------------------
-# Table cells: a table is a spec, {header: (column, format)}, applied to a frame in one call.
-# A column may be a tuple of columns, whose values the format takes in that order, or None:
-# the format takes the whole row.
-# ------------------------------------------------------------------------------------------
-Spec = Mapping[str, tuple]
-
-
-def cells(frame, spec: Spec, first: Mapping | None = None):
-    """The displayed table: the `first` columns as they are (a configuration's keys), then
-    each header's column through its format. A missing value, or a column the frame lacks
-    (an older results folder), stays missing: the page shows a dash. An empty frame gives an
-    empty table."""
+def cells(frame, spec: Mapping[str, tuple], first: Mapping | None = None):
+    """A displayed table from a spec, {header: (column, format)}: the `first` columns as they
+    are (a configuration's keys), then each header's column through its format. A tuple of
+    columns is passed to the format in that order, None passes the whole row. A missing
+    value, or a column the frame lacks (an older folder), stays missing: the page shows a
+    dash. An empty frame gives an empty table."""
     import pandas as pd
 
     if frame is None or frame.empty:
         return pd.DataFrame()
     columns = dict(first) if first is not None else {}
+    absent = pd.Series(None, index=frame.index)
     for header, (column, cell) in spec.items():
         if column is None:
             columns[header] = [cell(row) for row in frame.to_dict("records")]
         elif isinstance(column, tuple):
-            values = zip(*(frame.get(c, pd.Series(None, index=frame.index)) for c in column))
-            columns[header] = [cell(*row) for row in values]
+            columns[header] = [cell(*row) for row in zip(*(frame.get(c, absent) for c in column))]
         else:
-            values = frame.get(column, pd.Series(None, index=frame.index))
-            columns[header] = [None if missing(v) else cell(v) for v in values]
+            columns[header] = [None if missing(v) else cell(v) for v in frame.get(column, absent)]
     return pd.DataFrame(columns)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 NNPERF_SRC = str(NNPERF_HOME / "src")
 sys.path.insert(0, NNPERF_SRC)
 
-from nnperf.core import contract, layout
+from nnperf.core import codehash, contract, layout
 from nnperf.core import config as study_config
 from nnperf.core.codehash import code_hash
 from nnperf.core.config import unique
@@ -162,9 +162,15 @@ wildcard_constraints:
 # --- requests: what each job is asked to do (nnperf.study.job_requests), as rule params ------
 # Params must be plain data: Snakemake's change detection records only builtin values, so
 # a request crosses as contract.to_dict() and the script rebuilds it with from_dict().
-# Measurement rules also take `engine=code_hash(<entry module>)`, which changes with the
-# library code they run, so editing the engine re-runs them (nnperf.core.codehash).
+# Every rule also takes `code=script_code(<its script>)`, which changes with the library code
+# its script runs, so an edit re-runs exactly the jobs that run it (nnperf.core.codehash).
 # A request that cannot be built (an impossible configuration) fails with one line.
+
+
+def script_code(script):
+    """The hash of the nnperf code workflow/scripts/<script>.py runs: a rule parameter, so
+    Snakemake's `params` trigger re-runs its jobs when that code changes."""
+    return codehash.script_code(NNPERF_HOME / "workflow" / "scripts" / f"{script}.py")
 
 
 def as_param(request):

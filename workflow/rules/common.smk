@@ -324,6 +324,26 @@ def study_runs(wildcards):
     return run_outputs()
 
 
+def run_files():
+    """Every configuration's files and its group's folder, all asked for by the study:
+    Snakemake does not rebuild a missing file that only up-to-date jobs read, so as targets a
+    run file deleted by hand is copied again from its group, and a deleted group is measured
+    again (docs/recovery.md)."""
+    kinds = ("run", "run_windows", "run_steps")
+    members = [layout.path(k, dataset=DATASET, **key.as_dict()) for key in MATRIX for k in kinds]
+    groups = unique(
+        layout.path(
+            "run_group",
+            dataset=DATASET,
+            device=key.device,
+            model=key.model,
+            batch_size=key.batch_size,
+        )
+        for key in MATRIX
+    )
+    return groups + members
+
+
 def timing_outputs():
     """Tables of the timed runs and their figures, one set per (device, model)."""
     pairs = unique((key.device, key.model) for key in MATRIX)
@@ -333,7 +353,7 @@ def timing_outputs():
         for device, model in pairs
     ]
     tables = [table(name) for name in ("runs", "windows", "summary")]
-    return tables + figures
+    return run_files() + tables + figures
 
 
 def environment_outputs():

@@ -35,7 +35,7 @@ import pandas as pd
 from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import read_json, write_csv
+from nnperf.core.files import check_run_tables, read_json, write_csv
 from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
@@ -384,13 +384,15 @@ def _unusable(problems: list[str]) -> str:
     """One line for every run JSON that cannot be read, and the way out."""
     head = "" if len(problems) == 1 else f"{len(problems)} run JSON files are unusable: "
     return (
-        f"{head}{' | '.join(problems)} (fix the file, or delete it to measure its "
-        "configuration again)"
+        f"{head}{' | '.join(problems)} (delete it and run snakemake again to copy it again "
+        "from its group's folder, results/runs/<dataset>/<device>/<model>/groups/bs<batch>; "
+        "delete that folder as well to measure its configurations again)"
     )
 
 
 def _run_document(path: str | os.PathLike) -> dict:
     document = read_json(path)
+    check_run_tables(path)
     if document.get("kind") != RUN_KIND:
         raise NnperfError(
             f"{path}: kind {document.get('kind')!r} is not a timed run; "

@@ -344,6 +344,14 @@ def run_files():
     return groups + members
 
 
+def study_run_tables(wildcards):
+    """Every configuration's windows and steps tables: inputs of the aggregation, which checks
+    them (nnperf.core.files.check_run_tables), so one edited or cut short is refused there."""
+    this_study(wildcards)
+    kinds = ("run_windows", "run_steps")
+    return [layout.path(k, dataset=DATASET, **key.as_dict()) for key in MATRIX for k in kinds]
+
+
 def timing_outputs():
     """Tables of the timed runs and their figures, one set per (device, model)."""
     pairs = unique((key.device, key.model) for key in MATRIX)

@@ -52,6 +52,7 @@ rule timed_run:
 rule aggregate_runs:
     input:
         runs=study_runs,
+        run_tables=study_run_tables,
     output:
         runs=update(
             report(

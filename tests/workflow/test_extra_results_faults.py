@@ -18,7 +18,7 @@ import pytest
 from conftest import TINY_CONFIG, run_snakemake
 from report_tables import gpu_folder
 
-from nnperf.core import layout
+from nnperf.core import files, layout
 
 pytestmark = pytest.mark.workflow
 
@@ -113,7 +113,7 @@ def test_the_other_machines_tables_are_inputs_of_the_comparison(study):
     summary_csv = other / "tables" / "synthetic" / "summary.csv"
     summary = pd.read_csv(summary_csv)
     summary["throughput_img_s_mean"] = summary["throughput_img_s_mean"] * 2
-    summary.to_csv(summary_csv, index=False)
+    files.write_csv(summary_csv, summary)
     planned = run_snakemake(study, "--dry-run", *extra, "--", COMPARISON)
     assert planned.returncode == 0, planned.stderr[-4000:]
     assert "compare_machines" in planned.stdout

@@ -10,7 +10,7 @@ count and SHA-256, and read by `read_table` (or checked by `check_table`), which
 table that no longer matches it: a table cut short at a row boundary still parses, and would
 otherwise make a report that is wrong without a word. A table without a sidecar is refused
 inside a results folder (`results/tables/...`, `results/runs/...`: nnperf wrote it, so its
-sidecar was lost or it predates them) and read as it is elsewhere: the committed examples in
+sidecar was lost or it predates them; see `in_results_folder`) and read as it is elsewhere: the committed examples in
 reports/examples/ are tables a person opens with any tool, and git already holds their hashes.
 """
 
@@ -183,12 +183,18 @@ def copy_table(source: str | os.PathLike, target: str | os.PathLike, hint: str |
 
 
 def in_results_folder(path: str | os.PathLike) -> bool:
-    """Whether `path` lies in a results folder's stage folder (`results/tables/...`)."""
-    from nnperf.core.layout import TEMPLATES
+    """Whether `path` is where a results folder keeps a table (`tables/<dataset>/<name>.csv`,
+    `runs/.../<variant>_windows.csv`, ...), whatever that folder is called: an older
+    study's folder or another machine's is checked like `results/`."""
+    from nnperf.core import layout
 
-    stages = {t.split("/")[1] for t in TEMPLATES.values() if t.startswith("results/")}
+    kinds = [kind for kind, template in layout.TEMPLATES.items() if template.endswith(".csv")]
     parts = Path(os.path.abspath(path)).parts
-    return any(a == "results" and b in stages for a, b in zip(parts, parts[1:-1]))
+    return any(
+        layout.matches(kind, "results/" + "/".join(parts[start:]))
+        for start in range(1, len(parts))
+        for kind in kinds
+    )
 
 
 def _csv_rows(content: bytes) -> int:
@@ -235,14 +241,10 @@ def check_table(path: str | os.PathLike, hint: str | None = None) -> None:
 
 def check_run_tables(run_json: str | os.PathLike) -> None:
     """Check the windows and steps tables beside a timed run's JSON (`check_table`): every
-    reader of run JSONs calls this, so a per-configuration table cut short is refused too."""
-    from nnperf.core import layout
-    from nnperf.core.errors import NnperfError
+    reader of run JSONs calls this, so a per-configuration table cut short is refused too.
+    A run JSON without them (named by hand, or from before they existed) has none to check."""
+    from nnperf.core.layout import GROUP_MEMBER_SUFFIXES
 
-    try:
-        keys = layout.parse("run", os.fspath(run_json))
-    except NnperfError:
-        return  # not in a results folder's layout: a run JSON named by hand has no tables
-    base = os.fspath(run_json)[: -len(layout.path("run", **keys))]
+    stem = os.fspath(run_json).removesuffix(GROUP_MEMBER_SUFFIXES["run"])
     for kind in ("run_windows", "run_steps"):
-        check_table(base + layout.path(kind, **keys))
+        check_table(stem + GROUP_MEMBER_SUFFIXES[kind])

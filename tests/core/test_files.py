@@ -118,6 +118,10 @@ def test_a_copied_table_keeps_its_sidecar_and_a_damaged_source_is_not_copied(tmp
     with pytest.raises(NnperfError, match="not the table its writer wrote"):
         files.copy_table(source, tmp_path / "results" / "runs" / "again.csv")
     assert not (tmp_path / "results" / "runs" / "again.csv").exists()
+    legacy = tmp_path / "legacy.csv"
+    FRAME.to_csv(legacy, index=False)
+    with pytest.raises(NnperfError, match=r"legacy\.csv: no legacy\.csv\.meta\.json beside it"):
+        files.copy_table(legacy, tmp_path / "results" / "runs" / "again.csv")
 
 
 def test_the_tables_beside_a_run_json_are_checked_with_it(tmp_path):

@@ -173,7 +173,13 @@ def _write_meta(path: str | os.PathLike, content: bytes, rows: int) -> None:
 
 
 def copy_table(source: str | os.PathLike, target: str | os.PathLike, hint: str | None = None):
-    """Copy a table and its sidecar, after checking the source against its sidecar."""
+    """Copy a table and its sidecar, after checking the source against its sidecar (a
+    source without one is refused: the copy would vouch for a table nothing checked)."""
+    from nnperf.core.errors import NnperfError
+
+    if not meta_path(source).is_file():
+        after = f"; {hint}" if hint else ""
+        raise NnperfError(f"{os.fspath(source)}: no {meta_path(source).name} beside it{after}")
     check_table(source, hint)
     content = Path(source).read_bytes()
     with atomic_path(target) as tmp:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -270,3 +271,26 @@ def test_logged_job_turns_a_bad_input_into_one_line(tmp_path, capfd):
     assert info.value.code == 1
     assert "Traceback" in log.read_text() and "ValueError: boom" in log.read_text()
     assert sys.stdout is sys.__stdout__ or sys.stdout is not None
+
+
+def test_a_scripts_code_hash_follows_what_the_script_imports(tmp_path, monkeypatch):
+    scripts = Path(__file__).resolve().parents[2] / "workflow" / "scripts"
+    package = tmp_path / "nnperf"
+    import shutil
+
+    shutil.copytree(codehash.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codehash, "PACKAGE_DIR", package)
+    codehash.closure.cache_clear()
+    names = ("aggregate_runs", "plot_roofline", "timed_group")
+    before = {name: codehash.script_code(scripts / f"{name}.py") for name in names}
+    plot = package / "report" / "plots" / "roofline.py"
+    plot.write_text(plot.read_text() + "\n# edited\n")
+    codehash.closure.cache_clear()
+    after = {name: codehash.script_code(scripts / f"{name}.py") for name in names}
+    assert [n for n in names if after[n] != before[n]] == ["plot_roofline"]
+    aggregate = package / "report" / "aggregate.py"
+    aggregate.write_text(aggregate.read_text() + "\n# edited\n")
+    codehash.closure.cache_clear()
+    last = {name: codehash.script_code(scripts / f"{name}.py") for name in names}
+    assert [n for n in names if last[n] != after[n]] == ["aggregate_runs", "plot_roofline"]
+    codehash.closure.cache_clear()

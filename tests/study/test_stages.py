@@ -8,11 +8,13 @@ import datetime
 import io
 import sys
 
+import pandas as pd
 import pytest
 from conftest import REPO, TINY_CONFIG
 
 from nnperf.core import layout
 from nnperf.core.errors import NnperfError
+from nnperf.core.files import write_csv
 from nnperf.study import loading as study
 from nnperf.study import stages as study_run
 from nnperf.study.stages import STAGES, StageTime
@@ -148,9 +150,23 @@ def test_the_example_keeps_report_tables_and_ceilings_never_a_profile(tmp_path):
     for path, text in {**wanted, **unwanted}.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
-    (root / environment).write_text(
-        "device,device_name,driver,cuda,torch,cpu_model,git_commit,git_dirty\n"
-        "cuda,NVIDIA H100 80GB HBM3,580.95.05,13.0,2.14.1+cu130,Intel Xeon,0123456789abcdef,False\n"
+    # Written as nnperf writes tables (with the sidecar machine_lines checks it against).
+    write_csv(
+        root / environment,
+        pd.DataFrame(
+            [
+                {
+                    "device": "cuda",
+                    "device_name": "NVIDIA H100 80GB HBM3",
+                    "driver": "580.95.05",
+                    "cuda": "13.0",
+                    "torch": "2.14.1+cu130",
+                    "cpu_model": "Intel Xeon",
+                    "git_commit": "0123456789abcdef",
+                    "git_dirty": False,
+                }
+            ]
+        ),
     )
     dest = tmp_path / "examples" / "h100-gpu-study"
     dest.mkdir(parents=True)

@@ -18,7 +18,7 @@ rule ceilings:
         bench_slot=1,
     params:
         request=ceilings_request,
-        engine=code_hash("nnperf.roofline.ceilings"),
+        code=script_code("ceilings"),
     script:
         "../scripts/ceilings.py"
 
@@ -38,5 +38,7 @@ rule plot_ceilings:
         layout.log("ceilings_figure"),
     conda:
         "../../envs/nnperf-report.yaml"
+    params:
+        code=script_code("plot_ceilings"),
     script:
         "../scripts/plot_ceilings.py"

@@ -13,7 +13,7 @@ from pathlib import Path
 NNPERF_SRC = str(NNPERF_HOME / "src")
 sys.path.insert(0, NNPERF_SRC)
 
-from nnperf.core import contract, layout
+from nnperf.core import codehash, contract, layout
 from nnperf.core import config as study_config
 from nnperf.core.codehash import code_hash
 from nnperf.core.config import unique
@@ -162,9 +162,15 @@ wildcard_constraints:
 # --- requests: what each job is asked to do (nnperf.study.job_requests), as rule params ------
 # Params must be plain data: Snakemake's change detection records only builtin values, so
 # a request crosses as contract.to_dict() and the script rebuilds it with from_dict().
-# Measurement rules also take `engine=code_hash(<entry module>)`, which changes with the
-# library code they run, so editing the engine re-runs them (nnperf.core.codehash).
+# Every rule also takes `code=script_code(<its script>)`, which changes with the library code
+# its script runs, so an edit re-runs exactly the jobs that run it (nnperf.core.codehash).
 # A request that cannot be built (an impossible configuration) fails with one line.
+
+
+def script_code(script):
+    """The hash of the nnperf code workflow/scripts/<script>.py runs: a rule parameter, so
+    Snakemake's `params` trigger re-runs its jobs when that code changes."""
+    return codehash.script_code(NNPERF_HOME / "workflow" / "scripts" / f"{script}.py")
 
 
 def as_param(request):
@@ -318,6 +324,34 @@ def study_runs(wildcards):
     return run_outputs()
 
 
+def run_files():
+    """Every configuration's files and its group's folder, all asked for by the study:
+    Snakemake does not rebuild a missing file that only up-to-date jobs read, so as targets a
+    run file deleted by hand is copied again from its group, and a deleted group is measured
+    again (docs/recovery.md)."""
+    kinds = ("run", "run_windows", "run_steps")
+    members = [layout.path(k, dataset=DATASET, **key.as_dict()) for key in MATRIX for k in kinds]
+    groups = unique(
+        layout.path(
+            "run_group",
+            dataset=DATASET,
+            device=key.device,
+            model=key.model,
+            batch_size=key.batch_size,
+        )
+        for key in MATRIX
+    )
+    return groups + members
+
+
+def study_run_tables(wildcards):
+    """Every configuration's windows and steps tables: inputs of the aggregation, which checks
+    them (nnperf.core.files.check_run_tables), so one edited or cut short is refused there."""
+    this_study(wildcards)
+    kinds = ("run_windows", "run_steps")
+    return [layout.path(k, dataset=DATASET, **key.as_dict()) for key in MATRIX for k in kinds]
+
+
 def timing_outputs():
     """Tables of the timed runs and their figures, one set per (device, model)."""
     pairs = unique((key.device, key.model) for key in MATRIX)
@@ -327,7 +361,7 @@ def timing_outputs():
         for device, model in pairs
     ]
     tables = [table(name) for name in ("runs", "windows", "summary")]
-    return tables + figures
+    return run_files() + tables + figures
 
 
 def environment_outputs():

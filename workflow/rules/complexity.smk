@@ -16,6 +16,6 @@ rule complexity:
         "../../envs/nnperf.yaml"
     params:
         request=complexity_request,
-        engine=code_hash("nnperf.workload.complexity", "nnperf.workload.models"),
+        code=script_code("complexity"),
     script:
         "../scripts/complexity.py"

@@ -12,5 +12,6 @@ rule prepare_dataset:
         "../../envs/nnperf.yaml"
     params:
         request=dataset_request,
+        code=script_code("prepare_dataset"),
     script:
         "../scripts/prepare_dataset.py"

@@ -11,6 +11,7 @@ rule profile_request:
         "../../envs/nnperf-report.yaml"
     params:
         request=profile_request,
+        code=script_code("profile_request"),
     script:
         "../scripts/profile_request.py"
 
@@ -32,7 +33,7 @@ rule ncu_profile:
     params:
         nnperf=NNPERF,
         clock_control=STUDY.ncu.clock_control,
-        engine=code_hash("nnperf.ncu.profiled_step", "nnperf.ncu.command"),
+        code=code_hash("nnperf.ncu.profiled_step", "nnperf.ncu.command"),
     shell:
         "{params.nnperf} ncu-command profile --report {output.report} --meta {output.meta}"
         " --clock-control {params.clock_control} --request {input.request} > {log} 2>&1"
@@ -47,6 +48,8 @@ rule ncu_export:
         layout.log("profile_csv"),
     conda:
         "../../envs/nnperf.yaml"
+    params:
+        code=script_code("ncu_export"),
     script:
         "../scripts/ncu_export.py"
 
@@ -65,5 +68,7 @@ rule ncu_kernels:
         layout.log("table", dataset="{dataset}", name="kernels"),
     conda:
         "../../envs/nnperf-report.yaml"
+    params:
+        code=script_code("ncu_kernels"),
     script:
         "../scripts/ncu_kernels.py"

@@ -15,6 +15,8 @@ rule environment_table:
         layout.log("table", dataset="{dataset}", name="environment"),
     conda:
         "../../envs/nnperf-report.yaml"
+    params:
+        code=script_code("environment_table"),
     script:
         "../scripts/environment_table.py"
 
@@ -38,6 +40,7 @@ rule comparisons_table:
         "../../envs/nnperf-report.yaml"
     params:
         request=report_request(),
+        code=script_code("comparisons_table"),
     script:
         "../scripts/comparisons_table.py"
 
@@ -66,6 +69,7 @@ rule compare_machines:
         "../../envs/nnperf-report.yaml"
     params:
         request=report_request(),
+        code=script_code("compare_machines"),
     script:
         "../scripts/compare_machines.py"
 
@@ -92,5 +96,6 @@ rule render_report:
         "../../envs/nnperf-report.yaml"
     params:
         request=report_request(),
+        code=script_code("render_report"),
     script:
         "../scripts/render_report.py"

@@ -18,6 +18,8 @@ rule roofline_points:
         layout.log("table", dataset="{dataset}", name="roofline_points"),
     conda:
         "../../envs/nnperf-report.yaml"
+    params:
+        code=script_code("roofline_points"),
     script:
         "../scripts/roofline_points.py"
 
@@ -45,6 +47,7 @@ rule plot_roofline:
     params:
         kind="roofline",
         figure=figure_keys,
+        code=script_code("plot_roofline"),
     script:
         "../scripts/plot_roofline.py"
 
@@ -67,5 +70,6 @@ rule plot_roofline_steps:
     params:
         kind="roofline_steps",
         figure=figure_keys,
+        code=script_code("plot_roofline"),
     script:
         "../scripts/plot_roofline.py"

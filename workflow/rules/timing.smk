@@ -19,7 +19,7 @@ rule timed_group:
         bench_slot=1,
     params:
         members=group_requests,
-        engine=code_hash("nnperf.engine.runner"),
+        code=script_code("timed_group"),
     script:
         "../scripts/timed_group.py"
 
@@ -42,6 +42,7 @@ rule timed_run:
         "../../envs/nnperf-report.yaml"
     params:
         request=run_request,
+        code=script_code("timed_run"),
     script:
         "../scripts/timed_run.py"
 
@@ -51,6 +52,7 @@ rule timed_run:
 rule aggregate_runs:
     input:
         runs=study_runs,
+        run_tables=study_run_tables,
     output:
         runs=update(
             report(
@@ -85,6 +87,7 @@ rule aggregate_runs:
         "../../envs/nnperf-report.yaml"
     params:
         request=tables_request(),
+        code=script_code("aggregate_runs"),
     script:
         "../scripts/aggregate_runs.py"
 
@@ -112,6 +115,7 @@ rule plot_throughput:
         "../../envs/nnperf-report.yaml"
     params:
         figure=figure_keys,
+        code=script_code("plot_runs"),
     script:
         "../scripts/plot_runs.py"
 
@@ -135,6 +139,7 @@ rule plot_breakdown:
         "../../envs/nnperf-report.yaml"
     params:
         figure=figure_keys,
+        code=script_code("plot_runs"),
     script:
         "../scripts/plot_runs.py"
 
@@ -158,5 +163,6 @@ rule plot_speedup:
         "../../envs/nnperf-report.yaml"
     params:
         figure=figure_keys,
+        code=script_code("plot_runs"),
     script:
         "../scripts/plot_runs.py"

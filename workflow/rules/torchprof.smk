@@ -49,7 +49,7 @@ rule operator_profile:
         bench_slot=1,
     params:
         request=operator_profile_request,
-        engine=code_hash("nnperf.torchprof.profile"),
+        code=script_code("operator_profile"),
     script:
         "../scripts/operator_profile.py"
 
@@ -78,6 +78,7 @@ rule plot_operators:
         "../../envs/nnperf-report.yaml"
     params:
         kind="operators",
+        code=script_code("plot_operators"),
     script:
         "../scripts/plot_operators.py"
 
@@ -106,5 +107,6 @@ rule plot_memory:
         "../../envs/nnperf-report.yaml"
     params:
         kind="memory",
+        code=script_code("plot_operators"),
     script:
         "../scripts/plot_operators.py"

@@ -21,6 +21,7 @@ rule download_weights:
         "../../envs/nnperf.yaml"
     params:
         url=weights_url,
+        code=script_code("download_weights"),
     script:
         "../scripts/download_weights.py"
 
@@ -56,7 +57,7 @@ rule train_to_accuracy:
     params:
         request=training_request,
         checkpoints=training_checkpoints,
-        engine=code_hash("nnperf.training.to_accuracy"),
+        code=script_code("train_to_accuracy"),
     script:
         "../scripts/train_to_accuracy.py"
 
@@ -75,6 +76,8 @@ rule training_table:
         layout.log("table", dataset="{dataset}", name="training"),
     conda:
         "../../envs/nnperf-report.yaml"
+    params:
+        code=script_code("training_table"),
     script:
         "../scripts/training_table.py"
 
@@ -96,5 +99,6 @@ rule plot_accuracy:
         "../../envs/nnperf-report.yaml"
     params:
         target=accuracy_target,
+        code=script_code("plot_accuracy"),
     script:
         "../scripts/plot_accuracy.py"

@@ -16,7 +16,7 @@ with logged_job(snakemake.log[0], "train_to_accuracy"):  # noqa: F821 - injected
         params.checkpoints,
         # Checkpoints of other settings or code are another run's: start over then.
         resume=RESUME_MATCHING,
-        engine=params.engine,
+        engine=params.code,
         run_json=snakemake.input.run,  # noqa: F821
         workflow_dir=Path(snakemake.scriptdir).parents[1],  # noqa: F821
     )

@@ -1,10 +1,12 @@
-"""A hash of the code a job runs, so a measurement re-runs when its engine changes.
+"""A hash of the code a job runs, so every job re-runs when the code it runs changes.
 
 Snakemake re-runs a `script:` job when the script changes, but the scripts are thin: the code
-that decides what a number means is in this library. The workflow passes
-`code_hash("nnperf.engine.runner")` as a rule parameter; the hash covers that module and every
-`nnperf` module it imports, directly or not, so editing `nnperf/engine/timing.py` re-runs the timed
-runs and nothing else, while editing a plot leaves them alone.
+that decides what a number means is in this library. Every rule takes
+`code=script_code("<its script>")` as a parameter (workflow/rules/common.smk): the hash covers
+the `nnperf` modules the adapter imports and every `nnperf` module they import, directly or
+not, so editing `nnperf/engine/timing.py` re-runs the timed runs and what reads them, editing
+`nnperf/report/aggregate.py` rebuilds the tables and what reads them, and editing
+`nnperf/report/plots/roofline.py` redraws the roofline figures only.
 
 The imports are read with `ast` (nothing is imported or executed: the DAG is built without
 torch). Imports inside functions count too: the engine imports torch-heavy modules lazily.
@@ -40,8 +42,14 @@ def imported_modules(name: str) -> set[str]:
     path = module_file(name)
     if path is None:
         return set()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return source_imports(path, package)
+
+
+def source_imports(path: Path, package: str = "") -> set[str]:
+    """The `nnperf` modules the Python file `path` imports (not transitively); `package` is
+    the package relative imports start from (none for a script)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -84,3 +92,9 @@ def code_hash(*names: str) -> str:
         digest.update(module.encode())
         digest.update(module_file(module).read_bytes())
     return digest.hexdigest()[:16]
+
+
+def script_code(script: str | Path) -> str:
+    """`code_hash` over what the workflow script `script` (a path) imports from nnperf: the
+    code its job runs, beyond the script itself (Snakemake's own `code` trigger covers that)."""
+    return code_hash(*sorted(source_imports(Path(script))))

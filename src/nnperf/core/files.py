@@ -4,14 +4,26 @@ Every output is written to a temporary file in the same directory and renamed in
 an interrupted job never leaves a file that looks finished (Snakemake would otherwise trust
 it on the next run). JSON documents carry `schema_version` so readers can refuse formats they
 do not understand.
+
+Every CSV table is written by `write_csv` with a sidecar, `<table>.meta.json`, holding its row
+count and SHA-256, and read by `read_table` (or checked by `check_table`), which refuses a
+table that no longer matches it: a table cut short at a row boundary still parses, and would
+otherwise make a report that is wrong without a word. A table without a sidecar is refused
+inside a results folder (`results/tables/...`, `results/runs/...`: nnperf wrote it, so its
+sidecar was lost or it predates them; see `in_results_folder`) and read as it is elsewhere: the committed examples in
+reports/examples/ are tables a person opens with any tool, and git already holds their hashes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
+import hashlib
+import io
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -114,6 +126,7 @@ def read_table(
 
     from nnperf.core.errors import NnperfError
 
+    check_table(path, hint)
     try:
         frame = pd.read_csv(path, **options)
     except FileNotFoundError:
@@ -136,6 +149,108 @@ def read_table(
 
 
 def write_csv(path: str | os.PathLike, frame) -> None:
-    """Write a pandas DataFrame as CSV without its index, atomically."""
+    """Write a pandas DataFrame as CSV without its index, atomically, with its sidecar.
+
+    The sidecar is renamed into place before the table: an interruption between the two
+    leaves a table its sidecar does not describe, which readers refuse, never the reverse.
+    """
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
+        _write_meta(path, tmp.read_bytes(), len(frame))
+
+
+META_SUFFIX = ".meta.json"
+
+
+def meta_path(path: str | os.PathLike) -> Path:
+    """The sidecar of table `path`: its row count and content hash."""
+    return Path(f"{os.fspath(path)}{META_SUFFIX}")
+
+
+def _write_meta(path: str | os.PathLike, content: bytes, rows: int) -> None:
+    digest = hashlib.sha256(content).hexdigest()
+    write_json(meta_path(path), {"kind": "table_meta", "rows": rows, "sha256": digest})
+
+
+def copy_table(source: str | os.PathLike, target: str | os.PathLike, hint: str | None = None):
+    """Copy a table and its sidecar, after checking the source against its sidecar (a
+    source without one is refused: the copy would vouch for a table nothing checked)."""
+    from nnperf.core.errors import NnperfError
+
+    if not meta_path(source).is_file():
+        after = f"; {hint}" if hint else ""
+        raise NnperfError(f"{os.fspath(source)}: no {meta_path(source).name} beside it{after}")
+    check_table(source, hint)
+    content = Path(source).read_bytes()
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(content)
+        shutil.copyfile(meta_path(source), tmp.with_name(tmp.name + ".meta"))
+        os.replace(tmp.with_name(tmp.name + ".meta"), meta_path(target))
+
+
+def in_results_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is where a results folder keeps a table (`tables/<dataset>/<name>.csv`,
+    `runs/.../<variant>_windows.csv`, ...), whatever that folder is called: an older
+    study's folder or another machine's is checked like `results/`."""
+    from nnperf.core import layout
+
+    kinds = [kind for kind, template in layout.TEMPLATES.items() if template.endswith(".csv")]
+    parts = Path(os.path.abspath(path)).parts
+    return any(
+        layout.matches(kind, "results/" + "/".join(parts[start:]))
+        for start in range(1, len(parts))
+        for kind in kinds
+    )
+
+
+def _csv_rows(content: bytes) -> int:
+    """Records after the header; a record cut mid-row counts as one."""
+    try:
+        return max(sum(1 for _ in csv.reader(io.StringIO(content.decode("utf-8")))) - 1, 0)
+    except (csv.Error, UnicodeDecodeError):
+        return content.count(b"\n") - 1
+
+
+def check_table(path: str | os.PathLike, hint: str | None = None) -> None:
+    """NnperfError (one line naming the table, what its sidecar expected and what it holds)
+    unless `path` is the table `write_csv` wrote; `hint` says how to write it again."""
+    from nnperf.core.errors import NnperfError
+
+    after = f"; {hint}" if hint else ""
+    name = os.fspath(path)
+    meta = meta_path(path)
+    if not meta.is_file():
+        if in_results_folder(path) and os.path.isfile(path):
+            raise NnperfError(
+                f"{name}: no {meta.name} beside it (the row count and hash every table nnperf "
+                f"writes carries), so it cannot be checked: written by an older nnperf or "
+                f"copied without it{after}"
+            )
+        return
+    try:
+        content = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise NnperfError(f"{name}: file not found") from None
+    expected = load_json(meta, "table sidecar")
+    if not isinstance(expected, dict) or not {"rows", "sha256"} <= expected.keys():
+        raise NnperfError(f"{meta}: not a table sidecar (expected rows and sha256){after}")
+    if hashlib.sha256(content).hexdigest() == expected["sha256"]:
+        return
+    found = _csv_rows(content)
+    differs = "" if found != expected["rows"] else " with other content"
+    raise NnperfError(
+        f"{name}: not the table its writer wrote: {meta.name} expects {expected['rows']} "
+        f"rows (sha256 {expected['sha256'][:12]}), the file holds {found}{differs}: cut "
+        f"short or edited since{after}"
+    )
+
+
+def check_run_tables(run_json: str | os.PathLike) -> None:
+    """Check the windows and steps tables beside a timed run's JSON (`check_table`): every
+    reader of run JSONs calls this, so a per-configuration table cut short is refused too.
+    A run JSON without them (named by hand, or from before they existed) has none to check."""
+    from nnperf.core.layout import GROUP_MEMBER_SUFFIXES
+
+    stem = os.fspath(run_json).removesuffix(GROUP_MEMBER_SUFFIXES["run"])
+    for kind in ("run_windows", "run_steps"):
+        check_table(stem + GROUP_MEMBER_SUFFIXES[kind])

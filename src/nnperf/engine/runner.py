@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 from nnperf.core import layout, ratios, stats, vocab
 from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import write_csv, write_json
+from nnperf.core.files import copy_table, write_csv, write_json
 from nnperf.core.vocab import LOADER_WINDOW_COLUMNS, PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
 from nnperf.engine import loader, manager, stability, stopping, worker
 from nnperf.engine.build import RunData
@@ -433,7 +433,10 @@ def copy_member(folder: str | os.PathLike, request: RunRequest, outputs: Mapping
                 f"{source} is missing: the group {os.fspath(folder)} did not measure "
                 f"{label(request)}; re-run its job (delete the folder)"
             )
-        shutil.copyfile(source, target)
+        if kind == "run":
+            shutil.copyfile(source, target)
+        else:
+            copy_table(source, target, f"measure the group again: snakemake --forcerun {folder}")
     with open(outputs["run"], encoding="utf-8") as handle:
         document = json.load(handle)
     stream = sys.stdout if document.get("status") == "ok" else sys.stderr

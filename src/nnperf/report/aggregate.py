@@ -19,7 +19,7 @@ import pandas as pd
 from nnperf.core import stats
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
-from nnperf.core.files import read_json, write_csv
+from nnperf.core.files import check_run_tables, read_json, write_csv
 from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
@@ -296,6 +296,7 @@ def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
     for path in paths:
         try:
             document = read_json(path)
+            check_run_tables(path)
             if document.get("kind") != RUN_KIND:
                 raise NnperfError(
                     f"{path}: kind {document.get('kind')!r} is not a timed run; "
@@ -312,8 +313,9 @@ def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
     if problems:
         head = "" if len(problems) == 1 else f"{len(problems)} run JSON files are unusable: "
         raise NnperfError(
-            f"{head}{' | '.join(problems)} (fix the file, or delete it to measure its "
-            "configuration again)"
+            f"{head}{' | '.join(problems)} (delete it and run snakemake again to copy it again "
+            "from its group's folder, results/runs/<dataset>/<device>/<model>/groups/bs<batch>; "
+            "delete that folder as well to measure its configurations again)"
         )
     return documents
 

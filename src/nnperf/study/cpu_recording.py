@@ -24,6 +24,7 @@ import math
 import statistics
 from pathlib import Path
 
+from nnperf.core.files import check_table
 from nnperf.core.vocab import PHASES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -117,6 +118,8 @@ def recording_from_tables(runs: list[dict], summary: list[dict], warmup_steps: i
 
 def read_example(folder: Path = EXAMPLE) -> tuple[list[dict], list[dict]]:
     """The rows of an example's runs.csv and summary.csv."""
+    for name in ("runs.csv", "summary.csv"):
+        check_table(folder / name)
     with open(folder / "runs.csv", encoding="utf-8", newline="") as handle:
         runs = list(csv.DictReader(handle))
     with open(folder / "summary.csv", encoding="utf-8", newline="") as handle:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from nnperf.core import layout
+from nnperf.core.files import check_table
 from nnperf.core.errors import NnperfError
 from nnperf.study.loading import REPO, Study
 
@@ -210,6 +211,7 @@ def machine_lines(environment_csv: Path) -> list[str]:
     """`- device: NVIDIA H100 80GB HBM3 (cuda)`... from the study's environment table."""
     if not environment_csv.is_file():
         return ["- machine: unknown (no environment table)"]
+    check_table(environment_csv)
     with open(environment_csv, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     lines = []
@@ -223,6 +225,7 @@ def machine_lines(environment_csv: Path) -> list[str]:
 def commit_of(environment_csv: Path, checkout: Path) -> str:
     """The workflow commit the runs recorded (else the checkout's HEAD), `+dirty` if so."""
     if environment_csv.is_file():
+        check_table(environment_csv)
         with open(environment_csv, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
         commits = list(

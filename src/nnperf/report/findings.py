@@ -1,9 +1,7 @@
 """Findings as records: a kind (a stable code), the configuration keys it is about, its numbers.
 
-Sections compute what they find as `Finding`s and word them only when a page is rendered
-(`nnperf.report.wording`), so that CSV and JSON carry codes and numbers, tests assert on
-those, and one sentence per kind is written in one place. A finding is not a verdict on the
-wording: two pages may word the same record differently.
+Sections return `Finding`s; `nnperf.report.wording` words them when a page is rendered, so
+CSV and JSON carry codes and numbers, tests assert on those, and each kind is worded once.
 """
 
 from __future__ import annotations
@@ -24,12 +22,12 @@ NOISE_CAUSES = (
     "window_noise",
     "none",
 )
-# What the key findings are chosen from (`nnperf.report.sections.key_findings`).
-KEY_KINDS = (
-    "only_configuration",  # the only configuration measured for a machine and model
-    "fastest",  # the fastest, separated from the runner-up by the ratio's 95% CI
-    "fastest_tied",  # no single fastest: the tie rule names the tied ones
-    "best_setting",  # the best precision or variant at one point
+# What the key findings are chosen from (`nnperf.report.sections.key_findings`); a list's
+# first finding on a machine and model (a LEADER) names the configuration, the rest only what
+# differs (`wording.sentences`).
+LEADERS = ("only_configuration", "fastest", "fastest_tied")
+KEY_KINDS = LEADERS + (
+    "best_setting",  # the best precision or variant at one point, by the tie rule
     "best_setting_tied",
     "limit_input",  # data wait and copies take most of a step
     "limit_overheads",  # far below both roofs
@@ -39,15 +37,44 @@ KEY_KINDS = (
     "measuring_cost",
     "flagged_counts",  # how many configurations the notes flag, by kind
 )
-KINDS = NOISE_CAUSES + KEY_KINDS
+# The Measurement, Speedups, Machines compared and Environment sections' findings.
+SECTION_KINDS = (
+    "study_span",
+    "study_span_unknown",
+    "duty_cycle",
+    "ci_target_count",
+    "ci_missed",
+    "dominant_level",
+    "fixed_cost",
+    "compile_cost",
+    "speedup",
+    "batch_scaling",
+    "machine_fastest",
+    "machine_tied",
+    "shared_settings",
+)
+# The Notes: what was skipped and what was flagged, then what the report lacks.
+NOTE_KINDS = (
+    "oom",
+    "over_budget",
+    "unstable",
+    "high_variance",
+    "roof_too_low",
+    "profile_unchecked",
+    "flop_counters_off",
+    "profile_roof_flagged",
+    "no_timed_runs",
+    "no_kernels",
+    "no_roofline_points",
+    "no_ceilings",
+)
+KINDS = NOISE_CAUSES + KEY_KINDS + SECTION_KINDS + NOTE_KINDS
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One finding: `kind` from `KINDS`; `about` the configuration keys it names (machine,
-    device, model, precision, batch_size, variant: only those that apply) and any other
-    names it rests on (a roof, a phase, the runner-up's precision); `numbers` what it
-    quotes, unrounded (None where unknown)."""
+    """`kind` from `KINDS`; `about` the configuration keys it names (only those that apply)
+    and any other names or rows it rests on; `numbers` what it quotes, unrounded."""
 
     kind: str
     about: Mapping[str, object] = dataclasses.field(default_factory=dict)
@@ -56,6 +83,3 @@ class Finding:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"finding kind {self.kind!r} is not one of {', '.join(KINDS)}")
-
-    def number(self, name: str) -> float | int | None:
-        return self.numbers.get(name)

@@ -37,7 +37,7 @@ class Section:
     id: str
     title: str
     intro: str = ""
-    findings: list[str] = field(default_factory=list)
+    findings: list["Finding | str"] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
@@ -96,7 +96,7 @@ def section(
     title: str,
     *,
     intro: str = "",
-    findings: Iterable[str] = (),
+    findings: Iterable["Finding | str"] = (),
     tables: Iterable[Table] = (),
     figures: Sequence[Figure] = (),
     sources: Sequence[str] = (),

@@ -10,6 +10,7 @@ folders, builds the document and writes both files.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import mimetypes
 import os
 import re
@@ -25,6 +26,7 @@ from nnperf.core.wording import missing
 from nnperf.report import results
 from nnperf.report.document import build_document
 from nnperf.report.outline import Document
+from nnperf.report.wording.words import sentences
 
 
 def _template_environment(autoescape: bool):
@@ -62,13 +64,19 @@ def table_markdown(frame: pd.DataFrame) -> str:
     return cells.to_markdown(index=False, disable_numparse=True)
 
 
+def worded(document: Document) -> Document:
+    """`document` with every section's findings in words (`wording.sentences`)."""
+    sections = [dataclasses.replace(s, findings=sentences(s.findings)) for s in document.sections]
+    return dataclasses.replace(document, sections=sections)
+
+
 def render_html(document: Document, figure_src: Callable[[str], str], generated_from: str) -> str:
     """The self-contained HTML summary; `figure_src(path)` gives each image's src (data URI)."""
     import markupsafe
 
     template = _template_environment(True).get_template("summary.html.j2")
     return template.render(
-        doc=document,
+        doc=worded(document),
         generated_from=generated_from,
         table=lambda frame: markupsafe.Markup(table_html(frame)),
         figure_src=figure_src,
@@ -81,7 +89,7 @@ def render_markdown(
     """The Markdown summary; `figure_src(path)` gives each image's link (relative path)."""
     template = _template_environment(False).get_template("summary.md.j2")
     return template.render(
-        doc=document,
+        doc=worded(document),
         generated_from=generated_from,
         table=table_markdown,
         figure_src=figure_src,
@@ -158,4 +166,4 @@ def render_files(
         f"render-report: {len(document.sections)} sections, {len(shown)} figures, "
         f"{len(document.machines)} machine(s) -> {os.fspath(out_html)}, {os.fspath(out_md)}"
     )
-    return document
+    return worded(document)

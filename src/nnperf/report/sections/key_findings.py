@@ -39,7 +39,6 @@ from nnperf.report.sections.machines_compared import machine_comparison_findings
 from nnperf.report.sections.measurement import cost_record
 from nnperf.report.sections.operators import bound_sentence
 from nnperf.report.sections.roofline import busy_sentence
-from nnperf.report.wording.findings import sentence
 
 # Below this fraction of the attainable roof a step is far from both roofs: its time goes
 # to launch latency, small kernels and framework overhead rather than to arithmetic or
@@ -168,33 +167,27 @@ def speedup_records(
     return found
 
 
-def fastest_findings(page: Page) -> list[str]:
-    """Per machine and model: the fastest configuration (or the tie), what limits the top
-    one, what its operator profile says, the best precision and variant, and its batch
-    scaling; the first names the configuration, the others what differs from it."""
+def fastest_findings(page: Page) -> list[Finding | str]:
+    """Per machine and model: the fastest configuration (or the tie), what limits it, what
+    its operator profile says, the best precision and variant, and its batch scaling."""
     summary, runs = page.tables.summary, page.tables.runs
     phases = phase_shares(summary)
     verdicts = roofline_verdicts(study_readings(page.tables))
     tables = {c: speedups.pairs(page.tables.comparisons, c) for c in ("precision", "variant")}
     scaling = speedups.scaling(page.tables.comparisons)
     ok = ok_configs(summary)
-    findings = []
+    findings: list[Finding | str] = []
     for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
         ranked = comparisons.ranking(group, runs)
         best = ranked.top
-        findings.append(sentence(fastest_record(ranked, machine)))
-        limit = limit_record(best, phases, verdicts)
-        if limit is not None:
-            findings.append(sentence(limit, best))
+        findings.append(fastest_record(ranked, machine))
+        findings += [r for r in (limit_record(best, phases, verdicts),) if r is not None]
         profile = profile_to_quote(page.tables.opprofiles, group, best)
         if profile is not None:
-            findings.extend(s for s in (bound_sentence(profile, machine),) if s is not None)
-        findings += [sentence(r, best) for r in speedup_records(best, ok, runs, tables)]
-        scale = scaling
-        for k in ("machine", "device", "model", "precision", "variant"):
-            scale = scale[scale[k] == best[k]]
-        if not scale.empty and scale.iloc[0]["gain"] is not None:
-            findings.append(speedups.scaling_sentence(scale.iloc[0].to_dict()))
+            findings += [s for s in (bound_sentence(profile, machine),) if s is not None]
+        findings += speedup_records(best, ok, runs, tables)
+        keys = ("machine", "device", "model", "precision", "variant")
+        findings += [r for r in scaling if all(r.about[k] == best[k] for k in keys)][:1]
     return findings
 
 
@@ -219,7 +212,7 @@ def faster_but_later_findings(page: Page) -> list[str]:
     )
 
 
-def key_findings(page: Page) -> list[str]:
+def key_findings(page: Page) -> list[Finding | str]:
     """The short list a newcomer reads first (NO_RESULTS when there is nothing to say)."""
     ok = ok_configs(page.tables.summary)
     records = [
@@ -231,6 +224,6 @@ def key_findings(page: Page) -> list[str]:
         + host_bound_findings(page)
         + faster_but_later_findings(page)
         + machine_comparison_findings(page.tables.comparisons)
-        + [sentence(r) for r in records]
+        + records
     )
     return findings or [NO_RESULTS]

@@ -11,62 +11,29 @@ from typing import Mapping
 
 # Why a configuration that missed its CI target was noisy (summary.csv `noise_cause`,
 # `nnperf.report.noise`), ranked there by the share of the variance each accounts for.
-NOISE_CAUSES = (
-    "shared_slowdown",
-    "drift",
-    "host_load",
-    "steal",
-    "clock",
-    "bimodal",
-    "process_level",
-    "window_noise",
-    "none",
+NOISE_CAUSES = tuple(
+    "shared_slowdown drift host_load steal clock bimodal process_level window_noise none".split()
 )
-# What the key findings are chosen from (`nnperf.report.sections.key_findings`); a list's
-# first finding on a machine and model (a LEADER) names the configuration, the rest only what
-# differs (`wording.sentences`).
+# A key-findings list's first finding on a machine and model names the configuration, the
+# rest only what differs (`wording.words.sentences`).
 LEADERS = ("only_configuration", "fastest", "fastest_tied")
-KEY_KINDS = LEADERS + (
-    "best_setting",  # the best precision or variant at one point, by the tie rule
-    "best_setting_tied",
-    "limit_input",  # data wait and copies take most of a step
-    "limit_overheads",  # far below both roofs
-    "limit_compute",
-    "limit_memory",
-    "limit_unread",  # no roofline reading: only the largest phase
-    "measuring_cost",
-    "flagged_counts",  # how many configurations the notes flag, by kind
+# The key findings: the best precision or variant at one point by the tie rule; what limits
+# the fastest (data wait, overheads far below both roofs, compute, memory, or no roofline
+# reading: its largest phase); the study's cost; how many configurations the notes flag.
+KEY_KINDS = LEADERS + tuple(
+    "best_setting best_setting_tied limit_input limit_overheads limit_compute limit_memory "
+    "limit_unread measuring_cost flagged_counts".split()
 )
 # The Measurement, Speedups, Machines compared and Environment sections' findings.
-SECTION_KINDS = (
-    "study_span",
-    "study_span_unknown",
-    "duty_cycle",
-    "ci_target_count",
-    "ci_missed",
-    "dominant_level",
-    "fixed_cost",
-    "compile_cost",
-    "speedup",
-    "batch_scaling",
-    "machine_fastest",
-    "machine_tied",
-    "shared_settings",
+SECTION_KINDS = tuple(
+    "study_span study_span_unknown duty_cycle ci_target_count ci_missed dominant_level "
+    "fixed_cost compile_cost speedup batch_scaling machine_fastest machine_tied "
+    "shared_settings".split()
 )
 # The Notes: what was skipped and what was flagged, then what the report lacks.
-NOTE_KINDS = (
-    "oom",
-    "over_budget",
-    "unstable",
-    "high_variance",
-    "roof_too_low",
-    "profile_unchecked",
-    "flop_counters_off",
-    "profile_roof_flagged",
-    "no_timed_runs",
-    "no_kernels",
-    "no_roofline_points",
-    "no_ceilings",
+NOTE_KINDS = tuple(
+    "oom over_budget unstable high_variance roof_too_low profile_unchecked flop_counters_off "
+    "profile_roof_flagged no_timed_runs no_kernels no_roofline_points no_ceilings".split()
 )
 KINDS = NOISE_CAUSES + KEY_KINDS + SECTION_KINDS + NOTE_KINDS
 

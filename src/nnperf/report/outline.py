@@ -1,12 +1,9 @@
 """The parts of the written summary, and what every section builder reads.
 
-A `Document` is its `Section`s (the key findings one of them), each with findings (sentences),
-display `Table`s, `Figure`s (a large family of them folded into a `FigureGroup`) and the
-files its numbers came from. `Page` is what a section builder (`nnperf.report.sections`)
-reads: the study's tables (`ResultSet`), its machines, the figures placed in each section
-(`figure_section`) and the report's settings. `section()` makes a Section that shows only
-tables with rows. Laying the sections out is `nnperf.report.document`; rendering them
-`nnperf.report.render`.
+A `Document` is its `Section`s, each with findings (records, worded at render), display
+`Table`s, `Figure`s (a large family folded into a `FigureGroup`) and the files its numbers
+came from. `Page` is what a section builder reads: the study's tables, its machines, the
+figures placed in each section and the report's settings.
 """
 
 from __future__ import annotations
@@ -62,9 +59,6 @@ class Document:
 
 @dataclass
 class Page:
-    """What every section builder reads: the study's tables, its machines, the figures of
-    each section and the report's settings."""
-
     tables: ResultSet
     machines: list[str]
     # Section id -> the figures shown in it (`figure_section`).
@@ -82,10 +76,7 @@ class Page:
 
     def sources(self, *kinds: str) -> list[str]:
         """The files of these kinds (`ResultSet.sources`) the section's numbers came from."""
-        paths = []
-        for kind in kinds:
-            paths.extend(self.tables.sources.get(kind, []))
-        return list(dict.fromkeys(paths))
+        return list(dict.fromkeys(p for kind in kinds for p in self.tables.sources.get(kind, [])))
 
     def figures_of(self, section_id: str) -> list[Figure]:
         return self.figures.get(section_id, [])
@@ -113,9 +104,7 @@ def section(
     )
 
 
-# ------------------------------------------------------------------------------------------
-# Figures per section.
-# ------------------------------------------------------------------------------------------
+# Where a figure goes: the first keyword its path holds, else More figures.
 FIGURE_SECTIONS = (
     ("figures/accuracy/", "accuracy"),
     ("figures/operators/", "operators"),

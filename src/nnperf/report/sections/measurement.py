@@ -47,7 +47,7 @@ MEASUREMENT_COLUMNS = (
 NUMERIC_MEASUREMENT_COLUMNS = (
     "n_processes n_windows ci_half_width_rel ci_target throughput_img_s_min throughput_img_s_max "
     "outliers fixed_cost_s process_fixed_cost_s compile_time_s compile_time_s_later "
-    "timed_window_s elapsed_s duty_cycle"
+    "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process"
 ).split()
 
 INTRO = (
@@ -88,14 +88,6 @@ def target_met(row: Mapping) -> bool | None:
     return float(half) <= float(target)
 
 
-def _rsd(variance, mean) -> float:
-    """A variance component in (img/s)^2 as a standard deviation relative to the mean (a
-    negative between-process estimate, possible with Kalibera & Jones' formula, is 0)."""
-    if missing(variance) or missing(mean) or float(mean) <= 0:
-        return math.nan
-    return math.sqrt(max(float(variance), 0.0)) / float(mean)
-
-
 def measurement_table(
     summary: pd.DataFrame | None, windows: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -107,31 +99,21 @@ def measurement_table(
     frame = summary.copy()
     for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    # Computed columns among them are filled below.
-    absent = [n for n in MEASUREMENT_COLUMNS if n not in frame]
-    frame = frame.reindex(columns=[*frame.columns, *absent])
-    rows = frame.to_dict("records")
-    frame["target_met"] = pd.array([target_met(r) for r in rows], dtype="boolean")
-    for level, name in (
-        ("between_process", "between_processes"),
-        ("within_process", "within_process"),
-    ):
-        frame[f"{level}_rsd"] = [_rsd(r.get(f"variance_{name}"), r[MEAN]) for r in rows]
-    frame["unstable"] = [truthy(r.get("unstable")) for r in rows]
-    frame["flagged_windows"] = math.nan
-    frame["windows_recorded"] = math.nan
+    frame = frame.reindex(columns=[*frame.columns, *(n for n in columns if n not in frame)])
+    frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
+    # Kalibera & Jones' between-process estimate may be negative: a spread of 0.
+    mean = frame[MEAN].where(frame[MEAN] > 0)
+    frame["between_process_rsd"] = frame["variance_between_processes"].clip(lower=0) ** 0.5 / mean
+    frame["within_process_rsd"] = frame["variance_within_process"].clip(lower=0) ** 0.5 / mean
+    frame["unstable"] = frame["unstable"].map(truthy)
     if windows is not None and not windows.empty and set(GROUP_KEYS) <= set(windows.columns):
-        counted = windows.assign(
-            _flagged=windows["flagged"].map(truthy) if "flagged" in windows else False
+        flagged = windows.get("flagged", pd.Series(False, windows.index)).map(truthy)
+        counts = flagged.groupby([windows[k] for k in GROUP_KEYS], sort=False).agg(
+            flagged_windows="sum", windows_recorded="size"
         )
-        counts = (
-            counted.groupby(list(GROUP_KEYS), sort=False)
-            .agg(_flagged=("_flagged", "sum"), _recorded=("_flagged", "size"))
-            .reset_index()
+        frame = frame.drop(columns=list(counts.columns)).merge(
+            counts.reset_index(), on=list(GROUP_KEYS), how="left"
         )
-        frame = frame.merge(counts, on=list(GROUP_KEYS), how="left")
-        frame["flagged_windows"] = frame["_flagged"]
-        frame["windows_recorded"] = frame["_recorded"]
     return sort_configs(frame[columns]).reset_index(drop=True)
 
 
@@ -261,16 +243,8 @@ def half_width_cell(row) -> str:
 
 def outliers_cell(count, which) -> str:
     """`2: p1w3, p2w0`: how many windows lie outside Tukey's fences, and which."""
-    if missing(count):
-        return ""
-    return (
-        f"{int(count)}: {which}" if count and isinstance(which, str) and which else str(int(count))
-    )
-
-
-def compile_cell(first, later) -> str:
-    """`20.0 / 2.00`; empty for a variant that does not compile."""
-    return "" if missing(first) else f"{fmt(first)} / {'—' if missing(later) else fmt(later)}"
+    which = f": {which}" if count and isinstance(which, str) and which else ""
+    return "" if missing(count) else f"{int(count)}{which}"
 
 
 def unstable_cell(row) -> str:
@@ -283,32 +257,30 @@ MEASUREMENT_CELLS = {
     "Processes": ("n_processes", int_cell),
     "Windows": ("n_windows", int_cell),
     "CI half-width": (None, half_width_cell),
-    "Target": (None, lambda r: fmt_pct(r["ci_target"])),
+    "Target": ("ci_target", fmt_pct),
     "Met": (
         None,
-        lambda r: "n/a" if missing(r["target_met"]) else "no yes".split()[bool(r["target_met"])],
+        lambda r: "n/a" if missing(r["target_met"]) else "yes" if r["target_met"] else "no",
     ),
     "Min–max (img/s)": (
         ("throughput_img_s_min", "throughput_img_s_max"),
-        lambda lo, hi: "" if missing(lo) or missing(hi) else f"{fmt(lo)}–{fmt(hi)}",
+        lambda low, high: "" if missing(low) or missing(high) else f"{fmt(low)}–{fmt(high)}",
     ),
     "Outliers": (("outliers", "outlier_windows"), outliers_cell),
-    "Stopped on": (None, lambda r: STOP_LABELS.get(r["stop_reason"], "")),
-    "Dominant level": (
-        None,
-        lambda r: r["dominant_level"] if isinstance(r["dominant_level"], str) else "",
-    ),
-    "Between-process RSD": (None, lambda r: fmt_pct(r["between_process_rsd"])),
-    "Within-process RSD": (None, lambda r: fmt_pct(r["within_process_rsd"])),
-    "Fixed cost (s)": (None, lambda r: fmt(r["fixed_cost_s"])),
-    "Per-process fixed cost (s)": (None, lambda r: fmt(r["process_fixed_cost_s"])),
+    "Stopped on": ("stop_reason", lambda reason: STOP_LABELS.get(reason, "")),
+    "Dominant level": ("dominant_level", str),
+    "Between-process RSD": ("between_process_rsd", fmt_pct),
+    "Within-process RSD": ("within_process_rsd", fmt_pct),
+    "Fixed cost (s)": ("fixed_cost_s", fmt),
+    "Per-process fixed cost (s)": ("process_fixed_cost_s", fmt),
+    # `20.0 / 2.00`; empty for a variant that does not compile.
     "Compile, first / later processes (s)": (
         ("compile_time_s", "compile_time_s_later"),
-        compile_cell,
+        lambda first, later: "" if missing(first) else f"{fmt(first)} / {fmt(later)}",
     ),
-    "Timed (s)": (None, lambda r: fmt(r["timed_window_s"])),
-    "Elapsed (s)": (None, lambda r: fmt(r["elapsed_s"])),
-    "Duty cycle": (None, lambda r: fmt_pct(r["duty_cycle"])),
+    "Timed (s)": ("timed_window_s", fmt),
+    "Elapsed (s)": ("elapsed_s", fmt),
+    "Duty cycle": ("duty_cycle", fmt_pct),
     # No windows.csv (older results): unknown, shown as a dash.
     "Flagged windows": (
         ("flagged_windows", "windows_recorded"),
@@ -324,7 +296,7 @@ COST_CELLS = {
     "Last end": ("last_end", fmt_utc),
     "Busy (union of jobs)": ("busy_s", fmt_duration),
     "Timed windows": ("timed_s", fmt_duration),
-    "Timed share of busy": (None, lambda r: fmt_pct(r["timed_share_of_busy"])),
+    "Timed share of busy": ("timed_share_of_busy", fmt_pct),
 }
 
 

@@ -1,12 +1,6 @@
-"""The Machines compared section: comparisons.csv's `machine` rows as a table, and per model
-one finding (the figure is `nnperf.report.plots.machines`').
-
-comparisons.csv keeps a row for every configuration two or more machines ran (its fastest
-machine against each other one): a user diffing two studies compares machines configuration
-by configuration, and the table shows every row. The finding quotes, per model, the
-configuration most machines ran: fp32 first, then the baseline, then the largest batch
-(`stated`). Machines are measured apart, so the ratios are unpaired; a machine is called
-fastest only where the tie rule separated it from every other, otherwise the tie is named.
+"""The Machines compared section: every `machine` row of comparisons.csv (a configuration's
+fastest machine against each other one) as a table, and per model one finding on the
+configuration most machines ran (`stated`). The ratios are unpaired: machines run apart.
 """
 
 from __future__ import annotations
@@ -34,14 +28,14 @@ CONFIG = ["a_model", "a_precision", "a_batch_size", "a_variant"]
 
 
 def machine_rows(table: pd.DataFrame | None) -> pd.DataFrame:
-    """comparisons.csv's `machine` rows (none where the table is absent)."""
     if table is None or table.empty:
         return pd.DataFrame(columns=list(comparisons.COLUMNS))
     return table[table["kind"] == "machine"]
 
 
 def stated(rows: pd.DataFrame) -> pd.DataFrame:
-    """Of one model's `machine` rows, those of the configuration the finding quotes."""
+    """Of one model's rows, those of the configuration most machines ran: fp32 first, then
+    the baseline, then the largest batch."""
     first = (
         rows.assign(
             _others=rows.groupby(CONFIG)["kind"].transform("size"),
@@ -63,7 +57,6 @@ def machine_record(rows: pd.DataFrame) -> Finding:
 
 
 def machine_comparison_findings(table: pd.DataFrame | None) -> list[Finding]:
-    """Per model, the finding on the configuration most machines share."""
     return [
         machine_record(stated(group))
         for _, group in machine_rows(table).groupby("a_model", sort=True)

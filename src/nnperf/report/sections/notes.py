@@ -1,10 +1,7 @@
-"""The Notes section: what was skipped and what was flagged, as records (`findings.NOTE_KINDS`,
-worded by `nnperf.report.wording.notes`).
-
-One note per configuration that ran out of memory, ran over its time budget, was flagged
-unstable or for high variance; per roof that step points exceed; per profile whose
-calibration GEMM contradicts it; and what the report lacks. The notes given to the report
-(config report.notes, the workflow's) come first.
+"""The Notes section: the notes given to the report (config report.notes, the workflow's),
+then one record (`findings.NOTE_KINDS`) per configuration that ran out of memory, ran over
+its time budget, was flagged unstable or for high variance; per roof that step points exceed;
+per profile whose calibration GEMM contradicts it; and for what the report lacks.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ def configs_with_status(
 
 
 def oom_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> list[Finding]:
-    """Each configuration that ran out of memory, with the error it raised."""
     found = []
     for row in configs_with_status(summary, runs, "oom"):
         error = row.get("error")
@@ -47,9 +43,8 @@ def oom_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) ->
 def over_budget_notes(
     summary: pd.DataFrame | None, runs: pd.DataFrame | None = None
 ) -> list[Finding]:
-    """Each configuration whose step was too slow to measure in `timing.max_seconds`: no
-    throughput, only its stop numbers or (older results) the step time the runner measured,
-    a lower bound when the worker was stopped mid-step."""
+    """Each configuration too slow to measure in `timing.max_seconds`: its stop numbers or
+    (older results) its step time, a lower bound when the worker was stopped mid-step."""
     found = []
     for row in configs_with_status(summary, runs, "over_budget"):
         step = row.get("single_step_time_s")
@@ -64,7 +59,6 @@ def over_budget_notes(
 
 
 def unstable_notes(summary: pd.DataFrame | None) -> list[Finding]:
-    """Each configuration flagged unstable, with the runner's reasons (`unstable_reasons`)."""
     if summary is None or summary.empty or "unstable" not in summary.columns:
         return []
     flagged = sort_configs(summary[summary["unstable"].map(truthy)])
@@ -72,8 +66,7 @@ def unstable_notes(summary: pd.DataFrame | None) -> list[Finding]:
 
 
 def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[Finding]:
-    """Configurations whose throughput CV across windows exceeds `cv_threshold` (or that
-    summary.csv flags `high_variance`), with the likely cause where it names one."""
+    """Configurations whose throughput CV exceeds `cv_threshold` or flagged `high_variance`."""
     ok = ok_configs(summary)
     if ok.empty or "throughput_img_s_cv" not in ok.columns:
         return []
@@ -87,9 +80,8 @@ def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[Fi
 
 
 def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = ()) -> list[Finding]:
-    """Per machine, device, roof and precision whose roof some step points exceed: such a
-    roof is wrong for the device or the FLOPs are overcounted, and every reading against it
-    is void. The worst point is quoted; a CPU's derived peak is named so (`roof_names`)."""
+    """Per machine, device, roof and precision whose roof some step points exceed (the roof
+    is wrong or the FLOPs overcounted, so readings against it are void), with the worst."""
     if verdicts.empty:
         return []
     verdicts = verdicts.assign(roof=roof_names(verdicts, list(ceilings)))
@@ -106,8 +98,7 @@ def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = (
 
 
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
-    """Per profile whose calibration GEMM is absent or contradicts its FLOP counters or its
-    compute roof: such a profile's FLOPs or roof are wrong for this GPU."""
+    """Per profile whose calibration GEMM is absent or contradicts its FLOPs or its roof."""
     found = []
     for row in [] if profiles is None else sort_configs(profiles).to_dict("records"):
         if missing(row.get("calibration_flops_measured")):
@@ -121,8 +112,6 @@ def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
 
 
 def missing_input_notes(page: Page) -> list[Finding]:
-    """What the report lacks: timed runs, a kernel table where CUDA ran, roofline points,
-    the ceilings to read them against."""
     tables, summary = page.tables, page.tables.summary
     cuda_ran = any(
         frame is not None and "device" in frame and (frame["device"] == "cuda").any()
@@ -138,7 +127,6 @@ def missing_input_notes(page: Page) -> list[Finding]:
 
 
 def records(page: Page) -> list[Finding]:
-    """The report's own notes, in the order the section shows them."""
     tables, summary = page.tables, page.tables.summary
     return [
         *oom_notes(summary, tables.runs),
@@ -155,8 +143,7 @@ COUNTED = ("oom", "over_budget", "unstable", "high_variance", "roof_too_low")
 
 
 def flag_counts(page: Page) -> Finding | None:
-    """How many configurations the notes flag, by kind, and how many roofs lie too low: the
-    key finding this section gives (None where it flags nothing)."""
+    """How many configurations the notes flag, by kind: the key finding this section gives."""
     kinds = [r.kind for r in records(page)]
     numbers = {kind: kinds.count(kind) for kind in COUNTED}
     return Finding("flagged_counts", {}, numbers) if any(numbers.values()) else None

@@ -1,11 +1,6 @@
 """The Speedups section: each precision against fp32 and each variant against the baseline
-at the same batch size, and how throughput grows with batch size.
-
-It reads comparisons.csv alone (`nnperf.report.comparisons.comparisons_table`): every ratio
-there carries its 95% interval from the worker processes and a `verdict`; the findings are
-its rows as records (`wording.comparisons` words them). A best batch size is named only where
-the leader of its batch sizes is faster than every other (the tie rule), and a batch "already
-reaches 95% of the best" only where the whole interval says so.
+at the same batch size, and how throughput grows with batch size, from comparisons.csv alone
+(each ratio with its 95% interval and `verdict`); its rows are the findings' records.
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ INTRO = (
 
 
 def pairs(table: pd.DataFrame | None, kind: str) -> pd.DataFrame:
-    """The `vs_reference` rows of `kind` (precision or variant) with A's keys as plain
-    columns, the reference as `reference`, largest batch last within a pair."""
+    """The `vs_reference` rows of `kind` (precision or variant), A's keys as plain columns."""
     if table is None or table.empty:
         return pd.DataFrame(columns=[*PAIR_KEYS, "reference"])
     rows = table[(table["kind"] == kind) & (table["pair"] == "vs_reference")]
@@ -43,8 +37,7 @@ def pairs(table: pd.DataFrame | None, kind: str) -> pd.DataFrame:
 
 
 def stated(table: pd.DataFrame, column: str) -> list[Finding]:
-    """The pairs the section states: every one at its largest batch size, and below it those
-    left unresolved."""
+    """Every pair at its largest batch size, and below it those left unresolved."""
     if table.empty:
         return []
     largest = table["batch_size"] == table.groupby(SCALING_KEYS, dropna=False)[
@@ -76,7 +69,6 @@ def scaling(table: pd.DataFrame | None) -> list[Finding]:
 
 
 def ratio_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
-    """comparisons.csv rows as a table: A's keys, what B is, the ratio and its interval."""
     if table.empty:
         return pd.DataFrame()
     records = table.to_dict("records")

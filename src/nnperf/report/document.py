@@ -14,7 +14,7 @@ from nnperf.report.outline import figure_caption, figure_section, fold_figures
 from nnperf.report.results import ResultSet
 from nnperf.report.sections import accuracy, breakdown, ceilings, complexity, environment
 from nnperf.report.sections import headline, input_pipeline, kernels, machines_compared
-from nnperf.report.sections import measurement, more_figures, notes, operators, roofline
+from nnperf.report.sections import measurement, notes, operators, roofline
 from nnperf.report.sections import speedups, throughput
 from nnperf.report.sections.kernels import DEFAULT_TOP_KERNELS
 from nnperf.report.sections.key_findings import key_findings
@@ -22,6 +22,11 @@ from nnperf.report.sections.key_findings import key_findings
 
 def key_findings_section(page: Page) -> Section:
     return section("key-findings", "Key findings", findings=key_findings(page))
+
+
+def more_figures_section(page: Page) -> Section:
+    """The figures no other section claims (`figure_section`)."""
+    return section("figures", "More figures", figures=page.figures_of("figures"))
 
 
 # Every section builder, in the order the summary shows them; each returns its Section, or
@@ -40,7 +45,7 @@ SECTIONS = (
     accuracy.build,
     operators.build,
     machines_compared.build,
-    more_figures.build,
+    more_figures_section,
     measurement.build,
     notes.build,
     environment.build,

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from nnperf.report.configurations import drop_single_machine
+from nnperf.report.findings import Finding
 from nnperf.report.results import ResultSet
 
 
@@ -34,7 +35,7 @@ class Section:
     id: str
     title: str
     intro: str = ""
-    findings: list["Finding | str"] = field(default_factory=list)
+    findings: list[Finding | str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
@@ -87,7 +88,7 @@ def section(
     title: str,
     *,
     intro: str = "",
-    findings: Iterable["Finding | str"] = (),
+    findings: Iterable[Finding | str] = (),
     tables: Iterable[Table] = (),
     figures: Sequence[Figure] = (),
     sources: Sequence[str] = (),

@@ -13,6 +13,7 @@ import pytest
 
 from nnperf.cli import main
 from nnperf.core import ratios
+from nnperf.report.wording.words import sentences
 from nnperf.report import aggregate, comparisons
 from report_tables import (
     Config,
@@ -441,7 +442,7 @@ def test_the_speedups_section_renders_from_comparisons_csv_alone(tmp_path):
     page.figures_of = lambda kind: []
     page.sources = lambda *kinds: []
     built = speedups.build(page)
-    text = " ".join(built.findings)
+    text = " ".join(sentences(built.findings))
     assert "The tuned variant is 1.10x faster" in text
     assert "bf16 vs fp32" in text and "batch 16 against batch 8" in text
 
@@ -475,15 +476,15 @@ def test_machine_rows_cover_every_shared_configuration_and_the_section_states_on
     assert set(rows["a_machine"]) == {"fast"} and set(rows["method"]) == {"unpaired"}
     # One sentence for the model: the configuration all three machines ran, not the larger
     # batch two of them ran.
-    (sentence,) = machines_compared.machine_comparison_findings(table)
+    (sentence,) = sentences(machines_compared.machine_comparison_findings(table))
     assert re.fullmatch(
         r"Across machines, m fp32 at batch 8 \(baseline\) runs fastest on fast at 300 img/s, "
         r"6\.00x faster \(95% CI 5\.\d\d-6\.\d\d\) than the slowest machine, slow, at 50\.0 "
         r"img/s; 2\.00x faster \(95% CI 1\.\d\d-2\.\d\d\) than the runner-up, mid\.",
         sentence,
     ), sentence
-    bf16 = rows[rows["a_precision"] == "bf16"].to_dict("records")
-    assert machines_compared.machine_sentence(bf16).startswith(
+    bf16 = rows[rows["a_precision"] == "bf16"]
+    assert sentences([machines_compared.machine_record(bf16)])[0].startswith(
         "Across machines, m bf16 at batch 8 (baseline) has no single fastest machine: fast at "
         "600 img/s and mid at 599 img/s are not separated"
     )

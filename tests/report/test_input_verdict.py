@@ -18,6 +18,8 @@ from nnperf.report.input_verdict import (
     summary_columns,
     verdict,
 )
+from nnperf.report.wording import words as wording
+from nnperf.report.findings import Finding
 from nnperf.report.sections import environment, input_pipeline
 from nnperf.report.wording import training as training_words
 
@@ -395,7 +397,7 @@ def test_the_settings_table_shows_the_toggles_that_differ():
     assert shared == {"tf32": "False", "memory_format": "contiguous", "data_path": "dataloader"}
     # channels_last is the record's memory_format, not a second column.
     assert "channels_last" not in table.columns and "channels_last" not in shared
-    (sentence,) = environment.shared_sentence(shared)
+    sentence = wording.sentence(Finding("shared_settings", shared))
     assert sentence == (
         "Every variant and precision ran with tf32 False, memory format contiguous, data path "
         "dataloader; the table shows what differs."

@@ -22,16 +22,14 @@ from nnperf.report.sections.breakdown import phase_shares
 from nnperf.report.sections.ceilings import ceilings_table
 from nnperf.report.sections.kernels import kernel_kind_shares, top_kernels
 from nnperf.report.sections.key_findings import limit_record
-from nnperf.report.wording.findings import sentence
+from nnperf.report.findings import Finding
+from nnperf.report.wording.words import sentence, sentences
 from nnperf.report.sections.measurement import (
-    ci_missed_sentences,
     ci_target_counts,
-    ci_target_sentence,
     cost_by_folder,
-    cost_sentences,
-    dominant_level_sentences,
-    fixed_cost_sentences,
+    cost_records,
     measurement_table,
+    quality_records,
     study_cost,
     union_seconds,
 )
@@ -47,7 +45,7 @@ from nnperf.report.format import cells
 from nnperf.report.wording import roofline as roofline_words
 from nnperf.report.sections.roofline import READING_COLUMNS, above_roof, busy_record
 from nnperf.report.comparisons import comparisons_table
-from nnperf.report.sections.speedups import pairs, scaling, scaling_sentence, speedup_sentence
+from nnperf.report.sections.speedups import pairs, scaling, stated
 from nnperf.roofline import points as roofline
 from report_tables import (
     LAPTOP,
@@ -104,6 +102,15 @@ def box(configs: list[Config]) -> tuple[pd.DataFrame, pd.DataFrame]:
 def speedups(summary, column, reference, runs=None):
     """The `column` rows of comparisons.csv built from `summary` and `runs`."""
     return pairs(comparisons_table(summary, runs), column)
+
+
+def said(table, kind):
+    """The Measurement section's findings of `kind` from its `table`, in words."""
+    return sentences(r for r in quality_records(table) if r.kind == kind)
+
+
+def speedup_sentence(row, column):
+    return sentence(Finding("speedup", {"row": row, "column": column}))
 
 
 def batch_scaling(summary, runs=None):
@@ -336,14 +343,14 @@ def test_top_kernels_sum_launches_and_leave_out_the_calibration_gemm():
 
 def test_oom_and_variance_notes():
     summary = labelled(summary_rows(laptop_configs()), I7)
-    assert oom_notes(summary) == [
+    assert sentences(oom_notes(summary)) == [
         f"Out of memory: resnet18_cifar fp32 at batch 128 (baseline) on {I7}: "
         "DefaultCPUAllocator: not enough memory."
     ]
     # Without a summary, runs.csv (one row per process; one for the oom configuration) says it.
     runs = labelled(runs_rows(laptop_configs(), "laptop", LAPTOP[1]), I7)
-    assert oom_notes(None, runs) == oom_notes(summary)
-    notes = variance_notes(laptop_summary(), 0.05)
+    assert sentences(oom_notes(None, runs)) == sentences(oom_notes(summary))
+    notes = sentences(variance_notes(laptop_summary(), 0.05))
     # CV across the 12 windows: sqrt((8 x 0.08^2 + 12 x 0.04^2) / 11) = 8%.
     assert notes == [
         f"High variance: resnet18_cifar fp32 at batch 64 (tuned) on {I7} — throughput CV 8.0% "
@@ -351,12 +358,12 @@ def test_oom_and_variance_notes():
         "with care."
     ]
     # A stricter threshold flags every configuration with CV 1% too.
-    assert len(variance_notes(laptop_summary(), 0.005)) == 5
+    assert len(sentences(variance_notes(laptop_summary(), 0.005))) == 5
 
 
 def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
-    assert over_budget_notes(summary) == [
+    assert sentences(over_budget_notes(summary)) == [
         f"Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
         "one step takes at least 13.2 s, so the 19 steps still needed (warm-up and 2 windows "
         "of 8 steps) need at least 251 s, more than the 55 s left of timing.max_seconds 60 s; "
@@ -367,8 +374,8 @@ def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     # lower bound, and a summary without the flag reads as measured.
     stops = [c for c in summary.columns if c.startswith("stop_")]
     exact = summary.drop(columns=["single_step_time_is_lower_bound", *stops])
-    assert "one training step takes 13.2 s;" in over_budget_notes(exact)[0]
-    assert over_budget_notes(labelled(summary_rows(laptop_configs()), I7)) == []
+    assert "one training step takes 13.2 s;" in sentences(over_budget_notes(exact))[0]
+    assert sentences(over_budget_notes(labelled(summary_rows(laptop_configs()), I7))) == []
 
 
 def test_a_single_window_has_no_ci_and_says_so():
@@ -378,7 +385,7 @@ def test_a_single_window_has_no_ci_and_says_so():
     table = measurement_table(labelled(summary_rows([one]), "box"))
     # No CI, so the target cannot have been met.
     assert table.iloc[0]["target_met"] is not pd.NA and not table.iloc[0]["target_met"]
-    assert ci_missed_sentences(table) == [
+    assert said(table, "ci_missed") == [
         "m fp32 at batch 8 (baseline) on box missed its CI target: no CI could be made from "
         "1 process and 1 window; the time budget ran out first (timing.max_seconds); a "
         "larger budget buys more processes and windows."
@@ -416,18 +423,18 @@ def test_measurement_table_per_configuration():
 
 def test_ci_target_findings_say_which_missed_and_why():
     table = measurement_table(laptop_summary())
-    assert ci_target_sentence(table) == (
+    assert said(table, "ci_target_count")[0] == (
         "4 of 5 measured configurations reached their CI target (a 95% CI half-width of "
         "throughput within timing.target_ci of the estimate); 1 did not."
     )
     # (160 - 140) / 2 / 150 = 6.7% > 6%, and the budget ran out.
-    assert ci_missed_sentences(table) == [
+    assert said(table, "ci_missed") == [
         f"resnet18_cifar bf16 at batch 64 (baseline) on {I7} (±6.7% against ±6.0%) missed its "
         "CI target after 3 processes and 12 windows; the time budget ran out first "
         "(timing.max_seconds); a larger budget buys more processes and windows."
     ]
     capped = laptop_summary().assign(stop_reason="max_processes")
-    assert ci_missed_sentences(measurement_table(capped))[0].endswith(
+    assert said(measurement_table(capped), "ci_missed")[0].endswith(
         "; it reached the process limit first (timing.max_processes)."
     )
     unreachable = laptop_summary().assign(
@@ -438,7 +445,7 @@ def test_ci_target_findings_say_which_missed_and_why():
         stop_target_ci=0.01,
         stop_max_processes=6,
     )
-    assert ci_missed_sentences(measurement_table(unreachable))[0].endswith(
+    assert said(measurement_table(unreachable), "ci_missed")[0].endswith(
         "; it stopped early, the target out of reach: process-to-process spread 4.0%: a 1% CI "
         "would need ~28 processes even at the spread's 90% lower bound (2.5%), and "
         "timing.max_processes is 6."
@@ -461,13 +468,13 @@ def test_dominant_level_and_fixed_cost_sentences():
         within_rsd=0.02,
     )
     table = measurement_table(labelled(summary_rows(configs), I7))
-    assert dominant_level_sentences(table) == [
+    assert said(table, "dominant_level") == [
         f"On {I7}, the spread between processes dominates in 4 of 5 configurations and the "
         "spread between windows of one process in 1 (median relative standard deviations: "
         "1.0% between processes, 0.5% within one); where processes dominate, more processes "
         "narrow the CI, more windows per process do not (Kalibera & Jones)."
     ]
-    assert fixed_cost_sentences(table) == [
+    assert said(table, "fixed_cost") + said(table, "compile_cost") == [
         f"On {I7}, a configuration's fixed cost — its job's start to the first warm-up step — "
         "is 2.00 s (median of 5), and a worker process needs 1.50 s from its start to its "
         "first step.",
@@ -518,7 +525,7 @@ def test_study_cost_span_busy_time_and_duty_cycle():
     # Five measured configurations x 24 s of windows.
     assert cost["timed_s"] == 120
     assert cost["timed_share_of_busy"] == pytest.approx(120 / 265)
-    assert cost_sentences(cost) == [
+    assert sentences(cost_records(cost)) == [
         "The study spans 17.7 min, from its first recorded job start (2023-11-14 22:12 UTC) to "
         "this report (2023-11-14 22:30 UTC); its 8 recorded jobs were busy for 4.4 min (the "
         "union of their intervals).",
@@ -536,7 +543,7 @@ def test_study_cost_span_busy_time_and_duty_cycle():
 def test_without_recorded_job_times_the_wall_time_is_unknown():
     cost = study_cost(None, laptop_summary(), rendered_at_unix=START_UNIX)
     assert cost["span_s"] is None and cost["timed_s"] == 120
-    assert cost_sentences(cost) == [
+    assert sentences(cost_records(cost)) == [
         "No job recorded when it ran (results from before jobs kept their start and end "
         "times), so the study's wall time is unknown; its timed windows took 2.0 min."
     ]
@@ -566,7 +573,7 @@ def test_a_point_above_its_roof_voids_the_reading_and_is_noted():
         "400%",
     )
     assert shown["Bound"] == "void (point above the roof)"
-    assert roof_violation_notes(verdicts) == [
+    assert sentences(roof_violation_notes(verdicts)) == [
         f"Roof too low: 1 fp32 step point lies above the datasheet roofs on {I7} (worst: "
         "resnet18_cifar fp32 at batch 64 (baseline) at 200 GFLOP/s, 2.00x the 100 GFLOP/s roof); "
         "check the datasheet fp32 ceiling of cpu.",
@@ -702,13 +709,13 @@ def test_busy_sentence_without_a_run_clock_or_a_timed_step():
 
 def test_a_profile_whose_calibration_contradicts_its_roof_or_counters_is_noted():
     profiles = _h100_profiles(_h100_summary())
-    assert profile_check_notes(profiles) == []
+    assert sentences(profile_check_notes(profiles)) == []
     bad = profiles.copy()
     bad.loc[0, "roof_ok"] = False
     bad.loc[0, "calibration_roof_fraction"] = 0.451
     bad.loc[1, "calibration_ok"] = False
     bad.loc[1, "calibration_ratio"] = 0.5
-    notes = profile_check_notes(bad)
+    notes = sentences(profile_check_notes(bad))
     assert notes[0].startswith(
         f"Profile roof flagged: resnet18_cifar bf16 at batch 256 (cudagraphs) on {H100} — its "
         "calibration GEMM reached 45% of the profile's bf16 compute roof ("

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from nnperf.report.wording.words import sentences
 from nnperf.report.bounds import roofline_readings, roofline_verdicts
 from nnperf.report.format import cells
 from nnperf.report.plots import roofline as roofline_plots
@@ -156,7 +157,7 @@ def test_a_point_above_its_memory_roof_blames_the_bytes_or_the_bandwidth():
 
 def test_notes_name_the_derived_roof():
     rows = roofline_verdicts(roofline_readings(step_point(performance=250e9), [ceilings()]))
-    text = " ".join(notes.roof_violation_notes(rows, [ceilings()]))
+    text = " ".join(sentences(notes.roof_violation_notes(rows, [ceilings()])))
     assert "above the measured roofs" in text and "datasheet" not in text
 
 

@@ -1,11 +1,7 @@
-"""The written summary: a `Document` of sections, built from a study's tables.
-
-`build_document` reads the tables (`ResultSet`) and asks each section's module
-(`nnperf.report.sections`) for its section, answer first: the headline table per device,
-then the key findings, then the sections that carry the figures (throughput, speedups, time
-breakdown, roofline, ...), then how the numbers were measured, and the environment last.
-What a section shows and writes is its module's; how the document is rendered is
-`nnperf.report.render`.
+"""The written summary: a `Document` of sections, built from a study's tables, answer first:
+the headline table per device, the key findings, the sections that carry the figures, how the
+numbers were measured, and the environment last (`SECTIONS`). What a section shows is its
+module's (`nnperf.report.sections`); rendering is `nnperf.report.render`'s.
 """
 
 from __future__ import annotations
@@ -13,41 +9,24 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from nnperf.report.outline import (
-    Document,
-    Figure,
-    Page,
-    Section,
-    figure_caption,
-    figure_section,
-    fold_figures,
-    section,
-)
+from nnperf.report.outline import Document, Figure, Page, Section, section
+from nnperf.report.outline import figure_caption, figure_section, fold_figures
 from nnperf.report.results import ResultSet
-from nnperf.report.sections import (
-    accuracy,
-    breakdown,
-    ceilings,
-    complexity,
-    environment,
-    headline,
-    input_pipeline,
-    kernels,
-    machines_compared,
-    measurement,
-    more_figures,
-    notes,
-    operators,
-    roofline,
-    speedups,
-    throughput,
-)
+from nnperf.report.sections import accuracy, breakdown, ceilings, complexity, environment
+from nnperf.report.sections import headline, input_pipeline, kernels, machines_compared
+from nnperf.report.sections import measurement, notes, operators, roofline
+from nnperf.report.sections import speedups, throughput
 from nnperf.report.sections.kernels import DEFAULT_TOP_KERNELS
 from nnperf.report.sections.key_findings import key_findings
 
 
 def key_findings_section(page: Page) -> Section:
     return section("key-findings", "Key findings", findings=key_findings(page))
+
+
+def more_figures_section(page: Page) -> Section:
+    """The figures no other section claims (`figure_section`)."""
+    return section("figures", "More figures", figures=page.figures_of("figures"))
 
 
 # Every section builder, in the order the summary shows them; each returns its Section, or
@@ -66,7 +45,7 @@ SECTIONS = (
     accuracy.build,
     operators.build,
     machines_compared.build,
-    more_figures.build,
+    more_figures_section,
     measurement.build,
     notes.build,
     environment.build,
@@ -106,11 +85,8 @@ def build_document(
     rendered_at_unix: float | None = None,
 ) -> Document:
     """Every section of the summary, written from `tables`, with the `figures` (paths) in
-    the sections they belong to and the given `notes` first under Notes.
-
-    `rendered_at_unix` is when the report is written (now when None): the end of the
-    study's span in the measurement-cost section.
-    """
+    their sections and the given `notes` first under Notes; `rendered_at_unix` (now when
+    None) ends the study's span."""
     page = Page(
         tables=tables,
         machines=machines_of(tables),
@@ -126,9 +102,4 @@ def build_document(
     shown = [
         s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
-    return Document(
-        title=title,
-        description=description,
-        sections=shown,
-        machines=page.machines,
-    )
+    return Document(title, description, shown, page.machines)

@@ -1,12 +1,9 @@
 """The parts of the written summary, and what every section builder reads.
 
-A `Document` is its `Section`s (the key findings one of them), each with findings (sentences),
-display `Table`s, `Figure`s (a large family of them folded into a `FigureGroup`) and the
-files its numbers came from. `Page` is what a section builder (`nnperf.report.sections`)
-reads: the study's tables (`ResultSet`), its machines, the figures placed in each section
-(`figure_section`) and the report's settings. `section()` makes a Section that shows only
-tables with rows. Laying the sections out is `nnperf.report.document`; rendering them
-`nnperf.report.render`.
+A `Document` is its `Section`s, each with findings (records, worded at render), display
+`Table`s, `Figure`s (a large family folded into a `FigureGroup`) and the files its numbers
+came from. `Page` is what a section builder reads: the study's tables, its machines, the
+figures placed in each section and the report's settings.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from nnperf.report.configurations import drop_single_machine
+from nnperf.report.findings import Finding
 from nnperf.report.results import ResultSet
 
 
@@ -37,7 +35,7 @@ class Section:
     id: str
     title: str
     intro: str = ""
-    findings: list[str] = field(default_factory=list)
+    findings: list[Finding | str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
@@ -62,9 +60,6 @@ class Document:
 
 @dataclass
 class Page:
-    """What every section builder reads: the study's tables, its machines, the figures of
-    each section and the report's settings."""
-
     tables: ResultSet
     machines: list[str]
     # Section id -> the figures shown in it (`figure_section`).
@@ -82,10 +77,7 @@ class Page:
 
     def sources(self, *kinds: str) -> list[str]:
         """The files of these kinds (`ResultSet.sources`) the section's numbers came from."""
-        paths = []
-        for kind in kinds:
-            paths.extend(self.tables.sources.get(kind, []))
-        return list(dict.fromkeys(paths))
+        return list(dict.fromkeys(p for kind in kinds for p in self.tables.sources.get(kind, [])))
 
     def figures_of(self, section_id: str) -> list[Figure]:
         return self.figures.get(section_id, [])
@@ -96,7 +88,7 @@ def section(
     title: str,
     *,
     intro: str = "",
-    findings: Iterable[str] = (),
+    findings: Iterable[Finding | str] = (),
     tables: Iterable[Table] = (),
     figures: Sequence[Figure] = (),
     sources: Sequence[str] = (),
@@ -113,9 +105,7 @@ def section(
     )
 
 
-# ------------------------------------------------------------------------------------------
-# Figures per section.
-# ------------------------------------------------------------------------------------------
+# Where a figure goes: the first keyword its path holds, else More figures.
 FIGURE_SECTIONS = (
     ("figures/accuracy/", "accuracy"),
     ("figures/operators/", "operators"),

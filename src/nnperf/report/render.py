@@ -1,15 +1,16 @@
 """Rendering the written summary, and rule render_report's edge.
 
-`render_html` and `render_markdown` fill the Jinja templates in `nnperf/report/templates/`
-with a `Document` (`nnperf.report.document`) and take a function that turns a figure path
-into an image source (a data URI for the self-contained HTML, a relative path for
-Markdown). `render_files` (rule `render_report`, `nnperf render-report`) reads the results
-folders, builds the document and writes both files.
+`render` fills a Jinja template of `nnperf/report/templates/` with a `Document`, its findings
+worded (`wording.words.sentences`), and a function that turns a figure path into an image
+source (a data URI for the self-contained HTML, a relative path for Markdown).
+`render_files` (rule `render_report`, `nnperf render-report`) reads the results folders,
+builds the document and writes both files.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import mimetypes
 import os
 import re
@@ -25,79 +26,67 @@ from nnperf.core.wording import missing
 from nnperf.report import results
 from nnperf.report.document import build_document
 from nnperf.report.outline import Document
-
-
-def _template_environment(autoescape: bool):
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("nnperf.report", "templates"),
-        autoescape=autoescape,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-
-
-MISSING_CELL = "—"
+from nnperf.report.wording.words import sentences
 
 
 def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Every cell as text, missing values as a dash (not `nan`/`None`)."""
     return frame.astype(object).apply(
-        lambda column: [MISSING_CELL if missing(v) else str(v) for v in column]
+        lambda column: ["—" if missing(v) else str(v) for v in column]
     )
 
 
 def table_html(frame: pd.DataFrame) -> str:
-    return display_cells(frame).to_html(index=False, escape=True, border=0, classes="data")
+    import markupsafe
+
+    html = display_cells(frame).to_html(index=False, escape=True, border=0, classes="data")
+    return markupsafe.Markup(html)
 
 
 def table_markdown(frame: pd.DataFrame) -> str:
     # A `|` inside a cell would end the cell in Markdown.
-    cells = display_cells(frame).map(_md_escape).replace({r"\|": r"\\|"}, regex=True)
+    cells = display_cells(frame).map(md_escape).replace({r"\|": r"\\|"}, regex=True)
     cells.columns = [str(c).replace("|", r"\|") for c in cells.columns]
     # disable_numparse: tabulate would reformat "14.0" as "14" and "0.0464" its own way.
     return cells.to_markdown(index=False, disable_numparse=True)
 
 
-def render_html(document: Document, figure_src: Callable[[str], str], generated_from: str) -> str:
-    """The self-contained HTML summary; `figure_src(path)` gives each image's src (data URI)."""
-    import markupsafe
-
-    template = _template_environment(True).get_template("summary.html.j2")
-    return template.render(
-        doc=document,
-        generated_from=generated_from,
-        table=lambda frame: markupsafe.Markup(table_html(frame)),
-        figure_src=figure_src,
-    )
-
-
-def render_markdown(
-    document: Document, figure_src: Callable[[str], str], generated_from: str
-) -> str:
-    """The Markdown summary; `figure_src(path)` gives each image's link (relative path)."""
-    template = _template_environment(False).get_template("summary.md.j2")
-    return template.render(
-        doc=document,
-        generated_from=generated_from,
-        table=table_markdown,
-        figure_src=figure_src,
-        md=_md_escape,
-    )
-
-
-def _md_escape(text: str) -> str:
+def md_escape(text: str) -> str:
     """Text safe in Markdown: `*` would start emphasis and `<` an HTML tag (kernel names
     such as `FillFunctor<float>`); underscores inside words are literal in CommonMark."""
     return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")
 
 
-# ------------------------------------------------------------------------------------------
-# The edge: results folders in, files out.
-# ------------------------------------------------------------------------------------------
+def worded(document: Document) -> Document:
+    """`document` with every section's findings in words."""
+    sections = [dataclasses.replace(s, findings=sentences(s.findings)) for s in document.sections]
+    return dataclasses.replace(document, sections=sections)
+
+
+def render(
+    document: Document, html: bool, figure_src: Callable[[str], str], generated_from: str
+) -> str:
+    """The HTML (`html`) or Markdown summary; `figure_src(path)` gives each image's source."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("nnperf.report", "templates"),
+        autoescape=html,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    template = environment.get_template("summary.html.j2" if html else "summary.md.j2")
+    return template.render(
+        doc=worded(document),
+        generated_from=generated_from,
+        table=table_html if html else table_markdown,
+        figure_src=figure_src,
+        md=md_escape,
+    )
+
+
 def data_uri(path: str | os.PathLike) -> str:
     """The file as a `data:` URI, so the HTML needs nothing beside itself."""
     mime = mimetypes.guess_type(os.fspath(path))[0] or "application/octet-stream"
@@ -127,8 +116,7 @@ def render_files(
     (self-contained: CSS inline, figures as data URIs) and Markdown (figures linked).
 
     `figures` None means every PNG under each folder's `figures/`; `note_sources` are the
-    files `request.notes` came from, listed under the Notes section's sources;
-    `rendered_at_unix` (now when None) ends the study's span.
+    files `request.notes` came from; `rendered_at_unix` (now when None) ends the study's span.
     """
     if request.cv_threshold <= 0:
         raise NnperfError(
@@ -149,8 +137,8 @@ def render_files(
         rendered_at_unix=rendered_at_unix,
     )
     origin = "the files listed under Sources in each section"
-    html = render_html(document, data_uri, origin)
-    markdown = render_markdown(document, lambda path: relative_link(path, out_md), origin)
+    html = render(document, True, data_uri, origin)
+    markdown = render(document, False, lambda path: relative_link(path, out_md), origin)
     for path, text in ((out_html, html), (out_md, markdown)):
         with files.atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
@@ -158,4 +146,4 @@ def render_files(
         f"render-report: {len(document.sections)} sections, {len(shown)} figures, "
         f"{len(document.machines)} machine(s) -> {os.fspath(out_html)}, {os.fspath(out_md)}"
     )
-    return document
+    return worded(document)

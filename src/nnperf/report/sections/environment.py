@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from nnperf.report.findings import Finding
 from nnperf.report.machines import machine_table, settings_table, shared_settings
 from nnperf.report.outline import Page, Section, Table, section
 
@@ -20,22 +21,10 @@ INTRO = (
 
 
 def settings_display(table: pd.DataFrame) -> pd.DataFrame:
-    """Column names as words: `cudnn_benchmark` -> `cudnn benchmark`."""
+    """Column names as words: `cudnn_benchmark` -> `Cudnn benchmark`."""
     return table.rename(
         columns=lambda c: "Machine" if c == "machine" else c.replace("_", " ").capitalize()
     )
-
-
-def setting_name(name: str) -> str:
-    return name.replace("_", " ")
-
-
-def shared_sentence(shared: dict[str, str]) -> list[str]:
-    """`Every variant and precision ran with tf32 False, data path dataloader, ...`."""
-    if not shared:
-        return []
-    listed = ", ".join(f"{setting_name(k)} {v}" for k, v in shared.items())
-    return [f"Every variant and precision ran with {listed}; the table shows what differs."]
 
 
 def build(page: Page) -> Section:
@@ -44,7 +33,9 @@ def build(page: Page) -> Section:
         "environment",
         "Environment",
         intro=INTRO,
-        findings=shared_sentence(shared_settings(environment)),
+        findings=(
+            [Finding("shared_settings", shared)] if (shared := shared_settings(environment)) else []
+        ),
         tables=(
             Table("Machines", machine_table(environment)),
             Table(

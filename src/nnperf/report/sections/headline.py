@@ -23,11 +23,6 @@ INTRO = (
 )
 
 
-def config_cell(row: Mapping) -> str:
-    """`resnet18_cifar bf16 bs32 tuned`."""
-    return f"{row['model']} {row['precision']} bs{int(row['batch_size'])} {row['variant']}"
-
-
 def throughput_cell(row: Mapping) -> str:
     """`105 (103–108)`: the CI rule is `format.ci_interval`'s, as everywhere on the page."""
     if str(row.get("status", "ok")) != "ok":
@@ -38,15 +33,15 @@ def throughput_cell(row: Mapping) -> str:
 
 def mfu_cell(verdicts: pd.DataFrame, row: Mapping, roof: str) -> str:
     """FLOP/s over the compute peak of `roof`, an ncu point first; a derived peak says so."""
-    match = verdicts[verdicts["roof"] == roof]
+    match = verdicts[verdicts["roof"] == roof].dropna(subset=["fraction_of_peak"])
     for key in GROUP_KEYS:
         match = match[match[key] == row[key]]
-    match = match.dropna(subset=["fraction_of_peak"])
     if match.empty:
         return "—"
     best = match.sort_values("source", key=lambda s: s.astype(str) != "ncu").iloc[0]
-    derived = " (derived)" if best["roof_name"] == "derived" else ""
-    return fmt_pct(best["fraction_of_peak"]) + derived
+    return fmt_pct(best["fraction_of_peak"]) + (
+        " (derived)" if best["roof_name"] == "derived" else ""
+    )
 
 
 def limit_cell(row: Mapping, verdicts: pd.DataFrame, profiles: pd.DataFrame | None) -> str:
@@ -89,7 +84,11 @@ def headline_table(rows: pd.DataFrame, verdicts, profiles, cv_threshold: float) 
     records = rows.to_dict("records")
     return pd.DataFrame(
         {
-            "Configuration": [config_cell(r) for r in records],
+            # `resnet18_cifar bf16 bs32 tuned`
+            "Configuration": [
+                f"{r['model']} {r['precision']} bs{int(r['batch_size'])} {r['variant']}"
+                for r in records
+            ],
             "img/s (95% CI)": [throughput_cell(r) for r in records],
             "MFU, datasheet": [mfu_cell(verdicts, r, "datasheet") for r in records],
             "MFU, measured": [mfu_cell(verdicts, r, "measured") for r in records],

@@ -1,18 +1,11 @@
 """The Key findings: the short list a newcomer reads first, above the sections.
 
-Per machine and model the fastest configuration, what limits it (`limit_record`), what its
-operator profile says, the best precision and variant and the batch scaling; then whether
-data loading limits any configuration (`input_pipeline.input_record`), the host-bound
-profiles, the runs that train faster but reach the target later, the machine comparison,
-what the study cost (`measurement.cost_record`) and how many results the notes flag
-(`notes.flag_counts`). The findings made here are `Finding` records, worded by
-`nnperf.report.wording.findings`; each machine's and model's first finding names its
-configuration, the ones after it only what differs.
-
-"Fastest" and "best" follow one tie rule (`nnperf.report.comparisons.ranking`): a
-configuration is named only where the ratio's 95% interval against the runner-up excludes 1;
-otherwise the finding names the tie. A finding also says when a configuration it names
-missed its CI target (`wording.findings.missed_target`).
+Per machine and model the fastest configuration, what limits it, what its operator profile
+says, the best precision and variant and the batch scaling; then the input pipeline, the
+host-bound profiles, the runs that train faster but reach the target later, the machine
+comparison, what the study cost and how many results the notes flag. "Fastest" and "best"
+follow one tie rule (`comparisons.ranking`): a configuration is named only where the ratio's
+95% interval against the runner-up excludes 1; otherwise the finding names the tie.
 """
 
 from __future__ import annotations
@@ -39,8 +32,6 @@ from nnperf.report.sections.machines_compared import machine_comparison_findings
 from nnperf.report.sections.measurement import cost_record
 from nnperf.report.sections.operators import bound_record
 from nnperf.report.sections.roofline import busy_record
-from nnperf.report.wording import profiles, roofline, training
-from nnperf.report.wording.findings import sentence
 
 # Below this fraction of the attainable roof a step is far from both roofs: its time goes
 # to launch latency, small kernels and framework overhead rather than to arithmetic or
@@ -85,9 +76,8 @@ def limit_record(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFrame) 
 
 
 def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: dict) -> dict | None:
-    """The operator profile a key finding quotes for a machine and model: the fastest
-    configuration's, or, when that one was not profiled, the profiled configuration that
-    trained fastest (`group`: the machine's and model's measured configurations)."""
+    """The operator profile quoted for a machine and model (`group`): the profiled
+    configuration that trained fastest."""
     candidates = [
         p.document
         for p in profiles
@@ -113,19 +103,8 @@ NO_RESULTS = "No timed results yet: only the sections below with data were writt
 def ranking_record(ranked: comparisons.Ranking, about: Mapping, kinds: Sequence[str]) -> Finding:
     """A ranking as a finding: `kinds` are its kind with one candidate, separated, tied."""
     kind = kinds[0] if len(ranked.order) == 1 else kinds[1] if ranked.best else kinds[2]
-    ci = ranked.ci
-    numbers = {"ratio": ci.ratio, "ratio_low": ci.low, "ratio_high": ci.high} if ci else {}
-    numbers["throughput_img_s"] = ranked.top.get(MEAN)
-    return Finding(
-        kind, {**about, "order": ranked.order[:2], "tied": ranked.tied, "ci": ci}, numbers
-    )
-
-
-def fastest_record(ranked: comparisons.Ranking, machine: str) -> Finding:
-    """The tie rule on a machine's and model's configurations: the fastest is named only
-    where separated from the runner-up; otherwise the tie is."""
-    kinds = ("only_configuration", "fastest", "fastest_tied")
-    return ranking_record(ranked, {**_keys(ranked.top), "machine": machine}, kinds)
+    about = {**about, "order": ranked.order[:2], "tied": ranked.tied, "ci": ranked.ci}
+    return Finding(kind, about, {"throughput_img_s": ranked.top.get(MEAN)})
 
 
 def _comparison_point(table: pd.DataFrame, best: Mapping, column: str) -> dict | None:
@@ -143,15 +122,9 @@ def _comparison_point(table: pd.DataFrame, best: Mapping, column: str) -> dict |
     return at.iloc[0].to_dict()
 
 
-def speedup_records(
-    best: Mapping,
-    ok: pd.DataFrame,
-    runs: pd.DataFrame | None,
-    tables: Mapping[str, pd.DataFrame],
-) -> list[Finding]:
-    """The best precision (at the reference variant) and the best variant (at the fastest
-    configuration's precision) at the largest batch size, for one machine and model, by the
-    tie rule (`comparisons.ranking`); `tables` are the speedup tables by compared column."""
+def speedup_records(best: Mapping, ok: pd.DataFrame, runs, tables: Mapping) -> list[Finding]:
+    """The best precision and the best variant at `_comparison_point`, by the tie rule;
+    `tables` are the Speedups section's pairs by compared column."""
     found = []
     for column, table in tables.items():
         point = _comparison_point(table, best, column)
@@ -169,69 +142,44 @@ def speedup_records(
     return found
 
 
-def fastest_findings(page: Page) -> list[str]:
-    """Per machine and model: the fastest configuration (or the tie), what limits the top
-    one, what its operator profile says, the best precision and variant, and its batch
-    scaling; the first names the configuration, the others what differs from it."""
+def fastest_findings(page: Page) -> list[Finding | str]:
+    """Per machine and model: the fastest configuration (or the tie), what limits it, what
+    its operator profile says, the best precision and variant, and its batch scaling."""
     summary, runs = page.tables.summary, page.tables.runs
     phases = phase_shares(summary)
     verdicts = roofline_verdicts(study_readings(page.tables))
     tables = {c: speedups.pairs(page.tables.comparisons, c) for c in ("precision", "variant")}
     scaling = speedups.scaling(page.tables.comparisons)
     ok = ok_configs(summary)
-    findings = []
+    findings: list[Finding | str] = []
     for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
         ranked = comparisons.ranking(group, runs)
         best = ranked.top
-        findings.append(sentence(fastest_record(ranked, machine)))
-        limit = limit_record(best, phases, verdicts)
-        if limit is not None:
-            findings.append(sentence(limit, best))
+        kinds = ("only_configuration", "fastest", "fastest_tied")
+        findings.append(ranking_record(ranked, {**_keys(best), "machine": machine}, kinds))
+        findings += [r for r in (limit_record(best, phases, verdicts),) if r is not None]
         profile = profile_to_quote(page.tables.opprofiles, group, best)
         if profile is not None:
-            bound = bound_record(profile, machine)
-            findings += [profiles.sentence(bound)] if bound is not None else []
-        findings += [sentence(r, best) for r in speedup_records(best, ok, runs, tables)]
-        scale = scaling
-        for k in ("machine", "device", "model", "precision", "variant"):
-            scale = scale[scale[k] == best[k]]
-        if not scale.empty and scale.iloc[0]["gain"] is not None:
-            findings.append(speedups.scaling_sentence(scale.iloc[0].to_dict()))
+            findings += [r for r in (bound_record(profile, machine),) if r is not None]
+        findings += speedup_records(best, ok, runs, tables)
+        keys = ("machine", "device", "model", "precision", "variant")
+        findings += [r for r in scaling if all(r.about[k] == best[k] for k in keys)][:1]
     return findings
 
 
-def host_bound_findings(page: Page) -> list[str]:
-    """The busy-share sentence of every profiled configuration that is host-bound."""
-    profiles = page.tables.profiles
-    if profiles is None or "busy_verdict" not in profiles:
-        return []
-    host_bound = profiles[profiles["busy_verdict"] == "host-bound"]
-    return [
-        roofline.sentence(busy_record(row, page.tables.summary))
-        for row in sort_configs(host_bound).to_dict("records")
-    ]
-
-
-def faster_but_later_findings(page: Page) -> list[str]:
-    table = page.tables.training
-    if table is None or table.empty:
-        return []
-    records = accuracy.faster_but_later(table, accuracy.throughput_column(table), page.tables.runs)
-    return [training.sentence(f) for f in records]
-
-
-def key_findings(page: Page) -> list[str]:
+def key_findings(page: Page) -> list[Finding | str]:
     """The short list a newcomer reads first (NO_RESULTS when there is nothing to say)."""
-    ok = ok_configs(page.tables.summary)
-    records = [
-        r for r in (cost_record(page) if not ok.empty else None, notes.flag_counts(page)) if r
-    ]
-    findings = (
-        fastest_findings(page)
-        + [training.sentence(f) for f in (input_pipeline.input_record(page.tables.summary),) if f]
-        + host_bound_findings(page)
-        + faster_but_later_findings(page)
-        + machine_comparison_findings(page.tables.comparisons)
-        + [sentence(r) for r in records]
-    )
+    tables = page.tables
+    findings = fastest_findings(page)
+    findings += [r for r in (input_pipeline.input_record(tables.summary),) if r]
+    if tables.profiles is not None and "busy_verdict" in tables.profiles:
+        host_bound = tables.profiles[tables.profiles["busy_verdict"] == "host-bound"]
+        rows = sort_configs(host_bound).to_dict("records")
+        findings += [busy_record(row, tables.summary) for row in rows]
+    if tables.training is not None and not tables.training.empty:
+        rate = accuracy.throughput_column(tables.training)
+        findings += accuracy.faster_but_later(tables.training, rate, tables.runs)
+    findings += machine_comparison_findings(tables.comparisons)
+    measured = not ok_configs(tables.summary).empty
+    findings += [r for r in (measured and cost_record(page), notes.flag_counts(page)) if r]
     return findings or [NO_RESULTS]

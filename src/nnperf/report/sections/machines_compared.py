@@ -1,25 +1,15 @@
-"""The Machines compared section: comparisons.csv's `machine` rows as a table, and per model
-one sentence (the figure is `nnperf.report.plots.machines`').
-
-comparisons.csv keeps a row for every configuration two or more machines ran (its fastest
-machine against each other one), not only the one a sentence quotes: a user diffing two
-studies compares machines configuration by configuration, and the table shows every row.
-The sentence quotes, per model, the configuration most machines ran: fp32 first, then the
-baseline, then the largest batch (`stated`). Machines are measured apart, so the ratios are
-unpaired; a machine is called fastest only where the tie rule separated it from every
-other (`verdict` faster on each row of its configuration), otherwise the tie is named.
+"""The Machines compared section: every `machine` row of comparisons.csv (a configuration's
+fastest machine against each other one) as a table, and per model one finding on the
+configuration most machines ran (`stated`). The ratios are unpaired: machines run apart.
 """
 
 from __future__ import annotations
-
-from typing import Mapping, Sequence
 
 import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report import comparisons
-from nnperf.report.comparisons import ci_of
-from nnperf.report.format import config_text, fmt
+from nnperf.report.findings import Finding
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.speedups import ratio_display
 
@@ -38,14 +28,14 @@ CONFIG = ["a_model", "a_precision", "a_batch_size", "a_variant"]
 
 
 def machine_rows(table: pd.DataFrame | None) -> pd.DataFrame:
-    """comparisons.csv's `machine` rows (none where the table is absent)."""
     if table is None or table.empty:
         return pd.DataFrame(columns=list(comparisons.COLUMNS))
     return table[table["kind"] == "machine"]
 
 
 def stated(rows: pd.DataFrame) -> pd.DataFrame:
-    """Of one model's `machine` rows, those of the configuration the sentence quotes."""
+    """Of one model's rows, those of the configuration most machines ran: fp32 first, then
+    the baseline, then the largest batch."""
     first = (
         rows.assign(
             _others=rows.groupby(CONFIG)["kind"].transform("size"),
@@ -58,41 +48,18 @@ def stated(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows[CONFIG] == first[CONFIG]).all(axis=1)]
 
 
-def _at(machine: object, value: object) -> str:
-    return f"{machine} at {fmt(value, 'img/s')}"
+def machine_record(rows: pd.DataFrame) -> Finding:
+    """One configuration's rows, the runner-up first and the slowest last (a row without a
+    ratio last): fastest where every row's verdict is `faster`, else tied."""
+    rows = rows.sort_values("ratio", na_position="last", kind="stable").to_dict("records")
+    kind = "machine_tied" if any(r["verdict"] != "faster" for r in rows) else "machine_fastest"
+    return Finding(kind, {"rows": rows})
 
 
-def machine_sentence(rows: Sequence[Mapping]) -> str:
-    """One configuration's rows (its fastest machine against each other one): the tie rule
-    across machines, with the fastest-to-slowest ratio."""
-    # The runner-up first, the slowest last; a row without a ratio goes last.
-    rows = sorted(rows, key=lambda r: float(r["ratio"]) if pd.notna(r["ratio"]) else float("inf"))
-    top, config = rows[0], config_text({k[2:]: rows[0][k] for k in CONFIG})
-    fastest = _at(top["a_machine"], top["a_value"])
-    tied = [r for r in rows if r["verdict"] != "faster"]
-    if tied:
-        names = [fastest, *(_at(r["b_machine"], r["b_value"]) for r in tied)]
-        return (
-            f"Across machines, {config} has no single fastest machine: "
-            f"{comparisons.names(names, str)} are {comparisons.ratio_text(ci_of(top))}."
-        )
-    slow = rows[-1]
-    text = (
-        f"Across machines, {config} runs fastest on {fastest}, "
-        f"{comparisons.ratio_text(ci_of(slow))} than the slowest machine, {slow['b_machine']}, "
-        f"at {fmt(slow['b_value'], 'img/s')}"
-    )
-    if len(rows) > 1:
-        text += f"; {comparisons.ratio_text(ci_of(top))} than the runner-up, {top['b_machine']}"
-    return text + "."
-
-
-def machine_comparison_findings(table: pd.DataFrame | None) -> list[str]:
-    """Per model, the sentence on the configuration most machines share."""
-    rows = machine_rows(table)
+def machine_comparison_findings(table: pd.DataFrame | None) -> list[Finding]:
     return [
-        machine_sentence(stated(group).to_dict("records"))
-        for _, group in rows.groupby("a_model", sort=True)
+        machine_record(stated(group))
+        for _, group in machine_rows(table).groupby("a_model", sort=True)
     ]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nnperf.report.configurations import key_columns, ok_configs, sort_configs
-from nnperf.report.format import fmt, fmt_pct
+from nnperf.report.format import cells, fmt, fmt_pct
 from nnperf.report.outline import Page, Section, Table, section
 
 INTRO = (
@@ -17,15 +17,12 @@ INTRO = (
 
 def spread_display(summary: pd.DataFrame | None) -> pd.DataFrame:
     ok = sort_configs(ok_configs(summary))
-    empty = pd.Series(None, index=ok.index, dtype=float)
-    return pd.DataFrame(
-        {
-            **key_columns(ok),
-            "Median (img/s)": ok.get("throughput_img_s_median", empty).map(fmt),
-            "IQR (img/s)": ok.get("throughput_img_s_iqr", empty).map(fmt),
-            "CV": ok.get("throughput_img_s_cv", empty).map(fmt_pct),
-        }
-    )
+    spread = {
+        "Median (img/s)": ("throughput_img_s_median", fmt),
+        "IQR (img/s)": ("throughput_img_s_iqr", fmt),
+        "CV": ("throughput_img_s_cv", fmt_pct),
+    }
+    return cells(ok, spread, key_columns(ok))
 
 
 def build(page: Page) -> Section:

@@ -21,7 +21,7 @@ def differing(config: Mapping, named: Mapping | None) -> str:
     empty where it is `named`)."""
     if named is None or str(config.get("model")) != str(named.get("model")):
         return config_text(config)
-    keys = ("precision", "batch_size", "variant")
+    keys = [k for k in ("precision", "batch_size", "variant") if k in config]
     parts = [
         f"batch {int(config[k])}" if k == "batch_size" else str(config[k])
         for k in keys
@@ -179,7 +179,7 @@ def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
         for k, n in f.numbers.items()
         if k in COUNTED and n
     ]
-    roofs = f.numbers.get("roofs_too_low")
+    roofs = f.numbers.get("roof_too_low")
     if roofs:
         counts.append(f"{roofs} roof{'s lie' if roofs != 1 else ' lies'} below measured points")
     text = "; ".join(counts)
@@ -187,21 +187,11 @@ def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
 
 
 WORDING = {
-    "only_configuration": fastest,
-    "fastest": fastest,
-    "fastest_tied": fastest,
-    "best_setting": best_setting,
-    "best_setting_tied": best_setting,
-    "limit_input": limit,
-    "limit_overheads": limit,
-    "limit_compute": limit,
-    "limit_memory": limit,
-    "limit_unread": limit,
+    **dict.fromkeys(("only_configuration", "fastest", "fastest_tied"), fastest),
+    **dict.fromkeys(("best_setting", "best_setting_tied"), best_setting),
+    **dict.fromkeys(
+        ("limit_input", "limit_overheads", "limit_compute", "limit_memory", "limit_unread"), limit
+    ),
     "measuring_cost": measuring_cost,
     "flagged_counts": flagged_counts,
 }
-
-
-def sentence(f: Finding, named: Mapping | None = None) -> str:
-    """`f` in words; `named` the configuration its list already named (None: name it all)."""
-    return WORDING[f.kind](f, named)

@@ -30,10 +30,7 @@ from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
 from nnperf.report.plots.style import save_png
-from nnperf.report.plots.point_labels import (
-    PointLabel,
-    place_labels,
-)
+from nnperf.report.plots.point_labels import PointLabel, place_labels
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline_points
 from nnperf.roofline import tables as roofline_tables
@@ -48,6 +45,7 @@ ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"
 # A step point above one of its roofs gets a red ring (and its label says so).
 ABOVE_ROOF_COLOUR = "red"
 ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
+_ABOVE = {True: ", above roof", False: ""}
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
 # Marker areas (points^2) of the step points: stars in the configuration figure, the step
 # figure's points.
@@ -78,37 +76,22 @@ def roofs_from_ncu(
     """
     if not ceilings:
         return []
-    roofs = []
     clock = ceilings.get("clock_hz", math.nan)
     clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
-    compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
+    compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
     # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
-        compute.append((f"tensor {precision} dense", "peak_flop_s_tensor"))
-    values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
-    values += [(f"tensor {p} dense", v) for p, v in sorted((tensor_peaks or {}).items())]
-    for name, value in values:
-        if value and math.isfinite(value) and value > 0:
-            roofs.append(
-                {
-                    "label": f"ncu {name}{clock_text}",
-                    "kind": "compute",
-                    "value": float(value),
-                    "origin": "ncu",
-                }
-            )
-    for level in ("dram", "l2", "l1"):
-        value = ceilings.get(f"peak_bytes_s_{level}", math.nan)
-        if value and math.isfinite(value) and value > 0:
-            roofs.append(
-                {
-                    "label": f"ncu {LEVEL_LABELS[level]}",
-                    "kind": "memory",
-                    "value": float(value),
-                    "origin": "ncu",
-                }
-            )
-    return roofs
+        compute[f"tensor {precision} dense"] = ceilings.get("peak_flop_s_tensor")
+    compute |= {f"tensor {p} dense": v for p, v in sorted((tensor_peaks or {}).items())}
+    roofs = [("compute", f"ncu {name}{clock_text}", value) for name, value in compute.items()] + [
+        ("memory", f"ncu {LEVEL_LABELS[level]}", ceilings.get(f"peak_bytes_s_{level}"))
+        for level in ("dram", "l2", "l1")
+    ]
+    return [
+        {"label": label, "kind": kind, "value": float(value), "origin": "ncu"}
+        for kind, label, value in roofs
+        if value and math.isfinite(value) and value > 0
+    ]
 
 
 def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
@@ -125,19 +108,14 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
 
 
 def _limits(points: pd.DataFrame, roofs: Sequence[dict]) -> tuple[tuple, tuple]:
-    xs = list(points["arithmetic_intensity_flop_per_byte"])
-    ys = list(points["performance_flop_s"])
+    """Every point, roof and ridge point in view."""
     compute = [r["value"] for r in roofs if r["kind"] == "compute"]
-    memory = [r["value"] for r in roofs if r["kind"] == "memory"]
-    for peak in compute:
-        for bandwidth in memory:
-            xs.append(peak / bandwidth)  # ridge points
-    ys += compute
-    xs = [x for x in xs if x > 0 and math.isfinite(x)] or [1.0]
-    ys = [y for y in ys if y > 0 and math.isfinite(y)] or [1e9]
-    xlim = (min(xs) / 4, max(xs) * 4)
-    ylim = (min(ys) / 4, max(ys) * 3)
-    return xlim, ylim
+    ridges = [c / r["value"] for c in compute for r in roofs if r["kind"] == "memory"]
+    xs = np.array([*points["arithmetic_intensity_flop_per_byte"], *ridges], dtype=float)
+    ys = np.array([*points["performance_flop_s"], *compute], dtype=float)
+    xs, ys = xs[(xs > 0) & np.isfinite(xs)], ys[(ys > 0) & np.isfinite(ys)]
+    xs, ys = xs if len(xs) else np.array([1.0]), ys if len(ys) else np.array([1e9])
+    return (xs.min() / 4, xs.max() * 4), (ys.min() / 4, ys.max() * 3)
 
 
 def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
@@ -145,37 +123,33 @@ def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
     x = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
     palette = sns.color_palette("dark", max(len(roofs), 1))
     for colour, roof in zip(palette, roofs):
-        style = ORIGIN_STYLES.get(roof["origin"], ":")
+        line = {"linestyle": ORIGIN_STYLES.get(roof["origin"], ":"), "color": colour, "lw": 1.2}
         if roof["kind"] == "compute":
             text = f"{roof['label']}: {fmt_si(roof['value'], 'FLOP/s')}"
-            ax.axhline(roof["value"], linestyle=style, color=colour, linewidth=1.2, label=text)
+            ax.axhline(roof["value"], label=text, **line)
         else:
-            text = f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}"
-            y = x * roof["value"]
-            if top is not None:
-                y = np.minimum(y, top)
-            ax.plot(x, y, linestyle=style, color=colour, linewidth=1.2, label=text)
+            y = x * roof["value"] if top is None else np.minimum(x * roof["value"], top)
+            ax.plot(x, y, label=f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}", **line)
 
 
 def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: float) -> set:
     """Ring the step points above one of their roofs; return the positions (in `steps`) of
     the points ringed. One legend entry says what a ring means."""
-    above = set()
-    for i, row in enumerate(steps.to_dict("records")):
-        if not roofline_points.roofs_exceeded(row, roofs):
-            continue
+    records = steps.to_dict("records")
+    above = {i for i, row in enumerate(records) if roofline_points.roofs_exceeded(row, roofs)}
+    if above:
+        ringed = steps.iloc[sorted(above)]
         ax.scatter(
-            [row["arithmetic_intensity_flop_per_byte"]],
-            [row["performance_flop_s"]],
+            ringed["arithmetic_intensity_flop_per_byte"],
+            ringed["performance_flop_s"],
             marker="o",
             s=marker_s * 2.2,
             facecolors="none",
             edgecolors=ABOVE_ROOF_COLOUR,
             linewidth=1.6,
             zorder=6,
-            label=ABOVE_ROOF_LABEL if not above else None,
+            label=ABOVE_ROOF_LABEL,
         )
-        above.add(i)
     return above
 
 
@@ -191,12 +165,7 @@ def _finish(
     for note in notes:
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_xlabel(X_LABEL)
-    ax.set_ylabel(Y_LABEL)
+    ax.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel=X_LABEL, ylabel=Y_LABEL)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -257,27 +226,19 @@ def plot_config_roofline(
     for i, row in enumerate(steps.itertuples(index=False)):
         analytic = row.source == "analytic"
         level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
-        label = "analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})"
+        xy = (row.arithmetic_intensity_flop_per_byte, row.performance_flop_s)
         ax.scatter(
-            [row.arithmetic_intensity_flop_per_byte],
-            [row.performance_flop_s],
+            *xy,
             marker="X" if analytic else "*",
             s=CONFIG_STEP_MARKER_S,
             color=STEP_COLOURS.get(row.memory_level, "grey"),
             edgecolor="black",
             linewidth=0.8,
             zorder=5,
-            label=label,
+            label="analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})",
         )
-        labels.append(
-            PointLabel(
-                row.arithmetic_intensity_flop_per_byte,
-                row.performance_flop_s,
-                ("step, analytic" if analytic else f"step, {level}")
-                + (", above roof" if i in above else ""),
-                math.sqrt(CONFIG_STEP_MARKER_S),
-            )
-        )
+        text = ("step, analytic" if analytic else f"step, {level}") + _ABOVE[i in above]
+        labels.append(PointLabel(*xy, text, math.sqrt(CONFIG_STEP_MARKER_S)))
     return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
 
 
@@ -333,7 +294,7 @@ def plot_device_steps(
         PointLabel(
             row.arithmetic_intensity_flop_per_byte,
             row.performance_flop_s,
-            f"bs{row.batch_size} {row.variant}" + (", above roof" if i in above else ""),
+            f"bs{row.batch_size} {row.variant}{_ABOVE[i in above]}",
             math.sqrt(DEVICE_STEP_MARKER_S),
         )
         for i, row in enumerate(visible.itertuples(index=False))
@@ -348,11 +309,8 @@ def plot_device_steps(
 # --------------------------------------------------------------------------------------------
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
     """The rows whose key columns equal `keys` (batch_size compared as a number)."""
-    mask = pd.Series(True, index=frame.index)
-    for key, value in keys.items():
-        column = frame[key].astype(int) if key == "batch_size" else frame[key].astype(str)
-        mask &= column == value
-    return frame[mask]
+    typed = {key: int if key == "batch_size" else str for key in keys}
+    return frame[(frame[list(keys)].astype(typed) == pd.Series(keys)).all(axis=1)]
 
 
 def clocks_line(profile: Mapping | None) -> str:
@@ -401,13 +359,9 @@ def config_figure(
         f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
         f"{request.variant}: hierarchical roofline ({sources})"
     )
-    profile_row = None
-    if profiles is not None and not profiles.empty:
-        match = _matching(profiles, keys)
-        profile_row = match.iloc[0].to_dict() if not match.empty else None
-    clocks = clocks_line(profile_row)
-    if clocks:
-        title += "\n" + clocks
+    match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
+    clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
+    title += f"\n{clocks}" if clocks else ""
     return plot_config_roofline(
         selected,
         title=title,
@@ -429,17 +383,16 @@ def device_figure(
     profiled precision."""
     device_points = points[points["device"].astype(str) == device]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
-    tensor_peaks = {}
-    for precision, group in profile.groupby("precision"):
-        value = roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
-        if math.isfinite(value):
-            tensor_peaks[precision] = value
+    tensor_peaks = {
+        precision: roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
+        for precision, group in profile.groupby("precision")
+    }
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
     return plot_device_steps(
         device_points,
         device=device,
         ncu_ceilings=roofline_points.ncu_ceilings(profile) if not profile.empty else None,
-        ncu_tensor_peaks=tensor_peaks,
+        ncu_tensor_peaks={p: v for p, v in tensor_peaks.items() if math.isfinite(v)},
         json_roofs=roofline_points.json_ceilings(ceilings, precisions),
         roof_notes=null_roof_notes(ceilings, precisions),
     )
@@ -462,11 +415,8 @@ def write_figure(
     profile = roofline_tables.read_kernels(kernels)
     document = files.read_json(ceilings) if ceilings is not None else {}
     if request.kind == "roofline":
-        checks = (
-            read_table(profiles, CONFIG_KEYS, "the configuration roofline")
-            if profiles is not None
-            else None
-        )
+        what = "the configuration roofline"
+        checks = read_table(profiles, CONFIG_KEYS, what) if profiles is not None else None
         figure = config_figure(table, profile, document, request, checks)
     else:
         figure = device_figure(table, profile, document, request.device)

@@ -153,18 +153,24 @@ def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: fl
     return above
 
 
-def _finish(
-    ax,
-    fig: Figure,
-    xlim: tuple,
-    ylim: tuple,
-    title: str,
-    labels: Sequence[PointLabel] = (),
-    notes: Sequence[str] = (),
-) -> Figure:
+def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
+    """A roofline figure with its roofs drawn, the points it can show and its limits."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
+    visible = _positive(points).copy()
+    limits = _limits(visible, roofs)
+    _draw_roofs(ax, roofs, limits[0])
+    return fig, ax, visible, limits
+
+
+def _finish(ax, fig, limits, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
+    """Ring the `steps` above a roof, finish the axes and label each step with its text."""
+    above = mark_above_roof(ax, steps, roofs, marker_s)
     for note in notes:
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
+    xlim, ylim = limits
     ax.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel=X_LABEL, ylabel=Y_LABEL)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
@@ -174,6 +180,11 @@ def _finish(
         ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     # After the layout: labels are placed in display coordinates, which it changes.
+    xy = zip(steps["arithmetic_intensity_flop_per_byte"], steps["performance_flop_s"])
+    labels = [
+        PointLabel(x, y, text + _ABOVE[i in above], math.sqrt(marker_s))
+        for i, ((x, y), text) in enumerate(zip(xy, texts))
+    ]
     place_labels(ax, labels)
     return fig
 
@@ -187,26 +198,21 @@ def plot_config_roofline(
     precision: str | None = None,
     roof_notes: Sequence[str] = (),
 ) -> Figure:
-    """Hierarchical roofline of one config.
-
-    `points`: that config's rows of roofline_points (kernel and step granularity, any source).
-    `ncu_ceilings`: the profile's own ceilings; `json_roofs`: from
-    `nnperf.roofline.points.json_ceilings`; `roof_notes`: legend lines for roofs left out
-    (`null_roof_notes`). Each step point is labelled with its memory level.
-    """
-    sns.set_theme(style="whitegrid", context="paper")
-    fig = Figure(figsize=(10, 6))
-    ax = fig.subplots()
+    """Hierarchical roofline of one config: its rows of roofline_points (kernels and steps,
+    any source), the profile's own roofs (`ncu_ceilings`), the ceilings JSON's
+    (`json_roofs`) and legend lines for roofs left out (`roof_notes`). Each step point is
+    labelled with its memory level."""
     roofs = [*roofs_from_ncu(ncu_ceilings, precision), *json_roofs]
-    visible = _positive(points)
-    xlim, ylim = _limits(visible, roofs)
-    _draw_roofs(ax, roofs, xlim)
-
-    kernels = visible[visible["granularity"] == "kernel"].copy()
+    fig, ax, visible, limits = _axes(points, roofs)
+    kernels = visible[visible["granularity"] == "kernel"]
     if not kernels.empty:
-        kernels["kind"] = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
-        kernels["memory level"] = kernels["memory_level"].map(LEVEL_LABELS)
-        kernels["time (µs)"] = kernels["time_s"] * 1e6
+        kernels = kernels.assign(
+            kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
+            **{
+                "memory level": kernels["memory_level"].map(LEVEL_LABELS),
+                "time (µs)": kernels["time_s"] * 1e6,
+            },
+        )
         sns.scatterplot(
             data=kernels,
             x="arithmetic_intensity_flop_per_byte",
@@ -221,25 +227,24 @@ def plot_config_roofline(
             legend="brief",
         )
     steps = visible[visible["granularity"] == "step"]
-    above = mark_above_roof(ax, steps, roofs, CONFIG_STEP_MARKER_S)
-    labels = []
-    for i, row in enumerate(steps.itertuples(index=False)):
-        analytic = row.source == "analytic"
-        level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
-        xy = (row.arithmetic_intensity_flop_per_byte, row.performance_flop_s)
+    level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
+    analytic = steps["source"] == "analytic"
+    for (is_analytic, memory_level, text), group in steps.groupby(
+        [analytic, "memory_level", level]
+    ):
         ax.scatter(
-            *xy,
-            marker="X" if analytic else "*",
+            group["arithmetic_intensity_flop_per_byte"],
+            group["performance_flop_s"],
+            marker="X" if is_analytic else "*",
             s=CONFIG_STEP_MARKER_S,
-            color=STEP_COLOURS.get(row.memory_level, "grey"),
+            color=STEP_COLOURS.get(memory_level, "grey"),
             edgecolor="black",
             linewidth=0.8,
             zorder=5,
-            label="analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})",
+            label="analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})",
         )
-        text = ("step, analytic" if analytic else f"step, {level}") + _ABOVE[i in above]
-        labels.append(PointLabel(*xy, text, math.sqrt(CONFIG_STEP_MARKER_S)))
-    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
+    texts = np.where(analytic, "step, analytic", "step, " + level)
+    return _finish(ax, fig, limits, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, roof_notes)
 
 
 def plot_device_steps(
@@ -251,16 +256,9 @@ def plot_device_steps(
     ncu_tensor_peaks: Mapping[str, float] | None = None,
     roof_notes: Sequence[str] = (),
 ) -> Figure:
-    """Step-level roofline of every config on `device`.
-
-    Uses each config's step point: ncu at DRAM (the measured level closest to algorithmic
-    traffic) and analytic at `algorithmic`. Colour = model / precision, marker = source; each
-    point is labelled with its batch size and variant (`place_labels`: never overlapping,
-    numbered in a key where the points crowd). `roof_notes`: legend lines for roofs left out.
-    """
-    sns.set_theme(style="whitegrid", context="paper")
-    fig = Figure(figsize=(10, 6))
-    ax = fig.subplots()
+    """Step-level roofline of every config on `device`: ncu's step at DRAM (the measured
+    level closest to algorithmic traffic) and the analytic one. Colour = model / precision,
+    marker = source; each point labelled with its batch size and variant."""
     steps = points[
         (points["device"] == device)
         & (points["granularity"] == "step")
@@ -269,10 +267,8 @@ def plot_device_steps(
             | (points["source"] == "analytic")
         )
     ]
-    visible = _positive(steps).copy()
     roofs = [*roofs_from_ncu(ncu_ceilings, None, ncu_tensor_peaks), *json_roofs]
-    xlim, ylim = _limits(visible, roofs)
-    _draw_roofs(ax, roofs, xlim)
+    fig, ax, visible, limits = _axes(steps, roofs)
     if not visible.empty:
         visible["source"] = np.where(
             visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
@@ -289,19 +285,10 @@ def plot_device_steps(
             ax=ax,
             legend="brief",
         )
-    above = mark_above_roof(ax, visible, roofs, DEVICE_STEP_MARKER_S)
-    labels = [
-        PointLabel(
-            row.arithmetic_intensity_flop_per_byte,
-            row.performance_flop_s,
-            f"bs{row.batch_size} {row.variant}{_ABOVE[i in above]}",
-            math.sqrt(DEVICE_STEP_MARKER_S),
-        )
-        for i, row in enumerate(visible.itertuples(index=False))
-    ]
+    texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
-    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
+    return _finish(ax, fig, limits, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, roof_notes)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,10 +1,9 @@
-"""Ceilings figures: the working-set sweep and the roofs helper for roofline axes."""
+"""The ceilings figure: the working-set sweep."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
@@ -88,63 +87,6 @@ def test_format_si(value, unit, text):
 )
 def test_format_bytes(value, text):
     assert fmt_bytes(value) == text
-
-
-def test_draw_roofs_measured_solid_datasheet_dashed_with_values():
-    ax = Figure().add_subplot()
-    artists = plots.draw_roofs(ax, H100_DOC, "bf16", intensity_range=(0.1, 1000.0))
-    lines = ax.get_lines()
-    assert len(lines) == 2
-    measured, sheet = lines
-    assert measured.get_linestyle() == "-" and sheet.get_linestyle() == "--"
-    assert measured.get_label() == "measured: bf16 720 TFLOP/s, memory 2.9 TB/s"
-    assert sheet.get_label() == "datasheet: bf16 990 TFLOP/s, memory 3.35 TB/s"
-    x, y = measured.get_data()
-    # Memory-bound left of the ridge (bandwidth x intensity), compute-bound right of it.
-    assert y[0] == pytest.approx(2.9e12 * 0.1)
-    assert y[-1] == pytest.approx(720e12)
-    ridge = 720e12 / 2.9e12
-    assert np.all(y[x > ridge] == pytest.approx(720e12))
-    _, y_sheet = sheet.get_data()
-    assert y_sheet[-1] == pytest.approx(989.5e12) and y_sheet[0] == pytest.approx(3.35e12 * 0.1)
-    texts = [a.get_text() for a in artists if hasattr(a, "get_text")]
-    assert texts == ["720 TFLOP/s", "990 TFLOP/s"]
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-
-
-def test_draw_roofs_without_datasheet_draws_only_measured():
-    ax = Figure().add_subplot()
-    plots.draw_roofs(ax, {**H100_DOC, "datasheet": None}, "fp32")
-    (line,) = ax.get_lines()
-    assert line.get_label().startswith("measured: fp32 51 TFLOP/s")
-    assert ax.get_xlim() == pytest.approx(plots.DEFAULT_INTENSITY_RANGE)
-
-
-def test_draw_roofs_derived_cpu_peak_is_labelled_derived():
-    doc = {
-        "measured": {"gemm_flop_s": {"bf16": 6e11}, "memory_bandwidth_bytes_s": 3.4e10},
-        "datasheet": {
-            "derived": True,
-            "flop_s": {"bf16": 6.6e11},
-            "memory_bandwidth_bytes_s": None,
-        },
-    }
-    ax = Figure().add_subplot()
-    plots.draw_roofs(ax, doc, "bf16", intensity_range=(1, 100))
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == [
-        "measured: bf16 600 GFLOP/s, memory 34 GB/s",
-        "derived peak: bf16 660 GFLOP/s",
-    ]
-    _, y = ax.get_lines()[1].get_data()
-    assert np.all(y == pytest.approx(6.6e11))  # compute roof only: flat
-
-
-def test_draw_roofs_for_a_precision_nobody_measured_draws_memory_only():
-    ax = Figure().add_subplot()
-    plots.draw_roofs(ax, {**H100_DOC, "datasheet": None}, "fp8", intensity_range=(1, 10))
-    (line,) = ax.get_lines()
-    assert line.get_label() == "measured: memory 2.9 TB/s"
 
 
 def test_sweep_figure_content(tmp_path):

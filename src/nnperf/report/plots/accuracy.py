@@ -1,16 +1,8 @@
-"""Figures of the training runs: test accuracy against epochs and against training time.
-
-`accuracy_figure()` draws, for one model on one device and dataset, every training run's test
-top-1 after each epoch in two panels: against the epoch (how fast a configuration learns per
-pass over the data) and against the cumulative training time (how fast it learns per second,
-what time to accuracy ranks). The target accuracy is a dashed line, and each run's first
-epoch at the target is marked on both panels, so a configuration whose curve is ahead in the
-left panel but behind in the right one (or the other way round) stands out.
-
-Input is the per-epoch table of `nnperf.training.to_accuracy` (one row per epoch, keys included;
-epoch 0 is the model before training). The figure is a `matplotlib.figure.Figure`, never
-pyplot; `draw()` is the file edge (CSV files in, one PNG out).
-"""
+"""The figure of the training runs: test top-1 after each epoch against the epoch (learning
+per pass over the data) and against cumulative training time (learning per second, what time
+to accuracy ranks), the target as a dashed line and each run's first epoch at it ringed on
+both panels, so a run ahead on one panel and behind on the other stands out. Input: the
+per-epoch tables of `nnperf.training.to_accuracy` (epoch 0 is the model before training)."""
 
 from __future__ import annotations
 
@@ -23,7 +15,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
-from nnperf.report.plots.style import save_png
+from nnperf.report.plots import style
 from nnperf.core.vocab import TRAINING_KEYS, precision_rank
 from nnperf.report.results import read_table
 
@@ -48,7 +40,7 @@ def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
     with_model = epochs["model"].nunique() > 1
     with_recipe = epochs["recipe"].nunique() > 1
     frame = epochs.assign(
-        curve=[curve_label(row, with_model, with_recipe) for _, row in epochs.iterrows()],
+        curve=epochs.apply(curve_label, axis=1, args=(with_model, with_recipe)),
         test_top1_pct=100.0 * epochs["test_top1"].astype(float),
         _precision=epochs["precision"].map(precision_rank),
     )
@@ -67,8 +59,7 @@ def accuracy_figure(
     frame = _curves(epochs)
     order = list(dict.fromkeys(frame["curve"]))
     palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
-    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
-    by_epoch, by_time = fig.subplots(1, 2, sharey=True)
+    fig, (by_epoch, by_time) = style.figure(10.0, 4.2, 1, 2, sharey=True)
     for ax, x, xlabel in (
         (by_epoch, "epoch", EPOCH_XLABEL),
         (by_time, "train_time_s", TIME_XLABEL),
@@ -87,9 +78,7 @@ def accuracy_figure(
             legend=ax is by_time,
             ax=ax,
         )
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ACCURACY_YLABEL)
-        ax.set_ylim(0, 100)
+        ax.set(xlabel=xlabel, ylabel=ACCURACY_YLABEL, ylim=(0, 100))
         if target is not None:
             ax.axhline(100 * target, color=TARGET_COLOUR, linestyle="--", linewidth=1)
             hits = frame[frame["test_top1"].astype(float) >= target].groupby("curve").head(1)
@@ -113,13 +102,8 @@ def accuracy_figure(
             color=TARGET_COLOUR,
             fontsize="small",
         )
-    by_time.legend(
-        title="ring: first epoch at the target" if target is not None else None,
-        fontsize="small",
-        title_fontsize="small",
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
-    )
+    ring = "ring: first epoch at the target" if target is not None else None
+    style.legend_right(by_time, title=ring, fontsize="small", title_fontsize="small")
     keys = frame.iloc[0]
     fig.suptitle(
         title
@@ -149,6 +133,5 @@ def draw(
     title: str | None = None,
 ) -> None:
     """The accuracy figure of some training runs, from their per-epoch CSVs to a PNG."""
-    figure = accuracy_figure(read_epochs(epochs_paths), target=target, title=title)
-    save_png(figure, out_png)
+    style.save_png(accuracy_figure(read_epochs(epochs_paths), target, title), out_png)
     print(f"accuracy figure of {len(epochs_paths)} training run(s) -> {out_png}")

@@ -62,14 +62,9 @@ def compare_machines(
 
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:
     """`data` with a `configuration` label column, sorted on the key columns themselves."""
-    labelled = data.reset_index(drop=True)
-    labelled = labelled.assign(batch_size=labelled["batch_size"].astype(int))
-    labelled = labelled.assign(
-        configuration=labelled["precision"].astype(str)
-        + " bs"
-        + labelled["batch_size"].astype(str)
-        + " "
-        + labelled["variant"].astype(str)
+    labelled = data.reset_index(drop=True).astype({"batch_size": int})
+    labelled["configuration"] = labelled[["precision", "batch_size", "variant"]].apply(
+        lambda row: f"{row['precision']} bs{row['batch_size']} {row['variant']}", axis=1
     )
     # Sorted on the configuration's keys alone: machines and models do not order the bars.
     return labelled.loc[sort_configs(labelled[["precision", "batch_size", "variant"]]).index]
@@ -136,10 +131,8 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         grid.set(yscale="log")
     grid.set_axis_labels("precision, batch size, variant", "throughput (images/s)")
     grid.set_titles("{col_name}")
-    for axis in grid.axes.flat:
-        axis.tick_params(axis="x", rotation=45)
-        for label in axis.get_xticklabels():
-            label.set_horizontalalignment("right")
+    grid.tick_params(axis="x", rotation=45)
+    grid.set_xticklabels(ha="right")
     grid.figure.suptitle(
         "Training throughput per machine (mean of worker processes; whiskers: 95% CI)", y=1.02
     )
@@ -159,10 +152,7 @@ def _add_process_points(grid, runs: pd.DataFrame, order: list, hue_order: list) 
         return
     points = configuration_order(points)
     points = points[points["configuration"].isin(order)]
-    for model, axis in grid.axes_dict.items():
-        chosen = points[points["model"] == model]
-        if chosen.empty:
-            continue
+    for model, chosen in points.groupby("model"):
         sns.stripplot(
             data=chosen,
             x="configuration",
@@ -176,5 +166,5 @@ def _add_process_points(grid, runs: pd.DataFrame, order: list, hue_order: list) 
             size=2.5,
             alpha=0.5,
             legend=False,
-            ax=axis,
+            ax=grid.axes_dict[model],
         )

@@ -1,19 +1,8 @@
-"""Figures of one configuration's operator profile: its top operators, and its peak memory.
-
-* `top_operators_figure`: horizontal bars of the operators that take the most time per
-  step, host self time beside device self time (only host time on the CPU, where the
-  operators run on the host), from the operators table of `nnperf.torchprof.analysis`.
-* `memory_figure`: the peak allocated memory as one stacked bar (parameters, gradients,
-  optimizer state, activations, other), beside a second bar of the complexity stage's
-  estimate of the same categories (`nnperf.torchprof.memory.memory_table`), so the measured
-  activations can be read against the counted saved activations.
-
-Both are built on `matplotlib.figure.Figure` (never pyplot: no global backend state) and
-returned; a profile that did not run (`oom`, `over_budget`, `unsupported`) gets a figure
-with its one-line reason, so a figure exists for every configuration. `draw()` is the file
-edge: the document and table in, one PNG out. What the numbers mean is
-`nnperf.report.sections.operators`'.
-"""
+"""Figures of one configuration's operator profile: its top operators (host self time beside
+device self time; host only on the CPU) from `nnperf.torchprof.analysis`' table, and its peak
+memory by category beside the complexity stage's estimate (`nnperf.torchprof.memory`). A
+profile that did not run gets a figure with its reason, so every configuration has one.
+What the numbers mean is `nnperf.report.sections.operators`'."""
 
 from __future__ import annotations
 
@@ -28,7 +17,7 @@ from matplotlib.patches import Patch
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import load_json
-from nnperf.report.plots.style import save_png
+from nnperf.report.plots import style
 from nnperf.report.format import config_text
 from nnperf.report.results import read_table
 from nnperf.torchprof import analysis
@@ -60,19 +49,10 @@ def _title(document: Mapping, what: str) -> str:
 
 def _note_figure(document: Mapping, what: str) -> Figure:
     """The figure of a profile that did not run: its status and reason, centred."""
-    fig = Figure(figsize=(8.0, 2.4), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = style.figure(8.0, 2.4)
     ax.set_axis_off()
-    reason = str(document.get("error") or "no data")
-    ax.text(
-        0.5,
-        0.5,
-        f"not profiled ({document.get('status')}):\n{short_label(reason, 110)}",
-        ha="center",
-        va="center",
-        wrap=True,
-        transform=ax.transAxes,
-    )
+    reason = short_label(str(document.get("error") or "no data"), 110)
+    style.note(ax, f"not profiled ({document.get('status')}):\n{reason}")
     ax.set_title(_title(document, what))
     return fig
 
@@ -86,37 +66,16 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     column = analysis.time_column(table)
     chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
-    bars = [("host_self_time_s", HOST_LABEL)]
+    bars = {"host_self_time_s": HOST_LABEL}
     if has_device:
-        bars.append(("device_self_time_s", DEVICE_LABEL))
-    long = pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "operator": [short_label(str(o)) for o in chosen["operator"]],
-                    "time_ms": pd.to_numeric(chosen[source], errors="coerce").fillna(0.0) * 1e3,
-                    "time": label,
-                }
-            )
-            for source, label in bars
-        ]
-    )
-    fig = Figure(figsize=(9.0, 1.2 + 0.38 * len(chosen) * len(bars)), layout="constrained")
-    ax = fig.subplots()
+        bars["device_self_time_s"] = DEVICE_LABEL
+    wide = chosen[list(bars)].apply(pd.to_numeric, errors="coerce").fillna(0.0) * 1e3
+    wide = wide.rename(columns=bars).set_index(chosen["operator"].astype(str).map(short_label))
+    long = wide.melt(var_name="time", value_name="time_ms", ignore_index=False).reset_index()
+    fig, ax = style.figure(9.0, 1.2 + 0.38 * len(chosen) * len(bars))
     palette = dict(zip([HOST_LABEL, DEVICE_LABEL], sns.color_palette("colorblind", 2)))
-    sns.barplot(
-        data=long,
-        y="operator",
-        x="time_ms",
-        hue="time",
-        hue_order=[label for _, label in bars],
-        palette=palette,
-        orient="h",
-        errorbar=None,
-        ax=ax,
-    )
-    ax.set_xlabel(TIME_XLABEL)
-    ax.set_ylabel("")
+    sns.barplot(long, y="operator", x="time_ms", hue="time", palette=palette, errorbar=None, ax=ax)
+    ax.set(xlabel=TIME_XLABEL, ylabel="")
     ranked = "device" if has_device else "host"
     step = (document.get("summary") or {}).get("step_time_s")
     subtitle = f"ranked by {ranked} time"
@@ -142,8 +101,7 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
     bars = [(MEASURED_LABEL, "bytes")]
     if pd.to_numeric(rows["estimate_bytes"], errors="coerce").notna().any():
         bars.append((ESTIMATE_LABEL, "estimate_bytes"))
-    fig = Figure(figsize=(9.0, 1.6 + 0.9 * len(bars)), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = style.figure(9.0, 1.6 + 0.9 * len(bars))
     positions = np.arange(len(bars))[::-1]
     for position, (_, column) in zip(positions, bars):
         left = 0.0
@@ -159,7 +117,7 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
     ax.set_yticks(positions, [label for label, _ in bars])
     ax.set_xlabel(MEMORY_XLABEL)
     ax.margins(x=0.15)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    style.legend_right(ax, handles=handles, fontsize="small")
     subtitle = f"peak {memory.get('peak_allocated_bytes', 0) / MIB:,.1f} MiB"
     if memory.get("peak_phase"):
         subtitle += f" (in {memory['peak_phase']})"
@@ -199,6 +157,5 @@ def draw(
     `operators`, the memory CSV for `memory`) in, a PNG out."""
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)
-    drawn = figure(kind, document, table)
-    save_png(drawn, out_png)
+    style.save_png(figure(kind, document, table), out_png)
     print(f"{kind} figure of the operator profile of {config_text(document)} -> {out_png}")

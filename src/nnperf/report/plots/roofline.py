@@ -30,10 +30,7 @@ from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
 from nnperf.report.plots.style import save_png
-from nnperf.report.plots.point_labels import (
-    PointLabel,
-    place_labels,
-)
+from nnperf.report.plots.point_labels import PointLabel, place_labels
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline_points
 from nnperf.roofline import tables as roofline_tables
@@ -48,6 +45,7 @@ ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"
 # A step point above one of its roofs gets a red ring (and its label says so).
 ABOVE_ROOF_COLOUR = "red"
 ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
+_ABOVE = {True: ", above roof", False: ""}
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
 # Marker areas (points^2) of the step points: stars in the configuration figure, the step
 # figure's points.
@@ -78,37 +76,22 @@ def roofs_from_ncu(
     """
     if not ceilings:
         return []
-    roofs = []
     clock = ceilings.get("clock_hz", math.nan)
     clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
-    compute = [("fp32", "peak_flop_s_fp32"), ("fp16", "peak_flop_s_fp16")]
+    compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
     # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
-        compute.append((f"tensor {precision} dense", "peak_flop_s_tensor"))
-    values = [(name, ceilings.get(key, math.nan)) for name, key in compute]
-    values += [(f"tensor {p} dense", v) for p, v in sorted((tensor_peaks or {}).items())]
-    for name, value in values:
-        if value and math.isfinite(value) and value > 0:
-            roofs.append(
-                {
-                    "label": f"ncu {name}{clock_text}",
-                    "kind": "compute",
-                    "value": float(value),
-                    "origin": "ncu",
-                }
-            )
-    for level in ("dram", "l2", "l1"):
-        value = ceilings.get(f"peak_bytes_s_{level}", math.nan)
-        if value and math.isfinite(value) and value > 0:
-            roofs.append(
-                {
-                    "label": f"ncu {LEVEL_LABELS[level]}",
-                    "kind": "memory",
-                    "value": float(value),
-                    "origin": "ncu",
-                }
-            )
-    return roofs
+        compute[f"tensor {precision} dense"] = ceilings.get("peak_flop_s_tensor")
+    compute |= {f"tensor {p} dense": v for p, v in sorted((tensor_peaks or {}).items())}
+    roofs = [("compute", f"ncu {name}{clock_text}", value) for name, value in compute.items()] + [
+        ("memory", f"ncu {LEVEL_LABELS[level]}", ceilings.get(f"peak_bytes_s_{level}"))
+        for level in ("dram", "l2", "l1")
+    ]
+    return [
+        {"label": label, "kind": kind, "value": float(value), "origin": "ncu"}
+        for kind, label, value in roofs
+        if value and math.isfinite(value) and value > 0
+    ]
 
 
 def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
@@ -127,19 +110,14 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
 
 
 def _limits(points: pd.DataFrame, roofs: Sequence[dict]) -> tuple[tuple, tuple]:
-    xs = list(points["arithmetic_intensity_flop_per_byte"])
-    ys = list(points["performance_flop_s"])
+    """Every point, roof and ridge point in view."""
     compute = [r["value"] for r in roofs if r["kind"] == "compute"]
-    memory = [r["value"] for r in roofs if r["kind"] == "memory"]
-    for peak in compute:
-        for bandwidth in memory:
-            xs.append(peak / bandwidth)  # ridge points
-    ys += compute
-    xs = [x for x in xs if x > 0 and math.isfinite(x)] or [1.0]
-    ys = [y for y in ys if y > 0 and math.isfinite(y)] or [1e9]
-    xlim = (min(xs) / 4, max(xs) * 4)
-    ylim = (min(ys) / 4, max(ys) * 3)
-    return xlim, ylim
+    ridges = [c / r["value"] for c in compute for r in roofs if r["kind"] == "memory"]
+    xs = np.array([*points["arithmetic_intensity_flop_per_byte"], *ridges], dtype=float)
+    ys = np.array([*points["performance_flop_s"], *compute], dtype=float)
+    xs, ys = xs[(xs > 0) & np.isfinite(xs)], ys[(ys > 0) & np.isfinite(ys)]
+    xs, ys = xs if len(xs) else np.array([1.0]), ys if len(ys) else np.array([1e9])
+    return (xs.min() / 4, xs.max() * 4), (ys.min() / 4, ys.max() * 3)
 
 
 def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
@@ -147,58 +125,55 @@ def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
     x = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
     palette = sns.color_palette("dark", max(len(roofs), 1))
     for colour, roof in zip(palette, roofs):
-        style = ORIGIN_STYLES.get(roof["origin"], ":")
+        line = {"linestyle": ORIGIN_STYLES.get(roof["origin"], ":"), "color": colour, "lw": 1.2}
         if roof["kind"] == "compute":
             text = f"{roof['label']}: {fmt_si(roof['value'], 'FLOP/s')}"
-            ax.axhline(roof["value"], linestyle=style, color=colour, linewidth=1.2, label=text)
+            ax.axhline(roof["value"], label=text, **line)
         else:
-            text = f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}"
-            y = x * roof["value"]
-            if top is not None:
-                y = np.minimum(y, top)
-            ax.plot(x, y, linestyle=style, color=colour, linewidth=1.2, label=text)
+            y = x * roof["value"] if top is None else np.minimum(x * roof["value"], top)
+            ax.plot(x, y, label=f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}", **line)
 
 
 def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: float) -> set:
     """Ring the step points above one of their roofs; return the positions (in `steps`) of
     the points ringed. One legend entry says what a ring means."""
-    above = set()
-    for i, row in enumerate(steps.to_dict("records")):
-        if not roofline_points.roofs_exceeded(row, roofs):
-            continue
+    records = steps.to_dict("records")
+    above = {i for i, row in enumerate(records) if roofline_points.roofs_exceeded(row, roofs)}
+    if above:
+        ringed = steps.iloc[sorted(above)]
         ax.scatter(
-            [row["arithmetic_intensity_flop_per_byte"]],
-            [row["performance_flop_s"]],
+            ringed["arithmetic_intensity_flop_per_byte"],
+            ringed["performance_flop_s"],
             marker="o",
             s=marker_s * 2.2,
             facecolors="none",
             edgecolors=ABOVE_ROOF_COLOUR,
             linewidth=1.6,
             zorder=6,
-            label=ABOVE_ROOF_LABEL if not above else None,
+            label=ABOVE_ROOF_LABEL,
         )
-        above.add(i)
     return above
 
 
-def _finish(
-    ax,
-    fig: Figure,
-    xlim: tuple,
-    ylim: tuple,
-    title: str,
-    labels: Sequence[PointLabel] = (),
-    notes: Sequence[str] = (),
-) -> Figure:
+def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
+    """A roofline figure with its roofs drawn, the points it can show and its limits."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
+    visible = _positive(points).copy()
+    limits = _limits(visible, roofs)
+    _draw_roofs(ax, roofs, limits[0])
+    return fig, ax, visible, limits
+
+
+def _finish(ax, fig, limits, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
+    """Ring the `steps` above a roof, finish the axes and label each step with its text."""
+    above = mark_above_roof(ax, steps, roofs, marker_s)
     for note in notes:
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_xlabel(X_LABEL)
-    ax.set_ylabel(Y_LABEL)
+    xlim, ylim = limits
+    ax.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel=X_LABEL, ylabel=Y_LABEL)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -207,6 +182,11 @@ def _finish(
         ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     # After the layout: labels are placed in display coordinates, which it changes.
+    xy = zip(steps["arithmetic_intensity_flop_per_byte"], steps["performance_flop_s"])
+    labels = [
+        PointLabel(x, y, text + _ABOVE[i in above], math.sqrt(marker_s))
+        for i, ((x, y), text) in enumerate(zip(xy, texts))
+    ]
     place_labels(ax, labels)
     return fig
 
@@ -220,26 +200,21 @@ def plot_config_roofline(
     precision: str | None = None,
     roof_notes: Sequence[str] = (),
 ) -> Figure:
-    """Hierarchical roofline of one config.
-
-    `points`: that config's rows of roofline_points (kernel and step granularity, any source).
-    `ncu_ceilings`: the profile's own ceilings; `json_roofs`: from
-    `nnperf.roofline.points.json_ceilings`; `roof_notes`: legend lines for roofs left out
-    (`null_roof_notes`). Each step point is labelled with its memory level.
-    """
-    sns.set_theme(style="whitegrid", context="paper")
-    fig = Figure(figsize=(10, 6))
-    ax = fig.subplots()
+    """Hierarchical roofline of one config: its rows of roofline_points (kernels and steps,
+    any source), the profile's own roofs (`ncu_ceilings`), the ceilings JSON's
+    (`json_roofs`) and legend lines for roofs left out (`roof_notes`). Each step point is
+    labelled with its memory level."""
     roofs = [*roofs_from_ncu(ncu_ceilings, precision), *json_roofs]
-    visible = _positive(points)
-    xlim, ylim = _limits(visible, roofs)
-    _draw_roofs(ax, roofs, xlim)
-
-    kernels = visible[visible["granularity"] == "kernel"].copy()
+    fig, ax, visible, limits = _axes(points, roofs)
+    kernels = visible[visible["granularity"] == "kernel"]
     if not kernels.empty:
-        kernels["kind"] = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
-        kernels["memory level"] = kernels["memory_level"].map(LEVEL_LABELS)
-        kernels["time (µs)"] = kernels["time_s"] * 1e6
+        kernels = kernels.assign(
+            kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
+            **{
+                "memory level": kernels["memory_level"].map(LEVEL_LABELS),
+                "time (µs)": kernels["time_s"] * 1e6,
+            },
+        )
         sns.scatterplot(
             data=kernels,
             x="arithmetic_intensity_flop_per_byte",
@@ -254,33 +229,24 @@ def plot_config_roofline(
             legend="brief",
         )
     steps = visible[visible["granularity"] == "step"]
-    above = mark_above_roof(ax, steps, roofs, CONFIG_STEP_MARKER_S)
-    labels = []
-    for i, row in enumerate(steps.itertuples(index=False)):
-        analytic = row.source == "analytic"
-        level = LEVEL_LABELS.get(row.memory_level, row.memory_level)
-        label = "analytic step (algorithmic bytes)" if analytic else f"ncu step ({level})"
+    level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
+    analytic = steps["source"] == "analytic"
+    for (is_analytic, memory_level, text), group in steps.groupby(
+        [analytic, "memory_level", level]
+    ):
         ax.scatter(
-            [row.arithmetic_intensity_flop_per_byte],
-            [row.performance_flop_s],
-            marker="X" if analytic else "*",
+            group["arithmetic_intensity_flop_per_byte"],
+            group["performance_flop_s"],
+            marker="X" if is_analytic else "*",
             s=CONFIG_STEP_MARKER_S,
-            color=STEP_COLOURS.get(row.memory_level, "grey"),
+            color=STEP_COLOURS.get(memory_level, "grey"),
             edgecolor="black",
             linewidth=0.8,
             zorder=5,
-            label=label,
+            label="analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})",
         )
-        labels.append(
-            PointLabel(
-                row.arithmetic_intensity_flop_per_byte,
-                row.performance_flop_s,
-                ("step, analytic" if analytic else f"step, {level}")
-                + (", above roof" if i in above else ""),
-                math.sqrt(CONFIG_STEP_MARKER_S),
-            )
-        )
-    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
+    texts = np.where(analytic, "step, analytic", "step, " + level)
+    return _finish(ax, fig, limits, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, roof_notes)
 
 
 def plot_device_steps(
@@ -292,16 +258,9 @@ def plot_device_steps(
     ncu_tensor_peaks: Mapping[str, float] | None = None,
     roof_notes: Sequence[str] = (),
 ) -> Figure:
-    """Step-level roofline of every config on `device`.
-
-    Uses each config's step point: ncu at DRAM (the measured level closest to algorithmic
-    traffic) and analytic at `algorithmic`. Colour = model / precision, marker = source; each
-    point is labelled with its batch size and variant (`place_labels`: never overlapping,
-    numbered in a key where the points crowd). `roof_notes`: legend lines for roofs left out.
-    """
-    sns.set_theme(style="whitegrid", context="paper")
-    fig = Figure(figsize=(10, 6))
-    ax = fig.subplots()
+    """Step-level roofline of every config on `device`: ncu's step at DRAM (the measured
+    level closest to algorithmic traffic) and the analytic one. Colour = model / precision,
+    marker = source; each point labelled with its batch size and variant."""
     steps = points[
         (points["device"] == device)
         & (points["granularity"] == "step")
@@ -310,10 +269,8 @@ def plot_device_steps(
             | (points["source"] == "analytic")
         )
     ]
-    visible = _positive(steps).copy()
     roofs = [*roofs_from_ncu(ncu_ceilings, None, ncu_tensor_peaks), *json_roofs]
-    xlim, ylim = _limits(visible, roofs)
-    _draw_roofs(ax, roofs, xlim)
+    fig, ax, visible, limits = _axes(steps, roofs)
     if not visible.empty:
         visible["source"] = np.where(
             visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
@@ -330,19 +287,10 @@ def plot_device_steps(
             ax=ax,
             legend="brief",
         )
-    above = mark_above_roof(ax, visible, roofs, DEVICE_STEP_MARKER_S)
-    labels = [
-        PointLabel(
-            row.arithmetic_intensity_flop_per_byte,
-            row.performance_flop_s,
-            f"bs{row.batch_size} {row.variant}" + (", above roof" if i in above else ""),
-            math.sqrt(DEVICE_STEP_MARKER_S),
-        )
-        for i, row in enumerate(visible.itertuples(index=False))
-    ]
+    texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
-    return _finish(ax, fig, xlim, ylim, title, labels, roof_notes)
+    return _finish(ax, fig, limits, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, roof_notes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,11 +298,8 @@ def plot_device_steps(
 # --------------------------------------------------------------------------------------------
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
     """The rows whose key columns equal `keys` (batch_size compared as a number)."""
-    mask = pd.Series(True, index=frame.index)
-    for key, value in keys.items():
-        column = frame[key].astype(int) if key == "batch_size" else frame[key].astype(str)
-        mask &= column == value
-    return frame[mask]
+    typed = {key: int if key == "batch_size" else str for key in keys}
+    return frame[(frame[list(keys)].astype(typed) == pd.Series(keys)).all(axis=1)]
 
 
 def clocks_line(profile: Mapping | None) -> str:
@@ -403,13 +348,9 @@ def config_figure(
         f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
         f"{request.variant}: hierarchical roofline ({sources})"
     )
-    profile_row = None
-    if profiles is not None and not profiles.empty:
-        match = _matching(profiles, keys)
-        profile_row = match.iloc[0].to_dict() if not match.empty else None
-    clocks = clocks_line(profile_row)
-    if clocks:
-        title += "\n" + clocks
+    match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
+    clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
+    title += f"\n{clocks}" if clocks else ""
     return plot_config_roofline(
         selected,
         title=title,
@@ -431,17 +372,16 @@ def device_figure(
     profiled precision."""
     device_points = points[points["device"].astype(str) == device]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
-    tensor_peaks = {}
-    for precision, group in profile.groupby("precision"):
-        value = roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
-        if math.isfinite(value):
-            tensor_peaks[precision] = value
+    tensor_peaks = {
+        precision: roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
+        for precision, group in profile.groupby("precision")
+    }
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
     return plot_device_steps(
         device_points,
         device=device,
         ncu_ceilings=roofline_points.ncu_ceilings(profile) if not profile.empty else None,
-        ncu_tensor_peaks=tensor_peaks,
+        ncu_tensor_peaks={p: v for p, v in tensor_peaks.items() if math.isfinite(v)},
         json_roofs=roofline_points.json_ceilings(ceilings, precisions),
         roof_notes=null_roof_notes(ceilings, precisions),
     )
@@ -464,11 +404,8 @@ def write_figure(
     profile = roofline_tables.read_kernels(kernels)
     document = files.read_json(ceilings) if ceilings is not None else {}
     if request.kind == "roofline":
-        checks = (
-            read_table(profiles, CONFIG_KEYS, "the configuration roofline")
-            if profiles is not None
-            else None
-        )
+        what = "the configuration roofline"
+        checks = read_table(profiles, CONFIG_KEYS, what) if profiles is not None else None
         figure = config_figure(table, profile, document, request, checks)
     else:
         figure = device_figure(table, profile, document, request.device)

@@ -53,7 +53,7 @@ def test_unknown_schema_version_is_refused(tmp_path):
         files.read_json(path)
 
 
-# --- tables carry their row count and hash (<table>.meta.json) ---------------------------
+# --- tables carry their row count and hash (<table>.meta) ---------------------------
 
 FRAME = pd.DataFrame(
     {"precision": ["fp32", "fp32", "bf16", "bf16"], "note": ["a,b", "two\nlines", "c", "d"]}
@@ -92,14 +92,14 @@ def test_a_table_cut_short_or_edited_is_one_line_naming_it(tmp_path, cut, found)
         files.read_table(path, hint="snakemake --forcerun aggregate_runs")
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"{path}: not the table its writer wrote")
-    assert "summary.csv.meta.json expects 4 rows" in message and found in message
+    assert "summary.csv.meta expects 4 rows" in message and found in message
     assert message.endswith("; snakemake --forcerun aggregate_runs")
 
 
 def test_a_table_without_its_sidecar_is_refused_only_in_a_results_folder(tmp_path):
     path = table_in_results(tmp_path)
     files.meta_path(path).unlink()
-    with pytest.raises(NnperfError, match=r"summary\.csv: no summary\.csv\.meta\.json beside it"):
+    with pytest.raises(NnperfError, match=r"summary\.csv: no summary\.csv\.meta beside it"):
         files.read_table(path)
     # A committed example (reports/examples/...) or a table a person wrote: read as it is.
     example = tmp_path / "reports" / "examples" / "summary.csv"
@@ -120,7 +120,7 @@ def test_a_copied_table_keeps_its_sidecar_and_a_damaged_source_is_not_copied(tmp
     assert not (tmp_path / "results" / "runs" / "again.csv").exists()
     legacy = tmp_path / "legacy.csv"
     FRAME.to_csv(legacy, index=False)
-    with pytest.raises(NnperfError, match=r"legacy\.csv: no legacy\.csv\.meta\.json beside it"):
+    with pytest.raises(NnperfError, match=r"legacy\.csv: no legacy\.csv\.meta beside it"):
         files.copy_table(legacy, tmp_path / "results" / "runs" / "again.csv")
 
 

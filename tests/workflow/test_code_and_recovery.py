@@ -162,7 +162,7 @@ def test_a_table_cut_short_is_one_line_and_no_report(checkout, table, cut):
         result = render(home, study)
         assert result.returncode != 0
         lines = [line for line in result.stderr.splitlines() if table in line]
-        assert len(lines) == 1 and "meta.json expects" in lines[0], result.stderr[-2000:]
+        assert len(lines) == 1 and "meta expects" in lines[0], result.stderr[-2000:]
         assert "Traceback" not in result.stderr
     finally:
         path.write_bytes(original)

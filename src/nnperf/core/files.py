@@ -5,7 +5,7 @@ an interrupted job never leaves a file that looks finished (Snakemake would othe
 it on the next run). JSON documents carry `schema_version` so readers can refuse formats they
 do not understand.
 
-Every CSV table is written by `write_csv` with a sidecar, `<table>.meta.json`, holding its row
+Every CSV table is written by `write_csv` with a sidecar, `<table>.meta`, holding its row
 count and SHA-256, and read by `read_table` (or checked by `check_table`), which refuses a
 table that no longer matches it: a table cut short at a row boundary still parses, and would
 otherwise make a report that is wrong without a word. A table without a sidecar is refused
@@ -159,7 +159,7 @@ def write_csv(path: str | os.PathLike, frame) -> None:
         _write_meta(path, tmp.read_bytes(), len(frame))
 
 
-META_SUFFIX = ".meta.json"
+META_SUFFIX = ".meta"  # not .json: a glob for run documents (*.json) must not find it
 
 
 def meta_path(path: str | os.PathLike) -> Path:

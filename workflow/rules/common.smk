@@ -1,6 +1,7 @@
 # Helpers shared by every stage: config validation, wildcard constraints, the matrix and the
 # input functions. Rule files hold rules only.
 
+import functools
 import os
 import sys
 import time
@@ -74,7 +75,13 @@ if REPORT_PATH_PROBLEM:
     sys.exit(f"nnperf: {REPORT_PATH_PROBLEM}")
 
 for line in SCOPE.messages:
+    if SCOPE.empty_message and line == f"nnperf: {SCOPE.empty_message}":
+        continue
     print(line, file=sys.stderr)
+# A study with nothing to measure stops here, before any job (so no finished result is
+# touched), with its one line and a non-zero exit: a typo in a key is not a success.
+if SCOPE.empty_message:
+    sys.exit(f"nnperf: {SCOPE.empty_message}")
 
 # Measurements hold a bench_slot each so that none overlaps another; profiles/default limits
 # it to 1. A run without that profile (a user's project, where Snakemake looks for the user's
@@ -145,8 +152,6 @@ DEVICES = list(SCOPE.devices)
 MATRIX = list(SCOPE.matrix)
 # Notes for the report's "skipped and flagged" section: what the study left out and why.
 REPORT_NOTES = list(SCOPE.notes)
-# Why the study has nothing to measure, or None (get_final_output asks for nothing then).
-EMPTY_MATRIX = SCOPE.empty_message
 
 
 wildcard_constraints:
@@ -177,40 +182,56 @@ def as_param(request):
     return contract.to_dict(request)
 
 
+def one_line(function):
+    """An input or params function whose NnperfError (a path naming an impossible run, another
+    study's file) ends Snakemake with that one line, the last it prints: SystemExit passes
+    through Snakemake, which would wrap an exception in a ~15-line InputFunctionException."""
+
+    @functools.wraps(function)
+    def checked(wildcards):
+        try:
+            return function(wildcards)
+        except NnperfError as error:
+            sys.exit(f"nnperf: {error}")
+
+    return checked
+
+
+@one_line
 def this_study(wildcards):
-    """Raise unless a study-level file (table, figure, report) is this study's."""
-    try:
-        SCOPE.check_dataset(wildcards.dataset)
-    except NnperfError as error:
-        raise WorkflowError(f"nnperf: {error}")
+    """Stop unless a study-level file (table, figure, report) is this study's."""
+    SCOPE.check_dataset(wildcards.dataset)
 
 
+@one_line
 def dataset_request(wildcards):
     return as_param(job_requests.dataset_request(STUDY, wildcards.dataset))
 
 
+@one_line
 def complexity_request(wildcards):
     return as_param(job_requests.complexity_request(STUDY, wildcards.model, wildcards.dataset))
 
 
+@one_line
 def model_code(wildcards):
     """The user's source file the model is built from ([] but for a models: entry with a
     factory): editing it re-runs every job that builds the model."""
-    try:
-        return job_requests.model_code(STUDY, wildcards.model)
-    except NnperfError as error:
-        raise WorkflowError(f"nnperf: {error}")
+    return job_requests.model_code(STUDY, wildcards.model)
 
 
+@one_line
 def ceilings_request(wildcards):
     return as_param(job_requests.ceilings_request(STUDY, wildcards.device, PEAKS))
 
 
+@one_line
 def run_request(wildcards):
     key = RunKey.from_wildcards(wildcards)
     return as_param(job_requests.run_request(STUDY, key, wildcards.dataset))
 
 
+@one_line
 def run_data(wildcards):
     """The dataset a run (timed or profiled) reads. Building the request here makes a path
     naming an impossible run (device/precision pair, unknown variant) fail while the DAG is
@@ -219,16 +240,19 @@ def run_data(wildcards):
     return job_requests.data_root(wildcards.dataset)
 
 
+@one_line
 def profile_request(wildcards):
     key = RunKey.from_wildcards(wildcards)
     return as_param(job_requests.profile_request(STUDY, key, wildcards.dataset))
 
 
+@one_line
 def operator_profile_request(wildcards):
     key = RunKey.from_wildcards(wildcards)
     return as_param(job_requests.operator_profile_request(STUDY, key, wildcards.dataset))
 
 
+@one_line
 def training_request(wildcards):
     key = RunKey.from_wildcards(wildcards)
     return as_param(job_requests.training_request(STUDY, key, wildcards.recipe, wildcards.dataset))
@@ -527,6 +551,7 @@ def weights_pattern():
     return str(Path(models.hub_cache_dir()) / "checkpoints" / "{weights_file}")
 
 
+@one_line
 def weights_url(wildcards):
     """The URL download_weights fetches a weights file from, torchvision's URL of the
     recipe's weights that the file is named after."""
@@ -534,13 +559,14 @@ def weights_url(wildcards):
 
     urls = models.weights_urls(pretrained_recipes())
     if wildcards.weights_file not in urls:
-        raise WorkflowError(
-            f"nnperf: no recipe's pretrained weights are named {wildcards.weights_file}; "
+        raise NnperfError(
+            f"no recipe's pretrained weights are named {wildcards.weights_file}; "
             f"allowed: {', '.join(urls) or 'none (no recipe sets pretrained)'}"
         )
     return urls[wildcards.weights_file]
 
 
+@one_line
 def pretrained_weights_input(wildcards):
     """The weights file a training run starts from: its recipe's pretrained_path (which must
     exist) or torch hub's cached copy (rule download_weights fetches it); none without
@@ -550,12 +576,7 @@ def pretrained_weights_input(wildcards):
         return []
     from nnperf.workload import models
 
-    try:
-        return [
-            str(models.weights_input(wildcards.model, recipe.pretrained, recipe.pretrained_path))
-        ]
-    except NnperfError as error:
-        raise WorkflowError(f"nnperf: {error}")
+    return [str(models.weights_input(wildcards.model, recipe.pretrained, recipe.pretrained_path))]
 
 
 def training_table_inputs(wildcards):
@@ -598,10 +619,7 @@ def roofline_outputs():
 
 
 def get_final_output():
-    """Every file the study asks for; `rule all` builds exactly this (nothing when the
-    matrix is empty: see EMPTY_MATRIX)."""
-    if EMPTY_MATRIX:
-        return []
+    """Every file the study asks for; `rule all` builds exactly this."""
     return (
         data_outputs()
         + complexity_outputs()

@@ -180,6 +180,12 @@ def make_profiler(device: str, with_stack: bool):
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
+    else:
+        # A CUDA build of torch on a machine without a GPU: Kineto probes for one when it
+        # starts and logs "gpuGetDeviceCount failed with code 35" as an ERROR on a run that
+        # succeeds. Read when Kineto starts (the first profile of the process); a level the
+        # user set is kept.
+        os.environ.setdefault("KINETO_LOG_LEVEL", "5")
     try:
         return torch.profiler.profile(
             activities=activities,

@@ -1,7 +1,8 @@
 """What a second `snakemake` call rebuilds, in real runs on a copy of this checkout: an edit
 to the library re-runs exactly the jobs whose code it changes (every rule's `code=` parameter,
 nnperf.core.codehash), a table cut short is refused with one line, and a run file or group
-folder deleted by hand is rebuilt (docs/recovery.md).
+folder deleted by hand is rebuilt, and a group that finished after Snakemake took `kill -INT`
+is kept (docs/recovery.md).
 
 One configuration (fp32, batch 4, baseline) of the tiny study, the whole study (`rule all`)
 run once per module in a copy of the checkout, so the tests can edit its library.
@@ -10,10 +11,13 @@ run once per module in a copy of the checkout, so the tests can edit its library
 from __future__ import annotations
 
 import filecmp
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -205,4 +209,47 @@ def test_a_deleted_run_file_is_copied_again_and_a_deleted_group_measured_again(c
     # A new measurement (its times and windows are another run's), copied out again.
     assert (study / RUN).read_bytes() != measured
     assert filecmp.cmp(study / RUN, member, shallow=False)
+    assert planned(home, study) == {}
+
+
+def test_a_group_finished_after_snakemake_took_sigint_is_kept_by_cleanup_metadata(checkout):
+    """`kill -INT` to Snakemake alone (not its process group): the running group finishes its
+    measurement after Snakemake has marked it incomplete; `--cleanup-metadata` on the group's
+    folder keeps it (docs/recovery.md), where `--rerun-incomplete` would measure it again."""
+    home, study = checkout
+    shutil.rmtree(study / GROUP)
+    group_log = study / "logs" / Path(GROUP).relative_to("results").with_suffix(".log")
+    group_log.unlink(missing_ok=True)  # an earlier test's measurement left one
+    env = {**snakemake_env(), "PYTHONPATH": str(home / "src")}
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(home / "Snakefile")]
+    command += ["--directory", str(study), "--cores", "2", *CONFIG]
+    process = subprocess.Popen(
+        command, cwd=study, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 300
+
+    def measuring() -> bool:  # the job holds the machine's lock: its measurement has begun
+        return group_log.exists() and "measuring alone" in group_log.read_text()
+
+    while not measuring() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert measuring(), "the timed group never started"
+    time.sleep(1)
+    os.kill(process.pid, signal.SIGINT)  # Snakemake alone: the job is not signalled
+    assert process.wait(timeout=120) != 0
+    while not (study / GROUP / "comparisons.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert (study / GROUP / "comparisons.json").exists(), "the job did not finish its group"
+    time.sleep(2)  # the job's last writes after comparisons.json (its log's last lines)
+    finished = (study / GROUP / "comparisons.json").read_bytes()
+
+    stalled = snakemake(home, study, "--dry-run", "--quiet", "rules")
+    assert stalled.returncode != 0 or "timed_group" in stalled.stdout + stalled.stderr
+    cleaned = snakemake(home, study, "--cleanup-metadata", str(GROUP))
+    assert cleaned.returncode == 0, cleaned.stderr[-3000:]
+    assert "timed_group" not in planned(home, study)
+    result = snakemake(home, study)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "rule timed_group" not in result.stdout + result.stderr
+    assert (study / GROUP / "comparisons.json").read_bytes() == finished
     assert planned(home, study) == {}

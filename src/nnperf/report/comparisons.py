@@ -22,7 +22,7 @@ from nnperf.core.ratios import RatioCI
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.core.wording import missing
 from nnperf.report import noise
-from nnperf.report.configurations import MEAN, ok_configs
+from nnperf.report.format import MEAN, ok_configs
 from nnperf.report.format import config_text
 
 # The per-process throughput of runs.csv.

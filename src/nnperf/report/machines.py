@@ -20,7 +20,7 @@ from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report.aggregate import read_runs
-from nnperf.report.configurations import in_report_order
+from nnperf.report.format import in_report_order
 
 # One run JSON measures one configuration, so its keys are the configuration's.
 RUN_KEYS = CONFIG_KEYS

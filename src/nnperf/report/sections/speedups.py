@@ -9,7 +9,7 @@ import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report.comparisons import PAIR_KEYS, ci_of, interval_cell
-from nnperf.report.configurations import KEY_LABELS, sort_configs
+from nnperf.report.format import KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import fmt, fmt_times
 from nnperf.report.outline import Page, Section, Table, section

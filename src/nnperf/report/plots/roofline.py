@@ -79,7 +79,7 @@ def roofs_from_ncu(
     if not ceilings:
         return []
     clock = ceilings.get("clock_hz", math.nan)
-    clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
+    clock_text = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
     compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
     # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):

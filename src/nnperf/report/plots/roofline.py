@@ -325,13 +325,9 @@ def device_figure(
     roof per profiled precision. Colour = model / precision, marker = source; each point
     labelled with its batch size and variant."""
     device_points = points[points["device"].astype(str) == device]
-    steps = device_points[
-        (device_points["granularity"] == "step")
-        & (
-            ((device_points["source"] == "ncu") & (device_points["memory_level"] == "dram"))
-            | (device_points["source"] == "analytic")
-        )
-    ]
+    source, level = device_points["source"], device_points["memory_level"]
+    shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")
+    steps = device_points[(device_points["granularity"] == "step") & shown]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
     tensor_peaks = {
         precision: roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]

@@ -17,7 +17,7 @@ from nnperf.report.bounds import (
     roofline_readings,
     roofline_verdicts,
 )
-from nnperf.report.configurations import GROUP_KEYS, estimate_text, ok_configs
+from nnperf.report.format import GROUP_KEYS, estimate_text, ok_configs
 from nnperf.report.sections.breakdown import phase_shares
 from nnperf.report.sections.ceilings import ceilings_table
 from nnperf.report.sections.kernels import kernel_kind_shares, top_kernels

@@ -17,7 +17,7 @@ import pandas as pd
 
 from nnperf.core.vocab import STOP_NUMBERS, UNSTABLE_NUMBERS
 from nnperf.core.wording import count_of, missing, stop_numbers_of, unstable_text
-from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, sort_configs
+from nnperf.report.format import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, fmt_utc, int_cell, truthy
 from nnperf.report.noise import NOISE_COLUMNS

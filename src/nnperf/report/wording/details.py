@@ -140,10 +140,7 @@ def above_peak(f: Finding, named=None) -> str:
 
 
 ROOFLINE = {
-    "above_roof": above_roof,
-    "gpu_busy": gpu_busy,
     "null_peak": "{a[where]}: no {a[origin]} {a[precision]} peak, {a[reason]}.",
-    "above_peak": above_peak,
     "kernel_kind": "{a:config} on {a[machine]}: {a[kind]} kernels take {n[share]:pct} of the "
     "profiled step.",
 }
@@ -282,18 +279,6 @@ def profile_note(f: Finding, named=None) -> str:
     return say("Operator profile of {a:where}: {note}.", f, note=note)
 
 
-PROFILES = {
-    kind: globals()[kind]
-    for kind in (
-        "profile_missing",
-        "profile_bound",
-        "profile_memory",
-        "profile_input",
-        "profile_note",
-    )
-}
-
-
 def loader_text(row: Mapping) -> str:
     """`12,300 img/s (95% CI 11,900–12,700)`, or `not measured`."""
     if missing(row.get("loader_rate_img_s")):
@@ -397,13 +382,10 @@ def faster_but_later(f: Finding, named=None) -> str:
 
 WORDING = {
     **ROOFLINE,
-    **PROFILES,
-    "input_verdicts": input_verdicts,
     "largest_phase": "On {a[machine]}, {a[phase]:phase} is the largest phase in {n[count]} of "
     "{n[total]} configurations (e.g. {n[share]:pct} of the step for {a:config}).",
     "waits_on_input": "{a:config} on {a[machine]} waits on input for {n[input_share]:pct} of each "
     "step (data wait {n[data_wait_share]:pct}, host-to-device {n[h2d_share]:pct}).",
     "more_waiting": "… and {n[count]} more input-bound configurations on {a[machine]} (see the "
     "table).",
-    "faster_but_later": faster_but_later,
 }

@@ -33,26 +33,22 @@ def differing(config: Mapping, named: Mapping | None) -> str:
     return " ".join(parts)
 
 
-def missed(config: Mapping) -> bool:
-    met = config.get("ci_target_met")
-    return not missing(met) and not truthy(met)
+def _width(c: Mapping) -> str:
+    half, target = c.get("ci_half_width_rel"), c.get("ci_target")
+    if missing(half) or missing(target):
+        return "no CI"
+    return f"\u00b1{fmt_pct(half)} against \u00b1{fmt_pct(target)}"
 
 
 def missed_target(configs: Sequence[Mapping], name: Callable[[Mapping], str] = config_text) -> str:
     """`X (±6.7% against ±6.0%) missed its CI target`, the configurations whose interval is
     wider than their target; empty where none did."""
-    late = [c for c in configs if missed(c)]
+    met = [c.get("ci_target_met") for c in configs]
+    late = [c for c, m in zip(configs, met) if not missing(m) and not truthy(m)]
     if not late:
         return ""
-
-    def width(c: Mapping) -> str:
-        half, target = c.get("ci_half_width_rel"), c.get("ci_target")
-        if missing(half) or missing(target):
-            return "no CI"
-        return f"\u00b1{fmt_pct(half)} against \u00b1{fmt_pct(target)}"
-
     its = "its" if len(late) == 1 else "their"
-    return f"{names(late, lambda c: f'{name(c)} ({width(c)})')} missed {its} CI target"
+    return f"{names(late, lambda c: f'{name(c)} ({_width(c)})')} missed {its} CI target"
 
 
 def _with_missed(text: str, configs: Sequence[Mapping], name) -> str:
@@ -293,9 +289,6 @@ WORDING = {
         {"judged": "; {n[met]} of {n[judged]} measured configurations reached their CI target"},
         " — see Measurement cost and quality.",
     ),
-    "flagged_counts": flagged_counts,
-    "speedup": speedup,
-    "batch_scaling": batch_scaling,
     "machine_fastest": machine,
     "machine_tied": machine,
 }

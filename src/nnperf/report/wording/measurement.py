@@ -10,27 +10,14 @@ from __future__ import annotations
 from typing import Mapping
 
 from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
-from nnperf.core.wording import count_of, missing, stop_sentence, unstable_text
+from nnperf.core.wording import count_of, missing, stop_sentence
 from nnperf.ncu.ranges import CALIBRATION_TOLERANCE
 from nnperf.report.findings import Finding
 from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct
 from nnperf.report.noise import CAUSE_NUMBERS
-from nnperf.report.wording.templates import say
+from nnperf.report.wording.templates import CAUSE_LABELS, say
 from nnperf.report.wording.findings import missed_target
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
-
-# How a note names each cause.
-CAUSE_LABELS = {
-    "shared_slowdown": "the machine slowing under the whole group",
-    "drift": "drift over time",
-    "host_load": "host load",
-    "steal": "CPU steal",
-    "clock": "the clock",
-    "bimodal": "a process level split in two",
-    "process_level": "the process level",
-    "window_noise": "window-level noise, no external cause found",
-    "none": "unknown, no windows recorded",
-}
 
 
 def numbers_of(row: Mapping, code: str) -> dict:
@@ -154,46 +141,29 @@ def over_budget(f: Finding, named=None) -> str:
     if f.numbers:
         text += " — " + stop_sentence("over_budget", f.numbers, a.get("phase"))
     elif step is not None:
-        text += (
-            f" — one training step takes {'at least ' if a['lower_bound'] else ''}{fmt(step, 's')}"
-        )
+        least = "at least " if a["lower_bound"] else ""
+        text += f" — one training step takes {least}{fmt(step, 's')}"
     return text + "; raise timing.max_seconds to measure it."
-
-
-def unstable(f: Finding, named=None) -> str:
-    return say(
-        "Unstable: {a:where} — {why}; its throughput is marked unstable wherever it is quoted, "
-        "and comparisons with it need care.",
-        f,
-        why=unstable_text(f.about) or "no reason recorded",
-    )
-
-
-def high_variance(f: Finding, named=None) -> str:
-    a, cause = f.about, CAUSE_LABELS.get(f.about.get("noise_cause"))
-    return say(
-        "High variance: {a:where} — throughput CV {a[throughput_img_s_cv]:pct} across {windows} "
-        "of {processes} (threshold {n[threshold]:pct})"
-        + (f", likely cause: {cause} (see Measurement)" if cause else "")
-        + "; treat its numbers and speedups with care.",
-        f,
-        windows=count_of(a.get("n_windows"), "window"),
-        processes=count_of(a.get("n_processes"), "process"),
-    )
 
 
 NOTES_WORDING = {
     "oom": ("Out of memory: {a:where}", {"error": ": {a[error]}"}, "."),
-    "over_budget": over_budget,
-    "unstable": unstable,
-    "high_variance": high_variance,
-    "roof_too_low": "Roof too low: {n[points]} {a[precision]} step point{n[points]:pick: lies|s lie} "
-    "above the {a[roof]} roofs on {a[machine]} (worst: {a[worst]:config} at "
-    "{a[worst][performance_flop_s]:si:FLOP/s}, {a[worst][fraction_of_roof]:x} the "
-    "{a[worst][attainable_flop_s]:si:FLOP/s} roof); check the {a[roof]} {a[precision]} ceiling of "
-    "{a[device]}.",
-    "profile_unchecked": "Profile unchecked: {a:where} — its export holds no calibration GEMM, so "
-    "neither its FLOP counters nor its roof could be checked; profile again with `nnperf step`.",
+    "unstable": "Unstable: {a:where} — {a:unstable}; its throughput is marked unstable wherever "
+    "it is quoted, and comparisons with it need care.",
+    "high_variance": (
+        "High variance: {a:where} — throughput CV {a[throughput_img_s_cv]:pct} across "
+        "{a[n_windows]:count:window} of {a[n_processes]:count:process} (threshold "
+        "{n[threshold]:pct})",
+        {"noise_cause": ", likely cause: {a[noise_cause]:cause} (see Measurement)"},
+        "; treat its numbers and speedups with care.",
+    ),
+    "roof_too_low": "Roof too low: {n[points]} {a[precision]} step "
+    "point{n[points]:pick: lies|s lie} above the {a[roof]} roofs on {a[machine]} (worst: "
+    "{a[worst]:config} at {a[worst][performance_flop_s]:si:FLOP/s}, "
+    "{a[worst][fraction_of_roof]:x} the {a[worst][attainable_flop_s]:si:FLOP/s} roof); check the "
+    "{a[roof]} {a[precision]} ceiling of {a[device]}.",
+    "profile_unchecked": "Profile unchecked: {a:where} — its export holds no calibration GEMM, "
+    "so neither its FLOP counters nor its roof could be checked; profile again with `nnperf step`.",
     "flop_counters_off": "FLOP counters off: {a:where} — the calibration GEMM counted "
     "{a[calibration_ratio]:x} its known FLOPs (allowed: within "
     + fmt_pct(CALIBRATION_TOLERANCE)
@@ -312,10 +282,6 @@ WORDING = {
     "span and {n[timed_share_of_busy]:pct} of the busy time (the duty cycle); the rest went to "
     "starting processes, warm-up, compilation, the stages that time nothing (ceilings, "
     "complexity, profiles) and the gaps between jobs.",
-    "machine_allows": machine_allows,
-    "ci_target_count": ci_target_count,
-    "ci_missed": ci_missed,
-    "dominant_level": dominant_level,
     "fixed_cost": (
         "On {a[machine]}, a configuration's fixed cost — its job's start to the first warm-up "
         "step — is {n[fixed_s]:n:s} (median of {n[count]})",
@@ -331,5 +297,4 @@ WORDING = {
         {"later_s": " and {n[later_s]:n:s} in later processes, which reuse the first one's caches"},
         ".",
     ),
-    "shared_settings": shared_settings,
 }

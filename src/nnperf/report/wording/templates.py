@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import string
 
-from nnperf.core.wording import count_of, missing
+from nnperf.core.vocab import PHASES
+from nnperf.core.wording import count_of, missing, unstable_text
 from nnperf.report.format import config_text, fmt, fmt_duration, fmt_ghz, fmt_pct, fmt_si
 from nnperf.report.format import fmt_times, fmt_utc
 
-PHASE_LABELS = {
-    "data_wait": "data wait",
-    "h2d": "host-to-device",
-    "forward": "forward",
-    "backward": "backward",
-    "optimizer": "optimizer",
+# The phases of a step, and the noise causes (`findings.NOISE_CAUSES`), as a sentence names them.
+PHASE_LABELS = {p: p.replace("_", " ") for p in PHASES} | {"h2d": "host-to-device"}
+CAUSE_LABELS = {
+    "shared_slowdown": "the machine slowing under the whole group",
+    "drift": "drift over time",
+    "host_load": "host load",
+    "steal": "CPU steal",
+    "clock": "the clock",
+    "bimodal": "a process level split in two",
+    "process_level": "the process level",
+    "window_noise": "window-level noise, no external cause found",
+    "none": "unknown, no windows recorded",
 }
 FORMATS = {
     "pct": fmt_pct,
@@ -30,6 +37,8 @@ FORMATS = {
     "where": lambda a: f"{config_text(a)} on {a.get('machine') or a['device']}",
     "upper": lambda v: str(v).upper(),
     "phase": PHASE_LABELS.__getitem__,
+    "cause": lambda code: CAUSE_LABELS.get(code, code),
+    "unstable": lambda row: unstable_text(row) or "no reason recorded",
     "count": count_of,
     "p": lambda p: "p<0.001" if p < 0.001 else "p<0.01" if p < 0.01 else f"p={p:.2f}",
     "signed": lambda v: ("+" if v >= 0 else "\u2212") + fmt_pct(abs(v)),
@@ -39,6 +48,13 @@ FORMATS = {
 
 
 class _Formatter(string.Formatter):
+    # A record holds only the keys that apply: one it lacks is None, as `.get` gives it.
+    def get_field(self, field_name: str, args, kwargs):
+        try:
+            return super().get_field(field_name, args, kwargs)
+        except (KeyError, IndexError):
+            return None, field_name
+
     def format_field(self, value, spec: str) -> str:
         name, *unit = spec.split(":", 1)
         if name in FORMATS:

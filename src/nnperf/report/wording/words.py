@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from nnperf.report.findings import LEADERS, Finding
+from nnperf.report.findings import KINDS, LEADERS, Finding
 from nnperf.report.wording import details, findings, measurement
 from nnperf.report.wording.templates import say
 
+# A family words a kind by its function of that name, or by its `WORDING` entry (a template,
+# or a function that words several kinds).
 FAMILIES = (findings, measurement, details)
-WORDING = {kind: words for family in FAMILIES for kind, words in family.WORDING.items()}
+WORDING = {
+    **{
+        kind: getattr(family, kind)
+        for family in FAMILIES
+        for kind in KINDS
+        if hasattr(family, kind)
+    },
+    **{kind: words for family in FAMILIES for kind, words in family.WORDING.items()},
+}
 
 
 def sentence(f: Finding, named: Mapping | None = None) -> str:

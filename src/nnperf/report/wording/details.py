@@ -1,10 +1,6 @@
-"""The detail sections' findings in words (`nnperf.report.findings.DETAIL_KINDS`): step points
-above a roof, a profile's GPU busy share, null and beaten peaks (Ceilings) and the largest
-kernel kind (Top kernels); an operator profile (torch.profiler): why one did not run, what
-bounds its step and what to try, its peak memory and headroom, its input's cost, its own notes;
-whether data loading limits the measured configurations (Input pipeline), the largest phase
-and the steps waiting on input (Time breakdown), and the runs faster per image yet later at
-the target (Time to accuracy)."""
+"""The detail sections' findings in words (`nnperf.report.findings.DETAIL_KINDS`): the Roofline,
+Ceilings and Top kernels sections', an operator profile's (torch.profiler), and the Input
+pipeline, Time breakdown and Time to accuracy sections'."""
 
 from __future__ import annotations
 
@@ -19,8 +15,12 @@ from nnperf.report.wording.templates import say
 from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
-# Why a roof a step point beat is under-measured, by where the compute roof came from.
+# Why a roof a step point beat is under-measured: a bandwidth roof, or by where the compute
+# roof came from.
 UNDER = {
+    "bandwidth": "caches serve part of the traffic the point's bytes count (analytic bytes "
+    "assume no reuse), or the bandwidth benchmark under-measured the memory",
+    "measured": "{gemm} does not reach this {a[device]:upper}'s peak",
     "derived": "a derived peak is cores x clock x FLOP/cycle, and the clock it used{used} is "
     "below what the cores ran at",
     "datasheet": "the config/peaks.yaml entry does not fit this device, or the FLOPs are "
@@ -31,16 +31,13 @@ UNDER = {
 
 def _why_under(f: Finding) -> str:
     a, n = f.about, f.numbers
-    if a["against"] == "bandwidth":
-        return (
-            "caches serve part of the traffic the point's bytes count (analytic bytes assume "
-            "no reuse), or the bandwidth benchmark under-measured the memory"
-        )
-    if a["roof"] == "measured":
-        gemm = f"a {n['gemm_size']}³ GEMM" if n.get("gemm_size") else "the ceilings stage's GEMM"
-        return say("{gemm} does not reach this {a[device]:upper}'s peak", f, gemm=gemm)
-    used = say(" ({n[clock_hz]:ghz}, {a[clock_source]})", f) if n.get("clock_hz") else ""
-    return UNDER.get(a["roof"], UNDER[None]).format(used=used)
+    roof = "bandwidth" if a["against"] == "bandwidth" else a["roof"]
+    return say(
+        UNDER.get(roof, UNDER[None]),
+        f,
+        gemm=f"a {n['gemm_size']}³ GEMM" if n.get("gemm_size") else "the ceilings stage's GEMM",
+        used=say(" ({n[clock_hz]:ghz}, {a[clock_source]})", f) if n.get("clock_hz") else "",
+    )
 
 
 def above_roof(f: Finding, named=None) -> str:

@@ -1,7 +1,8 @@
 """The writers whose outputs the CPU test study never produces hold codes and numbers, not
 sentences (issue 30; the workflow scan in tests/workflow/test_outputs_are_data.py reads only
 what a CPU study writes): a GPU's datasheet entry in the ceilings JSON, a CPU's derived peak
-with its null reasons, an operator profile's notes and the NVML record of a run document."""
+with its null reasons, the GEMM sizes left out of a roof, an operator profile's notes and the NVML
+record of a run document."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from nnperf.core.cpuinfo import parse_cpuinfo
 from nnperf.engine import stability
-from nnperf.roofline import ceilings, peaks
+from nnperf.roofline import ceilings, compute_roofs, peaks
 from nnperf.torchprof import analysis
 from nnperf.torchprof import profile as opprofile
 
@@ -76,3 +77,14 @@ def test_the_nvml_record_is_a_code(monkeypatch):
     record = stability.GpuSampler(0).record()
     assert (record["note"], record["note_detail"]) == ("nvml_unavailable", "ModuleNotFoundError")
     assert record["note"] in stability.NVML_NOTES and sentences(record) == []
+
+
+def test_a_gemm_size_left_out_of_its_roof_gives_its_reason_as_a_code():
+    # No budget: the first size is measured in warm-up and left out, the larger one with it;
+    # the CPU study's default budget leaves out none, so the workflow scan never sees these.
+    result = compute_roofs.measure_gemm(
+        "cpu", "fp32", [32, 64], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
+    )
+    reasons = [row["reason"] for row in result["skipped_sizes"]]
+    assert reasons == ["measured_over_budget", "larger_than_skipped"]
+    assert set(reasons) <= set(compute_roofs.SKIP_REASONS) and sentences(result) == []

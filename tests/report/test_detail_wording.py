@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nnperf.report.findings import DETAIL_KINDS, Finding
-from nnperf.report.wording import profiles, roofline, training
+from nnperf.report.wording.words import sentence
 
 CFG = {
     "machine": "laptop",
@@ -184,18 +184,13 @@ WORDED = {
 }
 
 
-def words(f: Finding) -> str:
-    module = next(m for m in (roofline, profiles, training) if f.kind in vars(m))
-    return module.sentence(f)
-
-
 def test_every_detail_kind_has_a_record_here():
     assert set(RECORDS) == set(WORDED) == set(DETAIL_KINDS)
 
 
 @pytest.mark.parametrize("kind", DETAIL_KINDS)
 def test_a_record_in_words(kind):
-    assert words(RECORDS[kind]) == WORDED[kind]
+    assert sentence(RECORDS[kind]) == WORDED[kind]
 
 
 def test_a_null_peak_from_before_the_codes_keeps_its_sentence():
@@ -206,9 +201,3 @@ def test_a_null_peak_from_before_the_codes_keeps_its_sentence():
     assert null_peak_reason("no_native_bf16", sheet).startswith(
         "no native bf16 arithmetic (flags lack amx_bf16, avx512_bf16)"
     )
-
-
-def test_an_nvml_note_in_words():
-    record = {"note": "found_by_index", "note_detail": 1}
-    assert roofline.nvml_note(record) == "torch gave no device UUID: GPU found by its NVML index 1"
-    assert roofline.nvml_note({"note": None}) is None

@@ -21,7 +21,6 @@ from nnperf.report.input_verdict import (
 from nnperf.report.wording import words as wording
 from nnperf.report.findings import Finding
 from nnperf.report.sections import environment, input_pipeline
-from nnperf.report.wording import training as training_words
 
 
 def test_the_verdicts_are_codes_of_the_vocabulary():
@@ -275,7 +274,7 @@ def row(variant, rate, loader_rate, wait, verdict_code):
 
 def input_finding(summary) -> list[str]:
     record = input_pipeline.input_record(summary)
-    return [] if record is None else [training_words.sentence(record)]
+    return [] if record is None else [wording.sentence(record)]
 
 
 def test_the_key_finding_names_each_input_bound_configuration_once_with_its_numbers():

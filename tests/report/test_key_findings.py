@@ -43,7 +43,6 @@ from nnperf.report.sections.notes import (
     variance_notes,
 )
 from nnperf.report.format import cells
-from nnperf.report.wording import roofline as roofline_words
 from nnperf.report.sections.roofline import READING_COLUMNS, above_roof, busy_record
 from nnperf.report.comparisons import comparisons_table
 from nnperf.report.sections.speedups import pairs, scaling, stated
@@ -499,7 +498,11 @@ def test_a_machine_whose_processes_differ_too_much_is_said_once_at_the_top():
     assert allows.numbers["half_width"] == pytest.approx((2.5 / 50 + 4.0 / 52) / 2)
     assert allows.numbers["half_width_max"] == pytest.approx(4.0 / 52)
     assert allows.numbers["paired_half_width"] == pytest.approx(0.03)
-    assert (allows.numbers["missed"], allows.numbers["judged"], allows.numbers["paired"]) == (2, 4, 2)
+    assert (allows.numbers["missed"], allows.numbers["judged"], allows.numbers["paired"]) == (
+        2,
+        4,
+        2,
+    )
     assert sentence(allows) == (
         "On box, worker processes differ by ~11% (median relative standard deviation between "
         "processes), too much for a ±3.0% CI of absolute throughput in the time budget (it "
@@ -713,7 +716,7 @@ def _h100_summary() -> pd.DataFrame:
 
 
 def busy_sentence(profile, summary=None) -> str:
-    return roofline_words.sentence(busy_record(profile, summary))
+    return sentence(busy_record(profile, summary))
 
 
 def test_h100_eager_step_is_host_bound_and_the_remedies_are_the_studys_own():

@@ -9,7 +9,7 @@ import pytest
 
 from nnperf.engine.stopping import processes_for_spread
 from nnperf.report import aggregate, noise
-from nnperf.report.wording import noise as wording
+from nnperf.report.wording import measurement as wording
 
 T0 = 1_700_000_000.0
 WINDOW_S = 5.0
@@ -283,7 +283,7 @@ def test_a_shared_slowdown_leads_the_windows_causes():
 
 
 def test_a_summary_written_before_the_causes_had_numbers_names_the_cause():
-    from nnperf.report.wording.noise import noise_text
+    from nnperf.report.wording.measurement import noise_text
 
     row = {"noise_cause": "process_level", "ci_target": 0.05, "n_processes": 2}
     assert noise_text(row).startswith("The process level.")

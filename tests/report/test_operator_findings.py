@@ -14,7 +14,7 @@ from nnperf.report.sections.operators import (
     profile_records,
     top_operators_display,
 )
-from nnperf.report.wording.profiles import sentence
+from nnperf.report.wording.words import sentence
 from nnperf.torchprof import analysis as operators
 from nnperf.torchprof import breakdown
 from nnperf.torchprof import memory as step_memory

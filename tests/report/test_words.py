@@ -381,7 +381,7 @@ EXAMPLES = {
 
 
 def test_every_kind_has_its_wording_and_an_example():
-    worded = set(KINDS) - set(NOISE_CAUSES)  # `wording.noise` words a row's causes
+    worded = set(KINDS) - set(NOISE_CAUSES)  # `wording.measurement` words a row's causes
     assert set(WORDING) == worded
     # The detail sections' kinds have their examples in test_detail_wording.py.
     assert set(EXAMPLES) == worded - set(DETAIL_KINDS)

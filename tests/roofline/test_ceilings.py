@@ -219,11 +219,14 @@ def test_ratios_and_notes_for_known_and_unknown_devices():
         sheet,
         {"gemm_flop_s": {"bf16": 1.9}, "memory_bandwidth_bytes_s": 0.9},
         "p.yaml",
-        {"tf32": "needs 8.0"},
+        {"tf32": "unavailable", "fp16": "needs 7.0"},  # a code, and text from before the codes
+        capability="7.5",
     )
     assert (
         "Measured bf16 GEMM is 1.90x the datasheet value" in over
-        and "tf32 not measured: needs 8.0" in over
+        and "tf32 not measured: precision 'tf32' needs CUDA compute capability 8.0+, but X is 7.5"
+        in over
+        and "fp16 not measured: needs 7.0" in over
     )
 
 
@@ -328,7 +331,8 @@ def test_gemm_budget_skips_the_sizes_that_would_overrun_it(monkeypatch):
     assert measured[0] == 32 and 4096 not in measured and 4096 not in built
     assert [row["size"] for row in result["skipped_sizes"]][-1] == 4096
     first = result["skipped_sizes"][0]
-    assert "projected" in first["reason"] and "0.3 s per precision" in first["reason"]
+    assert (first["reason"], first["budget_s"]) == ("projected_over_budget", 0.3)
+    assert "0.3 s per precision" in compute_roofs.skip_reason(first, "cpu")
     # Probes double from GEMM_PROBE_SIZE and stop below the size they are for.
     probes = [size for size in built if size not in (32, 64)]
     assert probes == [128 * 2**i for i in range(len(probes))] and max(probes, default=0) < 4096
@@ -351,19 +355,26 @@ def test_gemm_budget_of_zero_reports_no_number(monkeypatch):
         "cpu", "fp32", [32, 64], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
     )
     assert result["sizes"] == [] and result["best_flop_s"] is None
-    assert result["skipped_sizes"][0]["size"] == 32
-    assert "measured in warm-up" in result["skipped_sizes"][0]["reason"]
-    assert result["skipped_sizes"][1] == {
-        "size": 64,
-        "reason": "larger than 32, which did not fit the budget",
-    }
+    first, larger = result["skipped_sizes"]
+    assert (first["size"], first["reason"]) == (32, "measured_over_budget")
+    assert "(measured in warm-up), so 2 trials would take" in compute_roofs.skip_reason(
+        first, "cpu"
+    )
+    assert larger == {"size": 64, "reason": "larger_than_skipped", "first": 32}
+    assert (
+        compute_roofs.skip_reason(larger, "cpu") == "larger than 32, which did not fit the budget"
+    )
+    # A ceilings JSON from before the codes holds the reason's text: said as it is.
+    assert compute_roofs.skip_reason({"size": 8, "reason": "too slow"}, "cpu") == "too slow"
     # Large first size: only probe GEMMs run; the size itself is never built.
     built = gemm_sizes_built(monkeypatch)
     result = compute_roofs.measure_gemm(
         "cpu", "fp32", [4096], warmup=1, trials=2, min_trial_s=0.002, budget_s=0.0
     )
     assert built == [compute_roofs.GEMM_PROBE_SIZE] and result["sizes"] == []
-    assert "from the 128^3 GEMM's rate" in result["skipped_sizes"][0]["reason"]
+    assert "from the 128^3 GEMM's rate" in compute_roofs.skip_reason(
+        result["skipped_sizes"][0], "cpu"
+    )
 
 
 def test_one_long_call_is_not_repeated_needlessly(monkeypatch):
@@ -403,8 +414,10 @@ def test_ceilings_document_names_the_skipped_sizes(monkeypatch):
     monkeypatch.setitem(compute_roofs.GEMM_BUDGET_S, "cpu", 0.0)
     doc = measure(monkeypatch, gemm_sizes=[64], sweep_max_bytes=16 * KIB)
     assert doc["measured"]["gemm_flop_s"] == {} and doc["measured"]["gemm"] == {}
-    assert doc["skipped_precisions"]["fp32"].startswith("no GEMM size fits the time budget: ")
-    assert "fp32 not measured: no GEMM size fits the time budget" in ceilings.notes_of(doc)
+    assert doc["skipped_precisions"]["fp32"] == "no_size_fits"
+    assert "fp32 not measured: no GEMM size fits the time budget: a 64^3 call" in ceilings.notes_of(
+        doc
+    )
     assert ceilings.summary(doc).startswith(
         f"{doc['device_name']} (cpu): no GEMM roof (see below); memory"
     )

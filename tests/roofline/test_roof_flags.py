@@ -7,14 +7,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nnperf.report.wording.words import sentences
+from nnperf.report.wording.words import sentence, sentences
 from nnperf.report.bounds import roofline_readings, roofline_verdicts
 from nnperf.report.format import cells
 from nnperf.report.plots import roofline as roofline_plots
 from nnperf.report.sections import ceilings as ceilings_section
 from nnperf.report.sections import notes
 from nnperf.report.sections import roofline as roofline_section
-from nnperf.report.wording import roofline as roofline_words
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline
 from nnperf.roofline import tables as roofline_tables
@@ -100,7 +99,7 @@ def test_a_measured_roof_above_its_derived_peak_is_remarked():
     records = ceilings_section.peak_records([], table)
     assert [r.about["roof"] for r in records] == ["fp32 GEMM", "bf16 GEMM"]
     assert records[0].numbers["ratio"] == pytest.approx(198 / 166.15, rel=1e-3)
-    fp32, bf16 = (roofline_words.sentence(r) for r in records)
+    fp32, bf16 = (sentence(r) for r in records)
     assert fp32.startswith(
         f"{MACHINE}: the measured fp32 GEMM (198 GFLOP/s) is 119% of the derived peak "
         "(166 GFLOP/s): that peak is too low"
@@ -118,8 +117,8 @@ def test_a_point_above_the_derived_peak_is_flagged_with_a_sentence():
     (record,) = roofline_section.above_roof_records(rows, [ceilings()])
     assert (record.about["roof"], record.about["against"]) == ("derived", "compute")
     assert record.numbers["clock_hz"] == DERIVED["clock_hz"]
-    sentence = roofline_words.sentence(record)
-    assert sentence.startswith(
+    said = sentence(record)
+    assert said.startswith(
         f"resnet18_cifar fp32 at batch 32 (tuned) on {MACHINE} reached 181 GFLOP/s, 109% of "
         "the 166 GFLOP/s derived fp32 peak: the roof is under-measured (a derived peak is cores "
         "x clock x FLOP/cycle, and the clock it used (2.60 GHz"
@@ -136,7 +135,7 @@ def test_a_point_above_a_1024_gemm_roof_calls_the_roof_under_measured():
     rows = flagged(step_point(), documents)
     (record,) = roofline_section.above_roof_records(rows, documents)
     assert record.numbers["gemm_size"] == 1024
-    assert roofline_words.sentence(record) == (
+    assert sentence(record) == (
         f"resnet18_cifar fp32 at batch 32 (tuned) on {MACHINE} reached 181 GFLOP/s, 110% of the "
         "165 GFLOP/s measured fp32 GEMM roof: the roof is under-measured (a 1024³ GEMM does not "
         "reach this CPU's peak)."
@@ -151,9 +150,9 @@ def test_a_point_above_its_memory_roof_blames_the_bytes_or_the_bandwidth():
     rows = flagged(step_point(performance=100e9, intensity=2.0), documents)
     (record,) = roofline_section.above_roof_records(rows, documents)
     assert record.about["against"] == "bandwidth"
-    sentence = roofline_words.sentence(record)
-    assert "of the 67.2 GFLOP/s measured main memory bandwidth roof at its intensity" in sentence
-    assert "caches serve part of the traffic" in sentence
+    said = sentence(record)
+    assert "of the 67.2 GFLOP/s measured main memory bandwidth roof at its intensity" in said
+    assert "caches serve part of the traffic" in said
 
 
 def test_notes_name_the_derived_roof():

@@ -13,7 +13,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.report import training_table
 from nnperf.report.plots import accuracy
 from nnperf.report.sections.accuracy import faster_but_later, training_display
-from nnperf.report.wording.training import sentence
+from nnperf.report.wording.words import sentence
 from nnperf.training import to_accuracy as convergence
 
 from test_to_accuracy import request, restore_threads, synthetic, toy_cnn  # noqa: F401

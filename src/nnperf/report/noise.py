@@ -11,7 +11,7 @@ from the interleaved group, leads where found: the machine's capacity moved unde
 configuration alike, which the paired comparisons cancel and a configuration's own CI cannot.
 Causes are ranked by the share of the window variance each explains (r², eta²); what the
 target would take (processes needed at the measured spread) comes last. Codes and numbers
-only: `nnperf.report.wording.noise` words them.
+only: `nnperf.report.wording.measurement` words them.
 """
 
 from __future__ import annotations

@@ -35,11 +35,11 @@ from pathlib import Path
 from nnperf.core import files
 from nnperf.core.contract import CeilingsRequest, to_dict
 from nnperf.core.cpuinfo import parse_cpuinfo, physical_cores_of
-from nnperf.core.devices import require_available
+from nnperf.core.devices import MIN_CUDA_CAPABILITY, require_available
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import DEVICES, SUPPORTED_PRECISIONS
 from nnperf.roofline import peaks as peaks_mod
-from nnperf.roofline.compute_roofs import GEMM_BUDGET_S, GEMM_PROBE_SIZE, measure_gemm
+from nnperf.roofline.compute_roofs import GEMM_BUDGET_S, GEMM_PROBE_SIZE, measure_gemm, skip_reason
 from nnperf.roofline.memory_roofs import (
     ELEMENT_BYTES,
     GIB,
@@ -112,11 +112,14 @@ def notes_for(
     peaks_path,
     skipped: dict,
     skipped_sizes: dict | None = None,
+    capability: str | None = None,
 ) -> str:
     """The human note: where the datasheet came from, what is missing, what looks wrong.
 
-    `skipped` maps a precision to why it has no roof; `skipped_sizes` maps a precision to
-    the GEMM sizes left out of its roof ([{"size", "reason"}, ...])."""
+    `skipped` maps a precision to why it has no roof (`no_size_fits`, `unavailable`, or the
+    text of a document from before the codes); `skipped_sizes` maps a precision to the GEMM
+    sizes left out of its roof ([{"size", "reason", ...numbers}, ...], `skip_reason`);
+    `capability` is a CUDA device's compute capability."""
     notes = []
     if datasheet is None:
         notes.append(
@@ -162,11 +165,26 @@ def notes_for(
             f"Measured memory bandwidth is {bw_ratio:.2f}x the datasheet value: the arrays may fit in cache."
         )
     for precision, reason in skipped.items():
+        rows = (skipped_sizes or {}).get(precision)
+        if reason == "no_size_fits":
+            reason = "no GEMM size fits the time budget" + (
+                f": {skip_reason(rows[0], device)}" if rows else ""
+            )
+        elif reason == "unavailable" and device == "cuda":
+            needed = ".".join(map(str, MIN_CUDA_CAPABILITY[precision]))
+            reason = (
+                f"precision {precision!r} needs CUDA compute capability {needed}+, but "
+                f"{device_name} is {capability}"
+            )
+        elif reason == "unavailable":
+            reason = f"precision {precision!r} cannot run on device {device!r} here"
         notes.append(f"{precision} not measured: {reason}")
     for precision, rows in (skipped_sizes or {}).items():
         if rows and precision not in skipped:
             sizes = ", ".join(str(row["size"]) for row in rows)
-            notes.append(f"{precision} GEMM roof leaves out size(s) {sizes}: {rows[0]['reason']}")
+            notes.append(
+                f"{precision} GEMM roof leaves out size(s) {sizes}: {skip_reason(rows[0], device)}"
+            )
     return " ".join(notes)
 
 
@@ -356,8 +374,8 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
     for precision in SUPPORTED_PRECISIONS[device]:
         try:
             require_available(device, precision)
-        except NnperfError as exc:
-            skipped[precision] = str(exc)
+        except NnperfError:
+            skipped[precision] = "unavailable"  # fp32 ran: on CUDA, too low a capability
             continue
         result = measure_gemm(
             device, precision, gemm_sizes, warmup=warmup, trials=trials, min_trial_s=min_trial_s
@@ -367,9 +385,7 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
         if result["sizes"]:
             gemm[precision] = result
         else:
-            skipped[precision] = (
-                f"no GEMM size fits the time budget: {result['skipped_sizes'][0]['reason']}"
-            )
+            skipped[precision] = "no_size_fits"
     stream = measure_stream(
         device, array_bytes, warmup=warmup, trials=trials, min_trial_s=min_trial_s
     )
@@ -412,8 +428,10 @@ def measure_ceilings(request: CeilingsRequest) -> dict:
         "measured": measured,
         "datasheet": datasheet,
         "ratio_measured_to_datasheet": ratio,
+        # Why a precision has no roof (a code, worded by `notes_of`).
         "skipped_precisions": skipped,
-        # GEMM sizes left out of a roof by the time budget, per precision, with the reason.
+        # GEMM sizes left out of a roof by the time budget, per precision, with the reason
+        # (a `compute_roofs.SKIP_REASONS` code and its numbers).
         "skipped_gemm_sizes": skipped_sizes,
         "caches": caches,
         "cache_source": cache_source,
@@ -457,6 +475,7 @@ def notes_of(document: dict) -> str:
         (document.get("settings") or {}).get("peaks"),
         document.get("skipped_precisions") or {},
         document.get("skipped_gemm_sizes"),
+        (document.get("environment") or {}).get("capability"),
     )
 
 

@@ -121,12 +121,33 @@ def _probe_up_to(size: int, estimate, left_s, device: str, dtype, generator, min
         estimate = (probe_size, _fastest_call_s(probe, device, 2, min_trial_s))
 
 
-def _skip_rows(sizes, reason: str) -> list[dict]:
-    """The first size left out carries the reason; the larger ones point at it."""
-    return [{"size": sizes[0], "reason": reason}] + [
-        {"size": size, "reason": f"larger than {sizes[0]}, which did not fit the budget"}
-        for size in sizes[1:]
+def _skip_rows(sizes, reason: str, **numbers) -> list[dict]:
+    """The first size left out carries the reason (a `SKIP_REASONS` code) and its numbers; the
+    larger ones point at it."""
+    return [{"size": sizes[0], "reason": reason, **numbers}] + [
+        {"size": size, "reason": "larger_than_skipped", "first": sizes[0]} for size in sizes[1:]
     ]
+
+
+# Why a GEMM size was left out of a roof (`skipped_sizes`' `reason`), in words for the job's
+# log; `{device}` the document's. A reason that is no code (ceilings JSON written before the
+# codes) is its own text.
+SKIP_REASONS = {
+    "projected_over_budget": "a {size}^3 call is projected at {call_s:.3g} s from the "
+    "{from_size}^3 GEMM's rate, so warm-up and {trials} trials would take ~{cost_s:.3g} s; "
+    "{left_s:.3g} s were left of the {budget_s:g} s per precision "
+    "(ceilings.GEMM_BUDGET_S[{device!r}])",
+    "measured_over_budget": "a {size}^3 call takes {call_s:.3g} s (measured in warm-up), so "
+    "{trials} trials would take ~{cost_s:.3g} s more; {left_s:.3g} s were left of the "
+    "{budget_s:g} s per precision (ceilings.GEMM_BUDGET_S[{device!r}])",
+    "larger_than_skipped": "larger than {first}, which did not fit the budget",
+}
+
+
+def skip_reason(row: dict, device: str) -> str:
+    """A `skipped_sizes` row's reason in words."""
+    reason = row["reason"]
+    return SKIP_REASONS[reason].format(device=device, **row) if reason in SKIP_REASONS else reason
 
 
 def measure_gemm(
@@ -146,7 +167,8 @@ def measure_gemm(
     size's cost (`gemm_cost_s`) is projected before it starts, from the previous size's
     call or from probe GEMMs (`GEMM_PROBE_SIZE`), and again after its warm-up calls, which
     are timed one by one, from its own fastest call. A size whose cost would overrun
-    what is left of the budget is skipped with every larger size; `skipped_sizes` says why.
+    what is left of the budget is skipped with every larger size; `skipped_sizes` says why
+    (a `SKIP_REASONS` code and its numbers).
     Nothing is reported for a size that was not measured whole: with no size left,
     `sizes` is empty and the roofs are None. The sizes kept are then timed together,
     trials interleaved; a size whose call fills a window alone is not calibrated again.
@@ -174,10 +196,13 @@ def measure_gemm(
                 if cost > left_s():
                     skipped = _skip_rows(
                         ordered[index:],
-                        f"a {size}^3 call is projected at {call_s:.3g} s from the "
-                        f"{estimate[0]}^3 GEMM's rate, so warm-up and {trials} trials would "
-                        f"take ~{cost:.3g} s; {max(0.0, left_s()):.3g} s were left of the "
-                        f"{budget:g} s per precision (ceilings.GEMM_BUDGET_S[{device!r}])",
+                        "projected_over_budget",
+                        call_s=call_s,
+                        from_size=estimate[0],
+                        trials=trials,
+                        cost_s=cost,
+                        left_s=max(0.0, left_s()),
+                        budget_s=budget,
                     )
                     break
             call = _gemm_call(device, dtype, size, generator)
@@ -186,10 +211,12 @@ def measure_gemm(
             if rest > left_s():
                 skipped = _skip_rows(
                     ordered[index:],
-                    f"a {size}^3 call takes {call_s:.3g} s (measured in warm-up), so "
-                    f"{trials} trials would take ~{rest:.3g} s more; "
-                    f"{max(0.0, left_s()):.3g} s were left of the {budget:g} s per precision "
-                    f"(ceilings.GEMM_BUDGET_S[{device!r}])",
+                    "measured_over_budget",
+                    call_s=call_s,
+                    trials=trials,
+                    cost_s=rest,
+                    left_s=max(0.0, left_s()),
+                    budget_s=budget,
                 )
                 break
             committed += rest

@@ -224,7 +224,7 @@ def _check_keys(request: OperatorProfileRequest, document: Mapping | None, what:
 
 
 # A profile's notes are codes with their numbers (`{"code": ..., ...}`), worded by the report
-# (`nnperf.report.wording.profiles.NOTES`).
+# (`nnperf.report.wording.details.PROFILE_NOTES`).
 NOTE_CODES = ("mps_no_kernels", "no_cuda_kernels", "layers_fused", "steps_cut")
 
 

@@ -19,7 +19,7 @@ from nnperf.report.format import key_columns
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, int_cell, truthy
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.training import sentence
+from nnperf.report.wording.words import sentence
 
 # Runs compared for "faster but later": one model trained with one recipe on one device and
 # dataset; what differs is precision, batch size or variant.

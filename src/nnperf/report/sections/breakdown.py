@@ -13,7 +13,8 @@ from nnperf.report.format import GROUP_KEYS, key_columns, ok_configs, sort_confi
 from nnperf.report.findings import Finding
 from nnperf.report.format import MS, cells, fmt_pct
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.training import PHASE_LABELS, sentence
+from nnperf.report.wording.templates import PHASE_LABELS
+from nnperf.report.wording.words import sentence
 
 # A configuration whose step waits on input (data wait + host-to-device) for a quarter of
 # its time or more is input-bound: no faster kernel can win more than that share back

@@ -14,7 +14,7 @@ from nnperf.report.bounds import positive
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt_pct, fmt_si
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.roofline import sentence
+from nnperf.report.wording.words import sentence
 from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
 TABLE_COLUMNS = (

@@ -18,7 +18,8 @@ from nnperf.report.input_verdict import (
     UNDETERMINED,
 )
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.training import loader_text, sentence
+from nnperf.report.wording.details import loader_text
+from nnperf.report.wording.words import sentence
 
 INTRO = (
     "Can the input pipeline feed the step? After its timed windows, every worker process "

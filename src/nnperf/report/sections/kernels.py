@@ -11,7 +11,7 @@ from nnperf.report.format import GROUP_KEYS, key_columns, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_pct, scaled, shorten, si
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.roofline import sentence
+from nnperf.report.wording.words import sentence
 
 DEFAULT_TOP_KERNELS = 10
 TOP_COLUMNS = [

@@ -17,7 +17,7 @@ from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MIB, MS, cells, fmt, fmt_pct, shorten
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.profiles import sentence
+from nnperf.report.wording.words import sentence
 from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
 from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
@@ -29,7 +29,7 @@ PROFILER_SLOWDOWN_NOTE = 1.25
 
 
 def _remedy(document: Mapping, verdict: str) -> str:
-    """What to try for a step with this verdict (`wording.profiles.REMEDIES`): the input
+    """What to try for a step with this verdict (`wording.details.REMEDIES`): the input
     pipeline first when it takes a quarter of a step the host waits on; a larger batch for
     a compiled variant that is still host- or overhead-bound."""
     waiting = verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND, analysis.MIXED)

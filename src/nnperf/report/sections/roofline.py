@@ -15,7 +15,7 @@ from nnperf.report.format import sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MS, cells, fmt, fmt_ghz, fmt_pct, fmt_times, si, truthy
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.roofline import sentence
+from nnperf.report.wording.words import sentence
 from nnperf.roofline.peaks import peak_origin
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
 

@@ -13,7 +13,7 @@ from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import fmt, fmt_times
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.comparisons import side
+from nnperf.report.wording.findings import side
 
 SCALING_KEYS = [k for k in GROUP_KEYS if k != "batch_size"]
 

@@ -1,7 +1,7 @@
 """Any finding in words: `sentence` picks its family's wording by kind, and `sentences` words a
-section's list when the page is rendered. After a leader (the fastest configuration of a machine
-and model, `findings.LEADERS`) the findings on the same machine and model name only what
-differs from the configuration it named, so a list names each configuration once. Plain
+section's list when the page is rendered. After a leader (the fastest configuration of a
+machine and model, `findings.LEADERS`) the findings on the same machine and model name only
+what differs from the configuration it named, so a list names each configuration once. Plain
 strings (notes given to the report) pass through.
 """
 
@@ -9,29 +9,28 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from nnperf.report.findings import DETAIL_KINDS, LEADERS, Finding
-from nnperf.report.wording import comparisons, findings, measurement, notes, profiles, roofline
-from nnperf.report.wording import training
+from nnperf.report.findings import KINDS, LEADERS, Finding
+from nnperf.report.wording import details, findings, measurement
+from nnperf.report.wording.templates import say
 
-# The detail sections' families word a finding whole (they never follow a leader).
-DETAIL = {
-    kind: (lambda f, named, family=family: family.sentence(f))
-    for family in (roofline, profiles, training)
-    for kind in DETAIL_KINDS
-    if hasattr(family, kind)
-}
+# A family words a kind by its function of that name, or by its `WORDING` entry (a template,
+# or a function that words several kinds).
+FAMILIES = (findings, measurement, details)
 WORDING = {
-    **findings.WORDING,
-    **measurement.WORDING,
-    **notes.WORDING,
-    **comparisons.WORDING,
-    **DETAIL,
+    **{
+        kind: getattr(family, kind)
+        for family in FAMILIES
+        for kind in KINDS
+        if hasattr(family, kind)
+    },
+    **{kind: words for family in FAMILIES for kind, words in family.WORDING.items()},
 }
 
 
 def sentence(f: Finding, named: Mapping | None = None) -> str:
     """`f` in words; `named` the configuration its list already named (None: name it all)."""
-    return WORDING[f.kind](f, named)
+    words = WORDING[f.kind]
+    return words(f, named) if callable(words) else say(words, f)
 
 
 def _same(about: Mapping, named: Mapping) -> bool:

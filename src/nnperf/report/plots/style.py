@@ -1,6 +1,8 @@
-"""What every figure of the report shares: its resolution, how its PNG is written, and the
-few ways an axes is finished alike (legend right of the panel, a note in place of data)."""
+"""What every figure of the report shares: its resolution, its colours, how its PNG is
+written, and the few ways an axes is finished alike (legend right of the panel, a note in
+place of data, a text above a point)."""
 
+import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.files import atomic_path
@@ -16,6 +18,12 @@ def figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots
     return fig, fig.subplots(rows, cols, **subplots)
 
 
+def palette(levels) -> dict:
+    """One colour per level, in order, from seaborn's colour-blind-safe palette."""
+    levels = list(levels)
+    return dict(zip(levels, sns.color_palette("colorblind", len(levels))))
+
+
 def legend_right(ax, **legend) -> None:
     """The legend beside the panel, outside it: long labels never cover data."""
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), **legend)
@@ -26,8 +34,16 @@ def note(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
 
 
-def save_png(figure, out_png, **savefig) -> None:
+def above(ax, text: str, xy, lift: float = 0, **text_style) -> None:
+    """`text` centred above the point `xy`, its bottom `lift` points over it."""
+    offset = {"xytext": (0, lift), "textcoords": "offset points"}
+    ax.annotate(text, xy, ha="center", va="bottom", **offset, **text_style)
+
+
+def save_png(figure, out_png, what: str | None = None, **savefig) -> None:
     """Write a figure as a PNG atomically (an interrupted job leaves no finished-looking
-    figure)."""
+    figure); `what`, when given, is printed with the path."""
     with atomic_path(out_png) as tmp:
         figure.savefig(tmp, format="png", dpi=FIGURE_DPI, **savefig)
+    if what:
+        print(f"{what} -> {out_png}")

@@ -30,8 +30,7 @@ EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
     """The rows in the shared order, accuracy in percent, with a curve label: `bf16 bs256
     baseline`, led by the model and followed by the recipe when the figure holds several."""
-    curve = epochs["precision"] + " bs" + epochs["batch_size"].astype(int).astype(str)
-    curve += " " + epochs["variant"]
+    curve = style.config_labels(epochs)
     if epochs["recipe"].nunique() > 1:
         curve += ", recipe " + epochs["recipe"].astype(str)
     if epochs["model"].nunique() > 1:

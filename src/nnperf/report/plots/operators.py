@@ -69,8 +69,9 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     column = analysis.time_column(table)
     chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
-    bars = {"host_self_time_s": HOST_LABEL, "device_self_time_s": DEVICE_LABEL}
-    bars = dict(list(bars.items())[: 1 + has_device])
+    bars = {"host_self_time_s": HOST_LABEL}
+    if has_device:
+        bars["device_self_time_s"] = DEVICE_LABEL
     wide = chosen[list(bars)].apply(pd.to_numeric, errors="coerce").fillna(0.0) * 1e3
     wide = wide.rename(columns=bars).set_index(chosen["operator"].astype(str).map(short_label))
     long = wide.melt(var_name="time", value_name="time_ms", ignore_index=False).reset_index()

@@ -2,6 +2,7 @@
 written, and the few ways an axes is finished alike (legend right of the panel, a note in
 place of data, a text above a point)."""
 
+import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
@@ -22,6 +23,12 @@ def palette(levels) -> dict:
     """One colour per level, in order, from seaborn's colour-blind-safe palette."""
     levels = list(levels)
     return dict(zip(levels, sns.color_palette("colorblind", len(levels))))
+
+
+def config_labels(frame: pd.DataFrame) -> pd.Series:
+    """`bf16 bs256 baseline` for each row of `frame`."""
+    batch = " bs" + frame["batch_size"].astype(int).astype(str) + " "
+    return frame["precision"].astype(str) + batch + frame["variant"].astype(str)
 
 
 def legend_right(ax, **legend) -> None:

@@ -31,7 +31,10 @@ LABEL_PAD_PT = 1.5
 # sit on a white patch above the lines, so a leader passing behind one does not cross its text.
 LEADER_GAP_PT = 8.0
 LEADER_STYLE = {"arrowstyle": "-", "color": "0.4", "linewidth": 0.5, "shrinkA": 0}
-LABEL_BACKGROUND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
+LABEL_STYLE = {"textcoords": "offset points", "zorder": 6}
+LABEL_STYLE["bbox"] = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
+KEY_STYLE = {"xycoords": "axes fraction", "xytext": (0, -40), "textcoords": "offset points"}
+KEY_STYLE |= {"ha": "left", "va": "top"}
 
 
 class PointLabel(NamedTuple):
@@ -46,7 +49,6 @@ class PointLabel(NamedTuple):
 
 def _markers(ax) -> list[Bbox]:
     """The box (pixels) of every point drawn by a scatter on `ax`."""
-    scale = ax.figure.dpi / 72.0
     boxes = []
     for collection in ax.collections:
         if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
@@ -54,7 +56,8 @@ def _markers(ax) -> list[Bbox]:
         offsets = np.ma.getdata(collection.get_offsets()).astype(float)
         centres = collection.get_offset_transform().transform(offsets)
         # A scatter's size is the marker's area in points^2: its side is sqrt(size).
-        sides = np.broadcast_to(np.sqrt(collection.get_sizes()), (len(centres),)) * scale
+        sides = np.broadcast_to(np.sqrt(collection.get_sizes()), (len(centres),))
+        sides = sides * ax.figure.dpi / 72.0
         boxes += [Bbox.from_bounds(x - s / 2, y - s / 2, s, s) for (x, y), s in zip(centres, sides)]
     return boxes
 
@@ -66,8 +69,7 @@ def _place_one(ax, label: PointLabel, text: str, taken: list[Bbox], renderer, fo
     pad = LABEL_PAD_PT * scale
     frame = ax.get_window_extent(renderer).padded(-pad)
     probe = ax.text(0, 0, text, fontsize=fontsize, transform=IdentityTransform())
-    extent = probe.get_window_extent(renderer)
-    width, height = extent.width, extent.height
+    width, height = probe.get_window_extent(renderer).size
     probe.remove()
     px, py = ax.transData.transform((label.x, label.y))
     for radius, angle in itertools.product(LABEL_RADII_PT, LABEL_ANGLES_DEG):
@@ -84,18 +86,8 @@ def _place_one(ax, label: PointLabel, text: str, taken: list[Bbox], renderer, fo
         taken.append(box)
         leader = radius - label.marker_pt / 2 > LEADER_GAP_PT
         arrow = {**LEADER_STYLE, "shrinkB": label.marker_pt / 2 + 1} if leader else None
-        return ax.annotate(
-            text,
-            (label.x, label.y),
-            xytext=(dx, dy),
-            textcoords="offset points",
-            ha=ha,
-            va=va,
-            fontsize=fontsize,
-            bbox=LABEL_BACKGROUND,
-            zorder=6,
-            arrowprops=arrow,
-        )
+        position = {"xytext": (dx, dy), "ha": ha, "va": va, "fontsize": fontsize}
+        return ax.annotate(text, (label.x, label.y), arrowprops=arrow, **position, **LABEL_STYLE)
     return None
 
 
@@ -110,28 +102,16 @@ def place_labels(ax, labels: Sequence[PointLabel], *, fontsize=LABEL_FONTSIZE) -
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
     taken = _markers(ax)
     placed = [_place_one(ax, label, label.text, taken, renderer, fontsize) for label in labels]
-    key = []
+    numbered, unplaced = [], []
     for label in [label for label, done in zip(labels, placed) if done is None]:
-        tag = f"[{len([line for line in key if line.startswith('[')]) + 1}]"
-        numbered = _place_one(ax, label, tag, taken, renderer, fontsize)
-        placed.append(numbered)
-        key.append(
-            f"{tag} {label.text}"
-            if numbered is not None
-            else f"{label.text}: at {label.x:.3g} FLOP/byte, {fmt_si(label.y, 'FLOP/s')} "
-            "(no room for a label)"
-        )
-    if key:
-        # Numbered lines first, then the unplaced ones.
-        key.sort(key=lambda line: not line.startswith("["))
-        ax.annotate(
-            "\n".join(["Points labelled by number:", *key]),
-            (0.0, 0.0),
-            xycoords="axes fraction",
-            xytext=(0, -40),
-            textcoords="offset points",
-            ha="left",
-            va="top",
-            fontsize=fontsize,
-        )
+        tag = f"[{len(numbered) + 1}]"
+        placed.append(_place_one(ax, label, tag, taken, renderer, fontsize))
+        if placed[-1] is not None:
+            numbered.append(f"{tag} {label.text}")
+        else:
+            where = f"{label.x:.3g} FLOP/byte, {fmt_si(label.y, 'FLOP/s')}"
+            unplaced.append(f"{label.text}: at {where} (no room for a label)")
+    if numbered or unplaced:
+        key = "\n".join(["Points labelled by number:", *numbered, *unplaced])
+        ax.annotate(key, (0.0, 0.0), fontsize=fontsize, **KEY_STYLE)
     return [annotation for annotation in placed if annotation is not None]

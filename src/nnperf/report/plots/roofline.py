@@ -24,46 +24,42 @@ from matplotlib.figure import Figure
 from nnperf.core import files
 from nnperf.core.contract import FigureRequest
 from nnperf.core.errors import NnperfError
-from nnperf.report.results import read_table
 from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions
 from nnperf.core.wording import missing
 from nnperf.ncu import metrics
 from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
-from nnperf.report.plots.style import save_png
 from nnperf.report.plots.point_labels import PointLabel, place_labels
+from nnperf.report.plots.style import save_png
+from nnperf.report.results import read_table
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline_points
 from nnperf.roofline import tables as roofline_tables
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
-
-X_LABEL = "Arithmetic intensity (FLOP/byte)"
-Y_LABEL = "Performance (FLOP/s)"
+X, Y = "arithmetic_intensity_flop_per_byte", "performance_flop_s"
+AXES = {"xscale": "log", "yscale": "log", "xlabel": "Arithmetic intensity (FLOP/byte)"}
+AXES |= {"ylabel": "Performance (FLOP/s)"}
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
-# A step point above one of its roofs gets a red ring (and its label says so).
-ABOVE_ROOF_COLOUR = "red"
-ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
-_ABOVE = {True: ", above roof", False: ""}
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
+# A step point above one of its roofs gets a red ring (and its label says so).
+ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
+RING = {"marker": "o", "facecolors": "none", "edgecolors": "red", "linewidth": 1.6, "zorder": 6}
+RING["label"] = ABOVE_ROOF_LABEL
 # Marker areas (points^2) of the step points: stars in the configuration figure, the step
 # figure's points.
 CONFIG_STEP_MARKER_S = 260
 DEVICE_STEP_MARKER_S = 90
-
+CONFIG_STEP = {"s": CONFIG_STEP_MARKER_S, "edgecolor": "black", "linewidth": 0.8, "zorder": 5}
+# The profiled kernels: colour = kind, marker = memory level, size = time.
+KERNELS = {"hue": "kind", "style": "memory level", "size": "time (µs)", "sizes": (15, 250)}
+KERNELS |= {"markers": {LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()}, "alpha": 0.7}
+DEVICE_SOURCES = {"analytic": "analytic (algorithmic bytes)", "ncu": "ncu (DRAM bytes)"}
 # Width (characters) of a legend line saying why a roof is absent.
 NOTE_WIDTH = 48
-
-
-def _positive(frame: pd.DataFrame) -> pd.DataFrame:
-    """The points a log-log plot can show. An empty table read from CSV (every configuration
-    over budget) has text columns, hence the conversion."""
-    x = pd.to_numeric(frame["arithmetic_intensity_flop_per_byte"], errors="coerce")
-    y = pd.to_numeric(frame["performance_flop_s"], errors="coerce")
-    return frame[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)]
 
 
 def roofs_from_ncu(
@@ -74,21 +70,22 @@ def roofs_from_ncu(
     """ncu ceilings (from `nnperf.roofline.points.ncu_ceilings`) as roof dicts.
 
     The tensor roof is the one of `precision`; `tensor_peaks` (precision -> FLOP/s) adds one
-    per precision for figures that mix precisions.
+    per precision for figures that mix precisions. Tensor roofs are the dense rate
+    (`nnperf.ncu.metrics.kernel_quantities`): their labels say so.
     """
     if not ceilings:
         return []
     clock = ceilings.get("clock_hz", math.nan)
-    clock_text = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
+    at = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
     compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
-    # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
         compute[f"tensor {precision} dense"] = ceilings.get("peak_flop_s_tensor")
     compute |= {f"tensor {p} dense": v for p, v in sorted((tensor_peaks or {}).items())}
-    roofs = [("compute", f"ncu {name}{clock_text}", value) for name, value in compute.items()] + [
-        ("memory", f"ncu {LEVEL_LABELS[level]}", ceilings.get(f"peak_bytes_s_{level}"))
-        for level in ("dram", "l2", "l1")
-    ]
+    roofs = [("compute", f"ncu {name}{at}", value) for name, value in compute.items()]
+    for level in ("dram", "l2", "l1"):
+        roofs.append(
+            ("memory", f"ncu {LEVEL_LABELS[level]}", ceilings.get(f"peak_bytes_s_{level}"))
+        )
     return [
         {"label": label, "kind": kind, "value": float(value), "origin": "ncu"}
         for kind, label, value in roofs
@@ -111,52 +108,6 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
     ]
 
 
-def _limits(points: pd.DataFrame, roofs: Sequence[dict]) -> tuple[tuple, tuple]:
-    """Every point, roof and ridge point in view."""
-    compute = [r["value"] for r in roofs if r["kind"] == "compute"]
-    ridges = [c / r["value"] for c in compute for r in roofs if r["kind"] == "memory"]
-    xs = np.array([*points["arithmetic_intensity_flop_per_byte"], *ridges], dtype=float)
-    ys = np.array([*points["performance_flop_s"], *compute], dtype=float)
-    xs, ys = xs[(xs > 0) & np.isfinite(xs)], ys[(ys > 0) & np.isfinite(ys)]
-    xs, ys = xs if len(xs) else np.array([1.0]), ys if len(ys) else np.array([1e9])
-    return (xs.min() / 4, xs.max() * 4), (ys.min() / 4, ys.max() * 3)
-
-
-def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
-    top = max((r["value"] for r in roofs if r["kind"] == "compute"), default=None)
-    x = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
-    palette = sns.color_palette("dark", max(len(roofs), 1))
-    for colour, roof in zip(palette, roofs):
-        line = {"linestyle": ORIGIN_STYLES.get(roof["origin"], ":"), "color": colour, "lw": 1.2}
-        if roof["kind"] == "compute":
-            text = f"{roof['label']}: {fmt_si(roof['value'], 'FLOP/s')}"
-            ax.axhline(roof["value"], label=text, **line)
-        else:
-            y = x * roof["value"] if top is None else np.minimum(x * roof["value"], top)
-            ax.plot(x, y, label=f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}", **line)
-
-
-def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: float) -> set:
-    """Ring the step points above one of their roofs; return the positions (in `steps`) of
-    the points ringed. One legend entry says what a ring means."""
-    records = steps.to_dict("records")
-    above = {i for i, row in enumerate(records) if roofline_points.roofs_exceeded(row, roofs)}
-    if above:
-        ringed = steps.iloc[sorted(above)]
-        ax.scatter(
-            ringed["arithmetic_intensity_flop_per_byte"],
-            ringed["performance_flop_s"],
-            marker="o",
-            s=marker_s * 2.2,
-            facecolors="none",
-            edgecolors=ABOVE_ROOF_COLOUR,
-            linewidth=1.6,
-            zorder=6,
-            label=ABOVE_ROOF_LABEL,
-        )
-    return above
-
-
 @contextmanager
 def themed():
     """seaborn's whitegrid/paper theme (and its palette) for a roofline figure alone, drawn
@@ -166,39 +117,60 @@ def themed():
         yield
 
 
+def _span(values, default: float) -> tuple[float, float]:
+    """The least and the greatest of the positive finite `values` (`default` if none)."""
+    values = np.array(values, dtype=float)
+    values = values[(values > 0) & np.isfinite(values)]
+    return (values.min(), values.max()) if len(values) else (default, default)
+
+
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
-    """A roofline figure with its roofs drawn, the points it can show and its limits."""
+    """A roofline figure with its roofs drawn, the points a log-log plot can show (an empty
+    table read from CSV has text columns, hence the conversion) and limits that hold every
+    point, roof and ridge point."""
     fig = Figure(figsize=(10, 6))
     ax = fig.subplots()
-    visible = _positive(points).copy()
-    limits = _limits(visible, roofs)
-    _draw_roofs(ax, roofs, limits[0])
-    return fig, ax, visible, limits
+    x, y = (pd.to_numeric(points[c], errors="coerce") for c in (X, Y))
+    visible = points[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)].copy()
+    compute = [r["value"] for r in roofs if r["kind"] == "compute"]
+    ridges = [c / r["value"] for c in compute for r in roofs if r["kind"] == "memory"]
+    (x0, x1), (y0, y1) = _span([*visible[X], *ridges], 1.0), _span([*visible[Y], *compute], 1e9)
+    xlim, ylim = (x0 / 4, x1 * 4), (y0 / 4, y1 * 3)
+    lines = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
+    for colour, roof in zip(sns.color_palette("dark", max(len(roofs), 1)), roofs):
+        line = {"linestyle": ORIGIN_STYLES.get(roof["origin"], ":"), "color": colour, "lw": 1.2}
+        unit = "FLOP/s" if roof["kind"] == "compute" else "B/s"
+        line["label"] = f"{roof['label']}: {fmt_si(roof['value'], unit)}"
+        if roof["kind"] == "compute":
+            ax.axhline(roof["value"], **line)
+        else:
+            ax.plot(lines, np.minimum(lines * roof["value"], max(compute, default=np.inf)), **line)
+    ax.set(xlim=xlim, ylim=ylim, **AXES)
+    return fig, ax, visible
 
 
-def _finish(ax, fig, limits, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
-    """Ring the `steps` above a roof, finish the axes and label each step with its text."""
-    above = mark_above_roof(ax, steps, roofs, marker_s)
+def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
+    """Ring the `steps` above one of their roofs (one legend entry says what a ring means),
+    list the absent roofs' notes in the legend, and label each step with its text."""
+    above = [bool(roofline_points.roofs_exceeded(row, roofs)) for row in steps.to_dict("records")]
+    if any(above):
+        ax.scatter(steps[X][above], steps[Y][above], s=marker_s * 2.2, **RING)
     for note in notes:
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
-    xlim, ylim = limits
-    ax.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel=X_LABEL, ylabel=Y_LABEL)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
     else:
         ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
-    fig.tight_layout()
+    ax.figure.tight_layout()
     # After the layout: labels are placed in display coordinates, which it changes.
-    xy = zip(steps["arithmetic_intensity_flop_per_byte"], steps["performance_flop_s"])
-    labels = [
-        PointLabel(x, y, text + _ABOVE[i in above], math.sqrt(marker_s))
-        for i, ((x, y), text) in enumerate(zip(xy, texts))
-    ]
-    place_labels(ax, labels)
-    return fig
+    texts = [text + (", above roof" if over else "") for text, over in zip(texts, above)]
+    place_labels(
+        ax, [PointLabel(x, y, t, math.sqrt(marker_s)) for x, y, t in zip(steps[X], steps[Y], texts)]
+    )
+    return ax.figure
 
 
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
@@ -219,41 +191,12 @@ def clocks_line(profile: Mapping | None) -> str:
         f"{fmt_ghz(profile.get('run_sm_clock_hz'))}"
     )
     if not missing(profile.get("busy_share")):
-        text += (
-            f"; GPU busy {fmt_pct(profile['busy_share'])} of the "
-            f"{float(profile['step_time_s']) * 1e3:.3g} ms timed step "
-            f"({profile.get('busy_verdict')})"
-        )
+        step_ms = float(profile["step_time_s"]) * 1e3
+        text += f"; GPU busy {fmt_pct(profile['busy_share'])} of the {step_ms:.3g} ms timed step"
+        text += f" ({profile.get('busy_verdict')})"
     if not truthy(profile.get("roof_ok", True)):
         text += "; profile roof FLAGGED by its calibration GEMM"
     return text
-
-
-def _scatter_kernels(ax, visible: pd.DataFrame) -> None:
-    """The profiled kernels: colour = kind, marker = memory level, size = time."""
-    kernels = visible[visible["granularity"] == "kernel"]
-    if kernels.empty:
-        return
-    kernels = kernels.assign(
-        kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
-        **{
-            "memory level": kernels["memory_level"].map(LEVEL_LABELS),
-            "time (µs)": kernels["time_s"] * 1e6,
-        },
-    )
-    sns.scatterplot(
-        data=kernels,
-        x="arithmetic_intensity_flop_per_byte",
-        y="performance_flop_s",
-        hue="kind",
-        style="memory level",
-        markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
-        size="time (µs)",
-        sizes=(15, 250),
-        alpha=0.7,
-        ax=ax,
-        legend="brief",
-    )
 
 
 @themed()
@@ -292,28 +235,28 @@ def config_figure(
     known = [precision] if precision in PRECISIONS else []
     json_roofs = roofline_points.json_ceilings(ceilings, known) if known else []
     roofs = [*roofs_from_ncu(ncu, precision), *json_roofs]
-    fig, ax, visible, limits = _axes(selected, roofs)
-    _scatter_kernels(ax, visible)
+    fig, ax, visible = _axes(selected, roofs)
+    kernels = visible[visible["granularity"] == "kernel"]
+    if not kernels.empty:
+        kernels = kernels.assign(
+            kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
+            **{"memory level": kernels["memory_level"].map(LEVEL_LABELS)},
+            **{"time (µs)": kernels["time_s"] * 1e6},
+        )
+        sns.scatterplot(data=kernels, x=X, y=Y, ax=ax, legend="brief", **KERNELS)
     steps = visible[visible["granularity"] == "step"]
     level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
     analytic = steps["source"] == "analytic"
     for (is_analytic, memory_level, text), group in steps.groupby(
         [analytic, "memory_level", level]
     ):
-        ax.scatter(
-            group["arithmetic_intensity_flop_per_byte"],
-            group["performance_flop_s"],
-            marker="X" if is_analytic else "*",
-            s=CONFIG_STEP_MARKER_S,
-            color=STEP_COLOURS.get(memory_level, "grey"),
-            edgecolor="black",
-            linewidth=0.8,
-            zorder=5,
-            label="analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})",
-        )
+        label = "analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})"
+        colour = STEP_COLOURS.get(memory_level, "grey")
+        marker = "X" if is_analytic else "*"
+        ax.scatter(group[X], group[Y], marker=marker, color=colour, label=label, **CONFIG_STEP)
     texts = np.where(analytic, "step, analytic", "step, " + level)
     notes = null_roof_notes(ceilings, [precision])
-    return _finish(ax, fig, limits, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, notes)
+    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, notes)
 
 
 @themed()
@@ -340,28 +283,23 @@ def device_figure(
         *roofs_from_ncu(ncu, None, finite_peaks),
         *roofline_points.json_ceilings(ceilings, precisions),
     ]
-    fig, ax, visible, limits = _axes(steps, roofs)
+    fig, ax, visible = _axes(steps, roofs)
     if not visible.empty:
-        visible["source"] = np.where(
-            visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
-        )
+        visible["source"] = visible["source"].map(DEVICE_SOURCES).fillna(DEVICE_SOURCES["ncu"])
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
-        sns.scatterplot(
-            data=visible,
-            x="arithmetic_intensity_flop_per_byte",
-            y="performance_flop_s",
-            hue="model / precision",
-            style="source",
-            markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
-            s=DEVICE_STEP_MARKER_S,
-            ax=ax,
-            legend="brief",
-        )
+        markers = {DEVICE_SOURCES["analytic"]: "X", DEVICE_SOURCES["ncu"]: "o"}
+        look = {
+            "hue": "model / precision",
+            "style": "source",
+            "markers": markers,
+            "legend": "brief",
+        }
+        sns.scatterplot(data=visible, x=X, y=Y, s=DEVICE_STEP_MARKER_S, ax=ax, **look)
     texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
     notes = null_roof_notes(ceilings, precisions)
-    return _finish(ax, fig, limits, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, notes)
+    return _finish(ax, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, notes)
 
 
 def write_figure(

@@ -3,12 +3,13 @@
 Roof styles by origin (ncu profile dash-dot, measured solid, datasheet dashed, a CPU's
 derived peak dotted and labelled "derived"). A step point above one of its roofs gets a red
 ring and "above roof" in its label: a point cannot beat its roof, so that roof is
-under-measured. Labels never overlap (`point_labels`). A roof the ceilings JSON leaves null
+under-measured. Labels never overlap (`place_labels`). A roof the ceilings JSON leaves null
 with a reason is not drawn; the legend says why. `write_figure` is the workflow's edge.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import textwrap
@@ -19,7 +20,10 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox, IdentityTransform
 
 from nnperf.core import files
 from nnperf.core.contract import FigureRequest
@@ -30,7 +34,6 @@ from nnperf.ncu import metrics
 from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
-from nnperf.report.plots.point_labels import PointLabel, place_labels
 from nnperf.report.plots.style import save_png
 from nnperf.report.results import read_table
 from nnperf.roofline import peaks
@@ -167,9 +170,7 @@ def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
     ax.figure.tight_layout()
     # After the layout: labels are placed in display coordinates, which it changes.
     texts = [text + (", above roof" if over else "") for text, over in zip(texts, above)]
-    place_labels(
-        ax, [PointLabel(x, y, t, math.sqrt(marker_s)) for x, y, t in zip(steps[X], steps[Y], texts)]
-    )
+    place_labels(ax, steps, texts, math.sqrt(marker_s))
     return ax.figure
 
 
@@ -327,3 +328,93 @@ def write_figure(
         else:
             figure = device_figure(table, profile, document, request.device)
         save_png(figure, out, bbox_inches="tight")
+
+
+# --- Labels beside the step points that never overlap -------------------------------------
+# matplotlib puts text exactly where it is told, and adjustText, the usual add-on, is not a
+# dependency of nnperf (its iterative repulsion does not promise disjoint boxes either). Each
+# label tries offsets around its point, nearest first, and takes the first whose box (display
+# pixels, once the layout is final) stays inside the axes and clear of every drawn point and
+# every label placed before; one that finds no room becomes a number and a line of a key.
+
+# Offsets tried around a point, nearest first, upper right first.
+LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
+LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+# Clear space kept between a label's box and anything else.
+LABEL_PAD_PT = 1.5
+# A label whose anchor is more than this beyond its point's marker gets a leader line; labels
+# sit on a white patch above the lines, so a leader passing behind one does not cross its text.
+LEADER_GAP_PT = 8.0
+LEADER_STYLE = {"arrowstyle": "-", "color": "0.4", "linewidth": 0.5, "shrinkA": 0}
+LABEL_STYLE = {"textcoords": "offset points", "zorder": 6, "fontsize": 6}
+LABEL_STYLE["bbox"] = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
+KEY_STYLE = {"xycoords": "axes fraction", "xytext": (0, -40), "textcoords": "offset points"}
+KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
+
+
+def _markers(ax) -> list[Bbox]:
+    """The box (pixels) of every point drawn by a scatter on `ax`."""
+    boxes = []
+    for collection in ax.collections:
+        if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
+            continue
+        offsets = np.ma.getdata(collection.get_offsets()).astype(float)
+        centres = collection.get_offset_transform().transform(offsets)
+        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
+        sides = np.broadcast_to(np.sqrt(collection.get_sizes()), (len(centres),))
+        sides = sides * ax.figure.dpi / 72.0
+        boxes += [Bbox.from_bounds(x - s / 2, y - s / 2, s, s) for (x, y), s in zip(centres, sides)]
+    return boxes
+
+
+def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float) -> None:
+    """Label each point of `steps` with its text (no two label boxes overlapping, none on a
+    drawn point, all inside the axes), once the axes' limits and the figure's layout are
+    final: placement is in display coordinates. A label without room becomes `[1]` beside
+    its point, written out in a key under the axes (or, with no room even for the number, the
+    key gives the point's coordinates). `marker_pt`: the markers' width (a leader line stops
+    at a marker's edge)."""
+    renderer = FigureCanvasAgg(ax.figure).get_renderer()
+    taken = _markers(ax)
+    scale = ax.figure.dpi / 72.0  # pixels per point
+    pad = LABEL_PAD_PT * scale
+    frame = ax.get_window_extent(renderer).padded(-pad)
+
+    def place(x: float, y: float, text: str) -> bool:
+        """Annotate (x, y) with `text` at the nearest free offset, its box then taken."""
+        probe = ax.text(0, 0, text, fontsize=LABEL_STYLE["fontsize"], transform=IdentityTransform())
+        width, height = probe.get_window_extent(renderer).size
+        probe.remove()
+        px, py = ax.transData.transform((x, y))
+        for radius, angle in itertools.product(LABEL_RADII_PT, LABEL_ANGLES_DEG):
+            dx, dy = radius * math.cos(math.radians(angle)), radius * math.sin(math.radians(angle))
+            # The label sits on the far side of its anchor from the point.
+            ha = "left" if dx > 0.3 * radius else "right" if dx < -0.3 * radius else "center"
+            va = "bottom" if dy > 0.3 * radius else "top" if dy < -0.3 * radius else "center"
+            left = px + dx * scale - {"left": 0, "center": width / 2, "right": width}[ha]
+            bottom = py + dy * scale - {"bottom": 0, "center": height / 2, "top": height}[va]
+            box = Bbox.from_bounds(left, bottom, width, height)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+            if not (inside and box.y1 <= frame.y1) or box.padded(pad).count_overlaps(taken):
+                continue
+            taken.append(box)
+            leader = radius - marker_pt / 2 > LEADER_GAP_PT
+            arrow = {**LEADER_STYLE, "shrinkB": marker_pt / 2 + 1} if leader else None
+            ax.annotate(
+                text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **LABEL_STYLE
+            )
+            return True
+        return False
+
+    unplaced = [point for point in zip(steps[X], steps[Y], texts) if not place(*point)]
+    numbered, lost = [], []
+    for x, y, text in unplaced:
+        if place(x, y, f"[{len(numbered) + 1}]"):
+            numbered.append(f"[{len(numbered) + 1}] {text}")
+        else:
+            lost.append(
+                f"{text}: at {x:.3g} FLOP/byte, {fmt_si(y, 'FLOP/s')} (no room for a label)"
+            )
+    if unplaced:
+        key = "\n".join(["Points labelled by number:", *numbered, *lost])
+        ax.annotate(key, (0.0, 0.0), **KEY_STYLE)

@@ -46,6 +46,7 @@ X, Y = "arithmetic_intensity_flop_per_byte", "performance_flop_s"
 AXES = {"xscale": "log", "yscale": "log", "xlabel": "Arithmetic intensity (FLOP/byte)"}
 AXES |= {"ylabel": "Performance (FLOP/s)"}
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
+LEVELS = ("dram", "l2", "l1")  # the memory levels ncu measures a roof of
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
 # A step point above one of its roofs gets a red ring (and its label says so).
@@ -60,7 +61,10 @@ CONFIG_STEP = {"s": CONFIG_STEP_MARKER_S, "edgecolor": "black", "linewidth": 0.8
 # The profiled kernels: colour = kind, marker = memory level, size = time.
 KERNELS = {"hue": "kind", "style": "memory level", "size": "time (µs)", "sizes": (15, 250)}
 KERNELS |= {"markers": {LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()}, "alpha": 0.7}
-DEVICE_SOURCES = {"analytic": "analytic (algorithmic bytes)", "ncu": "ncu (DRAM bytes)"}
+# The step figure: colour = model / precision, marker = source (named as its legend names it).
+ANALYTIC_STEP, NCU_STEP = "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
+DEVICE_STEPS = {"hue": "model / precision", "style": "source", "s": DEVICE_STEP_MARKER_S}
+DEVICE_STEPS |= {"markers": {ANALYTIC_STEP: "X", NCU_STEP: "o"}, "legend": "brief"}
 # Width (characters) of a legend line saying why a roof is absent.
 NOTE_WIDTH = 48
 
@@ -84,11 +88,9 @@ def roofs_from_ncu(
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
         compute[f"tensor {precision} dense"] = ceilings.get("peak_flop_s_tensor")
     compute |= {f"tensor {p} dense": v for p, v in sorted((tensor_peaks or {}).items())}
+    memory = {LEVEL_LABELS[level]: ceilings.get(f"peak_bytes_s_{level}") for level in LEVELS}
     roofs = [("compute", f"ncu {name}{at}", value) for name, value in compute.items()]
-    for level in ("dram", "l2", "l1"):
-        roofs.append(
-            ("memory", f"ncu {LEVEL_LABELS[level]}", ceilings.get(f"peak_bytes_s_{level}"))
-        )
+    roofs += [("memory", f"ncu {name}", value) for name, value in memory.items()]
     return [
         {"label": label, "kind": kind, "value": float(value), "origin": "ncu"}
         for kind, label, value in roofs
@@ -280,22 +282,13 @@ def device_figure(
     ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
     finite_peaks = {p: v for p, v in tensor_peaks.items() if math.isfinite(v)}
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    roofs = [
-        *roofs_from_ncu(ncu, None, finite_peaks),
-        *roofline_points.json_ceilings(ceilings, precisions),
-    ]
+    roofs = roofs_from_ncu(ncu, None, finite_peaks)
+    roofs += roofline_points.json_ceilings(ceilings, precisions)
     fig, ax, visible = _axes(steps, roofs)
     if not visible.empty:
-        visible["source"] = visible["source"].map(DEVICE_SOURCES).fillna(DEVICE_SOURCES["ncu"])
+        visible["source"] = np.where(visible["source"] == "analytic", ANALYTIC_STEP, NCU_STEP)
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
-        markers = {DEVICE_SOURCES["analytic"]: "X", DEVICE_SOURCES["ncu"]: "o"}
-        look = {
-            "hue": "model / precision",
-            "style": "source",
-            "markers": markers,
-            "legend": "brief",
-        }
-        sns.scatterplot(data=visible, x=X, y=Y, s=DEVICE_STEP_MARKER_S, ax=ax, **look)
+        sns.scatterplot(data=visible, x=X, y=Y, ax=ax, **DEVICE_STEPS)
     texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"

@@ -204,11 +204,8 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
     """Two panels from comparisons.csv: each precision vs fp32, and each variant vs baseline,
     per batch size (whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars whose verdict
     is neither faster nor slower)."""
-    chosen = comparisons[
-        (comparisons["a_device"] == device)
-        & (comparisons["a_model"] == model)
-        & (comparisons["pair"] == "vs_reference")
-    ]
+    chosen = comparisons.query("a_device == @device and a_model == @model")
+    chosen = chosen[chosen["pair"] == "vs_reference"]
     chosen = chosen.assign(
         **{"precision / variant": chosen["a_precision"] + " / " + chosen["a_variant"]},
         a_batch_size=chosen["a_batch_size"].astype(int),

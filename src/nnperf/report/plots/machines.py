@@ -29,6 +29,7 @@ from nnperf.report.plots import style  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.
 LOG_AXIS_RATIO = 20
+TITLE = "Training throughput per machine (mean of worker processes; whiskers: 95% CI)"
 # seaborn's error bars come only from the data it aggregates: given three rows per bar (CI
 # low, mean, CI high; `_bars_with_interval`), the median is the mean and the full percentile
 # interval is exactly the recorded CI. A bar without an interval has its mean row only.
@@ -83,21 +84,15 @@ def _bars_with_interval(summary: pd.DataFrame) -> pd.DataFrame:
     """Three rows per configuration and machine, `throughput_img_s` = CI low, mean, CI high
     (see BARS)."""
     ok = _ok(summary, MEAN)
-    parts = [
-        ok.assign(throughput_img_s=ok[column].astype(float), _point=column)
-        for column in (CI_LOW, MEAN, CI_HIGH)
-        if column in ok.columns
-    ]
-    return pd.concat(parts, ignore_index=True).dropna(subset=["throughput_img_s"])
+    points = [column for column in (CI_LOW, MEAN, CI_HIGH) if column in ok.columns]
+    rows = ok.melt([c for c in ok if c not in points], points, "_point", "throughput_img_s")
+    return rows.astype({"throughput_img_s": float}).dropna(subset=["throughput_img_s"])
 
 
 def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = None):
-    """Seaborn bars of mean throughput per configuration with its 95% CI, one colour per
-    machine; the per-process throughputs of `runs` (runs.csv), when given, as points.
-
-    One panel per model; a log axis when machines differ by more than LOG_AXIS_RATIO.
-    Returns the seaborn FacetGrid.
-    """
+    """The seaborn FacetGrid of mean throughput per configuration with its 95% CI, one colour
+    per machine, one panel per model, a log axis when machines differ by more than
+    LOG_AXIS_RATIO; the per-process throughputs of `runs` (runs.csv), when given, as points."""
     if MEAN not in summary.columns:
         raise NnperfError(
             f"summary table has no {MEAN} column; allowed: summary.csv written by rule "
@@ -122,9 +117,7 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
     grid.set_titles("{col_name}")
     grid.tick_params(axis="x", rotation=45)
     grid.set_xticklabels(ha="right")
-    grid.figure.suptitle(
-        "Training throughput per machine (mean of worker processes; whiskers: 95% CI)", y=1.02
-    )
+    grid.figure.suptitle(TITLE, y=1.02)
     grid.figure.tight_layout()
     # Machine names are long: the legend sits right of the panels, outside them (saving with
     # bbox_inches="tight" keeps it in the image).

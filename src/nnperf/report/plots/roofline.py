@@ -210,15 +210,11 @@ def config_figure(
     request: FigureRequest,
     profiles: pd.DataFrame | None = None,
 ) -> Figure:
-    """Hierarchical roofline of the configuration `request` names: its rows of
-    roofline_points (kernels and steps, any source), its profile's own roofs (kernels.csv),
-    the ceilings JSON's and legend lines for roofs left out. Each step point is labelled
-    with its memory level; its profiles.csv row (when given) puts the clocks and the GPU's
-    busy share under the title.
-
-    A configuration that ran out of memory has no point: that is a result, drawn as an
-    empty roofline with its roofs.
-    """
+    """Hierarchical roofline of the configuration `request` names: its kernel and step
+    points (any source), its profile's own roofs (kernels.csv), the ceilings JSON's, legend
+    lines for roofs left out, and its profiles.csv row's clocks and GPU busy share under the
+    title. A configuration that ran out of memory has no point: that is a result, drawn as an
+    empty roofline with its roofs."""
     keys = {key: getattr(request, key) for key in CONFIG_KEYS}
     absent = [key for key, value in keys.items() if value is None]
     if absent:
@@ -226,18 +222,16 @@ def config_figure(
     selected = _matching(points, keys)
     profile = roofline_points.step_kernels(_matching(kernels, keys))
     sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
-    title = (
-        f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
-        f"{request.variant}: hierarchical roofline ({sources})"
-    )
+    name = " ".join(f"bs{v}" if k == "batch_size" else str(v) for k, v in keys.items())
+    title = f"{name}: hierarchical roofline ({sources})"
     match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
     clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
     title += f"\n{clocks}" if clocks else ""
     precision = request.precision
     ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
-    known = [precision] if precision in PRECISIONS else []
-    json_roofs = roofline_points.json_ceilings(ceilings, known) if known else []
-    roofs = [*roofs_from_ncu(ncu, precision), *json_roofs]
+    roofs = roofs_from_ncu(ncu, precision)
+    if precision in PRECISIONS:
+        roofs += roofline_points.json_ceilings(ceilings, [precision])
     fig, ax, visible = _axes(selected, roofs)
     kernels = visible[visible["granularity"] == "kernel"]
     if not kernels.empty:
@@ -280,9 +274,8 @@ def device_figure(
         for precision, group in profile.groupby("precision")
     }
     ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
-    finite_peaks = {p: v for p, v in tensor_peaks.items() if math.isfinite(v)}
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    roofs = roofs_from_ncu(ncu, None, finite_peaks)
+    roofs = roofs_from_ncu(ncu, None, tensor_peaks)  # a NaN peak draws no roof
     roofs += roofline_points.json_ceilings(ceilings, precisions)
     fig, ax, visible = _axes(steps, roofs)
     if not visible.empty:

@@ -22,11 +22,12 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.layout import RUN_FIGURE_KINDS as FIGURE_KINDS
 from nnperf.core.vocab import CONFIG_KEYS, PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.core.vocab import sort_precisions
-from nnperf.report.format import in_report_order
+from nnperf.report.format import CI_HIGH, CI_LOW, MEAN, in_report_order
 from nnperf.report.plots import style
 from nnperf.report.results import read_table
 
 BATCH_XLABEL = "batch size"
+HUE = "precision / variant"  # the speedup bars' colour
 PROCESS_LABEL = "one worker process"
 PROCESS_POINTS = {"alpha": 0.35, "s": 14, "linewidth": 0, "legend": False}
 # On a speedup bar whose ratio's 95% CI includes 1 (or has none): not separated.
@@ -44,13 +45,11 @@ DODGE_OCTAVES = 0.25
 # speedups), and runs.csv's for the per-process points. A table without one is one line
 # naming it (`results.read_table`).
 _KEYS = (*CONFIG_KEYS, "status")
+RATIO_COLUMNS = ("kind", "pair", "ratio", "ci95_low", "ci95_high", "verdict")
 SUMMARY_COLUMNS = {
-    "throughput": (*_KEYS, *(f"throughput_img_s_{s}" for s in ("mean", "ci95_low", "ci95_high"))),
+    "throughput": (*_KEYS, MEAN, CI_LOW, CI_HIGH),
     "breakdown": (*_KEYS, *(f"{phase}_s_median" for phase in PHASES)),
-    "speedup": (
-        *("kind", "pair", "ratio", "ci95_low", "ci95_high", "verdict"),
-        *(f"a_{key}" for key in CONFIG_KEYS),
-    ),
+    "speedup": (*RATIO_COLUMNS, *(f"a_{key}" for key in CONFIG_KEYS)),
 }
 RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
 
@@ -118,7 +117,7 @@ def throughput_figure(
     chosen = _select(summary, device, model, "summary table")
     ok = chosen[chosen["status"] == "ok"]
     ok = ok.astype({c: float for c in ok.columns if c.startswith("throughput_img_s_")})
-    ok = ok[np.isfinite(ok["throughput_img_s_mean"])]
+    ok = ok[np.isfinite(ok[MEAN])]
     fig, ax = style.figure(8.0, 4.2)
     if not ok.empty:
         palette = style.palette(sort_precisions(ok["precision"]))
@@ -132,13 +131,11 @@ def throughput_figure(
             sns.scatterplot(processes, x="_x", y="throughput_img_s", **PROCESS_POINTS, **colours)
             ax.scatter([], [], color="grey", alpha=0.5, s=14, label=PROCESS_LABEL)
         line = {"style": "variant", "estimator": None, "markers": True}
-        sns.lineplot(ok, x="_x", y="throughput_img_s_mean", **line, **colours)
-        for precision, rows in ok.dropna(subset=["throughput_img_s_ci95_low"]).groupby("precision"):
-            interval = (rows[f"throughput_img_s_{s}"] for s in ("mean", "ci95_low", "ci95_high"))
+        sns.lineplot(ok, x="_x", y=MEAN, **line, **colours)
+        for precision, rows in ok.dropna(subset=[CI_LOW]).groupby("precision"):
+            interval = rows[MEAN], rows[CI_LOW], rows[CI_HIGH]
             _whiskers(ax, rows["_x"], *interval, palette[precision], zorder=2.5)
-    unmeasured = chosen[chosen["status"].isin(list(UNMEASURED))]
-    if not unmeasured.empty:
-        _mark_unmeasured(ax, unmeasured)
+    _mark_unmeasured(ax, chosen[chosen["status"].isin(list(UNMEASURED))])
     if ax.get_legend_handles_labels()[0]:
         style.legend_right(ax, fontsize="small")
     sizes = sorted(set(chosen["batch_size"].astype(int)))
@@ -185,7 +182,7 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
     separate."""
     # seaborn draws one container per hue level, its bars in the order of the x levels.
     for container, level in zip(ax.containers, hue_order):
-        rows = shown[shown["precision / variant"] == level].sort_values("a_batch_size")
+        rows = shown[shown[HUE] == level].sort_values("a_batch_size")
         x = np.array([bar.get_x() + bar.get_width() / 2 for bar in container])
         ratio = np.array([bar.get_height() for bar in container])
         low, high = (
@@ -206,10 +203,8 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
     is neither faster nor slower)."""
     chosen = comparisons.query("a_device == @device and a_model == @model")
     chosen = chosen[chosen["pair"] == "vs_reference"]
-    chosen = chosen.assign(
-        **{"precision / variant": chosen["a_precision"] + " / " + chosen["a_variant"]},
-        a_batch_size=chosen["a_batch_size"].astype(int),
-    )
+    label = chosen["a_precision"] + " / " + chosen["a_variant"]
+    chosen = chosen.assign(a_batch_size=chosen["a_batch_size"].astype(int), **{HUE: label})
     fig, axes = style.figure(11, 4.6, 1, 2)
     panels = (
         ("precision", REFERENCE_PRECISION, f"speedup vs {REFERENCE_PRECISION} (x)"),
@@ -220,9 +215,9 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
         if shown.empty:
             style.note(ax, "no comparable configuration in this study")
         else:
-            bars = {"hue": "precision / variant", "palette": "colorblind", "errorbar": None}
+            bars = {"hue": HUE, "palette": "colorblind", "errorbar": None}
             sns.barplot(shown, x="a_batch_size", y="ratio", ax=ax, **bars)
-            _ratio_marks(ax, shown, list(dict.fromkeys(shown["precision / variant"])))
+            _ratio_marks(ax, shown, list(dict.fromkeys(shown[HUE])))
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set(xlabel=BATCH_XLABEL, ylabel=ylabel, title=f"{kind}s vs {reference}")
     fig.suptitle(f"{model} on {device}: speedups of mean throughput ({SPEEDUP_KEY})")
@@ -232,8 +227,7 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
 def figure(
     request: FigureRequest, summary: pd.DataFrame, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """The figure `request.kind` names for its device and model, from summary.csv (and,
-    for `throughput`, the per-process points of runs.csv when given)."""
+    """The figure `request.kind` names, of its device and model."""
     if request.model is None:
         raise NnperfError(f"{request.kind} figure: model is missing; allowed: a model name")
     if request.kind not in FIGURE_KINDS:

@@ -15,7 +15,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import TRAINING_KEYS, precision_rank
+from nnperf.core.vocab import TRAINING_KEYS
+from nnperf.report.format import in_report_order
 from nnperf.report.plots import style
 from nnperf.report.results import read_table
 
@@ -23,6 +24,8 @@ PANELS = {"epoch": "epoch", "train_time_s": "training time (s, evaluation exclud
 TARGET_COLOUR = "dimgrey"
 CURVES = {"hue": "curve", "estimator": None, "sort": False, "marker": "o", "markersize": 4}
 RING = {"s": 90, "facecolors": "none", "linewidths": 1.5, "zorder": 4}
+TARGET_TEXT = {"xycoords": ("axes fraction", "data"), "xytext": (4, 3), "fontsize": "small"}
+TARGET_TEXT |= {"textcoords": "offset points", "color": TARGET_COLOUR}
 # What the figure reads of each per-epoch table.
 EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 
@@ -35,10 +38,9 @@ def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
         curve += ", recipe " + epochs["recipe"].astype(str)
     if epochs["model"].nunique() > 1:
         curve = epochs["model"] + " " + curve
-    order = ["model", "recipe", "batch_size", "_precision", "variant", "epoch"]
-    frame = epochs.assign(curve=curve, _precision=epochs["precision"].map(precision_rank))
-    frame = frame.sort_values(order, kind="stable").drop(columns="_precision")
-    return frame.assign(test_top1_pct=100.0 * frame["test_top1"].astype(float))
+    order = ["model", "recipe", "batch_size", "precision", "variant", "epoch"]
+    frame = epochs.assign(curve=curve, test_top1_pct=100.0 * epochs["test_top1"].astype(float))
+    return frame.sort_values(order, key=in_report_order, kind="stable")
 
 
 def accuracy_figure(
@@ -60,11 +62,9 @@ def accuracy_figure(
             hits = frame[frame["test_top1"].astype(float) >= target].groupby("curve").head(1)
             rings = [palette[curve] for curve in hits["curve"]]
             ax.scatter(hits[x], hits["test_top1_pct"], edgecolors=rings, **RING)
-    axes[0].xaxis.get_major_locator().set_params(integer=True)
     if target is not None:
-        offset = {"xytext": (4, 3), "textcoords": "offset points", "fontsize": "small"}
-        place = {"xycoords": ("axes fraction", "data"), "color": TARGET_COLOUR, **offset}
-        axes[0].annotate(f"target {100 * target:g}%", (0, 100 * target), **place)
+        axes[0].annotate(f"target {100 * target:g}%", (0, 100 * target), **TARGET_TEXT)
+    axes[0].xaxis.get_major_locator().set_params(integer=True)
     ring = "ring: first epoch at the target" if target is not None else None
     style.legend_right(axes[1], title=ring, fontsize="small", title_fontsize="small")
     models, keys = ", ".join(sorted(frame["model"].unique())), frame.iloc[0]

@@ -69,25 +69,22 @@ DEVICE_STEPS |= {"markers": {ANALYTIC_STEP: "X", NCU_STEP: "o"}, "legend": "brie
 NOTE_WIDTH = 48
 
 
-def roofs_from_ncu(
-    ceilings: Mapping[str, float] | None,
-    precision: str | None,
-    tensor_peaks: Mapping[str, float] | None = None,
-) -> list[dict]:
-    """ncu ceilings (from `nnperf.roofline.points.ncu_ceilings`) as roof dicts.
-
-    The tensor roof is the one of `precision`; `tensor_peaks` (precision -> FLOP/s) adds one
-    per precision for figures that mix precisions. Tensor roofs are the dense rate
-    (`nnperf.ncu.metrics.kernel_quantities`): their labels say so.
-    """
-    if not ceilings:
+def roofs_from_ncu(profile: pd.DataFrame, precision: str | None) -> list[dict]:
+    """The roofs the kernels of a profile (`nnperf.roofline.points.ncu_ceilings`) measure, as
+    roof dicts: fp32, fp16 and the tensor roof of `precision`, or, with no `precision`, one
+    tensor roof per profiled precision for figures that mix precisions. Tensor roofs are the
+    dense rate (`nnperf.ncu.metrics.kernel_quantities`): their labels say so."""
+    if profile.empty:
         return []
+    ceilings = roofline_points.ncu_ceilings(profile)
     clock = ceilings.get("clock_hz", math.nan)
     at = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
     compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
         compute[f"tensor {precision} dense"] = ceilings.get("peak_flop_s_tensor")
-    compute |= {f"tensor {p} dense": v for p, v in sorted((tensor_peaks or {}).items())}
+    if precision is None:
+        tensor = {p: roofline_points.ncu_ceilings(k) for p, k in profile.groupby("precision")}
+        compute |= {f"tensor {p} dense": c["peak_flop_s_tensor"] for p, c in tensor.items()}
     memory = {LEVEL_LABELS[level]: ceilings.get(f"peak_bytes_s_{level}") for level in LEVELS}
     roofs = [("compute", f"ncu {name}{at}", value) for name, value in compute.items()]
     roofs += [("memory", f"ncu {name}", value) for name, value in memory.items()]
@@ -228,8 +225,7 @@ def config_figure(
     clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
     title += f"\n{clocks}" if clocks else ""
     precision = request.precision
-    ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
-    roofs = roofs_from_ncu(ncu, precision)
+    roofs = roofs_from_ncu(profile, precision)
     if precision in PRECISIONS:
         roofs += roofline_points.json_ceilings(ceilings, [precision])
     fig, ax, visible = _axes(selected, roofs)
@@ -269,13 +265,8 @@ def device_figure(
     shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")
     steps = device_points[(device_points["granularity"] == "step") & shown]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
-    tensor_peaks = {
-        precision: roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
-        for precision, group in profile.groupby("precision")
-    }
-    ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    roofs = roofs_from_ncu(ncu, None, tensor_peaks)  # a NaN peak draws no roof
+    roofs = roofs_from_ncu(profile, None)
     roofs += roofline_points.json_ceilings(ceilings, precisions)
     fig, ax, visible = _axes(steps, roofs)
     if not visible.empty:

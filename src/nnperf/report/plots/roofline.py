@@ -99,15 +99,11 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
     """Why a roof of `precisions` is absent: the ceilings JSON's datasheet (or derived) entry
     gives the peak as null with a reason (`flop_s_null_reasons`)."""
     sheet = document.get("datasheet") or {}
-    reasons = sheet.get("flop_s_null_reasons") or {}
+    reasons, drawn = sheet.get("flop_s_null_reasons") or {}, sheet.get("flop_s") or {}
+    absent = [p for p in dict.fromkeys(precisions) if p in reasons and not drawn.get(p)]
     origin = peaks.peak_origin(sheet)
-    return [
-        textwrap.fill(
-            f"no {origin} {p} peak: {peaks.null_peak_reason(reasons[p], sheet)}", NOTE_WIDTH
-        )
-        for p in dict.fromkeys(precisions)
-        if p in reasons and not (sheet.get("flop_s") or {}).get(p)
-    ]
+    notes = (f"no {origin} {p} peak: {peaks.null_peak_reason(reasons[p], sheet)}" for p in absent)
+    return [textwrap.fill(note, NOTE_WIDTH) for note in notes]
 
 
 @contextmanager
@@ -127,11 +123,10 @@ def _span(values, default: float) -> tuple[float, float]:
 
 
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
-    """A roofline figure with its roofs drawn, the points a log-log plot can show (an empty
+    """The axes of a roofline figure with its roofs drawn, the points a log-log plot can show (an empty
     table read from CSV has text columns, hence the conversion) and limits that hold every
     point, roof and ridge point."""
-    fig = Figure(figsize=(10, 6))
-    ax = fig.subplots()
+    ax = Figure(figsize=(10, 6)).subplots()
     x, y = (pd.to_numeric(points[c], errors="coerce") for c in (X, Y))
     visible = points[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)].copy()
     compute = [r["value"] for r in roofs if r["kind"] == "compute"]
@@ -148,7 +143,7 @@ def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
         else:
             ax.plot(lines, np.minimum(lines * roof["value"], max(compute, default=np.inf)), **line)
     ax.set(xlim=xlim, ylim=ylim, **AXES)
-    return fig, ax, visible
+    return ax, visible
 
 
 def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
@@ -228,7 +223,7 @@ def config_figure(
     roofs = roofs_from_ncu(profile, precision)
     if precision in PRECISIONS:
         roofs += roofline_points.json_ceilings(ceilings, [precision])
-    fig, ax, visible = _axes(selected, roofs)
+    ax, visible = _axes(selected, roofs)
     kernels = visible[visible["granularity"] == "kernel"]
     if not kernels.empty:
         kernels = kernels.assign(
@@ -268,7 +263,7 @@ def device_figure(
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
     roofs = roofs_from_ncu(profile, None)
     roofs += roofline_points.json_ceilings(ceilings, precisions)
-    fig, ax, visible = _axes(steps, roofs)
+    ax, visible = _axes(steps, roofs)
     if not visible.empty:
         visible["source"] = np.where(visible["source"] == "analytic", ANALYTIC_STEP, NCU_STEP)
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]

@@ -60,10 +60,8 @@ def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.Data
     chosen = frame[(frame["device"] == device) & (frame["model"] == model)]
     if chosen.empty:
         pairs = sorted({f"{d}/{m}" for d, m in zip(frame["device"], frame["model"])})
-        raise NnperfError(
-            f"{table} has no rows for device/model {device}/{model}; "
-            f"allowed: {', '.join(pairs)}"
-        )
+        allowed = f"allowed: {', '.join(pairs)}"
+        raise NnperfError(f"{table} has no rows for device/model {device}/{model}; {allowed}")
     keys = ["batch_size", "precision", "variant"]
     return chosen.sort_values(keys, key=in_report_order, kind="stable")
 
@@ -155,8 +153,7 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     labels = "bs" + chosen["batch_size"].astype(str) + " " + chosen["precision"]
     labels += " " + chosen["variant"]
     measured = chosen["status"] == "ok"
-    phase_ms = chosen.loc[measured, [f"{phase}_s_median" for phase in PHASES]].astype(float)
-    phase_ms = phase_ms.fillna(0.0) * 1e3
+    phase_ms = chosen.loc[measured, [f"{p}_s_median" for p in PHASES]].astype(float).fillna(0) * 1e3
     bottoms = phase_ms.cumsum(axis=1) - phase_ms
     fig, ax = style.figure(max(6.4, 0.45 * len(labels) + 2.5), 5.0)
     # seaborn has no stacked bars and pandas' stacked bars draw the unmeasured ones too.
@@ -168,8 +165,7 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     # One line per label, upright: side by side, the multi-line labels of neighbouring bars
     # ran into each other ("baselinetuned"); a vertical label is as narrow as one text line.
     ax.set_xticks(range(len(labels)), labels, rotation=90)
-    ax.set_xlim(-0.6, len(labels) - 0.4)
-    ax.set(xlabel="configuration (batch size, precision, variant)")
+    ax.set(xlabel="configuration (batch size, precision, variant)", xlim=(-0.6, len(labels) - 0.4))
     ax.set_ylabel("median time per step (ms)")
     style.legend_right(ax, title="phase")
     ax.set_title(f"{model} on {device}: where a training step's time goes")

@@ -22,7 +22,9 @@ from nnperf.report.results import read_table
 
 PANELS = {"epoch": "epoch", "train_time_s": "training time (s, evaluation excluded)"}
 TARGET_COLOUR = "dimgrey"
-CURVES = {"hue": "curve", "estimator": None, "sort": False, "marker": "o", "markersize": 4}
+# One line per run, every epoch a point, in the table's order.
+CURVES = {"y": "test_top1_pct", "hue": "curve", "estimator": None, "sort": False}
+CURVES |= {"marker": "o", "markersize": 4}
 RING = {"s": 90, "facecolors": "none", "linewidths": 1.5, "zorder": 4}
 TARGET_TEXT = {"xycoords": ("axes fraction", "data"), "xytext": (4, 3), "fontsize": "small"}
 TARGET_TEXT |= {"textcoords": "offset points", "color": TARGET_COLOUR}
@@ -54,8 +56,7 @@ def accuracy_figure(
     palette = style.palette(dict.fromkeys(frame["curve"]))
     fig, axes = style.figure(10.0, 4.2, 1, 2, sharey=True)
     for ax, (x, xlabel) in zip(axes, PANELS.items()):
-        legend = ax is axes[1]
-        sns.lineplot(frame, x=x, y="test_top1_pct", palette=palette, legend=legend, ax=ax, **CURVES)
+        sns.lineplot(frame, x=x, palette=palette, legend=ax is axes[1], ax=ax, **CURVES)
         ax.set(xlabel=xlabel, ylabel="test top-1 accuracy (%)", ylim=(0, 100))
         if target is not None:
             ax.axhline(100 * target, color=TARGET_COLOUR, linestyle="--", linewidth=1)

@@ -53,17 +53,14 @@ STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorith
 ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
 RING = {"marker": "o", "facecolors": "none", "edgecolors": "red", "linewidth": 1.6, "zorder": 6}
 RING["label"] = ABOVE_ROOF_LABEL
-# Marker areas (points^2) of the step points: stars in the configuration figure, the step
-# figure's points.
-CONFIG_STEP_MARKER_S = 260
-DEVICE_STEP_MARKER_S = 90
-CONFIG_STEP = {"s": CONFIG_STEP_MARKER_S, "edgecolor": "black", "linewidth": 0.8, "zorder": 5}
+# The configuration figure's step points: stars (`s`: a marker's area, points^2).
+CONFIG_STEP = {"s": 260, "edgecolor": "black", "linewidth": 0.8, "zorder": 5}
 # The profiled kernels: colour = kind, marker = memory level, size = time.
 KERNELS = {"hue": "kind", "style": "memory level", "size": "time (µs)", "sizes": (15, 250)}
 KERNELS |= {"markers": {LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()}, "alpha": 0.7}
 # The step figure: colour = model / precision, marker = source (named as its legend names it).
 ANALYTIC_STEP, NCU_STEP = "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
-DEVICE_STEPS = {"hue": "model / precision", "style": "source", "s": DEVICE_STEP_MARKER_S}
+DEVICE_STEPS = {"hue": "model / precision", "style": "source", "s": 90}
 DEVICE_STEPS |= {"markers": {ANALYTIC_STEP: "X", NCU_STEP: "o"}, "legend": "brief"}
 # Width (characters) of a legend line saying why a roof is absent.
 NOTE_WIDTH = 48
@@ -226,11 +223,9 @@ def config_figure(
     ax, visible = _axes(selected, roofs)
     kernels = visible[visible["granularity"] == "kernel"]
     if not kernels.empty:
-        kernels = kernels.assign(
-            kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
-            **{"memory level": kernels["memory_level"].map(LEVEL_LABELS)},
-            **{"time (µs)": kernels["time_s"] * 1e6},
-        )
+        kind = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
+        level, time_us = kernels["memory_level"].map(LEVEL_LABELS), kernels["time_s"] * 1e6
+        kernels = kernels.assign(kind=kind, **{"memory level": level, "time (µs)": time_us})
         sns.scatterplot(data=kernels, x=X, y=Y, ax=ax, legend="brief", **KERNELS)
     steps = visible[visible["granularity"] == "step"]
     level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
@@ -244,7 +239,7 @@ def config_figure(
         ax.scatter(group[X], group[Y], marker=marker, color=colour, label=label, **CONFIG_STEP)
     texts = np.where(analytic, "step, analytic", "step, " + level)
     notes = null_roof_notes(ceilings, [precision])
-    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, notes)
+    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP["s"], notes)
 
 
 @themed()
@@ -272,7 +267,7 @@ def device_figure(
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
     notes = null_roof_notes(ceilings, precisions)
-    return _finish(ax, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, notes)
+    return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], notes)
 
 
 def write_figure(

@@ -41,9 +41,8 @@ UNMEASURED = {
 }
 # Groups sharing a batch size are spread over this many octaves so their points stay apart.
 DODGE_OCTAVES = 0.25
-# The columns each figure reads: summary.csv's by figure kind (comparisons.csv's for the
-# speedups), and runs.csv's for the per-process points. A table without one is one line
-# naming it (`results.read_table`).
+# The columns each figure reads of summary.csv (comparisons.csv for the speedups) and runs.csv;
+# a table without one is one line naming it (`results.read_table`).
 _KEYS = (*CONFIG_KEYS, "status")
 RATIO_COLUMNS = ("kind", "pair", "ratio", "ci95_low", "ci95_high", "verdict")
 SUMMARY_COLUMNS = {
@@ -88,8 +87,7 @@ def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
     factor per group, centred on it, so groups sharing a batch size stay apart."""
     octaves = DODGE_OCTAVES * (np.arange(len(groups)) - (len(groups) - 1) / 2)
     shift = dict(zip(groups, 2.0 ** (octaves / max(len(groups) - 1, 1))))
-    factor = pd.Series(list(zip(frame["precision"], frame["variant"])), index=frame.index)
-    factor = factor.map(shift)
+    factor = pd.Series(list(zip(frame["precision"], frame["variant"])), frame.index).map(shift)
     return frame[factor.notna()].copy().assign(_x=frame["batch_size"].astype(float) * factor)
 
 

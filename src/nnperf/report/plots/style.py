@@ -13,8 +13,7 @@ FIGURE_DPI = 150
 
 
 def figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots):
-    """A figure (never pyplot: no global backend state) with constrained layout, and its
-    axes."""
+    """A figure (never pyplot: no global backend state), constrained layout, and its axes."""
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.subplots(rows, cols, **subplots)
 

@@ -15,38 +15,34 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.errors import NnperfError
+from nnperf.core.vocab import TRAINING_KEYS
+from nnperf.report.format import in_report_order
 from nnperf.report.plots import style
-from nnperf.core.vocab import TRAINING_KEYS, precision_rank
 from nnperf.report.results import read_table
 
-ACCURACY_YLABEL = "test top-1 accuracy (%)"
-EPOCH_XLABEL = "epoch"
-TIME_XLABEL = "training time (s, evaluation excluded)"
+PANELS = {"epoch": "epoch", "train_time_s": "training time (s, evaluation excluded)"}
 TARGET_COLOUR = "dimgrey"
-
-
-def curve_label(row, with_model: bool = False, with_recipe: bool = False) -> str:
-    """`bf16 bs256 baseline` (+ model, recipe when the figure holds several)."""
-    text = f"{row['precision']} bs{int(row['batch_size'])} {row['variant']}"
-    if with_recipe:
-        text += f", recipe {row['recipe']}"
-    if with_model:
-        text = f"{row['model']} {text}"
-    return text
+# One line per run, every epoch a point, in the table's order.
+CURVES = {"y": "test_top1_pct", "hue": "curve", "estimator": None, "sort": False}
+CURVES |= {"marker": "o", "markersize": 4}
+RING = {"s": 90, "facecolors": "none", "linewidths": 1.5, "zorder": 4}
+TARGET_TEXT = {"xycoords": ("axes fraction", "data"), "xytext": (4, 3), "fontsize": "small"}
+TARGET_TEXT |= {"textcoords": "offset points", "color": TARGET_COLOUR}
+# What the figure reads of each per-epoch table.
+EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 
 
 def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The rows with a curve label, in the shared order, accuracy in percent."""
-    with_model = epochs["model"].nunique() > 1
-    with_recipe = epochs["recipe"].nunique() > 1
-    frame = epochs.assign(
-        curve=epochs.apply(curve_label, axis=1, args=(with_model, with_recipe)),
-        test_top1_pct=100.0 * epochs["test_top1"].astype(float),
-        _precision=epochs["precision"].map(precision_rank),
-    )
-    return frame.sort_values(
-        ["model", "recipe", "batch_size", "_precision", "variant", "epoch"], kind="stable"
-    ).drop(columns="_precision")
+    """The rows in the shared order, accuracy in percent, with a curve label: `bf16 bs256
+    baseline`, led by the model and followed by the recipe when the figure holds several."""
+    curve = style.config_labels(epochs)
+    if epochs["recipe"].nunique() > 1:
+        curve += ", recipe " + epochs["recipe"].astype(str)
+    if epochs["model"].nunique() > 1:
+        curve = epochs["model"] + " " + curve
+    order = ["model", "recipe", "batch_size", "precision", "variant", "epoch"]
+    frame = epochs.assign(curve=curve, test_top1_pct=100.0 * epochs["test_top1"].astype(float))
+    return frame.sort_values(order, key=in_report_order, kind="stable")
 
 
 def accuracy_figure(
@@ -57,73 +53,25 @@ def accuracy_figure(
     if epochs.empty:
         raise NnperfError("the per-epoch table is empty; allowed: the rows of a training run")
     frame = _curves(epochs)
-    order = list(dict.fromkeys(frame["curve"]))
-    palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
-    fig, (by_epoch, by_time) = style.figure(10.0, 4.2, 1, 2, sharey=True)
-    for ax, x, xlabel in (
-        (by_epoch, "epoch", EPOCH_XLABEL),
-        (by_time, "train_time_s", TIME_XLABEL),
-    ):
-        sns.lineplot(
-            data=frame,
-            x=x,
-            y="test_top1_pct",
-            hue="curve",
-            hue_order=order,
-            palette=palette,
-            marker="o",
-            markersize=4,
-            estimator=None,
-            sort=False,
-            legend=ax is by_time,
-            ax=ax,
-        )
-        ax.set(xlabel=xlabel, ylabel=ACCURACY_YLABEL, ylim=(0, 100))
+    palette = style.palette(dict.fromkeys(frame["curve"]))
+    fig, axes = style.figure(10.0, 4.2, 1, 2, sharey=True)
+    for ax, (x, xlabel) in zip(axes, PANELS.items()):
+        sns.lineplot(frame, x=x, palette=palette, legend=ax is axes[1], ax=ax, **CURVES)
+        ax.set(xlabel=xlabel, ylabel="test top-1 accuracy (%)", ylim=(0, 100))
         if target is not None:
             ax.axhline(100 * target, color=TARGET_COLOUR, linestyle="--", linewidth=1)
             hits = frame[frame["test_top1"].astype(float) >= target].groupby("curve").head(1)
-            ax.scatter(
-                hits[x],
-                hits["test_top1_pct"],
-                s=90,
-                facecolors="none",
-                edgecolors=[palette[c] for c in hits["curve"]],
-                linewidths=1.5,
-                zorder=4,
-            )
-    by_epoch.xaxis.get_major_locator().set_params(integer=True)
+            rings = [palette[curve] for curve in hits["curve"]]
+            ax.scatter(hits[x], hits["test_top1_pct"], edgecolors=rings, **RING)
     if target is not None:
-        by_epoch.annotate(
-            f"target {100 * target:g}%",
-            (0, 100 * target),
-            xycoords=("axes fraction", "data"),
-            xytext=(4, 3),
-            textcoords="offset points",
-            color=TARGET_COLOUR,
-            fontsize="small",
-        )
+        axes[0].annotate(f"target {100 * target:g}%", (0, 100 * target), **TARGET_TEXT)
+    axes[0].xaxis.get_major_locator().set_params(integer=True)
     ring = "ring: first epoch at the target" if target is not None else None
-    style.legend_right(by_time, title=ring, fontsize="small", title_fontsize="small")
-    keys = frame.iloc[0]
-    fig.suptitle(
-        title
-        or f"{', '.join(sorted(frame['model'].unique()))} on {keys['device']} ({keys['dataset']}):"
-        " test accuracy while training"
-    )
+    style.legend_right(axes[1], title=ring, fontsize="small", title_fontsize="small")
+    models, keys = ", ".join(sorted(frame["model"].unique())), frame.iloc[0]
+    where = f"{models} on {keys['device']} ({keys['dataset']})"
+    fig.suptitle(title or f"{where}: test accuracy while training")
     return fig
-
-
-# What the figure reads of each per-epoch table.
-EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
-
-
-def read_epochs(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
-    """The per-epoch CSVs of several training runs as one table."""
-    frames = [read_table(path, EPOCHS_COLUMNS, "the accuracy figure") for path in paths]
-    if not frames:
-        raise NnperfError("no per-epoch tables given; allowed: one or more *_epochs.csv files")
-    frame = pd.concat(frames, ignore_index=True)
-    return frame[np.isfinite(frame["test_top1"].astype(float))]
 
 
 def draw(
@@ -133,5 +81,10 @@ def draw(
     title: str | None = None,
 ) -> None:
     """The accuracy figure of some training runs, from their per-epoch CSVs to a PNG."""
-    style.save_png(accuracy_figure(read_epochs(epochs_paths), target, title), out_png)
-    print(f"accuracy figure of {len(epochs_paths)} training run(s) -> {out_png}")
+    frames = [read_table(path, EPOCHS_COLUMNS, "the accuracy figure") for path in epochs_paths]
+    if not frames:
+        raise NnperfError("no per-epoch tables given; allowed: one or more *_epochs.csv files")
+    epochs = pd.concat(frames, ignore_index=True)
+    epochs = epochs[np.isfinite(epochs["test_top1"].astype(float))]
+    done = f"accuracy figure of {len(epochs_paths)} training run(s)"
+    style.save_png(accuracy_figure(epochs, target, title), out_png, done)

@@ -25,10 +25,18 @@ from nnperf.core.contract import ReportRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
 from nnperf.report import results  # noqa: E402
 from nnperf.report.format import CI_HIGH, CI_LOW, MEAN, sort_configs  # noqa: E402
-from nnperf.report.plots.style import save_png  # noqa: E402
+from nnperf.report.plots import style  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.
 LOG_AXIS_RATIO = 20
+TITLE = "Training throughput per machine (mean of worker processes; whiskers: 95% CI)"
+# seaborn's error bars come only from the data it aggregates: given three rows per bar (CI
+# low, mean, CI high; `_bars_with_interval`), the median is the mean and the full percentile
+# interval is exactly the recorded CI. A bar without an interval has its mean row only.
+BARS = {"kind": "bar", "estimator": "median", "errorbar": ("pi", 100), "sharey": False}
+BARS |= {"height": 4, "aspect": 1.6, "legend_out": False}
+# Each worker process's throughput as a dot on its bar (dodged like the bars).
+PROCESS_DOTS = {"dodge": True, "jitter": False, "size": 2.5, "alpha": 0.5, "legend": False}
 
 
 def compare_machines(
@@ -49,52 +57,42 @@ def compare_machines(
     grid = throughput_by_machine(loaded.summary, loaded.runs)
     try:
         # The legend sits outside the panels: "tight" keeps it in the image.
-        save_png(grid.figure, out_figure, bbox_inches="tight")
+        style.save_png(grid.figure, out_figure, bbox_inches="tight")
     finally:
         plt.close(grid.figure)
-    print(
-        f"compare-machines: {len(loaded.summary)} configurations on "
-        f"{loaded.summary['machine'].nunique()} machine(s) -> {os.fspath(out_csv)}, "
-        f"{os.fspath(out_figure)}"
-    )
+    machines = loaded.summary["machine"].nunique()
+    done = f"compare-machines: {len(loaded.summary)} configurations on {machines} machine(s)"
+    print(f"{done} -> {os.fspath(out_csv)}, {os.fspath(out_figure)}")
     return loaded.summary
 
 
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:
-    """`data` with a `configuration` label column, sorted on the key columns themselves."""
+    """`data` with a `configuration` label column, sorted on the configuration's keys alone
+    (machines and models do not order the bars)."""
     labelled = data.reset_index(drop=True).astype({"batch_size": int})
-    labelled["configuration"] = labelled[["precision", "batch_size", "variant"]].apply(
-        lambda row: f"{row['precision']} bs{row['batch_size']} {row['variant']}", axis=1
-    )
-    # Sorted on the configuration's keys alone: machines and models do not order the bars.
+    labelled = labelled.assign(configuration=style.config_labels(labelled))
     return labelled.loc[sort_configs(labelled[["precision", "batch_size", "variant"]]).index]
 
 
-def _bars_with_interval(summary: pd.DataFrame) -> pd.DataFrame:
-    """Three rows per configuration and machine, `throughput_img_s` = CI low, mean, CI high.
+def _ok(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of measured configurations with a `column`."""
+    ok = frame[frame["status"].astype(str) == "ok"] if "status" in frame else frame
+    return ok.dropna(subset=[column])
 
-    seaborn draws error bars only from the data it aggregates; with these three rows the
-    median (the bar) is the mean and the full percentile interval (the whisker) is exactly
-    the recorded confidence interval. A configuration without an interval keeps its mean
-    row only (a bar without whisker).
-    """
-    ok = summary[summary["status"].astype(str) == "ok"] if "status" in summary else summary
-    ok = ok.dropna(subset=[MEAN])
-    parts = [
-        ok.assign(throughput_img_s=ok[column].astype(float), _point=column)
-        for column in (CI_LOW, MEAN, CI_HIGH)
-        if column in ok.columns
-    ]
-    return pd.concat(parts, ignore_index=True).dropna(subset=["throughput_img_s"])
+
+def _bars_with_interval(summary: pd.DataFrame) -> pd.DataFrame:
+    """Three rows per configuration and machine, `throughput_img_s` = CI low, mean, CI high
+    (see BARS)."""
+    ok = _ok(summary, MEAN)
+    points = [column for column in (CI_LOW, MEAN, CI_HIGH) if column in ok.columns]
+    rows = ok.melt([c for c in ok if c not in points], points, "_point", "throughput_img_s")
+    return rows.astype({"throughput_img_s": float}).dropna(subset=["throughput_img_s"])
 
 
 def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = None):
-    """Seaborn bars of mean throughput per configuration with its 95% CI, one colour per
-    machine; the per-process throughputs of `runs` (runs.csv), when given, as points.
-
-    One panel per model; a log axis when machines differ by more than LOG_AXIS_RATIO.
-    Returns the seaborn FacetGrid.
-    """
+    """The seaborn FacetGrid of mean throughput per configuration with its 95% CI, one colour
+    per machine, one panel per model, a log axis when machines differ by more than
+    LOG_AXIS_RATIO; the per-process throughputs of `runs` (runs.csv), when given, as points."""
     if MEAN not in summary.columns:
         raise NnperfError(
             f"summary table has no {MEAN} column; allowed: summary.csv written by rule "
@@ -105,37 +103,21 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         raise NnperfError("no successful runs in any results folder: nothing to compare")
     data = configuration_order(data)
     order = list(dict.fromkeys(data["configuration"]))
-    hue_order = list(dict.fromkeys(data["machine"]))
+    hues = {"hue": "machine", "hue_order": list(dict.fromkeys(data["machine"])), "order": order}
+    wrap = min(2, data["model"].nunique())
     grid = sns.catplot(
-        data=data,
-        kind="bar",
-        x="configuration",
-        y="throughput_img_s",
-        hue="machine",
-        hue_order=hue_order,
-        col="model",
-        col_wrap=min(2, data["model"].nunique()),
-        order=order,
-        estimator="median",
-        errorbar=("pi", 100),
-        sharey=False,
-        height=4,
-        aspect=1.6,
-        legend_out=False,
+        data, x="configuration", y="throughput_img_s", col="model", col_wrap=wrap, **hues, **BARS
     )
     if runs is not None and {"throughput_img_s", "machine"} <= set(runs.columns):
-        _add_process_points(grid, runs, order, hue_order)
-    means = data[data["_point"] == MEAN]
-    spread = means.groupby("machine")["throughput_img_s"].median()
+        _add_process_points(grid, runs, hues)
+    spread = data[data["_point"] == MEAN].groupby("machine")["throughput_img_s"].median()
     if len(spread) > 1 and spread.max() > LOG_AXIS_RATIO * spread.min():
         grid.set(yscale="log")
     grid.set_axis_labels("precision, batch size, variant", "throughput (images/s)")
     grid.set_titles("{col_name}")
     grid.tick_params(axis="x", rotation=45)
     grid.set_xticklabels(ha="right")
-    grid.figure.suptitle(
-        "Training throughput per machine (mean of worker processes; whiskers: 95% CI)", y=1.02
-    )
+    grid.figure.suptitle(TITLE, y=1.02)
     grid.figure.tight_layout()
     # Machine names are long: the legend sits right of the panels, outside them (saving with
     # bbox_inches="tight" keeps it in the image).
@@ -143,28 +125,14 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
     return grid
 
 
-def _add_process_points(grid, runs: pd.DataFrame, order: list, hue_order: list) -> None:
+def _add_process_points(grid, runs: pd.DataFrame, hues: dict) -> None:
     """Each worker process's throughput as a dot on its bar (dodged like the bars)."""
-    points = runs[runs["status"].astype(str) == "ok"] if "status" in runs else runs
-    points = points.dropna(subset=["throughput_img_s"])
-    points = points[points["machine"].isin(hue_order)]
+    points = _ok(runs, "throughput_img_s")
+    points = points[points["machine"].isin(hues["hue_order"])]
     if points.empty:
         return
     points = configuration_order(points)
-    points = points[points["configuration"].isin(order)]
-    for model, chosen in points.groupby("model"):
-        sns.stripplot(
-            data=chosen,
-            x="configuration",
-            y="throughput_img_s",
-            hue="machine",
-            order=order,
-            hue_order=hue_order,
-            dodge=True,
-            jitter=False,
-            palette=["black"] * len(hue_order),
-            size=2.5,
-            alpha=0.5,
-            legend=False,
-            ax=grid.axes_dict[model],
-        )
+    dots = {"palette": ["black"] * len(hues["hue_order"]), **hues, **PROCESS_DOTS}
+    for model, chosen in points[points["configuration"].isin(hues["order"])].groupby("model"):
+        ax = grid.axes_dict[model]
+        sns.stripplot(chosen, x="configuration", y="throughput_img_s", ax=ax, **dots)

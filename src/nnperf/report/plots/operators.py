@@ -17,14 +17,12 @@ from matplotlib.patches import Patch
 
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import load_json
-from nnperf.report.plots import style
 from nnperf.report.format import config_text
+from nnperf.report.plots import style
 from nnperf.report.results import read_table
 from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
-TIME_XLABEL = "time per step (ms)"
-MEMORY_XLABEL = "allocated memory (MiB)"
 MIB = 2**20
 # Operator names run long (`autograd::engine::evaluate_function: ConvolutionBackward0`);
 # longer ones are shortened in the middle so the labels keep to the left margin.
@@ -32,7 +30,12 @@ MAX_LABEL_CHARACTERS = 48
 DEFAULT_TOP = 10
 HOST_LABEL, DEVICE_LABEL = "host self time", "device self time"
 MEASURED_LABEL, ESTIMATE_LABEL = "measured at the peak", "complexity estimate"
-FIGURES = ("operators", "memory")
+# What each figure reads of its table (an empty file is a profile that recorded nothing).
+TABLE_COLUMNS = {
+    "operators": ("operator", "host_self_time_s"),
+    "memory": ("category", "bytes", "estimate_bytes"),
+}
+FIGURES = tuple(TABLE_COLUMNS)
 
 
 def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
@@ -43,8 +46,9 @@ def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
     return text[:head] + "…" + text[-(limit - 1 - head) :]
 
 
-def _title(document: Mapping, what: str) -> str:
-    return f"{config_text(document)} on {document['device']}: {what}"
+def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
+    title = f"{config_text(document)} on {document['device']}: {what}"
+    ax.set_title(f"{title}\n{subtitle}" if subtitle else title, fontsize="medium")
 
 
 def _note_figure(document: Mapping, what: str) -> Figure:
@@ -53,16 +57,15 @@ def _note_figure(document: Mapping, what: str) -> Figure:
     ax.set_axis_off()
     reason = short_label(str(document.get("error") or "no data"), 110)
     style.note(ax, f"not profiled ({document.get('status')}):\n{reason}")
-    ax.set_title(_title(document, what))
+    _title(ax, document, what)
     return fig
 
 
 def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP) -> Figure:
     """Host and device self time per step of the `n` operators with the most time (device
     time where the device was seen, else host time)."""
-    what = "top operators"
     if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, what)
+        return _note_figure(document, "top operators")
     column = analysis.time_column(table)
     chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
@@ -73,17 +76,15 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     wide = wide.rename(columns=bars).set_index(chosen["operator"].astype(str).map(short_label))
     long = wide.melt(var_name="time", value_name="time_ms", ignore_index=False).reset_index()
     fig, ax = style.figure(9.0, 1.2 + 0.38 * len(chosen) * len(bars))
-    palette = dict(zip([HOST_LABEL, DEVICE_LABEL], sns.color_palette("colorblind", 2)))
+    palette = style.palette([HOST_LABEL, DEVICE_LABEL])
     sns.barplot(long, y="operator", x="time_ms", hue="time", palette=palette, errorbar=None, ax=ax)
-    ax.set(xlabel=TIME_XLABEL, ylabel="")
-    ranked = "device" if has_device else "host"
+    ax.set(xlabel="time per step (ms)", ylabel="")
     step = (document.get("summary") or {}).get("step_time_s")
-    subtitle = f"ranked by {ranked} time"
-    if step:
-        subtitle += f"; step {step * 1e3:.3g} ms"
+    subtitle = f"ranked by {'device' if has_device else 'host'} time"
+    subtitle += f"; step {step * 1e3:.3g} ms" if step else ""
     if not has_device:
         subtitle += "\nno device time: on the CPU the operators run on the host"
-    ax.set_title(f"{_title(document, what)}\n{subtitle}", fontsize="medium")
+    _title(ax, document, "top operators", subtitle)
     ax.legend(title=None, loc="lower right")
     return fig
 
@@ -92,41 +93,33 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
     """The peak allocated memory split by category (stacked bar) beside the complexity
     stage's estimate of the same categories; the estimate's bar is missing categories it
     does not count ("other")."""
-    what = "peak memory"
     memory = document.get("memory") or {}
     if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, what)
-    rows = table.set_index("category")
-    colours = dict(zip(MEMORY_CATEGORIES, sns.color_palette("colorblind", len(MEMORY_CATEGORIES))))
-    bars = [(MEASURED_LABEL, "bytes")]
-    if pd.to_numeric(rows["estimate_bytes"], errors="coerce").notna().any():
-        bars.append((ESTIMATE_LABEL, "estimate_bytes"))
+        return _note_figure(document, "peak memory")
+    rows = table.set_index("category").reindex(MEMORY_CATEGORIES)
+    rows = rows[["bytes", "estimate_bytes"]].apply(pd.to_numeric, errors="coerce")
+    bars = {MEASURED_LABEL: "bytes"}
+    if rows["estimate_bytes"].notna().any():
+        bars[ESTIMATE_LABEL] = "estimate_bytes"
+    colours = style.palette(MEMORY_CATEGORIES)
     fig, ax = style.figure(9.0, 1.6 + 0.9 * len(bars))
     positions = np.arange(len(bars))[::-1]
-    for position, (_, column) in zip(positions, bars):
-        left = 0.0
-        for category in MEMORY_CATEGORIES:
-            value = pd.to_numeric(rows.at[category, column], errors="coerce")
-            if pd.isna(value) or value <= 0:
-                continue
-            mib = float(value) / MIB
-            ax.barh(position, mib, left=left, color=colours[category], height=0.6)
-            left += mib
-        ax.text(left, position, f" {left:,.1f} MiB", va="center", fontsize="small")
+    for position, column in zip(positions, bars.values()):
+        # A category without bytes is a bar of zero width: nothing shows.
+        mib = rows[column].clip(lower=0).fillna(0.0) / MIB
+        ax.barh(position, mib, left=mib.cumsum() - mib, color=colours.values(), height=0.6)
+        ax.text(mib.sum(), position, f" {mib.sum():,.1f} MiB", va="center", fontsize="small")
     handles = [Patch(color=colours[c], label=CATEGORY_LABELS[c]) for c in MEMORY_CATEGORIES]
-    ax.set_yticks(positions, [label for label, _ in bars])
-    ax.set_xlabel(MEMORY_XLABEL)
+    ax.set_yticks(positions, list(bars))
+    ax.set_xlabel("allocated memory (MiB)")
     ax.margins(x=0.15)
     style.legend_right(ax, handles=handles, fontsize="small")
     subtitle = f"peak {memory.get('peak_allocated_bytes', 0) / MIB:,.1f} MiB"
-    if memory.get("peak_phase"):
-        subtitle += f" (in {memory['peak_phase']})"
+    subtitle += f" (in {memory['peak_phase']})" if memory.get("peak_phase") else ""
     total, largest = memory.get("device_total_bytes"), memory.get("max_batch_size")
-    if total:
-        subtitle += f"; device memory {total / 2**30:,.1f} GiB"
-    if largest:
-        subtitle += f"\na batch of about {int(largest):,} would fit (linear model)"
-    ax.set_title(f"{_title(document, what)}\n{subtitle}", fontsize="medium")
+    subtitle += f"; device memory {total / 2**30:,.1f} GiB" if total else ""
+    subtitle += f"\na batch of about {int(largest):,} would fit (linear model)" if largest else ""
+    _title(ax, document, "peak memory", subtitle)
     return fig
 
 
@@ -140,13 +133,6 @@ def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = No
     raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
 
 
-# What each figure reads of its table (an empty file is a profile that recorded nothing).
-TABLE_COLUMNS = {
-    "operators": ("operator", "host_self_time_s"),
-    "memory": ("category", "bytes", "estimate_bytes"),
-}
-
-
 def draw(
     kind: str,
     document_path: str | os.PathLike,
@@ -157,5 +143,5 @@ def draw(
     `operators`, the memory CSV for `memory`) in, a PNG out."""
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)
-    style.save_png(figure(kind, document, table), out_png)
-    print(f"{kind} figure of the operator profile of {config_text(document)} -> {out_png}")
+    done = f"{kind} figure of the operator profile of {config_text(document)}"
+    style.save_png(figure(kind, document, table), out_png, done)

@@ -3,12 +3,13 @@
 Roof styles by origin (ncu profile dash-dot, measured solid, datasheet dashed, a CPU's
 derived peak dotted and labelled "derived"). A step point above one of its roofs gets a red
 ring and "above roof" in its label: a point cannot beat its roof, so that roof is
-under-measured. Labels never overlap (`point_labels`). A roof the ceilings JSON leaves null
+under-measured. Labels never overlap (`place_labels`). A roof the ceilings JSON leaves null
 with a reason is not drawn; the legend says why. `write_figure` is the workflow's edge.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import textwrap
@@ -19,12 +20,14 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox, IdentityTransform
 
 from nnperf.core import files
 from nnperf.core.contract import FigureRequest
 from nnperf.core.errors import NnperfError
-from nnperf.report.results import read_table
 from nnperf.core.vocab import CONFIG_KEYS, PRECISIONS, sort_precisions
 from nnperf.core.wording import missing
 from nnperf.ncu import metrics
@@ -32,63 +35,56 @@ from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
 from nnperf.report.plots.style import save_png
-from nnperf.report.plots.point_labels import PointLabel, place_labels
+from nnperf.report.results import read_table
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline_points
 from nnperf.roofline import tables as roofline_tables
 
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
-
-X_LABEL = "Arithmetic intensity (FLOP/byte)"
-Y_LABEL = "Performance (FLOP/s)"
+X, Y = "arithmetic_intensity_flop_per_byte", "performance_flop_s"
+AXES = {"xscale": "log", "yscale": "log", "xlabel": "Arithmetic intensity (FLOP/byte)"}
+AXES |= {"ylabel": "Performance (FLOP/s)"}
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
+LEVELS = ("dram", "l2", "l1")  # the memory levels ncu measures a roof of
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
-# A step point above one of its roofs gets a red ring (and its label says so).
-ABOVE_ROOF_COLOUR = "red"
-ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
-_ABOVE = {True: ", above roof", False: ""}
 STEP_COLOURS = {"dram": "gold", "l2": "darkorange", "l1": "firebrick", "algorithmic": "black"}
-# Marker areas (points^2) of the step points: stars in the configuration figure, the step
-# figure's points.
-CONFIG_STEP_MARKER_S = 260
-DEVICE_STEP_MARKER_S = 90
-
+# A step point above one of its roofs gets a red ring (and its label says so).
+ABOVE_ROOF_LABEL = "above its roof: the roof is under-measured"
+RING = {"marker": "o", "facecolors": "none", "edgecolors": "red", "linewidth": 1.6, "zorder": 6}
+RING["label"] = ABOVE_ROOF_LABEL
+# The configuration figure's step points: stars (`s`: a marker's area, points^2).
+CONFIG_STEP = {"s": 260, "edgecolor": "black", "linewidth": 0.8, "zorder": 5}
+# The profiled kernels: colour = kind, marker = memory level, size = time.
+KERNELS = {"hue": "kind", "style": "memory level", "size": "time (µs)", "sizes": (15, 250)}
+KERNELS |= {"markers": {LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()}, "alpha": 0.7}
+# The step figure: colour = model / precision, marker = source (named as its legend names it).
+ANALYTIC_STEP, NCU_STEP = "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
+DEVICE_STEPS = {"hue": "model / precision", "style": "source", "s": 90}
+DEVICE_STEPS |= {"markers": {ANALYTIC_STEP: "X", NCU_STEP: "o"}, "legend": "brief"}
 # Width (characters) of a legend line saying why a roof is absent.
 NOTE_WIDTH = 48
 
 
-def _positive(frame: pd.DataFrame) -> pd.DataFrame:
-    """The points a log-log plot can show. An empty table read from CSV (every configuration
-    over budget) has text columns, hence the conversion."""
-    x = pd.to_numeric(frame["arithmetic_intensity_flop_per_byte"], errors="coerce")
-    y = pd.to_numeric(frame["performance_flop_s"], errors="coerce")
-    return frame[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)]
-
-
-def roofs_from_ncu(
-    ceilings: Mapping[str, float] | None,
-    precision: str | None,
-    tensor_peaks: Mapping[str, float] | None = None,
-) -> list[dict]:
-    """ncu ceilings (from `nnperf.roofline.points.ncu_ceilings`) as roof dicts.
-
-    The tensor roof is the one of `precision`; `tensor_peaks` (precision -> FLOP/s) adds one
-    per precision for figures that mix precisions.
-    """
-    if not ceilings:
+def roofs_from_ncu(profile: pd.DataFrame, precision: str | None) -> list[dict]:
+    """The roofs the kernels of a profile (`nnperf.roofline.points.ncu_ceilings`) measure, as
+    roof dicts: fp32, fp16 and the tensor roof of `precision`, or, with no `precision`, one
+    tensor roof per profiled precision for figures that mix precisions. Tensor roofs are the
+    dense rate (`nnperf.ncu.metrics.kernel_quantities`): their labels say so."""
+    if profile.empty:
         return []
+    ceilings = roofline_points.ncu_ceilings(profile)
     clock = ceilings.get("clock_hz", math.nan)
-    clock_text = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
+    at = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
     compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
-    # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
         compute[f"tensor {precision} dense"] = ceilings.get("peak_flop_s_tensor")
-    compute |= {f"tensor {p} dense": v for p, v in sorted((tensor_peaks or {}).items())}
-    roofs = [("compute", f"ncu {name}{clock_text}", value) for name, value in compute.items()] + [
-        ("memory", f"ncu {LEVEL_LABELS[level]}", ceilings.get(f"peak_bytes_s_{level}"))
-        for level in ("dram", "l2", "l1")
-    ]
+    if precision is None:
+        tensor = {p: roofline_points.ncu_ceilings(k) for p, k in profile.groupby("precision")}
+        compute |= {f"tensor {p} dense": c["peak_flop_s_tensor"] for p, c in tensor.items()}
+    memory = {LEVEL_LABELS[level]: ceilings.get(f"peak_bytes_s_{level}") for level in LEVELS}
+    roofs = [("compute", f"ncu {name}{at}", value) for name, value in compute.items()]
+    roofs += [("memory", f"ncu {name}", value) for name, value in memory.items()]
     return [
         {"label": label, "kind": kind, "value": float(value), "origin": "ncu"}
         for kind, label, value in roofs
@@ -100,61 +96,11 @@ def null_roof_notes(document: Mapping, precisions: Sequence[str]) -> list[str]:
     """Why a roof of `precisions` is absent: the ceilings JSON's datasheet (or derived) entry
     gives the peak as null with a reason (`flop_s_null_reasons`)."""
     sheet = document.get("datasheet") or {}
-    reasons = sheet.get("flop_s_null_reasons") or {}
+    reasons, drawn = sheet.get("flop_s_null_reasons") or {}, sheet.get("flop_s") or {}
+    absent = [p for p in dict.fromkeys(precisions) if p in reasons and not drawn.get(p)]
     origin = peaks.peak_origin(sheet)
-    return [
-        textwrap.fill(
-            f"no {origin} {p} peak: {peaks.null_peak_reason(reasons[p], sheet)}", NOTE_WIDTH
-        )
-        for p in dict.fromkeys(precisions)
-        if p in reasons and not (sheet.get("flop_s") or {}).get(p)
-    ]
-
-
-def _limits(points: pd.DataFrame, roofs: Sequence[dict]) -> tuple[tuple, tuple]:
-    """Every point, roof and ridge point in view."""
-    compute = [r["value"] for r in roofs if r["kind"] == "compute"]
-    ridges = [c / r["value"] for c in compute for r in roofs if r["kind"] == "memory"]
-    xs = np.array([*points["arithmetic_intensity_flop_per_byte"], *ridges], dtype=float)
-    ys = np.array([*points["performance_flop_s"], *compute], dtype=float)
-    xs, ys = xs[(xs > 0) & np.isfinite(xs)], ys[(ys > 0) & np.isfinite(ys)]
-    xs, ys = xs if len(xs) else np.array([1.0]), ys if len(ys) else np.array([1e9])
-    return (xs.min() / 4, xs.max() * 4), (ys.min() / 4, ys.max() * 3)
-
-
-def _draw_roofs(ax, roofs: Sequence[dict], xlim: tuple) -> None:
-    top = max((r["value"] for r in roofs if r["kind"] == "compute"), default=None)
-    x = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
-    palette = sns.color_palette("dark", max(len(roofs), 1))
-    for colour, roof in zip(palette, roofs):
-        line = {"linestyle": ORIGIN_STYLES.get(roof["origin"], ":"), "color": colour, "lw": 1.2}
-        if roof["kind"] == "compute":
-            text = f"{roof['label']}: {fmt_si(roof['value'], 'FLOP/s')}"
-            ax.axhline(roof["value"], label=text, **line)
-        else:
-            y = x * roof["value"] if top is None else np.minimum(x * roof["value"], top)
-            ax.plot(x, y, label=f"{roof['label']}: {fmt_si(roof['value'], 'B/s')}", **line)
-
-
-def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: float) -> set:
-    """Ring the step points above one of their roofs; return the positions (in `steps`) of
-    the points ringed. One legend entry says what a ring means."""
-    records = steps.to_dict("records")
-    above = {i for i, row in enumerate(records) if roofline_points.roofs_exceeded(row, roofs)}
-    if above:
-        ringed = steps.iloc[sorted(above)]
-        ax.scatter(
-            ringed["arithmetic_intensity_flop_per_byte"],
-            ringed["performance_flop_s"],
-            marker="o",
-            s=marker_s * 2.2,
-            facecolors="none",
-            edgecolors=ABOVE_ROOF_COLOUR,
-            linewidth=1.6,
-            zorder=6,
-            label=ABOVE_ROOF_LABEL,
-        )
-    return above
+    notes = (f"no {origin} {p} peak: {peaks.null_peak_reason(reasons[p], sheet)}" for p in absent)
+    return [textwrap.fill(note, NOTE_WIDTH) for note in notes]
 
 
 @contextmanager
@@ -166,39 +112,57 @@ def themed():
         yield
 
 
+def _span(values, default: float) -> tuple[float, float]:
+    """The least and the greatest of the positive finite `values` (`default` if none)."""
+    values = np.array(values, dtype=float)
+    values = values[(values > 0) & np.isfinite(values)]
+    return (values.min(), values.max()) if len(values) else (default, default)
+
+
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
-    """A roofline figure with its roofs drawn, the points it can show and its limits."""
-    fig = Figure(figsize=(10, 6))
-    ax = fig.subplots()
-    visible = _positive(points).copy()
-    limits = _limits(visible, roofs)
-    _draw_roofs(ax, roofs, limits[0])
-    return fig, ax, visible, limits
+    """The axes of a roofline figure with its roofs drawn, the points a log-log plot can show (an empty
+    table read from CSV has text columns, hence the conversion) and limits that hold every
+    point, roof and ridge point."""
+    ax = Figure(figsize=(10, 6)).subplots()
+    x, y = (pd.to_numeric(points[c], errors="coerce") for c in (X, Y))
+    visible = points[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)].copy()
+    compute = [r["value"] for r in roofs if r["kind"] == "compute"]
+    ridges = [c / r["value"] for c in compute for r in roofs if r["kind"] == "memory"]
+    (x0, x1), (y0, y1) = _span([*visible[X], *ridges], 1.0), _span([*visible[Y], *compute], 1e9)
+    xlim, ylim = (x0 / 4, x1 * 4), (y0 / 4, y1 * 3)
+    lines = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 200)
+    for colour, roof in zip(sns.color_palette("dark", max(len(roofs), 1)), roofs):
+        line = {"linestyle": ORIGIN_STYLES.get(roof["origin"], ":"), "color": colour, "lw": 1.2}
+        unit = "FLOP/s" if roof["kind"] == "compute" else "B/s"
+        line["label"] = f"{roof['label']}: {fmt_si(roof['value'], unit)}"
+        if roof["kind"] == "compute":
+            ax.axhline(roof["value"], **line)
+        else:
+            ax.plot(lines, np.minimum(lines * roof["value"], max(compute, default=np.inf)), **line)
+    ax.set(xlim=xlim, ylim=ylim, **AXES)
+    return ax, visible
 
 
-def _finish(ax, fig, limits, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
-    """Ring the `steps` above a roof, finish the axes and label each step with its text."""
-    above = mark_above_roof(ax, steps, roofs, marker_s)
+def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
+    """Ring the `steps` above one of their roofs (one legend entry says what a ring means),
+    list the absent roofs' notes in the legend, and label each step with its text."""
+    above = [bool(roofline_points.roofs_exceeded(row, roofs)) for row in steps.to_dict("records")]
+    if any(above):
+        ax.scatter(steps[X][above], steps[Y][above], s=marker_s * 2.2, **RING)
     for note in notes:
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
-    xlim, ylim = limits
-    ax.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel=X_LABEL, ylabel=Y_LABEL)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
     else:
         ax.text(0.5, 0.5, "no roofline points", transform=ax.transAxes, ha="center")
-    fig.tight_layout()
+    ax.figure.tight_layout()
     # After the layout: labels are placed in display coordinates, which it changes.
-    xy = zip(steps["arithmetic_intensity_flop_per_byte"], steps["performance_flop_s"])
-    labels = [
-        PointLabel(x, y, text + _ABOVE[i in above], math.sqrt(marker_s))
-        for i, ((x, y), text) in enumerate(zip(xy, texts))
-    ]
-    place_labels(ax, labels)
-    return fig
+    texts = [text + (", above roof" if over else "") for text, over in zip(texts, above)]
+    place_labels(ax, steps, texts, math.sqrt(marker_s))
+    return ax.figure
 
 
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
@@ -219,41 +183,12 @@ def clocks_line(profile: Mapping | None) -> str:
         f"{fmt_ghz(profile.get('run_sm_clock_hz'))}"
     )
     if not missing(profile.get("busy_share")):
-        text += (
-            f"; GPU busy {fmt_pct(profile['busy_share'])} of the "
-            f"{float(profile['step_time_s']) * 1e3:.3g} ms timed step "
-            f"({profile.get('busy_verdict')})"
-        )
+        step_ms = float(profile["step_time_s"]) * 1e3
+        text += f"; GPU busy {fmt_pct(profile['busy_share'])} of the {step_ms:.3g} ms timed step"
+        text += f" ({profile.get('busy_verdict')})"
     if not truthy(profile.get("roof_ok", True)):
         text += "; profile roof FLAGGED by its calibration GEMM"
     return text
-
-
-def _scatter_kernels(ax, visible: pd.DataFrame) -> None:
-    """The profiled kernels: colour = kind, marker = memory level, size = time."""
-    kernels = visible[visible["granularity"] == "kernel"]
-    if kernels.empty:
-        return
-    kernels = kernels.assign(
-        kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
-        **{
-            "memory level": kernels["memory_level"].map(LEVEL_LABELS),
-            "time (µs)": kernels["time_s"] * 1e6,
-        },
-    )
-    sns.scatterplot(
-        data=kernels,
-        x="arithmetic_intensity_flop_per_byte",
-        y="performance_flop_s",
-        hue="kind",
-        style="memory level",
-        markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
-        size="time (µs)",
-        sizes=(15, 250),
-        alpha=0.7,
-        ax=ax,
-        legend="brief",
-    )
 
 
 @themed()
@@ -264,15 +199,11 @@ def config_figure(
     request: FigureRequest,
     profiles: pd.DataFrame | None = None,
 ) -> Figure:
-    """Hierarchical roofline of the configuration `request` names: its rows of
-    roofline_points (kernels and steps, any source), its profile's own roofs (kernels.csv),
-    the ceilings JSON's and legend lines for roofs left out. Each step point is labelled
-    with its memory level; its profiles.csv row (when given) puts the clocks and the GPU's
-    busy share under the title.
-
-    A configuration that ran out of memory has no point: that is a result, drawn as an
-    empty roofline with its roofs.
-    """
+    """Hierarchical roofline of the configuration `request` names: its kernel and step
+    points (any source), its profile's own roofs (kernels.csv), the ceilings JSON's, legend
+    lines for roofs left out, and its profiles.csv row's clocks and GPU busy share under the
+    title. A configuration that ran out of memory has no point: that is a result, drawn as an
+    empty roofline with its roofs."""
     keys = {key: getattr(request, key) for key in CONFIG_KEYS}
     absent = [key for key, value in keys.items() if value is None]
     if absent:
@@ -280,40 +211,35 @@ def config_figure(
     selected = _matching(points, keys)
     profile = roofline_points.step_kernels(_matching(kernels, keys))
     sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
-    title = (
-        f"{request.device} {request.model} {request.precision} bs{request.batch_size} "
-        f"{request.variant}: hierarchical roofline ({sources})"
-    )
+    name = " ".join(f"bs{v}" if k == "batch_size" else str(v) for k, v in keys.items())
+    title = f"{name}: hierarchical roofline ({sources})"
     match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
     clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
     title += f"\n{clocks}" if clocks else ""
     precision = request.precision
-    ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
-    known = [precision] if precision in PRECISIONS else []
-    json_roofs = roofline_points.json_ceilings(ceilings, known) if known else []
-    roofs = [*roofs_from_ncu(ncu, precision), *json_roofs]
-    fig, ax, visible, limits = _axes(selected, roofs)
-    _scatter_kernels(ax, visible)
+    roofs = roofs_from_ncu(profile, precision)
+    if precision in PRECISIONS:
+        roofs += roofline_points.json_ceilings(ceilings, [precision])
+    ax, visible = _axes(selected, roofs)
+    kernels = visible[visible["granularity"] == "kernel"]
+    if not kernels.empty:
+        kind = kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"])
+        level, time_us = kernels["memory_level"].map(LEVEL_LABELS), kernels["time_s"] * 1e6
+        kernels = kernels.assign(kind=kind, **{"memory level": level, "time (µs)": time_us})
+        sns.scatterplot(data=kernels, x=X, y=Y, ax=ax, legend="brief", **KERNELS)
     steps = visible[visible["granularity"] == "step"]
     level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
     analytic = steps["source"] == "analytic"
     for (is_analytic, memory_level, text), group in steps.groupby(
         [analytic, "memory_level", level]
     ):
-        ax.scatter(
-            group["arithmetic_intensity_flop_per_byte"],
-            group["performance_flop_s"],
-            marker="X" if is_analytic else "*",
-            s=CONFIG_STEP_MARKER_S,
-            color=STEP_COLOURS.get(memory_level, "grey"),
-            edgecolor="black",
-            linewidth=0.8,
-            zorder=5,
-            label="analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})",
-        )
+        label = "analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})"
+        colour = STEP_COLOURS.get(memory_level, "grey")
+        marker = "X" if is_analytic else "*"
+        ax.scatter(group[X], group[Y], marker=marker, color=colour, label=label, **CONFIG_STEP)
     texts = np.where(analytic, "step, analytic", "step, " + level)
     notes = null_roof_notes(ceilings, [precision])
-    return _finish(ax, fig, limits, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, notes)
+    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP["s"], notes)
 
 
 @themed()
@@ -329,39 +255,19 @@ def device_figure(
     shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")
     steps = device_points[(device_points["granularity"] == "step") & shown]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
-    tensor_peaks = {
-        precision: roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
-        for precision, group in profile.groupby("precision")
-    }
-    ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
-    finite_peaks = {p: v for p, v in tensor_peaks.items() if math.isfinite(v)}
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    roofs = [
-        *roofs_from_ncu(ncu, None, finite_peaks),
-        *roofline_points.json_ceilings(ceilings, precisions),
-    ]
-    fig, ax, visible, limits = _axes(steps, roofs)
+    roofs = roofs_from_ncu(profile, None)
+    roofs += roofline_points.json_ceilings(ceilings, precisions)
+    ax, visible = _axes(steps, roofs)
     if not visible.empty:
-        visible["source"] = np.where(
-            visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
-        )
+        visible["source"] = np.where(visible["source"] == "analytic", ANALYTIC_STEP, NCU_STEP)
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
-        sns.scatterplot(
-            data=visible,
-            x="arithmetic_intensity_flop_per_byte",
-            y="performance_flop_s",
-            hue="model / precision",
-            style="source",
-            markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
-            s=DEVICE_STEP_MARKER_S,
-            ax=ax,
-            legend="brief",
-        )
+        sns.scatterplot(data=visible, x=X, y=Y, ax=ax, **DEVICE_STEPS)
     texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
     sources = sorted(set(steps["source"])) if not steps.empty else []
     title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
     notes = null_roof_notes(ceilings, precisions)
-    return _finish(ax, fig, limits, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, notes)
+    return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], notes)
 
 
 def write_figure(
@@ -389,3 +295,93 @@ def write_figure(
         else:
             figure = device_figure(table, profile, document, request.device)
         save_png(figure, out, bbox_inches="tight")
+
+
+# --- Labels beside the step points that never overlap -------------------------------------
+# matplotlib puts text exactly where it is told, and adjustText, the usual add-on, is not a
+# dependency of nnperf (its iterative repulsion does not promise disjoint boxes either). Each
+# label tries offsets around its point, nearest first, and takes the first whose box (display
+# pixels, once the layout is final) stays inside the axes and clear of every drawn point and
+# every label placed before; one that finds no room becomes a number and a line of a key.
+
+# Offsets tried around a point, nearest first, upper right first.
+LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
+LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+# Clear space kept between a label's box and anything else.
+LABEL_PAD_PT = 1.5
+# A label whose anchor is more than this beyond its point's marker gets a leader line; labels
+# sit on a white patch above the lines, so a leader passing behind one does not cross its text.
+LEADER_GAP_PT = 8.0
+LEADER_STYLE = {"arrowstyle": "-", "color": "0.4", "linewidth": 0.5, "shrinkA": 0}
+LABEL_STYLE = {"textcoords": "offset points", "zorder": 6, "fontsize": 6}
+LABEL_STYLE["bbox"] = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
+KEY_STYLE = {"xycoords": "axes fraction", "xytext": (0, -40), "textcoords": "offset points"}
+KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
+
+
+def _markers(ax) -> list[Bbox]:
+    """The box (pixels) of every point drawn by a scatter on `ax`."""
+    boxes = []
+    for collection in ax.collections:
+        if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
+            continue
+        offsets = np.ma.getdata(collection.get_offsets()).astype(float)
+        centres = collection.get_offset_transform().transform(offsets)
+        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
+        sides = np.broadcast_to(np.sqrt(collection.get_sizes()), (len(centres),))
+        sides = sides * ax.figure.dpi / 72.0
+        boxes += [Bbox.from_bounds(x - s / 2, y - s / 2, s, s) for (x, y), s in zip(centres, sides)]
+    return boxes
+
+
+def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float) -> None:
+    """Label each point of `steps` with its text (no two label boxes overlapping, none on a
+    drawn point, all inside the axes), once the axes' limits and the figure's layout are
+    final: placement is in display coordinates. A label without room becomes `[1]` beside
+    its point, written out in a key under the axes (or, with no room even for the number, the
+    key gives the point's coordinates). `marker_pt`: the markers' width (a leader line stops
+    at a marker's edge)."""
+    renderer = FigureCanvasAgg(ax.figure).get_renderer()
+    taken = _markers(ax)
+    scale = ax.figure.dpi / 72.0  # pixels per point
+    pad = LABEL_PAD_PT * scale
+    frame = ax.get_window_extent(renderer).padded(-pad)
+
+    def place(x: float, y: float, text: str) -> bool:
+        """Annotate (x, y) with `text` at the nearest free offset, its box then taken."""
+        probe = ax.text(0, 0, text, fontsize=LABEL_STYLE["fontsize"], transform=IdentityTransform())
+        width, height = probe.get_window_extent(renderer).size
+        probe.remove()
+        px, py = ax.transData.transform((x, y))
+        for radius, angle in itertools.product(LABEL_RADII_PT, LABEL_ANGLES_DEG):
+            dx, dy = radius * math.cos(math.radians(angle)), radius * math.sin(math.radians(angle))
+            # The label sits on the far side of its anchor from the point.
+            ha = "left" if dx > 0.3 * radius else "right" if dx < -0.3 * radius else "center"
+            va = "bottom" if dy > 0.3 * radius else "top" if dy < -0.3 * radius else "center"
+            left = px + dx * scale - {"left": 0, "center": width / 2, "right": width}[ha]
+            bottom = py + dy * scale - {"bottom": 0, "center": height / 2, "top": height}[va]
+            box = Bbox.from_bounds(left, bottom, width, height)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+            if not (inside and box.y1 <= frame.y1) or box.padded(pad).count_overlaps(taken):
+                continue
+            taken.append(box)
+            leader = radius - marker_pt / 2 > LEADER_GAP_PT
+            arrow = {**LEADER_STYLE, "shrinkB": marker_pt / 2 + 1} if leader else None
+            ax.annotate(
+                text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **LABEL_STYLE
+            )
+            return True
+        return False
+
+    unplaced = [point for point in zip(steps[X], steps[Y], texts) if not place(*point)]
+    numbered, lost = [], []
+    for x, y, text in unplaced:
+        if place(x, y, f"[{len(numbered) + 1}]"):
+            numbered.append(f"[{len(numbered) + 1}] {text}")
+        else:
+            lost.append(
+                f"{text}: at {x:.3g} FLOP/byte, {fmt_si(y, 'FLOP/s')} (no room for a label)"
+            )
+    if unplaced:
+        key = "\n".join(["Points labelled by number:", *numbered, *lost])
+        ax.annotate(key, (0.0, 0.0), **KEY_STYLE)

@@ -20,64 +20,49 @@ from matplotlib.figure import Figure
 from nnperf.core.contract import FigureRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.layout import RUN_FIGURE_KINDS as FIGURE_KINDS
-from nnperf.core.vocab import (
-    CONFIG_KEYS,
-    PHASES,
-    REFERENCE_PRECISION,
-    REFERENCE_VARIANT,
-    sort_precisions,
-)
-from nnperf.report.format import in_report_order
+from nnperf.core.vocab import CONFIG_KEYS, PHASES, REFERENCE_PRECISION, REFERENCE_VARIANT
+from nnperf.core.vocab import sort_precisions
+from nnperf.report.format import CI_HIGH, CI_LOW, MEAN, in_report_order
 from nnperf.report.plots import style
 from nnperf.report.results import read_table
 
 BATCH_XLABEL = "batch size"
+HUE = "precision / variant"  # the speedup bars' colour
 PROCESS_LABEL = "one worker process"
+PROCESS_POINTS = {"alpha": 0.35, "s": 14, "linewidth": 0, "legend": False}
 # On a speedup bar whose ratio's 95% CI includes 1 (or has none): not separated.
 NOT_SEPARATED = "n.s."
 SPEEDUP_KEY = f"whiskers: 95% CI of the ratio; {NOT_SEPARATED}: not separated from 1"
 # How a configuration without a number is marked: (legend label, short text, marker, colour).
+OVER_BUDGET = "over budget (step too slow for the time budget)"
 UNMEASURED = {
     "oom": ("out of memory", "OOM", "v", "firebrick"),
-    "over_budget": (
-        "over budget (step too slow for the time budget)",
-        "over budget",
-        "X",
-        "darkorange",
-    ),
+    "over_budget": (OVER_BUDGET, "over budget", "X", "darkorange"),
 }
 # Groups sharing a batch size are spread over this many octaves so their points stay apart.
 DODGE_OCTAVES = 0.25
+# The columns each figure reads of summary.csv (comparisons.csv for the speedups) and runs.csv;
+# a table without one is one line naming it (`results.read_table`).
+_KEYS = (*CONFIG_KEYS, "status")
+RATIO_COLUMNS = ("kind", "pair", "ratio", "ci95_low", "ci95_high", "verdict")
+SUMMARY_COLUMNS = {
+    "throughput": (*_KEYS, MEAN, CI_LOW, CI_HIGH),
+    "breakdown": (*_KEYS, *(f"{phase}_s_median" for phase in PHASES)),
+    "speedup": (*RATIO_COLUMNS, *(f"a_{key}" for key in CONFIG_KEYS)),
+}
+RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
 
 
 def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.DataFrame:
+    """The rows of `device` and `model` in the report's order (batch size, precision,
+    variant)."""
     chosen = frame[(frame["device"] == device) & (frame["model"] == model)]
     if chosen.empty:
         pairs = sorted({f"{d}/{m}" for d, m in zip(frame["device"], frame["model"])})
-        raise NnperfError(
-            f"{table} has no rows for device/model {device}/{model}; "
-            f"allowed: {', '.join(pairs)}"
-        )
-    return chosen
-
-
-def _ordered(summary: pd.DataFrame) -> pd.DataFrame:
-    """Rows by batch size, then precision and variant in the report's order."""
+        allowed = f"allowed: {', '.join(pairs)}"
+        raise NnperfError(f"{table} has no rows for device/model {device}/{model}; {allowed}")
     keys = ["batch_size", "precision", "variant"]
-    return summary.sort_values(keys, key=in_report_order, kind="stable")
-
-
-def _above(ax, text: str, xy, lift: float, **text_style) -> None:
-    """`text` centred above the point `xy`, its bottom `lift` points over it."""
-    ax.annotate(
-        text,
-        xy,
-        xytext=(0, lift),
-        textcoords="offset points",
-        ha="center",
-        va="bottom",
-        **text_style,
-    )
+    return chosen.sort_values(keys, key=in_report_order, kind="stable")
 
 
 def _whiskers(ax, x, y, low, high, colour, **errorbar) -> None:
@@ -100,13 +85,10 @@ def _unmeasured_note(row) -> str:
 def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
     """The rows of `groups` ((precision, variant) pairs) with `_x`: the batch size times a
     factor per group, centred on it, so groups sharing a batch size stay apart."""
-    offsets = np.linspace(-DODGE_OCTAVES / 2, DODGE_OCTAVES / 2, len(groups))
-    shift = dict(zip(groups, 2.0 ** (offsets if len(groups) > 1 else np.zeros(len(groups)))))
-    group = pd.Series(list(zip(frame["precision"], frame["variant"])), index=frame.index)
-    chosen = frame[group.isin(groups)]
-    return chosen.copy().assign(
-        _x=chosen["batch_size"].astype(float) * group[chosen.index].map(shift)
-    )
+    octaves = DODGE_OCTAVES * (np.arange(len(groups)) - (len(groups) - 1) / 2)
+    shift = dict(zip(groups, 2.0 ** (octaves / max(len(groups) - 1, 1))))
+    factor = pd.Series(list(zip(frame["precision"], frame["variant"])), frame.index).map(shift)
+    return frame[factor.notna()].copy().assign(_x=frame["batch_size"].astype(float) * factor)
 
 
 def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
@@ -117,9 +99,9 @@ def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
         sizes = sorted(rows["batch_size"].astype(int).unique())
         ax.scatter(sizes, [0] * len(sizes), marker=marker, s=60, color=colour, label=label)
     for size, group in unmeasured.groupby("batch_size", sort=True):
-        notes = dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows())
+        notes = "\n".join(dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows()))
         colour = UNMEASURED[group["status"].iloc[0]][3]
-        _above(ax, "\n".join(notes), (int(size), 0), 8, color=colour, fontsize="small")
+        style.above(ax, notes, (int(size), 0), 8, color=colour, fontsize="small")
 
 
 def throughput_figure(
@@ -128,52 +110,28 @@ def throughput_figure(
     """Mean throughput vs batch size with its 95% CI; hue precision, style variant; the
     per-process throughputs (from `runs`, when given) as faint points; no-number
     configurations marked on the axis."""
-    chosen = _ordered(_select(summary, device, model, "summary table"))
+    chosen = _select(summary, device, model, "summary table")
     ok = chosen[chosen["status"] == "ok"]
     ok = ok.astype({c: float for c in ok.columns if c.startswith("throughput_img_s_")})
-    ok = ok[np.isfinite(ok["throughput_img_s_mean"])]
+    ok = ok[np.isfinite(ok[MEAN])]
     fig, ax = style.figure(8.0, 4.2)
     if not ok.empty:
-        hue_order = sort_precisions(ok["precision"])
-        palette = dict(zip(hue_order, sns.color_palette("colorblind", len(hue_order))))
+        palette = style.palette(sort_precisions(ok["precision"]))
         groups = list(dict.fromkeys(zip(ok["precision"], ok["variant"])))
         ok = _dodged(ok, groups)
-        colours = {"hue": "precision", "hue_order": hue_order, "palette": palette, "ax": ax}
+        colours = {"hue": "precision", "hue_order": list(palette), "palette": palette, "ax": ax}
         if runs is not None:
             processes = _select(runs, device, model, "runs table")
-            processes = processes[processes["status"] == "ok"]
-            processes = processes.astype({"throughput_img_s": float}).dropna(
-                subset=["throughput_img_s"]
-            )
-            sns.scatterplot(
-                _dodged(processes, groups),
-                x="_x",
-                y="throughput_img_s",
-                alpha=0.35,
-                s=14,
-                linewidth=0,
-                legend=False,
-                **colours,
-            )
+            processes = processes[processes["status"] == "ok"].astype({"throughput_img_s": float})
+            processes = _dodged(processes.dropna(subset=["throughput_img_s"]), groups)
+            sns.scatterplot(processes, x="_x", y="throughput_img_s", **PROCESS_POINTS, **colours)
             ax.scatter([], [], color="grey", alpha=0.5, s=14, label=PROCESS_LABEL)
-        sns.lineplot(
-            ok,
-            x="_x",
-            y="throughput_img_s_mean",
-            style="variant",
-            estimator=None,
-            errorbar=None,
-            markers=True,
-            dashes=True,
-            **colours,
-        )
-        for precision, rows in ok.dropna(subset=["throughput_img_s_ci95_low"]).groupby("precision"):
-            low, high = rows["throughput_img_s_ci95_low"], rows["throughput_img_s_ci95_high"]
-            mean = rows["throughput_img_s_mean"]
-            _whiskers(ax, rows["_x"], mean, low, high, palette[precision], zorder=2.5)
-    unmeasured = chosen[chosen["status"].isin(list(UNMEASURED))]
-    if not unmeasured.empty:
-        _mark_unmeasured(ax, unmeasured)
+        line = {"style": "variant", "estimator": None, "markers": True}
+        sns.lineplot(ok, x="_x", y=MEAN, **line, **colours)
+        for precision, rows in ok.dropna(subset=[CI_LOW]).groupby("precision"):
+            interval = rows[MEAN], rows[CI_LOW], rows[CI_HIGH]
+            _whiskers(ax, rows["_x"], *interval, palette[precision], zorder=2.5)
+    _mark_unmeasured(ax, chosen[chosen["status"].isin(list(UNMEASURED))])
     if ax.get_legend_handles_labels()[0]:
         style.legend_right(ax, fontsize="small")
     sizes = sorted(set(chosen["batch_size"].astype(int)))
@@ -181,8 +139,7 @@ def throughput_figure(
         ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(s) for s in sizes])
     ax.minorticks_off()
-    ax.set_ylim(bottom=0)
-    ax.set(xlabel=BATCH_XLABEL, ylabel="throughput (images/s)")
+    ax.set(xlabel=BATCH_XLABEL, ylabel="throughput (images/s)", ylim=(0, None))
     ax.set_title(f"{model} on {device}: training throughput (mean of processes, 95% CI)")
     return fig
 
@@ -190,25 +147,23 @@ def throughput_figure(
 def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     """Stacked bars of the median per-phase time of a step, one bar per configuration;
     configurations without a number get a note in place of their bar."""
-    chosen = _ordered(_select(summary, device, model, "summary table")).reset_index(drop=True)
-    labels = [f"bs{r['batch_size']} {r['precision']} {r['variant']}" for _, r in chosen.iterrows()]
+    chosen = _select(summary, device, model, "summary table").reset_index(drop=True)
+    labels = "bs" + chosen["batch_size"].astype(str) + " " + chosen["precision"]
+    labels += " " + chosen["variant"]
     measured = chosen["status"] == "ok"
-    phase_ms = chosen.loc[measured, [f"{phase}_s_median" for phase in PHASES]].astype(float)
-    phase_ms = phase_ms.fillna(0.0) * 1e3
+    phase_ms = chosen.loc[measured, [f"{p}_s_median" for p in PHASES]].astype(float).fillna(0) * 1e3
+    bottoms = phase_ms.cumsum(axis=1) - phase_ms
     fig, ax = style.figure(max(6.4, 0.45 * len(labels) + 2.5), 5.0)
     # seaborn has no stacked bars and pandas' stacked bars draw the unmeasured ones too.
-    bottom = np.zeros(len(phase_ms))
-    for column, phase, colour in zip(phase_ms, PHASES, sns.color_palette("colorblind")):
-        ax.bar(phase_ms.index, phase_ms[column], bottom=bottom, color=colour, label=phase)
-        bottom += phase_ms[column].to_numpy()
+    for column, (phase, colour) in zip(phase_ms, style.palette(PHASES).items()):
+        ax.bar(phase_ms.index, phase_ms[column], bottom=bottoms[column], color=colour, label=phase)
     for position, row in chosen[~measured].iterrows():
         note, colour = " " + _unmeasured_note(row), UNMEASURED[row["status"]][3]
-        _above(ax, note, (position, 0), 0, rotation=90, color=colour, fontsize="small")
+        style.above(ax, note, (position, 0), rotation=90, color=colour, fontsize="small")
     # One line per label, upright: side by side, the multi-line labels of neighbouring bars
     # ran into each other ("baselinetuned"); a vertical label is as narrow as one text line.
     ax.set_xticks(range(len(labels)), labels, rotation=90)
-    ax.set_xlim(-0.6, len(labels) - 0.4)
-    ax.set(xlabel="configuration (batch size, precision, variant)")
+    ax.set(xlabel="configuration (batch size, precision, variant)", xlim=(-0.6, len(labels) - 0.4))
     ax.set_ylabel("median time per step (ms)")
     style.legend_right(ax, title="phase")
     ax.set_title(f"{model} on {device}: where a training step's time goes")
@@ -221,35 +176,29 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
     separate."""
     # seaborn draws one container per hue level, its bars in the order of the x levels.
     for container, level in zip(ax.containers, hue_order):
-        rows = shown[shown["precision / variant"] == level].sort_values("a_batch_size")
-        x = [bar.get_x() + bar.get_width() / 2 for bar in container]
+        rows = shown[shown[HUE] == level].sort_values("a_batch_size")
+        x = np.array([bar.get_x() + bar.get_width() / 2 for bar in container])
         ratio = np.array([bar.get_height() for bar in container])
         low, high = (
             pd.to_numeric(rows[c], errors="coerce").to_numpy() for c in ("ci95_low", "ci95_high")
         )
         bounded = np.isfinite(low) & np.isfinite(high)
         if bounded.any():
-            shown_x = np.array(x)[bounded]
-            _whiskers(ax, shown_x, ratio[bounded], low[bounded], high[bounded], "black")
+            _whiskers(ax, x[bounded], ratio[bounded], low[bounded], high[bounded], "black")
         top = np.where(bounded, np.fmax(ratio, high), ratio)
-        for xi, yi, verdict in zip(x, top, rows["verdict"]):
+        for xy, verdict in zip(zip(x, top), rows["verdict"]):
             if verdict not in ("faster", "slower"):
-                _above(ax, NOT_SEPARATED, (xi, yi), 2, fontsize="x-small")
+                style.above(ax, NOT_SEPARATED, xy, 2, fontsize="x-small")
 
 
 def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure:
     """Two panels from comparisons.csv: each precision vs fp32, and each variant vs baseline,
     per batch size (whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars whose verdict
     is neither faster nor slower)."""
-    chosen = comparisons[
-        (comparisons["a_device"] == device)
-        & (comparisons["a_model"] == model)
-        & (comparisons["pair"] == "vs_reference")
-    ]
-    chosen = chosen.assign(
-        **{"precision / variant": chosen["a_precision"] + " / " + chosen["a_variant"]},
-        a_batch_size=chosen["a_batch_size"].astype(int),
-    )
+    chosen = comparisons.query("a_device == @device and a_model == @model")
+    chosen = chosen[chosen["pair"] == "vs_reference"]
+    label = chosen["a_precision"] + " / " + chosen["a_variant"]
+    chosen = chosen.assign(a_batch_size=chosen["a_batch_size"].astype(int), **{HUE: label})
     fig, axes = style.figure(11, 4.6, 1, 2)
     panels = (
         ("precision", REFERENCE_PRECISION, f"speedup vs {REFERENCE_PRECISION} (x)"),
@@ -260,18 +209,9 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
         if shown.empty:
             style.note(ax, "no comparable configuration in this study")
         else:
-            hue_order = list(dict.fromkeys(shown["precision / variant"]))
-            sns.barplot(
-                shown,
-                x="a_batch_size",
-                y="ratio",
-                hue="precision / variant",
-                hue_order=hue_order,
-                ax=ax,
-                palette="colorblind",
-                errorbar=None,
-            )
-            _ratio_marks(ax, shown, hue_order)
+            bars = {"hue": HUE, "palette": "colorblind", "errorbar": None}
+            sns.barplot(shown, x="a_batch_size", y="ratio", ax=ax, **bars)
+            _ratio_marks(ax, shown, list(dict.fromkeys(shown[HUE])))
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set(xlabel=BATCH_XLABEL, ylabel=ylabel, title=f"{kind}s vs {reference}")
     fig.suptitle(f"{model} on {device}: speedups of mean throughput ({SPEEDUP_KEY})")
@@ -281,33 +221,17 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
 def figure(
     request: FigureRequest, summary: pd.DataFrame, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """The figure `request.kind` names for its device and model, from summary.csv (and,
-    for `throughput`, the per-process points of runs.csv when given)."""
+    """The figure `request.kind` names, of its device and model."""
     if request.model is None:
         raise NnperfError(f"{request.kind} figure: model is missing; allowed: a model name")
-    if request.kind == "throughput":
-        return throughput_figure(summary, request.device, request.model, runs)
-    drawers = {"breakdown": breakdown_figure, "speedup": speedup_figure}
-    if request.kind not in drawers:
+    if request.kind not in FIGURE_KINDS:
         raise NnperfError(
             f"figure kind {request.kind!r} is unknown; allowed: {', '.join(FIGURE_KINDS)}"
         )
-    return drawers[request.kind](summary, request.device, request.model)
-
-
-# The columns each figure reads: summary.csv's by figure kind (comparisons.csv's for the
-# speedups), and runs.csv's for the per-process points. A table without one is one line
-# naming it (`results.read_table`).
-_KEYS = (*CONFIG_KEYS, "status")
-SUMMARY_COLUMNS = {
-    "throughput": (*_KEYS, *(f"throughput_img_s_{s}" for s in ("mean", "ci95_low", "ci95_high"))),
-    "breakdown": (*_KEYS, *(f"{phase}_s_median" for phase in PHASES)),
-    "speedup": (
-        *("kind", "pair", "ratio", "ci95_low", "ci95_high", "verdict"),
-        *(f"a_{key}" for key in CONFIG_KEYS),
-    ),
-}
-RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
+    if request.kind == "throughput":
+        return throughput_figure(summary, request.device, request.model, runs)
+    drawer = breakdown_figure if request.kind == "breakdown" else speedup_figure
+    return drawer(summary, request.device, request.model)
 
 
 def draw(
@@ -322,5 +246,5 @@ def draw(
     figure_name = f"the {request.kind} figure"
     summary = read_table(table_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
     runs = read_table(runs_path, RUNS_COLUMNS, figure_name) if runs_path is not None else None
-    style.save_png(figure(request, summary, runs), out_png)
-    print(f"{request.kind} figure of {request.device}/{request.model} -> {out_png}")
+    done = f"{request.kind} figure of {request.device}/{request.model}"
+    style.save_png(figure(request, summary, runs), out_png, done)

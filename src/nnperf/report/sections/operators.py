@@ -17,8 +17,9 @@ from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MIB, MS, cells, fmt, fmt_pct, shorten
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.report.input_verdict import INPUT_BOUND_SHARE
 from nnperf.report.wording.profiles import sentence
-from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
+from nnperf.report.wording.training import PHASE_LABELS
 from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 

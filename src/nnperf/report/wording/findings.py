@@ -13,7 +13,7 @@ from nnperf.report import comparisons
 from nnperf.report.format import estimate_text
 from nnperf.report.findings import Finding
 from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_si, truthy
-from nnperf.report.sections.breakdown import PHASE_LABELS
+from nnperf.report.wording.training import PHASE_LABELS
 
 
 def differing(config: Mapping, named: Mapping | None) -> str:

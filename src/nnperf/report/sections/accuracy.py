@@ -19,7 +19,6 @@ from nnperf.report.format import key_columns
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, int_cell, truthy
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.training import sentence
 
 # Runs compared for "faster but later": one model trained with one recipe on one device and
 # dataset; what differs is precision, batch size or variant.
@@ -152,7 +151,7 @@ def build(page: Page) -> Section | None:
         "accuracy",
         "Time to accuracy",
         intro=INTRO,
-        findings=[sentence(f) for f in records],
+        findings=records,
         tables=[Table("Training runs", page.drop(training_display(table)))],
         figures=page.figures_of("accuracy"),
         sources=page.sources("training"),

@@ -16,7 +16,7 @@ from nnperf.report.findings import Finding
 from nnperf.report.format import MS, cells, fmt_pct
 from nnperf.report.input_verdict import INPUT_BOUND_SHARE
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.training import PHASE_LABELS, sentence
+from nnperf.report.wording.training import PHASE_LABELS
 
 # Below this fraction of the attainable roof a step is far from both roofs: its time goes
 # to launch latency, small kernels and framework overhead rather than to arithmetic or
@@ -125,7 +125,7 @@ def build(page: Page) -> Section:
         "breakdown",
         "Time breakdown",
         intro=INTRO,
-        findings=[sentence(f) for f in breakdown_records(phases)],
+        findings=breakdown_records(phases),
         tables=[
             Table("Phase shares", page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases))))
         ],

@@ -14,7 +14,6 @@ from nnperf.report.bounds import positive
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt_pct, fmt_si
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.roofline import sentence
 from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
 TABLE_COLUMNS = (
@@ -98,7 +97,7 @@ def build(page: Page) -> Section:
         "ceilings",
         "Ceilings",
         intro=INTRO,
-        findings=[sentence(f) for f in peak_records(ceilings, table)],
+        findings=peak_records(ceilings, table),
         tables=[Table("Measured roofs and peaks", page.drop(cells(table, CEILING_COLUMNS)))],
         figures=page.figures_of("ceilings"),
         sources=page.sources("ceilings"),

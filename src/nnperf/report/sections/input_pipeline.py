@@ -18,7 +18,7 @@ from nnperf.report.input_verdict import (
     UNDETERMINED,
 )
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.training import loader_text, sentence
+from nnperf.report.wording.training import loader_text
 
 INTRO = (
     "Can the input pipeline feed the step? After its timed windows, every worker process "
@@ -99,7 +99,7 @@ def build(page: Page) -> Section:
         "input",
         "Input pipeline",
         intro=INTRO,
-        findings=[sentence(f) for f in (input_record(summary),) if f is not None],
+        findings=[f for f in (input_record(summary),) if f is not None],
         tables=[Table("Loader rate beside training rate", page.drop(input_table(summary)))],
         sources=page.sources("summary"),
     )

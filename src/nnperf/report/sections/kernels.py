@@ -11,7 +11,6 @@ from nnperf.report.format import GROUP_KEYS, key_columns, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_pct, scaled, shorten, si
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.roofline import sentence
 
 DEFAULT_TOP_KERNELS = 10
 TOP_COLUMNS = [
@@ -109,7 +108,7 @@ def build(page: Page) -> Section:
         "Top kernels",
         intro=f"The {page.top_n_kernels} kernels that took the most time in the profiled step of "
         "each configuration (launches of one kernel summed), and the time per kernel kind.",
-        findings=[sentence(f) for f in kind_records(kinds)],
+        findings=kind_records(kinds),
         tables=(
             Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
             Table(

@@ -9,12 +9,10 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.vocab import STOP_NUMBERS, UNSTABLE_NUMBERS
 from nnperf.core.wording import count_of, missing, stop_numbers_of, unstable_text
 from nnperf.report.findings import Finding
 from nnperf.report.format import GROUP_KEYS, MEAN, cells, fmt, fmt_duration, fmt_pct, fmt_utc
 from nnperf.report.format import int_cell, key_columns, sort_configs, truthy
-from nnperf.report.noise import NOISE_COLUMNS
 from nnperf.report.outline import Page, Section, Table, section
 
 STOP_LABELS = {
@@ -24,23 +22,14 @@ STOP_LABELS = {
     "target_unreachable": "target out of reach (process spread)",
 }
 
+# What the section reads of summary.csv, numbers after `MEASUREMENT_COLUMNS[7]`: a column an
+# older summary lacks is added empty (the page shows a dash).
 MEASUREMENT_COLUMNS = (
-    *"status n_processes n_windows ci_half_width_rel ci_target target_met".split(),
-    *"throughput_img_s_min throughput_img_s_max outliers outlier_windows".split(),
-    *NOISE_COLUMNS,
-    "stop_reason",
-    *(f"stop_{name}" for name in STOP_NUMBERS),
-    *"dominant_level between_process_rsd within_process_rsd fixed_cost_s".split(),
-    *"process_fixed_cost_s compile_time_s compile_time_s_later timed_window_s".split(),
-    *"elapsed_s duty_cycle unstable unstable_reasons".split(),
-    *(f"unstable_{name}" for name in UNSTABLE_NUMBERS),
-    "flagged_windows",
-    "windows_recorded",
-)
-NUMERIC_MEASUREMENT_COLUMNS = (
+    "status ci_target_met dominant_level stop_reason unstable unstable_reasons outlier_windows "
     "n_processes n_windows ci_half_width_rel ci_target throughput_img_s_min throughput_img_s_max "
     "outliers fixed_cost_s process_fixed_cost_s compile_time_s compile_time_s_later "
-    "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process"
+    "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process "
+    "flagged_windows windows_recorded"
 ).split()
 
 INTRO = (
@@ -83,15 +72,15 @@ def target_met(row: Mapping) -> bool | None:
 def measurement_table(
     summary: pd.DataFrame | None, windows: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Per configuration (every status): how it was measured and how well (the columns
-    `MEASUREMENT_COLUMNS`), with how many windows windows.csv flagged where it is given."""
-    columns = [*GROUP_KEYS, *MEASUREMENT_COLUMNS]
+    """Per configuration (every status): how it was measured and how well, with how many
+    windows windows.csv flagged where it is given."""
     if summary is None or summary.empty:
-        return pd.DataFrame(columns=columns)
-    frame = summary.copy()
-    for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
+        return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
+    frame = summary.reindex(
+        columns=[*summary.columns, *(c for c in MEASUREMENT_COLUMNS if c not in summary)]
+    )
+    for name in (*MEASUREMENT_COLUMNS[7:], MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    frame = frame.reindex(columns=[*frame.columns, *(n for n in columns if n not in frame)])
     frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
     # Kalibera & Jones' between-process estimate may be negative: a spread of 0.
     mean = frame[MEAN].where(frame[MEAN] > 0)
@@ -106,7 +95,7 @@ def measurement_table(
         frame = frame.drop(columns=list(counts.columns)).merge(
             counts.reset_index(), on=list(GROUP_KEYS), how="left"
         )
-    return sort_configs(frame[columns]).reset_index(drop=True)
+    return sort_configs(frame).reset_index(drop=True)
 
 
 def ci_target_counts(table: pd.DataFrame) -> tuple[int, int]:

@@ -11,10 +11,11 @@ import pandas as pd
 from nnperf.core.vocab import INPUT_VERDICTS
 from nnperf.core.wording import missing
 from nnperf.report.bounds import preferred_verdict, roofline_verdicts, study_readings
-from nnperf.report.format import GROUP_KEYS, estimate_text, fmt_pct, match_config, sort_configs
+from nnperf.report.format import estimate_text, fmt_pct, match_config, sort_configs
 from nnperf.report.format import truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.measurement import target_met
+from nnperf.report.sections.notes import high_cv
 from nnperf.report.sections.roofline import roof_names
 
 INTRO = (
@@ -62,13 +63,13 @@ def data_wait_share(row: Mapping):
 
 def flags(row: Mapping, cv_threshold: float) -> list[str]:
     """What a reader must know before trusting the row, as codes."""
-    status, cv = str(row.get("status", "ok")), row.get("throughput_img_s_cv")
+    status = str(row.get("status", "ok"))
     if status != "ok":
         return [status]
     flagged = {
         "ci-missed": target_met(row) is False,
         "unstable": truthy(row.get("unstable")),
-        "high-cv": truthy(row.get("high_variance")) or not missing(cv) and float(cv) > cv_threshold,
+        "high-cv": high_cv(row, cv_threshold),
     }
     return [flag for flag, set_ in flagged.items() if set_]
 

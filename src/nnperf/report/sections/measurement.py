@@ -203,9 +203,8 @@ def study_cost(
 ) -> dict:
     """`span_s` from the first recorded job start to the report, `busy_s` the union of the job
     intervals, `timed_s` the timed windows and their shares of both (None: no job recorded)."""
-    timed = 0.0
-    if summary is not None and "timed_window_s" in summary.columns:
-        timed = float(pd.to_numeric(summary["timed_window_s"], errors="coerce").fillna(0).sum())
+    windows = None if summary is None else summary.get("timed_window_s")
+    timed = 0.0 if windows is None else float(pd.to_numeric(windows, errors="coerce").sum())
     cost = dict.fromkeys(
         "first_start span_s busy_s timed_share_of_span timed_share_of_busy".split()
     )
@@ -214,14 +213,9 @@ def study_cost(
         return cost
     starts, ends = jobs["started_at_unix"].astype(float), jobs["ended_at_unix"].astype(float)
     span, busy = rendered_at_unix - starts.min(), union_seconds(zip(starts, ends))
-    cost.update(
-        jobs=len(jobs),
-        first_start=starts.min(),
-        span_s=span,
-        busy_s=busy,
-        timed_share_of_span=timed / span if span > 0 else None,
-        timed_share_of_busy=timed / busy if busy > 0 else None,
-    )
+    cost.update(jobs=len(jobs), first_start=starts.min(), span_s=span, busy_s=busy)
+    cost.update(timed_share_of_span=timed / span if span > 0 else None)
+    cost.update(timed_share_of_busy=timed / busy if busy > 0 else None)
     return cost
 
 

@@ -58,18 +58,19 @@ def unstable_notes(summary: pd.DataFrame | None) -> list[Finding]:
     return [Finding("unstable", row) for row in flagged.to_dict("records")]
 
 
+def high_cv(row: Mapping, cv_threshold: float) -> bool:
+    """A throughput CV above `cv_threshold`, or flagged `high_variance`: the headline's flag."""
+    cv = pd.to_numeric(row.get("throughput_img_s_cv"), errors="coerce")
+    return truthy(row.get("high_variance")) or bool(cv > cv_threshold)
+
+
 def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[Finding]:
-    """Configurations whose throughput CV exceeds `cv_threshold` or flagged `high_variance`."""
     ok = ok_configs(summary)
     if ok.empty or "throughput_img_s_cv" not in ok.columns:
         return []
-    flagged = pd.to_numeric(ok["throughput_img_s_cv"], errors="coerce") > cv_threshold
-    if "high_variance" in ok.columns:
-        flagged = flagged | ok["high_variance"].map(truthy)
-    return [
-        Finding("high_variance", row, {"threshold": cv_threshold})
-        for row in sort_configs(ok[flagged]).to_dict("records")
-    ]
+    rows = sort_configs(ok).to_dict("records")
+    threshold = {"threshold": cv_threshold}
+    return [Finding("high_variance", r, threshold) for r in rows if high_cv(r, cv_threshold)]
 
 
 def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = ()) -> list[Finding]:

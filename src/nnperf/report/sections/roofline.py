@@ -89,14 +89,11 @@ def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dic
     """What this study measured for a host-bound step's remedies: the same configuration at a
     larger batch (`larger`) or compiled (`compiled`) going faster ((about, numbers))."""
     ok = ok_configs(summary)
-    base = match_config(ok, profile) if not ok.empty else None
+    base = match_config(ok, profile)
     if base is None:
         return {}, {}
-    same = {free: ok for free in ("batch_size", "variant")}
-    for free in same:
-        for key in (k for k in GROUP_KEYS if k != free):
-            same[free] = same[free][same[free][key] == profile[key]]
-    larger, compiled = same["batch_size"], same["variant"]
+    same = [[k for k in GROUP_KEYS if k != free] for free in ("batch_size", "variant")]
+    larger, compiled = (ok[(ok[k] == pd.Series(profile)[k]).all(axis=1)] for k in same)
     compile_s = pd.to_numeric(compiled.get("compile_time_s", pd.Series()), errors="coerce")
     candidates = {
         "larger": larger[larger["batch_size"].astype(int) > int(profile["batch_size"])],

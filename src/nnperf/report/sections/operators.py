@@ -51,15 +51,9 @@ def bound_record(document: Mapping, machine: str | None = None) -> Finding | Non
         return None
     timed = summary.get("timed_step_time_s")
     ratio = summary.get("profiled_over_timed")
-    about = _about(
-        document,
-        machine,
-        verdict=verdict,
-        busy_kind=summary.get("busy_kind"),
-        remedy=_remedy(document, verdict),
-        step_source="timed" if timed else "profiled",
-        slowed=not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE,
-    )
+    about = _about(document, machine, verdict=verdict, busy_kind=summary.get("busy_kind"))
+    about.update(remedy=_remedy(document, verdict), step_source="timed" if timed else "profiled")
+    about["slowed"] = not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE
     numbers = {k: summary.get(k) for k in BOUND_NUMBERS}
     numbers.update(share=share, step_s=timed or summary.get("step_time_s"))
     return Finding("profile_bound", about, numbers)
@@ -95,9 +89,8 @@ def input_record(document: Mapping, machine: str | None = None) -> Finding | Non
     loader = settings.get("data_path", "dataloader") == "dataloader"
     share = summary.get("input_share")
     numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s")}
-    numbers.update(
-        input_share=share, workers=int(settings.get("num_workers") or 0) if loader else None
-    )
+    workers = int(settings.get("num_workers") or 0) if loader else None
+    numbers.update(input_share=share, workers=workers)
     bound = not missing(share) and float(share) >= INPUT_BOUND_SHARE
     return Finding("profile_input", _about(document, machine, input_bound=bound), numbers)
 

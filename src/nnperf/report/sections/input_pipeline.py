@@ -1,6 +1,5 @@
 """The Input pipeline section: each configuration's loader rate beside its training rate, its
-data-wait share and whether the input pipeline limits it (the rule: `nnperf.report.input_verdict`).
-"""
+data-wait share and whether the input pipeline limits it (`nnperf.report.input_verdict`)."""
 
 from __future__ import annotations
 

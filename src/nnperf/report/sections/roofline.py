@@ -217,20 +217,16 @@ def build(page: Page) -> Section:
     verdicts = roofline_verdicts(study_readings(page.tables))
     flagged = above_roof(verdicts, page.tables.ceilings)
     profiled = profiled_configs(page.tables.profiles)
+    readings = page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged)))
+    checks = page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled)))
     return section(
         "roofline",
         "Roofline",
         intro=INTRO,
         findings=roofline_findings(verdicts, profiled, page.tables.summary, page.tables.ceilings),
         tables=(
-            Table(
-                "Reading per configuration",
-                page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged))),
-            ),
-            Table(
-                "Profiled configurations: GPU busy share, clocks and checks",
-                page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled))),
-            ),
+            Table("Reading per configuration", readings),
+            Table("Profiled configurations: GPU busy share, clocks and checks", checks),
         ),
         figures=page.figures_of("roofline"),
         sources=page.sources("roofline_points", "profiles", "ceilings", "kernels"),

@@ -113,17 +113,11 @@ def machine_miss(row: Mapping) -> bool:
 
 def paired_half_widths(comparisons: pd.DataFrame | None, machine: str) -> pd.Series:
     """Relative 95% CI half-widths of comparisons.csv's paired ratios made on `machine`."""
-    needed = {"a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"}
-    if comparisons is None or comparisons.empty or not needed <= set(comparisons.columns):
+    needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
+    if comparisons is None or comparisons.empty or not set(needed) <= set(comparisons.columns):
         return pd.Series(dtype=float)
-    rows = comparisons[
-        (comparisons["method"].astype(str) == "paired")
-        & (comparisons["a_machine"].astype(str) == machine)
-        & (comparisons["b_machine"].astype(str) == machine)
-    ]
-    ratio, low, high = (
-        pd.to_numeric(rows[c], errors="coerce") for c in ("ratio", "ci95_low", "ci95_high")
-    )
+    mine = (comparisons[needed[:3]].astype(str) == [machine, machine, "paired"]).all(axis=1)
+    ratio, low, high = (pd.to_numeric(comparisons[mine][c], errors="coerce") for c in needed[3:])
     return ((high - low) / 2 / ratio.where(ratio > 0)).dropna()
 
 
@@ -187,14 +181,17 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
         found.append(Finding("dominant_level", {"machine": machine}, numbers))
     for machine, group in table.groupby("machine", sort=True):
         fixed, compiled = group["fixed_cost_s"].dropna(), group["compile_time_s"].dropna()
-        if not fixed.empty:
-            process = group["process_fixed_cost_s"].median()
-            numbers = {"fixed_s": fixed.median(), "count": len(fixed), "process_s": process}
-            found.append(Finding("fixed_cost", {"machine": machine}, numbers))
-        if not compiled.empty:
-            later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
-            numbers = {"first_s": compiled.median(), "count": len(compiled), "later_s": later}
-            found.append(Finding("compile_cost", {"machine": machine}, numbers))
+        process = group["process_fixed_cost_s"].median()
+        later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
+        costs = {
+            "fixed_cost": {"fixed_s": fixed.median(), "count": len(fixed), "process_s": process},
+            "compile_cost": {
+                "first_s": compiled.median(),
+                "count": len(compiled),
+                "later_s": later,
+            },
+        }
+        found += [Finding(k, {"machine": machine}, n) for k, n in costs.items() if n["count"]]
     return allows + found
 
 

@@ -22,7 +22,7 @@ from nnperf.report.format import GROUP_KEYS, estimate_text, ok_configs
 from nnperf.report.sections.breakdown import phase_shares
 from nnperf.report.sections.ceilings import ceilings_table
 from nnperf.report.sections.kernels import kernel_kind_shares, top_kernels
-from nnperf.report.sections.key_findings import limit_record
+from nnperf.report.sections.breakdown import limit_record
 from nnperf.report.findings import Finding
 from nnperf.report.wording.words import sentence, sentences
 from nnperf.report.sections.measurement import (

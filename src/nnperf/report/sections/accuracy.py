@@ -1,11 +1,7 @@
 """The Time to accuracy section: each training run's time to a target accuracy next to its
-throughput (the table), and the runs that train faster per image than the first at the
-target yet reach it later or never (the findings).
-
-A configuration that trains more images per second is not always the one that reaches a
-target accuracy first: a lower precision or a larger batch can converge in more epochs, or
-not at all. MLPerf Training and DAWNBench rank by time to accuracy for that reason.
-"""
+throughput, and the runs that train faster per image than the first at the target yet reach
+it later or never: a lower precision or a larger batch can converge in more epochs, or not at
+all (MLPerf Training and DAWNBench rank by time to accuracy for that reason)."""
 
 from __future__ import annotations
 
@@ -15,11 +11,9 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
-from nnperf.report.format import key_columns
 from nnperf.report.findings import Finding
-from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, int_cell, truthy
+from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, int_cell, key_columns, truthy
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.words import sentence
 
 # Runs compared for "faster but later": one model trained with one recipe on one device and
 # dataset; what differs is precision, batch size or variant.
@@ -43,13 +37,12 @@ INTRO = (
 def faster_but_later(
     table: pd.DataFrame, throughput_column: str = "throughput_img_s", runs=None
 ) -> list[Finding]:
-    """Each configuration that trains faster per image than the first to reach the target,
-    yet reaches it later or not at all (per machine, model, recipe, device and dataset).
+    """Each run that trains faster per image than the first to reach the target, yet reaches
+    it later or not at all (per machine, model, recipe, device and dataset).
 
-    `throughput_column`: the training runs' own images/s (default) or the timed runs'
-    (`timed_throughput_img_s`, after `add_timed_throughput`). With the timed runs' processes
-    (`runs`), "faster" is said only where the ratio's 95% CI separates the two; from one
-    training run each there is no interval, and the finding says so.
+    `throughput_column`: the training runs' own images/s or the timed runs'
+    (`TIMED_THROUGHPUT`); with the timed runs' processes (`runs`), "faster" is said only where
+    the ratio's 95% CI separates the two; from one training run each there is no interval.
     """
     records = []
     usable = table[
@@ -59,33 +52,27 @@ def faster_but_later(
     ]
     keys = [key for key in ("machine", *COMPARISON_KEYS) if key in usable.columns]
     for _, group in usable.groupby(keys, sort=False, dropna=False):
-        reached = group[[_reached(row) for _, row in group.iterrows()]]
+        reached = group[[_reached(row) for row in group.to_dict("records")]]
         if reached.empty:
             continue
-        first_index = reached.sort_values(["time_to_target_s", throughput_column]).index[0]
-        first = group.loc[first_index]
+        first = reached.sort_values(["time_to_target_s", throughput_column]).iloc[0]
         for index, row in group.iterrows():
             rate, first_rate = float(row[throughput_column]), float(first[throughput_column])
-            if index == first_index or rate <= first_rate:
-                continue
-            if _reached(row) and float(row["time_to_target_s"]) <= float(first["time_to_target_s"]):
+            time_s = float(row["time_to_target_s"]) if _reached(row) else None
+            later = time_s is None or time_s > float(first["time_to_target_s"])
+            if index == first.name or rate <= first_rate or not later:
                 continue
             interval, ci = _interval(row, first, throughput_column, runs)
             if interval is None:
                 continue
             about = {"run": row.to_dict(), "first": first.to_dict(), "interval": interval}
             about.update(ci=ci, recipe=row["recipe"], device=row["device"])
-            numbers = {
-                "rate": rate,
-                "first_rate": first_rate,
-                "target": first["target_accuracy"],
-                "time_s": float(row["time_to_target_s"]) if _reached(row) else None,
-                "epochs": row["epochs_to_target"],
-                "first_time_s": first["time_to_target_s"],
-                "first_epochs": first["epochs_to_target"],
-                "epochs_run": row["epochs_run"],
-                "best": row["best_test_top1"],
-            }
+            numbers = {"rate": rate, "first_rate": first_rate, "target": first["target_accuracy"]}
+            numbers.update(time_s=time_s, epochs=row["epochs_to_target"])
+            numbers.update(
+                first_time_s=first["time_to_target_s"], first_epochs=first["epochs_to_target"]
+            )
+            numbers.update(epochs_run=row["epochs_run"], best=row["best_test_top1"])
             records.append(Finding("faster_but_later", about, numbers))
     return records
 
@@ -138,7 +125,6 @@ def training_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def throughput_column(table: pd.DataFrame) -> str:
-    """The timed runs' throughput where the table has it, else the training runs' own."""
     return TIMED_THROUGHPUT if TIMED_THROUGHPUT in table.columns else "throughput_img_s"
 
 
@@ -152,7 +138,7 @@ def build(page: Page) -> Section | None:
         "accuracy",
         "Time to accuracy",
         intro=INTRO,
-        findings=[sentence(f) for f in records],
+        findings=records,
         tables=[Table("Training runs", page.drop(training_display(table)))],
         figures=page.figures_of("accuracy"),
         sources=page.sources("training"),

@@ -1,6 +1,7 @@
 """The Time breakdown section: each phase's median time (data wait, host-to-device copy,
 forward, backward, optimizer) as a share of their sum (`phase_shares`), the largest phase per
-machine and the input-bound configurations."""
+machine and the input-bound configurations; and what limits a configuration (`limit_record`,
+its phases read beside its roofline verdict), the key finding on the fastest."""
 
 from __future__ import annotations
 
@@ -9,17 +10,18 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.vocab import PHASES
-from nnperf.report.format import GROUP_KEYS, key_columns, ok_configs, sort_configs
+from nnperf.report.bounds import LEVEL_LABELS, ROOF_TOLERANCE, preferred_verdict
+from nnperf.report.format import GROUP_KEYS, key_columns, match_config, ok_configs, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MS, cells, fmt_pct
+from nnperf.report.input_verdict import INPUT_BOUND_SHARE
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.wording.templates import PHASE_LABELS
-from nnperf.report.wording.words import sentence
 
-# A configuration whose step waits on input (data wait + host-to-device) for a quarter of
-# its time or more is input-bound: no faster kernel can win more than that share back
-# before the input pipeline is fixed, so the report says so before anything else.
-INPUT_BOUND_SHARE = 0.25
+# Below this fraction of the attainable roof a step is far from both roofs: its time goes
+# to launch latency, small kernels and framework overhead rather than to arithmetic or
+# memory traffic (the usual reading of a roofline; Williams et al., CACM 2009).
+FAR_FROM_ROOF = 0.3
 
 INTRO = (
     "Where a training step's time goes: the median time of each phase (data wait, "
@@ -54,6 +56,11 @@ def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
     return sort_configs(frame[frame["phase_total_s"] > 0][SHARE_COLUMNS]).reset_index(drop=True)
 
 
+def largest_phase(row: Mapping) -> tuple[str, float]:
+    phase = max(PHASES, key=lambda p: float(row[f"{p}_share"]))
+    return phase, float(row[f"{phase}_share"])
+
+
 def breakdown_records(phases: pd.DataFrame, listed: int = 5) -> list[Finding]:
     """Per machine: which phase is largest how often, and every input-bound configuration
     (up to `listed`, then a count), rather than one finding per row of the table."""
@@ -67,9 +74,8 @@ def breakdown_records(phases: pd.DataFrame, listed: int = 5) -> list[Finding]:
         numbers["share"] = example[f"{top}_share"]
         records.append(Finding("largest_phase", {**_keys(example), "phase": top}, numbers))
         bound = group[group["input_share"] >= INPUT_BOUND_SHARE]
-        for row in (
-            bound.sort_values("input_share", ascending=False).head(listed).to_dict("records")
-        ):
+        waiting = bound.sort_values("input_share", ascending=False).head(listed)
+        for row in waiting.to_dict("records"):
             numbers = {k: row[k] for k in ("input_share", "data_wait_share", "h2d_share")}
             records.append(Finding("waits_on_input", _keys(row), numbers))
         if len(bound) > listed:
@@ -79,12 +85,32 @@ def breakdown_records(phases: pd.DataFrame, listed: int = 5) -> list[Finding]:
 
 
 def _keys(row: Mapping) -> dict:
-    return {k: row[k] for k in GROUP_KEYS}
+    return {k: row[k] for k in GROUP_KEYS if k in row}
 
 
-def largest_phase(row: Mapping) -> tuple[str, float]:
-    phase = max(PHASES, key=lambda p: float(row[f"{p}_share"]))
-    return phase, float(row[f"{phase}_share"])
+def limit_record(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFrame) -> Finding | None:
+    """What limits `config`, from its phase shares and roofline verdict: the input pipeline,
+    overheads far below the roofs, compute, memory, or only its largest phase."""
+    phase_row = match_config(phases, config)
+    verdict = preferred_verdict(verdicts, config)
+    about, numbers = _keys(config), {}
+    if phase_row is not None:
+        about["phase"], numbers["phase_share"] = largest_phase(phase_row)
+        numbers.update(input_share=phase_row["input_share"], step_s=phase_row["phase_total_s"])
+        if phase_row["input_share"] >= INPUT_BOUND_SHARE:
+            return Finding("limit_input", about, numbers)
+    if verdict is not None:
+        about.update(roof=verdict["roof"], bound=verdict["bound"])
+        about["level"] = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
+        for name in ("fraction_of_roof", "fraction_of_peak", "performance_flop_s"):
+            numbers[name] = float(verdict[name])
+        numbers["attainable_flop_s"] = float(verdict["attainable_flop_s"])
+        if verdict["fraction_of_roof"] <= ROOF_TOLERANCE:
+            if verdict["fraction_of_roof"] < FAR_FROM_ROOF:
+                return Finding("limit_overheads", about, numbers)
+            kind = "limit_compute" if verdict["bound"] == "compute" else "limit_memory"
+            return Finding(kind, about, numbers)
+    return None if phase_row is None else Finding("limit_unread", about, numbers)
 
 
 PHASE_COLUMNS = {
@@ -99,7 +125,7 @@ def build(page: Page) -> Section:
         "breakdown",
         "Time breakdown",
         intro=INTRO,
-        findings=[sentence(f) for f in breakdown_records(phases)],
+        findings=breakdown_records(phases),
         tables=[
             Table("Phase shares", page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases))))
         ],

@@ -1,7 +1,5 @@
-"""The Ceilings section: the roofs, the ceilings stage's measured GEMM throughput per dtype
-and main-memory bandwidth next to the peaks (a vendor's datasheet figure, or for a CPU without
-one a peak derived from cores x clock x FLOP/cycle, always labelled derived), why a peak is
-missing where the ceilings JSON gives it as null, and which peak a measured roof exceeds."""
+"""The Ceilings section: the measured roofs next to the peaks, why a peak the ceilings JSON
+gives as null is missing, and which peak a measured roof exceeds."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ from nnperf.report.bounds import positive
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt_pct, fmt_si
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.words import sentence
 from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
 TABLE_COLUMNS = (
@@ -43,18 +40,8 @@ def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
         roofs.append(("memory bandwidth", "B/s", measured.get(bandwidth), sheet.get(bandwidth)))
         for roof, unit, m, s in roofs:
             m, s = positive(m), positive(s)
-            rows.append(
-                {
-                    "machine": c.get("machine"),
-                    "device": c.get("device"),
-                    "roof": roof,
-                    "unit": unit,
-                    "measured": m,
-                    "datasheet": s,
-                    "peak_origin": peak_origin(sheet) if s else None,
-                    "measured_over_datasheet": m / s if m and s else None,
-                }
-            )
+            origin, ratio = peak_origin(sheet) if s else None, m / s if m and s else None
+            rows.append((c.get("machine"), c.get("device"), roof, unit, m, s, origin, ratio))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
@@ -70,9 +57,8 @@ CEILING_COLUMNS = {
 
 
 def peak_records(ceilings: Sequence[Mapping], table: pd.DataFrame) -> list[Finding]:
-    """Each compute peak a ceilings JSON gives as null with a reason (a CPU's derived bf16
-    peak where bf16 has no hardware arithmetic: the table shows a dash), then each measured
-    roof above its peak (a benchmark cannot beat the device's peak: the peak is too low)."""
+    """Each compute peak given as null with a reason (a CPU's derived bf16 peak where bf16 has
+    no hardware arithmetic), then each measured roof above its peak (the peak is too low)."""
     records = []
     for document in ceilings:
         sheet = document.get("datasheet") or {}
@@ -82,12 +68,11 @@ def peak_records(ceilings: Sequence[Mapping], table: pd.DataFrame) -> list[Findi
             about["reason"] = null_peak_reason(code, sheet)
             records.append(Finding("null_peak", about))
     above = table[pd.to_numeric(table["measured_over_datasheet"], errors="coerce") > 1]
-    for row in above.to_dict("records"):
-        about = {k: row[k] for k in ("machine", "roof", "unit")}
-        about["origin"] = row["peak_origin"]
-        numbers = {"measured": row["measured"], "peak": row["datasheet"]}
-        numbers["ratio"] = row["measured_over_datasheet"]
-        records.append(Finding("above_peak", about, numbers))
+    for r in above.to_dict("records"):
+        about = {"machine": r["machine"], "roof": r["roof"], "unit": r["unit"]}
+        numbers = {"measured": r["measured"], "peak": r["datasheet"]}
+        numbers["ratio"] = r["measured_over_datasheet"]
+        records.append(Finding("above_peak", {**about, "origin": r["peak_origin"]}, numbers))
     return records
 
 
@@ -98,7 +83,7 @@ def build(page: Page) -> Section:
         "ceilings",
         "Ceilings",
         intro=INTRO,
-        findings=[sentence(f) for f in peak_records(ceilings, table)],
+        findings=peak_records(ceilings, table),
         tables=[Table("Measured roofs and peaks", page.drop(cells(table, CEILING_COLUMNS)))],
         figures=page.figures_of("ceilings"),
         sources=page.sources("ceilings"),

@@ -1,5 +1,4 @@
-"""The Model complexity section: per model its parameters, FLOPs and bytes per image, from
-the complexity JSONs."""
+"""The Model complexity section: per model its parameters, FLOPs and bytes per image."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ INTRO = (
 
 
 def complexity_table(documents: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per model: parameters, FLOPs and bytes per image (complexity JSONs)."""
+    """One row per model from its complexity JSON."""
     rows = []
     for d in sorted(documents, key=lambda d: str(d.get("model"))):
         traffic = (d.get("traffic") or {}).get(REFERENCE_PRECISION) or {}

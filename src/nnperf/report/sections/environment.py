@@ -1,8 +1,6 @@
-"""The Environment section: the machines the numbers were measured on, one column per
-machine, and the math and pipeline settings the runs recorded: a column for each that
-differs between the variants and precisions (`num_workers`, `pin_memory`, `memory_format`,
-`amp_dtype`, ...), and one sentence for those every run shares (`nnperf.report.machines`
-builds both tables)."""
+"""The Environment section: the machines, one column each, and the math and pipeline settings
+the runs recorded: a column for each that differs between the variants and precisions, one
+finding for those every run shares (`nnperf.report.machines` builds both tables)."""
 
 from __future__ import annotations
 
@@ -29,13 +27,12 @@ def settings_display(table: pd.DataFrame) -> pd.DataFrame:
 
 def build(page: Page) -> Section:
     environment = page.tables.environment
+    shared = shared_settings(environment)
     return section(
         "environment",
         "Environment",
         intro=INTRO,
-        findings=(
-            [Finding("shared_settings", shared)] if (shared := shared_settings(environment)) else []
-        ),
+        findings=[Finding("shared_settings", shared)] if shared else [],
         tables=(
             Table("Machines", machine_table(environment)),
             Table(

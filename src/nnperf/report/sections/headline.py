@@ -11,10 +11,11 @@ import pandas as pd
 from nnperf.core.vocab import INPUT_VERDICTS
 from nnperf.core.wording import missing
 from nnperf.report.bounds import preferred_verdict, roofline_verdicts, study_readings
-from nnperf.report.format import GROUP_KEYS, estimate_text, match_config, sort_configs
-from nnperf.report.format import fmt_pct, truthy
+from nnperf.report.format import estimate_text, fmt_pct, match_config, sort_configs
+from nnperf.report.format import truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.measurement import target_met
+from nnperf.report.sections.notes import high_cv
 from nnperf.report.sections.roofline import roof_names
 
 INTRO = (
@@ -24,21 +25,17 @@ INTRO = (
 
 
 def throughput_cell(row: Mapping) -> str:
-    """`105 (103–108)`: the CI rule is `format.ci_interval`'s, as everywhere on the page."""
-    if str(row.get("status", "ok")) != "ok":
-        return "—"
-    text = estimate_text({**row, "unstable": False})  # unstable is a flag here
-    return text.replace(" img/s", "").replace("95% CI ", "")
+    """`105 (103–108)`: the CI rule is `format.ci_interval`'s; unstable is a flag here."""
+    text = estimate_text({**row, "unstable": False}).replace(" img/s", "")
+    return text.replace("95% CI ", "") if str(row.get("status", "ok")) == "ok" else "—"
 
 
 def mfu_cell(verdicts: pd.DataFrame, row: Mapping, roof: str) -> str:
     """FLOP/s over the compute peak of `roof`, an ncu point first; a derived peak says so."""
     match = verdicts[verdicts["roof"] == roof].dropna(subset=["fraction_of_peak"])
-    for key in GROUP_KEYS:
-        match = match[match[key] == row[key]]
-    if match.empty:
+    best = match_config(match.sort_values("source", key=lambda s: s.astype(str) != "ncu"), row)
+    if best is None:
         return "—"
-    best = match.sort_values("source", key=lambda s: s.astype(str) != "ncu").iloc[0]
     return fmt_pct(best["fraction_of_peak"]) + (
         " (derived)" if best["roof_name"] == "derived" else ""
     )
@@ -69,15 +66,12 @@ def flags(row: Mapping, cv_threshold: float) -> list[str]:
     status = str(row.get("status", "ok"))
     if status != "ok":
         return [status]
-    found = []
-    if target_met(row) is False:
-        found.append("ci-missed")
-    if truthy(row.get("unstable")):
-        found.append("unstable")
-    cv = row.get("throughput_img_s_cv")
-    if truthy(row.get("high_variance")) or (not missing(cv) and float(cv) > cv_threshold):
-        found.append("high-cv")
-    return found
+    flagged = {
+        "ci-missed": target_met(row) is False,
+        "unstable": truthy(row.get("unstable")),
+        "high-cv": high_cv(row, cv_threshold),
+    }
+    return [flag for flag, set_ in flagged.items() if set_]
 
 
 def headline_table(rows: pd.DataFrame, verdicts, profiles, cv_threshold: float) -> pd.DataFrame:
@@ -105,14 +99,11 @@ def build(page: Page) -> Section | None:
         return None
     verdicts = roofline_verdicts(study_readings(page.tables))
     verdicts = verdicts.assign(roof_name=roof_names(verdicts, page.tables.ceilings))
+    groups = sort_configs(summary).groupby(["machine", "device"], sort=False)
+    profiles, cv = page.tables.profiles, page.cv_threshold
     tables = [
-        Table(
-            f"{device} on {machine}",
-            headline_table(group, verdicts, page.tables.profiles, page.cv_threshold),
-        )
-        for (machine, device), group in sort_configs(summary).groupby(
-            ["machine", "device"], sort=False
-        )
+        Table(f"{device} on {machine}", headline_table(group, verdicts, profiles, cv))
+        for (machine, device), group in groups
     ]
     return section(
         "headline",

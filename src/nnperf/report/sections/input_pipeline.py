@@ -1,25 +1,16 @@
-"""The Input pipeline section: for every configuration, its loader's own rate (the feeder
-iterated with no training, `nnperf.engine.loader`) beside its training rate, the share of
-the step spent waiting for data, and whether the input pipeline limits it
-(`nnperf.report.input_verdict` has the rule); and the one key finding that says so."""
+"""The Input pipeline section: each configuration's loader rate beside its training rate, its
+data-wait share and whether the input pipeline limits it (`nnperf.report.input_verdict`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from nnperf.report.format import MEAN, key_columns, ok_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import cells, fmt, fmt_pct, fmt_times
-from nnperf.report.input_verdict import (
-    DATA_WAIT_LIMIT,
-    INPUT_BOUND,
-    LOADER_HEADROOM,
-    NOT_INPUT_BOUND,
-    UNDETERMINED,
-)
+from nnperf.report.format import MEAN, cells, fmt, fmt_pct, fmt_times, key_columns, ok_configs
+from nnperf.report.input_verdict import DATA_WAIT_LIMIT, INPUT_BOUND, LOADER_HEADROOM
+from nnperf.report.input_verdict import NOT_INPUT_BOUND, UNDETERMINED
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.wording.details import loader_text
-from nnperf.report.wording.words import sentence
 
 INTRO = (
     "Can the input pipeline feed the step? After its timed windows, every worker process "
@@ -43,12 +34,9 @@ NAMED_AT_MOST = 4
 
 
 def judged(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Measured configurations with their input verdict (summaries written before the
-    loader windows have none: nothing is said about them)."""
+    """Measured configurations with an input verdict (older summaries have none)."""
     ok = ok_configs(summary)
-    if ok.empty or "input_bound" not in ok.columns:
-        return ok.iloc[0:0]
-    return ok
+    return ok if "input_bound" in ok.columns else ok.iloc[0:0]
 
 
 INPUT_COLUMNS = {
@@ -61,14 +49,13 @@ INPUT_COLUMNS = {
 
 
 def input_table(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """The loader's rate beside training's, per judged configuration."""
     table = judged(summary)
     return cells(table, INPUT_COLUMNS, key_columns(table))
 
 
 def input_record(summary: pd.DataFrame | None) -> Finding | None:
     """Whether data loading limits any measured configuration: the input-bound ones (at most
-    NAMED_AT_MOST, most waiting first), the counts, and the others' margin."""
+    NAMED_AT_MOST, most waiting first), the counts, and the others' margin: a key finding."""
     table = judged(summary)
     if table.empty:
         return None
@@ -100,7 +87,7 @@ def build(page: Page) -> Section:
         "input",
         "Input pipeline",
         intro=INTRO,
-        findings=[sentence(f) for f in (input_record(summary),) if f is not None],
+        findings=[f for f in (input_record(summary),) if f is not None],
         tables=[Table("Loader rate beside training rate", page.drop(input_table(summary)))],
         sources=page.sources("summary"),
     )

@@ -1,5 +1,5 @@
-"""The Top kernels section: per profiled configuration the kernels that took the most time
-in its step (`top_kernels`, from kernels.csv) and the time per kernel kind."""
+"""The Top kernels section: per profiled configuration the kernels that took the most time in
+its step (`top_kernels`, from kernels.csv) and the time per kernel kind."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import math
 
 import pandas as pd
 
-from nnperf.report.format import GROUP_KEYS, key_columns, sort_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import cells, fmt, fmt_pct, scaled, shorten, si
+from nnperf.report.format import GROUP_KEYS, cells, fmt, fmt_pct, key_columns, scaled, shorten, si
+from nnperf.report.format import sort_configs
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.words import sentence
 
 DEFAULT_TOP_KERNELS = 10
 TOP_COLUMNS = [
@@ -22,23 +21,22 @@ TOP_COLUMNS = [
 
 
 def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
-    """kernels.csv without the calibration GEMM, its numbers as numbers."""
+    """kernels.csv without the calibration GEMM, its numbers as numbers (None: no kernels)."""
     if kernels is None or kernels.empty:
         return None
     step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
     numeric = ("duration_s", "flops_total", "bytes_dram")
     return step.assign(
-        **{c: pd.to_numeric(step[c], errors="coerce") if c in step else math.nan for c in numeric}
+        **{c: pd.to_numeric(step.get(c, math.nan), errors="coerce") for c in numeric}
     )
 
 
 def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
     """Per configuration, the `n` kernels (by name) that took the most time in the step:
     launches of one kernel name summed, `share` of the profiled step's kernel time."""
-    step = step_kernels(kernels)
+    step, keys = step_kernels(kernels), list(GROUP_KEYS)
     if step is None:
         return pd.DataFrame(columns=TOP_COLUMNS)
-    keys = list(GROUP_KEYS)
     per_name = (
         step.groupby([*keys, "kernel_name", "kind"], sort=False, dropna=False)
         .agg(
@@ -52,26 +50,23 @@ def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> p
     )
     per_name["rank"] = per_name.groupby(keys).cumcount() + 1
     total = per_name.groupby(keys)["duration_s"].transform("sum")
+    nonzero = per_name.where(per_name != 0)
     top = per_name.assign(
         share=per_name["duration_s"] / total.where(total != 0),
-        arithmetic_intensity_dram_flop_per_byte=per_name["flops_total"]
-        / per_name["bytes_dram"].where(per_name["bytes_dram"] != 0),
-        performance_flop_s=per_name["flops_total"]
-        / per_name["duration_s"].where(per_name["duration_s"] != 0),
+        arithmetic_intensity_dram_flop_per_byte=per_name["flops_total"] / nonzero["bytes_dram"],
+        performance_flop_s=per_name["flops_total"] / nonzero["duration_s"],
     )
     return top[top["rank"] <= n][TOP_COLUMNS].reset_index(drop=True)
 
 
 def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
     """Per configuration and kernel kind: summed duration and share of the step."""
-    columns = [*GROUP_KEYS, "kind", "duration_s", "share"]
-    step = step_kernels(kernels)
+    columns, step = [*GROUP_KEYS, "kind", "duration_s", "share"], step_kernels(kernels)
     if step is None:
         return pd.DataFrame(columns=columns)
     kinds = step.groupby([*GROUP_KEYS, "kind"], sort=True)["duration_s"].sum().reset_index()
-    kinds["share"] = kinds["duration_s"] / kinds.groupby(list(GROUP_KEYS))["duration_s"].transform(
-        "sum"
-    )
+    total = kinds.groupby(list(GROUP_KEYS))["duration_s"].transform("sum")
+    kinds["share"] = kinds["duration_s"] / total
     return sort_configs(kinds.sort_values("share", ascending=False))[columns]
 
 
@@ -109,7 +104,7 @@ def build(page: Page) -> Section:
         "Top kernels",
         intro=f"The {page.top_n_kernels} kernels that took the most time in the profiled step of "
         "each configuration (launches of one kernel summed), and the time per kernel kind.",
-        findings=[sentence(f) for f in kind_records(kinds)],
+        findings=kind_records(kinds),
         tables=(
             Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
             Table(

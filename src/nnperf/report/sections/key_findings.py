@@ -1,91 +1,45 @@
 """The Key findings: the short list a newcomer reads first, above the sections.
 
-Per machine and model the fastest configuration, what limits it, what its operator profile
-says, the best precision and variant and the batch scaling; then the input pipeline, the
-host-bound profiles, the runs that train faster but reach the target later, the machine
-comparison, what the study cost and how many results the notes flag. "Fastest" and "best"
-follow one tie rule (`comparisons.ranking`): a configuration is named only where the ratio's
-95% interval against the runner-up excludes 1; otherwise the finding names the tie.
+Per machine and model the fastest configuration (by `comparisons.ranking`, the report's one
+tie rule: named only where the ratio's 95% interval against the runner-up excludes 1), then
+records the sections give about it: what limits it (Time breakdown), what its operator
+profile says (Operators), the best precision and variant and its batch scaling (Speedups);
+then the input pipeline, the host-bound profiles, the runs that train faster but reach the
+target later, the machine comparison, what the study cost and how many results the notes flag.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Sequence
 
 import pandas as pd
 
-from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_VARIANT
+from nnperf.core.vocab import REFERENCE_VARIANT
 from nnperf.report import comparisons
-from nnperf.report.bounds import (
-    LEVEL_LABELS,
-    ROOF_TOLERANCE,
-    preferred_verdict,
-    roofline_verdicts,
-    study_readings,
-)
+from nnperf.report.bounds import roofline_verdicts, study_readings
 from nnperf.report.format import GROUP_KEYS, MEAN, match_config, ok_configs, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.outline import Page
-from nnperf.report.sections import accuracy, input_pipeline, notes, speedups
-from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, largest_phase, phase_shares
-from nnperf.report.sections.machines_compared import machine_comparison_findings
-from nnperf.report.sections.measurement import cost_record
-from nnperf.report.sections.operators import bound_record
-from nnperf.report.sections.roofline import busy_record
+from nnperf.report.sections import accuracy, breakdown, input_pipeline, machines_compared
+from nnperf.report.sections import measurement, notes, operators, roofline, speedups
 
-# Below this fraction of the attainable roof a step is far from both roofs: its time goes
-# to launch latency, small kernels and framework overhead rather than to arithmetic or
-# memory traffic (the usual reading of a roofline; Williams et al., CACM 2009).
-FAR_FROM_ROOF = 0.3
+# When nothing was measured, the key findings say so instead of staying empty.
+NO_RESULTS = "No timed results yet: only the sections below with data were written."
+# A ranking's kind with one candidate, one separated from the rest, a tie.
+FASTEST = ("only_configuration", "fastest", "fastest_tied")
 
 
-def _keys(config: Mapping) -> dict:
-    return {k: config[k] for k in ("machine", *CONFIG_KEYS) if k in config}
-
-
-def limit_record(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFrame) -> Finding | None:
-    """What limits `config`, from its phase shares and roofline verdict: the input pipeline,
-    overheads far below the roofs, compute, memory, or only its largest phase."""
-    phase_row = match_config(phases, config)
-    verdict = preferred_verdict(verdicts, config)
-    about, numbers = _keys(config), {}
-    if phase_row is not None:
-        phase, share = largest_phase(phase_row)
-        about["phase"] = phase
-        numbers.update(
-            phase_share=share,
-            input_share=phase_row["input_share"],
-            step_s=phase_row["phase_total_s"],
-        )
-        if phase_row["input_share"] >= INPUT_BOUND_SHARE:
-            return Finding("limit_input", about, numbers)
-    if verdict is not None:
-        about.update(roof=verdict["roof"], bound=verdict["bound"])
-        about["level"] = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
-        for name in ("fraction_of_roof", "fraction_of_peak", "performance_flop_s"):
-            numbers[name] = float(verdict[name])
-        numbers["attainable_flop_s"] = float(verdict["attainable_flop_s"])
-    if verdict is not None and verdict["fraction_of_roof"] <= ROOF_TOLERANCE:
-        if verdict["fraction_of_roof"] < FAR_FROM_ROOF:
-            return Finding("limit_overheads", about, numbers)
-        kind = "limit_compute" if verdict["bound"] == "compute" else "limit_memory"
-        return Finding(kind, about, numbers)
-    if phase_row is None:
-        return None
-    return Finding("limit_unread", about, numbers)
-
-
-def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: dict) -> dict | None:
+def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: Mapping) -> dict | None:
     """The operator profile quoted for a machine and model (`group`): the profiled
     configuration that trained fastest."""
+    same = ("machine", "device", "model")
     candidates = [
         p.document
         for p in profiles
         if p.document.get("status") == "ok"
-        and all(str(p.document.get(k)) == str(best[k]) for k in ("machine", "device", "model"))
+        and all(str(p.document.get(k)) == str(best[k]) for k in same)
     ]
-    if not candidates:
-        return None
 
     def speed(document: dict) -> float:
         match = group
@@ -93,11 +47,7 @@ def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: dict) -> dic
             match = match[match[k].astype(str) == str(document.get(k))]
         return float(match[MEAN].iloc[0]) if not match.empty else -1.0
 
-    return max(candidates, key=speed)
-
-
-# When nothing was measured, the key findings say so instead of staying empty.
-NO_RESULTS = "No timed results yet: only the sections below with data were written."
+    return max(candidates, key=speed) if candidates else None
 
 
 def ranking_record(ranked: comparisons.Ranking, about: Mapping, kinds: Sequence[str]) -> Finding:
@@ -107,79 +57,91 @@ def ranking_record(ranked: comparisons.Ranking, about: Mapping, kinds: Sequence[
     return Finding(kind, about, {"throughput_img_s": ranked.top.get(MEAN)})
 
 
-def _comparison_point(table: pd.DataFrame, best: Mapping, column: str) -> dict | None:
-    """Where the best `column` is judged for one machine and model: the largest batch size
-    compared, at the reference variant (for precisions) or at the fastest configuration's
-    precision (for variants) where those were compared."""
-    rows = table[(table["machine"] == best["machine"]) & (table["model"] == best["model"])]
+def best_setting(best: Mapping, stated: Sequence[Finding], ok: pd.DataFrame, runs) -> list:
+    """The best precision or variant for the fastest configuration `best`, chosen from the
+    Speedups section's records (`stated`, one compared column): at the largest batch size
+    they compare, at the reference variant (precisions) or at `best`'s precision (variants)
+    where they compare it. A record holds a candidate against the reference with its interval;
+    where two candidates beat the reference, the leader's interval against the runner-up,
+    which no record holds, is the tie rule's (`comparisons.ratio_between`)."""
+    if not stated:
+        return []
+    column = stated[0].about["column"]
+    rows = pd.DataFrame([f.about["row"] for f in stated])
+    rows = rows[(rows["machine"] == best["machine"]) & (rows["model"] == best["model"])]
+    rows = rows[rows["batch_size"] == rows["batch_size"].max()]
+    fixed, value = ("variant", REFERENCE_VARIANT) if column == "precision" else ("precision", None)
+    if (rows[fixed] == (value or best["precision"])).any():
+        rows = rows[rows[fixed] == (value or best["precision"])]
     if rows.empty:
-        return None
-    at = rows[rows["batch_size"] == rows["batch_size"].max()]
-    if column == "precision" and (at["variant"] == REFERENCE_VARIANT).any():
-        at = at[at["variant"] == REFERENCE_VARIANT]
-    if column == "variant" and (at["precision"] == best["precision"]).any():
-        at = at[at["precision"] == best["precision"]]
-    return at.iloc[0].to_dict()
+        return []
+    point = rows.iloc[0].to_dict()
+    same = [k for k in GROUP_KEYS if k != column]
+    rows = rows[(rows[same] == rows[same].iloc[0]).all(axis=1)].to_dict("records")
+    configs = [match_config(ok, c) for c in ({**point, column: point["reference"]}, *rows)]
+    if any(c is None for c in configs):
+        return []
+    ratios = [1.0, *(float(r["ratio"]) for r in rows)]
+    ranked = sorted(range(len(configs)), key=lambda i: -ratios[i])
+    lead, second = ranked[:2]
+    if lead == 0:  # the reference leads: the runner-up's record, turned over
+        ci = comparisons.ci_of(rows[second - 1])
+        ci = dataclasses.replace(
+            ci, ratio=1 / ci.ratio, low=_inverse(ci.high), high=_inverse(ci.low)
+        )
+    elif second == 0:
+        ci = comparisons.ci_of(rows[lead - 1])
+    else:
+        ci = comparisons.ratio_between(runs, configs[lead], configs[second])
+    separated = ci.separated and ci.ratio > 1
+    order = tuple(configs[i] for i in ranked)
+    tied = order[:1] if separated else order[:2]
+    about = {"column": column, "point": point, **{k: point[k] for k in GROUP_KEYS}}
+    kinds = ("best_setting", "best_setting", "best_setting_tied")
+    return [ranking_record(comparisons.Ranking(order, tied, ci), about, kinds)]
 
 
-def speedup_records(best: Mapping, ok: pd.DataFrame, runs, tables: Mapping) -> list[Finding]:
-    """The best precision and the best variant at `_comparison_point`, by the tie rule;
-    `tables` are the Speedups section's pairs by compared column."""
-    found = []
-    for column, table in tables.items():
-        point = _comparison_point(table, best, column)
-        if point is None:
-            continue
-        candidates = ok
-        for k in GROUP_KEYS:
-            if k != column:
-                candidates = candidates[candidates[k] == point[k]]
-        ranked = comparisons.ranking(candidates, runs)
-        if len(ranked.order) >= 2:
-            about = {"column": column, "point": point, **_keys(point)}
-            kinds = ("best_setting", "best_setting", "best_setting_tied")
-            found.append(ranking_record(ranked, about, kinds))
-    return found
+def _inverse(bound):
+    return None if bound is None else 1 / bound
 
 
 def fastest_findings(page: Page) -> list[Finding | str]:
     """Per machine and model: the fastest configuration (or the tie), what limits it, what
     its operator profile says, the best precision and variant, and its batch scaling."""
-    summary, runs = page.tables.summary, page.tables.runs
-    phases = phase_shares(summary)
+    summary, runs, table = page.tables.summary, page.tables.runs, page.tables.comparisons
+    phases = breakdown.phase_shares(summary)
     verdicts = roofline_verdicts(study_readings(page.tables))
-    tables = {c: speedups.pairs(page.tables.comparisons, c) for c in ("precision", "variant")}
-    scaling = speedups.scaling(page.tables.comparisons)
+    stated = [speedups.stated(speedups.pairs(table, c), c) for c in ("precision", "variant")]
+    scaling = speedups.scaling(table)
     ok = ok_configs(summary)
     findings: list[Finding | str] = []
     for (machine, model), group in ok.groupby(["machine", "model"], sort=True):
         ranked = comparisons.ranking(group, runs)
         best = ranked.top
-        kinds = ("only_configuration", "fastest", "fastest_tied")
-        findings.append(ranking_record(ranked, {**_keys(best), "machine": machine}, kinds))
-        findings += [r for r in (limit_record(best, phases, verdicts),) if r is not None]
+        about = {**{k: best[k] for k in GROUP_KEYS}, "machine": machine}
+        findings.append(ranking_record(ranked, about, FASTEST))
+        findings.append(breakdown.limit_record(best, phases, verdicts))
         profile = profile_to_quote(page.tables.opprofiles, group, best)
-        if profile is not None:
-            findings += [r for r in (bound_record(profile, machine),) if r is not None]
-        findings += speedup_records(best, ok, runs, tables)
+        findings.append(profile and operators.bound_record(profile, machine))
+        for records in stated:
+            findings += best_setting(best, records, ok, runs)
         keys = ("machine", "device", "model", "precision", "variant")
         findings += [r for r in scaling if all(r.about[k] == best[k] for k in keys)][:1]
-    return findings
+    return [f for f in findings if f is not None]
 
 
 def key_findings(page: Page) -> list[Finding | str]:
     """The short list a newcomer reads first (NO_RESULTS when there is nothing to say)."""
     tables = page.tables
-    findings = fastest_findings(page)
-    findings += [r for r in (input_pipeline.input_record(tables.summary),) if r]
+    findings = [*fastest_findings(page), input_pipeline.input_record(tables.summary)]
     if tables.profiles is not None and "busy_verdict" in tables.profiles:
         host_bound = tables.profiles[tables.profiles["busy_verdict"] == "host-bound"]
         rows = sort_configs(host_bound).to_dict("records")
-        findings += [busy_record(row, tables.summary) for row in rows]
+        findings += [roofline.busy_record(row, tables.summary) for row in rows]
     if tables.training is not None and not tables.training.empty:
         rate = accuracy.throughput_column(tables.training)
         findings += accuracy.faster_but_later(tables.training, rate, tables.runs)
-    findings += machine_comparison_findings(tables.comparisons)
+    findings += machines_compared.machine_comparison_findings(tables.comparisons)
     measured = not ok_configs(tables.summary).empty
-    findings += [r for r in (measured and cost_record(page), notes.flag_counts(page)) if r]
-    return findings or [NO_RESULTS]
+    findings += [measured and measurement.cost_record(page), notes.flag_counts(page)]
+    return [f for f in findings if f] or [NO_RESULTS]

@@ -28,9 +28,12 @@ CONFIG = ["a_model", "a_precision", "a_batch_size", "a_variant"]
 
 
 def machine_rows(table: pd.DataFrame | None) -> pd.DataFrame:
-    if table is None or table.empty:
-        return pd.DataFrame(columns=list(comparisons.COLUMNS))
-    return table[table["kind"] == "machine"]
+    empty = table is None or table.empty
+    return (
+        pd.DataFrame(columns=list(comparisons.COLUMNS))
+        if empty
+        else table[table["kind"] == "machine"]
+    )
 
 
 def stated(rows: pd.DataFrame) -> pd.DataFrame:
@@ -67,12 +70,11 @@ def build(page: Page) -> Section | None:
     if len(page.machines) <= 1 and not page.figures_of("machines"):
         return None
     rows = machine_rows(page.tables.comparisons)
-    findings = machine_comparison_findings(rows)
     return section(
         "machines",
         "Machines compared",
         intro=INTRO,
-        findings=findings or ([NO_ROWS] if len(page.machines) > 1 else []),
+        findings=machine_comparison_findings(rows) or ([NO_ROWS] if len(page.machines) > 1 else []),
         tables=(Table("Fastest machine against each other", ratio_display(rows, "machine")),),
         figures=page.figures_of("machines"),
         sources=page.sources("comparisons"),

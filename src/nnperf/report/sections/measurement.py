@@ -1,12 +1,6 @@
-"""The Measurement cost and quality section: what measuring cost in wall time and how far
-the numbers can be trusted.
-
-Cost: the study's span, its busy time (the union of the recorded job intervals) and the
-share of it in timed windows (`study_cost`, per results folder `cost_by_folder`). Quality,
-per configuration (`measurement_table`): processes and windows, the CI against its target
-(and, missed, the likely cause from `nnperf.report.noise`), why measurement stopped, which
-level dominates the variance, fixed costs, compile times and the unstable flag.
-"""
+"""The Measurement cost and quality section: what measuring cost in wall time (`study_cost`,
+per results folder `cost_by_folder`) and how far the numbers can be trusted, per configuration
+(`measurement_table`; a missed CI target's likely cause from `nnperf.report.noise`)."""
 
 from __future__ import annotations
 
@@ -15,12 +9,10 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from nnperf.core.vocab import STOP_NUMBERS, UNSTABLE_NUMBERS
 from nnperf.core.wording import count_of, missing, stop_numbers_of, unstable_text
-from nnperf.report.format import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, fmt_utc, int_cell, truthy
-from nnperf.report.noise import NOISE_COLUMNS
+from nnperf.report.format import GROUP_KEYS, MEAN, cells, fmt, fmt_duration, fmt_pct, fmt_utc
+from nnperf.report.format import int_cell, key_columns, sort_configs, truthy
 from nnperf.report.outline import Page, Section, Table, section
 
 STOP_LABELS = {
@@ -30,24 +22,14 @@ STOP_LABELS = {
     "target_unreachable": "target out of reach (process spread)",
 }
 
-
+# What the section reads of summary.csv, numbers after `MEASUREMENT_COLUMNS[7]`: a column an
+# older summary lacks is added empty (the page shows a dash).
 MEASUREMENT_COLUMNS = (
-    *"status n_processes n_windows ci_half_width_rel ci_target target_met".split(),
-    *"throughput_img_s_min throughput_img_s_max outliers outlier_windows".split(),
-    *NOISE_COLUMNS,
-    "stop_reason",
-    *(f"stop_{name}" for name in STOP_NUMBERS),
-    *"dominant_level between_process_rsd within_process_rsd fixed_cost_s".split(),
-    *"process_fixed_cost_s compile_time_s compile_time_s_later timed_window_s".split(),
-    *"elapsed_s duty_cycle unstable unstable_reasons".split(),
-    *(f"unstable_{name}" for name in UNSTABLE_NUMBERS),
-    "flagged_windows",
-    "windows_recorded",
-)
-NUMERIC_MEASUREMENT_COLUMNS = (
+    "status ci_target_met dominant_level stop_reason unstable unstable_reasons outlier_windows "
     "n_processes n_windows ci_half_width_rel ci_target throughput_img_s_min throughput_img_s_max "
     "outliers fixed_cost_s process_fixed_cost_s compile_time_s compile_time_s_later "
-    "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process"
+    "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process "
+    "flagged_windows windows_recorded"
 ).split()
 
 INTRO = (
@@ -67,8 +49,7 @@ INTRO = (
 
 
 def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
-    """Seconds covered by at least one (start, end) interval: how long something ran,
-    counting jobs that overlapped (a complexity job beside a timed run) once."""
+    """Seconds covered by at least one (start, end) interval: jobs that overlapped once."""
     total, covered_to = 0.0, -math.inf
     for start, end in sorted(intervals):
         total += max(0.0, end - max(start, covered_to))
@@ -91,15 +72,15 @@ def target_met(row: Mapping) -> bool | None:
 def measurement_table(
     summary: pd.DataFrame | None, windows: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Per configuration (every status): how it was measured and how well (the columns
-    `MEASUREMENT_COLUMNS`), with how many windows windows.csv flagged where it is given."""
-    columns = [*GROUP_KEYS, *MEASUREMENT_COLUMNS]
+    """Per configuration (every status): how it was measured and how well, with how many
+    windows windows.csv flagged where it is given."""
     if summary is None or summary.empty:
-        return pd.DataFrame(columns=columns)
-    frame = summary.copy()
-    for name in (*NUMERIC_MEASUREMENT_COLUMNS, MEAN):
+        return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
+    frame = summary.reindex(
+        columns=[*summary.columns, *(c for c in MEASUREMENT_COLUMNS if c not in summary)]
+    )
+    for name in (*MEASUREMENT_COLUMNS[7:], MEAN):
         frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
-    frame = frame.reindex(columns=[*frame.columns, *(n for n in columns if n not in frame)])
     frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
     # Kalibera & Jones' between-process estimate may be negative: a spread of 0.
     mean = frame[MEAN].where(frame[MEAN] > 0)
@@ -114,39 +95,29 @@ def measurement_table(
         frame = frame.drop(columns=list(counts.columns)).merge(
             counts.reset_index(), on=list(GROUP_KEYS), how="left"
         )
-    return sort_configs(frame[columns]).reset_index(drop=True)
+    return sort_configs(frame).reset_index(drop=True)
 
 
 def ci_target_counts(table: pd.DataFrame) -> tuple[int, int]:
-    """(met, judged): measured configurations that reached their CI target, of those whose
-    target and CI say either way."""
+    """(met, judged): measured configurations that reached their CI target, of those judged."""
     known = table[table["status"].astype(str) == "ok"]["target_met"].dropna()
     return int(known.sum()), len(known)
 
 
 def machine_miss(row: Mapping) -> bool:
-    """Whether a configuration missed its CI target for its machine's process spread: the
-    engine stopped it early because the processes the target needs at the measured spread
-    (`stop_processes_needed`) do not fit the budget or the process limit
-    (`nnperf.engine.stopping.unreachable_target`). A budget that ran out first says nothing
-    about the machine: a larger one may reach the target, and that miss keeps its line."""
+    """Whether the engine stopped a configuration because the processes its CI target needs at
+    the machine's spread do not fit (`nnperf.engine.stopping.unreachable_target`). A budget
+    that ran out first says nothing about the machine, and that miss keeps its own line."""
     return str(row.get("stop_reason")) == "target_unreachable"
 
 
 def paired_half_widths(comparisons: pd.DataFrame | None, machine: str) -> pd.Series:
-    """Relative 95% CI half-widths of the paired comparisons made on `machine` (both sides
-    there), as comparisons.csv gives them."""
-    needed = {"a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"}
-    if comparisons is None or comparisons.empty or not needed <= set(comparisons.columns):
+    """Relative 95% CI half-widths of comparisons.csv's paired ratios made on `machine`."""
+    needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
+    if comparisons is None or comparisons.empty or not set(needed) <= set(comparisons.columns):
         return pd.Series(dtype=float)
-    rows = comparisons[
-        (comparisons["method"].astype(str) == "paired")
-        & (comparisons["a_machine"].astype(str) == machine)
-        & (comparisons["b_machine"].astype(str) == machine)
-    ]
-    ratio, low, high = (
-        pd.to_numeric(rows[c], errors="coerce") for c in ("ratio", "ci95_low", "ci95_high")
-    )
+    mine = (comparisons[needed[:3]].astype(str) == [machine, machine, "paired"]).all(axis=1)
+    ratio, low, high = (pd.to_numeric(comparisons[mine][c], errors="coerce") for c in needed[3:])
     return ((high - low) / 2 / ratio.where(ratio > 0)).dropna()
 
 
@@ -158,11 +129,9 @@ def _median(values: pd.Series):
 def machine_allows_records(
     table: pd.DataFrame, comparisons: pd.DataFrame | None = None
 ) -> list[Finding]:
-    """Per machine where configurations missed their CI target for the machine's process
-    spread (`machine_miss`): one record of what the machine allows instead of a miss per
-    configuration: their spread between processes, the target it put out of reach, the
-    absolute intervals they reached, and the paired comparisons' half-widths on the machine
-    (which cancel what interleaved processes share)."""
+    """Per machine with `machine_miss`es, one record in their place: their spread between
+    processes, the target it put out of reach, the absolute intervals they reached, and the
+    paired comparisons' half-widths there (which cancel what interleaved processes share)."""
     measured = table[table["status"].astype(str) == "ok"]
     found = []
     for machine, group in measured.groupby("machine", sort=True):
@@ -187,13 +156,10 @@ def machine_allows_records(
     return found
 
 
-def quality_records(
-    table: pd.DataFrame, comparisons: pd.DataFrame | None = None
-) -> list[Finding]:
-    """What each machine allows where its process spread put the CI target out of reach
-    (`machine_allows_records`, first, standing for those configurations' misses); then how
-    many reached their CI target, each other one that missed it (with why it stopped),
-    and per machine which variance level dominates and the fixed and compile costs."""
+def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None) -> list[Finding]:
+    """`machine_allows_records` first (standing for those misses), how many reached their CI
+    target, each other miss (with why it stopped), and per machine the dominant variance
+    level and the fixed and compile costs."""
     allows = machine_allows_records(table, comparisons)
     folded = {str(f.about["machine"]) for f in allows}
     met, judged = ci_target_counts(table)
@@ -215,26 +181,27 @@ def quality_records(
         found.append(Finding("dominant_level", {"machine": machine}, numbers))
     for machine, group in table.groupby("machine", sort=True):
         fixed, compiled = group["fixed_cost_s"].dropna(), group["compile_time_s"].dropna()
-        if not fixed.empty:
-            process = group["process_fixed_cost_s"].median()
-            numbers = {"fixed_s": fixed.median(), "count": len(fixed), "process_s": process}
-            found.append(Finding("fixed_cost", {"machine": machine}, numbers))
-        if not compiled.empty:
-            later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
-            numbers = {"first_s": compiled.median(), "count": len(compiled), "later_s": later}
-            found.append(Finding("compile_cost", {"machine": machine}, numbers))
+        process = group["process_fixed_cost_s"].median()
+        later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
+        costs = {
+            "fixed_cost": {"fixed_s": fixed.median(), "count": len(fixed), "process_s": process},
+            "compile_cost": {
+                "first_s": compiled.median(),
+                "count": len(compiled),
+                "later_s": later,
+            },
+        }
+        found += [Finding(k, {"machine": machine}, n) for k, n in costs.items() if n["count"]]
     return allows + found
 
 
 def study_cost(
     jobs: pd.DataFrame | None, summary: pd.DataFrame | None, rendered_at_unix: float
 ) -> dict:
-    """What the study cost in wall time: `span_s` from the first recorded job start to the
-    report, `busy_s` the union of the job intervals, `timed_s` the timed windows (summary.csv
-    `timed_window_s`) and their shares of both; times None where no job recorded them."""
-    timed = 0.0
-    if summary is not None and "timed_window_s" in summary.columns:
-        timed = float(pd.to_numeric(summary["timed_window_s"], errors="coerce").fillna(0).sum())
+    """`span_s` from the first recorded job start to the report, `busy_s` the union of the job
+    intervals, `timed_s` the timed windows and their shares of both (None: no job recorded)."""
+    windows = None if summary is None else summary.get("timed_window_s")
+    timed = 0.0 if windows is None else float(pd.to_numeric(windows, errors="coerce").sum())
     cost = dict.fromkeys(
         "first_start span_s busy_s timed_share_of_span timed_share_of_busy".split()
     )
@@ -243,14 +210,9 @@ def study_cost(
         return cost
     starts, ends = jobs["started_at_unix"].astype(float), jobs["ended_at_unix"].astype(float)
     span, busy = rendered_at_unix - starts.min(), union_seconds(zip(starts, ends))
-    cost.update(
-        jobs=len(jobs),
-        first_start=starts.min(),
-        span_s=span,
-        busy_s=busy,
-        timed_share_of_span=timed / span if span > 0 else None,
-        timed_share_of_busy=timed / busy if busy > 0 else None,
-    )
+    cost.update(jobs=len(jobs), first_start=starts.min(), span_s=span, busy_s=busy)
+    cost.update(timed_share_of_span=timed / span if span > 0 else None)
+    cost.update(timed_share_of_busy=timed / busy if busy > 0 else None)
     return cost
 
 
@@ -260,12 +222,8 @@ def cost_records(cost: Mapping) -> list[Finding]:
     return [Finding("study_span", {}, cost), Finding("duty_cycle", {}, cost)]
 
 
-# How the wall-time table names each kind of job (singular, plural), in this order.
-JOB_LABELS = {
-    "run": ("timed run", "timed runs"),
-    "ceilings": ("ceilings job", "ceilings jobs"),
-    "complexity": ("complexity job", "complexity jobs"),
-}
+# How the wall-time table names each kind of job, in this order.
+JOB_NOUNS = {"run": "timed run", "ceilings": "ceilings job", "complexity": "complexity job"}
 
 
 def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame:
@@ -274,27 +232,24 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
     columns = "results_dir machines jobs first_start last_end busy_s timed_s".split()
     if jobs is None or jobs.empty:
         return pd.DataFrame(columns=[*columns, "timed_share_of_busy"])
+    if summary is None or "results_dir" not in summary.columns:
+        summary = pd.DataFrame(columns=["results_dir", "machine", "timed_window_s"])
     rows = []
     for folder, group in jobs.groupby("results_dir", sort=False):
-        mine = pd.DataFrame(columns=["machine", "timed_window_s"])
-        if summary is not None and "results_dir" in summary.columns:
-            mine = summary[summary["results_dir"] == folder]
+        mine = summary[summary["results_dir"] == folder]
         kinds = group["kind"].value_counts()
-        ordered = [k for k in JOB_LABELS if k in kinds.index]
-        ordered += sorted(k for k in kinds.index if k not in JOB_LABELS)
-        labels = [JOB_LABELS.get(k, (k, k))[int(kinds[k] != 1)] for k in ordered]
+        ordered = [k for k in JOB_NOUNS if k in kinds] + sorted(set(kinds.index) - set(JOB_NOUNS))
+        timed = mine.get("timed_window_s")
         rows.append(
             {
                 "results_dir": folder,
                 "machines": ", ".join(sorted(mine.get("machine", pd.Series()).dropna().unique())),
-                "jobs": ", ".join(f"{kinds[k]} {label}" for k, label in zip(ordered, labels)),
+                "jobs": ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered),
                 "first_start": float(group["started_at_unix"].min()),
                 "last_end": float(group["ended_at_unix"].max()),
                 "busy_s": union_seconds(zip(group["started_at_unix"], group["ended_at_unix"])),
                 "timed_s": (
-                    pd.to_numeric(mine.get("timed_window_s"), errors="coerce").sum()
-                    if "timed_window_s" in mine
-                    else math.nan
+                    math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
                 ),
             }
         )
@@ -375,31 +330,24 @@ def measurement_display(table: pd.DataFrame) -> pd.DataFrame:
     return cells(table, MEASUREMENT_CELLS, key_columns(table))
 
 
-def page_measurement(page: Page) -> pd.DataFrame:
-    return measurement_table(page.tables.summary, page.tables.windows)
-
-
-def page_cost(page: Page) -> dict:
-    """`study_cost` of the page's jobs, up to when the report is written."""
-    return study_cost(page.tables.jobs, page.tables.summary, page.rendered_at)
-
-
 def cost_record(page: Page) -> Finding | None:
     """What measuring cost and how many reached their CI target: the key finding this
     section gives (None before any job was recorded)."""
-    cost = page_cost(page)
+    cost = study_cost(page.tables.jobs, page.tables.summary, page.rendered_at)
     if cost["first_start"] is None:
         return None
-    met, judged = ci_target_counts(page_measurement(page))
+    met, judged = ci_target_counts(measurement_table(page.tables.summary, page.tables.windows))
     numbers = {k: cost[k] for k in ("busy_s", "timed_share_of_busy")}
     return Finding("measuring_cost", {}, {**numbers, "met": met, "judged": judged})
 
 
 def build(page: Page) -> Section:
-    measurement = page_measurement(page)
-    folders = cost_by_folder(page.tables.jobs, page.tables.summary)
-    costs = page.tables.summary is not None or page.tables.jobs is not None
-    quality = quality_records(measurement, page.tables.comparisons)
+    tables = page.tables
+    measurement = measurement_table(tables.summary, tables.windows)
+    folders = cost_by_folder(tables.jobs, tables.summary)
+    cost = study_cost(tables.jobs, tables.summary, page.rendered_at)
+    costs = cost_records(cost) if tables.summary is not None or tables.jobs is not None else []
+    quality = quality_records(measurement, tables.comparisons)
     # What the machine allows comes first, said once, above the cost and the counts.
     allows = [f for f in quality if f.kind == "machine_allows"]
     quality = [f for f in quality if f.kind != "machine_allows"]
@@ -407,7 +355,7 @@ def build(page: Page) -> Section:
         "measurement",
         "Measurement cost and quality",
         intro=INTRO,
-        findings=allows + (cost_records(page_cost(page)) if costs else []) + quality,
+        findings=allows + costs + quality,
         tables=(
             Table("Measurement per configuration", page.drop(measurement_display(measurement))),
             Table("Wall time per results folder", cells(folders, COST_CELLS)),

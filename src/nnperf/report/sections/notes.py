@@ -12,9 +12,8 @@ import pandas as pd
 
 from nnperf.core.wording import missing, stop_numbers_of
 from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readings
-from nnperf.report.format import GROUP_KEYS, ok_configs, sort_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import truthy
+from nnperf.report.format import GROUP_KEYS, ok_configs, sort_configs, truthy
 from nnperf.report.outline import Page, Section, section
 from nnperf.report.sections.roofline import profiled_configs, roof_names
 
@@ -22,8 +21,7 @@ from nnperf.report.sections.roofline import profiled_configs, roof_names
 def configs_with_status(
     summary: pd.DataFrame | None, runs: pd.DataFrame | None, status: str
 ) -> list[dict]:
-    """Each configuration whose measurement ended with `status` (summary.csv; runs.csv, one
-    row per process, only when there is no summary)."""
+    """Each configuration that ended with `status` (runs.csv only without a summary)."""
     frame = summary if summary is not None and "status" in summary.columns else runs
     if frame is None or frame.empty or "status" not in frame.columns:
         return []
@@ -32,12 +30,11 @@ def configs_with_status(
 
 
 def oom_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> list[Finding]:
-    found = []
-    for row in configs_with_status(summary, runs, "oom"):
-        error = row.get("error")
-        error = error.strip().rstrip(".") if isinstance(error, str) and error.strip() else None
-        found.append(Finding("oom", {**row, "error": error}))
-    return found
+    rows = configs_with_status(summary, runs, "oom")
+    errors = [r.get("error") if isinstance(r.get("error"), str) else "" for r in rows]
+    return [
+        Finding("oom", {**r, "error": e.strip().rstrip(".") or None}) for r, e in zip(rows, errors)
+    ]
 
 
 def over_budget_notes(
@@ -47,13 +44,9 @@ def over_budget_notes(
     (older results) its step time, a lower bound when the worker was stopped mid-step."""
     found = []
     for row in configs_with_status(summary, runs, "over_budget"):
-        step = row.get("single_step_time_s")
-        about = {
-            **row,
-            "phase": row.get("over_budget_phase"),
-            "step_s": None if missing(step) else step,
-            "lower_bound": truthy(row.get("single_step_time_is_lower_bound")),
-        }
+        step, lower = row.get("single_step_time_s"), row.get("single_step_time_is_lower_bound")
+        about = {"phase": row.get("over_budget_phase"), "step_s": None if missing(step) else step}
+        about = {**row, **about, "lower_bound": truthy(lower)}
         found.append(Finding("over_budget", about, stop_numbers_of(row)))
     return found
 
@@ -65,23 +58,24 @@ def unstable_notes(summary: pd.DataFrame | None) -> list[Finding]:
     return [Finding("unstable", row) for row in flagged.to_dict("records")]
 
 
+def high_cv(row: Mapping, cv_threshold: float) -> bool:
+    """A throughput CV above `cv_threshold`, or flagged `high_variance`: the headline's flag."""
+    cv = pd.to_numeric(row.get("throughput_img_s_cv"), errors="coerce")
+    return truthy(row.get("high_variance")) or bool(cv > cv_threshold)
+
+
 def variance_notes(summary: pd.DataFrame | None, cv_threshold: float) -> list[Finding]:
-    """Configurations whose throughput CV exceeds `cv_threshold` or flagged `high_variance`."""
     ok = ok_configs(summary)
     if ok.empty or "throughput_img_s_cv" not in ok.columns:
         return []
-    flagged = pd.to_numeric(ok["throughput_img_s_cv"], errors="coerce") > cv_threshold
-    if "high_variance" in ok.columns:
-        flagged = flagged | ok["high_variance"].map(truthy)
-    return [
-        Finding("high_variance", row, {"threshold": cv_threshold})
-        for row in sort_configs(ok[flagged]).to_dict("records")
-    ]
+    rows = sort_configs(ok).to_dict("records")
+    threshold = {"threshold": cv_threshold}
+    return [Finding("high_variance", r, threshold) for r in rows if high_cv(r, cv_threshold)]
 
 
 def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = ()) -> list[Finding]:
-    """Per machine, device, roof and precision whose roof some step points exceed (the roof
-    is wrong or the FLOPs overcounted, so readings against it are void), with the worst."""
+    """Per machine, device, roof and precision whose roof some step points exceed (the roof is
+    wrong or the FLOPs overcounted: readings against it are void), with the worst."""
     if verdicts.empty:
         return []
     verdicts = verdicts.assign(roof=roof_names(verdicts, list(ceilings)))
@@ -100,14 +94,14 @@ def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = (
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
     """Per profile whose calibration GEMM is absent or contradicts its FLOPs or its roof."""
     found = []
-    for row in [] if profiles is None else sort_configs(profiles).to_dict("records"):
-        if missing(row.get("calibration_flops_measured")):
-            found.append(Finding("profile_unchecked", row))
-            continue
-        if not truthy(row.get("calibration_ok")):
-            found.append(Finding("flop_counters_off", row))
-        if not truthy(row.get("roof_ok")):
-            found.append(Finding("profile_roof_flagged", row))
+    for row in profiled_configs(profiles).to_dict("records"):
+        unchecked = missing(row.get("calibration_flops_measured"))
+        kinds = {
+            "profile_unchecked": unchecked,
+            "flop_counters_off": not unchecked and not truthy(row.get("calibration_ok")),
+            "profile_roof_flagged": not unchecked and not truthy(row.get("roof_ok")),
+        }
+        found += [Finding(kind, row) for kind, flagged in kinds.items() if flagged]
     return found
 
 
@@ -134,7 +128,7 @@ def records(page: Page) -> list[Finding]:
         *unstable_notes(summary),
         *variance_notes(summary, page.cv_threshold),
         *roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings),
-        *profile_check_notes(profiled_configs(tables.profiles)),
+        *profile_check_notes(tables.profiles),
         *missing_input_notes(page),
     ]
 

@@ -1,9 +1,6 @@
-"""The Operators, layers and memory section: what each torch.profiler profile says.
-
-Findings are what the tables cannot say (what bounds the step and what to try, the memory
-headroom, the input pipeline's cost), or a profile's one status when it did not run; the
-tables hold its step, top operators and layers and peak memory by category.
-"""
+"""The Operators, layers and memory section: what each torch.profiler profile says. Findings
+are what its tables (step, top operators and layers, peak memory) cannot say: what bounds the
+step and what to try, the memory headroom, the input's cost, or why the profile did not run."""
 
 from __future__ import annotations
 
@@ -13,12 +10,12 @@ import pandas as pd
 
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.core.wording import missing
-from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import MIB, MS, cells, fmt, fmt_pct, shorten
+from nnperf.report.format import GROUP_KEYS, KEY_LABELS, MIB, MS, cells, fmt, fmt_pct, shorten
+from nnperf.report.format import sort_configs
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.words import sentence
-from nnperf.report.sections.breakdown import INPUT_BOUND_SHARE, PHASE_LABELS
+from nnperf.report.input_verdict import INPUT_BOUND_SHARE
+from nnperf.report.wording.templates import PHASE_LABELS
 from nnperf.torchprof import analysis
 from nnperf.torchprof.memory import CATEGORY_LABELS, MEMORY_CATEGORIES
 
@@ -47,23 +44,17 @@ def _about(document: Mapping, machine: str | None, **more) -> dict:
 
 
 def bound_record(document: Mapping, machine: str | None = None) -> Finding | None:
-    """Host-bound or device-bound (on the CPU: operator- or overhead-bound), with the busy
-    share it rests on, the host's dispatch time and the check against the timed runs."""
+    """Host- or device-bound (on the CPU: operator- or overhead-bound), with the busy share,
+    the host's dispatch time and the check against the timed runs."""
     summary = document.get("summary") or {}
     verdict, share = summary.get("bound"), summary.get("bound_share")
     if document.get("status") != "ok" or verdict is None or missing(share):
         return None
     timed = summary.get("timed_step_time_s")
     ratio = summary.get("profiled_over_timed")
-    about = _about(
-        document,
-        machine,
-        verdict=verdict,
-        busy_kind=summary.get("busy_kind"),
-        remedy=_remedy(document, verdict),
-        step_source="timed" if timed else "profiled",
-        slowed=not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE,
-    )
+    about = _about(document, machine, verdict=verdict, busy_kind=summary.get("busy_kind"))
+    about.update(remedy=_remedy(document, verdict), step_source="timed" if timed else "profiled")
+    about["slowed"] = not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE
     numbers = {k: summary.get(k) for k in BOUND_NUMBERS}
     numbers.update(share=share, step_s=timed or summary.get("step_time_s"))
     return Finding("profile_bound", about, numbers)
@@ -91,8 +82,7 @@ def memory_record(document: Mapping, machine: str | None = None) -> Finding | No
 
 
 def input_record(document: Mapping, machine: str | None = None) -> Finding | None:
-    """What feeding the step costs: fetching batches (`data_wait`) and copying them to the
-    device (`h2d`), per step and as a share of it."""
+    """What feeding the step costs (data wait, host-to-device), per step and as its share."""
     summary = document.get("summary") or {}
     if document.get("status") != "ok" or missing(summary.get("input_time_s")):
         return None
@@ -100,30 +90,24 @@ def input_record(document: Mapping, machine: str | None = None) -> Finding | Non
     loader = settings.get("data_path", "dataloader") == "dataloader"
     share = summary.get("input_share")
     numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s")}
-    numbers.update(
-        input_share=share, workers=int(settings.get("num_workers") or 0) if loader else None
-    )
+    workers = int(settings.get("num_workers") or 0) if loader else None
+    numbers.update(input_share=share, workers=workers)
     bound = not missing(share) and float(share) >= INPUT_BOUND_SHARE
     return Finding("profile_input", _about(document, machine, input_bound=bound), numbers)
 
 
 def profile_records(document: Mapping, machine: str | None = None) -> list[Finding]:
-    """Every finding of one profile, in the report's order; one `profile_missing` for a
-    profile that did not run."""
+    """Every finding of one profile; one `profile_missing` for a profile that did not run."""
     status = document.get("status")
     if status != "ok":
         error = str(document.get("error") or "").rstrip(".")
         return [Finding("profile_missing", _about(document, machine, status=status, error=error))]
     found = [f(document, machine) for f in (bound_record, memory_record, input_record)]
-    notes = [
-        (
-            Finding("profile_note", _about(document, machine, note=note.get("code")), note)
-            if isinstance(note, Mapping)
-            else Finding("profile_note", _about(document, machine, note=note))
-        )
-        for note in document.get("notes") or []
-    ]
-    return [f for f in found if f is not None] + notes
+    for note in document.get("notes") or []:
+        coded = isinstance(note, Mapping)
+        about = _about(document, machine, note=note.get("code") if coded else note)
+        found.append(Finding("profile_note", about, note if coded else {}))
+    return [f for f in found if f is not None]
 
 
 INTRO = (
@@ -138,7 +122,6 @@ INTRO = (
 
 
 def sorted_opprofiles(profiles: Sequence) -> list:
-    """Operator profiles in the report's order of configurations (`sort_configs`)."""
     keys = pd.DataFrame([p.document for p in profiles], columns=list(GROUP_KEYS))
     return [profiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
 
@@ -182,15 +165,13 @@ TOP_COLUMNS = {
 
 
 def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.DataFrame:
-    """`spec` over one row per profile (`with_memory`: per profile that recorded its memory):
-    its document's fields, summary and memory."""
-    rows = []
-    for profile in profiles:
-        d = profile.document
-        values = {**d, **(d.get("summary") or {}), **(d.get("memory") or {})}
-        if with_memory and not values.get("peak_allocated_bytes"):
-            continue
-        rows.append(values)
+    """`spec` over each profile's document, summary and memory (`with_memory`: only those
+    that recorded their memory)."""
+    rows = [
+        {**p.document, **(p.document.get("summary") or {}), **(p.document.get("memory") or {})}
+        for p in profiles
+    ]
+    rows = [r for r in rows if r.get("peak_allocated_bytes") or not with_memory]
     frame = pd.DataFrame(rows)
     return cells(frame, spec, pd.DataFrame([_profile_keys(r) for r in rows]))
 
@@ -233,20 +214,15 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
 
 
 def build(page: Page) -> Section | None:
-    """Where each profiled step's time and memory go, from its torch.profiler profile."""
     if not page.tables.opprofiles:
         return None
     profiles = sorted_opprofiles(page.tables.opprofiles)
-    findings = [
-        sentence(f)
-        for profile in profiles
-        for f in profile_records(profile.document, profile.document.get("machine"))
-    ]
+    documents = [p.document for p in profiles]
     return section(
         "operators",
         "Operators, layers and memory",
         intro=INTRO,
-        findings=findings,
+        findings=[f for d in documents for f in profile_records(d, d.get("machine"))],
         tables=(
             Table("Where each profiled step goes", page.drop(profile_rows(profiles, STEP_COLUMNS))),
             Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),

@@ -10,12 +10,10 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.report.bounds import LEVEL_LABELS, ROOF_TOLERANCE, roofline_verdicts, study_readings
-from nnperf.report.format import GROUP_KEYS, MEAN, key_columns, match_config, ok_configs
-from nnperf.report.format import sort_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import MS, cells, fmt, fmt_ghz, fmt_pct, fmt_times, si, truthy
+from nnperf.report.format import GROUP_KEYS, MEAN, MS, cells, fmt, fmt_ghz, fmt_pct, fmt_times
+from nnperf.report.format import key_columns, match_config, ok_configs, si, sort_configs, truthy
 from nnperf.report.outline import Page, Section, Table, section
-from nnperf.report.wording.words import sentence
 from nnperf.roofline.peaks import peak_origin
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
 
@@ -34,8 +32,7 @@ INTRO = (
 
 
 def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
-    """Each verdict's roof origin as a reader should read it: `derived` where the ceilings
-    JSON's datasheet entry is a CPU's derived peak (`peak_origin`), never `datasheet`."""
+    """Each verdict's roof origin: `derived` where the datasheet entry is a CPU's derived peak."""
     derived = {
         (c.get("machine"), c.get("device"))
         for c in ceilings
@@ -48,9 +45,8 @@ def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
 
 
 def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
-    """The verdicts with `roof_name` (`roof_names`), `above_roof` (the step reached more
-    than 100% of the roof above it or of its compute peak), `above_fraction` (how far: 1.09
-    is 109%) and `above_value` (the FLOP/s of the roof it beat)."""
+    """The verdicts with `roof_name`, `above_roof` (the step beat the roof above it or its
+    compute peak), `above_fraction` (1.09: by 9%) and `above_value` (the FLOP/s it beat)."""
     if verdicts.empty:
         return verdicts.assign(roof_name=[], above_roof=[], above_fraction=[], above_value=[])
     of_roof = pd.to_numeric(verdicts["fraction_of_roof"], errors="coerce")
@@ -68,8 +64,7 @@ def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
 
 
 def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
-    """Every point of `above_roof` above its roof (none goes unremarked), with what the
-    wording needs to say why that roof is under-measured."""
+    """Every point above its roof, with what says why that roof is under-measured."""
     by_device = {(c.get("machine"), c.get("device")): c for c in ceilings}
     records = []
     for row in flagged[flagged["above_roof"]].to_dict("records"):
@@ -91,18 +86,14 @@ def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
 
 
 def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dict, dict]:
-    """What this study already measured that speaks for a remedy of a host-bound step: the
-    same configuration at a larger batch size (`larger`), or a variant that compiles the
-    step (`compiled`), going faster than it ((about, numbers) of the record)."""
+    """What this study measured for a host-bound step's remedies: the same configuration at a
+    larger batch (`larger`) or compiled (`compiled`) going faster ((about, numbers))."""
     ok = ok_configs(summary)
-    base = match_config(ok, profile) if not ok.empty else None
+    base = match_config(ok, profile)
     if base is None:
         return {}, {}
-    same = {free: ok for free in ("batch_size", "variant")}
-    for free in same:
-        for key in (k for k in GROUP_KEYS if k != free):
-            same[free] = same[free][same[free][key] == profile[key]]
-    larger, compiled = same["batch_size"], same["variant"]
+    same = [[k for k in GROUP_KEYS if k != free] for free in ("batch_size", "variant")]
+    larger, compiled = (ok[(ok[k] == pd.Series(profile)[k]).all(axis=1)] for k in same)
     compile_s = pd.to_numeric(compiled.get("compile_time_s", pd.Series()), errors="coerce")
     candidates = {
         "larger": larger[larger["batch_size"].astype(int) > int(profile["batch_size"])],
@@ -125,8 +116,8 @@ BUSY_NUMBERS = (
 
 
 def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Finding:
-    """What the GPU's busy share says about one profiled configuration (profiles.csv row):
-    host-bound (with the evidence for its remedies), device-bound, partly, or unknown."""
+    """What the GPU's busy share says of a profiles.csv row: host-bound (with the evidence for
+    its remedies), device-bound, partly, or unknown."""
     verdict = str(profile.get("busy_verdict"))
     if missing(profile.get("busy_share_at_profiled_clock")):
         verdict = "unknown"
@@ -140,7 +131,6 @@ def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Findin
 
 
 def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
-    """The Bound cell: compute, memory (level), or why no bound is read."""
     if bound is None or missing(bound):
         return "n/a (no bandwidth roof)"
     if fraction_of_roof > ROOF_TOLERANCE:
@@ -151,7 +141,6 @@ def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
 
 
 def above_roof_text(above, above_value, peak_flop_s, above_fraction) -> str:
-    """The Above roof cell: `yes, 109% of peak` for a point above its roof, else empty."""
     if not truthy(above):
         return ""
     of = "peak" if above_value == peak_flop_s else "roof"
@@ -212,46 +201,32 @@ PROFILE_COLUMNS = {
 }
 
 
-def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame | None:
-    """profiles.csv in the report's order (None: no profile)."""
-    return sort_configs(profiles) if profiles is not None else None
+def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame:
+    """profiles.csv in the report's order (empty: no profile)."""
+    return pd.DataFrame() if profiles is None else sort_configs(profiles)
 
 
 def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[Finding]:
-    """Every point above one of its roofs, then what each profile's busy share says; each
-    configuration's bound is the reading table's."""
+    """Every point above one of its roofs, then what each profile's busy share says."""
     rows = profiled.to_dict("records") if profiled is not None else []
-    return above_roof_records(above_roof(verdicts, ceilings), ceilings) + [
-        busy_record(row, summary) for row in rows
-    ]
+    flagged = above_roof_records(above_roof(verdicts, ceilings), ceilings)
+    return flagged + [busy_record(row, summary) for row in rows]
 
 
 def build(page: Page) -> Section:
-    readings = study_readings(page.tables)
-    verdicts = roofline_verdicts(readings)
+    verdicts = roofline_verdicts(study_readings(page.tables))
     flagged = above_roof(verdicts, page.tables.ceilings)
     profiled = profiled_configs(page.tables.profiles)
-    if profiled is None:
-        profiled = pd.DataFrame()
+    readings = page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged)))
+    checks = page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled)))
     return section(
         "roofline",
         "Roofline",
         intro=INTRO,
-        findings=[
-            sentence(f)
-            for f in roofline_findings(
-                verdicts, profiled, page.tables.summary, page.tables.ceilings
-            )
-        ],
+        findings=roofline_findings(verdicts, profiled, page.tables.summary, page.tables.ceilings),
         tables=(
-            Table(
-                "Reading per configuration",
-                page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged))),
-            ),
-            Table(
-                "Profiled configurations: GPU busy share, clocks and checks",
-                page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled))),
-            ),
+            Table("Reading per configuration", readings),
+            Table("Profiled configurations: GPU busy share, clocks and checks", checks),
         ),
         figures=page.figures_of("roofline"),
         sources=page.sources("roofline_points", "profiles", "ceilings", "kernels"),

@@ -1,7 +1,5 @@
-"""The Speedups section: each precision against fp32 and each variant against the baseline
-at the same batch size, and how throughput grows with batch size, from comparisons.csv alone
-(each ratio with its 95% interval and `verdict`); its rows are the findings' records.
-"""
+"""The Speedups section: each precision against fp32 and each variant against the baseline at
+the same batch size, and how throughput grows with batch size, from comparisons.csv alone."""
 
 from __future__ import annotations
 
@@ -9,9 +7,8 @@ import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report.comparisons import ci_of, interval_cell
-from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
-from nnperf.report.format import fmt, fmt_times
+from nnperf.report.format import GROUP_KEYS, KEY_LABELS, fmt, fmt_times, sort_configs
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.wording.findings import side
 
@@ -40,9 +37,8 @@ def stated(table: pd.DataFrame, column: str) -> list[Finding]:
     """Every pair at its largest batch size, and below it those left unresolved."""
     if table.empty:
         return []
-    largest = table["batch_size"] == table.groupby(SCALING_KEYS, dropna=False)[
-        "batch_size"
-    ].transform("max")
+    most = table.groupby(SCALING_KEYS, dropna=False)["batch_size"].transform("max")
+    largest = table["batch_size"] == most
     rows = pd.concat([table[largest], table[~largest & (table["verdict"] == "unresolved")]])
     return [Finding("speedup", {"row": r, "column": column}) for r in rows.to_dict("records")]
 
@@ -53,11 +49,8 @@ def scaling(table: pd.DataFrame | None) -> list[Finding]:
     batch = pd.DataFrame() if table is None or table.empty else table[table["kind"] == "batch"]
     groups: dict[tuple, dict] = {}
     for row in batch.to_dict("records"):
-        a = side(row, "a")
-        entry = groups.setdefault(
-            tuple(str(a[k]) for k in SCALING_KEYS),
-            {**{k: a[k] for k in SCALING_KEYS}, "gain": None, "tops": []},
-        )
+        a = {k: side(row, "a")[k] for k in SCALING_KEYS}
+        entry = groups.setdefault(tuple(map(str, a.values())), {**a, "gain": None, "tops": []})
         if row["pair"] == "largest_vs_smallest":
             entry["gain"] = row
         else:

@@ -82,10 +82,20 @@ class Measurement:
     # Workers lost without their result and replaced (vocab.WORKER_LOSS_FIELDS each).
     worker_losses: list[dict] = dataclasses.field(default_factory=list)
 
+    def clean_windows(self) -> list[dict]:
+        """The windows the estimate and the comparison's rounds are made of: every window
+        but the disturbed ones (`stability.discard_reasons`), which stay in `windows`."""
+        return [w for w in self.windows if not w.get("discarded")]
+
+    def clean_steps(self) -> list[dict]:
+        """The steps of `clean_windows`."""
+        left_out = {(w["process"], w["window"]) for w in self.windows if w.get("discarded")}
+        return [s for s in self.steps if (s["process"], s["window"]) not in left_out]
+
     def samples(self) -> list[stopping.WindowSample]:
         return [
             stopping.WindowSample(int(w["process"]), int(w["images"]), float(w["window_s"]))
-            for w in self.windows
+            for w in self.clean_windows()
         ]
 
 
@@ -191,6 +201,10 @@ class MeasurementRun:
             if result.status == "ok":
                 result.stop_reason = action.reason
                 result.stop_numbers = dict(action.numbers)
+                if len(result.clean_windows()) < len(result.windows) and not (
+                    stopping.enough_clean(stopping.estimate(result.samples()), self.request.timing)
+                ):
+                    result.status = "host_busy"
         return action
 
     def _run_worker(self, round_index: int | None) -> stopping.Action:
@@ -346,7 +360,12 @@ class _Driver:
                 message = worker.receive(self.hard_end())
                 if message[0] != "window":
                     return self._ended_early(message, record)
-                result.windows.append(message[1])
+                window = message[1]
+                # A disturbed window stays in the table but not in the estimate: the
+                # stopping rule, which counts clean windows, asks for another in its place.
+                reasons = stability.discard_reasons(window, result.windows)
+                window.update(discarded=bool(reasons), discard_reasons="|".join(reasons))
+                result.windows.append(window)
                 result.steps.extend(message[2])
                 action = stopping.next_action(
                     result.samples(),
@@ -355,6 +374,7 @@ class _Driver:
                     process_cost_s=process_cost(result, bool(request.settings.compile)),
                     timing=request.timing,
                     target_ci=request.target_ci,
+                    window_cost_s=max(float(w["window_s"]) for w in result.windows),
                 )
                 if action.kind != "window":
                     if self._measure_loader(worker, record):

@@ -34,7 +34,7 @@ import math
 import os
 from typing import Iterable, Mapping, Sequence
 
-from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
+from nnperf.core.vocab import DISCARD_CAUSES, OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 
 CLOCK_DROP_LIMIT = 0.10
 # NVML clock-event reasons that mean the GPU slowed itself down for protection.
@@ -375,6 +375,29 @@ def flag_windows(rows: Sequence[dict]) -> list[dict]:
         reasons = window_flag_reasons(row, median_clock)
         flagged.append({**row, "flagged": bool(reasons), "flag_reasons": "|".join(reasons)})
     return flagged
+
+
+def discard_reasons(row: dict, earlier: Sequence[dict]) -> list[str]:
+    """Why a window that just arrived is left out of the estimate (`vocab.DISCARD_CAUSES`
+    codes; empty: it is used), judged once, on arrival, by the same flags as the windows
+    table, its clock against the median of the configuration's windows so far (itself
+    included): a disturbed window is replaced by another, so the decision cannot wait for
+    the configuration's last window."""
+    clocks = sorted(
+        c for c in (_number(r.get("sm_clock_mhz")) for r in [*earlier, row]) if c is not None
+    )
+    return window_flag_reasons(row, _median(clocks))
+
+
+def discard_counts(rows: Iterable[dict]) -> dict[str, int]:
+    """Discarded windows by cause (every `vocab.DISCARD_CAUSES` code, 0 where none); a window
+    with two causes counts under each."""
+    counts = dict.fromkeys(DISCARD_CAUSES, 0)
+    for row in rows:
+        if row.get("discarded"):
+            for reason in filter(None, str(row.get("discard_reasons") or "").split("|")):
+                counts[reason] = counts.get(reason, 0) + 1
+    return counts
 
 
 def _median(values: Sequence[float]) -> float | None:

@@ -321,17 +321,23 @@ def next_action(
     process_cost_s: float,
     timing: TimingSettings,
     target_ci: float,
+    window_cost_s: float | None = None,
 ) -> Action:
     """The stopping rule (module docstring); called after every window.
 
-    `current_process` is the index of the process whose window just ended, `elapsed_s` the
-    configuration's wall time so far and `process_cost_s` what starting a process costs
-    (fork, model build, warm-up: measured on the processes so far).
+    `windows` are the clean ones (a disturbed window is left out, so the process measures
+    another in its place). `current_process` is the index of the process whose window just
+    ended, `elapsed_s` the configuration's wall time so far and `process_cost_s` what
+    starting a process costs (fork, model build, warm-up: measured on the processes so
+    far); `window_cost_s` what a window costs, disturbed ones included (the longest of
+    `windows` when None).
     """
     current = estimate(windows)
     groups = by_process(windows)
     in_current = len(groups.get(current_process, []))
-    window_cost = max(w.seconds for w in windows) if windows else 0.0
+    if window_cost_s is None:
+        window_cost_s = max(w.seconds for w in windows) if windows else 0.0
+    window_cost = window_cost_s
     remaining = timing.max_seconds - elapsed_s
     enough_processes = current.n_processes >= timing.min_processes
     enough_windows = all(len(g) >= timing.min_windows for g in groups.values())
@@ -378,6 +384,14 @@ def next_action(
     if window_fits:
         return Action("window")
     return budget
+
+
+def enough_clean(current: Estimate, timing: TimingSettings) -> bool:
+    """Whether the clean windows make an estimate the stopping rule could have stopped on:
+    an interval, from `timing.min_processes` processes (or all the processes allowed). A
+    configuration whose disturbed windows left it short of this ends `host_busy`."""
+    wanted = min(timing.min_processes, timing.max_processes)
+    return current.method is not None and current.n_processes >= wanted
 
 
 def process_fits_budget(

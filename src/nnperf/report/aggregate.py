@@ -24,6 +24,7 @@ from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
+    DISCARD_CAUSES,
     PHASES,
     RUN_KIND,
     RUN_STATUSES,
@@ -209,6 +210,7 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     row.update({f"stop_{name}": stop.get(name) for name in STOP_NUMBERS})
     for key in ("over_budget_phase", "error", "n_processes", "n_windows"):
         row[key] = doc(key)
+    row.update(discarded_columns(document))
     row["throughput_img_s_mean"] = doc("throughput_img_s")
     for key in ("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel"):
         row[key] = doc(key)
@@ -243,6 +245,17 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         ended_at_unix=doc("ended_at_unix"),
     )
     return row
+
+
+def discarded_columns(document: dict) -> dict:
+    """summary.csv's `discarded_windows` (disturbed windows left out of the estimate and
+    measured again) and `discarded_<cause>` (`vocab.DISCARD_CAUSES`); 0 for a document from
+    before windows were discarded."""
+    causes = document.get("discarded_causes") or {}
+    return {
+        "discarded_windows": document.get("discarded_windows") or 0,
+        **{f"discarded_{cause}": causes.get(cause, 0) for cause in DISCARD_CAUSES},
+    }
 
 
 PEAK_MEMORY = (

@@ -202,6 +202,15 @@ def test_discard_reasons_judge_the_clock_against_the_windows_so_far():
     assert stability.discard_reasons({"sm_clock_mhz": 1500.0}, earlier) == ["sm_clock_drop"]
     assert stability.discard_reasons({"sm_clock_mhz": 1970.0}, earlier) == []
     assert stability.discard_reasons({"steal_share": 0.2}, []) == ["cpu_steal"]
+    # A run that asks for more threads than cores is flagged for it, but only a neighbour's
+    # load beyond the cores it left free discards a window.
+    own = {"own_threads": 4, "cores": 2}
+    assert stability.window_flag_reasons({**own, "other_cores": 0.0}, None) == ["host_overloaded"]
+    assert stability.discard_reasons({**own, "other_cores": 0.1}, []) == []
+    assert stability.discard_reasons({**own, "other_cores": 0.5}, []) == ["host_overloaded"]
+    one = {"own_threads": 1, "cores": 2}
+    assert stability.discard_reasons({**one, "other_cores": 1.1}, []) == []
+    assert stability.discard_reasons({**one, "other_cores": 1.5}, []) == ["host_overloaded"]
     counts = stability.discard_counts(
         [
             {"discarded": True, "discard_reasons": "host_overloaded|cpu_steal"},

@@ -386,7 +386,22 @@ def discard_reasons(row: dict, earlier: Sequence[dict]) -> list[str]:
     clocks = sorted(
         c for c in (_number(r.get("sm_clock_mhz")) for r in [*earlier, row]) if c is not None
     )
-    return window_flag_reasons(row, _median(clocks))
+    reasons = window_flag_reasons(row, _median(clocks))
+    if "host_overloaded" in reasons and not neighbour_load(row):
+        reasons.remove("host_overloaded")
+    return reasons
+
+
+def neighbour_load(row: dict) -> bool:
+    """Whether other processes used more than the cores the run left free, by more than
+    `OVERLOAD_TOLERANCE_CORES`. The `host_overloaded` flag also fires when the run alone asks
+    for more threads than there are cores (DataLoader workers beside torch's pool, most of
+    them waiting): every window of such a run is flagged alike, and measuring another would
+    change nothing, so only a neighbour's load is a reason to discard a window."""
+    other, own, cores = (_number(row.get(k)) for k in ("other_cores", "own_threads", "cores"))
+    if other is None or own is None or cores is None:
+        return False
+    return other > max(0.0, cores - own) + OVERLOAD_TOLERANCE_CORES
 
 
 def discard_counts(rows: Iterable[dict]) -> dict[str, int]:

@@ -695,7 +695,7 @@ def test_write_tables_refuses_other_documents_statuses_and_thresholds(documents,
     write_json(odd, {**documents[0], "status": "mixed"})
     with pytest.raises(
         NnperfError,
-        match=r"odd\.json: status 'mixed' is not allowed; allowed: ok, oom, over_budget",
+        match=r"odd\.json: status 'mixed' is not allowed; allowed: ok, oom, over_budget, host_busy",
     ):
         aggregate.write_tables(TablesRequest(), [odd], *tables)
     # The request itself refuses a threshold outside (0, 1] (nnperf.core.settings).

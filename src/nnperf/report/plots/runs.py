@@ -44,6 +44,12 @@ UNMEASURED = {
         "X",
         "darkorange",
     ),
+    "host_busy": (
+        "host busy (too few clean windows)",
+        "host busy",
+        "P",
+        "slategray",
+    ),
 }
 # Groups sharing a batch size are spread over this many octaves so their points stay apart.
 DODGE_OCTAVES = 0.25

@@ -31,6 +31,21 @@ def over_budget(f: Finding, named=None) -> str:
     return text + "; raise timing.max_seconds to measure it."
 
 
+def host_busy(f: Finding, named=None) -> str:
+    n = f.numbers
+    counted = ""
+    if n.get("discarded_windows") is not None and n.get("n_windows") is not None:
+        counted = (
+            f": {count_of(int(n['discarded_windows']), 'window')} ran beside other load and "
+            f"{'was' if int(n['discarded_windows']) == 1 else 'were'} left out, "
+            f"{count_of(int(n['n_windows']), 'clean window')} remained"
+        )
+    return (
+        f"Host busy: {_where(f.about)} was not measured{counted}; it has no point on a "
+        "figure, no roofline point and no speedup. Run it again on a quieter machine."
+    )
+
+
 def unstable(f: Finding, named=None) -> str:
     return (
         f"Unstable: {_where(f.about)} — {unstable_text(f.about) or 'no reason recorded'}; its "
@@ -106,6 +121,7 @@ WORDING = {
         for f in (
             oom,
             over_budget,
+            host_busy,
             unstable,
             high_variance,
             roof_too_low,

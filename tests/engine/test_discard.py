@@ -137,6 +137,8 @@ def test_too_many_disturbed_windows_end_host_busy_with_their_numbers():
     assert document["throughput_img_s"] == pytest.approx(32 / STEP_S, rel=0.03)
     assert document["stop_reason"] == "budget"
     assert "host busy" in runner.describe_outcome(BASE, document)
+    # Its clean steps still plan an operator profile or a training run.
+    assert runner.expected_step_time(document) == pytest.approx(STEP_S, rel=0.05)
     row = aggregate.summary_row(document)
     assert row["status"] == "host_busy" and row["discarded_host_overloaded"] > 0
     # Every window disturbed: no number at all, and the line still prints.

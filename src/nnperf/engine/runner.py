@@ -128,7 +128,7 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     one_time = first.get("one_time_step_time_s") or {}
     later = [c for c in compile_times[1:] if c is not None]
     # Steady steps only: an over-budget verdict reached in a one-time step has none.
-    single = steady if result.status == "ok" else result.single_step_time_s
+    single = steady if result.status in ("ok", "host_busy") else result.single_step_time_s
     return {
         "step_time_s": stopping.step_time_stats(step_times) if step_times else None,
         "phase_time_s": (
@@ -312,13 +312,14 @@ def windows_frame(windows: list[dict]):
 
 
 def expected_step_time(run_document: Mapping | None) -> float | None:
-    """The timed runs' steady step time: the median of a measured configuration, or the
-    steady step an over-budget one showed (a lower bound where it was cut off); None
+    """The timed runs' steady step time: the median of a measured configuration (of its clean
+    windows for a `host_busy` one: a plan, never a reported number), or the steady step an
+    over-budget one showed (a lower bound where it was cut off); None
     otherwise, and None for a configuration that ended over budget in a one-time step
     (its first step, compilation or recording says nothing about the step time)."""
     if not run_document:
         return None
-    if run_document.get("status") == "ok":
+    if run_document.get("status") in ("ok", "host_busy"):
         steps = run_document.get("step_time_s") or {}
         median = steps.get("median") if isinstance(steps, Mapping) else None
         return float(median) if median else None

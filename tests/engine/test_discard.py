@@ -117,6 +117,8 @@ def test_disturbed_windows_are_replaced_and_left_out_of_the_estimate():
     row = aggregate.summary_row(document)
     assert row["discarded_windows"] == 3 and row["discarded_host_overloaded"] == 3
     assert row["discarded_cpu_steal"] == 0
+    # The spread beside the estimate is the clean windows' too.
+    assert row["throughput_img_s_min"] == min(w["throughput_img_s"] for w in clean)
 
 
 def test_a_quiet_run_discards_nothing():

@@ -203,7 +203,9 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     stop, variance = stop_numbers_of(document), doc("variance") or {}
     phases = doc("phase_time_s") or {}
     q1, q3, cv = (doc(f"throughput_img_s_{k}") for k in ("q1", "q3", "cv"))
-    windows = doc("windows") or []
+    # The windows the estimate used: a discarded one (disturbed, measured again) stays in
+    # windows.csv and in the noise causes' evidence, not in the spread beside the estimate.
+    windows = [w for w in doc("windows") or [] if not w.get("discarded")]
     clocks = np.array([w["sm_clock_mhz"] for w in windows if w.get("sm_clock_mhz") is not None])
     clocks = clocks.astype(float)[np.isfinite(clocks.astype(float))]
     row = {key: doc(key) for key in (*CONFIG_KEYS, "dataset", "status", "stop_reason")}

@@ -213,6 +213,11 @@ def test_discard_reasons_judge_the_clock_against_the_windows_so_far():
     assert stability.discard_reasons({**own, "other_cores": 0.1}, []) == []
     assert stability.discard_reasons({**own, "other_cores": 0.5}, []) == ["host_overloaded"]
     one = {"own_threads": 1, "cores": 2}
+    # Over a 50 ms window the tick counters cannot tell 0.4 cores from none; over 2 s they can.
+    short, long = {**own, "window_s": 0.05}, {**own, "window_s": 2.0}
+    assert not stability.neighbour_load({**short, "other_cores": 0.6}, ticks_per_s=100)
+    assert stability.neighbour_load({**short, "other_cores": 1.2}, ticks_per_s=100)
+    assert stability.neighbour_load({**long, "other_cores": 0.4}, ticks_per_s=100)
     assert stability.discard_reasons({**one, "other_cores": 1.1}, []) == []
     assert stability.discard_reasons({**one, "other_cores": 1.5}, []) == ["host_overloaded"]
     counts = stability.discard_counts(

@@ -392,16 +392,28 @@ def discard_reasons(row: dict, earlier: Sequence[dict]) -> list[str]:
     return reasons
 
 
-def neighbour_load(row: dict) -> bool:
+# /proc counts CPU time in ticks (1/USER_HZ s, 10 ms): the machine's busy time and the run's
+# own are each read twice and truncated, so the other processes' share of a window is known
+# to within a few ticks over its length: 40 ms of a 50 ms window is no neighbour's load.
+TICK_SLACK = 4
+
+
+def neighbour_load(row: dict, ticks_per_s: int | None = None) -> bool:
     """Whether other processes used more than the cores the run left free, by more than
-    `OVERLOAD_TOLERANCE_CORES`. The `host_overloaded` flag also fires when the run alone asks
-    for more threads than there are cores (DataLoader workers beside torch's pool, most of
-    them waiting): every window of such a run is flagged alike, and measuring another would
-    change nothing, so only a neighbour's load is a reason to discard a window."""
-    other, own, cores = (_number(row.get(k)) for k in ("other_cores", "own_threads", "cores"))
+    `OVERLOAD_TOLERANCE_CORES` and the counters' resolution over the window (`TICK_SLACK`).
+    The `host_overloaded` flag also fires when the run alone asks for more threads than
+    there are cores (DataLoader workers beside torch's pool, most of them waiting): every
+    window of such a run is flagged alike, and measuring another would change nothing, so
+    only a neighbour's load is a reason to discard a window."""
+    other, own, cores, window_s = (
+        _number(row.get(k)) for k in ("other_cores", "own_threads", "cores", "window_s")
+    )
     if other is None or own is None or cores is None:
         return False
-    return other > max(0.0, cores - own) + OVERLOAD_TOLERANCE_CORES
+    resolution = 0.0
+    if window_s and window_s > 0:
+        resolution = TICK_SLACK / ((ticks_per_s or _clock_ticks()) * window_s)
+    return other > max(0.0, cores - own) + OVERLOAD_TOLERANCE_CORES + resolution
 
 
 def discard_counts(rows: Iterable[dict]) -> dict[str, int]:

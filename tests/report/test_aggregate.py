@@ -20,6 +20,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
 from nnperf.core.vocab import (
     CONFIG_KEYS,
+    DISCARD_CAUSES,
     PHASES,
     STOP_NUMBERS,
     UNSTABLE_NUMBERS,
@@ -431,6 +432,8 @@ SUMMARY_COLUMNS = [
     "error",
     "n_processes",
     "n_windows",
+    "discarded_windows",
+    *(f"discarded_{cause}" for cause in DISCARD_CAUSES),
     "throughput_img_s_mean",
     "throughput_img_s_ci95_low",
     "throughput_img_s_ci95_high",

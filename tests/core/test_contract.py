@@ -16,6 +16,8 @@ from nnperf.core import codehash, contract, layout, vocab
 from nnperf.core import config as study_config
 from nnperf.core.errors import NnperfError
 from nnperf.core.jobs import logged_job
+from nnperf.core.settings import MIN_SECONDS_SHARE
+from nnperf.study.loading import load_study
 
 from conftest import REPO
 
@@ -26,8 +28,45 @@ def schema():
 
 
 def test_schema_defaults_are_the_dataclass_defaults(schema):
-    """Every key and every default of the schema, and nothing else, is in StudyConfig."""
-    assert study_config.validate({}, schema) == contract.to_dict(contract.StudyConfig())
+    """Every key and every default of the schema, and nothing else, is in StudyConfig; a
+    null that stands for a share of another key is that share once the dataclass is built."""
+    defaults = study_config.validate({}, schema)
+    assert defaults["timing"]["min_seconds"] is None
+    assert _resolved(defaults) == contract.to_dict(contract.StudyConfig())
+
+
+def _resolved(config: dict) -> dict:
+    """`config` with the nulls that stand for a share of another key resolved, as the
+    settings dataclasses resolve them (timing.min_seconds)."""
+    timing = dict(config["timing"])
+    if timing["min_seconds"] is None:
+        timing["min_seconds"] = MIN_SECONDS_SHARE * timing["max_seconds"]
+    return {**config, "timing": timing}
+
+
+def test_max_seconds_alone_sets_a_budget():
+    """`timing={max_seconds: 10}` over the default study is a budget (min_seconds was 20 and
+    refused it): a null min_seconds is a third of max_seconds, wherever the settings come
+    from; the default study keeps its 20 s of 60, and an explicit min_seconds above
+    max_seconds is still one line."""
+    shipped = load_study(detect=lambda: "cpu").typed.timing
+    assert (shipped.min_seconds, shipped.max_seconds) == (20.0, 60.0)
+    small = load_study(config_entries=["timing={max_seconds: 10}"], detect=lambda: "cpu")
+    assert small.typed.timing.min_seconds == pytest.approx(10 / 3)
+    assert small.typed.timing.max_seconds == 10.0
+    assert contract.TimingSettings(max_seconds=4).min_seconds == pytest.approx(4 / 3)
+    assert contract.TimingSettings(min_seconds=0, max_seconds=4).min_seconds == 0
+    # The resolved number is what crosses into a job, and it comes back the same.
+    data = contract.to_dict(contract.TimingSettings(max_seconds=9))
+    assert data["min_seconds"] == pytest.approx(3.0)
+    assert contract.from_dict(contract.TimingSettings, data).min_seconds == data["min_seconds"]
+    with pytest.raises(NnperfError) as info:
+        load_study(config_entries=["timing={min_seconds: 30, max_seconds: 10}"], detect=lambda: "cpu")
+    assert str(info.value).endswith(
+        "timing.min_seconds = 30.0 is larger than timing.max_seconds = 10.0; allowed: "
+        "min_seconds <= max_seconds"
+    )
+    assert "\n" not in str(info.value)
 
 
 def test_every_section_maps_to_one_settings_class(schema):
@@ -86,7 +125,7 @@ def test_shipped_studies_become_typed_studies(schema, name):
     merged = study_config.overlay_study({**base, **layer}, [layer])
     validated = study_config.validate(merged, schema)
     study = contract.from_dict(contract.StudyConfig, validated)
-    assert contract.to_dict(study) == validated
+    assert contract.to_dict(study) == _resolved(validated)
     assert set(study.variants) == set(layer["variants"])
     assert all(isinstance(v, contract.VariantSettings) for v in study.variants.values())
 

@@ -18,6 +18,7 @@ from matplotlib.collections import PathCollection
 from nnperf.core import files, layout
 from nnperf.core.contract import TablesRequest
 from nnperf.core.errors import NnperfError
+from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import aggregate, machines, results
 from nnperf.report.plots import machines as plot_machines
 from test_aggregate import run_document as timed_run_document
@@ -161,7 +162,7 @@ def test_environment_frame_flattens_the_record_and_labels_the_machine():
     row = frame.iloc[0]
     assert row["machine"] == H100
     # One row per configuration: its keys, no repetition index.
-    assert list(frame.columns[:7]) == [*machines.RUN_KEYS, "status", "machine"]
+    assert list(frame.columns[:7]) == [*CONFIG_KEYS, "status", "machine"]
     assert "rep" not in frame.columns and row["device"] == "cuda"
     # Nested fields keep their path: gpu.capability, clocks.gpu_sm_mhz.
     assert row["gpu_capability"] == "9.0"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
@@ -54,23 +55,19 @@ JSON_DOC = {
     "measured": {"gemm_flop_s": {"bf16": 6.5e14}, "memory_bandwidth_bytes_s": 2.9e12},
     "datasheet": {"flop_s": {"bf16": 9.89e14}, "memory_bandwidth_bytes_s": 3.35e12},
 }
+# No configuration profiled: kernels.csv absent.
+NO_KERNELS = roofline_tables.read_kernels(None)
 
 
 def test_config_roofline_figure(h100):
     table, points = h100
-    figure = plots.plot_config_roofline(
-        points,
-        title="cuda resnet18 bf16 bs256 baseline",
-        precision="bf16",
-        ncu_ceilings=roofline.ncu_ceilings(roofline.step_kernels(table)),
-        json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]),
-    )
+    figure = plots.config_figure(points, table, JSON_DOC, FigureRequest("roofline", **H100_CONFIG))
     try:
         ax = figure.axes[0]
         assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
         assert ax.get_xlabel() == "Arithmetic intensity (FLOP/byte)"
         assert ax.get_ylabel() == "Performance (FLOP/s)"
-        assert ax.get_title() == "cuda resnet18 bf16 bs256 baseline"
+        assert ax.get_title() == "cuda resnet18 bf16 bs256 baseline: hierarchical roofline (ncu)"
         lines = _lines(ax)
         # ncu ceilings dash-dot, labelled with value and clock; measured solid; datasheet dashed
         # the tensor roof is the dense rate: 4096 x 132 SMs x 1.59 GHz
@@ -124,15 +121,10 @@ def test_config_roofline_with_analytic_point_only():
             )
         ]
     )
-    figure = plots.plot_config_roofline(
-        points,
-        title="cpu m fp32 bs32 baseline (analytic)",
-        precision="fp32",
-        json_roofs=roofline.json_ceilings(
-            {"measured": {"gemm_flop_s": {"fp32": 1e12}, "memory_bandwidth_bytes_s": 2e10}},
-            ["fp32"],
-        ),
-    )
+    ceilings = {"measured": {"gemm_flop_s": {"fp32": 1e12}, "memory_bandwidth_bytes_s": 2e10}}
+    keys = {"model": "m", "precision": "fp32", "batch_size": 32, "variant": "baseline"}
+    request = FigureRequest("roofline", "cpu", **keys)
+    figure = plots.config_figure(points, NO_KERNELS, ceilings, request)
     try:
         ax = figure.axes[0]
         assert "analytic step (algorithmic bytes)" in _legend_texts(ax)
@@ -141,39 +133,6 @@ def test_config_roofline_with_analytic_point_only():
         x, y = collection.get_offsets()[0]
         assert x == pytest.approx(32e9 / (1e7 + 32e6))
         assert y == pytest.approx(32e9 / 0.8)
-    finally:
-        plt.close(figure)
-
-
-def test_device_step_figure_mixes_ncu_and_analytic(h100):
-    table, points = h100
-    analytic = roofline.analytic_points(
-        {
-            "resnet18": {
-                "model": "resnet18",
-                "train_step_flops_per_image": 3.6e8,
-                "traffic": {"bf16": {"fixed_bytes": 4.5e7, "per_image_bytes": 3.0e7}},
-            }
-        },
-        {("cuda", "resnet18", "bf16", 256, "baseline"): 0.12},
-    )
-    merged = pd.concat([points, analytic], ignore_index=True)
-    figure = plots.plot_device_steps(
-        merged,
-        device="cuda",
-        ncu_ceilings=roofline.ncu_ceilings(table),
-        ncu_tensor_peaks={"bf16": roofline.ncu_ceilings(table)["peak_flop_s_tensor"]},
-        json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]),
-    )
-    try:
-        ax = figure.axes[0]
-        assert ax.get_title() == "cuda: training-step roofline (analytic, ncu)"
-        legend = _legend_texts(ax)
-        assert "analytic (algorithmic bytes)" in legend and "ncu (DRAM bytes)" in legend
-        assert "resnet18 / bf16" in legend
-        assert "ncu tensor bf16 dense @ 1.59 GHz: 857 TFLOP/s" in _lines(ax)
-        annotations = [t.get_text() for t in ax.texts]
-        assert annotations == ["bs256 baseline", "bs256 baseline"]  # one ncu, one analytic
     finally:
         plt.close(figure)
 
@@ -217,6 +176,9 @@ def test_a_device_figure_has_every_step_of_its_device_only(h100):
     try:
         ax = figure.axes[0]
         assert ax.get_title() == "cuda: training-step roofline (analytic, ncu)"
+        legend = _legend_texts(ax)
+        assert "analytic (algorithmic bytes)" in legend and "ncu (DRAM bytes)" in legend
+        assert "resnet18 / bf16" in legend
         # One ncu (DRAM) and one analytic step: the CPU one is left out.
         assert [t.get_text() for t in ax.texts] == ["bs256 baseline", "bs256 baseline"]
         lines = _lines(ax)
@@ -224,6 +186,18 @@ def test_a_device_figure_has_every_step_of_its_device_only(h100):
         assert "datasheet bf16: 989 TFLOP/s" in lines
     finally:
         plt.close(figure)
+
+
+def test_a_roofline_figure_leaves_later_figures_styled_as_before(h100, tmp_path):
+    """The figures' seaborn theme is theirs alone: a figure drawn after a roofline in the same
+    process looks as it would have before it."""
+    table, points = h100
+    before = dict(matplotlib.rcParams)
+    plt.close(
+        plots.config_figure(points, table, JSON_DOC, FigureRequest("roofline", **H100_CONFIG))
+    )
+    plt.close(plots.device_figure(points, table, JSON_DOC, "cuda"))
+    assert dict(matplotlib.rcParams) == before
 
 
 # --- labels that never overlap ----------------------------------------------------------
@@ -260,9 +234,7 @@ def _crowded_steps(variants, batch_sizes=(256, 257)) -> pd.DataFrame:
 def test_labels_of_close_step_points_never_overlap_and_stay_inside_the_axes():
     variants = ("baseline", "tuned", "compiled", "channels_last")
     points = _crowded_steps(variants)
-    figure = plots.plot_device_steps(
-        points, device="cuda", json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"])
-    )
+    figure = plots.device_figure(points, NO_KERNELS, JSON_DOC, "cuda")
     try:
         ax = figure.axes[0]
         texts = sorted(t.get_text() for t in ax.texts)
@@ -282,11 +254,7 @@ def test_labels_of_close_step_points_never_overlap_and_stay_inside_the_axes():
 def test_labels_without_room_are_numbered_and_named_in_a_key():
     # 60 configurations on one spot: not every name fits around it.
     variants = [f"variant{i:02d}" for i in range(30)]
-    figure = plots.plot_device_steps(
-        _crowded_steps(variants),
-        device="cuda",
-        json_roofs=roofline.json_ceilings(JSON_DOC, ["bf16"]),
-    )
+    figure = plots.device_figure(_crowded_steps(variants), NO_KERNELS, JSON_DOC, "cuda")
     try:
         ax = figure.axes[0]
         *labels, key = ax.texts
@@ -311,12 +279,7 @@ def test_labels_without_room_are_numbered_and_named_in_a_key():
 
 def test_step_points_of_the_hierarchical_roofline_are_labelled_apart(h100):
     table, points = h100
-    figure = plots.plot_config_roofline(
-        points,
-        title="cuda resnet18 bf16 bs256 baseline",
-        precision="bf16",
-        ncu_ceilings=roofline.ncu_ceilings(roofline.step_kernels(table)),
-    )
+    figure = plots.config_figure(points, table, {}, FigureRequest("roofline", **H100_CONFIG))
     try:
         ax = figure.axes[0]
         assert sorted(t.get_text() for t in ax.texts) == ["step, DRAM", "step, L1", "step, L2"]
@@ -349,7 +312,6 @@ def test_a_null_derived_bf16_roof_is_left_out_and_explained():
         {"m": model},
         {("cpu", "m", "fp32", 32, "baseline"): 0.8, ("cpu", "m", "bf16", 32, "baseline"): 40.0},
     )
-    empty = roofline_tables.read_kernels(None)
     request = FigureRequest(
         kind="roofline",
         device="cpu",
@@ -359,8 +321,8 @@ def test_a_null_derived_bf16_roof_is_left_out_and_explained():
         variant="baseline",
     )
     for figure in (
-        plots.device_figure(points, empty, ceilings, "cpu"),
-        plots.config_figure(points, empty, ceilings, request),
+        plots.device_figure(points, NO_KERNELS, ceilings, "cpu"),
+        plots.config_figure(points, NO_KERNELS, ceilings, request),
     ):
         try:
             ax = figure.axes[0]
@@ -376,7 +338,7 @@ def test_a_null_derived_bf16_roof_is_left_out_and_explained():
             plt.close(figure)
     # The fp32 roof is still drawn, from the same derived entry, labelled derived (dotted),
     # never datasheet.
-    figure = plots.device_figure(points, empty, ceilings, "cpu")
+    figure = plots.device_figure(points, NO_KERNELS, ceilings, "cpu")
     try:
         lines = _lines(figure.axes[0])
         assert lines["derived fp32: 157 GFLOP/s"] == ":"

@@ -188,6 +188,28 @@ EXAMPLES = {
         ),
         "The timed windows took 3.0 min: 5.0% of the span and 56% of the busy time (the duty cycle)",
     ),
+    "machine_allows": (
+        Finding(
+            "machine_allows",
+            {"machine": M},
+            {
+                "between_rsd": 0.101,
+                "target": 0.03,
+                "missed": 6,
+                "judged": 8,
+                "processes_needed": 42,
+                "half_width": 0.05,
+                "half_width_max": 0.071,
+                "paired_half_width": 0.02,
+                "paired": 8,
+            },
+        ),
+        "On box, worker processes differ by ~10% (median relative standard deviation between "
+        "processes), too much for a ±3.0% CI of absolute throughput in the time budget (it "
+        "would take ~42 processes): 6 of 8 configurations missed that target for this reason. "
+        "What this machine allows: absolute throughput to ±5.0% (their median 95% CI "
+        "half-width; widest ±7.1%), the paired comparisons to ±2.0% (median of 8)",
+    ),
     "ci_target_count": (
         Finding("ci_target_count", {}, {"met": 4, "judged": 5}),
         "4 of 5 measured configurations reached their CI target (a 95% CI half-width of "

@@ -17,6 +17,7 @@ from nnperf.report.sections import roofline as roofline_section
 from nnperf.report.wording import roofline as roofline_words
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline
+from nnperf.roofline import tables as roofline_tables
 
 MACHINE = "AMD EPYC (vm)"
 DERIVED = {
@@ -179,9 +180,8 @@ def test_roofs_exceeded_by_precision_and_level():
 
 def test_the_step_figure_rings_a_point_above_its_roof():
     points = pd.concat([step_point(), step_point(performance=120e9, variant="baseline")])
-    figure = roofline_plots.plot_device_steps(
-        points, device="cpu", json_roofs=roofline.json_ceilings(ceilings(), ["fp32"])
-    )
+    no_kernels = roofline_tables.read_kernels(None)
+    figure = roofline_plots.device_figure(points, no_kernels, ceilings(), "cpu")
     ax = figure.axes[0]
     _, labels = ax.get_legend_handles_labels()
     assert labels.count(roofline_plots.ABOVE_ROOF_LABEL) == 1

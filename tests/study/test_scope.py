@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from nnperf.core import config as study_config
-from nnperf.core import contract, layout
+from nnperf.core import contract, devices, layout
 from nnperf.core.errors import NnperfError
 from nnperf.core.keys import RunKey
 from nnperf.study import job_requests, session
@@ -268,6 +268,61 @@ def test_report_needs_a_path(argv, refused):
 
 def test_no_device_needed_is_no_problem():
     assert session.absent_device_problem(["cpu"], profiles_ncu=False) is None
+
+
+def _snakemake_args(*argv: str):
+    """The command line as `snakemake` parses it (its workflow profile included)."""
+    from snakemake.cli import parse_args
+
+    return parse_args(["--snakefile", str(REPO / "Snakefile"), *argv])[1]
+
+
+@pytest.mark.parametrize(
+    "argv, runs_here",
+    [
+        (["--cores", "2"], True),
+        (["--cores", "2", "all"], True),
+        (["--jobs", "3"], True),
+        (["--cores", "2", "--dry-run"], False),
+        (["--cores", "1", "--touch"], False),
+        (["--lint"], False),
+        (["--summary"], False),
+        (["--report", "reports/report.html"], False),
+        (["--cores", "2", "--until", "timed_group"], False),
+        (["--cores", "2", "results/complexity/synthetic/resnet18_cifar.json"], False),
+        # A login node submits to the cluster's nodes, which have the GPU.
+        (["--executor", "slurm", "--jobs", "4"], False),
+    ],
+)
+def test_only_a_local_run_of_the_whole_study_runs_its_jobs_here(argv, runs_here):
+    assert session.runs_the_whole_study_here(_snakemake_args(*argv)) is runs_here
+
+
+def test_outside_the_snakemake_command_the_invocation_is_unknown():
+    """Called through Snakemake's Python API (or here), nothing stops early: onstart checks."""
+    assert session.snakemake_invocation() is None
+    assert session.runs_the_whole_study_here(None) is False
+
+
+@pytest.mark.skipif(devices.has_cuda_driver(), reason="this machine has a GPU driver")
+def test_an_absent_device_stops_a_run_that_would_measure_on_it_and_is_noted_otherwise():
+    unmeasured = {"cuda": True, "cpu": True}.__getitem__
+    notes, problem = session.absent_device_lines(["cpu", "cuda"], True, unmeasured)
+    assert notes == []
+    assert problem == f"config devices: {devices.absent_reason('cuda')}"
+    assert problem.startswith("config devices: device 'cuda' is not available on this machine")
+    # A dry run or a cluster submission plans it, with a note.
+    notes, problem = session.absent_device_lines(["cpu", "cuda"], False, unmeasured)
+    assert problem is None
+    assert notes == [
+        f"config devices: {devices.absent_reason('cuda')}; planned anyway: a run of its jobs "
+        "here stops before the first one"
+    ]
+    # Its results already here (measured elsewhere): the report may be made; onstart still
+    # stops a run whose jobs need the device.
+    notes, problem = session.absent_device_lines(["cuda"], True, lambda device: False)
+    assert problem is None and len(notes) == 1
+    assert session.absent_device_lines(["cpu"], True, unmeasured) == ([], None)
 
 
 def test_failure_lines_name_each_failed_job(tmp_path):

@@ -131,6 +131,9 @@ def test_a_device_the_machine_lacks_stops_the_run_in_seconds_with_one_line(workd
         "(docs/cluster.md)"
     ]
     assert "Error in rule" not in result.stderr
+    # The line is the last thing printed, before Snakemake's banner and job table.
+    assert result.stderr.strip().splitlines()[-1] == lines[0]
+    assert "SNAKEMAKE" not in result.stderr and "Job stats" not in result.stderr
     assert not (workdir / "results").exists()
     # A dry run plans the GPU study anyway, with a note.
     plan = run_snakemake(
@@ -138,6 +141,11 @@ def test_a_device_the_machine_lacks_stops_the_run_in_seconds_with_one_line(workd
     )
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert "timed_run" in plan.stdout
+    notes = [line for line in plan.stderr.splitlines() if "'cuda' is not available" in line]
+    assert notes == [
+        "nnperf note: " + lines[0].removeprefix("nnperf: ") + "; planned anyway: a run of its "
+        "jobs here stops before the first one"
+    ]
 
 
 def test_every_failed_job_ends_the_run_with_its_cause(workdir, tmp_path):

@@ -311,7 +311,10 @@ def test_typed_study_carries_the_mapping_to_every_request(mynet):
     )
     study = contract.from_dict(contract.StudyConfig, config)
     assert study.model_names == ("resnet18_cifar", "mynet")
-    assert contract.to_dict(study) == config
+    # The mapping, but for min_seconds: null there, resolved to its share of max_seconds.
+    resolved = {**config, "timing": {**config["timing"], "min_seconds": study.timing.min_seconds}}
+    assert config["timing"]["min_seconds"] is None and study.timing.min_seconds > 0
+    assert contract.to_dict(study) == resolved
     key = RunKey("cpu", "mynet", "fp32", 4, "baseline")
     run = job_requests.run_request(study, key, "synthetic")
     assert run.model_source == source()

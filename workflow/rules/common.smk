@@ -83,6 +83,30 @@ for line in SCOPE.messages:
 if SCOPE.empty_message:
     sys.exit(f"nnperf: {SCOPE.empty_message}")
 
+
+def unmeasured_on(device):
+    """Whether a timed run of the study on `device` has no result yet."""
+    return any(
+        not Path(layout.path("run", dataset=SCOPE.dataset, **key.as_dict())).exists()
+        for key in SCOPE.matrix
+        if key.device == device
+    )
+
+
+# A device this machine lacks (devices=cuda on a laptop): a run of the study here stops now,
+# its one line the last thing printed (the onstart check comes after Snakemake's banner and
+# job table); a dry run or a cluster submission notes it. Not in a job's own Snakemake call.
+if workflow.is_main_process:
+    ABSENT_NOTES, ABSENT_PROBLEM = session.absent_device_lines(
+        SCOPE.devices,
+        runs_here=session.runs_the_whole_study_here(session.snakemake_invocation()),
+        unmeasured=unmeasured_on,
+    )
+    if ABSENT_PROBLEM:
+        sys.exit(f"nnperf: {ABSENT_PROBLEM}")
+    for line in ABSENT_NOTES:
+        print(f"nnperf note: {line}", file=sys.stderr)
+
 # Measurements hold a bench_slot each so that none overlaps another; profiles/default limits
 # it to 1. A run without that profile (a user's project, where Snakemake looks for the user's
 # own profiles: docs/own-project.md) gets the same limit here rather than none.

@@ -40,7 +40,8 @@ HELP = {
     "weight_decay": "weight decay",
     "seed": "base seed of model init, data order and augmentation; each process adds its index",
     "target_ci": "relative 95%% CI half-width to stop at (default: 0.01 on GPUs, 0.03 on CPUs)",
-    "min_seconds": "timed-window seconds before the CI may stop the measurement",
+    "min_seconds": "timed-window seconds before the CI may stop the measurement (default: a "
+    "third of max-seconds)",
     "max_seconds": "wall-time budget of the configuration's steady steps (all processes; the "
     "first process's one-time steps have bounds of their own)",
     "min_processes": "worker processes at least",

@@ -202,6 +202,12 @@ class TrainingSettings:
             )
 
 
+# The share of `timing.max_seconds` that a null `timing.min_seconds` stands for: the default
+# study's own ratio (config/config.yaml measured its example with 20 s of 60), so one key
+# (`timing={max_seconds: 10}`) sets a budget and the default study measures as it did.
+MIN_SECONDS_SHARE = 1 / 3
+
+
 @dataclass(frozen=True)
 @schema_defaults("properties/timing")
 class TimingSettings:
@@ -211,9 +217,10 @@ class TimingSettings:
     `max_processes`), each running `training.warmup_steps` untimed steps and then between
     `min_windows` and `max_windows` timed windows of `training.timed_steps` steps. It stops
     once the 95% confidence interval of its throughput is within `target_ci` of the estimate
-    and `min_seconds` of timed windows have run, or when `max_seconds` of wall time are
-    spent (`nnperf.engine.stopping` has the rule). A configuration whose minimal measurement cannot
-    fit in `max_seconds` ends early with status `over_budget` and its measured step time.
+    and `min_seconds` (null: a third of `max_seconds`) of timed windows have run, or when
+    `max_seconds` of wall time are spent (`nnperf.engine.stopping` has the rule). A
+    configuration whose minimal measurement cannot fit in `max_seconds` ends early with status
+    `over_budget` and its measured step time.
 
     One-time costs are judged apart (`nnperf.engine.stopping.one_time_kinds`): the first step of
     every process (allocation, cuDNN autotuning), compilation and CUDA-graph recording each
@@ -224,7 +231,8 @@ class TimingSettings:
 
     # None: the device's default (vocab.DEFAULT_TARGET_CI: 1% on GPUs, 3% on CPUs).
     target_ci: float | None
-    min_seconds: float
+    # None: MIN_SECONDS_SHARE of max_seconds, resolved in __post_init__ (a float after it).
+    min_seconds: float | None
     max_seconds: float
     min_processes: int
     max_processes: int
@@ -237,6 +245,8 @@ class TimingSettings:
 
     def __post_init__(self) -> None:
         check_finite(self, "timing")
+        if self.min_seconds is None:
+            object.__setattr__(self, "min_seconds", MIN_SECONDS_SHARE * self.max_seconds)
         if self.target_ci is not None and not 0 < self.target_ci < 1:
             raise NnperfError(
                 f"timing.target_ci = {self.target_ci!r} is not allowed; allowed: a number "

@@ -5,6 +5,6 @@ Takes the files the pipeline wrote and gives the tables (`aggregate`, `training_
 `ResultSet`, `sections` holds one module per section of the summary (its table, its
 sentences and the section), `document` lists the sections, `render` writes them as HTML and
 Markdown (`templates/`), `plots` draws the figures. Shared by the sections: `format` (how a
-number is written), `configurations` (how a configuration is named and quoted), `bounds`
-(what binds each step on the roofline), `outline` (the document's parts).
+number is written and a configuration named, ordered and quoted), `bounds` (what binds each
+step on the roofline), `outline` (the document's parts).
 """

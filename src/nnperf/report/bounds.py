@@ -15,7 +15,7 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.ncu.metrics import compute_peak_column
-from nnperf.report.configurations import GROUP_KEYS, sort_configs
+from nnperf.report.format import GROUP_KEYS, sort_configs
 from nnperf.report.format import truthy
 from nnperf.report.results import ResultSet
 from nnperf.roofline import points as roofline_points

@@ -22,8 +22,7 @@ from nnperf.core.ratios import RatioCI
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.core.wording import missing
 from nnperf.report import noise
-from nnperf.report.configurations import MEAN, ok_configs
-from nnperf.report.format import config_text
+from nnperf.report.format import GROUP_KEYS, MEAN, config_text, ok_configs
 
 # The per-process throughput of runs.csv.
 RATE = "throughput_img_s"
@@ -156,11 +155,10 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
 # (`vs_reference`), A its group's leader by the tie rule and B each other (`top_vs_other`),
 # A the largest batch and B the smallest (`largest_vs_smallest`).
 KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
-PAIR_KEYS = ("machine", "device", "model", "precision", "batch_size", "variant")
 # `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
 # no_ci), or not_reached (B never reached the target accuracy).
 RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "verdict", "rounds", "ci_target")
-A_B = (*(f"a_{k}" for k in PAIR_KEYS), *(f"b_{k}" for k in PAIR_KEYS))
+A_B = (*(f"a_{k}" for k in GROUP_KEYS), *(f"b_{k}" for k in GROUP_KEYS))
 COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
 # `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of
 # the means, no interval), `single` (one training run each).
@@ -178,8 +176,8 @@ def _pair(kind: str, pair: str, a: Mapping, b: Mapping, **numbers) -> dict:
     return {
         "kind": kind,
         "pair": pair,
-        **{f"a_{k}": a.get(k) for k in PAIR_KEYS},
-        **{f"b_{k}": b.get(k) for k in PAIR_KEYS},
+        **{f"a_{k}": a.get(k) for k in GROUP_KEYS},
+        **{f"b_{k}": b.get(k) for k in GROUP_KEYS},
         **numbers,
     }
 
@@ -211,7 +209,7 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:
     """Each configuration against its counterpart with `column` = `reference`."""
-    match = [k for k in PAIR_KEYS if k != column]
+    match = [k for k in GROUP_KEYS if k != column]
     is_reference = ok[column].astype(str) == reference
     references = {
         tuple(_value(r[k]) for k in match): r for r in ok[is_reference].to_dict("records")
@@ -280,7 +278,7 @@ def comparisons_table(
         ok = ok.assign(machine="")
     rows = _against_reference(ok, runs, "precision", REFERENCE_PRECISION)
     rows += _against_reference(ok, runs, "variant", REFERENCE_VARIANT)
-    within = [k for k in PAIR_KEYS if k != "batch_size"]
+    within = [k for k in GROUP_KEYS if k != "batch_size"]
     rows += _across(ok, runs, "batch", "batch_size", within)
     across_machines = ["model", "precision", "batch_size", "variant"]
     rows += _across(ok, runs, "machine", "machine", across_machines)

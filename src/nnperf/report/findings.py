@@ -35,9 +35,9 @@ DETAIL_KINDS = tuple(
 )
 # The Measurement, Speedups, Machines compared and Environment sections' findings.
 SECTION_KINDS = tuple(
-    "study_span study_span_unknown duty_cycle ci_target_count ci_missed dominant_level "
-    "fixed_cost compile_cost speedup batch_scaling machine_fastest machine_tied "
-    "shared_settings".split()
+    "study_span study_span_unknown duty_cycle machine_allows ci_target_count ci_missed "
+    "dominant_level fixed_cost compile_cost speedup batch_scaling machine_fastest "
+    "machine_tied shared_settings".split()
 )
 # The Notes: what was skipped and what was flagged, then what the report lacks.
 NOTE_KINDS = tuple(

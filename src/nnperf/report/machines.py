@@ -20,10 +20,7 @@ from nnperf.core import files
 from nnperf.core.errors import NnperfError
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report.aggregate import read_runs
-from nnperf.report.configurations import in_report_order
-
-# One run JSON measures one configuration, so its keys are the configuration's.
-RUN_KEYS = CONFIG_KEYS
+from nnperf.report.format import in_report_order
 
 # Fields of the environment record shown in the report, one row each, with the label a
 # reader knows them by. Columns are the flattened names `environment_frame` writes, except
@@ -106,7 +103,7 @@ def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
         flat = pd.json_normalize(environment, sep="_").to_dict("records")[0] if environment else {}
         # `device` inside the record names the nnperf device; the run key wins if they differ.
         flat.pop("device", None)
-        row = {key: document.get(key) for key in RUN_KEYS}
+        row = {key: document.get(key) for key in CONFIG_KEYS}
         row["status"] = document.get("status")
         for name, value in (document.get("variant_settings") or {}).items():
             row[VARIANT_PREFIX + name] = value
@@ -116,8 +113,8 @@ def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
         row.update({f"env_{k}" if k in row else k: v for k, v in flat.items()})
         rows.append(row)
     if not rows:
-        return pd.DataFrame(columns=[*RUN_KEYS, "status", "machine"])
-    frame = pd.DataFrame(rows).sort_values(list(RUN_KEYS), key=in_report_order, kind="stable")
+        return pd.DataFrame(columns=[*CONFIG_KEYS, "status", "machine"])
+    frame = pd.DataFrame(rows).sort_values(list(CONFIG_KEYS), key=in_report_order, kind="stable")
     return frame.reset_index(drop=True)
 
 
@@ -136,7 +133,7 @@ def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
         ]
     )
     toggles = [c for c in frame.columns if c.startswith(VARIANT_PREFIX)]
-    keep = (*RUN_KEYS, "status", "machine", *(f for _, f in MACHINE_FIELDS), *toggles)
+    keep = (*CONFIG_KEYS, "status", "machine", *(f for _, f in MACHINE_FIELDS), *toggles)
     return frame[[c for c in dict.fromkeys(keep) if c in frame.columns]]
 
 

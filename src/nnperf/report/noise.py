@@ -28,7 +28,6 @@ from nnperf.core.wording import missing
 from nnperf.core.vocab import DEFAULT_TARGET_CI, OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 from nnperf.engine.stopping import processes_for_spread
 from nnperf.report.findings import Finding
-from nnperf.report.format import fmt_pct
 
 # The numbers each cause quotes; summary.csv holds each as `{cause}_{number}`.
 CAUSE_NUMBERS = {
@@ -323,14 +322,6 @@ def noise_columns(document: Mapping) -> dict:
     columns.update(target_columns(processes[RATE].dropna().tolist(), target))
     columns["process_cost_s"] = float(spans.median()) if len(spans) else None
     return columns
-
-
-def p_text(p: float) -> str:
-    return "p<0.001" if p < 0.001 else "p<0.01" if p < 0.01 else f"p={p:.2f}"
-
-
-def signed_pct(value: float) -> str:
-    return ("+" if value >= 0 else "\u2212") + fmt_pct(abs(value))
 
 
 def spread_columns(windows: Sequence[Mapping]) -> dict:

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from nnperf.report.configurations import drop_single_machine
+from nnperf.report.format import drop_single_machine
 from nnperf.report.findings import Finding
 from nnperf.report.results import ResultSet
 

@@ -23,7 +23,7 @@ from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
-from nnperf.report.configurations import ESTIMATE
+from nnperf.report.format import ESTIMATE
 
 # The folders' files (re-exported: callers say results.X).
 from nnperf.report.folders import (  # noqa: F401

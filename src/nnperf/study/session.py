@@ -99,6 +99,73 @@ def absent_device_problem(
     return None
 
 
+# Snakemake's flags that make a call do something other than run jobs (`snakemake.cli`'s
+# branches before `execute_workflow`), or run only part of the study.
+NOT_A_RUN_FLAGS = (
+    "dryrun", "touch", "lint", "list_target_rules", "list_rules", "print_compilation",
+    "containerize", "report", "generate_unit_tests", "dag", "rulegraph", "filegraph", "d3dag",
+    "unlock", "cleanup_metadata", "conda_cleanup_envs", "conda_create_envs_only",
+    "list_conda_envs", "cleanup_shadow", "container_cleanup_images", "list_changes",
+    "list_input_changes", "list_params_changes", "list_untracked", "summary",
+    "detailed_summary", "archive", "delete_all_output", "delete_temp_output", "until",
+    "omit_from", "allowed_rules",
+)  # fmt: skip
+
+
+def snakemake_invocation():
+    """The command line of the `snakemake` call parsing this Snakefile, its profile's values
+    included (the `args` of `snakemake.cli.args_to_api`), or None when Snakemake was called
+    otherwise (its Python API). The Snakefile is parsed before Snakemake picks its executor,
+    and the banner follows at once; only the command line says, that early, whether jobs
+    will run here."""
+    import inspect
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "args_to_api" and Path(code.co_filename).parts[-2:] == (
+            "snakemake",
+            "cli.py",
+        ):
+            return frame.f_locals.get("args")
+        frame = frame.f_back
+    return None
+
+
+def runs_the_whole_study_here(args) -> bool:
+    """Whether the `snakemake` call `args` (snakemake_invocation()) runs the study's jobs on
+    this machine now: no dry run or other mode, no cluster executor (a login node submits to
+    nodes that have the device), no targets but `all`. False when unknown (None)."""
+    if args is None or getattr(args, "executor", None) not in (None, "local"):
+        return False
+    if any(getattr(args, flag, None) for flag in NOT_A_RUN_FLAGS):
+        return False
+    return list(getattr(args, "targets", None) or ()) in ([], ["all"])
+
+
+def absent_device_lines(
+    needed: Iterable[str], runs_here: bool, unmeasured: Callable[[str], bool]
+) -> tuple[list[str], str | None]:
+    """(notes, problem) for the devices of `needed` this machine lacks, when the Snakefile is
+    parsed: a call that `runs_here` (runs_the_whole_study_here) with measurements of such a
+    device still to make stops with its one line before Snakemake prints anything more; any
+    other call (a dry run, a cluster submission, a run whose results exist) is noted and goes
+    on, and the `onstart` check (absent_device_problem) still stops a run whose jobs need it.
+    The probe is cheap (driver files, no torch import), so a dry run stays fast."""
+    notes = []
+    for device in needed:
+        reason = devices.absent_reason(device)
+        if not reason:
+            continue
+        if runs_here and unmeasured(device):
+            return [], f"config devices: {reason}"
+        notes.append(
+            f"config devices: {reason}; planned anyway: a run of its jobs here stops before "
+            "the first one"
+        )
+    return notes, None
+
+
 def failure_lines(log_dir: str, since: float) -> list[str]:
     """The `onerror` report: one line per failed job (a log written since `since`) with
     the cause from its log, under a heading; empty when no log says why."""

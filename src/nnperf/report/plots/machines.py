@@ -24,7 +24,7 @@ from nnperf.core import files  # noqa: E402
 from nnperf.core.contract import ReportRequest  # noqa: E402
 from nnperf.core.errors import NnperfError  # noqa: E402
 from nnperf.report import results  # noqa: E402
-from nnperf.report.configurations import CI_HIGH, CI_LOW, MEAN, sort_configs  # noqa: E402
+from nnperf.report.format import CI_HIGH, CI_LOW, MEAN, sort_configs  # noqa: E402
 from nnperf.report.plots.style import save_png  # noqa: E402
 
 # Machines further apart than this (a laptop CPU and a datacenter GPU) share a log axis.

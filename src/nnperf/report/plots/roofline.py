@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import os
 import textwrap
+from contextlib import contextmanager
 from typing import Mapping, Sequence
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -77,7 +79,7 @@ def roofs_from_ncu(
     if not ceilings:
         return []
     clock = ceilings.get("clock_hz", math.nan)
-    clock_text = f" @ {clock / 1e9:.2f} GHz" if clock and math.isfinite(clock) else ""
+    clock_text = f" @ {fmt_ghz(clock)}" if clock and math.isfinite(clock) else ""
     compute = {"fp32": ceilings.get("peak_flop_s_fp32"), "fp16": ceilings.get("peak_flop_s_fp16")}
     # Tensor roofs are the dense rate (nnperf.ncu.metrics.kernel_quantities): say so on the label.
     if metrics.TENSOR_DTYPE_OF_PRECISION.get(precision):
@@ -155,9 +157,17 @@ def mark_above_roof(ax, steps: pd.DataFrame, roofs: Sequence[dict], marker_s: fl
     return above
 
 
+@contextmanager
+def themed():
+    """seaborn's whitegrid/paper theme (and its palette) for a roofline figure alone, drawn
+    and saved: `sns.set_theme` by itself would restyle every later figure of the process."""
+    with mpl.rc_context():
+        sns.set_theme(style="whitegrid", context="paper", color_codes=False)
+        yield
+
+
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
     """A roofline figure with its roofs drawn, the points it can show and its limits."""
-    sns.set_theme(style="whitegrid", context="paper")
     fig = Figure(figsize=(10, 6))
     ax = fig.subplots()
     visible = _positive(points).copy()
@@ -191,111 +201,6 @@ def _finish(ax, fig, limits, title, steps, texts, roofs, marker_s, notes=()) -> 
     return fig
 
 
-def plot_config_roofline(
-    points: pd.DataFrame,
-    *,
-    title: str,
-    ncu_ceilings: Mapping[str, float] | None = None,
-    json_roofs: Sequence[dict] = (),
-    precision: str | None = None,
-    roof_notes: Sequence[str] = (),
-) -> Figure:
-    """Hierarchical roofline of one config: its rows of roofline_points (kernels and steps,
-    any source), the profile's own roofs (`ncu_ceilings`), the ceilings JSON's
-    (`json_roofs`) and legend lines for roofs left out (`roof_notes`). Each step point is
-    labelled with its memory level."""
-    roofs = [*roofs_from_ncu(ncu_ceilings, precision), *json_roofs]
-    fig, ax, visible, limits = _axes(points, roofs)
-    kernels = visible[visible["granularity"] == "kernel"]
-    if not kernels.empty:
-        kernels = kernels.assign(
-            kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
-            **{
-                "memory level": kernels["memory_level"].map(LEVEL_LABELS),
-                "time (µs)": kernels["time_s"] * 1e6,
-            },
-        )
-        sns.scatterplot(
-            data=kernels,
-            x="arithmetic_intensity_flop_per_byte",
-            y="performance_flop_s",
-            hue="kind",
-            style="memory level",
-            markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
-            size="time (µs)",
-            sizes=(15, 250),
-            alpha=0.7,
-            ax=ax,
-            legend="brief",
-        )
-    steps = visible[visible["granularity"] == "step"]
-    level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
-    analytic = steps["source"] == "analytic"
-    for (is_analytic, memory_level, text), group in steps.groupby(
-        [analytic, "memory_level", level]
-    ):
-        ax.scatter(
-            group["arithmetic_intensity_flop_per_byte"],
-            group["performance_flop_s"],
-            marker="X" if is_analytic else "*",
-            s=CONFIG_STEP_MARKER_S,
-            color=STEP_COLOURS.get(memory_level, "grey"),
-            edgecolor="black",
-            linewidth=0.8,
-            zorder=5,
-            label="analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})",
-        )
-    texts = np.where(analytic, "step, analytic", "step, " + level)
-    return _finish(ax, fig, limits, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, roof_notes)
-
-
-def plot_device_steps(
-    points: pd.DataFrame,
-    *,
-    device: str,
-    json_roofs: Sequence[dict] = (),
-    ncu_ceilings: Mapping[str, float] | None = None,
-    ncu_tensor_peaks: Mapping[str, float] | None = None,
-    roof_notes: Sequence[str] = (),
-) -> Figure:
-    """Step-level roofline of every config on `device`: ncu's step at DRAM (the measured
-    level closest to algorithmic traffic) and the analytic one. Colour = model / precision,
-    marker = source; each point labelled with its batch size and variant."""
-    steps = points[
-        (points["device"] == device)
-        & (points["granularity"] == "step")
-        & (
-            ((points["source"] == "ncu") & (points["memory_level"] == "dram"))
-            | (points["source"] == "analytic")
-        )
-    ]
-    roofs = [*roofs_from_ncu(ncu_ceilings, None, ncu_tensor_peaks), *json_roofs]
-    fig, ax, visible, limits = _axes(steps, roofs)
-    if not visible.empty:
-        visible["source"] = np.where(
-            visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
-        )
-        visible["model / precision"] = visible["model"] + " / " + visible["precision"]
-        sns.scatterplot(
-            data=visible,
-            x="arithmetic_intensity_flop_per_byte",
-            y="performance_flop_s",
-            hue="model / precision",
-            style="source",
-            markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
-            s=DEVICE_STEP_MARKER_S,
-            ax=ax,
-            legend="brief",
-        )
-    texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
-    sources = sorted(set(steps["source"])) if not steps.empty else []
-    title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
-    return _finish(ax, fig, limits, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, roof_notes)
-
-
-# --------------------------------------------------------------------------------------------
-# The edge: tables in, one PNG out.
-# --------------------------------------------------------------------------------------------
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
     """The rows whose key columns equal `keys` (batch_size compared as a number)."""
     typed = {key: int if key == "batch_size" else str for key in keys}
@@ -324,6 +229,34 @@ def clocks_line(profile: Mapping | None) -> str:
     return text
 
 
+def _scatter_kernels(ax, visible: pd.DataFrame) -> None:
+    """The profiled kernels: colour = kind, marker = memory level, size = time."""
+    kernels = visible[visible["granularity"] == "kernel"]
+    if kernels.empty:
+        return
+    kernels = kernels.assign(
+        kind=kernels["kind"].map(KIND_LABELS).fillna(kernels["kind"]),
+        **{
+            "memory level": kernels["memory_level"].map(LEVEL_LABELS),
+            "time (µs)": kernels["time_s"] * 1e6,
+        },
+    )
+    sns.scatterplot(
+        data=kernels,
+        x="arithmetic_intensity_flop_per_byte",
+        y="performance_flop_s",
+        hue="kind",
+        style="memory level",
+        markers={LEVEL_LABELS[k]: v for k, v in LEVEL_MARKERS.items()},
+        size="time (µs)",
+        sizes=(15, 250),
+        alpha=0.7,
+        ax=ax,
+        legend="brief",
+    )
+
+
+@themed()
 def config_figure(
     points: pd.DataFrame,
     kernels: pd.DataFrame,
@@ -331,8 +264,11 @@ def config_figure(
     request: FigureRequest,
     profiles: pd.DataFrame | None = None,
 ) -> Figure:
-    """The hierarchical roofline of the configuration `request` names; its profiles.csv row
-    (when given) puts the clocks and the GPU's busy share under the title.
+    """Hierarchical roofline of the configuration `request` names: its rows of
+    roofline_points (kernels and steps, any source), its profile's own roofs (kernels.csv),
+    the ceilings JSON's and legend lines for roofs left out. Each step point is labelled
+    with its memory level; its profiles.csv row (when given) puts the clocks and the GPU's
+    busy share under the title.
 
     A configuration that ran out of memory has no point: that is a result, drawn as an
     empty roofline with its roofs.
@@ -351,40 +287,81 @@ def config_figure(
     match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
     clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
     title += f"\n{clocks}" if clocks else ""
-    return plot_config_roofline(
-        selected,
-        title=title,
-        ncu_ceilings=roofline_points.ncu_ceilings(profile) if not profile.empty else None,
-        precision=request.precision,
-        json_roofs=(
-            roofline_points.json_ceilings(ceilings, [request.precision])
-            if request.precision in PRECISIONS
-            else []
-        ),
-        roof_notes=null_roof_notes(ceilings, [request.precision]),
-    )
+    precision = request.precision
+    ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
+    known = [precision] if precision in PRECISIONS else []
+    json_roofs = roofline_points.json_ceilings(ceilings, known) if known else []
+    roofs = [*roofs_from_ncu(ncu, precision), *json_roofs]
+    fig, ax, visible, limits = _axes(selected, roofs)
+    _scatter_kernels(ax, visible)
+    steps = visible[visible["granularity"] == "step"]
+    level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
+    analytic = steps["source"] == "analytic"
+    for (is_analytic, memory_level, text), group in steps.groupby(
+        [analytic, "memory_level", level]
+    ):
+        ax.scatter(
+            group["arithmetic_intensity_flop_per_byte"],
+            group["performance_flop_s"],
+            marker="X" if is_analytic else "*",
+            s=CONFIG_STEP_MARKER_S,
+            color=STEP_COLOURS.get(memory_level, "grey"),
+            edgecolor="black",
+            linewidth=0.8,
+            zorder=5,
+            label="analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})",
+        )
+    texts = np.where(analytic, "step, analytic", "step, " + level)
+    notes = null_roof_notes(ceilings, [precision])
+    return _finish(ax, fig, limits, title, steps, texts, roofs, CONFIG_STEP_MARKER_S, notes)
 
 
+@themed()
 def device_figure(
     points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
 ) -> Figure:
-    """The step roofline of every configuration on `device`, with one tensor roof per
-    profiled precision."""
+    """Step-level roofline of every configuration on `device`: ncu's step at DRAM (the
+    measured level closest to algorithmic traffic) and the analytic one, with one ncu tensor
+    roof per profiled precision. Colour = model / precision, marker = source; each point
+    labelled with its batch size and variant."""
     device_points = points[points["device"].astype(str) == device]
+    source, level = device_points["source"], device_points["memory_level"]
+    shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")
+    steps = device_points[(device_points["granularity"] == "step") & shown]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
     tensor_peaks = {
         precision: roofline_points.ncu_ceilings(group)["peak_flop_s_tensor"]
         for precision, group in profile.groupby("precision")
     }
+    ncu = roofline_points.ncu_ceilings(profile) if not profile.empty else None
+    finite_peaks = {p: v for p, v in tensor_peaks.items() if math.isfinite(v)}
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    return plot_device_steps(
-        device_points,
-        device=device,
-        ncu_ceilings=roofline_points.ncu_ceilings(profile) if not profile.empty else None,
-        ncu_tensor_peaks={p: v for p, v in tensor_peaks.items() if math.isfinite(v)},
-        json_roofs=roofline_points.json_ceilings(ceilings, precisions),
-        roof_notes=null_roof_notes(ceilings, precisions),
-    )
+    roofs = [
+        *roofs_from_ncu(ncu, None, finite_peaks),
+        *roofline_points.json_ceilings(ceilings, precisions),
+    ]
+    fig, ax, visible, limits = _axes(steps, roofs)
+    if not visible.empty:
+        visible["source"] = np.where(
+            visible["source"] == "analytic", "analytic (algorithmic bytes)", "ncu (DRAM bytes)"
+        )
+        visible["model / precision"] = visible["model"] + " / " + visible["precision"]
+        sns.scatterplot(
+            data=visible,
+            x="arithmetic_intensity_flop_per_byte",
+            y="performance_flop_s",
+            hue="model / precision",
+            style="source",
+            markers={"analytic (algorithmic bytes)": "X", "ncu (DRAM bytes)": "o"},
+            s=DEVICE_STEP_MARKER_S,
+            ax=ax,
+            legend="brief",
+        )
+    texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
+    sources = sorted(set(steps["source"])) if not steps.empty else []
+    title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
+    notes = null_roof_notes(ceilings, precisions)
+    return _finish(ax, fig, limits, title, visible, texts, roofs, DEVICE_STEP_MARKER_S, notes)
 
 
 def write_figure(
@@ -403,10 +380,12 @@ def write_figure(
     table = roofline_tables.read_points(points)
     profile = roofline_tables.read_kernels(kernels)
     document = files.read_json(ceilings) if ceilings is not None else {}
-    if request.kind == "roofline":
-        what = "the configuration roofline"
-        checks = read_table(profiles, CONFIG_KEYS, what) if profiles is not None else None
-        figure = config_figure(table, profile, document, request, checks)
-    else:
-        figure = device_figure(table, profile, document, request.device)
-    save_png(figure, out, bbox_inches="tight")
+    # Saved under the theme too: ticks the save adds read the settings then.
+    with themed():
+        if request.kind == "roofline":
+            what = "the configuration roofline"
+            checks = read_table(profiles, CONFIG_KEYS, what) if profiles is not None else None
+            figure = config_figure(table, profile, document, request, checks)
+        else:
+            figure = device_figure(table, profile, document, request.device)
+        save_png(figure, out, bbox_inches="tight")

@@ -27,6 +27,7 @@ from nnperf.core.vocab import (
     REFERENCE_VARIANT,
     sort_precisions,
 )
+from nnperf.report.format import in_report_order
 from nnperf.report.plots import style
 from nnperf.report.results import read_table
 
@@ -67,17 +68,29 @@ def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.Data
 
 
 def _ordered(summary: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the tables' order: batch size, precision (shared order), reference variant first."""
-    rank = {p: i for i, p in enumerate(sort_precisions(summary["precision"]))}
-    keys = pd.DataFrame(
-        {
-            "batch_size": summary["batch_size"],
-            "precision": summary["precision"].map(rank),
-            "reference": summary["variant"] != REFERENCE_VARIANT,
-            "variant": summary["variant"],
-        }
+    """Rows by batch size, then precision and variant in the report's order."""
+    keys = ["batch_size", "precision", "variant"]
+    return summary.sort_values(keys, key=in_report_order, kind="stable")
+
+
+def _above(ax, text: str, xy, lift: float, **text_style) -> None:
+    """`text` centred above the point `xy`, its bottom `lift` points over it."""
+    ax.annotate(
+        text,
+        xy,
+        xytext=(0, lift),
+        textcoords="offset points",
+        ha="center",
+        va="bottom",
+        **text_style,
     )
-    return summary.loc[keys.sort_values(list(keys), kind="stable").index]
+
+
+def _whiskers(ax, x, y, low, high, colour, **errorbar) -> None:
+    """A 95% CI from `low` to `high` around each `y` (a bound on the wrong side of its `y`
+    draws no whisker on that side)."""
+    yerr = [np.maximum(y - low, 0), np.maximum(high - y, 0)]
+    ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=colour, capsize=3, lw=1, **errorbar)
 
 
 def _unmeasured_note(row) -> str:
@@ -111,16 +124,8 @@ def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
         ax.scatter(sizes, [0] * len(sizes), marker=marker, s=60, color=colour, label=label)
     for size, group in unmeasured.groupby("batch_size", sort=True):
         notes = dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows())
-        ax.annotate(
-            "\n".join(notes),
-            (int(size), 0),
-            textcoords="offset points",
-            xytext=(0, 8),
-            ha="center",
-            va="bottom",
-            color=UNMEASURED[group["status"].iloc[0]][3],
-            fontsize="small",
-        )
+        colour = UNMEASURED[group["status"].iloc[0]][3]
+        _above(ax, "\n".join(notes), (int(size), 0), 8, color=colour, fontsize="small")
 
 
 def throughput_figure(
@@ -169,18 +174,9 @@ def throughput_figure(
             **colours,
         )
         for precision, rows in ok.dropna(subset=["throughput_img_s_ci95_low"]).groupby("precision"):
+            low, high = rows["throughput_img_s_ci95_low"], rows["throughput_img_s_ci95_high"]
             mean = rows["throughput_img_s_mean"]
-            spread = [mean - rows["throughput_img_s_ci95_low"], rows["throughput_img_s_ci95_high"]]
-            ax.errorbar(
-                rows["_x"],
-                mean,
-                yerr=[spread[0], spread[1] - mean],
-                fmt="none",
-                ecolor=palette[precision],
-                capsize=3,
-                linewidth=1,
-                zorder=2.5,
-            )
+            _whiskers(ax, rows["_x"], mean, low, high, palette[precision], zorder=2.5)
     unmeasured = chosen[chosen["status"].isin(list(UNMEASURED))]
     if not unmeasured.empty:
         _mark_unmeasured(ax, unmeasured)
@@ -212,16 +208,8 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
         ax.bar(phase_ms.index, phase_ms[column], bottom=bottom, color=colour, label=phase)
         bottom += phase_ms[column].to_numpy()
     for position, row in chosen[~measured].iterrows():
-        ax.text(
-            position,
-            0,
-            " " + _unmeasured_note(row),
-            rotation=90,
-            ha="center",
-            va="bottom",
-            color=UNMEASURED[row["status"]][3],
-            fontsize="small",
-        )
+        note, colour = " " + _unmeasured_note(row), UNMEASURED[row["status"]][3]
+        _above(ax, note, (position, 0), 0, rotation=90, color=colour, fontsize="small")
     # One line per label, upright: side by side, the multi-line labels of neighbouring bars
     # ran into each other ("baselinetuned"); a vertical label is as narrow as one text line.
     ax.set_xticks(range(len(labels)), labels, rotation=90)
@@ -247,28 +235,12 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
         )
         bounded = np.isfinite(low) & np.isfinite(high)
         if bounded.any():
-            yerr = [np.maximum(ratio - low, 0)[bounded], np.maximum(high - ratio, 0)[bounded]]
-            ax.errorbar(
-                np.array(x)[bounded],
-                ratio[bounded],
-                yerr=yerr,
-                fmt="none",
-                color="black",
-                capsize=3,
-                lw=1,
-            )
+            shown_x = np.array(x)[bounded]
+            _whiskers(ax, shown_x, ratio[bounded], low[bounded], high[bounded], "black")
         top = np.where(bounded, np.fmax(ratio, high), ratio)
         for xi, yi, verdict in zip(x, top, rows["verdict"]):
             if verdict not in ("faster", "slower"):
-                ax.annotate(
-                    NOT_SEPARATED,
-                    (xi, yi),
-                    xytext=(0, 2),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize="x-small",
-                )
+                _above(ax, NOT_SEPARATED, (xi, yi), 2, fontsize="x-small")
 
 
 def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
-from nnperf.report.configurations import key_columns
+from nnperf.report.format import key_columns
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, int_cell, truthy
 from nnperf.report.outline import Page, Section, Table, section

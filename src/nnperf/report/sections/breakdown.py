@@ -9,7 +9,7 @@ from typing import Mapping
 import pandas as pd
 
 from nnperf.core.vocab import PHASES
-from nnperf.report.configurations import GROUP_KEYS, key_columns, ok_configs, sort_configs
+from nnperf.report.format import GROUP_KEYS, key_columns, ok_configs, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MS, cells, fmt_pct
 from nnperf.report.outline import Page, Section, Table, section

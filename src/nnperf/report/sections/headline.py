@@ -11,7 +11,7 @@ import pandas as pd
 from nnperf.core.vocab import INPUT_VERDICTS
 from nnperf.core.wording import missing
 from nnperf.report.bounds import preferred_verdict, roofline_verdicts, study_readings
-from nnperf.report.configurations import GROUP_KEYS, estimate_text, match_config, sort_configs
+from nnperf.report.format import GROUP_KEYS, estimate_text, match_config, sort_configs
 from nnperf.report.format import fmt_pct, truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.measurement import target_met

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nnperf.report.configurations import MEAN, key_columns, ok_configs
+from nnperf.report.format import MEAN, key_columns, ok_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_pct, fmt_times
 from nnperf.report.input_verdict import (

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from nnperf.report.configurations import GROUP_KEYS, key_columns, sort_configs
+from nnperf.report.format import GROUP_KEYS, key_columns, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_pct, scaled, shorten, si
 from nnperf.report.outline import Page, Section, Table, section

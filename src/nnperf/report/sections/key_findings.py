@@ -23,7 +23,7 @@ from nnperf.report.bounds import (
     roofline_verdicts,
     study_readings,
 )
-from nnperf.report.configurations import GROUP_KEYS, MEAN, match_config, ok_configs, sort_configs
+from nnperf.report.format import GROUP_KEYS, MEAN, match_config, ok_configs, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.outline import Page
 from nnperf.report.sections import accuracy, input_pipeline, notes, speedups

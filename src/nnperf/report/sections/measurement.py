@@ -17,7 +17,7 @@ import pandas as pd
 
 from nnperf.core.vocab import STOP_NUMBERS, UNSTABLE_NUMBERS
 from nnperf.core.wording import count_of, missing, stop_numbers_of, unstable_text
-from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, sort_configs
+from nnperf.report.format import GROUP_KEYS, MEAN, key_columns, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import cells, fmt, fmt_duration, fmt_pct, fmt_utc, int_cell, truthy
 from nnperf.report.noise import NOISE_COLUMNS
@@ -124,13 +124,84 @@ def ci_target_counts(table: pd.DataFrame) -> tuple[int, int]:
     return int(known.sum()), len(known)
 
 
-def quality_records(table: pd.DataFrame) -> list[Finding]:
-    """How many reached their CI target, each that missed it (with why it stopped), and per
-    machine which variance level dominates and the fixed and compile costs."""
+def machine_miss(row: Mapping) -> bool:
+    """Whether a configuration missed its CI target for its machine's process spread: the
+    engine stopped it early because the processes the target needs at the measured spread
+    (`stop_processes_needed`) do not fit the budget or the process limit
+    (`nnperf.engine.stopping.unreachable_target`). A budget that ran out first says nothing
+    about the machine: a larger one may reach the target, and that miss keeps its line."""
+    return str(row.get("stop_reason")) == "target_unreachable"
+
+
+def paired_half_widths(comparisons: pd.DataFrame | None, machine: str) -> pd.Series:
+    """Relative 95% CI half-widths of the paired comparisons made on `machine` (both sides
+    there), as comparisons.csv gives them."""
+    needed = {"a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"}
+    if comparisons is None or comparisons.empty or not needed <= set(comparisons.columns):
+        return pd.Series(dtype=float)
+    rows = comparisons[
+        (comparisons["method"].astype(str) == "paired")
+        & (comparisons["a_machine"].astype(str) == machine)
+        & (comparisons["b_machine"].astype(str) == machine)
+    ]
+    ratio, low, high = (
+        pd.to_numeric(rows[c], errors="coerce") for c in ("ratio", "ci95_low", "ci95_high")
+    )
+    return ((high - low) / 2 / ratio.where(ratio > 0)).dropna()
+
+
+def _median(values: pd.Series):
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return None if values.empty else float(values.median())
+
+
+def machine_allows_records(
+    table: pd.DataFrame, comparisons: pd.DataFrame | None = None
+) -> list[Finding]:
+    """Per machine where configurations missed their CI target for the machine's process
+    spread (`machine_miss`): one record of what the machine allows instead of a miss per
+    configuration: their spread between processes, the target it put out of reach, the
+    absolute intervals they reached, and the paired comparisons' half-widths on the machine
+    (which cancel what interleaved processes share)."""
+    measured = table[table["status"].astype(str) == "ok"]
+    found = []
+    for machine, group in measured.groupby("machine", sort=True):
+        missed = group[group["target_met"].fillna(True).eq(False)]
+        theirs = missed[[machine_miss(row) for row in missed.to_dict("records")]]
+        if theirs.empty:
+            continue
+        paired = paired_half_widths(comparisons, str(machine))
+        half = pd.to_numeric(theirs["ci_half_width_rel"], errors="coerce").dropna()
+        numbers = {
+            "between_rsd": _median(theirs["between_process_rsd"]),
+            "target": _median(theirs["ci_target"]),
+            "missed": len(theirs),
+            "judged": int(group["target_met"].notna().sum()),
+            "processes_needed": _median(theirs.get("stop_processes_needed", pd.Series())),
+            "half_width": None if half.empty else float(half.median()),
+            "half_width_max": None if half.empty else float(half.max()),
+            "paired_half_width": None if paired.empty else float(paired.median()),
+            "paired": len(paired),
+        }
+        found.append(Finding("machine_allows", {"machine": machine}, numbers))
+    return found
+
+
+def quality_records(
+    table: pd.DataFrame, comparisons: pd.DataFrame | None = None
+) -> list[Finding]:
+    """What each machine allows where its process spread put the CI target out of reach
+    (`machine_allows_records`, first, standing for those configurations' misses); then how
+    many reached their CI target, each other one that missed it (with why it stopped),
+    and per machine which variance level dominates and the fixed and compile costs."""
+    allows = machine_allows_records(table, comparisons)
+    folded = {str(f.about["machine"]) for f in allows}
     met, judged = ci_target_counts(table)
     found = [Finding("ci_target_count", {}, {"met": met, "judged": judged})] if judged else []
     measured = table[table["status"].astype(str) == "ok"]
     for row in measured[measured["target_met"].fillna(True).eq(False)].to_dict("records"):
+        if str(row["machine"]) in folded and machine_miss(row):
+            continue
         found.append(Finding("ci_missed", {"row": row}, stop_numbers_of(row)))
     levels = measured[measured["dominant_level"].isin(["process", "window"])]
     for machine, group in levels.groupby("machine", sort=True):
@@ -152,7 +223,7 @@ def quality_records(table: pd.DataFrame) -> list[Finding]:
             later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
             numbers = {"first_s": compiled.median(), "count": len(compiled), "later_s": later}
             found.append(Finding("compile_cost", {"machine": machine}, numbers))
-    return found
+    return allows + found
 
 
 def study_cost(
@@ -328,11 +399,15 @@ def build(page: Page) -> Section:
     measurement = page_measurement(page)
     folders = cost_by_folder(page.tables.jobs, page.tables.summary)
     costs = page.tables.summary is not None or page.tables.jobs is not None
+    quality = quality_records(measurement, page.tables.comparisons)
+    # What the machine allows comes first, said once, above the cost and the counts.
+    allows = [f for f in quality if f.kind == "machine_allows"]
+    quality = [f for f in quality if f.kind != "machine_allows"]
     return section(
         "measurement",
         "Measurement cost and quality",
         intro=INTRO,
-        findings=(cost_records(page_cost(page)) if costs else []) + quality_records(measurement),
+        findings=allows + (cost_records(page_cost(page)) if costs else []) + quality,
         tables=(
             Table("Measurement per configuration", page.drop(measurement_display(measurement))),
             Table("Wall time per results folder", cells(folders, COST_CELLS)),

@@ -12,7 +12,7 @@ import pandas as pd
 
 from nnperf.core.wording import missing, stop_numbers_of
 from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readings
-from nnperf.report.configurations import GROUP_KEYS, ok_configs, sort_configs
+from nnperf.report.format import GROUP_KEYS, ok_configs, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import truthy
 from nnperf.report.outline import Page, Section, section

@@ -13,7 +13,7 @@ import pandas as pd
 
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.core.wording import missing
-from nnperf.report.configurations import GROUP_KEYS, KEY_LABELS, sort_configs
+from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MIB, MS, cells, fmt, fmt_pct, shorten
 from nnperf.report.outline import Page, Section, Table, section

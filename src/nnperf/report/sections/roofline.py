@@ -10,8 +10,8 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.report.bounds import LEVEL_LABELS, ROOF_TOLERANCE, roofline_verdicts, study_readings
-from nnperf.report.configurations import GROUP_KEYS, MEAN, key_columns, match_config, ok_configs
-from nnperf.report.configurations import sort_configs
+from nnperf.report.format import GROUP_KEYS, MEAN, key_columns, match_config, ok_configs
+from nnperf.report.format import sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import MS, cells, fmt, fmt_ghz, fmt_pct, fmt_times, si, truthy
 from nnperf.report.outline import Page, Section, Table, section

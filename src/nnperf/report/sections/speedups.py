@@ -8,14 +8,14 @@ from __future__ import annotations
 import pandas as pd
 
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
-from nnperf.report.comparisons import PAIR_KEYS, ci_of, interval_cell
-from nnperf.report.configurations import KEY_LABELS, sort_configs
+from nnperf.report.comparisons import ci_of, interval_cell
+from nnperf.report.format import GROUP_KEYS, KEY_LABELS, sort_configs
 from nnperf.report.findings import Finding
 from nnperf.report.format import fmt, fmt_times
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.wording.comparisons import side
 
-SCALING_KEYS = [k for k in PAIR_KEYS if k != "batch_size"]
+SCALING_KEYS = [k for k in GROUP_KEYS if k != "batch_size"]
 
 INTRO = (
     f"Throughput ratios: each precision against {REFERENCE_PRECISION} and each variant "
@@ -30,10 +30,10 @@ INTRO = (
 def pairs(table: pd.DataFrame | None, kind: str) -> pd.DataFrame:
     """The `vs_reference` rows of `kind` (precision or variant), A's keys as plain columns."""
     if table is None or table.empty:
-        return pd.DataFrame(columns=[*PAIR_KEYS, "reference"])
+        return pd.DataFrame(columns=[*GROUP_KEYS, "reference"])
     rows = table[(table["kind"] == kind) & (table["pair"] == "vs_reference")]
     records = [{**r, **side(r, "a"), "reference": r[f"b_{kind}"]} for r in rows.to_dict("records")]
-    return sort_configs(pd.DataFrame(records, columns=[*table.columns, *PAIR_KEYS, "reference"]))
+    return sort_configs(pd.DataFrame(records, columns=[*table.columns, *GROUP_KEYS, "reference"]))
 
 
 def stated(table: pd.DataFrame, column: str) -> list[Finding]:
@@ -74,7 +74,7 @@ def ratio_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
     records = table.to_dict("records")
     return pd.DataFrame(
         {
-            **{KEY_LABELS[k]: [side(r, "a")[k] for r in records] for k in PAIR_KEYS},
+            **{KEY_LABELS[k]: [side(r, "a")[k] for r in records] for k in GROUP_KEYS},
             f"Against {KEY_LABELS[column].lower()}": [r[f"b_{column}"] for r in records],
             "Ratio": [fmt_times(r["ratio"]) for r in records],
             "95% CI": [interval_cell(ci_of(r)) for r in records],

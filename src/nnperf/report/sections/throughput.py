@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nnperf.report.configurations import key_columns, ok_configs, sort_configs
+from nnperf.report.format import key_columns, ok_configs, sort_configs
 from nnperf.report.format import cells, fmt, fmt_pct
 from nnperf.report.outline import Page, Section, Table, section
 

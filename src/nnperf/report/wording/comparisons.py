@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from nnperf.core.wording import missing
-from nnperf.report.comparisons import PAIR_KEYS, ci_of, interval_cell, names, ratio_text
+from nnperf.report.comparisons import ci_of, interval_cell, names, ratio_text
 from nnperf.report.findings import Finding
-from nnperf.report.format import config_text, fmt, fmt_pct, fmt_times
+from nnperf.report.format import GROUP_KEYS, config_text, fmt, fmt_pct, fmt_times
 from nnperf.report.wording.findings import differing
 
 # A batch size whose throughput is, over its whole 95% interval, at least this fraction of
@@ -20,7 +20,7 @@ SATURATION = 0.95
 
 def side(row: Mapping, side: str) -> dict:
     """One side's keys of a comparisons.csv row (`a` or `b`), named as summary.csv names them."""
-    return {k: row.get(f"{side}_{k}") for k in PAIR_KEYS}
+    return {k: row.get(f"{side}_{k}") for k in GROUP_KEYS}
 
 
 def speedup(f: Finding, named=None) -> str:

@@ -10,7 +10,7 @@ from typing import Callable, Mapping, Sequence
 
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
-from nnperf.report.configurations import estimate_text
+from nnperf.report.format import estimate_text
 from nnperf.report.findings import Finding
 from nnperf.report.format import config_text, fmt, fmt_duration, fmt_pct, fmt_si, truthy
 from nnperf.report.sections.breakdown import PHASE_LABELS

@@ -1,6 +1,7 @@
-"""The Measurement and Environment sections' findings in words: what the study cost, which
-configurations reached their CI target (and why one missed it), what dominates the variance,
-the fixed costs, and the settings every run shared."""
+"""The Measurement and Environment sections' findings in words: what the study cost, what a
+machine whose processes differ too much for the CI target allows, which configurations reached
+their CI target (and why one missed it), what dominates the variance, the fixed costs, and the
+settings every run shared."""
 
 from __future__ import annotations
 
@@ -65,6 +66,33 @@ def ci_missed(f: Finding, named=None) -> str:
     return f"{text}; {why}." + (f" Likely cause: {cause}" if cause else "")
 
 
+def machine_allows(f: Finding, named=None) -> str:
+    """What a machine whose processes differ too much for the CI target allows: said once,
+    in place of a missed target per configuration (`sections.measurement.machine_miss`)."""
+    n = f.numbers
+    needed = n.get("processes_needed")
+    needed = "" if missing(needed) else f" (it would take ~{int(needed)} processes)"
+    text = (
+        f"On {f.about['machine']}, worker processes differ by ~{fmt_pct(n['between_rsd'])} "
+        f"(median relative standard deviation between processes), too much for a "
+        f"\u00b1{fmt_pct(n['target'])} CI of absolute throughput in the time budget{needed}: "
+        f"{n['missed']} of {n['judged']} configurations missed that target for this reason"
+    )
+    if missing(n.get("half_width")):
+        return text + "."
+    text += (
+        f". What this machine allows: absolute throughput to \u00b1{fmt_pct(n['half_width'])} "
+        f"(their median 95% CI half-width; widest \u00b1{fmt_pct(n['half_width_max'])})"
+    )
+    if missing(n.get("paired_half_width")):
+        return text + "; no paired comparison was made on it."
+    return text + (
+        f", the paired comparisons to \u00b1{fmt_pct(n['paired_half_width'])} (median of "
+        f"{n['paired']}), which cancel what interleaved processes share: compare configurations "
+        "by those."
+    )
+
+
 def dominant_level(f: Finding, named=None) -> str:
     n = f.numbers
     by_process, by_window, total = n["by_process"], n["by_window"], n["by_process"] + n["by_window"]
@@ -127,6 +155,7 @@ WORDING = {
         study_span,
         study_span_unknown,
         duty_cycle,
+        machine_allows,
         ci_target_count,
         ci_missed,
         dominant_level,

@@ -9,7 +9,16 @@ from typing import Mapping
 from nnperf.core.wording import count_of, missing
 from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 from nnperf.report.format import fmt_duration, fmt_pct
-from nnperf.report.noise import CAUSE_NUMBERS, p_text, signed_pct
+from nnperf.report.noise import CAUSE_NUMBERS
+
+
+def p_text(p: float) -> str:
+    return "p<0.001" if p < 0.001 else "p<0.01" if p < 0.01 else f"p={p:.2f}"
+
+
+def signed_pct(value: float) -> str:
+    return ("+" if value >= 0 else "\u2212") + fmt_pct(abs(value))
+
 
 # How a note names each cause.
 CAUSE_LABELS = {

@@ -8,7 +8,7 @@ from typing import Mapping
 
 from nnperf.core.wording import missing
 from nnperf.report import comparisons
-from nnperf.report.configurations import estimate_text
+from nnperf.report.format import estimate_text
 from nnperf.report.findings import Finding
 from nnperf.report.format import config_text, fmt, fmt_pct, fmt_times, int_cell, throughput_text
 

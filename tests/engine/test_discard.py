@@ -128,6 +128,20 @@ def test_a_quiet_run_discards_nothing():
     assert aggregate.summary_row(document)["discarded_windows"] == 0
 
 
+def test_keep_flags_the_disturbed_windows_and_averages_them_in():
+    """timing.disturbed_windows: keep, for a machine that is never quiet: the same windows
+    are flagged, none is measured again, and the estimate holds them (slower)."""
+    keep = dataclasses.replace(BASE, timing=dataclasses.replace(TIMING, disturbed_windows="keep"))
+    busy = {(0, 0), (0, 1), (1, 0)}
+    document = _run(keep, _worker(busy))
+    assert document["status"] == "ok" and document["discarded_windows"] == 0
+    table = document["windows"]
+    assert {(w["process"], w["window"]) for w in table if w["flagged"]} == busy
+    assert not any(w["discarded"] for w in table) and document["n_windows"] == len(table)
+    assert document["throughput_img_s"] < 0.97 * 32 / STEP_S
+    assert "host_overloaded" in document["unstable_reasons"]
+
+
 def test_too_many_disturbed_windows_end_host_busy_with_their_numbers():
     # Process 0 is clean; from process 1 on every window is disturbed: the budget runs out
     # with one clean process, short of min_processes = 2.

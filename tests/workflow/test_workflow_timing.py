@@ -36,12 +36,8 @@ def test_every_configuration_has_its_json_windows_steps_and_log(study):
             variant,
             batch,
         )
-        # bf16 may be hopeless on a CPU without bf16 arithmetic: then it ends over budget. A
-        # machine busy enough to disturb the windows may leave a configuration host_busy,
-        # only with discarded windows to show for it.
+        # bf16 may be hopeless on a CPU without bf16 arithmetic: then it ends over budget.
         allowed = {"ok"} if precision == "fp32" else {"ok", "over_budget"}
-        if document["discarded_windows"]:
-            allowed.add("host_busy")
         assert document["status"] in allowed, document["error"]
         assert document["timed_steps"] == 2 and document["warmup_steps"] == 1
         assert document["timing"]["max_processes"] == 2 and document["timing"]["target_ci"] == 0.03
@@ -63,17 +59,12 @@ def test_every_configuration_has_its_json_windows_steps_and_log(study):
             assert document["single_step_time_s"] > 0 and windows.empty
             assert document["stop_reason"] == "over_budget" and document["stop_numbers"]
             continue
-        # Two worker processes (one when the budget ends it first), one or two clean windows
-        # each, two steps per window; the windows table keeps the discarded ones too.
+        # Two worker processes (one when the budget ends it first), one or two windows each,
+        # two steps per window.
         assert document["n_processes"] == 2 or document["stop_reason"] == "budget"
-        assert len(windows) == document["n_windows"] + document["discarded_windows"]
-        assert windows["discarded"].sum() == document["discarded_windows"]
-        assert len(steps) == 2 * len(windows)
-        if document["status"] == "host_busy":
-            continue
-        assert document["n_processes"] <= 2 and 1 <= document["n_windows"] <= 4
-        clean = windows.loc[~windows["discarded"].astype(bool), "process"]
-        assert len(set(clean)) == document["n_processes"]
+        assert document["n_processes"] <= 2 and 1 <= len(windows) <= 4
+        assert len(steps) == 2 * len(windows) == 2 * document["n_windows"]
+        assert sorted(set(windows["process"])) == list(range(document["n_processes"]))
         assert document["fixed_cost_s"] > 0
         if document["n_windows"] >= 2:
             assert document["ci_half_width_rel"] > 0
@@ -85,15 +76,15 @@ def test_tables_statuses_and_no_overlap(study):
     windows = pd.read_csv(study / "results/tables/synthetic/windows.csv")
     summary = pd.read_csv(study / "results/tables/synthetic/summary.csv")
     assert len(summary) == 8
-    busy = summary["discarded_windows"] > 0
-    assert set(summary.loc[(summary.precision == "fp32") & ~busy, "status"]) <= {"ok"}
-    assert set(summary["status"]) <= {"ok", "over_budget", "host_busy"}
-    assert set(summary.loc[~busy, "status"]) <= {"ok", "over_budget"}
+    assert set(summary.loc[summary.precision == "fp32", "status"]) == {"ok"}
+    assert set(summary["status"]) <= {"ok", "over_budget"}
+    # timing.disturbed_windows: keep (tests/configs/tiny.yaml): flagged, never left out.
+    assert (summary["discarded_windows"] == 0).all()
     measured = summary[summary.status == "ok"]
     assert ((measured["n_processes"] == 2) | (measured["stop_reason"] == "budget")).all()
     assert measured["throughput_img_s_mean"].gt(0).all()
     assert measured.loc[measured["n_windows"] >= 2, "ci_half_width_rel"].gt(0).all()
-    assert len(windows) == summary["n_windows"].sum() + summary["discarded_windows"].sum()
+    assert len(windows) == measured["n_windows"].sum()
     assert not runs["overlap"].any()
     assert find_overlaps(runs) == []
     check_no_overlap(runs)  # bench_slot=1 serialised the timed jobs
@@ -101,19 +92,7 @@ def test_tables_statuses_and_no_overlap(study):
     assert fp32["batch_size"] == 4
     # The ratios the report states are comparisons.csv's rows, each A's mean over B's.
     comparisons = pd.read_csv(study / "results/tables/synthetic/comparisons.csv")
-    if busy.any():
-        # A host_busy configuration is in no ratio: only the ok ones are compared.
-        ok = summary[summary.status == "ok"]
-        named = {(r.precision, r.batch_size, r.variant) for r in ok.itertuples()}
-        for side in ("a", "b"):
-            sides = zip(
-                comparisons[f"{side}_precision"],
-                comparisons[f"{side}_batch_size"],
-                comparisons[f"{side}_variant"],
-            )
-            assert {(p, int(b), v) for p, b, v in sides if p == p} <= named
-    else:
-        assert {"precision", "variant", "batch"} <= set(comparisons["kind"])
+    assert {"precision", "variant", "batch"} <= set(comparisons["kind"])
     throughput = comparisons[comparisons["quantity"] == "throughput_img_s"]
     assert (throughput["ratio"] > 0).all()
     assert set(throughput["verdict"]) <= {"faster", "slower", "tie", "unresolved", "no_ci"}

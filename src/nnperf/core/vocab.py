@@ -114,6 +114,9 @@ DEFAULT_TARGET_CI = {"cpu": 0.03, "cuda": 0.01, "mps": 0.03}
 # disturbed (`DISCARD_CAUSES`) that too few clean ones were left for an estimate within the
 # budget (its numbers, from the clean windows there are, are kept but never plotted).
 RUN_STATUSES = ("ok", "oom", "over_budget", "host_busy")
+# What becomes of a disturbed window (config `timing.disturbed_windows`): measured again in
+# its place and left out of the estimate, or flagged and averaged in.
+DISTURBED_WINDOW_POLICIES = ("remeasure", "keep")
 # Why a measurement stopped (run JSON `stop_reason`): the first four end an `ok` one;
 # `over_budget` is the status of the same name (a steady step or a one-time step,
 # `over_budget_phase`, that the budget cannot hold).

@@ -62,7 +62,7 @@ def estimate_fields(result: manager.Measurement, request: RunRequest) -> dict:
     if current.between_processes is not None:
         optimal = stopping.optimal_windows(
             current,
-            manager.process_cost(result, bool(request.settings.compile)),
+            stopping.process_cost(result.processes, result.windows, bool(request.settings.compile)),
             max((w["window_s"] for w in result.windows), default=0.0),
             request.timing,
         )

@@ -471,3 +471,42 @@ def step_time_stats(values) -> dict:
         "p10": float(np.percentile(data, 10)),
         "p90": float(np.percentile(data, 90)),
     }
+
+
+# What a later process of a compiled variant pays for compilation, as a share of the first
+# one's, until a later process has been measured: the engine plans with it (`process_cost`)
+# and the rehearsal replays it (`nnperf.engine.rehearsal`), one number so that the two cannot
+# disagree. Inductor's FX-graph and autotune caches, shared by the processes of a machine,
+# spare the code generation, not Dynamo's tracing nor the guards. Measured by the gpu-check
+# on an H200 (reports/examples/h200-gpu-check, runs.csv): bf16 CUDA graphs compiled in 23.0 s
+# cold, then 4.9 s in the second process (0.21); fp16's processes after it took 4.1 and
+# 3.4 s (0.18, 0.15 of the cold one). Rounded up, because a share planned too low starts a
+# process that the budget then cuts off mid-compilation, while one planned too high only
+# stops a process earlier.
+LATER_COMPILE_SHARE = 0.25
+
+
+def process_cost(processes: list[dict], windows: list[dict], compiled: bool = False) -> float:
+    """What starting one more process is expected to cost: worker start to its first window.
+
+    Once a second process has run, the mean over the processes after the first (they start
+    with warm compile caches). Before, the first process's cost; for a compiled variant with
+    its compilation cut to LATER_COMPILE_SHARE.
+    """
+    costs = {}
+    for record in processes:
+        first_window = next(
+            (w["started_at_unix"] for w in windows if w["process"] == record["process"]),
+            None,
+        )
+        if first_window is not None:
+            costs[record["process"]] = first_window - record["started_at_unix"]
+    if not costs:
+        return 0.0
+    later = [cost for process, cost in costs.items() if process > 0]
+    if later:
+        return sum(later) / len(later)
+    compiling = processes[0].get("one_time_step_time_s", {}).get(COMPILATION)
+    if not compiled or compiling is None:
+        return costs[0]
+    return costs[0] - (1 - LATER_COMPILE_SHARE) * compiling

@@ -26,14 +26,14 @@ pytestmark = pytest.mark.workflow
 
 TABLES = "results/tables/synthetic"
 GROUP_LOG = "logs/runs/synthetic/cpu/resnet18_cifar/groups/bs4.log"
-LOADED_S = 8.0
+LOADED_S = 5.0
 STUDY = (
     "--configfile",
     str(TINY_CONFIG),
     "--config",
     "precisions=[fp32]",
     "batch_sizes=[4]",
-    "timing={min_seconds: 0, max_seconds: 40, min_processes: 2, max_processes: 3, "
+    "timing={min_seconds: 0, max_seconds: 30, min_processes: 2, max_processes: 3, "
     "min_windows: 1, max_windows: 3, disturbed_windows: remeasure}",
     "--",
     f"{TABLES}/summary.csv",

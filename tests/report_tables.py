@@ -400,6 +400,9 @@ def window_records(c: Config, job_started: float) -> list[dict]:
                 "cores": 2,
                 "flagged": flagged,
                 "flag_reasons": FLAG_REASON if flagged else "",
+                # Flagged, but from finished estimates that kept it.
+                "discarded": False,
+                "discard_reasons": "",
             }
             assert tuple(record) == WINDOW_CSV_COLUMNS
             records.append(record)

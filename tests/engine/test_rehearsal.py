@@ -95,7 +95,7 @@ def test_replay_recording_step_is_not_projected_as_a_steady_step(gpu_replays):
 
 
 def test_engine_plans_a_later_compiled_process_at_the_cost_the_replay_gives_it(gpu_replays):
-    """One share of a later compilation (`manager.LATER_COMPILE_SHARE`), in the engine's plan
+    """One share of a later compilation (`stopping.LATER_COMPILE_SHARE`), in the engine's plan
     and in the replay: what the engine expects process 1 to cost, from process 0 alone, is
     what process 1 then costs on the replayed clock (a share planned lower than the replay's
     would start processes the budget cuts off)."""
@@ -108,7 +108,7 @@ def test_engine_plans_a_later_compiled_process_at_the_cost_the_replay_gives_it(g
     alone = manager.Measurement(
         processes=[first], windows=[w for w in replay.windows if w["process"] == 0]
     )
-    planned = manager.process_cost(alone, compiled=True)
+    planned = stopping.process_cost(alone.processes, alone.windows, compiled=True)
     started = min(w["started_at_unix"] for w in replay.windows if w["process"] == 1)
     cost = started - second["started_at_unix"]
     compiling = first["one_time_step_time_s"]["compile"]
@@ -118,7 +118,7 @@ def test_engine_plans_a_later_compiled_process_at_the_cost_the_replay_gives_it(g
     assert cost == pytest.approx(planned, abs=timing.processes[0].steady_step_s)
     assert second["warmup_step_time_s"][0] == pytest.approx(
         timing.processes[0].steady_step_s
-        + manager.LATER_COMPILE_SHARE * (compiling - timing.processes[0].steady_step_s)
+        + stopping.LATER_COMPILE_SHARE * (compiling - timing.processes[0].steady_step_s)
     )
 
 

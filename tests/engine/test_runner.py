@@ -95,18 +95,25 @@ def test_fp32_run_document(fp32_run):
     assert document["status"] == "ok" and document["error"] is None
     assert (document["model"], document["device"], document["precision"]) == ("tiny", "cpu", "fp32")
     assert document["batch_size"] == 8 and document["warmup_steps"] == 2
-    assert document["timed_steps"] == 3 and len(steps) == 2 * 2 * 3 and len(windows) == 4
+    # Two clean windows in each of two processes; a window disturbed by a neighbour (a busy
+    # machine) stays in the table beside the one measured in its place.
+    assert document["timed_steps"] == 3 and document["n_windows"] == 4
+    assert len(windows) == 4 + document["discarded_windows"] and len(steps) == 3 * len(windows)
     assert document["timing"]["target_ci"] == 0.001 and document["timing"]["max_processes"] == 2
     assert document["images_timed"] == 4 * 24
-    assert document["timed_window_s"] == pytest.approx(sum(w["window_s"] for w in windows))
-    times = sorted(row["step_time_s"] for row in steps)
+    # The estimate and the step statistics are the clean windows'.
+    clean = [w for w in windows if not w["discarded"]]
+    used = {(w["process"], w["window"]) for w in clean}
+    clean_steps = [row for row in steps if (row["process"], row["window"]) in used]
+    assert document["timed_window_s"] == pytest.approx(sum(w["window_s"] for w in clean))
+    times = sorted(row["step_time_s"] for row in clean_steps)
     assert document["step_time_s"]["median"] == pytest.approx((times[5] + times[6]) / 2)
     assert (
         document["step_time_s"]["min"] == times[0] and document["step_time_s"]["max"] == times[-1]
     )
     assert document["single_step_time_s"] == document["step_time_s"]["median"]
     for phase in PHASES:
-        values = sorted(row[f"{phase}_s"] for row in steps)
+        values = sorted(row[f"{phase}_s"] for row in clean_steps)
         assert document["phase_time_s"][phase] == pytest.approx((values[5] + values[6]) / 2)
     assert document["compile_time_s"] is None and document["compile_time_s_later"] is None
     assert document["first_step_time_s"] == document["processes"][0]["warmup_step_time_s"][0]
@@ -150,13 +157,16 @@ def test_environment_record_on_cpu(fp32_run):
 def test_steps_and_windows_csv_columns(fp32_run):
     frame = steps_frame(fp32_run[2])
     assert tuple(frame.columns) == STEP_CSV_COLUMNS
-    assert frame["step"].tolist() == [0, 1, 2] * 4
-    assert frame["process"].tolist() == [0] * 6 + [1] * 6
+    windows = fp32_run[1]
+    assert frame["step"].tolist() == [0, 1, 2] * len(windows)
+    assert frame["process"].tolist() == [w["process"] for w in windows for _ in range(3)]
     assert (frame["step_time_s"] > 0).all() and frame["loss"].notna().all()
     assert tuple(steps_frame([]).columns) == STEP_CSV_COLUMNS  # OOM runs still get a header
     windows = windows_frame(fp32_run[1])
     assert tuple(windows.columns) == WINDOW_CSV_COLUMNS
-    assert windows["window"].tolist() == [0, 1, 0, 1]
+    for _, mine in windows.groupby("process"):
+        assert mine["window"].tolist() == list(range(len(mine)))
+    assert (~windows["discarded"].astype(bool)).sum() == 4
     assert tuple(windows_frame([]).columns) == WINDOW_CSV_COLUMNS
 
 

@@ -53,9 +53,15 @@ def test_each_process_is_a_separate_forked_worker(measured):
 
 def test_windows_and_steps_belong_to_their_processes(measured):
     document, windows, steps = measured
-    assert [(w["process"], w["window"]) for w in windows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # Two clean windows per process, numbered in order; a window disturbed by a neighbour
+    # (a busy machine) is kept beside the one measured in its place.
+    clean = [w["process"] for w in windows if not w["discarded"]]
+    assert clean == [0, 0, 1, 1]
+    for process in (0, 1):
+        mine = [w["window"] for w in windows if w["process"] == process]
+        assert mine == list(range(len(mine)))
     assert document["n_processes"] == 2 and document["n_windows"] == 4
-    assert len(steps) == 4 * 3
+    assert len(steps) == len(windows) * 3
     for window in windows:
         own = [
             s for s in steps if (s["process"], s["window"]) == (window["process"], window["window"])

@@ -20,6 +20,7 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import write_json
 from nnperf.core.vocab import (
     CONFIG_KEYS,
+    DISCARD_CAUSES,
     PHASES,
     STOP_NUMBERS,
     UNSTABLE_NUMBERS,
@@ -431,6 +432,8 @@ SUMMARY_COLUMNS = [
     "error",
     "n_processes",
     "n_windows",
+    "discarded_windows",
+    *(f"discarded_{cause}" for cause in DISCARD_CAUSES),
     "throughput_img_s_mean",
     "throughput_img_s_ci95_low",
     "throughput_img_s_ci95_high",
@@ -695,7 +698,7 @@ def test_write_tables_refuses_other_documents_statuses_and_thresholds(documents,
     write_json(odd, {**documents[0], "status": "mixed"})
     with pytest.raises(
         NnperfError,
-        match=r"odd\.json: status 'mixed' is not allowed; allowed: ok, oom, over_budget",
+        match=r"odd\.json: status 'mixed' is not allowed; allowed: ok, oom, over_budget, host_busy",
     ):
         aggregate.write_tables(TablesRequest(), [odd], *tables)
     # The request itself refuses a threshold outside (0, 1] (nnperf.core.settings).

@@ -261,6 +261,8 @@ def test_step_times_come_from_the_summary_and_skip_configurations_without_one():
         [
             {**base, "batch_size": 4, "status": "ok", "step_time_s_median": 0.2},
             {**base, "batch_size": 4096, "status": "oom", "step_time_s_median": math.nan},
+            # Its clean windows' median is kept, but a host_busy configuration is no point.
+            {**base, "batch_size": 8, "status": "host_busy", "step_time_s_median": 0.3},
         ]
     )
     assert roofline.step_times(summary) == {("cpu", "tiny", "fp32", 4, "b"): 0.2}

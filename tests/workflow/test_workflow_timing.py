@@ -78,6 +78,8 @@ def test_tables_statuses_and_no_overlap(study):
     assert len(summary) == 8
     assert set(summary.loc[summary.precision == "fp32", "status"]) == {"ok"}
     assert set(summary["status"]) <= {"ok", "over_budget"}
+    # timing.disturbed_windows: keep (tests/configs/tiny.yaml): flagged, never left out.
+    assert (summary["discarded_windows"] == 0).all()
     measured = summary[summary.status == "ok"]
     assert ((measured["n_processes"] == 2) | (measured["stop_reason"] == "budget")).all()
     assert measured["throughput_img_s_mean"].gt(0).all()

@@ -52,6 +52,8 @@ HELP = {
     "default: max-seconds)",
     "max_compile_seconds": "bound of torch.compile's compilation",
     "max_recording_seconds": "bound of the CUDA-graph recording step (default: max-seconds)",
+    "disturbed_windows": "a window other load disturbed: measured again in its place "
+    "(remeasure) or flagged and averaged in (keep)",
     "augment": "random crop (padding 4) and horizontal flip, as in CIFAR training",
 }
 CHOICES = {"device": (*DEVICES, AUTO_DEVICE), "precision": PRECISIONS, "dataset": DATASETS}

@@ -242,9 +242,16 @@ class TimingSettings:
     max_first_step_seconds: float | None
     max_compile_seconds: float
     max_recording_seconds: float | None
+    # vocab.DISTURBED_WINDOW_POLICIES: a disturbed window measured again, or flagged and kept.
+    disturbed_windows: str
 
     def __post_init__(self) -> None:
         check_finite(self, "timing")
+        if self.disturbed_windows not in vocab.DISTURBED_WINDOW_POLICIES:
+            raise NnperfError(
+                f"timing.disturbed_windows = {self.disturbed_windows!r} is not allowed; "
+                f"allowed: {', '.join(vocab.DISTURBED_WINDOW_POLICIES)}"
+            )
         if self.min_seconds is None:
             object.__setattr__(self, "min_seconds", MIN_SECONDS_SHARE * self.max_seconds)
         if self.target_ci is not None and not 0 < self.target_ci < 1:

@@ -75,6 +75,10 @@ WINDOW_CSV_COLUMNS = (
     "cores",
     "flagged",
     "flag_reasons",
+    # Left out of the estimate and the comparison's rounds when it arrived, and why
+    # (`DISCARD_CAUSES`, "|"-joined): the engine measured another window in its place.
+    "discarded",
+    "discard_reasons",
 )
 # One row per loader window (nnperf.engine.loader: the feeder iterated with no training,
 # after the timed windows), in the run document's `loader_windows`.
@@ -106,8 +110,13 @@ INPUT_VERDICTS = ("input_bound", "not_input_bound", "undetermined")
 DEFAULT_TARGET_CI = {"cpu": 0.03, "cuda": 0.01, "mps": 0.03}
 
 # How a configuration's measurement ended (run JSON `status`): measured; out of memory; its
-# minimal measurement could not fit in `timing.max_seconds`.
-RUN_STATUSES = ("ok", "oom", "over_budget")
+# minimal measurement could not fit in `timing.max_seconds`; so many of its windows were
+# disturbed (`DISCARD_CAUSES`) that too few clean ones were left for an estimate within the
+# budget (its numbers, from the clean windows there are, are kept but never plotted).
+RUN_STATUSES = ("ok", "oom", "over_budget", "host_busy")
+# What becomes of a disturbed window (config `timing.disturbed_windows`): measured again in
+# its place and left out of the estimate, or flagged and averaged in.
+DISTURBED_WINDOW_POLICIES = ("remeasure", "keep")
 # Why a measurement stopped (run JSON `stop_reason`): the first four end an `ok` one;
 # `over_budget` is the status of the same name (a steady step or a one-time step,
 # `over_budget_phase`, that the budget cannot hold).
@@ -155,6 +164,10 @@ UNSTABLE_REASONS = (
     "host_loaded_while_timed",
     "process_oom",
 )
+# Why a window is left out of the estimate and the comparison's rounds when it arrives (run
+# JSON `discarded_causes`, summary.csv `discarded_<cause>`): the window flags of
+# `nnperf.engine.stability`, at the thresholds above.
+DISCARD_CAUSES = UNSTABLE_REASONS[:4]
 # The numbers they are stated with (run JSON `unstable_numbers`, summary.csv
 # `unstable_<name>`): the windows each window reason hit of all windows; the worst other
 # processes' cores beside the run's threads of the host's cores; the worst steal share; the

@@ -82,10 +82,20 @@ class Measurement:
     # Workers lost without their result and replaced (vocab.WORKER_LOSS_FIELDS each).
     worker_losses: list[dict] = dataclasses.field(default_factory=list)
 
+    def clean_windows(self) -> list[dict]:
+        """The windows the estimate and the comparison's rounds are made of: every window
+        but the disturbed ones (`stability.discard_reasons`), which stay in `windows`."""
+        return [w for w in self.windows if not w.get("discarded")]
+
+    def clean_steps(self) -> list[dict]:
+        """The steps of `clean_windows`."""
+        left_out = {(w["process"], w["window"]) for w in self.windows if w.get("discarded")}
+        return [s for s in self.steps if (s["process"], s["window"]) not in left_out]
+
     def samples(self) -> list[stopping.WindowSample]:
         return [
             stopping.WindowSample(int(w["process"]), int(w["images"]), float(w["window_s"]))
-            for w in self.windows
+            for w in self.clean_windows()
         ]
 
 
@@ -191,6 +201,10 @@ class MeasurementRun:
             if result.status == "ok":
                 result.stop_reason = action.reason
                 result.stop_numbers = dict(action.numbers)
+                if len(result.clean_windows()) < len(result.windows) and not (
+                    stopping.enough_clean(stopping.estimate(result.samples()), self.request.timing)
+                ):
+                    result.status = "host_busy"
         return action
 
     def _run_worker(self, round_index: int | None) -> stopping.Action:
@@ -245,7 +259,9 @@ class MeasurementRun:
             return False
         idle = self._idle_since if self._idle_since is not None else self.clock()
         return stopping.process_fits_budget(
-            process_cost(result, bool(self.request.settings.compile)),
+            stopping.process_cost(
+                result.processes, result.windows, bool(self.request.settings.compile)
+            ),
             max(float(w["window_s"]) for w in result.windows),
             timing.max_seconds - self.driver.spent_s(idle),
             timing,
@@ -346,15 +362,23 @@ class _Driver:
                 message = worker.receive(self.hard_end())
                 if message[0] != "window":
                     return self._ended_early(message, record)
-                result.windows.append(message[1])
+                window = message[1]
+                # A disturbed window stays in the table but not in the estimate: the
+                # stopping rule, which counts clean windows, asks for another in its place.
+                reasons = stability.discard_reasons(window, result.windows, request.timing)
+                window.update(discarded=bool(reasons), discard_reasons="|".join(reasons))
+                result.windows.append(window)
                 result.steps.extend(message[2])
                 action = stopping.next_action(
                     result.samples(),
                     current_process=worker.index,
                     elapsed_s=self.spent_s(),
-                    process_cost_s=process_cost(result, bool(request.settings.compile)),
+                    process_cost_s=stopping.process_cost(
+                        result.processes, result.windows, bool(request.settings.compile)
+                    ),
                     timing=request.timing,
                     target_ci=request.target_ci,
+                    window_cost_s=max(float(w["window_s"]) for w in result.windows),
                 )
                 if action.kind != "window":
                     if self._measure_loader(worker, record):
@@ -533,45 +557,6 @@ class _Driver:
             return self.budget_stop()
         raise_for(message, record["process"])
         raise AssertionError("unreachable")
-
-
-# What a later process of a compiled variant pays for compilation, as a share of the first
-# one's, until a later process has been measured: the engine plans with it (`process_cost`)
-# and the rehearsal replays it (`nnperf.engine.rehearsal`), one number so that the two cannot
-# disagree. Inductor's FX-graph and autotune caches, shared by the processes of a machine,
-# spare the code generation, not Dynamo's tracing nor the guards. Measured by the gpu-check
-# on an H200 (reports/examples/h200-gpu-check, runs.csv): bf16 CUDA graphs compiled in 23.0 s
-# cold, then 4.9 s in the second process (0.21); fp16's processes after it took 4.1 and
-# 3.4 s (0.18, 0.15 of the cold one). Rounded up, because a share planned too low starts a
-# process that the budget then cuts off mid-compilation, while one planned too high only
-# stops a process earlier.
-LATER_COMPILE_SHARE = 0.25
-
-
-def process_cost(result: Measurement, compiled: bool = False) -> float:
-    """What starting one more process is expected to cost: worker start to its first window.
-
-    Once a second process has run, the mean over the processes after the first (they start
-    with warm compile caches). Before, the first process's cost; for a compiled variant with
-    its compilation cut to LATER_COMPILE_SHARE.
-    """
-    costs = {}
-    for record in result.processes:
-        first_window = next(
-            (w["started_at_unix"] for w in result.windows if w["process"] == record["process"]),
-            None,
-        )
-        if first_window is not None:
-            costs[record["process"]] = first_window - record["started_at_unix"]
-    if not costs:
-        return 0.0
-    later = [cost for process, cost in costs.items() if process > 0]
-    if later:
-        return sum(later) / len(later)
-    compiling = result.processes[0].get("one_time_step_time_s", {}).get(stopping.COMPILATION)
-    if not compiled or compiling is None:
-        return costs[0]
-    return costs[0] - (1 - LATER_COMPILE_SHARE) * compiling
 
 
 def _close_record(record: dict, closing: dict, result: Measurement) -> None:

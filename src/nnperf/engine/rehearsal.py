@@ -43,7 +43,7 @@ import numpy as np
 
 from nnperf.core.contract import RunRequest
 from nnperf.core.vocab import PHASES
-from nnperf.engine import manager, processes, stopping, worker
+from nnperf.engine import processes, stopping, worker
 
 # Where the replayed clock starts (any unix time; the H100 recordings' month).
 CLOCK_START_UNIX = 1_795_000_000.0
@@ -317,7 +317,7 @@ class ReplayWorker(processes.Worker):
 
 def _process_timing(timing: ConfigTiming, index: int, request: RunRequest) -> ProcessTiming:
     """Process `index`'s timings; a later process of a compiled variant compiles from warm
-    caches (`manager.LATER_COMPILE_SHARE` of the recorded compilation, the share the engine
+    caches (`stopping.LATER_COMPILE_SHARE` of the recorded compilation, the share the engine
     plans with: no recording has a second compiled process to replay instead)."""
     process = timing.processes[index % len(timing.processes)]
     one_time = stopping.one_time_kinds(request.settings.compile, request.device)
@@ -325,7 +325,7 @@ def _process_timing(timing: ConfigTiming, index: int, request: RunRequest) -> Pr
         return process
     first, *rest = process.warmup_step_time_s
     compiling = max(0.0, first - process.steady_step_s)
-    warm = process.steady_step_s + manager.LATER_COMPILE_SHARE * compiling
+    warm = process.steady_step_s + stopping.LATER_COMPILE_SHARE * compiling
     return dataclasses.replace(process, warmup_step_time_s=(warm, *rest))
 
 

@@ -54,14 +54,15 @@ def _quantiles(values) -> dict:
 def estimate_fields(result: manager.Measurement, request: RunRequest) -> dict:
     """The run document's numbers from the windows (`nnperf.engine.stopping` has the maths)."""
     current = stopping.estimate(result.samples())
-    rates = _quantiles([w["throughput_img_s"] for w in result.windows])
+    clean = result.clean_windows()
+    rates = _quantiles([w["throughput_img_s"] for w in clean])
     relative = current.half_width_rel
-    windows = len(result.windows)
+    windows = len(clean)
     optimal = None
     if current.between_processes is not None:
         optimal = stopping.optimal_windows(
             current,
-            manager.process_cost(result, bool(request.settings.compile)),
+            stopping.process_cost(result.processes, result.windows, bool(request.settings.compile)),
             max((w["window_s"] for w in result.windows), default=0.0),
             request.timing,
         )
@@ -84,14 +85,18 @@ def estimate_fields(result: manager.Measurement, request: RunRequest) -> dict:
         },
         "n_processes": current.n_processes,
         "n_windows": windows,
-        "images_timed": int(sum(w["images"] for w in result.windows)),
+        "images_timed": int(sum(w["images"] for w in clean)),
+        # Windows left out as disturbed (each measured again, within the budget), by cause.
+        "discarded_windows": len(result.windows) - len(clean),
+        "discarded_causes": stability.discard_counts(result.windows),
         "timed_window_s": current.timed_s,
     }
 
 
 def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     """Step and phase times over every timed step; compile and warm-up times per process."""
-    step_times = [row["step_time_s"] for row in result.steps]
+    clean_steps = result.clean_steps()
+    step_times = [row["step_time_s"] for row in clean_steps]
     steady = _median(step_times)
     compiled = bool(request.settings.compile)
     rates = stopping.process_throughputs(result.samples())
@@ -100,7 +105,7 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     for record in result.processes:
         process = record["process"]
         warmup = record.get("warmup_step_time_s") or []
-        own_steady = _median(r["step_time_s"] for r in result.steps if r["process"] == process)
+        own_steady = _median(r["step_time_s"] for r in clean_steps if r["process"] == process)
         record["compile_time_s"] = (
             stopping.compile_time(warmup, own_steady)
             if compiled and own_steady and warmup
@@ -109,7 +114,9 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
         # Its first step (compilation included) and the sum of its warm-up steps.
         record["first_step_time_s"] = warmup[0] if warmup else None
         record["warmup_time_s"] = float(sum(warmup)) if warmup else None
-        record["n_windows"] = sum(1 for w in result.windows if w["process"] == process)
+        mine = [w for w in result.windows if w["process"] == process]
+        record["n_windows"] = sum(1 for w in mine if not w.get("discarded"))
+        record["n_discarded_windows"] = len(mine) - record["n_windows"]
         record["throughput_img_s"] = rates.get(process)
         record["loader_rate_img_s"] = loader_rates.get(process)
         record["n_loader_windows"] = sum(
@@ -121,16 +128,16 @@ def step_fields(result: manager.Measurement, request: RunRequest) -> dict:
     one_time = first.get("one_time_step_time_s") or {}
     later = [c for c in compile_times[1:] if c is not None]
     # Steady steps only: an over-budget verdict reached in a one-time step has none.
-    single = steady if result.status == "ok" else result.single_step_time_s
+    single = steady if result.status in ("ok", "host_busy") else result.single_step_time_s
     return {
         "step_time_s": stopping.step_time_stats(step_times) if step_times else None,
         "phase_time_s": (
-            {phase: _median(r[f"{phase}_s"] for r in result.steps) for phase in PHASES}
+            {phase: _median(r[f"{phase}_s"] for r in clean_steps) for phase in PHASES}
             if step_times
             else None
         ),
         # Of the timed steps' summed time (nnperf.engine.loader.data_wait_share).
-        "data_wait_share": loader.data_wait_share(result.steps),
+        "data_wait_share": loader.data_wait_share(clean_steps),
         "single_step_time_s": single,
         "single_step_time_is_lower_bound": bool(result.single_step_time_is_lower_bound),
         "compile_time_s": compile_times[0] if compile_times else None,
@@ -305,13 +312,14 @@ def windows_frame(windows: list[dict]):
 
 
 def expected_step_time(run_document: Mapping | None) -> float | None:
-    """The timed runs' steady step time: the median of a measured configuration, or the
-    steady step an over-budget one showed (a lower bound where it was cut off); None
+    """The timed runs' steady step time: the median of a measured configuration (of its clean
+    windows for a `host_busy` one: a plan, never a reported number), or the steady step an
+    over-budget one showed (a lower bound where it was cut off); None
     otherwise, and None for a configuration that ended over budget in a one-time step
     (its first step, compilation or recording says nothing about the step time)."""
     if not run_document:
         return None
-    if run_document.get("status") == "ok":
+    if run_document.get("status") in ("ok", "host_busy"):
         steps = run_document.get("step_time_s") or {}
         median = steps.get("median") if isinstance(steps, Mapping) else None
         return float(median) if median else None
@@ -465,6 +473,13 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
         return f"{name}: out of memory: {document['error']}"
     if document["status"] == "over_budget":
         return f"{name}: over budget: {why}"
+    discarded = _discarded_text(document)
+    if document["status"] == "host_busy":
+        return (
+            f"{name}: host busy: too few clean windows for an estimate "
+            f"({count_of(document['n_windows'], 'clean window')} in "
+            f"{count_of(document['n_processes'], 'process')}){discarded}"
+        )
     relative = document["ci_half_width_rel"]
     ci = f" +/- {relative:.1%}" if relative is not None else " (no CI: one window)"
     reasons = unstable_sentences(document.get("unstable_reasons"), unstable_numbers_of(document))
@@ -475,8 +490,19 @@ def describe_outcome(request: RunRequest, document: dict) -> str:
         f"{count_of(document['n_windows'], 'window')}, "
         f"stopped: {document['stop_reason']}, duty cycle {document['duty_cycle']:.0%}){flags}"
         + (f"; {why}" if why else "")
+        + discarded
         + _input_text(document)
     )
+
+
+def _discarded_text(document: dict) -> str:
+    """`; 3 disturbed windows measured again (host_overloaded 3)` where there were any."""
+    total = document.get("discarded_windows") or 0
+    if not total:
+        return ""
+    causes = document.get("discarded_causes") or {}
+    named = ", ".join(f"{code} {n}" for code, n in causes.items() if n)
+    return f"; {total} disturbed window(s) measured again ({named})"
 
 
 def _input_text(document: dict) -> str:

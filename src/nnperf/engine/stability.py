@@ -34,7 +34,7 @@ import math
 import os
 from typing import Iterable, Mapping, Sequence
 
-from nnperf.core.vocab import OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
+from nnperf.core.vocab import DISCARD_CAUSES, OVERLOAD_TOLERANCE_CORES, STEAL_LIMIT
 
 CLOCK_DROP_LIMIT = 0.10
 # NVML clock-event reasons that mean the GPU slowed itself down for protection.
@@ -375,6 +375,59 @@ def flag_windows(rows: Sequence[dict]) -> list[dict]:
         reasons = window_flag_reasons(row, median_clock)
         flagged.append({**row, "flagged": bool(reasons), "flag_reasons": "|".join(reasons)})
     return flagged
+
+
+def discard_reasons(row: dict, earlier: Sequence[dict], timing=None) -> list[str]:
+    """Why a window that just arrived is left out of the estimate (`vocab.DISCARD_CAUSES`
+    codes; empty: it is used), judged once, on arrival, by the same flags as the windows
+    table, its clock against the median of the configuration's windows so far (itself
+    included): a disturbed window is replaced by another, so the decision cannot wait for
+    the configuration's last window. None under `timing.disturbed_windows: keep`, where the
+    windows table's flags alone say what was disturbed."""
+    if timing is not None and timing.disturbed_windows == "keep":
+        return []
+    clocks = sorted(
+        c for c in (_number(r.get("sm_clock_mhz")) for r in [*earlier, row]) if c is not None
+    )
+    reasons = window_flag_reasons(row, _median(clocks))
+    if "host_overloaded" in reasons and not neighbour_load(row):
+        reasons.remove("host_overloaded")
+    return reasons
+
+
+# /proc counts CPU time in ticks (1/USER_HZ s, 10 ms): the machine's busy time and the run's
+# own are each read twice and truncated, so the other processes' share of a window is known
+# to within a few ticks over its length: 40 ms of a 50 ms window is no neighbour's load.
+TICK_SLACK = 4
+
+
+def neighbour_load(row: dict, ticks_per_s: int | None = None) -> bool:
+    """Whether other processes used more than the cores the run left free, by more than
+    `OVERLOAD_TOLERANCE_CORES` and the counters' resolution over the window (`TICK_SLACK`).
+    The `host_overloaded` flag also fires when the run alone asks for more threads than
+    there are cores (DataLoader workers beside torch's pool, most of them waiting): every
+    window of such a run is flagged alike, and measuring another would change nothing, so
+    only a neighbour's load is a reason to discard a window."""
+    other, own, cores, window_s = (
+        _number(row.get(k)) for k in ("other_cores", "own_threads", "cores", "window_s")
+    )
+    if other is None or own is None or cores is None:
+        return False
+    resolution = 0.0
+    if window_s and window_s > 0:
+        resolution = TICK_SLACK / ((ticks_per_s or _clock_ticks()) * window_s)
+    return other > max(0.0, cores - own) + OVERLOAD_TOLERANCE_CORES + resolution
+
+
+def discard_counts(rows: Iterable[dict]) -> dict[str, int]:
+    """Discarded windows by cause (every `vocab.DISCARD_CAUSES` code, 0 where none); a window
+    with two causes counts under each."""
+    counts = dict.fromkeys(DISCARD_CAUSES, 0)
+    for row in rows:
+        if row.get("discarded"):
+            for reason in filter(None, str(row.get("discard_reasons") or "").split("|")):
+                counts[reason] = counts.get(reason, 0) + 1
+    return counts
 
 
 def _median(values: Sequence[float]) -> float | None:

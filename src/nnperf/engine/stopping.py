@@ -321,17 +321,23 @@ def next_action(
     process_cost_s: float,
     timing: TimingSettings,
     target_ci: float,
+    window_cost_s: float | None = None,
 ) -> Action:
     """The stopping rule (module docstring); called after every window.
 
-    `current_process` is the index of the process whose window just ended, `elapsed_s` the
-    configuration's wall time so far and `process_cost_s` what starting a process costs
-    (fork, model build, warm-up: measured on the processes so far).
+    `windows` are the clean ones (a disturbed window is left out, so the process measures
+    another in its place). `current_process` is the index of the process whose window just
+    ended, `elapsed_s` the configuration's wall time so far and `process_cost_s` what
+    starting a process costs (fork, model build, warm-up: measured on the processes so
+    far); `window_cost_s` what a window costs, disturbed ones included (the longest of
+    `windows` when None).
     """
     current = estimate(windows)
     groups = by_process(windows)
     in_current = len(groups.get(current_process, []))
-    window_cost = max(w.seconds for w in windows) if windows else 0.0
+    if window_cost_s is None:
+        window_cost_s = max(w.seconds for w in windows) if windows else 0.0
+    window_cost = window_cost_s
     remaining = timing.max_seconds - elapsed_s
     enough_processes = current.n_processes >= timing.min_processes
     enough_windows = all(len(g) >= timing.min_windows for g in groups.values())
@@ -378,6 +384,14 @@ def next_action(
     if window_fits:
         return Action("window")
     return budget
+
+
+def enough_clean(current: Estimate, timing: TimingSettings) -> bool:
+    """Whether the clean windows make an estimate the stopping rule could have stopped on:
+    an interval, from `timing.min_processes` processes (or all the processes allowed). A
+    configuration whose disturbed windows left it short of this ends `host_busy`."""
+    wanted = min(timing.min_processes, timing.max_processes)
+    return current.method is not None and current.n_processes >= wanted
 
 
 def process_fits_budget(
@@ -457,3 +471,42 @@ def step_time_stats(values) -> dict:
         "p10": float(np.percentile(data, 10)),
         "p90": float(np.percentile(data, 90)),
     }
+
+
+# What a later process of a compiled variant pays for compilation, as a share of the first
+# one's, until a later process has been measured: the engine plans with it (`process_cost`)
+# and the rehearsal replays it (`nnperf.engine.rehearsal`), one number so that the two cannot
+# disagree. Inductor's FX-graph and autotune caches, shared by the processes of a machine,
+# spare the code generation, not Dynamo's tracing nor the guards. Measured by the gpu-check
+# on an H200 (reports/examples/h200-gpu-check, runs.csv): bf16 CUDA graphs compiled in 23.0 s
+# cold, then 4.9 s in the second process (0.21); fp16's processes after it took 4.1 and
+# 3.4 s (0.18, 0.15 of the cold one). Rounded up, because a share planned too low starts a
+# process that the budget then cuts off mid-compilation, while one planned too high only
+# stops a process earlier.
+LATER_COMPILE_SHARE = 0.25
+
+
+def process_cost(processes: list[dict], windows: list[dict], compiled: bool = False) -> float:
+    """What starting one more process is expected to cost: worker start to its first window.
+
+    Once a second process has run, the mean over the processes after the first (they start
+    with warm compile caches). Before, the first process's cost; for a compiled variant with
+    its compilation cut to LATER_COMPILE_SHARE.
+    """
+    costs = {}
+    for record in processes:
+        first_window = next(
+            (w["started_at_unix"] for w in windows if w["process"] == record["process"]),
+            None,
+        )
+        if first_window is not None:
+            costs[record["process"]] = first_window - record["started_at_unix"]
+    if not costs:
+        return 0.0
+    later = [cost for process, cost in costs.items() if process > 0]
+    if later:
+        return sum(later) / len(later)
+    compiling = processes[0].get("one_time_step_time_s", {}).get(COMPILATION)
+    if not compiled or compiling is None:
+        return costs[0]
+    return costs[0] - (1 - LATER_COMPILE_SHARE) * compiling

@@ -24,6 +24,7 @@ from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
 from nnperf.core.vocab import (
     CONFIG_KEYS,
+    DISCARD_CAUSES,
     PHASES,
     RUN_KIND,
     RUN_STATUSES,
@@ -202,13 +203,16 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     stop, variance = stop_numbers_of(document), doc("variance") or {}
     phases = doc("phase_time_s") or {}
     q1, q3, cv = (doc(f"throughput_img_s_{k}") for k in ("q1", "q3", "cv"))
-    windows = doc("windows") or []
+    # The windows the estimate used: a discarded one (disturbed, measured again) stays in
+    # windows.csv and in the noise causes' evidence, not in the spread beside the estimate.
+    windows = [w for w in doc("windows") or [] if not w.get("discarded")]
     clocks = np.array([w["sm_clock_mhz"] for w in windows if w.get("sm_clock_mhz") is not None])
     clocks = clocks.astype(float)[np.isfinite(clocks.astype(float))]
     row = {key: doc(key) for key in (*CONFIG_KEYS, "dataset", "status", "stop_reason")}
     row.update({f"stop_{name}": stop.get(name) for name in STOP_NUMBERS})
     for key in ("over_budget_phase", "error", "n_processes", "n_windows"):
         row[key] = doc(key)
+    row.update(discarded_columns(document))
     row["throughput_img_s_mean"] = doc("throughput_img_s")
     for key in ("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel"):
         row[key] = doc(key)
@@ -243,6 +247,17 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         ended_at_unix=doc("ended_at_unix"),
     )
     return row
+
+
+def discarded_columns(document: dict) -> dict:
+    """summary.csv's `discarded_windows` (disturbed windows left out of the estimate and
+    measured again) and `discarded_<cause>` (`vocab.DISCARD_CAUSES`); 0 for a document from
+    before windows were discarded."""
+    causes = document.get("discarded_causes") or {}
+    return {
+        "discarded_windows": document.get("discarded_windows") or 0,
+        **{f"discarded_{cause}": causes.get(cause, 0) for cause in DISCARD_CAUSES},
+    }
 
 
 PEAK_MEMORY = (

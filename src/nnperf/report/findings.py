@@ -41,8 +41,8 @@ SECTION_KINDS = tuple(
 )
 # The Notes: what was skipped and what was flagged, then what the report lacks.
 NOTE_KINDS = tuple(
-    "oom over_budget unstable high_variance roof_too_low profile_unchecked flop_counters_off "
-    "profile_roof_flagged no_timed_runs no_kernels no_roofline_points no_ceilings".split()
+    "oom over_budget host_busy unstable high_variance roof_too_low profile_unchecked "
+    "flop_counters_off profile_roof_flagged no_timed_runs no_kernels no_roofline_points no_ceilings".split()
 )
 KINDS = NOISE_CAUSES + KEY_KINDS + DETAIL_KINDS + SECTION_KINDS + NOTE_KINDS
 

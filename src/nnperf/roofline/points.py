@@ -458,9 +458,13 @@ def step_times(summary: pd.DataFrame) -> dict[tuple, float]:
     """Median step time per configuration (CONFIG_KEYS tuple) from summary.csv.
 
     `step_time_s_median` there is the median over every timed step of a configuration (all its
-    median step; a configuration without one (every rep out of memory) has no point.
+    median step; a configuration without one (every rep out of memory), or not measured `ok`
+    (a `host_busy` one keeps its clean windows' median), has no point.
     """
     timed = summary.dropna(subset=["step_time_s_median"])
+    if "status" in timed:
+        # A host_busy configuration keeps its clean windows' numbers, but they are no point.
+        timed = timed[timed["status"].astype(str) == "ok"]
     return {
         (row.device, row.model, row.precision, int(row.batch_size), row.variant): float(
             row.step_time_s_median

@@ -38,6 +38,7 @@ OVER_BUDGET = "over budget (step too slow for the time budget)"
 UNMEASURED = {
     "oom": ("out of memory", "OOM", "v", "firebrick"),
     "over_budget": (OVER_BUDGET, "over budget", "X", "darkorange"),
+    "host_busy": ("host busy (too few clean windows)", "host busy", "P", "slategray"),
 }
 # Groups sharing a batch size are spread over this many octaves so their points stay apart.
 DODGE_OCTAVES = 0.25

@@ -1,7 +1,8 @@
 """The Notes section: the notes given to the report (config report.notes, the workflow's),
 then one record (`findings.NOTE_KINDS`) per configuration that ran out of memory, ran over
-its time budget, was flagged unstable or for high variance; per roof that step points exceed;
-per profile whose calibration GEMM contradicts it; and for what the report lacks.
+its time budget, was left without enough clean windows on a busy host, or was flagged
+unstable or for high variance; per roof that step points exceed; per profile whose
+calibration GEMM contradicts it; and for what the report lacks.
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ def over_budget_notes(
         about = {"phase": row.get("over_budget_phase"), "step_s": None if missing(step) else step}
         about = {**row, **about, "lower_bound": truthy(lower)}
         found.append(Finding("over_budget", about, stop_numbers_of(row)))
+    return found
+
+
+def host_busy_notes(
+    summary: pd.DataFrame | None, runs: pd.DataFrame | None = None
+) -> list[Finding]:
+    """Each configuration whose disturbed windows left too few clean ones for an estimate:
+    how many windows were discarded, and the clean ones left."""
+    found = []
+    for row in configs_with_status(summary, runs, "host_busy"):
+        numbers = {
+            name: None if missing(row.get(name)) else row.get(name)
+            for name in ("discarded_windows", "n_windows", "n_processes")
+        }
+        found.append(Finding("host_busy", row, numbers))
     return found
 
 
@@ -125,6 +141,7 @@ def records(page: Page) -> list[Finding]:
     return [
         *oom_notes(summary, tables.runs),
         *over_budget_notes(summary, tables.runs),
+        *host_busy_notes(summary, tables.runs),
         *unstable_notes(summary),
         *variance_notes(summary, page.cv_threshold),
         *roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings),
@@ -133,7 +150,7 @@ def records(page: Page) -> list[Finding]:
     ]
 
 
-COUNTED = ("oom", "over_budget", "unstable", "high_variance", "roof_too_low")
+COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
 
 def flag_counts(page: Page) -> Finding | None:

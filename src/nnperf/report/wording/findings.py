@@ -148,6 +148,7 @@ def limit(f: Finding, named: Mapping | None = None) -> str:
 COUNTED = {
     "oom": "ran out of memory",
     "over_budget": "took too long per step to measure within the time budget",
+    "host_busy": "had too few clean windows on a busy host",
     "unstable": "flagged unstable",
     "high_variance": "flagged for high variance",
 }

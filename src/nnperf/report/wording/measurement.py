@@ -148,6 +148,16 @@ def over_budget(f: Finding, named=None) -> str:
 
 NOTES_WORDING = {
     "oom": ("Out of memory: {a:where}", {"error": ": {a[error]}"}, "."),
+    "host_busy": (
+        "Host busy: {a:where} was not measured",
+        {
+            "discarded_windows": ": {n[discarded_windows]:count:window} ran beside other load "
+            "and {n[discarded_windows]:pick:was|were} left out, {n[n_windows]:count:clean "
+            "window} remained"
+        },
+        "; it has no point on a figure, no roofline point and no speedup. Run it again on a "
+        "quieter machine.",
+    ),
     "unstable": "Unstable: {a:where} — {a:unstable}; its throughput is marked unstable wherever "
     "it is quoted, and comparisons with it need care.",
     "high_variance": (

@@ -320,6 +320,12 @@ EXAMPLES = {
         "Over budget: m bf16 at batch 32 (tuned) on box was not measured — one training step "
         "takes at least 13.2 s; raise timing.max_seconds to measure it.",
     ),
+    "host_busy": (
+        Finding("host_busy", BEST, {"discarded_windows": 7, "n_windows": 1, "n_processes": 1}),
+        "Host busy: m bf16 at batch 32 (tuned) on box was not measured: 7 windows ran beside "
+        "other load and were left out, 1 clean window remained; it has no point on a figure, no "
+        "roofline point and no speedup. Run it again on a quieter machine.",
+    ),
     "unstable": (
         Finding("unstable", {**BEST, "unstable_reasons": ""}),
         "Unstable: m bf16 at batch 32 (tuned) on box — no reason recorded; its throughput is "

@@ -1,7 +1,8 @@
 """The written summary: a `Document` of sections, built from a study's tables, answer first:
 the headline table per device, the key findings, the sections that carry the figures, how the
-numbers were measured, and the environment last (`SECTIONS`). What a section shows is its
-module's (`nnperf.report.sections`); rendering is `nnperf.report.render`'s.
+numbers were measured, and the environment last (`SECTIONS`); each figure in the section its
+path names. What a section shows is its module's (`nnperf.report.sections`); rendering is
+`nnperf.report.render`'s.
 """
 
 from __future__ import annotations
@@ -9,8 +10,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from nnperf.report.outline import Document, Figure, Page, Section, section
-from nnperf.report.outline import figure_caption, figure_section, fold_figures
+from nnperf.report.outline import Document, Figure, FigureGroup, Page, section
 from nnperf.report.results import ResultSet
 from nnperf.report.sections import accuracy, breakdown, ceilings, complexity, environment
 from nnperf.report.sections import headline, input_pipeline, kernels, machines_compared
@@ -19,21 +19,11 @@ from nnperf.report.sections import speedups, throughput
 from nnperf.report.sections.kernels import DEFAULT_TOP_KERNELS
 from nnperf.report.sections.key_findings import key_findings
 
-
-def key_findings_section(page: Page) -> Section:
-    return section("key-findings", "Key findings", findings=key_findings(page))
-
-
-def more_figures_section(page: Page) -> Section:
-    """The figures no other section claims (`figure_section`)."""
-    return section("figures", "More figures", figures=page.figures_of("figures"))
-
-
 # Every section builder, in the order the summary shows them; each returns its Section, or
 # None where the study has nothing for it. Key findings and Notes show even when empty.
 SECTIONS = (
     headline.build,
-    key_findings_section,
+    lambda page: section("key-findings", "Key findings", findings=key_findings(page)),
     throughput.build,
     speedups.build,
     breakdown.build,
@@ -45,12 +35,72 @@ SECTIONS = (
     accuracy.build,
     operators.build,
     machines_compared.build,
-    more_figures_section,
+    # The figures no other section claims (`figure_section`).
+    lambda page: section("figures", "More figures", figures=page.figures_of("figures")),
     measurement.build,
     notes.build,
     environment.build,
 )
 SHOWN = ("key-findings", "notes")
+
+
+# Where a figure goes: the first keyword its path holds, else More figures.
+FIGURE_SECTIONS = (
+    ("figures/accuracy/", "accuracy"),
+    ("figures/operators/", "operators"),
+    ("figures/memory/", "operators"),
+    ("machines", "machines"),
+    ("speedup", "speedups"),
+    ("breakdown", "breakdown"),
+    ("phase", "breakdown"),
+    ("sweep", "ceilings"),
+    ("ceiling", "ceilings"),
+    ("roofline", "roofline"),
+    ("flops", "roofline"),
+    ("kernel", "kernels"),
+    ("throughput", "throughput"),
+    ("complexity", "complexity"),
+    ("environment", "environment"),
+)
+
+
+def figure_section(path: str) -> str:
+    lowered = path.replace("\\", "/").lower()
+    return next((section for keyword, section in FIGURE_SECTIONS if keyword in lowered), "figures")
+
+
+# A section shows at most this many figures of one kind inline; more are folded.
+FOLD_AFTER = 6
+
+
+def figure_kind(path: str) -> str:
+    """The folder right below `figures/` (throughput, roofline, ...)."""
+    parts = path.replace("\\", "/").split("/")
+    if "figures" in parts and parts.index("figures") + 2 < len(parts):
+        return parts[parts.index("figures") + 1]
+    return "figures"
+
+
+def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, list]:
+    """(shown, folded groups): kinds with more than `limit` figures are folded whole."""
+    kinds: dict[str, list[Figure]] = {}
+    for figure in figures:
+        kinds.setdefault(figure_kind(figure.path), []).append(figure)
+    shown = [f for group in kinds.values() if len(group) <= limit for f in group]
+    folded = [
+        FigureGroup(f"{len(group)} {kind.replace('_', ' ')} figures", group)
+        for kind, group in kinds.items()
+        if len(group) > limit
+    ]
+    return shown, folded
+
+
+def figure_caption(path: str) -> str:
+    """The figure's path below `figures/`, which names its experiment (keys in order)."""
+    parts = path.replace("\\", "/").split("/")
+    if "figures" in parts:
+        parts = parts[parts.index("figures") + 1 :]
+    return " / ".join(parts).removesuffix(".png")
 
 
 def machines_of(tables: ResultSet) -> list[str]:

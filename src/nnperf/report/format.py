@@ -264,9 +264,3 @@ def key_columns(frame: pd.DataFrame, keys: Sequence[str] = GROUP_KEYS) -> dict[s
         for k in keys
         if k in frame.columns
     }
-
-
-def drop_single_machine(frame: pd.DataFrame, machines: Sequence[str]) -> pd.DataFrame:
-    if len(machines) <= 1 and "Machine" in frame.columns:
-        return frame.drop(columns=["Machine"])
-    return frame

@@ -14,29 +14,42 @@ from typing import Iterable, Mapping
 
 from nnperf.core import layout
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import DATASET_KEY_PATTERN, DATASETS
+from nnperf.core.vocab import CONFIG_KEYS, DATASET_KEY_PATTERN, DATASETS
 
-TABLE_NAMES = (
-    "runs",
-    "windows",
-    "summary",
-    "kernels",
-    "roofline_points",
-    "profiles",
-    "training",
-    "environment",
-    "comparisons",
-)
+# summary.csv's headline: the mean of the worker processes' throughputs, the number its CI is
+# for (`throughput_img_s_median` is over windows: a spread statistic, not the estimate).
+HEADLINE = ("throughput_img_s_mean", "throughput_img_s_ci95_low", "throughput_img_s_ci95_high")
+# Per table: the rule that writes it, and what the report reads of it without a fallback
+# (the keys, the headline numbers). A table without one of them (edited by hand, or cut)
+# stops the report with one line instead of blank cells; later columns are not required,
+# so an older machine's folder still reads.
+TABLES = {
+    "runs": ("aggregate_runs", (*CONFIG_KEYS, "process", "status", "throughput_img_s")),
+    "windows": ("aggregate_runs", (*CONFIG_KEYS, "process", "window")),
+    "summary": (
+        "aggregate_runs",
+        (*CONFIG_KEYS, "status", "n_processes", "n_windows", *HEADLINE, "ci_half_width_rel"),
+    ),
+    "kernels": ("ncu_kernels", (*CONFIG_KEYS, "kernel_name", "duration_s")),
+    "roofline_points": (
+        "roofline_points",
+        (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
+    ),
+    "profiles": ("roofline_points", CONFIG_KEYS),
+    "training": ("training_table", (*CONFIG_KEYS, "recipe", "status")),
+    "environment": ("environment_table", ("device",)),
+    "comparisons": ("comparisons_table", ("kind", "pair", "ratio", "verdict")),
+    "machines_summary": ("compare_machines", ()),
+}
+# The tables a results folder holds (the merged machines' summary is not read back).
+TABLE_NAMES = tuple(name for name in TABLES if name != "machines_summary")
 # This machine's results folder: where the layout's `results/...` paths start.
 RESULTS_DIR = "results"
 
 
 # The tables written beside an operator profile's document, by the layout kind of each.
 OPPROFILE_TABLES = {
-    "operators": "opprofile_operators",
-    "layers": "opprofile_layers",
-    "steps": "opprofile_steps",
-    "memory": "opprofile_memory",
+    name: f"opprofile_{name}" for name in ("operators", "layers", "steps", "memory")
 }
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
 from nnperf.core.wording import count_of, missing
+from nnperf.report.folders import HEADLINE
 
 
 def fmt(value, unit: str = "") -> str:
@@ -193,13 +194,7 @@ def shorten(name: str, limit: int = 90) -> str:
 
 
 GROUP_KEYS = ("machine",) + CONFIG_KEYS
-# The headline is the mean of the worker processes' throughputs, the number the CI is for
-# (`throughput_img_s_median` is over windows: a spread statistic, not the estimate).
-MEAN, CI_LOW, CI_HIGH = (
-    "throughput_img_s_mean",
-    "throughput_img_s_ci95_low",
-    "throughput_img_s_ci95_high",
-)
+MEAN, CI_LOW, CI_HIGH = HEADLINE
 # What a sentence quoting a throughput reads: the estimate, its CI, the windows and processes
 # it rests on (one gives no CI), its method and whether it was flagged unstable.
 ESTIMATE = (MEAN, CI_LOW, CI_HIGH, "n_windows", "n_processes", "ci_method", "unstable")

@@ -40,27 +40,12 @@ LOADER_COLUMNS = (
 )
 
 
-def verdict(
-    throughput,
-    loader_ci_low,
-    loader_ci_high,
-    data_wait_share,
-    loader_slowest=None,
-    loader_fastest=None,
-) -> str:
-    """`input_bound`, `not_input_bound` or `undetermined` (the module's rule): `loader_ci_*`
-    the loader rate's 95% CI, `loader_slowest`/`loader_fastest` its extreme windows' rates."""
-    throughput, low, high, wait, slowest, fastest = map(
-        optional_number,
-        (
-            throughput,
-            loader_ci_low,
-            loader_ci_high,
-            data_wait_share,
-            loader_slowest,
-            loader_fastest,
-        ),
-    )
+def verdict(throughput, low, high, wait, slowest=None, fastest=None) -> str:
+    """`input_bound`, `not_input_bound` or `undetermined` (the module's rule): `low`, `high`
+    the loader rate's 95% CI, `wait` the data-wait share, `slowest`/`fastest` the loader's
+    extreme windows' rates."""
+    numbers = map(optional_number, (throughput, low, high, wait, slowest, fastest))
+    throughput, low, high, wait, slowest, fastest = numbers
     if throughput is None or throughput <= 0:
         return UNDETERMINED
     line = LOADER_HEADROOM * throughput

@@ -137,37 +137,33 @@ def _slower_share(frame: pd.DataFrame, hit: pd.Series) -> float | None:
     return 1 - float(frame.loc[hit, RATE].mean()) / float(frame.loc[~hit, RATE].mean())
 
 
-def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Finding | None:
-    """Throughput that falls as `column` rises (a significant negative slope), with the
-    windows past `limit` (the stability threshold) compared with the rest."""
-    fit = _fit(frame[column], frame[RATE])
-    if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
+def _regression(code: str, fit, sign: int, **numbers) -> Finding | None:
+    """Cause `code` where `fit` slopes the `sign` way (1 up, -1 down) at p < ALPHA, ranked by
+    its r²."""
+    if fit is None or fit.slope * sign <= 0 or fit.pvalue >= ALPHA:
         return None
+    return cause(code, fit.rvalue**2, r2=fit.rvalue**2, p=fit.pvalue, **numbers)
+
+
+def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Finding | None:
+    """Throughput that falls as `column` rises, with the windows past `limit` (the stability
+    threshold) compared with the rest."""
     hit = frame[column] > limit
     slower = _slower_share(frame, hit)
-    return cause(
-        code,
-        fit.rvalue**2,
-        r2=fit.rvalue**2,
-        p=fit.pvalue,
-        peak=float(frame[column].max()),
-        windows=None if slower is None else int(hit.sum()),
-        slower=slower,
+    numbers = dict(
+        peak=float(frame[column].max()), windows=None if slower is None else int(hit.sum())
     )
+    return _regression(code, _fit(frame[column], frame[RATE]), -1, **numbers, slower=slower)
 
 
 def clock(frame: pd.DataFrame) -> Finding | None:
     """Throughput that follows the SM clock; or, at one clock, throttled windows slower."""
     clocks, throttled = frame["sm_clock_mhz"], int(frame["throttled"].sum())
-    fit = _fit(clocks, frame[RATE])
-    if fit is not None and fit.slope > 0 and fit.pvalue < ALPHA:
-        numbers = dict(low_mhz=float(clocks.min()), high_mhz=float(clocks.max()))
-        return cause(
-            "clock", fit.rvalue**2, r2=fit.rvalue**2, p=fit.pvalue, **numbers, throttled=throttled
-        )
+    numbers = dict(low_mhz=float(clocks.min()), high_mhz=float(clocks.max()), throttled=throttled)
+    found = _regression("clock", _fit(clocks, frame[RATE]), 1, **numbers)
     fit = _fit(frame["throttled"].astype(float), frame[RATE])
-    if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
-        return None
+    if found is not None or fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
+        return found
     slower = _slower_share(frame, frame["throttled"])
     slower = math.nan if slower is None else slower
     return cause("clock", fit.rvalue**2, p=fit.pvalue, throttled=throttled, slower=slower)
@@ -264,14 +260,9 @@ def shared_slowdown(
     group = (table / table.mean()).mean(axis=1)
     rounds = sorted(r for r in own if r in group.index)
     group, mine = group[rounds], pd.Series(own, dtype=float)[rounds]
-    fit = _fit(np.log(group), np.log(mine))
-    if fit is None or fit.slope <= 0 or fit.pvalue >= ALPHA:
-        return None
     numbers = dict(configurations=table.shape[1], rounds=len(rounds))
-    dip = 1 - float(group.min() / group.median())
-    return cause(
-        "shared_slowdown", fit.rvalue**2, r2=fit.rvalue**2, p=fit.pvalue, **numbers, dip=dip
-    )
+    numbers["dip"] = 1 - float(group.min() / group.median())
+    return _regression("shared_slowdown", _fit(np.log(group), np.log(mine)), 1, **numbers)
 
 
 def cause_columns(found: Finding) -> dict:

@@ -23,12 +23,12 @@ from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
-from nnperf.report.format import ESTIMATE
 
 # The folders' files (re-exported: callers say results.X).
 from nnperf.report.folders import (  # noqa: F401
     RESULTS_DIR,
     TABLE_NAMES,
+    TABLES,
     FolderFiles,
     discover,
     figures,
@@ -36,29 +36,6 @@ from nnperf.report.folders import (  # noqa: F401
     opprofile_table_paths,
     with_extra_results,
 )
-
-# Per table: the rule that writes it, and what the report reads of it without a fallback
-# (the keys, the headline numbers). A table without one of them (edited by hand, or cut)
-# stops the report with one line instead of blank cells; later columns are not required,
-# so an older machine's folder still reads.
-TABLES = {
-    "runs": ("aggregate_runs", (*CONFIG_KEYS, "process", "status", "throughput_img_s")),
-    "windows": ("aggregate_runs", (*CONFIG_KEYS, "process", "window")),
-    "summary": (
-        "aggregate_runs",
-        (*CONFIG_KEYS, "status", "n_processes", "n_windows", *ESTIMATE[:3], "ci_half_width_rel"),
-    ),
-    "kernels": ("ncu_kernels", (*CONFIG_KEYS, "kernel_name", "duration_s")),
-    "roofline_points": (
-        "roofline_points",
-        (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
-    ),
-    "profiles": ("roofline_points", CONFIG_KEYS),
-    "training": ("training_table", (*CONFIG_KEYS, "recipe", "status")),
-    "environment": ("environment_table", ("device",)),
-    "comparisons": ("comparisons_table", ("kind", "pair", "ratio", "verdict")),
-    "machines_summary": ("compare_machines", ()),
-}
 
 
 def read_table(

@@ -118,10 +118,6 @@ def render_files(
     `figures` None means every PNG under each folder's `figures/`; `note_sources` are the
     files `request.notes` came from; `rendered_at_unix` (now when None) ends the study's span.
     """
-    if request.cv_threshold <= 0:
-        raise NnperfError(
-            f"cv_threshold {request.cv_threshold}: must be > 0 (config report.cv_threshold)"
-        )
     folders = results.with_extra_results(local, request.extra_results)
     loaded = results.load(folders)
     shown = results.figures(folders) if figures is None else [os.fspath(f) for f in figures]

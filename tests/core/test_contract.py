@@ -284,7 +284,7 @@ def test_engine_hash_covers_what_the_engine_imports_and_nothing_else(tmp_path, m
     monkeypatch.setattr(codehash, "PACKAGE_DIR", package)
     codehash.closure.cache_clear()
     before = codehash.code_hash("nnperf.engine.runner")
-    report = package / "report" / "document.py"
+    report = package / "report" / "render.py"
     report.write_text(report.read_text() + "\n# edited\n")
     assert codehash.code_hash("nnperf.engine.runner") == before
     timing = package / "engine" / "timing.py"

@@ -47,20 +47,13 @@ TABLE_NAMES = tuple(name for name in TABLES if name != "machines_summary")
 RESULTS_DIR = "results"
 
 
-# The tables written beside an operator profile's document, by the layout kind of each.
-OPPROFILE_TABLES = {
-    name: f"opprofile_{name}" for name in ("operators", "layers", "steps", "memory")
-}
-
-
 def opprofile_table_paths(document: str | os.PathLike) -> dict[str, Path]:
-    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...)."""
+    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...),
+    where the layout kinds `opprofile_<name>` put them."""
     stem = layout.TEMPLATES["opprofile"].removesuffix(".json")
     text = os.fspath(document).removesuffix(".json")
-    return {
-        name: Path(text + layout.TEMPLATES[kind].removeprefix(stem))
-        for name, kind in OPPROFILE_TABLES.items()
-    }
+    names = ("operators", "layers", "steps", "memory")
+    return {n: Path(text + layout.TEMPLATES[f"opprofile_{n}"].removeprefix(stem)) for n in names}
 
 
 @dataclass
@@ -68,12 +61,12 @@ class FolderFiles:
     """The files of one results folder that the report reads (None: not there)."""
 
     results_dir: str
-    tables: dict[str, Path | None]
-    complexity: list[Path]
-    ceilings: list[Path]
-    run_jsons: list[Path]
     # The study's dataset (None: unknown, when only files were named).
     dataset: str | None = None
+    tables: dict[str, Path | None] = field(default_factory=lambda: dict.fromkeys(TABLE_NAMES))
+    complexity: list[Path] = field(default_factory=list)
+    ceilings: list[Path] = field(default_factory=list)
+    run_jsons: list[Path] = field(default_factory=list)
     # Operator profiles' documents (their tables sit beside them).
     opprofiles: list[Path] = field(default_factory=list)
 
@@ -124,9 +117,7 @@ def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> Fold
             "ImageFolder's label"
         )
     dataset = dataset or (present[0] if present else None)
-    folder = FolderFiles(
-        name, dict.fromkeys(TABLE_NAMES), [], _files(root, "ceilings"), [], dataset
-    )
+    folder = FolderFiles(name, dataset, ceilings=_files(root, "ceilings"))
     if dataset is not None:
         for table in TABLE_NAMES:
             path = root / _relative("table", dataset=dataset, name=table)
@@ -149,10 +140,9 @@ def local_files(
     """This machine's files of the study of `dataset`: those found in `results_dir` (none
     when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
     each of which must exist."""
+    folder = FolderFiles(RESULTS_DIR, dataset)
     if results_dir is not None:
         folder = discover(results_dir, dataset)
-    else:
-        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [], dataset)
     for name, path in (tables or {}).items():
         if name not in TABLE_NAMES:
             raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")

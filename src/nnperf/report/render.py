@@ -140,27 +140,19 @@ def figures_by_section(paths: Sequence[str]) -> dict[str, list[Figure]]:
 
 
 def build_document(
-    tables: results.ResultSet,
-    *,
-    title: str,
-    description: str,
-    cv_threshold: float,
-    figures: Sequence[str] = (),
-    notes: Sequence[str] = (),
-    top_n_kernels: int = DEFAULT_TOP_KERNELS,
-    rendered_at_unix: float | None = None,
+    tables: results.ResultSet, request: ReportRequest, figures: Sequence[str], rendered_at: float
 ) -> Document:
     """Every section of the summary, written from `tables`, with the `figures` (paths) in
-    their sections and the given `notes` first under Notes; `rendered_at_unix` (now when
-    None) ends the study's span."""
+    their sections and the request's notes first under Notes; `rendered_at` (Unix seconds)
+    ends the study's span."""
     page = Page(
         tables=tables,
         machines=machines_of(tables),
         figures=figures_by_section(figures),
-        notes=list(notes),
-        cv_threshold=cv_threshold,
-        rendered_at=time.time() if rendered_at_unix is None else rendered_at_unix,
-        top_n_kernels=top_n_kernels,
+        notes=list(request.notes),
+        cv_threshold=request.cv_threshold,
+        rendered_at=rendered_at,
+        top_n_kernels=DEFAULT_TOP_KERNELS,
     )
     sections = [section for build in SECTIONS if (section := build(page)) is not None]
     for section in sections:
@@ -168,7 +160,7 @@ def build_document(
     shown = [
         s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
-    return Document(title, description, shown, page.machines)
+    return Document(request.title, request.description, shown, page.machines)
 
 
 def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
@@ -265,15 +257,8 @@ def render_files(
     shown = results.figures(folders) if figures is None else [os.fspath(f) for f in figures]
     if note_sources:
         loaded.sources["notes"] = list(note_sources)
-    document = build_document(
-        loaded,
-        title=request.title,
-        description=request.description,
-        cv_threshold=request.cv_threshold,
-        figures=shown,
-        notes=request.notes,
-        rendered_at_unix=rendered_at_unix,
-    )
+    now = time.time() if rendered_at_unix is None else rendered_at_unix
+    document = build_document(loaded, request, shown, now)
     origin = "the files listed under Sources in each section"
     html = render(document, True, data_uri, origin)
     markdown = render(document, False, lambda path: relative_link(path, out_md), origin)

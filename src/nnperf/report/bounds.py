@@ -36,30 +36,16 @@ LEVEL_LABELS = {
 ROOF_ORIGINS = ("profile", "measured", "datasheet")
 KEYS = [*GROUP_KEYS, "source", "roof"]
 FRACTIONS = ["attainable_flop_s", "fraction_of_roof", "fraction_of_peak"]
-READING_COLUMNS = [
-    *GROUP_KEYS,
-    "source",
-    "memory_level",
-    "roof",
-    "arithmetic_intensity_flop_per_byte",
-    "performance_flop_s",
-    "peak_flop_s",
-    "bandwidth_bytes_s",
-    "ridge_flop_per_byte",
-    "bound",
-    *FRACTIONS,
-]
-VERDICT_COLUMNS = [
-    *KEYS,
-    "limit",
-    "bound",
+# What a reading and a verdict say of the step against its roof.
+NUMBERS = [
     "arithmetic_intensity_flop_per_byte",
     "ridge_flop_per_byte",
     "performance_flop_s",
     "peak_flop_s",
     *FRACTIONS,
-    "levels",
 ]
+READING_COLUMNS = [*KEYS, "memory_level", "bandwidth_bytes_s", "bound", *NUMBERS]
+VERDICT_COLUMNS = [*KEYS, "limit", "bound", *NUMBERS, "levels"]
 
 
 def positive(value) -> float | None:

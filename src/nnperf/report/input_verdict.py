@@ -28,15 +28,8 @@ LOADER_HEADROOM = 1.10
 
 # summary.csv's input columns, in order, after the timings (`summary_columns`).
 LOADER_COLUMNS = (
-    "loader_rate_img_s",
-    "loader_rate_img_s_ci95_low",
-    "loader_rate_img_s_ci95_high",
-    "loader_rate_img_s_min",
-    "loader_rate_img_s_max",
-    "loader_ci_method",
-    "loader_n_processes",
-    "loader_n_windows",
-    "loader_time_s",
+    *(f"loader_rate_img_s{end}" for end in ("", "_ci95_low", "_ci95_high", "_min", "_max")),
+    *(f"loader_{name}" for name in ("ci_method", "n_processes", "n_windows", "time_s")),
 )
 
 

@@ -172,10 +172,8 @@ def _document(result: ResultSet, jobs: list, kind: str, folder: FolderFiles, pat
 def _labelled(document: dict, mapping: pd.DataFrame, results_dir: str) -> dict:
     """A document with the machine its device ran on."""
     device = pd.DataFrame([{"device": document.get("device")}])
-    return {
-        **document,
-        "machine": machines.attach_machine(device, mapping, results_dir)["machine"].iloc[0],
-    }
+    machine = machines.attach_machine(device, mapping, results_dir)["machine"].iloc[0]
+    return {**document, "machine": machine}
 
 
 # One recorded job: which folder and stage, the configuration or device where it has one,

@@ -195,15 +195,13 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:
     """Each configuration against its counterpart with `column` = `reference`."""
-    match = [k for k in GROUP_KEYS if k != column]
+
+    def key(row: Mapping) -> tuple:
+        return tuple(_value(row[k]) for k in GROUP_KEYS if k != column)
+
     is_reference = ok[column].astype(str) == reference
-    references = {
-        tuple(_value(r[k]) for k in match): r for r in ok[is_reference].to_dict("records")
-    }
-    pairs = [
-        (row, references.get(tuple(_value(row[k]) for k in match)))
-        for row in ok[~is_reference].to_dict("records")
-    ]
+    references = {key(b): b for b in ok[is_reference].to_dict("records")}
+    pairs = [(a, references.get(key(a))) for a in ok[~is_reference].to_dict("records")]
     return [_throughput_row(column, "vs_reference", a, b, runs) for a, b in pairs if b is not None]
 
 

@@ -222,16 +222,9 @@ def causes(windows: Sequence[Mapping], target: float | None = None) -> list[Find
     if len(frame) < 2:
         return [cause("none", 0.0)]
     trend = drift(frame, target)
-    found = [
-        c
-        for c in (
-            trend,
-            _falls_with(frame, "other_cores", OVERLOAD_TOLERANCE_CORES, "host_load"),
-            _falls_with(frame, "steal_share", STEAL_LIMIT, "steal"),
-            clock(frame),
-        )
-        if c is not None
-    ]
+    host = _falls_with(frame, "other_cores", OVERLOAD_TOLERANCE_CORES, "host_load")
+    steal = _falls_with(frame, "steal_share", STEAL_LIMIT, "steal")
+    found = [c for c in (trend, host, steal, clock(frame)) if c is not None]
     # With the drift taken out, so a trend is not read a second time as processes that differ.
     detrended = frame
     if trend is not None:
@@ -288,10 +281,9 @@ def target_columns(process_rates: Sequence[float], target: float | None) -> dict
     if target is None or not target > 0 or len(rates) < 2:
         return {"process_rsd": None, "processes_needed": None}
     mean, spread = float(np.mean(rates)), float(np.std(rates, ddof=1))
-    return {
-        "process_rsd": spread / mean,
-        "processes_needed": processes_for_spread(spread, mean, target),
-    }
+    return dict(
+        process_rsd=spread / mean, processes_needed=processes_for_spread(spread, mean, target)
+    )
 
 
 def noise_columns(document: Mapping) -> dict:

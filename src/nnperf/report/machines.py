@@ -250,19 +250,16 @@ def machine_table(environment: pd.DataFrame | None) -> pd.DataFrame:
 def _settings_rows(environment: pd.DataFrame) -> pd.DataFrame:
     """Per (machine, variant, precision): every setting the runs recorded (SETTING_FIELDS,
     then each toggle the record does not show already), its values as text."""
-    fields = [f for f in SETTING_FIELDS if f in environment.columns] + [
-        c
-        for c in environment.columns
-        if c.startswith(VARIANT_PREFIX) and c.removeprefix(VARIANT_PREFIX) not in RECORDED_TOGGLES
-    ]
+    toggles = [c.removeprefix(VARIANT_PREFIX) for c in environment if c.startswith(VARIANT_PREFIX)]
+    fields = [f for f in SETTING_FIELDS if f in environment.columns]
+    fields += [VARIANT_PREFIX + t for t in toggles if t not in RECORDED_TOGGLES]
     frame = environment.groupby(SETTING_KEYS, sort=True)[fields].agg(
         lambda seen: ", ".join(dict.fromkeys(v for v in map(_display, seen) if v is not None))
         or None
     )
     frame = frame.rename(columns=lambda c: c.removeprefix(VARIANT_PREFIX)).reset_index()
-    return frame.sort_values(SETTING_KEYS, key=in_report_order, kind="stable").reset_index(
-        drop=True
-    )
+    frame = frame.sort_values(SETTING_KEYS, key=in_report_order, kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def _same(column: pd.Series) -> bool:

@@ -96,15 +96,12 @@ def ci_interval(
     return f"{fmt(low)}–{fmt(high)}", ""
 
 
-def throughput_text(
-    mean, low=None, high=None, *, n_windows=None, n_processes=None, method=None, unstable=False
-) -> str:
-    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not."""
+def throughput_text(mean, low=None, high=None, *, unstable=False, **counts) -> str:
+    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not (from the
+    `counts`, `ci_interval`'s)."""
     if missing(mean):
         return fmt(mean, "img/s")
-    interval, why = ci_interval(
-        low, high, n_windows=n_windows, n_processes=n_processes, method=method
-    )
+    interval, why = ci_interval(low, high, **counts)
     notes = [f"95% CI {interval or why}", *(["unstable"] if unstable else [])]
     return f"{fmt(mean, 'img/s')} ({'; '.join(notes)})"
 

@@ -25,17 +25,8 @@ from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
 
 # The folders' files (re-exported: callers say results.X).
-from nnperf.report.folders import (  # noqa: F401
-    RESULTS_DIR,
-    TABLE_NAMES,
-    TABLES,
-    FolderFiles,
-    discover,
-    figures,
-    local_files,
-    opprofile_table_paths,
-    with_extra_results,
-)
+from nnperf.report.folders import RESULTS_DIR, TABLE_NAMES, TABLES, FolderFiles, discover
+from nnperf.report.folders import figures, local_files, opprofile_table_paths, with_extra_results
 
 
 def read_table(

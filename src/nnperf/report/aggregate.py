@@ -22,14 +22,8 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import check_run_tables, read_json, write_csv
 from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
-from nnperf.core.vocab import (
-    CONFIG_KEYS,
-    PHASES,
-    RUN_KIND,
-    RUN_STATUSES,
-    STOP_NUMBERS,
-    WINDOW_CSV_COLUMNS,
-)
+from nnperf.core.vocab import CONFIG_KEYS, PHASES, RUN_KIND, RUN_STATUSES, STOP_NUMBERS
+from nnperf.core.vocab import WINDOW_CSV_COLUMNS
 from nnperf.report import comparisons, input_verdict, noise
 
 Documents = Iterable[tuple[str | None, dict]]

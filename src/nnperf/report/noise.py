@@ -111,10 +111,7 @@ def drift(frame: pd.DataFrame, target: float) -> Finding | None:
     minutes, rates, process = _minutes(frame), frame[RATE], frame["process"]
     if not np.isfinite(minutes.to_numpy(dtype=float)).any():
         return None
-    within = _fit(
-        minutes - minutes.groupby(process).transform("mean"),
-        rates - rates.groupby(process).transform("mean"),
-    )
+    within = _fit(*(s - s.groupby(process).transform("mean") for s in (minutes, rates)))
     means = frame.assign(_minutes=minutes).groupby("process")[["_minutes", RATE]].mean()
     between = _fit(means["_minutes"], means[RATE]) if len(means) >= 3 else None
     significant = [f.pvalue for f in (within, between) if f is not None and f.pvalue < ALPHA]

@@ -273,8 +273,7 @@ def test_engine_hash_covers_what_the_engine_imports_and_nothing_else(tmp_path, m
         "nnperf.core.vocab",
     } <= set(engine)
     assert not any(
-        name.startswith("nnperf.report.plots") or name == "nnperf.report.render"
-        for name in engine
+        name.startswith("nnperf.report.plots") or name == "nnperf.report.render" for name in engine
     )
     # A copy of the package: editing a module the engine imports changes the hash.
     package = tmp_path / "nnperf"

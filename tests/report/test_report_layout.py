@@ -55,7 +55,7 @@ def test_the_check_finds_a_long_function():
 
 def test_every_section_module_builds_one_section():
     """Each module of `nnperf.report.sections` but the key findings defines `build(page)`,
-    and `nnperf.report.document` lists every one of them."""
+    and `nnperf.report.render` lists every one of them."""
     sections = sorted(
         path.stem
         for path in (REPORT_DIR / "sections").glob("*.py")
@@ -66,7 +66,7 @@ def test_every_section_module_builds_one_section():
         tree = ast.parse((REPORT_DIR / "sections" / f"{name}.py").read_text(encoding="utf-8"))
         builders = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
         assert "build" in builders, name
-    document = (REPORT_DIR / "document.py").read_text(encoding="utf-8")
+    document = (REPORT_DIR / "render.py").read_text(encoding="utf-8")
     listed = {
         node.value.id
         for node in ast.walk(ast.parse(document))

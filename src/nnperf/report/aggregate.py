@@ -22,15 +22,8 @@ from nnperf.core.errors import NnperfError
 from nnperf.core.files import check_run_tables, read_json, write_csv
 from nnperf.core.wording import missing, stop_numbers_of, unstable_columns
 from nnperf.core.jobs import warn
-from nnperf.core.vocab import (
-    CONFIG_KEYS,
-    DISCARD_CAUSES,
-    PHASES,
-    RUN_KIND,
-    RUN_STATUSES,
-    STOP_NUMBERS,
-    WINDOW_CSV_COLUMNS,
-)
+from nnperf.core.vocab import CONFIG_KEYS, DISCARD_CAUSES, PHASES, RUN_KIND, RUN_STATUSES
+from nnperf.core.vocab import STOP_NUMBERS, WINDOW_CSV_COLUMNS
 from nnperf.report import comparisons, input_verdict, noise
 
 Documents = Iterable[tuple[str | None, dict]]
@@ -208,31 +201,32 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     windows = [w for w in doc("windows") or [] if not w.get("discarded")]
     clocks = np.array([w["sm_clock_mhz"] for w in windows if w.get("sm_clock_mhz") is not None])
     clocks = clocks.astype(float)[np.isfinite(clocks.astype(float))]
-    row = {key: doc(key) for key in (*CONFIG_KEYS, "dataset", "status", "stop_reason")}
+
+    def copied(*names: str) -> dict:
+        return {name: doc(name) for name in names}
+
+    row = copied(*CONFIG_KEYS, "dataset", "status", "stop_reason")
     row.update({f"stop_{name}": stop.get(name) for name in STOP_NUMBERS})
-    for key in ("over_budget_phase", "error", "n_processes", "n_windows"):
-        row[key] = doc(key)
+    row.update(copied("over_budget_phase", "error", "n_processes", "n_windows"))
     row.update(discarded_columns(document))
     row["throughput_img_s_mean"] = doc("throughput_img_s")
-    for key in ("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel"):
-        row[key] = doc(key)
-    row["ci_target"] = (doc("timing") or {}).get("target_ci")
-    row.update(ci_target_met=doc("ci_target_met"), ci_method=doc("ci_method"))
     row.update(
-        throughput_img_s_median=doc("throughput_img_s_median"),
+        copied("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel")
+    )
+    row["ci_target"] = (doc("timing") or {}).get("target_ci")
+    row.update(copied("ci_target_met", "ci_method", "throughput_img_s_median"))
+    row.update(
         throughput_img_s_q1=q1,
         throughput_img_s_q3=q3,
         throughput_img_s_iqr=q3 - q1 if q1 is not None and q3 is not None else None,
         throughput_img_s_cv=cv,
         high_variance=stats.is_high_variance(np.nan if cv is None else cv, cv_threshold),
         **noise.spread_columns(windows),
-        variance_between_processes=variance.get("between_processes"),
-        variance_within_process=variance.get("within_process"),
-        dominant_level=variance.get("dominant_level"),
-        optimal_windows_per_process=variance.get("optimal_windows_per_process"),
+        **{f"variance_{k}": variance.get(k) for k in ("between_processes", "within_process")},
+        **{k: variance.get(k) for k in ("dominant_level", "optimal_windows_per_process")},
         step_time_s_median=(doc("step_time_s") or {}).get("median"),
         **{f"{phase}_s_median": phases.get(phase) for phase in PHASES},
-        **{name: doc(name) for name in SUMMARY_TIMES},
+        **copied(*SUMMARY_TIMES),
         # The loader's own rate, the data-wait share and whether input limits the step.
         **input_verdict.summary_columns(document),
         unstable=bool(doc("unstable")),
@@ -242,9 +236,8 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         # base clocks) is scaled to it (nnperf.roofline.points.profiles_table).
         sm_clock_hz_median=float(np.median(clocks)) * 1e6 if len(clocks) else None,
         # The warm-up's peak beside the timed steps' (autotuning and compilation hold memory).
-        **{f"{m}_max": doc(m) for m in PEAK_MEMORY},
-        **{name: doc(name) for name in ("process_started_at_unix", "started_at_unix")},
-        ended_at_unix=doc("ended_at_unix"),
+        **{f"{m}_max": doc(m) for m in PROCESS_COLUMNS if m.startswith("peak_memory")},
+        **copied("process_started_at_unix", "started_at_unix", "ended_at_unix"),
     )
     return row
 
@@ -258,13 +251,6 @@ def discarded_columns(document: dict) -> dict:
         "discarded_windows": document.get("discarded_windows") or 0,
         **{f"discarded_{cause}": causes.get(cause, 0) for cause in DISCARD_CAUSES},
     }
-
-
-PEAK_MEMORY = (
-    "peak_memory_device_bytes",
-    "peak_memory_device_warmup_bytes",
-    "peak_memory_host_bytes",
-)
 
 
 def summary_table(
@@ -345,8 +331,6 @@ def write_tables(
     """runs.csv, windows.csv and summary.csv from run JSONs. Processes that overlapped in
     time are flagged and named in a warning, not an error: the tables are still worth
     reading, and the report shows the flag."""
-    if not request.cv_threshold > 0:
-        raise NnperfError(f"cv_threshold {request.cv_threshold!r} is not allowed; allowed: > 0")
     # None would be refused (`_checked`): tables of zero runs would replace finished ones.
     documents = read_runs(run_paths)
     runs = runs_table(documents)

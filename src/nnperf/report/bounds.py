@@ -15,8 +15,7 @@ import pandas as pd
 
 from nnperf.core.wording import missing
 from nnperf.ncu.metrics import compute_peak_column
-from nnperf.report.format import GROUP_KEYS, sort_configs
-from nnperf.report.format import truthy
+from nnperf.report.format import GROUP_KEYS, sort_configs, truthy
 from nnperf.report.results import ResultSet
 from nnperf.roofline import points as roofline_points
 
@@ -37,30 +36,16 @@ LEVEL_LABELS = {
 ROOF_ORIGINS = ("profile", "measured", "datasheet")
 KEYS = [*GROUP_KEYS, "source", "roof"]
 FRACTIONS = ["attainable_flop_s", "fraction_of_roof", "fraction_of_peak"]
-READING_COLUMNS = [
-    *GROUP_KEYS,
-    "source",
-    "memory_level",
-    "roof",
-    "arithmetic_intensity_flop_per_byte",
-    "performance_flop_s",
-    "peak_flop_s",
-    "bandwidth_bytes_s",
-    "ridge_flop_per_byte",
-    "bound",
-    *FRACTIONS,
-]
-VERDICT_COLUMNS = [
-    *KEYS,
-    "limit",
-    "bound",
+# What a reading and a verdict say of the step against its roof.
+NUMBERS = [
     "arithmetic_intensity_flop_per_byte",
     "ridge_flop_per_byte",
     "performance_flop_s",
     "peak_flop_s",
     *FRACTIONS,
-    "levels",
 ]
+READING_COLUMNS = [*KEYS, "memory_level", "bandwidth_bytes_s", "bound", *NUMBERS]
+VERDICT_COLUMNS = [*KEYS, "limit", "bound", *NUMBERS, "levels"]
 
 
 def positive(value) -> float | None:
@@ -125,17 +110,10 @@ def roofline_readings(
                 peak, levels = own[key]
             else:
                 continue
-            bandwidth = levels.get(str(point["memory_level"]))
-            if peak is not None or bandwidth is not None:
-                rows.append(
-                    {
-                        **point,
-                        "memory_level": str(point["memory_level"]),
-                        "roof": origin,
-                        "peak_flop_s": peak,
-                        "bandwidth_bytes_s": bandwidth,
-                    }
-                )
+            level = str(point["memory_level"])
+            roofs = dict(roof=origin, peak_flop_s=peak, bandwidth_bytes_s=levels.get(level))
+            if peak is not None or roofs["bandwidth_bytes_s"] is not None:
+                rows.append({**point, "memory_level": level, **roofs})
     frame = pd.DataFrame(rows, columns=READING_COLUMNS)
     intensity = frame["arithmetic_intensity_flop_per_byte"].map(positive).astype(float)
     performance = frame["performance_flop_s"].map(positive).astype(float)
@@ -153,10 +131,8 @@ def roofline_readings(
     ).astype({"bound": object})
 
 
-def study_readings(tables: ResultSet) -> pd.DataFrame:
-    return roofline_readings(
-        tables.roofline_points, tables.ceilings, tables.kernels, tables.profiles
-    )
+def study_readings(t: ResultSet) -> pd.DataFrame:
+    return roofline_readings(t.roofline_points, t.ceilings, t.kernels, t.profiles)
 
 
 def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
@@ -202,10 +178,8 @@ def preferred_verdict(verdicts: pd.DataFrame, row: Mapping) -> Mapping | None:
     ncu over analytic points, and the profile's own roofs over measured over datasheet ones."""
     if verdicts.empty:
         return None
-    match = verdicts
-    for k in GROUP_KEYS:
-        match = match[match[k] == row[k]]
-    match = match[match["bound"].notna()]
+    keys = (verdicts[list(GROUP_KEYS)] == pd.Series(row)[list(GROUP_KEYS)]).all(axis=1)
+    match = verdicts[keys & verdicts["bound"].notna()]
     if match.empty:
         return None
     rank = match.assign(

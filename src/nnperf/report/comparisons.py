@@ -24,8 +24,7 @@ from nnperf.core.wording import missing
 from nnperf.report import noise
 from nnperf.report.format import GROUP_KEYS, MEAN, config_text, ok_configs
 
-# The per-process throughput of runs.csv.
-RATE = "throughput_img_s"
+RATE = noise.RATE
 # Paired intervals need two pairs at least: one pair has no spread to build one from.
 MIN_PAIRS = 2
 
@@ -189,35 +188,20 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     if not math.isfinite(ci.ratio):
         ci, method = RatioCI(float(a[MEAN]) / float(b[MEAN]), None, None, None, 0), "means"
     target = _target(a, b)
-    return _pair(
-        kind,
-        pair,
-        a,
-        b,
-        quantity=RATE,
-        a_value=float(a[MEAN]),
-        b_value=float(b[MEAN]),
-        ratio=ci.ratio,
-        ci95_low=ci.low,
-        ci95_high=ci.high,
-        method=method,
-        verdict=ci.verdict(target),
-        rounds=ci.n,
-        ci_target=target,
-    )
+    numbers = dict(quantity=RATE, a_value=float(a[MEAN]), b_value=float(b[MEAN]), ratio=ci.ratio)
+    numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, verdict=ci.verdict(target))
+    return _pair(kind, pair, a, b, **numbers, rounds=ci.n, ci_target=target)
 
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:
     """Each configuration against its counterpart with `column` = `reference`."""
-    match = [k for k in GROUP_KEYS if k != column]
+
+    def key(row: Mapping) -> tuple:
+        return tuple(_value(row[k]) for k in GROUP_KEYS if k != column)
+
     is_reference = ok[column].astype(str) == reference
-    references = {
-        tuple(_value(r[k]) for k in match): r for r in ok[is_reference].to_dict("records")
-    }
-    pairs = [
-        (row, references.get(tuple(_value(row[k]) for k in match)))
-        for row in ok[~is_reference].to_dict("records")
-    ]
+    references = {key(b): b for b in ok[is_reference].to_dict("records")}
+    pairs = [(a, references.get(key(a))) for a in ok[~is_reference].to_dict("records")]
     return [_throughput_row(column, "vs_reference", a, b, runs) for a, b in pairs if b is not None]
 
 

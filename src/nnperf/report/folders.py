@@ -14,40 +14,46 @@ from typing import Iterable, Mapping
 
 from nnperf.core import layout
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import DATASET_KEY_PATTERN, DATASETS
+from nnperf.core.vocab import CONFIG_KEYS, DATASET_KEY_PATTERN, DATASETS
 
-TABLE_NAMES = (
-    "runs",
-    "windows",
-    "summary",
-    "kernels",
-    "roofline_points",
-    "profiles",
-    "training",
-    "environment",
-    "comparisons",
-)
+# summary.csv's headline: the mean of the worker processes' throughputs, the number its CI is
+# for (`throughput_img_s_median` is over windows: a spread statistic, not the estimate).
+HEADLINE = ("throughput_img_s_mean", "throughput_img_s_ci95_low", "throughput_img_s_ci95_high")
+# Per table: the rule that writes it, and what the report reads of it without a fallback
+# (the keys, the headline numbers). A table without one of them (edited by hand, or cut)
+# stops the report with one line instead of blank cells; later columns are not required,
+# so an older machine's folder still reads.
+TABLES = {
+    "runs": ("aggregate_runs", (*CONFIG_KEYS, "process", "status", "throughput_img_s")),
+    "windows": ("aggregate_runs", (*CONFIG_KEYS, "process", "window")),
+    "summary": (
+        "aggregate_runs",
+        (*CONFIG_KEYS, "status", "n_processes", "n_windows", *HEADLINE, "ci_half_width_rel"),
+    ),
+    "kernels": ("ncu_kernels", (*CONFIG_KEYS, "kernel_name", "duration_s")),
+    "roofline_points": (
+        "roofline_points",
+        (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
+    ),
+    "profiles": ("roofline_points", CONFIG_KEYS),
+    "training": ("training_table", (*CONFIG_KEYS, "recipe", "status")),
+    "environment": ("environment_table", ("device",)),
+    "comparisons": ("comparisons_table", ("kind", "pair", "ratio", "verdict")),
+    "machines_summary": ("compare_machines", ()),
+}
+# The tables a results folder holds (the merged machines' summary is not read back).
+TABLE_NAMES = tuple(name for name in TABLES if name != "machines_summary")
 # This machine's results folder: where the layout's `results/...` paths start.
 RESULTS_DIR = "results"
 
 
-# The tables written beside an operator profile's document, by the layout kind of each.
-OPPROFILE_TABLES = {
-    "operators": "opprofile_operators",
-    "layers": "opprofile_layers",
-    "steps": "opprofile_steps",
-    "memory": "opprofile_memory",
-}
-
-
 def opprofile_table_paths(document: str | os.PathLike) -> dict[str, Path]:
-    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...)."""
+    """The tables beside an operator profile's document (`x.json` -> `x_operators.csv`...),
+    where the layout kinds `opprofile_<name>` put them."""
     stem = layout.TEMPLATES["opprofile"].removesuffix(".json")
     text = os.fspath(document).removesuffix(".json")
-    return {
-        name: Path(text + layout.TEMPLATES[kind].removeprefix(stem))
-        for name, kind in OPPROFILE_TABLES.items()
-    }
+    names = ("operators", "layers", "steps", "memory")
+    return {n: Path(text + layout.TEMPLATES[f"opprofile_{n}"].removeprefix(stem)) for n in names}
 
 
 @dataclass
@@ -55,12 +61,12 @@ class FolderFiles:
     """The files of one results folder that the report reads (None: not there)."""
 
     results_dir: str
-    tables: dict[str, Path | None]
-    complexity: list[Path]
-    ceilings: list[Path]
-    run_jsons: list[Path]
     # The study's dataset (None: unknown, when only files were named).
     dataset: str | None = None
+    tables: dict[str, Path | None] = field(default_factory=lambda: dict.fromkeys(TABLE_NAMES))
+    complexity: list[Path] = field(default_factory=list)
+    ceilings: list[Path] = field(default_factory=list)
+    run_jsons: list[Path] = field(default_factory=list)
     # Operator profiles' documents (their tables sit beside them).
     opprofiles: list[Path] = field(default_factory=list)
 
@@ -111,9 +117,7 @@ def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> Fold
             "ImageFolder's label"
         )
     dataset = dataset or (present[0] if present else None)
-    folder = FolderFiles(
-        name, dict.fromkeys(TABLE_NAMES), [], _files(root, "ceilings"), [], dataset
-    )
+    folder = FolderFiles(name, dataset, ceilings=_files(root, "ceilings"))
     if dataset is not None:
         for table in TABLE_NAMES:
             path = root / _relative("table", dataset=dataset, name=table)
@@ -136,10 +140,9 @@ def local_files(
     """This machine's files of the study of `dataset`: those found in `results_dir` (none
     when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
     each of which must exist."""
+    folder = FolderFiles(RESULTS_DIR, dataset)
     if results_dir is not None:
         folder = discover(results_dir, dataset)
-    else:
-        folder = FolderFiles(RESULTS_DIR, dict.fromkeys(TABLE_NAMES), [], [], [], dataset)
     for name, path in (tables or {}).items():
         if name not in TABLE_NAMES:
             raise NnperfError(f"table {name!r} is not read; allowed: {', '.join(TABLE_NAMES)}")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_VARIANT, precision_rank
 from nnperf.core.wording import count_of, missing
+from nnperf.report.folders import HEADLINE
 
 
 def fmt(value, unit: str = "") -> str:
@@ -95,15 +96,12 @@ def ci_interval(
     return f"{fmt(low)}–{fmt(high)}", ""
 
 
-def throughput_text(
-    mean, low=None, high=None, *, n_windows=None, n_processes=None, method=None, unstable=False
-) -> str:
-    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not."""
+def throughput_text(mean, low=None, high=None, *, unstable=False, **counts) -> str:
+    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not (from the
+    `counts`, `ci_interval`'s)."""
     if missing(mean):
         return fmt(mean, "img/s")
-    interval, why = ci_interval(
-        low, high, n_windows=n_windows, n_processes=n_processes, method=method
-    )
+    interval, why = ci_interval(low, high, **counts)
     notes = [f"95% CI {interval or why}", *(["unstable"] if unstable else [])]
     return f"{fmt(mean, 'img/s')} ({'; '.join(notes)})"
 
@@ -193,13 +191,7 @@ def shorten(name: str, limit: int = 90) -> str:
 
 
 GROUP_KEYS = ("machine",) + CONFIG_KEYS
-# The headline is the mean of the worker processes' throughputs, the number the CI is for
-# (`throughput_img_s_median` is over windows: a spread statistic, not the estimate).
-MEAN, CI_LOW, CI_HIGH = (
-    "throughput_img_s_mean",
-    "throughput_img_s_ci95_low",
-    "throughput_img_s_ci95_high",
-)
+MEAN, CI_LOW, CI_HIGH = HEADLINE
 # What a sentence quoting a throughput reads: the estimate, its CI, the windows and processes
 # it rests on (one gives no CI), its method and whether it was flagged unstable.
 ESTIMATE = (MEAN, CI_LOW, CI_HIGH, "n_windows", "n_processes", "ci_method", "unstable")
@@ -264,9 +256,3 @@ def key_columns(frame: pd.DataFrame, keys: Sequence[str] = GROUP_KEYS) -> dict[s
         for k in keys
         if k in frame.columns
     }
-
-
-def drop_single_machine(frame: pd.DataFrame, machines: Sequence[str]) -> pd.DataFrame:
-    if len(machines) <= 1 and "Machine" in frame.columns:
-        return frame.drop(columns=["Machine"])
-    return frame

@@ -32,39 +32,17 @@ INPUT_BOUND_SHARE = 0.25
 
 # summary.csv's input columns, in order, after the timings (`summary_columns`).
 LOADER_COLUMNS = (
-    "loader_rate_img_s",
-    "loader_rate_img_s_ci95_low",
-    "loader_rate_img_s_ci95_high",
-    "loader_rate_img_s_min",
-    "loader_rate_img_s_max",
-    "loader_ci_method",
-    "loader_n_processes",
-    "loader_n_windows",
-    "loader_time_s",
+    *(f"loader_rate_img_s{end}" for end in ("", "_ci95_low", "_ci95_high", "_min", "_max")),
+    *(f"loader_{name}" for name in ("ci_method", "n_processes", "n_windows", "time_s")),
 )
 
 
-def verdict(
-    throughput,
-    loader_ci_low,
-    loader_ci_high,
-    data_wait_share,
-    loader_slowest=None,
-    loader_fastest=None,
-) -> str:
-    """`input_bound`, `not_input_bound` or `undetermined` (the module's rule): `loader_ci_*`
-    the loader rate's 95% CI, `loader_slowest`/`loader_fastest` its extreme windows' rates."""
-    throughput, low, high, wait, slowest, fastest = map(
-        optional_number,
-        (
-            throughput,
-            loader_ci_low,
-            loader_ci_high,
-            data_wait_share,
-            loader_slowest,
-            loader_fastest,
-        ),
-    )
+def verdict(throughput, low, high, wait, slowest=None, fastest=None) -> str:
+    """`input_bound`, `not_input_bound` or `undetermined` (the module's rule): `low`, `high`
+    the loader rate's 95% CI, `wait` the data-wait share, `slowest`/`fastest` the loader's
+    extreme windows' rates."""
+    numbers = map(optional_number, (throughput, low, high, wait, slowest, fastest))
+    throughput, low, high, wait, slowest, fastest = numbers
     if throughput is None or throughput <= 0:
         return UNDETERMINED
     line = LOADER_HEADROOM * throughput

@@ -103,10 +103,9 @@ def environment_frame(run_documents: Iterable[Mapping]) -> pd.DataFrame:
         flat = pd.json_normalize(environment, sep="_").to_dict("records")[0] if environment else {}
         # `device` inside the record names the nnperf device; the run key wins if they differ.
         flat.pop("device", None)
-        row = {key: document.get(key) for key in CONFIG_KEYS}
-        row["status"] = document.get("status")
-        for name, value in (document.get("variant_settings") or {}).items():
-            row[VARIANT_PREFIX + name] = value
+        row = {key: document.get(key) for key in (*CONFIG_KEYS, "status")}
+        toggles = document.get("variant_settings") or {}
+        row.update({VARIANT_PREFIX + name: value for name, value in toggles.items()})
         row["machine"] = machine_label(
             environment.get("hostname"), environment.get("device_name"), document.get("device")
         )
@@ -124,14 +123,8 @@ def environment_from_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
     if "device" not in runs.columns or not {"hostname", "device_name"} & set(runs.columns):
         return None
     none = pd.Series(None, index=runs.index)
-    frame = runs.assign(
-        machine=[
-            machine_label(*cells)
-            for cells in zip(
-                runs.get("hostname", none), runs.get("device_name", none), runs["device"]
-            )
-        ]
-    )
+    cells = zip(runs.get("hostname", none), runs.get("device_name", none), runs["device"])
+    frame = runs.assign(machine=[machine_label(*machine) for machine in cells])
     toggles = [c for c in frame.columns if c.startswith(VARIANT_PREFIX)]
     keep = (*CONFIG_KEYS, "status", "machine", *(f for _, f in MACHINE_FIELDS), *toggles)
     return frame[[c for c in dict.fromkeys(keep) if c in frame.columns]]
@@ -188,15 +181,12 @@ def attach_machine(
     result = frame.drop(columns=["machine", "results_dir"], errors="ignore")
     if "device" in result.columns:
         result = result.merge(here, on="device", how="left")
-        unknown = result["machine"].isna()
-        result.loc[unknown, "machine"] = (
-            result.loc[unknown, "device"].astype(str) + f" ({results_dir})"
-        )
+        unknown = result["device"].astype(str) + f" ({results_dir})"
+        result["machine"] = result["machine"].fillna(unknown)
     else:
         result["machine"] = " + ".join(here["machine"]) or results_dir
-    result["results_dir"] = results_dir
-    first = ["machine", "results_dir"]
-    return result[first + [c for c in result.columns if c not in first]]
+    first = pd.DataFrame({"machine": result.pop("machine"), "results_dir": results_dir})
+    return pd.concat([first, result], axis=1)
 
 
 def combine(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame | None:
@@ -260,19 +250,16 @@ def machine_table(environment: pd.DataFrame | None) -> pd.DataFrame:
 def _settings_rows(environment: pd.DataFrame) -> pd.DataFrame:
     """Per (machine, variant, precision): every setting the runs recorded (SETTING_FIELDS,
     then each toggle the record does not show already), its values as text."""
-    fields = [f for f in SETTING_FIELDS if f in environment.columns] + [
-        c
-        for c in environment.columns
-        if c.startswith(VARIANT_PREFIX) and c.removeprefix(VARIANT_PREFIX) not in RECORDED_TOGGLES
-    ]
+    toggles = [c.removeprefix(VARIANT_PREFIX) for c in environment if c.startswith(VARIANT_PREFIX)]
+    fields = [f for f in SETTING_FIELDS if f in environment.columns]
+    fields += [VARIANT_PREFIX + t for t in toggles if t not in RECORDED_TOGGLES]
     frame = environment.groupby(SETTING_KEYS, sort=True)[fields].agg(
         lambda seen: ", ".join(dict.fromkeys(v for v in map(_display, seen) if v is not None))
         or None
     )
     frame = frame.rename(columns=lambda c: c.removeprefix(VARIANT_PREFIX)).reset_index()
-    return frame.sort_values(SETTING_KEYS, key=in_report_order, kind="stable").reset_index(
-        drop=True
-    )
+    frame = frame.sort_values(SETTING_KEYS, key=in_report_order, kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def _same(column: pd.Series) -> bool:

@@ -111,10 +111,7 @@ def drift(frame: pd.DataFrame, target: float) -> Finding | None:
     minutes, rates, process = _minutes(frame), frame[RATE], frame["process"]
     if not np.isfinite(minutes.to_numpy(dtype=float)).any():
         return None
-    within = _fit(
-        minutes - minutes.groupby(process).transform("mean"),
-        rates - rates.groupby(process).transform("mean"),
-    )
+    within = _fit(*(s - s.groupby(process).transform("mean") for s in (minutes, rates)))
     means = frame.assign(_minutes=minutes).groupby("process")[["_minutes", RATE]].mean()
     between = _fit(means["_minutes"], means[RATE]) if len(means) >= 3 else None
     significant = [f.pvalue for f in (within, between) if f is not None and f.pvalue < ALPHA]
@@ -137,37 +134,33 @@ def _slower_share(frame: pd.DataFrame, hit: pd.Series) -> float | None:
     return 1 - float(frame.loc[hit, RATE].mean()) / float(frame.loc[~hit, RATE].mean())
 
 
-def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Finding | None:
-    """Throughput that falls as `column` rises (a significant negative slope), with the
-    windows past `limit` (the stability threshold) compared with the rest."""
-    fit = _fit(frame[column], frame[RATE])
-    if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
+def _regression(code: str, fit, sign: int, **numbers) -> Finding | None:
+    """Cause `code` where `fit` slopes the `sign` way (1 up, -1 down) at p < ALPHA, ranked by
+    its r²."""
+    if fit is None or fit.slope * sign <= 0 or fit.pvalue >= ALPHA:
         return None
+    return cause(code, fit.rvalue**2, r2=fit.rvalue**2, p=fit.pvalue, **numbers)
+
+
+def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Finding | None:
+    """Throughput that falls as `column` rises, with the windows past `limit` (the stability
+    threshold) compared with the rest."""
     hit = frame[column] > limit
     slower = _slower_share(frame, hit)
-    return cause(
-        code,
-        fit.rvalue**2,
-        r2=fit.rvalue**2,
-        p=fit.pvalue,
-        peak=float(frame[column].max()),
-        windows=None if slower is None else int(hit.sum()),
-        slower=slower,
+    numbers = dict(
+        peak=float(frame[column].max()), windows=None if slower is None else int(hit.sum())
     )
+    return _regression(code, _fit(frame[column], frame[RATE]), -1, **numbers, slower=slower)
 
 
 def clock(frame: pd.DataFrame) -> Finding | None:
     """Throughput that follows the SM clock; or, at one clock, throttled windows slower."""
     clocks, throttled = frame["sm_clock_mhz"], int(frame["throttled"].sum())
-    fit = _fit(clocks, frame[RATE])
-    if fit is not None and fit.slope > 0 and fit.pvalue < ALPHA:
-        numbers = dict(low_mhz=float(clocks.min()), high_mhz=float(clocks.max()))
-        return cause(
-            "clock", fit.rvalue**2, r2=fit.rvalue**2, p=fit.pvalue, **numbers, throttled=throttled
-        )
+    numbers = dict(low_mhz=float(clocks.min()), high_mhz=float(clocks.max()), throttled=throttled)
+    found = _regression("clock", _fit(clocks, frame[RATE]), 1, **numbers)
     fit = _fit(frame["throttled"].astype(float), frame[RATE])
-    if fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
-        return None
+    if found is not None or fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
+        return found
     slower = _slower_share(frame, frame["throttled"])
     slower = math.nan if slower is None else slower
     return cause("clock", fit.rvalue**2, p=fit.pvalue, throttled=throttled, slower=slower)
@@ -226,16 +219,9 @@ def causes(windows: Sequence[Mapping], target: float | None = None) -> list[Find
     if len(frame) < 2:
         return [cause("none", 0.0)]
     trend = drift(frame, target)
-    found = [
-        c
-        for c in (
-            trend,
-            _falls_with(frame, "other_cores", OVERLOAD_TOLERANCE_CORES, "host_load"),
-            _falls_with(frame, "steal_share", STEAL_LIMIT, "steal"),
-            clock(frame),
-        )
-        if c is not None
-    ]
+    host = _falls_with(frame, "other_cores", OVERLOAD_TOLERANCE_CORES, "host_load")
+    steal = _falls_with(frame, "steal_share", STEAL_LIMIT, "steal")
+    found = [c for c in (trend, host, steal, clock(frame)) if c is not None]
     # With the drift taken out, so a trend is not read a second time as processes that differ.
     detrended = frame
     if trend is not None:
@@ -264,14 +250,9 @@ def shared_slowdown(
     group = (table / table.mean()).mean(axis=1)
     rounds = sorted(r for r in own if r in group.index)
     group, mine = group[rounds], pd.Series(own, dtype=float)[rounds]
-    fit = _fit(np.log(group), np.log(mine))
-    if fit is None or fit.slope <= 0 or fit.pvalue >= ALPHA:
-        return None
     numbers = dict(configurations=table.shape[1], rounds=len(rounds))
-    dip = 1 - float(group.min() / group.median())
-    return cause(
-        "shared_slowdown", fit.rvalue**2, r2=fit.rvalue**2, p=fit.pvalue, **numbers, dip=dip
-    )
+    numbers["dip"] = 1 - float(group.min() / group.median())
+    return _regression("shared_slowdown", _fit(np.log(group), np.log(mine)), 1, **numbers)
 
 
 def cause_columns(found: Finding) -> dict:
@@ -297,10 +278,9 @@ def target_columns(process_rates: Sequence[float], target: float | None) -> dict
     if target is None or not target > 0 or len(rates) < 2:
         return {"process_rsd": None, "processes_needed": None}
     mean, spread = float(np.mean(rates)), float(np.std(rates, ddof=1))
-    return {
-        "process_rsd": spread / mean,
-        "processes_needed": processes_for_spread(spread, mean, target),
-    }
+    return dict(
+        process_rsd=spread / mean, processes_needed=processes_for_spread(spread, mean, target)
+    )
 
 
 def noise_columns(document: Mapping) -> dict:

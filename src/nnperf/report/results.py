@@ -23,42 +23,10 @@ from nnperf.core.stats import optional_number
 from nnperf.core.vocab import CONFIG_KEYS
 from nnperf.report import comparisons, machines
 from nnperf.report.aggregate import read_runs
-from nnperf.report.format import ESTIMATE
 
 # The folders' files (re-exported: callers say results.X).
-from nnperf.report.folders import (  # noqa: F401
-    RESULTS_DIR,
-    TABLE_NAMES,
-    FolderFiles,
-    discover,
-    figures,
-    local_files,
-    opprofile_table_paths,
-    with_extra_results,
-)
-
-# Per table: the rule that writes it, and what the report reads of it without a fallback
-# (the keys, the headline numbers). A table without one of them (edited by hand, or cut)
-# stops the report with one line instead of blank cells; later columns are not required,
-# so an older machine's folder still reads.
-TABLES = {
-    "runs": ("aggregate_runs", (*CONFIG_KEYS, "process", "status", "throughput_img_s")),
-    "windows": ("aggregate_runs", (*CONFIG_KEYS, "process", "window")),
-    "summary": (
-        "aggregate_runs",
-        (*CONFIG_KEYS, "status", "n_processes", "n_windows", *ESTIMATE[:3], "ci_half_width_rel"),
-    ),
-    "kernels": ("ncu_kernels", (*CONFIG_KEYS, "kernel_name", "duration_s")),
-    "roofline_points": (
-        "roofline_points",
-        (*CONFIG_KEYS, "granularity", "flops", "bytes", "time_s"),
-    ),
-    "profiles": ("roofline_points", CONFIG_KEYS),
-    "training": ("training_table", (*CONFIG_KEYS, "recipe", "status")),
-    "environment": ("environment_table", ("device",)),
-    "comparisons": ("comparisons_table", ("kind", "pair", "ratio", "verdict")),
-    "machines_summary": ("compare_machines", ()),
-}
+from nnperf.report.folders import RESULTS_DIR, TABLE_NAMES, TABLES, FolderFiles, discover
+from nnperf.report.folders import figures, local_files, opprofile_table_paths, with_extra_results
 
 
 def read_table(
@@ -123,29 +91,25 @@ def load(folders: list[FolderFiles]) -> ResultSet:
         # The local folder's rows come first and already hold the other machines'.
         keys = [c for c in result.comparisons if c.startswith(("kind", "pair", "a_", "b_"))]
         result.comparisons = result.comparisons.drop_duplicates(subset=keys)
-    seen_models = set()
+    complexity = {}
     for folder in folders:
         for path in folder.complexity:
             document = _document(result, jobs, "complexity", folder, path)
             key = (document.get("model"), document.get("dataset"), str(document.get("input_shape")))
-            if key not in seen_models:
-                seen_models.add(key)
-                result.complexity.append(document)
+            complexity.setdefault(key, document)
         for path in folder.ceilings:
             document = _document(result, jobs, "ceilings", folder, path)
             result.ceilings.append(_labelled(document, mapping, folder.results_dir))
         for path in folder.opprofiles:
+            paths, needed = opprofile_table_paths(path), "the report's operator section"
             tables = {
-                name: (
-                    read_table(table, needed_by="the report's operator section")
-                    if table.is_file()
-                    else None
-                )
-                for name, table in opprofile_table_paths(path).items()
+                n: read_table(t, needed_by=needed) if t.is_file() else None
+                for n, t in paths.items()
             }
             document = _labelled(files.read_json(path), mapping, folder.results_dir)
             result.opprofiles.append(OperatorProfileFiles(document, tables))
             result.add_source("opprofiles", path)
+    result.complexity = list(complexity.values())
     result.jobs = pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else None
     return result
 
@@ -199,10 +163,8 @@ def _document(result: ResultSet, jobs: list, kind: str, folder: FolderFiles, pat
 def _labelled(document: dict, mapping: pd.DataFrame, results_dir: str) -> dict:
     """A document with the machine its device ran on."""
     device = pd.DataFrame([{"device": document.get("device")}])
-    return {
-        **document,
-        "machine": machines.attach_machine(device, mapping, results_dir)["machine"].iloc[0],
-    }
+    machine = machines.attach_machine(device, mapping, results_dir)["machine"].iloc[0]
+    return {**document, "machine": machine}
 
 
 # One recorded job: which folder and stage, the configuration or device where it has one,
@@ -238,15 +200,10 @@ def _table_jobs(table: pd.DataFrame | None, name: str, folder: FolderFiles) -> l
     if table is None or not needed <= set(table):
         return []
     if name == "runs":
-        times = table[[*CONFIG_KEYS, "started_at_unix", "ended_at_unix"]].copy()
-        for column in ("started_at_unix", "ended_at_unix"):
-            times[column] = pd.to_numeric(times[column], errors="coerce")
-        table = (
-            times.dropna()
-            .groupby(list(CONFIG_KEYS), sort=True)
-            .agg(started_at_unix=("started_at_unix", "min"), ended_at_unix=("ended_at_unix", "max"))
-        )
-        table = table.reset_index()
+        times = table[["started_at_unix", "ended_at_unix"]].apply(pd.to_numeric, errors="coerce")
+        times = table[list(CONFIG_KEYS)].join(times).dropna()
+        spans = {"started_at_unix": "min", "ended_at_unix": "max"}
+        table = times.groupby(list(CONFIG_KEYS)).agg(spans).reset_index()
     path = folder.tables[name]
     rows = [job_row(r, "run", folder.results_dir, path) for r in table.to_dict("records")]
     return [row for row in rows if row is not None]

@@ -83,6 +83,9 @@ def run_flags(data_root: Path, out: Path, *extra: str) -> list[str]:
         "1",
         "--max-windows",
         "1",
+        # Flagged and kept: a test runner is never quiet (tests/configs/tiny.yaml says why).
+        "--disturbed-windows",
+        "keep",
         "--out-json",
         str(out / "run.json"),
         "--out-windows-csv",

@@ -132,7 +132,12 @@ def test_loader_windows_are_not_taken_from_the_training_budget():
         "fp32",
         timed_steps=10,
         timing=TimingSettings(
-            target_ci=0.001, min_seconds=0, max_seconds=12, min_processes=2, max_processes=20
+            target_ci=0.001,
+            min_seconds=0,
+            max_seconds=12,
+            min_processes=2,
+            max_processes=20,
+            disturbed_windows="keep",  # a test runner is never quiet (tests/configs/tiny.yaml)
         ),
     )
     plain = replayed(request, timing, rehearsal.ReplayWorker)

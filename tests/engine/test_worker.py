@@ -154,7 +154,7 @@ def slow_model(seconds: float):
 def test_hopeless_configuration_ends_over_budget_with_its_step_time():
     # 0.5 s steps; the first is a one-time cost (it predicts nothing), the second is steady:
     # 3 warm-up steps + 2 windows x 4 steps need ~5.5 s of a 4 s budget.
-    timing = TimingSettings(min_seconds=0, max_seconds=4.0, min_windows=2)
+    timing = TimingSettings(min_seconds=0, max_seconds=4.0, min_windows=2, disturbed_windows="keep")
     request = tiny_request(warmup_steps=3, timed_steps=4, timing=timing)
     started = time.time()
     document, windows, steps = perform_run(request, slow_model(0.5), tiny_data())
@@ -183,7 +183,11 @@ def test_a_slow_first_step_is_a_one_time_cost_not_the_step_time():
     # would allow 1 s a step: the first step has a bound of its own and does not spend the
     # budget; the steps are timed.
     timing = TimingSettings(
-        min_seconds=0, max_seconds=10.0, min_windows=2, max_first_step_seconds=20
+        min_seconds=0,
+        max_seconds=10.0,
+        min_windows=2,
+        max_first_step_seconds=20,
+        disturbed_windows="keep",
     )
     request = tiny_request(warmup_steps=3, timed_steps=4, timing=timing)
     model = functools.partial(_slow_tiny_model, 3.0, kind=FirstCallSlowLayer)
@@ -197,7 +201,7 @@ def test_a_slow_first_step_is_a_one_time_cost_not_the_step_time():
 
 
 def test_a_first_step_past_its_bound_ends_over_budget_without_a_step_time():
-    timing = TimingSettings(min_seconds=0, max_seconds=1.0)
+    timing = TimingSettings(min_seconds=0, max_seconds=1.0, disturbed_windows="keep")
     request = tiny_request(warmup_steps=2, timed_steps=2, timing=timing)
     started = time.time()
     document, _, _ = perform_run(request, slow_model(30.0), tiny_data())
@@ -211,7 +215,7 @@ def test_a_first_step_past_its_bound_ends_over_budget_without_a_step_time():
 
 
 def test_a_steady_step_longer_than_the_budget_is_killed_and_reported_as_a_lower_bound():
-    timing = TimingSettings(min_seconds=0, max_seconds=1.0)
+    timing = TimingSettings(min_seconds=0, max_seconds=1.0, disturbed_windows="keep")
     request = tiny_request(warmup_steps=2, timed_steps=2, timing=timing)
     started = time.time()
     model = functools.partial(_slow_tiny_model, 30.0, kind=SlowAfterFirstLayer)

@@ -29,6 +29,7 @@ SHRINK = {
         "max_processes": 2,
         "min_windows": 1,
         "max_windows": 2,
+        "disturbed_windows": "keep",  # a test runner is never quiet (tests/configs/tiny.yaml)
     },
     "operator_profile": {"warmup_steps": 1, "steps": 2, "max_seconds": 10},
     "ceilings": {

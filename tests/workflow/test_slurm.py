@@ -260,36 +260,6 @@ def test_profile_requests_failure_and_resume(slurm_cluster, profile_workflow, tm
 # -- the study ------------------------------------------------------------------------------
 
 
-def test_ceilings_through_slurm(slurm_cluster, workdir):
-    """The workflow's own ceilings rule: on CPU it measures with all of the node's cores; on
-    CUDA it is submitted with a GPU request and fails at job time on this GPU-less node."""
-    result = run_on_slurm(
-        workdir,
-        REPO / "Snakefile",
-        "results/ceilings/cpu.json",
-        "results/ceilings/cuda.json",
-        "--configfile",
-        str(TINY_CONFIG),
-    )
-    assert result.returncode != 0, explain(result, slurm_cluster)
-    assert "Error in rule ceilings" in result.stderr, explain(result, slurm_cluster)
-    assert "logs/ceilings/cuda.log" in result.stderr
-    assert re.search(r"\.snakemake/slurm_logs/rule_ceilings/cuda/\d+\.log", result.stderr)
-    assert "device 'cuda' is not available" in (workdir / "logs/ceilings/cuda.log").read_text()
-
-    ceilings = json.loads((workdir / "results/ceilings/cpu.json").read_text())
-    assert ceilings["device"] == "cpu"
-    assert ceilings["threads"] == os.cpu_count()
-    assert ceilings["measured"]["memory_bandwidth_bytes_s"] > 0
-
-    jobs = slurm_jobs(workdir)
-    (cpu_job,) = jobs_of(jobs, "ceilings", device="cpu")
-    (cuda_job,) = jobs_of(jobs, "ceilings", device="cuda")
-    assert cpu_job["JobState"] == "COMPLETED" and cuda_job["JobState"] == "FAILED"
-    assert not requests_gpu(cpu_job) and requests_gpu(cuda_job)
-    assert exclusive(cpu_job) and exclusive(cuda_job)
-
-
 def test_tiny_study_through_slurm(slurm_cluster, workdir):
     tiny = yaml.safe_load(TINY_CONFIG.read_text())
     (model,) = tiny["models"][:1]
@@ -297,11 +267,16 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
         workdir / "results/tables/synthetic/runs.csv",
         workdir / "results/tables/synthetic/summary.csv",
     ]
-    # The study on CPU, plus one CUDA run asked for by path: the node has no real GPU.
+    # The study on CPU, plus one CUDA run asked for by path: the node has no real GPU. And
+    # the workflow's own ceilings rule: on CPU it measures with all of the node's cores; on
+    # CUDA it is submitted with a GPU request and fails at job time (one Snakemake call for
+    # both: each call pays its own start and status checks).
     cuda_run = f"results/runs/synthetic/cuda/{model}/fp32/bs4/baseline.json"
     command = [
         *(str(t.relative_to(workdir)) for t in tables),
         cuda_run,
+        "results/ceilings/cpu.json",
+        "results/ceilings/cuda.json",
         "--configfile",
         str(TINY_CONFIG),
         "--config",
@@ -321,8 +296,19 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
         r"\.snakemake/slurm_logs/rule_timed_group/synthetic_cuda_\S+/\d+\.log", first.stderr
     )
     assert not (workdir / cuda_run).exists()
+    assert "Error in rule ceilings" in first.stderr, explain(first, slurm_cluster)
+    assert re.search(r"\.snakemake/slurm_logs/rule_ceilings/cuda/\d+\.log", first.stderr)
+    assert "device 'cuda' is not available" in (workdir / "logs/ceilings/cuda.log").read_text()
+    ceilings = json.loads((workdir / "results/ceilings/cpu.json").read_text())
+    assert ceilings["device"] == "cpu" and ceilings["threads"] == os.cpu_count()
+    assert ceilings["measured"]["memory_bandwidth_bytes_s"] > 0
 
     jobs = slurm_jobs(workdir)
+    (cpu_ceilings,) = jobs_of(jobs, "ceilings", device="cpu")
+    (cuda_ceilings,) = jobs_of(jobs, "ceilings", device="cuda")
+    assert cpu_ceilings["JobState"] == "COMPLETED" and cuda_ceilings["JobState"] == "FAILED"
+    assert not requests_gpu(cpu_ceilings) and requests_gpu(cuda_ceilings)
+    assert exclusive(cpu_ceilings) and exclusive(cuda_ceilings)
     (cuda_job,) = jobs_of(jobs, "timed_group", device="cuda")
     assert requests_gpu(cuda_job) and exclusive(cuda_job)
     # One group job measures every variant of the model at batch 4, interleaved.
@@ -334,7 +320,9 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
     )
 
     runs = sorted(
-        p for p in (workdir / "results/runs/synthetic/cpu").rglob("*.json") if "groups" not in p.parts
+        p
+        for p in (workdir / "results/runs/synthetic/cpu").rglob("*.json")
+        if "groups" not in p.parts
     )
     assert len(cpu_jobs) == len(tiny["models"])
     assert len(runs) == len(tiny["models"]) * len(tiny["variants"])
@@ -365,10 +353,13 @@ def test_tiny_study_through_slurm(slurm_cluster, workdir):
 
     # 2. The same command again resumes: only the failed CUDA run is submitted again; the
     #    finished runs and the tables are not touched.
-    finished = {p: p.stat().st_mtime_ns for p in [*runs, *tables]}
+    cpu_ceilings_file = workdir / "results/ceilings/cpu.json"
+    finished = {p: p.stat().st_mtime_ns for p in [*runs, *tables, cpu_ceilings_file]}
     second = run_on_slurm(workdir, REPO / "Snakefile", *command)
     assert second.returncode != 0 and "Error in rule timed_group" in second.stderr
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     jobs = slurm_jobs(workdir)
     assert len(jobs_of(jobs, "timed_group", device="cpu")) == len(cpu_jobs)
     assert len(jobs_of(jobs, "timed_group", device="cuda")) == 2
+    assert len(jobs_of(jobs, "ceilings", device="cpu")) == 1
+    assert len(jobs_of(jobs, "ceilings", device="cuda")) == 2

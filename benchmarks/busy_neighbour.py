@@ -39,26 +39,15 @@ def study(folder: Path, policy: str, batch: int, loaded_s: float | None) -> pd.D
     """One study of fp32 baseline and tuned at `batch`; a busy loop of `loaded_s` seconds
     started when the group's job begins to measure. Its summary rows, by variant."""
     shutil.copytree(REPO / "config", folder / "config")
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(folder),
-        "--cores",
-        str(os.cpu_count()),
-        "--configfile",
-        str(REPO / "tests/configs/tiny.yaml"),
-        "--config",
-        "precisions=[fp32]",
-        f"batch_sizes=[{batch}]",
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(folder), "--cores", str(os.cpu_count())]
+    command += ["--configfile", str(REPO / "tests/configs/tiny.yaml"), "--config"]
+    command += ["precisions=[fp32]", f"batch_sizes=[{batch}]"]
+    command.append(
         f"timing={{min_seconds: 10, max_seconds: 60, max_processes: 6, max_windows: 6, "
-        f"disturbed_windows: {policy}}}",
-        "--",
-        f"{TABLES}/summary.csv",
-    ]
+        f"disturbed_windows: {policy}}}"
+    )
+    command += ["--", f"{TABLES}/summary.csv"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     run = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL)
     log, loop = folder / GROUP_LOG.format(batch=batch), None

@@ -29,6 +29,10 @@ SMALL = (
     "batch_sizes=[4]",
     "variants={baseline: {}}",
     "timing={max_seconds: 15}",
+    # Only what these tests look at: no operator profile or training to accuracy, which
+    # each study on other data would run again.
+    "convergence={enabled: false}",
+    "operator_profile={enabled: false}",
 )
 KEYS = {
     "device": "cpu",

@@ -364,8 +364,10 @@ class _Driver:
                     return self._ended_early(message, record)
                 window = message[1]
                 # A disturbed window stays in the table but not in the estimate: the
-                # stopping rule, which counts clean windows, asks for another in its place.
-                reasons = stability.discard_reasons(window, result.windows, request.timing)
+                # stopping rule, which counts clean windows, asks for another in its place
+                # (under `timing.disturbed_windows: keep` the table's flags alone say so).
+                remeasure = request.timing.disturbed_windows == "remeasure"
+                reasons = stability.discard_reasons(window, result.windows) if remeasure else []
                 window.update(discarded=bool(reasons), discard_reasons="|".join(reasons))
                 result.windows.append(window)
                 result.steps.extend(message[2])

@@ -377,15 +377,12 @@ def flag_windows(rows: Sequence[dict]) -> list[dict]:
     return flagged
 
 
-def discard_reasons(row: dict, earlier: Sequence[dict], timing=None) -> list[str]:
+def discard_reasons(row: dict, earlier: Sequence[dict]) -> list[str]:
     """Why a window that just arrived is left out of the estimate (`vocab.DISCARD_CAUSES`
     codes; empty: it is used), judged once, on arrival, by the same flags as the windows
     table, its clock against the median of the configuration's windows so far (itself
     included): a disturbed window is replaced by another, so the decision cannot wait for
-    the configuration's last window. None under `timing.disturbed_windows: keep`, where the
-    windows table's flags alone say what was disturbed."""
-    if timing is not None and timing.disturbed_windows == "keep":
-        return []
+    the configuration's last window."""
     clocks = sorted(
         c for c in (_number(r.get("sm_clock_mhz")) for r in [*earlier, row]) if c is not None
     )

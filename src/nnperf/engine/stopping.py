@@ -335,9 +335,9 @@ def next_action(
     current = estimate(windows)
     groups = by_process(windows)
     in_current = len(groups.get(current_process, []))
-    if window_cost_s is None:
-        window_cost_s = max(w.seconds for w in windows) if windows else 0.0
     window_cost = window_cost_s
+    if window_cost is None:
+        window_cost = max(w.seconds for w in windows) if windows else 0.0
     remaining = timing.max_seconds - elapsed_s
     enough_processes = current.n_processes >= timing.min_processes
     enough_windows = all(len(g) >= timing.min_windows for g in groups.values())

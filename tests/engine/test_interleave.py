@@ -9,7 +9,7 @@ import pytest
 
 from nnperf.core import ratios
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings
-from nnperf.engine import interleave, manager, rehearsal, stopping
+from nnperf.engine import interleave, manager, rehearsal, runner, stopping
 
 TRAINING = TrainingSettings(warmup_steps=3, timed_steps=4)
 # Disturbed windows kept: a test runner is never quiet (tests/configs/tiny.yaml says why).
@@ -189,6 +189,16 @@ def test_a_comparison_out_of_reach_stops_holding_its_members(monkeypatch):
     assert row["ratio_ci_low"] < 1 < row["ratio_ci_high"]
     assert row["rounds_needed"] > row["rounds_fit"] > row["ratio_n"]
     assert not any(isinstance(v, str) and " " in v for v in row.values())
+    # Each member's run JSON names the other (the report's comparisons.csv says it by that),
+    # and the job's log line words it.
+    assert interleave.out_of_reach_with(group.comparisons, TUNED) == ["fp32_baseline"]
+    assert interleave.out_of_reach_with(group.comparisons, BASE) == ["fp32_tuned"]
+    line = runner.comparison_line(row)
+    assert line.startswith("fp32 tuned vs fp32 baseline: not separated")
+    assert (
+        f"out of reach after {row['ratio_n']} rounds: the rounds both budgets still fit could "
+        f"not resolve it (~{row['rounds_needed']} needed, {row['rounds_fit']} fit)"
+    ) in line
     for measurement in group.measurements:
         assert measurement.stop_reason == "target_unreachable"
         assert _spent(measurement) < NOISY_TIMING.max_seconds * 0.75

@@ -81,3 +81,18 @@ def test_stop_numbers_come_from_a_run_document_or_a_summary_row():
         {"stop_reason": "max_processes", "stop_max_processes": 6.0, "stop_step_s": None}
     )
     assert stop_numbers_of(row) == {"max_processes": 6.0}
+
+
+def test_a_comparison_out_of_reach_says_so_with_the_rounds_it_had_needed_and_fit():
+    from nnperf.core.wording import out_of_reach_sentence
+
+    assert out_of_reach_sentence(20, 75, 32) == (
+        "out of reach after 20 rounds: the rounds both budgets still fit could not resolve it "
+        "(~75 needed, 32 fit), so the group stopped measuring for it"
+    )
+    # From comparisons.csv, which carries the rounds only.
+    assert out_of_reach_sentence(1.0) == (
+        "out of reach after 1 round: the rounds both budgets still fit could not resolve it, "
+        "so the group stopped measuring for it"
+    )
+    assert "after" not in out_of_reach_sentence(None)

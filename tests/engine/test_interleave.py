@@ -9,7 +9,7 @@ import pytest
 
 from nnperf.core import ratios
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings
-from nnperf.engine import interleave, manager, rehearsal, stopping
+from nnperf.engine import interleave, manager, rehearsal, runner, stopping
 
 TRAINING = TrainingSettings(warmup_steps=3, timed_steps=4)
 # Disturbed windows kept: a test runner is never quiet (tests/configs/tiny.yaml says why).
@@ -159,3 +159,63 @@ def test_a_member_the_group_did_not_measure_is_one_line_naming_its_file(tmp_path
     outputs = {kind: str(tmp_path / f"out{kind}") for kind in ("run", "run_windows", "run_steps")}
     with pytest.raises(NnperfError, match=r"fp32_tuned\.json is missing: the group .* did not"):
         runner.copy_member(tmp_path, TUNED, outputs)
+
+
+# Two configurations of one speed whose processes differ by ~12% each, independently: the
+# paired ratio is centred on 1 and wide, the absolute 3% target needs ~60 processes, and a
+# 40 s budget fits about 15 (the 2-vCPU default study's bf16 at batch 16, scaled down).
+NOISY_TIMING = dataclasses.replace(
+    TIMING, min_seconds=1, max_seconds=40, max_processes=40, min_windows=2, max_windows=2
+)
+
+
+def _noisy(seed: int, speedup: float = 1.0, spread: float = 0.12):
+    rng = np.random.default_rng(seed)
+    return {
+        "tuned": _timing(*(0.1 / speedup * (1 + rng.normal(0, spread, 40))), cv=0.002),
+        "baseline": _timing(*(0.1 * (1 + rng.normal(0, spread, 40))), cv=0.002),
+    }
+
+
+def _spent(measurement) -> float:
+    return measurement.ended_at_unix - measurement.budget_start_unix - measurement.paused_s
+
+
+def test_a_comparison_out_of_reach_stops_holding_its_members(monkeypatch):
+    requests = [dataclasses.replace(r, timing=NOISY_TIMING) for r in (TUNED, BASE)]
+    group = interleave.run_group(requests, **_engine(_noisy(3)))
+    (row,) = group.comparisons
+    assert row["verdict"] == ratios.OUT_OF_REACH and not row["resolved"]
+    assert row["ratio_ci_low"] < 1 < row["ratio_ci_high"]
+    assert row["rounds_needed"] > row["rounds_fit"] > row["ratio_n"]
+    assert not any(isinstance(v, str) and " " in v for v in row.values())
+    # Each member's run JSON names the other (the report's comparisons.csv says it by that),
+    # and the job's log line words it.
+    assert interleave.out_of_reach_with(group.comparisons, TUNED) == ["fp32_baseline"]
+    assert interleave.out_of_reach_with(group.comparisons, BASE) == ["fp32_tuned"]
+    line = runner.comparison_line(row)
+    assert line.startswith("fp32 tuned vs fp32 baseline: not separated")
+    assert (
+        f"out of reach after {row['ratio_n']} rounds: the rounds both budgets still fit could "
+        f"not resolve it (~{row['rounds_needed']} needed, {row['rounds_fit']} fit)"
+    ) in line
+    for measurement in group.measurements:
+        assert measurement.stop_reason == "target_unreachable"
+        assert _spent(measurement) < NOISY_TIMING.max_seconds * 0.75
+
+    # The same group with the comparison held open to the end, as before: the budgets go.
+    monkeypatch.setattr(stopping, "comparison_out_of_reach", lambda *args: None)
+    held = interleave.run_group(requests, **_engine(_noisy(3)))
+    assert held.comparisons[0]["verdict"] == "unresolved"
+    assert held.rounds > group.rounds
+    for measurement in held.measurements:
+        assert _spent(measurement) > NOISY_TIMING.max_seconds * 0.8
+
+
+def test_a_comparison_that_can_resolve_is_held_until_it_does():
+    # The same noise, and a 12% speedup: a dozen rounds separate it, and the budgets fit them.
+    requests = [dataclasses.replace(r, timing=NOISY_TIMING) for r in (TUNED, BASE)]
+    group = interleave.run_group(requests, **_engine(_noisy(3, speedup=1.12, spread=0.04)))
+    (row,) = group.comparisons
+    assert row["verdict"] == "faster" and row["rounds_needed"] is None
+    assert any(m.processes_for_comparisons > 0 for m in group.measurements)

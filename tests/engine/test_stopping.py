@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
 from nnperf.core.contract import TimingSettings
 from nnperf.core.errors import NnperfError
@@ -294,3 +295,42 @@ def test_a_reachable_or_window_dominated_target_does_not_stop_early():
     assert (
         stopping.next_action(two, target_ci=0.01, **{**kwargs, "current_process": 1}).kind != "stop"
     )
+
+
+def test_rounds_to_resolve_a_centred_ratio_is_the_tie_band_at_the_spreads_lower_bound():
+    logs = [0.1, -0.1, 0.0]  # centre 0, standard deviation 0.1
+    low = 0.1 * math.sqrt(2 / scipy_stats.chi2.ppf(0.9, 2))
+    band = math.log1p(0.03)
+    expected = next(
+        n for n in range(2, 1000) if scipy_stats.t.ppf(0.975, n - 1) * low / math.sqrt(n) <= band
+    )
+    assert stopping.rounds_to_resolve(logs, 0.03) == expected
+    # Off-centre by more than half the band, excluding 1 asks fewer rounds than a tie.
+    shifted = [x + 0.05 for x in logs]
+    assert stopping.rounds_to_resolve(shifted, 0.03) < expected
+    assert stopping.rounds_to_resolve(logs[:2], 0.03) is None
+
+
+def test_a_wide_centred_comparison_is_out_of_reach_in_few_rounds_but_not_in_many():
+    rng = np.random.default_rng(0)
+    logs = list(rng.normal(0.0, 0.15, 12))
+    why = stopping.comparison_out_of_reach(logs, 0.03, rounds_left=5)
+    assert why == {"rounds_needed": stopping.rounds_to_resolve(logs, 0.03), "rounds_fit": 17}
+    assert why["rounds_needed"] > 17
+    assert stopping.comparison_out_of_reach(logs, 0.03, rounds_left=500) is None
+    assert stopping.comparison_out_of_reach(logs, 0.03, rounds_left=0) is None
+
+
+def test_a_comparison_three_rounds_put_near_the_bands_edge_is_not_given_up():
+    # Three rounds centred at 1.5%, half the band: taken as exact, that centre asks 22 rounds
+    # and 3 + 10 fit; but a centre from three rounds is uncertain by more than the band, and
+    # wherever it truly lies beyond +/-3% ten more rounds separate it.
+    logs = [0.06, -0.04, 0.025]
+    assert stopping.rounds_to_resolve(logs, 0.03) == 22
+    assert stopping.chance_to_resolve(logs, 0.03, 10) > 0.5
+    assert stopping.comparison_out_of_reach(logs, 0.03, 10) is None
+    # With two rounds left, it is given up.
+    assert stopping.comparison_out_of_reach(logs, 0.03, 2) == {
+        "rounds_needed": 22,
+        "rounds_fit": 5,
+    }

@@ -428,6 +428,7 @@ SUMMARY_COLUMNS = [
     "status",
     "stop_reason",
     *(f"stop_{name}" for name in STOP_NUMBERS),
+    "comparisons_out_of_reach",
     "over_budget_phase",
     "error",
     "n_processes",

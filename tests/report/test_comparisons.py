@@ -508,3 +508,39 @@ def test_the_machines_section_shows_every_row_and_says_when_there_are_none():
     # Folders whose comparisons.csv was written apart: said, not an empty section.
     page.tables = results.ResultSet()
     assert machines_compared.build(page).findings == [machines_compared.NO_ROWS]
+
+
+def test_a_comparison_the_engine_gave_up_is_out_of_reach_in_the_csv_and_its_words(tmp_path):
+    from nnperf.core import files
+    from nnperf.report import results
+    from nnperf.report.outline import Page
+    from nnperf.report.sections import speedups
+
+    wide = [
+        ("box", "fp32", 8, "baseline", [100.0, 110.0, 95.0], "g8"),
+        ("box", "bf16", 8, "baseline", [105.0, 96.0, 101.0], "g8"),
+    ]
+    means = [(m, p, b, v, sum(r) / len(r)) for m, p, b, v, r, _ in wide]
+
+    def verdict(given_up: str | None) -> str:
+        summary = _summary(means).assign(comparisons_out_of_reach=["", given_up])
+        (row,) = comparisons.comparisons_table(summary, _runs(wide)).to_dict("records")
+        return row["verdict"]
+
+    # The bf16 run's document names its partner (interleave.out_of_reach_with).
+    assert verdict("fp32_baseline") == ratios.OUT_OF_REACH
+    assert verdict(None) == verdict("fp32_tuned") == "unresolved"
+
+    summary = _summary(means).assign(comparisons_out_of_reach=["", "fp32_baseline"])
+    path = tmp_path / "comparisons.csv"
+    files.write_csv(path, comparisons.comparisons_table(summary, _runs(wide)))
+    loaded = results.ResultSet(comparisons=results.read_table(path))
+    assert loaded.comparisons["verdict"].tolist() == [ratios.OUT_OF_REACH]
+    page = Page.__new__(Page)
+    page.tables, page.machines = loaded, ["box"]
+    page.drop = lambda frame: frame
+    page.figures_of = lambda kind: []
+    page.sources = lambda *kinds: []
+    text = " ".join(sentences(speedups.build(page).findings))
+    assert "bf16 vs fp32" in text and "not separated" in text
+    assert "out of reach after 3 rounds: the rounds both budgets still fit" in text

@@ -95,7 +95,14 @@ def test_tables_statuses_and_no_overlap(study):
     assert {"precision", "variant", "batch"} <= set(comparisons["kind"])
     throughput = comparisons[comparisons["quantity"] == "throughput_img_s"]
     assert (throughput["ratio"] > 0).all()
-    assert set(throughput["verdict"]) <= {"faster", "slower", "tie", "unresolved", "no_ci"}
+    assert set(throughput["verdict"]) <= {
+        "faster",
+        "slower",
+        "tie",
+        "unresolved",
+        "out_of_reach",
+        "no_ci",
+    }
 
 
 def test_figures_are_pngs(study):

@@ -34,8 +34,12 @@ from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
 PAIRED, FIELLER = "paired", "fieller"
-# What a ratio's interval allows to be said (`RatioCI.verdict`).
-VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "unmeasured")
+# What a ratio's interval allows to be said (`RatioCI.verdict`), and `out_of_reach`: an
+# unresolved comparison the engine gave up because the rounds it needed could not fit in its
+# members' budgets (`nnperf.engine.interleave`; never `RatioCI.verdict`'s, which knows no
+# budget).
+OUT_OF_REACH = "out_of_reach"
+VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "unmeasured", OUT_OF_REACH)
 
 
 def t_critical(df: float, confidence: float = CONFIDENCE) -> float:

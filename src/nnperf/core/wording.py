@@ -120,6 +120,20 @@ def _unreachable(n: Mapping) -> str:
     )
 
 
+def out_of_reach_sentence(rounds, needed=None, fit=None) -> str:
+    """Why a comparison was given up (verdict `out_of_reach`, `nnperf.engine.interleave`):
+    `rounds` paired so far and, where the job recorded them, the rounds it would need
+    (`rounds_needed`, a floor) and those its members' budgets fit (`rounds_fit`)."""
+    after = "" if missing(rounds) else f" after {count_of(rounds, 'round')}"
+    numbers = ""
+    if not missing(needed) and not missing(fit):
+        numbers = f" (~{int(needed)} needed, {int(fit)} fit)"
+    return (
+        f"out of reach{after}: the rounds both budgets still fit could not resolve "
+        f"it{numbers}, so the group stopped measuring for it"
+    )
+
+
 def _steady_over(n: Mapping) -> str:
     if "step_s" not in n:
         return "its warm-up and minimal windows cannot fit in timing.max_seconds"

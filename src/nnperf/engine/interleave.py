@@ -16,11 +16,20 @@ must each be *resolved* (the ratio's interval excludes 1, or lies within the CI 
 before a configuration that met its own target stops for good: while one is not, a
 configuration that met its target measures on, round by round beside its partner, as long
 as a process fits both budgets.
+
+Until a comparison cannot get there: when the rounds its paired interval needs (from the
+round-to-round spread of its log ratios, `stopping.comparison_out_of_reach`) exceed the
+rounds both members' budgets still fit, it stops holding them, and its row's verdict says
+`out_of_reach`. A configuration that no open comparison holds any longer spends the rest of
+its budget on its own target alone, so its stopping rule judges that target at the measured
+spread rather than the cautious lower bound (`stopping.unreachable_target`): that is how a
+group on a noisy machine ends once what it can say is said, instead of at its budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Callable, Sequence
 
@@ -144,9 +153,11 @@ def run_group(
         for request in requests
     ]
     pairs = comparisons(requests)
+    given_up: dict[Comparison, dict] = {}
     round_index = 0
     while True:
-        _reopen_for_comparisons(runs, pairs)
+        held = _open_comparisons(runs, pairs, given_up)
+        _reopen_for_comparisons(runs, held)
         active = [i for i, run in enumerate(runs) if not run.finished]
         if not active:
             break
@@ -154,34 +165,61 @@ def run_group(
             runs[i].run_process(round_index)
         round_index += 1
     measurements = [run.close() for run in runs]
-    return GroupResult(measurements, _comparison_rows(requests, measurements, pairs), round_index)
+    rows = _comparison_rows(requests, measurements, pairs, given_up)
+    return GroupResult(measurements, rows, round_index)
 
 
-def _unresolved(runs: Sequence[MeasurementRun], pairs: Sequence[Comparison]) -> list[Comparison]:
-    found = []
+def paired_log_ratios(a: Measurement, b: Measurement) -> list[float]:
+    """log(A/B) of each round both measured: what `ratio_of`'s interval is built from."""
+    rates_a, rates_b = round_rates(a), round_rates(b)
+    return [math.log(rates_a[r] / rates_b[r]) for r in sorted(set(rates_a) & set(rates_b))]
+
+
+def _open_comparisons(
+    runs: Sequence[MeasurementRun], pairs: Sequence[Comparison], given_up: dict
+) -> list[Comparison]:
+    """Before each round: the comparisons that still hold their members, unresolved and
+    within reach. One that cannot be resolved in the rounds both members' budgets still
+    fit (`stopping.comparison_out_of_reach`) is recorded in `given_up` with its numbers and
+    holds nobody: its members stop by their own rules, and judge their own targets at the
+    measured spread once nothing else holds them. With no round left to fit, the record
+    stands as it was (a comparison the budget simply ended is `unresolved`, not given up);
+    one resolved after all leaves it."""
+    held = []
     for pair in pairs:
         a, b = runs[pair.a], runs[pair.b]
         if a.result.status != "ok" or b.result.status != "ok":
             continue
-        ci = ratio_of(a.result, b.result)
-        if not ci.resolved(tolerance(a.request, b.request)):
-            found.append(pair)
-    return found
+        limit = tolerance(a.request, b.request)
+        if ratio_of(a.result, b.result).resolved(limit):
+            given_up.pop(pair, None)
+            continue
+        left = min(a.processes_left(), b.processes_left())
+        if left > 0:
+            logs = paired_log_ratios(a.result, b.result)
+            why = stopping.comparison_out_of_reach(logs, limit, left)
+            if why is None:
+                given_up.pop(pair, None)
+            else:
+                given_up[pair] = why
+        if pair not in given_up:
+            held.append(pair)
+    return held
 
 
 def _reopen_for_comparisons(
     runs: Sequence[MeasurementRun], pairs: Sequence[Comparison]
 ) -> list[int]:
-    """Before each round: the members that stopped at their own target but have an
-    unresolved comparison measure on, where their partner measures in the same round (it
-    is still running, or another process fits its budget too): a process without its
-    partner pairs with nothing."""
+    """Before each round: the members that stopped by their own rule but have an open
+    comparison (`_open_comparisons`) measure on, where their partner measures in the same
+    round (it is still running, or another process fits its budget too): a process without
+    its partner pairs with nothing."""
 
     def available(run: MeasurementRun) -> bool:
         return not run.finished or run.can_continue()
 
     chosen: set[int] = set()
-    for pair in _unresolved(runs, pairs):
+    for pair in pairs:
         if available(runs[pair.a]) and available(runs[pair.b]):
             chosen.update(i for i in (pair.a, pair.b) if runs[i].finished)
     for i in sorted(chosen):
@@ -189,9 +227,30 @@ def _reopen_for_comparisons(
     return sorted(chosen)
 
 
+def member_name(key) -> str:
+    """A member's name in its group (`fp32_tuned`: `nnperf.core.layout.group_member`'s)."""
+    return f"{key['precision']}_{key['variant']}"
+
+
+def out_of_reach_with(rows: Sequence[dict], request: RunRequest) -> list[str]:
+    """The members `request` has an `out_of_reach` comparison with (run JSON
+    `comparisons_out_of_reach`): how the report, which builds comparisons.csv from the
+    runs, learns that the engine gave such a comparison up."""
+    own = member_name(request.key.as_dict())
+    found = set()
+    for row in rows:
+        names = [member_name(row["a"]), member_name(row["b"])]
+        if row["verdict"] == ratios.OUT_OF_REACH and own in names:
+            found.add(names[1 - names.index(own)])
+    return sorted(found)
+
+
 def _comparison_rows(
-    requests: Sequence[RunRequest], measurements: Sequence[Measurement], pairs
+    requests: Sequence[RunRequest], measurements: Sequence[Measurement], pairs, given_up: dict
 ) -> list[dict]:
+    """comparisons.json's rows: codes and numbers. A comparison given up as out of reach
+    and still unresolved at the end says so in its verdict (`ratios.OUT_OF_REACH`), with
+    the rounds it would have needed and the rounds that fit when it was given up."""
     rows = []
     for pair in pairs:
         a, b = requests[pair.a], requests[pair.b]
@@ -207,6 +266,10 @@ def _comparison_rows(
                 "resolved": measured and ci.resolved(tolerance(a, b)),
                 "tolerance": tolerance(a, b),
                 "verdict": ci.verdict(tolerance(a, b)) if measured else "unmeasured",
+                "rounds_needed": None,
+                "rounds_fit": None,
             }
         )
+        if measured and rows[-1]["verdict"] == "unresolved" and pair in given_up:
+            rows[-1].update(verdict=ratios.OUT_OF_REACH, **given_up[pair])
     return rows

@@ -254,18 +254,29 @@ class MeasurementRun:
         return self.driver.budget_stop()
 
     def _fits_another(self) -> bool:
+        return self.processes_left() > 0
+
+    def processes_left(self) -> int:
+        """How many more processes fit: below `timing.max_processes`, each its start and
+        minimal windows within what is left of `timing.max_seconds` (the stopping rule's
+        own test for a new process, `stopping.process_fits_budget`, counted)."""
         result, timing = self.result, self.request.timing
         if not result.windows or self.process >= timing.max_processes:
-            return False
+            return 0
         idle = self._idle_since if self._idle_since is not None else self.clock()
-        return stopping.process_fits_budget(
+        remaining = timing.max_seconds - self.driver.spent_s(idle)
+        each = stopping.minimal_process_s(
             stopping.process_cost(
                 result.processes, result.windows, bool(self.request.settings.compile)
             ),
             max(float(w["window_s"]) for w in result.windows),
-            timing.max_seconds - self.driver.spent_s(idle),
             timing,
         )
+        if each > 0:
+            fit = int(remaining // each)
+        else:
+            fit = timing.max_processes if remaining >= 0 else 0
+        return max(0, min(timing.max_processes - self.process, fit))
 
     def can_continue(self) -> bool:
         """Whether one more process fits after this measurement stopped at its own target:

@@ -32,6 +32,7 @@ from nnperf.core.contract import RunRequest
 from nnperf.core.errors import NnperfError
 from nnperf.core.files import copy_table, write_csv, write_json
 from nnperf.core.vocab import LOADER_WINDOW_COLUMNS, PHASES, STEP_CSV_COLUMNS, WINDOW_CSV_COLUMNS
+from nnperf.core.wording import out_of_reach_sentence
 from nnperf.engine import loader, manager, stability, stopping, worker
 from nnperf.engine.build import RunData
 
@@ -404,6 +405,9 @@ def group_to_files(
         )
         document["group"] = group_name(request)
         document["interleaved_with"] = [name for j, name in enumerate(labels) if j != i]
+        document["comparisons_out_of_reach"] = interleave.out_of_reach_with(
+            group.comparisons, request
+        )
         member = functools.partial(
             layout.group_member, folder, precision=request.precision, variant=request.variant
         )
@@ -425,9 +429,18 @@ def group_to_files(
     )
     for row in group.comparisons:
         if row["measured"]:
-            a, b = (" ".join(str(row[side][k]) for k in ("precision", "variant")) for side in "ab")
-            print(f"{a} vs {b}: {ratios.ratio_text(ratios.RatioCI.from_dict(row))}")
+            print(comparison_line(row))
     return documents
+
+
+def comparison_line(row: Mapping) -> str:
+    """A group's comparison (a comparisons.json row) in the job's log."""
+    a, b = (" ".join(str(row[side][k]) for k in ("precision", "variant")) for side in "ab")
+    line = f"{a} vs {b}: {ratios.ratio_text(ratios.RatioCI.from_dict(row))}"
+    if row.get("verdict") == ratios.OUT_OF_REACH:
+        numbers = (row["ratio_n"], row.get("rounds_needed"), row.get("rounds_fit"))
+        line += "; " + out_of_reach_sentence(*numbers)
+    return line
 
 
 def copy_member(folder: str | os.PathLike, request: RunRequest, outputs: Mapping[str, str]) -> None:

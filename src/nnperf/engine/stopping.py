@@ -279,6 +279,16 @@ def unreachable_target(
     confidence bound (`spread_lower_bound`), only when the process level dominates (when
     windows dominate, more windows still narrow the interval) and only while another
     process could still be started (the last one runs to its window cap as before).
+
+    One judgement, whether or not the configuration still serves a comparison of its
+    interleaved group (`nnperf.engine.interleave`, which holds it open for an open one
+    regardless, and lets it go once none is). Judged at the measured spread instead, a
+    configuration that no comparison holds would stop sooner only where the count is a coin
+    toss, and would often stop one that makes it: in the default study's recorded processes
+    (2-vCPU VM, bs16), fp32 tuned reached 2.9% at 19 processes, while the measured spread of
+    its first 3 to 14 asked for 22-39 where about 21 fit (the lower bound: 13-19); and on
+    synthetic configurations that need 27 of 40 processes, 39% were cut against 6% at the
+    bound, while those truly out of reach stop after a median of 9 processes either way.
     """
     if current.n_processes < max(timing.min_processes, PROCESSES_BEFORE_OPTIMAL):
         return None
@@ -310,6 +320,70 @@ def unreachable_target(
         "target_ci": target_ci,
         "max_processes": timing.max_processes,
         "processes_fit": current.n_processes + more,
+    }
+
+
+def rounds_to_resolve(log_ratios: Sequence[float], tolerance: float) -> int | None:
+    """Rounds a comparison's paired interval (`nnperf.core.ratios.paired_ratio`: a t-interval
+    over per-round log ratios) needs to be resolved at the centre measured so far: to exclude
+    1 (half-width under the centre's distance from 0) or to lie within +/-`tolerance` of 1,
+    whichever asks fewer, at the round-to-round spread's lower bound (`spread_lower_bound`),
+    so a floor. None from fewer than `PROCESSES_BEFORE_OPTIMAL` rounds."""
+    if len(log_ratios) < PROCESSES_BEFORE_OPTIMAL:
+        return None
+    centre = _mean(log_ratios)
+    separate = abs(centre)
+    tie = min(math.log1p(tolerance) - centre, centre - math.log1p(-tolerance))
+    half = max(separate, tie)  # > 0: at least half the band's width
+    return processes_for_spread(spread_lower_bound(log_ratios), 1.0, half)
+
+
+# A comparison is given up once the chance that the rounds left resolve it is below this.
+RESOLVE_CHANCE = 0.1
+
+
+def chance_to_resolve(log_ratios: Sequence[float], tolerance: float, rounds_left: int) -> float:
+    """The chance that after `rounds_left` more rounds the paired interval is resolved.
+
+    Its centre then is today's plus what the new rounds bring: with n rounds measured at
+    spread s and m more, it is normal around today's centre with variance s^2 m / (n (n+m))
+    (the new rounds' own noise and the centre's uncertainty, both shrunk by m / (n+m)). Its
+    half-width is t(n+m-1) x s / sqrt(n+m), at the spread's lower bound. Resolved: the centre
+    beyond the half-width (the interval excludes 1) or within the band less it (a tie). A
+    centre taken as exact would give up early on a ratio three rounds put near the band's
+    edge by chance; this gives up where the centre is known well enough to say it stays.
+    """
+    n, m = len(log_ratios), rounds_left
+    centre = _mean(log_ratios)
+    spread = math.sqrt(_variance(log_ratios))
+    half = t_quantile(n + m - 1) * spread_lower_bound(log_ratios) / math.sqrt(n + m)
+    drift = spread * math.sqrt(m / (n * (n + m)))
+    if drift <= 0:
+        return 1.0  # rounds that agree exactly: nothing to give up on
+    normal = scipy_stats.norm(centre, drift)
+    chance = normal.sf(half) + normal.cdf(-half)
+    low, high = math.log1p(-tolerance) + half, math.log1p(tolerance) - half
+    if low < high:
+        chance += normal.cdf(high) - normal.cdf(low)
+    return float(chance)
+
+
+def comparison_out_of_reach(
+    log_ratios: Sequence[float], tolerance: float, rounds_left: int
+) -> dict | None:
+    """The numbers that say a comparison cannot be resolved in the `rounds_left` its members'
+    budgets still fit beside the `log_ratios` it has (`chance_to_resolve` under
+    `RESOLVE_CHANCE`; `rounds_to_resolve` says how many it would take), or None while it may
+    be, and before `PROCESSES_BEFORE_OPTIMAL` rounds. The group driver
+    (`nnperf.engine.interleave`) then stops holding its members open for it."""
+    rounds = len(log_ratios)
+    if rounds < PROCESSES_BEFORE_OPTIMAL or rounds_left <= 0:
+        return None
+    if chance_to_resolve(log_ratios, tolerance, rounds_left) >= RESOLVE_CHANCE:
+        return None
+    return {
+        "rounds_needed": rounds_to_resolve(log_ratios, tolerance),
+        "rounds_fit": rounds + rounds_left,
     }
 
 

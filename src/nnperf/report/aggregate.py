@@ -207,6 +207,9 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
 
     row = copied(*CONFIG_KEYS, "dataset", "status", "stop_reason")
     row.update({f"stop_{name}": stop.get(name) for name in STOP_NUMBERS})
+    # The group members a comparison with was given up (`nnperf.engine.interleave`), "|"-joined
+    # codes: comparisons.csv is built from the runs, and says `out_of_reach` by this.
+    row["comparisons_out_of_reach"] = "|".join(doc("comparisons_out_of_reach") or [])
     row.update(copied("over_budget_phase", "error", "n_processes", "n_windows"))
     row.update(discarded_columns(document))
     row["throughput_img_s_mean"] = doc("throughput_img_s")

@@ -155,7 +155,8 @@ def names(configs: Sequence[Mapping], name=config_text) -> str:
 # A the largest batch and B the smallest (`largest_vs_smallest`).
 KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
 # `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
-# no_ci), or not_reached (B never reached the target accuracy).
+# no_ci), out_of_reach (unresolved, and the engine gave it up: the rounds its members' budgets
+# fit could not resolve it), or not_reached (B never reached the target accuracy).
 RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "verdict", "rounds", "ci_target")
 A_B = (*(f"a_{k}" for k in GROUP_KEYS), *(f"b_{k}" for k in GROUP_KEYS))
 COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
@@ -189,8 +190,20 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
         ci, method = RatioCI(float(a[MEAN]) / float(b[MEAN]), None, None, None, 0), "means"
     target = _target(a, b)
     numbers = dict(quantity=RATE, a_value=float(a[MEAN]), b_value=float(b[MEAN]), ratio=ci.ratio)
-    numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, verdict=ci.verdict(target))
+    verdict = ci.verdict(target)
+    if verdict == "unresolved" and pair == "vs_reference" and _given_up(a, b):
+        verdict = ratios.OUT_OF_REACH
+    numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, verdict=verdict)
     return _pair(kind, pair, a, b, **numbers, rounds=ci.n, ci_target=target)
+
+
+def _given_up(a: Mapping, b: Mapping) -> bool:
+    """Whether the engine gave up A's comparison with B, its group partner (summary.csv
+    `comparisons_out_of_reach`, `nnperf.engine.interleave.out_of_reach_with`)."""
+    codes = a.get("comparisons_out_of_reach")
+    if missing(codes) or not codes:
+        return False
+    return f"{b.get('precision')}_{b.get('variant')}" in str(codes).split("|")
 
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from nnperf.core.ratios import OUT_OF_REACH
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.report.comparisons import ci_of, interval_cell
 from nnperf.report.findings import Finding
@@ -20,7 +21,9 @@ INTRO = (
     "sizes (comparisons.csv). Each ratio has its own 95% CI from the worker processes: paired "
     "by round where the two ran interleaved in one job, unpaired (Fieller's interval) "
     "otherwise. Where that CI includes 1 the two are not separated; a comparison whose CI is "
-    "also wider than the CI target around 1 is unresolved."
+    "also wider than the CI target around 1 is unresolved, and out of reach where the rounds "
+    "both configurations' budgets still fit could not have resolved it (the measurement "
+    "stopped there)."
 )
 
 
@@ -34,12 +37,14 @@ def pairs(table: pd.DataFrame | None, kind: str) -> pd.DataFrame:
 
 
 def stated(table: pd.DataFrame, column: str) -> list[Finding]:
-    """Every pair at its largest batch size, and below it those left unresolved."""
+    """Every pair at its largest batch size, and below it those left unresolved (or given
+    up as out of reach)."""
     if table.empty:
         return []
     most = table.groupby(SCALING_KEYS, dropna=False)["batch_size"].transform("max")
     largest = table["batch_size"] == most
-    rows = pd.concat([table[largest], table[~largest & (table["verdict"] == "unresolved")]])
+    left_open = table["verdict"].isin(["unresolved", OUT_OF_REACH])
+    rows = pd.concat([table[largest], table[~largest & left_open]])
     return [Finding("speedup", {"row": r, "column": column}) for r in rows.to_dict("records")]
 
 

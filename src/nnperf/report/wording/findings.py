@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from nnperf.core.wording import missing
+from nnperf.core.ratios import OUT_OF_REACH
+from nnperf.core.wording import missing, out_of_reach_sentence
 from nnperf.report.comparisons import ci_of, interval_cell, names, ratio_text
 from nnperf.report.findings import LEADERS, Finding
 from nnperf.report.format import GROUP_KEYS, config_text, estimate_text, fmt, fmt_pct
@@ -193,6 +194,9 @@ def speedup(f: Finding, named=None) -> str:
             " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 after "
             "{row[rounds]:int} {per}."
         )
+    if row.get("verdict") == OUT_OF_REACH:
+        text += " Unresolved (its CI reaches beyond the ±{row[ci_target]:pct} target around 1), "
+        text += f"and {out_of_reach_sentence(row.get('rounds'))}."
     return say(
         text,
         row=row,

@@ -20,9 +20,9 @@ as a process fits both budgets.
 Until a comparison cannot get there: when the rounds its paired interval needs (from the
 round-to-round spread of its log ratios, `stopping.comparison_out_of_reach`) exceed the
 rounds both members' budgets still fit, it stops holding them, and its row's verdict says
-`out_of_reach`. A configuration that no open comparison holds any longer spends the rest of
-its budget on its own target alone, so its stopping rule judges that target at the measured
-spread rather than the cautious lower bound (`stopping.unreachable_target`): that is how a
+`out_of_reach`. A configuration that no open comparison holds any longer stops by its own
+rule (`stopping.unreachable_target`, which keeps its cautious lower bound: judged at the
+measured spread it cut configurations that went on to meet their targets): that is how a
 group on a noisy machine ends once what it can say is said, instead of at its budget.
 """
 
@@ -181,8 +181,7 @@ def _open_comparisons(
     """Before each round: the comparisons that still hold their members, unresolved and
     within reach. One that cannot be resolved in the rounds both members' budgets still
     fit (`stopping.comparison_out_of_reach`) is recorded in `given_up` with its numbers and
-    holds nobody: its members stop by their own rules, and judge their own targets at the
-    measured spread once nothing else holds them. With no round left to fit, the record
+    holds nobody: its members stop by their own rules. With no round left to fit, the record
     stands as it was (a comparison the budget simply ended is `unresolved`, not given up);
     one resolved after all leaves it."""
     held = []

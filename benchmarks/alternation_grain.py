@@ -216,7 +216,9 @@ def spread(ratios_: list[float]) -> dict:
 
     values = np.asarray(ratios_, dtype=float)
     row = {"cv": cv(values), "cv_low": None, "cv_high": None}
-    if len(values) >= 3:
+    if len(values) >= 3 and np.ptp(values) == 0:  # every resample the same: no spread at all
+        row.update(cv_low=0.0, cv_high=0.0)
+    elif len(values) >= 3:
         ci = bootstrap((values,), cv, n_resamples=2000, random_state=0).confidence_interval
         row.update(cv_low=float(ci.low), cv_high=float(ci.high))
     return row

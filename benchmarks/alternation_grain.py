@@ -19,7 +19,9 @@ host's drift reaches both alike:
   window   one worker process holding all three trainings (each with its own model,
            optimizer and data feeder, per its variant and precision), warming each up and
            then timing one window of each in balanced order (A B C | C B A ...), for as long
-           as the round's process grain took, start-up included: the same wall time.
+           as the round's process grain took, start-up included: the same wall time. A
+           fresh one each round, as an engine working this way would still run several
+           processes for the absolute throughputs, which only processes replicate.
 
 Workers are forked from a server that has imported torch and the worker's modules
 (`worker.PRELOAD`), as the engine's are; a training is `build_training`, a window

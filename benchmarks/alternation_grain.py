@@ -99,8 +99,11 @@ def worker(
     after `deadline`. Sends the windows and closes."""
     from nnperf.core.contract import TrainingSettings
     from nnperf.core.variant import parse_variant_settings
+    import torch
+
     from nnperf.engine import allocator
     from nnperf.engine.interleave import balanced_order
+    from nnperf.engine.stability import HostSampler
     from nnperf.engine.step import apply_process_settings, build_training, seed_everything
     from nnperf.engine.timing import DeviceMemoryTracker, time_window, warmup_step
     from nnperf.workload.models import build_model
@@ -133,12 +136,16 @@ def worker(
         apply_process_settings("cpu", precision, settings)
         for _ in range(hyper.warmup_steps):
             warmup_step(training, memory)
+    host = HostSampler(torch.get_num_threads())
     rows = []
 
     def window(member: int, index: int) -> None:
         training, memory, precision, settings = built[member]
         apply_process_settings("cpu", precision, settings)
+        before = host.snapshot()
         result = time_window(training, hyper.timed_steps, memory)
+        # The engine's host columns, so a window beside a neighbour's load can be counted.
+        fields = host.window_fields(before, host.snapshot(), result.window_s)
         rows.append(
             {
                 "member": member,
@@ -146,6 +153,8 @@ def worker(
                 "start": result.started_at_unix,
                 "seconds": result.window_s,
                 "images": setup["batch_size"] * hyper.timed_steps,
+                "window_s": result.window_s,
+                **fields,
             }
         )
 
@@ -270,7 +279,28 @@ def analyse(rounds: list[dict], windows: int) -> dict:
                 **ci.as_dict(),
             }
         )
-    return {"comparisons": comparisons, "interference": interference, "switch": switch_cost(rounds)}
+    return {
+        "comparisons": comparisons,
+        "interference": interference,
+        "switch": switch_cost(rounds),
+        "disturbed": disturbed(rounds),
+    }
+
+
+def disturbed(rounds: list[dict]) -> dict[str, list[int]]:
+    """Per grain: [windows the engine would discard, all windows]. They stay in the numbers
+    here (both grains alike); the count says how quiet the machine was."""
+    from nnperf.engine.stability import discard_reasons
+
+    counts = {"process": [0, 0], "window": [0, 0]}
+    for one in rounds:
+        for grain, rows in (
+            ("process", [r for p in one["process"] for r in p["windows"]]),
+            ("window", one["window"]["windows"]),
+        ):
+            counts[grain][0] += sum(bool(discard_reasons(r, [])) for r in rows)
+            counts[grain][1] += len(rows)
+    return counts
 
 
 def switch_cost(rounds: list[dict]) -> list[dict]:
@@ -297,22 +327,42 @@ def switch_cost(rounds: list[dict]) -> list[dict]:
     return rows
 
 
+def half_width(row: dict) -> float:
+    """The ratio interval's half width relative to the ratio (nan without an interval)."""
+    if row["ratio_ci_low"] is None:
+        return math.nan
+    return (row["ratio_ci_high"] - row["ratio_ci_low"]) / 2 / row["ratio"]
+
+
+def percent(value: float) -> str:
+    return f"{value:.1%}" if value < 10 else ">999%"
+
+
+def difference(row: dict) -> str:
+    """A ratio as a difference from 1 with its interval: "-1.2% (95% CI -3.0% to +0.6%)"."""
+    text = f"{row['ratio'] - 1:+.1%}"
+    if row["ratio_ci_low"] is None:
+        return text + " (no CI)"
+    return f"{text} (95% CI {row['ratio_ci_low'] - 1:+.1%} to {row['ratio_ci_high'] - 1:+.1%})"
+
+
 def interval(row: dict, prefix: str = "ratio") -> str:
     low, high = row[f"{prefix}_ci_low"], row[f"{prefix}_ci_high"]
     return "no CI" if low is None else f"{low:.3f}-{high:.3f}"
 
 
 def print_table(result: dict) -> None:
+    counts = result["disturbed"]
+    print(
+        "windows beside other load (the engine would measure them again; kept here): "
+        + ", ".join(f"{grain} grain {n} of {total}" for grain, (n, total) in counts.items())
+    )
     print(
         f"\n{'comparison':24} {'grain':22} {'pairs':>5} {'ratio':>6} {'95% CI':>12}"
         f" {'+/-':>6}  pair-ratio CV (95% CI)"
     )
     for row in result["comparisons"]:
-        half = (
-            ""
-            if row["ratio_ci_low"] is None
-            else (f"{(row['ratio_ci_high'] - row['ratio_ci_low']) / 2 / row['ratio']:6.1%}")
-        )
+        half = "" if row["ratio_ci_low"] is None else percent(half_width(row))
         cv_ci = "" if row["cv_low"] is None else f" ({row['cv_low']:.1%}-{row['cv_high']:.1%})"
         print(
             f"{row['comparison']:24} {row['grain']:22} {row['pairs']:5d} {row['ratio']:6.3f}"
@@ -342,21 +392,15 @@ def verdict(result: dict, windows: int) -> str:
         before = rows["process (today)"]
         like = rows[f"window, by {windows} windows"]
         per_process = rows["window, by process"]
-
-        def half(row):
-            if row["ratio_ci_low"] is None:
-                return math.nan
-            return (row["ratio_ci_high"] - row["ratio_ci_low"]) / 2 / row["ratio"]
-
         parts.append(
             f"{label}: pair CV {before['cv']:.1%} -> {like['cv']:.1%} at {windows} windows a "
-            f"pair ({like['cv'] / before['cv']:.2f}x), CI +/-{half(before):.1%} -> "
-            f"+/-{half(like):.1%} ({like['pairs']} pairs; +/-{half(per_process):.1%} by process)"
+            f"pair ({like['cv'] / before['cv']:.2f}x), CI +/-{percent(half_width(before))} "
+            f"({before['pairs']} pairs) -> +/-{percent(half_width(like))} ({like['pairs']}; "
+            f"+/-{percent(half_width(per_process))} by process)"
         )
-    worst = max(result["interference"], key=lambda r: abs(r["ratio"] - 1))
     parts.append(
-        f"interference: at most {worst['ratio'] - 1:+.1%} ({worst['configuration']}, "
-        f"95% CI {interval(worst)})"
+        "shared/alone "
+        + ", ".join(f"{row['configuration']} {difference(row)}" for row in result["interference"])
     )
     return "verdict: " + "; ".join(parts)
 

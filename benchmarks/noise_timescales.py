@@ -23,6 +23,13 @@ above the independent one, variance lives at that time scale. The verdict line c
 long process's spread over stretches as long as a short process's windows with the spread
 between short processes: about equal means the process level is temporal.
 
+First run on a quiet 2-vCPU VM (AMD EPYC), 2026-11-27, `--batch-size 16 --processes 6`
+(fp32): window to window inside one process 6.5%; 3-window stretches of the long process
+5.6%; separate processes 7.0% (engine) and 9.3% (plain loop); Allan deviation over what
+independent windows would give 0.73 at 1.5 s, 1.19 at 6 s, 1.74 at 12 s, 1.50 at 24 s. The
+process level is temporal: the host's capacity changing over seconds, not something fixed
+per process (benchmarks/alternation_grain.py acts on it).
+
 Not a test: run it on a quiet machine (nothing else using the cores).
 
     PYTHONPATH=src python benchmarks/noise_timescales.py --batch-size 16 --processes 6

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "alternation_grain.py"
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def grain():
-    spec = importlib.util.spec_from_file_location("alternation_grain", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("alternation_grain")
 
 
 def window(member, index, rate, start):

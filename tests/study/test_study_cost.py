@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_cost.py"
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def study_cost():
-    spec = importlib.util.spec_from_file_location("study_cost", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("study_cost")
 
 
 def run_doc(variant, status, **fields):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from benchmark_scripts import load_benchmark

@@ -96,10 +96,16 @@ GROUP_MEMBER_SUFFIXES = {"run": ".json", "run_windows": "_windows.csv", "run_ste
 GROUP_COMPARISONS = "comparisons.json"
 
 
+def member_name(precision: str, variant: str) -> str:
+    """A configuration's name in its group (`fp32_tuned`): its files' stem in the group's
+    folder, and how a run JSON names its partners (`comparisons_out_of_reach`)."""
+    return f"{precision}_{variant}"
+
+
 def group_member(folder: str, kind: str, precision: str, variant: str) -> str:
     """Where a group's folder holds one member's file of `kind` (a key of
     GROUP_MEMBER_SUFFIXES)."""
-    return f"{folder}/{precision}_{variant}{GROUP_MEMBER_SUFFIXES[kind]}"
+    return f"{folder}/{member_name(precision, variant)}{GROUP_MEMBER_SUFFIXES[kind]}"
 
 
 # Figures drawn per (device, model) from the run tables (`run_figure`'s kinds).

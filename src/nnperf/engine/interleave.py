@@ -33,7 +33,7 @@ import math
 import time
 from typing import Callable, Sequence
 
-from nnperf.core import ratios
+from nnperf.core import layout, ratios
 from nnperf.core.contract import RunRequest
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.engine import stopping
@@ -226,19 +226,18 @@ def _reopen_for_comparisons(
     return sorted(chosen)
 
 
-def member_name(key) -> str:
-    """A member's name in its group (`fp32_tuned`: `nnperf.core.layout.group_member`'s)."""
-    return f"{key['precision']}_{key['variant']}"
+def _member_name(key) -> str:
+    return layout.member_name(key["precision"], key["variant"])
 
 
 def out_of_reach_with(rows: Sequence[dict], request: RunRequest) -> list[str]:
     """The members `request` has an `out_of_reach` comparison with (run JSON
     `comparisons_out_of_reach`): how the report, which builds comparisons.csv from the
     runs, learns that the engine gave such a comparison up."""
-    own = member_name(request.key.as_dict())
+    own = _member_name(request.key.as_dict())
     found = set()
     for row in rows:
-        names = [member_name(row["a"]), member_name(row["b"])]
+        names = [_member_name(row["a"]), _member_name(row["b"])]
         if row["verdict"] == ratios.OUT_OF_REACH and own in names:
             found.add(names[1 - names.index(own)])
     return sorted(found)

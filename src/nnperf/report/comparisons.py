@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from nnperf.core import ratios
+from nnperf.core import layout, ratios
 from nnperf.core.ratios import RatioCI
 from nnperf.core.vocab import CONFIG_KEYS, REFERENCE_PRECISION, REFERENCE_VARIANT
 from nnperf.core.wording import missing
@@ -203,7 +203,7 @@ def _given_up(a: Mapping, b: Mapping) -> bool:
     codes = a.get("comparisons_out_of_reach")
     if missing(codes) or not codes:
         return False
-    return f"{b.get('precision')}_{b.get('variant')}" in str(codes).split("|")
+    return layout.member_name(b.get("precision"), b.get("variant")) in str(codes).split("|")
 
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:

@@ -323,6 +323,7 @@ RUNS_COLUMNS = [
     *CONFIG_KEYS,
     "process",
     "round",
+    "shared_with",
     "dataset",
     "status",
     "error",

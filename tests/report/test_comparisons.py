@@ -91,6 +91,23 @@ def test_rounds_are_matched_by_number_not_by_position():
     )
 
 
+def test_rounds_that_shared_a_process_are_paired_alone_at_the_window_grain():
+    # Round 0 ran alone (process pairs: loose), rounds 1-3 shared a process (windows taking
+    # turns): the interval is built from the shared rounds only (ratios.pairing_rounds).
+    a, b = [100.0, 110.0, 121.0, 133.0], [80.0, 100.0, 110.0, 121.0]
+    runs = runs_of(("a", a), ("b", b), group=GROUP)
+    runs["shared_with"] = ["", "fp32_b", "fp32_b", "fp32_b", "", "fp32_a", "fp32_a", "fp32_a"]
+    ci = comparisons.ratio_between(runs, config("a", 0), config("b", 0))
+    assert ci == ratios.paired_ratio(a[1:], b[1:]) and ci.n == 3
+    rates = [comparisons.process_rates(runs, config(v, 0)) for v in ("a", "b")]
+    assert comparisons.pairing(*rates)[1] == "window"
+    # Without the shared rounds' marks, every round pairs, at the process grain.
+    runs["shared_with"] = ""
+    assert comparisons.ratio_between(runs, config("a", 0), config("b", 0)).n == 4
+    rates = [comparisons.process_rates(runs, config(v, 0)) for v in ("a", "b")]
+    assert comparisons.pairing(*rates)[1] == "process"
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -400,13 +417,14 @@ def test_comparisons_table_has_every_family_with_its_method_and_verdict():
     by = {(r["kind"], r["pair"], r["a_variant"], r["a_precision"]): r for _, r in table.iterrows()}
     tuned = by[("variant", "vs_reference", "tuned", "fp32")]
     assert tuned["method"] == "paired" and tuned["verdict"] == "faster"
+    assert tuned["grain"] == "process"
     assert tuned["ratio"] == pytest.approx(ratios.paired_ratio(DRIFTING_A, DRIFTING_B).ratio)
     assert tuned["rounds"] == 3
     bf16 = by[("precision", "vs_reference", "baseline", "bf16")]
     assert bf16["method"] == "paired" and bf16["verdict"] in ("tie", "unresolved")
     assert bf16["ci95_low"] < 1 < bf16["ci95_high"]
     batch = table[table["kind"] == "batch"]
-    assert set(batch["method"]) == {"unpaired"}
+    assert set(batch["method"]) == {"unpaired"} and batch["grain"].isna().all()
     assert (batch["a_batch_size"] == 16).all() and (batch["b_batch_size"] == 8).all()
     machine = table[table["kind"] == "machine"].iloc[0]
     assert (machine["a_machine"], machine["b_machine"], machine["method"]) == (

@@ -54,6 +54,8 @@ HELP = {
     "max_recording_seconds": "bound of the CUDA-graph recording step (default: max-seconds)",
     "disturbed_windows": "a window other load disturbed: measured again in its place "
     "(remeasure) or flagged and averaged in (keep)",
+    "pairing": "the grain a group's comparisons are paired at: window (windows take turns in "
+    "shared processes) or process",
     "augment": "random crop (padding 4) and horizontal flip, as in CIFAR training",
 }
 CHOICES = {"device": (*DEVICES, AUTO_DEVICE), "precision": PRECISIONS, "dataset": DATASETS}

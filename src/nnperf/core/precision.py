@@ -22,6 +22,8 @@ from typing import ContextManager
 
 import torch
 
+from nnperf.core.vocab import TF32_PRECISIONS
+
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TENSOR_DTYPES = {
     "fp32": torch.float32,
@@ -33,7 +35,7 @@ TENSOR_DTYPES = {
 
 def apply_math_flags(precision: str) -> None:
     """Set the process-wide TF32 switches for `precision`."""
-    tf32 = precision == "tf32"
+    tf32 = precision in TF32_PRECISIONS
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 from scipy import stats as scipy_stats
+
+from nnperf.core.vocab import PAIRING_GRAINS
 
 CONFIDENCE = 0.95
 PAIRED, FIELLER = "paired", "fieller"
@@ -40,6 +42,30 @@ PAIRED, FIELLER = "paired", "fieller"
 # budget).
 OUT_OF_REACH = "out_of_reach"
 VERDICTS = ("faster", "slower", "tie", "unresolved", "no_ci", "unmeasured", OUT_OF_REACH)
+# A paired interval needs two pairs at least: one pair has no spread to build one from.
+MIN_PAIRS = 2
+# The grain a paired ratio was measured at (`pairing_rounds`).
+WINDOW_GRAIN, PROCESS_GRAIN = PAIRING_GRAINS
+
+
+def pairing_rounds(
+    a_rounds: Mapping[int, Collection[str]],
+    b_rounds: Mapping[int, Collection[str]],
+    a_name: str,
+    b_name: str,
+) -> tuple[list[int], str]:
+    """The rounds a paired ratio of A over B is built from, and their grain. `a_rounds` maps
+    each round A measured to the members it shared that round's worker process with
+    (`nnperf.engine.sharing`; empty: it ran alone). Rounds in which A and B shared a process
+    ran window by window inside it, which cancels the seconds-scale changes of the host that
+    two processes side by side still carry (benchmarks/alternation_grain.py: 3-4x tighter
+    pairs); where MIN_PAIRS of them exist the interval is built from them alone, not mixed
+    with the looser rounds either ran alone (a group's first round always is)."""
+    common = sorted(set(a_rounds) & set(b_rounds))
+    shared = [r for r in common if b_name in a_rounds[r] and a_name in b_rounds[r]]
+    if len(shared) >= MIN_PAIRS:
+        return shared, WINDOW_GRAIN
+    return common, PROCESS_GRAIN
 
 
 def t_critical(df: float, confidence: float = CONFIDENCE) -> float:

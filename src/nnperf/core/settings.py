@@ -244,14 +244,20 @@ class TimingSettings:
     max_recording_seconds: float | None
     # vocab.DISTURBED_WINDOW_POLICIES: a disturbed window measured again, or flagged and kept.
     disturbed_windows: str
+    # vocab.PAIRING_GRAINS: compared members' windows alternating in shared processes, or not.
+    pairing: str
 
     def __post_init__(self) -> None:
         check_finite(self, "timing")
-        if self.disturbed_windows not in vocab.DISTURBED_WINDOW_POLICIES:
-            raise NnperfError(
-                f"timing.disturbed_windows = {self.disturbed_windows!r} is not allowed; "
-                f"allowed: {', '.join(vocab.DISTURBED_WINDOW_POLICIES)}"
-            )
+        for key, allowed in (
+            ("disturbed_windows", vocab.DISTURBED_WINDOW_POLICIES),
+            ("pairing", vocab.PAIRING_GRAINS),
+        ):
+            if getattr(self, key) not in allowed:
+                raise NnperfError(
+                    f"timing.{key} = {getattr(self, key)!r} is not allowed; "
+                    f"allowed: {', '.join(allowed)}"
+                )
         if self.min_seconds is None:
             object.__setattr__(self, "min_seconds", MIN_SECONDS_SHARE * self.max_seconds)
         if self.target_ci is not None and not 0 < self.target_ci < 1:

@@ -16,7 +16,7 @@ from typing import Any
 
 from nnperf.core.contract import VariantSettings
 from nnperf.core.errors import NnperfError
-from nnperf.core.vocab import COMPILE_MODES, DATA_PATHS, OPTIMIZER_IMPLS
+from nnperf.core.vocab import COMPILE_MODES, DATA_PATHS, OPTIMIZER_IMPLS, TF32_PRECISIONS
 
 _FIELDS = {f.name: f for f in dataclasses.fields(VariantSettings)}
 
@@ -102,3 +102,20 @@ def load_variant_settings(text_or_path: str | None) -> VariantSettings:
     if not isinstance(raw, dict):
         raise NnperfError(f"{source}: must be a JSON object of variant settings, got {raw!r}")
     return parse_variant_settings(raw)
+
+
+def sharing_key(device: str, precision: str, settings: VariantSettings) -> tuple | None:
+    """What trainings must have alike to share one worker process, their windows taking
+    turns (`nnperf.engine.sharing`), or None for one that cannot share any.
+
+    Alike: the device and the process-global switches their builds set (the thread count,
+    TF32 math, cudnn.benchmark), which would otherwise have to be set again before every
+    window. Per model, optimizer or feeder, and so free to differ: channels_last, the
+    optimizer implementation, the data path and the autocast precisions. Never shared: a
+    compiled training (dynamo's caches, recompilation limits and the inductor's threads are
+    per process, and CUDA graphs share one memory pool) and one with DataLoader workers
+    (they go on loading, on the same cores, through the other's windows).
+    """
+    if settings.compile or settings.num_workers > 0:
+        return None
+    return (device, precision in TF32_PRECISIONS, settings.cudnn_benchmark, settings.cpu_threads)

@@ -28,6 +28,8 @@ AUTO_DEVICE = "auto"
 # Numeric modes, in the order every table, figure and finding lists them: full precision
 # first, then the reduced ones from widest mantissa to narrowest exponent.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# The precisions that switch TF32 math on: process-global flags (`nnperf.core.precision`).
+TF32_PRECISIONS = ("tf32",)
 
 # fp16 on CPU is left out: CPU autocast to fp16 has no fast kernels on common CPUs, so its
 # timings would measure emulation, not a training mode anyone uses.
@@ -117,6 +119,9 @@ RUN_STATUSES = ("ok", "oom", "over_budget", "host_busy")
 # What becomes of a disturbed window (config `timing.disturbed_windows`): measured again in
 # its place and left out of the estimate, or flagged and averaged in.
 DISTURBED_WINDOW_POLICIES = ("remeasure", "keep")
+# The grain a group's comparisons are paired at (config `timing.pairing`): window by window
+# inside processes the members share (`nnperf.engine.sharing`), or process by process.
+PAIRING_GRAINS = ("window", "process")
 # Why a measurement stopped (run JSON `stop_reason`): the first four end an `ok` one;
 # `over_budget` is the status of the same name (a steady step or a one-time step,
 # `over_budget_phase`, that the budget cannot hold).

@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 from nnperf.core import layout, ratios
 from nnperf.core.contract import RunRequest
 from nnperf.core.vocab import REFERENCE_PRECISION, REFERENCE_VARIANT
-from nnperf.engine import stopping
+from nnperf.engine import sharing, stopping
 from nnperf.engine.manager import Measurement, MeasurementRun
 from nnperf.engine.processes import Worker, worker_starter
 from nnperf.engine.worker import WorkerJob, start_method
@@ -94,11 +94,41 @@ def round_rates(result: Measurement) -> dict[int, float]:
     }
 
 
-def ratio_of(a: Measurement, b: Measurement) -> ratios.RatioCI:
-    """A's throughput over B's, from the processes of the rounds both measured."""
-    rates_a, rates_b = round_rates(a), round_rates(b)
-    shared = sorted(set(rates_a) & set(rates_b))
-    return ratios.paired_ratio([rates_a[r] for r in shared], [rates_b[r] for r in shared])
+def round_partners(result: Measurement) -> dict[int, list[str]]:
+    """The members each of a measurement's rounds shared its process with (none: alone)."""
+    return {
+        int(record["round"]): list(record.get("shared_with") or [])
+        for record in result.processes
+        if record.get("round") is not None
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """A group member's measurement under its name (`layout.member_name`)."""
+
+    name: str
+    result: Measurement
+
+
+def paired_rates(a: Member, b: Member) -> tuple[list[float], list[float], str]:
+    """A's and B's throughputs in the rounds their ratio is paired on, and the grain
+    (`ratios.pairing_rounds`: the rounds they shared a process in, where there are enough)."""
+    rates_a, rates_b = round_rates(a.result), round_rates(b.result)
+    partners_a, partners_b = round_partners(a.result), round_partners(b.result)
+    rounds, grain = ratios.pairing_rounds(
+        {r: partners_a.get(r, []) for r in rates_a},
+        {r: partners_b.get(r, []) for r in rates_b},
+        a.name,
+        b.name,
+    )
+    return [rates_a[r] for r in rounds], [rates_b[r] for r in rounds], grain
+
+
+def ratio_of(a: Member, b: Member) -> ratios.RatioCI:
+    """A's throughput over B's, paired by round (`paired_rates`)."""
+    rates_a, rates_b, _ = paired_rates(a, b)
+    return ratios.paired_ratio(rates_a, rates_b)
 
 
 def tolerance(a: RunRequest, b: RunRequest) -> float:
@@ -122,13 +152,17 @@ def run_group(
     method: str | None = None,
     clock: Callable[[], float] = time.time,
     start_worker: Callable[[WorkerJob], Worker] | None = None,
+    start_shared: sharing.SharedStarter | None = None,
     watch_host: bool = True,
     model_factory: Callable | None = None,
     data=None,
 ) -> GroupResult:
     """Measure `requests` with interleaved worker processes (module docstring); with
     `model_factory` and `data` (picklable) every member's workers use them, as in
-    `manager.run_measurement`, instead of loading them by name."""
+    `manager.run_measurement`, instead of loading them by name. Members that may share a
+    process do so from the second round on (`nnperf.engine.sharing`) where
+    `timing.pairing` is `window` and shared processes can be started: always with real
+    workers, with `start_worker` (a rehearsal's) only where `start_shared` is given too."""
     method = method or start_method()
     for request in requests:
         stopping.check_steps(
@@ -137,7 +171,9 @@ def run_group(
             request.settings.compile,
             request.device,
         )
-    start_worker = start_worker or worker_starter(method)
+    if start_worker is None:
+        start_worker = worker_starter(method)
+        start_shared = sharing.shared_starter(start_worker)
     runs = [
         MeasurementRun(
             request,
@@ -152,6 +188,10 @@ def run_group(
         )
         for request in requests
     ]
+    share = start_shared is not None and all(
+        r.timing.pairing == ratios.WINDOW_GRAIN for r in requests
+    )
+    names = sharing.member_names(requests)
     pairs = comparisons(requests)
     given_up: dict[Comparison, dict] = {}
     round_index = 0
@@ -161,18 +201,29 @@ def run_group(
         active = [i for i, run in enumerate(runs) if not run.finished]
         if not active:
             break
-        for i in balanced_order(active, round_index):
-            runs[i].run_process(round_index)
+        # Process 0 is each member's own (`sharing`'s docstring says why).
+        veterans = [i for i in active if runs[i].process > 0]
+        units = [[i] for i in active if i not in veterans]
+        units += sharing.sharing_units(requests, veterans) if share else [[i] for i in veterans]
+        for unit in balanced_order(sorted(units), round_index):
+            if len(unit) == 1:
+                runs[unit[0]].run_process(round_index)
+            elif not sharing.run_shared(runs, unit, round_index, start_shared, names):
+                share = False
         round_index += 1
     measurements = [run.close() for run in runs]
     rows = _comparison_rows(requests, measurements, pairs, given_up)
     return GroupResult(measurements, rows, round_index)
 
 
-def paired_log_ratios(a: Measurement, b: Measurement) -> list[float]:
-    """log(A/B) of each round both measured: what `ratio_of`'s interval is built from."""
-    rates_a, rates_b = round_rates(a), round_rates(b)
-    return [math.log(rates_a[r] / rates_b[r]) for r in sorted(set(rates_a) & set(rates_b))]
+def paired_log_ratios(a: Member, b: Member) -> list[float]:
+    """log(A/B) of each paired round: what `ratio_of`'s interval is built from."""
+    rates_a, rates_b, _ = paired_rates(a, b)
+    return [math.log(x / y) for x, y in zip(rates_a, rates_b)]
+
+
+def _member(run: MeasurementRun) -> Member:
+    return Member(layout.member_name(run.request.precision, run.request.variant), run.result)
 
 
 def _open_comparisons(
@@ -190,12 +241,12 @@ def _open_comparisons(
         if a.result.status != "ok" or b.result.status != "ok":
             continue
         limit = tolerance(a.request, b.request)
-        if ratio_of(a.result, b.result).resolved(limit):
+        if ratio_of(_member(a), _member(b)).resolved(limit):
             given_up.pop(pair, None)
             continue
         left = min(a.processes_left(), b.processes_left())
         if left > 0:
-            logs = paired_log_ratios(a.result, b.result)
+            logs = paired_log_ratios(_member(a), _member(b))
             why = stopping.comparison_out_of_reach(logs, limit, left)
             if why is None:
                 given_up.pop(pair, None)
@@ -248,11 +299,17 @@ def _comparison_rows(
 ) -> list[dict]:
     """comparisons.json's rows: codes and numbers. A comparison given up as out of reach
     and still unresolved at the end says so in its verdict (`ratios.OUT_OF_REACH`), with
-    the rounds it would have needed and the rounds that fit when it was given up."""
+    the rounds it would have needed and the rounds that fit when it was given up; `grain`
+    is the pairs' (`ratios.pairing_rounds`)."""
     rows = []
+    members = [
+        Member(layout.member_name(r.precision, r.variant), m)
+        for r, m in zip(requests, measurements)
+    ]
     for pair in pairs:
         a, b = requests[pair.a], requests[pair.b]
-        ci = ratio_of(measurements[pair.a], measurements[pair.b])
+        rates_a, rates_b, grain = paired_rates(members[pair.a], members[pair.b])
+        ci = ratios.paired_ratio(rates_a, rates_b)
         measured = measurements[pair.a].status == "ok" and measurements[pair.b].status == "ok"
         rows.append(
             {
@@ -261,6 +318,7 @@ def _comparison_rows(
                 "b": b.key.as_dict(),
                 "measured": measured,
                 **ci.as_dict("ratio"),
+                "grain": grain,
                 "resolved": measured and ci.resolved(tolerance(a, b)),
                 "tolerance": tolerance(a, b),
                 "verdict": ci.verdict(tolerance(a, b)) if measured else "unmeasured",

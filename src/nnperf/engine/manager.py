@@ -183,9 +183,7 @@ class MeasurementRun:
     def run_process(self, round_index: int | None = None) -> stopping.Action:
         """Start the next worker process and drive it to its end; a worker lost without its
         result (killed, crashed) is replaced once (`_replace`)."""
-        result, clock = self.result, self.clock
-        if self.count_pauses and self._idle_since is not None:
-            result.paused_s += clock() - self._idle_since
+        self.resume()
         while True:
             try:
                 action = self._run_worker(round_index)
@@ -194,6 +192,22 @@ class MeasurementRun:
                 action = self._replace(lost)
                 if action is not None:
                     break
+        return self.end_process(action)
+
+    def resume(self) -> None:
+        """This configuration's clock runs again: with `count_pauses`, the time since its
+        last `pause` (others' processes, or others' windows in a shared one) is not its own."""
+        if self.count_pauses and self._idle_since is not None:
+            self.result.paused_s += self.clock() - self._idle_since
+        self._idle_since = None
+
+    def pause(self) -> None:
+        self._idle_since = self.clock()
+
+    def end_process(self, action: stopping.Action) -> stopping.Action:
+        """Count the process that `action` ended; a stop ends the measurement, `host_busy`
+        where the disturbed windows left too few clean ones for an estimate."""
+        result = self.result
         self.last_action = action
         self.process += 1
         if action.kind != "process":
@@ -207,11 +221,9 @@ class MeasurementRun:
                     result.status = "host_busy"
         return action
 
-    def _run_worker(self, round_index: int | None) -> stopping.Action:
-        result, clock = self.result, self.clock
-        if self.process == 0:
-            result.started_at_unix = result.budget_start_unix = clock()
-        job = WorkerJob(
+    def job(self) -> WorkerJob:
+        """What the next process is asked to do."""
+        return WorkerJob(
             request=self.request,
             process=self.process,
             collect_environment=self.process == 0,
@@ -219,7 +231,9 @@ class MeasurementRun:
             model_factory=self.model_factory,
             data=self.data,
         )
-        worker = self.start_worker(job)
+
+    def open_record(self, worker: Worker, round_index: int | None, **extra) -> dict:
+        """The record of the process `worker` runs, appended to the measurement's."""
         record = {
             "process": self.process,
             "seed": self.request.seed_of(self.process),
@@ -231,12 +245,22 @@ class MeasurementRun:
         }
         if round_index is not None:
             record["round"] = round_index
-        result.processes.append(record)
+        record.update(extra)
+        self.result.processes.append(record)
+        return record
+
+    def _run_worker(self, round_index: int | None) -> stopping.Action:
+        result, clock = self.result, self.clock
+        if self.process == 0:
+            result.started_at_unix = result.budget_start_unix = clock()
+        worker = self.start_worker(self.job())
+        record = self.open_record(worker, round_index)
         try:
             return self.driver.drive(worker, record)
         finally:
             worker.kill()
-            record["ended_at_unix"] = self._idle_since = clock()
+            self.pause()
+            record["ended_at_unix"] = self._idle_since
 
     def _replace(self, lost: WorkerLost) -> stopping.Action | None:
         """After a worker was lost: None to start a new process in its place, or the action
@@ -343,63 +367,77 @@ class _Driver:
     def drive(self, worker: Worker, record: dict) -> stopping.Action:
         """Run one worker to its end; returns the action that ended it ("process": start
         the next one; "stop": the measurement is over)."""
-        result, request, first = self.result, self.request, worker.index == 0
-        record["phase"] = "startup"
         try:
-            # Starting the fork server (its imports, once) is not the configuration's cost:
-            # the budget's clock starts when the first worker is up and has its data.
-            if first:
-                message = worker.receive(self.clock() + STARTUP_TIMEOUT_S)
-                result.budget_start_unix = self.clock()
-            else:
-                message = worker.receive(self.hard_end())
-            record["pid"] = worker.pid
-            if message[0] != "loaded":
-                return self._ended_early(message, record)
-            result.data_info = message[1]
-            message = worker.receive(self.hard_end())
-            if message[0] != "ready":
-                return self._ended_early(message, record)
-            record["first_step_at_unix"] = message[1]["first_step_at_unix"]
-            if message[1]["environment"] is not None:
-                result.environment = message[1]["environment"]
-            record["fixed_cost_s"] = message[1]["first_step_at_unix"] - worker.started_at_unix
-            verdict = self._warm_up(worker, record)
-            if verdict is not None:
-                return verdict
-            record["phase"] = "steady"
-            while True:
-                worker.send("window")
-                message = worker.receive(self.hard_end())
-                if message[0] != "window":
-                    return self._ended_early(message, record)
-                window = message[1]
-                # A disturbed window stays in the table but not in the estimate: the
-                # stopping rule, which counts clean windows, asks for another in its place
-                # (under `timing.disturbed_windows: keep` the table's flags alone say so).
-                remeasure = request.timing.disturbed_windows == "remeasure"
-                reasons = stability.discard_reasons(window, result.windows) if remeasure else []
-                window.update(discarded=bool(reasons), discard_reasons="|".join(reasons))
-                result.windows.append(window)
-                result.steps.extend(message[2])
-                action = stopping.next_action(
-                    result.samples(),
-                    current_process=worker.index,
-                    elapsed_s=self.spent_s(),
-                    process_cost_s=stopping.process_cost(
-                        result.processes, result.windows, bool(request.settings.compile)
-                    ),
-                    timing=request.timing,
-                    target_ci=request.target_ci,
-                    window_cost_s=max(float(w["window_s"]) for w in result.windows),
-                )
-                if action.kind != "window":
-                    if self._measure_loader(worker, record):
-                        closing = worker.finish(self.hard_end())
-                        _close_record(record, closing, result)
-                    return action
+            action = self.start(worker, record)
+            while action is None:
+                action = self.window(worker, record)
+            return action
         except Overrun as overrun:
-            return self._overran(worker, record, overrun.waited_s)
+            return self.overran(worker, record, overrun.waited_s)
+
+    def start(self, worker: Worker, record: dict) -> stopping.Action | None:
+        """A worker's start: its data, its build and its warm-up; an action where it ended
+        there (out of memory, over budget), None when it is ready for its windows. A missed
+        deadline raises Overrun (`overran` says what it means)."""
+        result, first = self.result, worker.index == 0
+        record["phase"] = "startup"
+        # Starting the fork server (its imports, once) is not the configuration's cost:
+        # the budget's clock starts when the first worker is up and has its data.
+        if first:
+            message = worker.receive(self.clock() + STARTUP_TIMEOUT_S)
+            result.budget_start_unix = self.clock()
+        else:
+            message = worker.receive(self.hard_end())
+        record["pid"] = worker.pid
+        if message[0] != "loaded":
+            return self._ended_early(message, record)
+        result.data_info = message[1]
+        message = worker.receive(self.hard_end())
+        if message[0] != "ready":
+            return self._ended_early(message, record)
+        record["first_step_at_unix"] = message[1]["first_step_at_unix"]
+        if message[1]["environment"] is not None:
+            result.environment = message[1]["environment"]
+        record["fixed_cost_s"] = message[1]["first_step_at_unix"] - worker.started_at_unix
+        verdict = self._warm_up(worker, record)
+        if verdict is None:
+            record["phase"] = "steady"
+        return verdict
+
+    def window(self, worker: Worker, record: dict) -> stopping.Action | None:
+        """One timed window, judged; None to measure another in this process, else the
+        action that ended the process (after its loader windows and closing record)."""
+        result, request = self.result, self.request
+        worker.send("window")
+        message = worker.receive(self.hard_end())
+        if message[0] != "window":
+            return self._ended_early(message, record)
+        window = message[1]
+        # A disturbed window stays in the table but not in the estimate: the stopping rule,
+        # which counts clean windows, asks for another in its place (under
+        # `timing.disturbed_windows: keep` the table's flags alone say so).
+        remeasure = request.timing.disturbed_windows == "remeasure"
+        reasons = stability.discard_reasons(window, result.windows) if remeasure else []
+        window.update(discarded=bool(reasons), discard_reasons="|".join(reasons))
+        result.windows.append(window)
+        result.steps.extend(message[2])
+        action = stopping.next_action(
+            result.samples(),
+            current_process=worker.index,
+            elapsed_s=self.spent_s(),
+            process_cost_s=stopping.process_cost(
+                result.processes, result.windows, bool(request.settings.compile)
+            ),
+            timing=request.timing,
+            target_ci=request.target_ci,
+            window_cost_s=max(float(w["window_s"]) for w in result.windows),
+        )
+        if action.kind == "window":
+            return None
+        if self._measure_loader(worker, record):
+            closing = worker.finish(self.hard_end())
+            _close_record(record, closing, result)
+        return action
 
     def _measure_loader(self, worker: Worker, record: dict) -> bool:
         """The process's loader windows, within the configuration's allowance
@@ -438,7 +476,8 @@ class _Driver:
             own += 1
         return True
 
-    def _overran(self, worker: Worker, record: dict, waited_s: float) -> stopping.Action:
+    def overran(self, worker: Worker, record: dict, waited_s: float) -> stopping.Action:
+        """The action after `worker` missed its deadline and was killed."""
         result = self.result
         record["status"] = "killed"
         has_windows = any(w["process"] == worker.index for w in result.windows)

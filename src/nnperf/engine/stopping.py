@@ -574,7 +574,10 @@ def process_cost(processes: list[dict], windows: list[dict], compiled: bool = Fa
             None,
         )
         if first_window is not None:
-            costs[record["process"]] = first_window - record["started_at_unix"]
+            # A member of a shared process waits for its partners between its warm-up and
+            # its first window (`nnperf.engine.sharing`): no cost of its own.
+            waited = record.get("waited_s") or 0.0
+            costs[record["process"]] = first_window - record["started_at_unix"] - waited
     if not costs:
         return 0.0
     later = [cost for process, cost in costs.items() if process > 0]

@@ -106,7 +106,7 @@ def job_message(job, cwd: str) -> dict:
             "a warm server worker loads its model and data by name; a measurement given a "
             "model factory or data objects runs in forked workers (method forkserver)"
         )
-    return {
+    message = {
         "kind": "job",
         "cwd": cwd,
         "process": job.process,
@@ -114,6 +114,9 @@ def job_message(job, cwd: str) -> dict:
         "workflow_dir": job.workflow_dir,
         "request": to_dict(job.request),
     }
+    if job.partners:
+        message["partners"] = [[to_dict(request), process] for request, process in job.partners]
+    return message
 
 
 def job_from_message(message: Any):
@@ -123,8 +126,15 @@ def job_from_message(message: Any):
     from nnperf.engine.worker import WorkerJob
 
     keys = {"kind", "cwd", "process", "collect_environment", "workflow_dir", "request"}
-    if not isinstance(message, dict) or set(message) != keys or message["kind"] != "job":
-        raise NnperfError(f"warm server protocol: a request needs exactly {sorted(keys)}")
+    if (
+        not isinstance(message, dict)
+        or not keys <= set(message) <= keys | {"partners"}
+        or message["kind"] != "job"
+    ):
+        raise NnperfError(
+            f"warm server protocol: a request needs exactly {sorted(keys)} (and partners, "
+            "for a shared process)"
+        )
     cwd, process, workflow_dir = message["cwd"], message["process"], message["workflow_dir"]
     if not (isinstance(cwd, str) and os.path.isabs(cwd)):
         raise NnperfError(f"warm server protocol: cwd = {cwd!r}; expected an absolute path")
@@ -134,11 +144,19 @@ def job_from_message(message: Any):
         raise NnperfError("warm server protocol: collect_environment must be true or false")
     if workflow_dir is not None and not isinstance(workflow_dir, str):
         raise NnperfError("warm server protocol: workflow_dir must be a string or null")
+    partners = message.get("partners", [])
+    if not isinstance(partners, list) or not all(
+        isinstance(p, list) and len(p) == 2 and type(p[1]) is int and p[1] >= 0 for p in partners
+    ):
+        raise NnperfError("warm server protocol: partners must be [request, process] pairs")
     job = WorkerJob(
         request=from_dict(RunRequest, message["request"], "request"),
         process=process,
         collect_environment=message["collect_environment"],
         workflow_dir=workflow_dir,
+        partners=tuple(
+            (from_dict(RunRequest, request, "partner"), index) for request, index in partners
+        ),
     )
     return job, cwd
 

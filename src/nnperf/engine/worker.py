@@ -29,6 +29,13 @@ dicts (a tuple arrives as a list).
                                 rehearsal's) answers ("loader", None).
     ("done", {...})             after "stop": peak memory (the warm-up's, the timed steps'), loss
     ("oom", message) / ("error", kind, message)
+
+A *shared* process (`WorkerJob.partners`, `nnperf.engine.sharing`) holds several members'
+trainings, each its own model, optimizer and feeder, built and warmed up one after another:
+every message above but "started" arrives wrapped as ("member", m, message), and the parent's
+commands name their member, [command, m]; the process ends when every member has had its
+"stop". A member's device and host memory peaks are not its own there (the others' models
+and optimizer state sit beside it), so they are reported as None.
 """
 
 from __future__ import annotations
@@ -101,6 +108,11 @@ class WorkerJob:
     workflow_dir: str | None = None
     model_factory: Callable[[], Any] | None = None
     data: Any = None
+    # Further members of a shared process: each one's request and process index.
+    partners: tuple[tuple[RunRequest, int], ...] = ()
+
+    def members(self) -> list[tuple[RunRequest, int]]:
+        return [(self.request, self.process), *self.partners]
 
 
 def _own_threads(request: RunRequest) -> int:
@@ -156,20 +168,71 @@ def worker_main(conn, job: WorkerJob) -> None:
         conn.close()
 
 
+@dataclasses.dataclass
+class _Member:
+    """One training of a worker process, and what its windows are counted and sampled by."""
+
+    request: RunRequest
+    process: int
+    training: Any
+    memory: Any
+    host: Any
+    optimizer_impl: str
+    send: Callable[[tuple], None]
+    loss_start: float | None = None
+    window: int = 0
+    loader_window: int = 0
+
+
 def _work(conn, job: WorkerJob) -> None:
     from nnperf.core.devices import require_available
     from nnperf.engine import allocator
+
+    members = job.members()
+    for request, _ in members:
+        require_available(request.device, request.precision)
+    malloc = allocator.fix_thresholds()  # before the models and data take their memory
+    gpu = None
+    states: list[_Member] = []
+    shared = len(members) > 1
+    for index, (request, process) in enumerate(members):
+        send = _member_sender(conn, index) if shared else conn.send
+        state, gpu = _prepare(job, request, process, send, malloc, gpu, shared)
+        states.append(state)
+    done: set[int] = set()
+    while len(done) < len(states):
+        command = conn.recv()
+        name, index = (command, 0) if isinstance(command, str) else (command[0], int(command[1]))
+        state = states[index]
+        if name == "loader":
+            state.send(("loader", _loader_row(state)))
+            state.loader_window += 1
+        elif name == "window":
+            state.send(_window_message(state, gpu, shared))
+            state.window += 1
+        else:
+            state.send(("done", _closing(state, shared)))
+            done.add(index)
+
+
+def _member_sender(conn, index: int) -> Callable[[tuple], None]:
+    def send(message: tuple) -> None:
+        conn.send(("member", index, message))
+
+    return send
+
+
+def _prepare(job: WorkerJob, request: RunRequest, process: int, send, malloc, gpu, shared: bool):
+    """Load, build and warm up one member's training, telling the parent as it goes; the
+    data is loaded once for all the members that share it (a group's members do)."""
     from nnperf.engine import timing
     from nnperf.engine.build import build, load_run_data
     from nnperf.engine.step import resolved_optimizer_impl
 
-    request = job.request
-    require_available(request.device, request.precision)
-    malloc = allocator.fix_thresholds()  # before the model and data take their memory
     if job.model_factory is None:
         job.data, job.model_factory = load_run_data(request)
     data = job.data
-    conn.send(
+    send(
         (
             "loaded",
             {
@@ -179,14 +242,14 @@ def _work(conn, job: WorkerJob) -> None:
             },
         )
     )
-    training = build(request, job.model_factory, job.data, request.seed_of(job.process))
+    training = build(request, job.model_factory, data, request.seed_of(process))
     params = [p for group in training.optimizer.param_groups for p in group["params"]]
     optimizer_impl = resolved_optimizer_impl(request.settings.optimizer_impl, params)
     memory = timing.DeviceMemoryTracker(training.device)
-    host = stability.HostSampler(_own_threads(request))
-    gpu = stability.GpuSampler(_cuda_index(training.device))
+    if gpu is None:
+        gpu = stability.GpuSampler(_cuda_index(training.device))
     environment = None
-    if job.collect_environment:
+    if job.collect_environment and not shared:
         # Before the first step, so a configuration cut off as over budget still has it.
         from nnperf.core.environment import collect_environment
 
@@ -201,68 +264,75 @@ def _work(conn, job: WorkerJob) -> None:
         if training.device.type == "cuda":
             # Where the windows' clocks come from (the GPU found by its UUID), or why none.
             environment["nvml"] = gpu.record()
-    conn.send(("ready", {"first_step_at_unix": time.time(), "environment": environment}))
-    loss_start = None
+    send(("ready", {"first_step_at_unix": time.time(), "environment": environment}))
+    state = _Member(
+        request,
+        process,
+        training,
+        memory,
+        stability.HostSampler(_own_threads(request)),
+        optimizer_impl,
+        send,
+    )
     for _ in range(request.training.warmup_steps):
         seconds, loss = timing.warmup_step(training, memory)
-        if loss_start is None:
-            loss_start = float(loss.float().cpu())
-        conn.send(("warmup", seconds))
+        if state.loss_start is None:
+            state.loss_start = float(loss.float().cpu())
+        send(("warmup", seconds))
     memory.end_warmup()
-    window = 0
-    loader_window = 0
-    while True:
-        command = conn.recv()
-        if command == "loader":
-            conn.send(("loader", _loader_row(training, request, job.process, loader_window)))
-            loader_window += 1
-            continue
-        if command != "window":
-            break
-        before = host.snapshot()
-        memory.start_window()
-        result = timing.time_window(training, request.training.timed_steps, memory)
-        peak_memory = memory.end_window()
-        after = host.snapshot()
-        images = request.batch_size * request.training.timed_steps
-        row = {
-            "process": job.process,
-            "window": window,
-            "steps": request.training.timed_steps,
-            "images": images,
-            "window_s": result.window_s,
-            "throughput_img_s": images / result.window_s,
-            "started_at_unix": result.started_at_unix,
-            "ended_at_unix": result.ended_at_unix,
-            "loss_end": result.loss_end,
-            "peak_memory_device_bytes": peak_memory,
-            **gpu.window_fields(),
-            **host.window_fields(before, after, result.window_s),
-        }
-        steps = [{"process": job.process, "window": window, **step} for step in result.steps]
-        conn.send(("window", row, steps))
-        window += 1
-    conn.send(
-        (
-            "done",
-            {
-                "loss_start": loss_start,
-                "peak_memory_device_bytes": memory.timed_peak_bytes,
-                "peak_memory_device_warmup_bytes": memory.warmup_peak_bytes,
-                "peak_memory_host_bytes": timing.peak_host_memory_bytes(),
-                "optimizer_impl": optimizer_impl,
-            },
-        )
-    )
+    return state, gpu
 
 
-def _loader_row(training, request: RunRequest, process: int, index: int) -> dict:
+def _window_message(state: _Member, gpu, shared: bool) -> tuple:
+    """One timed window of `state`'s training: ("window", row, steps)."""
+    from nnperf.engine import timing
+
+    request, memory, host = state.request, state.memory, state.host
+    before = host.snapshot()
+    memory.start_window()
+    result = timing.time_window(state.training, request.training.timed_steps, memory)
+    peak_memory = memory.end_window()
+    after = host.snapshot()
+    images = request.batch_size * request.training.timed_steps
+    row = {
+        "process": state.process,
+        "window": state.window,
+        "steps": request.training.timed_steps,
+        "images": images,
+        "window_s": result.window_s,
+        "throughput_img_s": images / result.window_s,
+        "started_at_unix": result.started_at_unix,
+        "ended_at_unix": result.ended_at_unix,
+        "loss_end": result.loss_end,
+        "peak_memory_device_bytes": None if shared else peak_memory,
+        **gpu.window_fields(),
+        **host.window_fields(before, after, result.window_s),
+    }
+    steps = [{"process": state.process, "window": state.window, **step} for step in result.steps]
+    return ("window", row, steps)
+
+
+def _closing(state: _Member, shared: bool) -> dict:
+    from nnperf.engine import timing
+
+    memory = state.memory
+    return {
+        "loss_start": state.loss_start,
+        "peak_memory_device_bytes": None if shared else memory.timed_peak_bytes,
+        "peak_memory_device_warmup_bytes": None if shared else memory.warmup_peak_bytes,
+        "peak_memory_host_bytes": None if shared else timing.peak_host_memory_bytes(),
+        "optimizer_impl": state.optimizer_impl,
+    }
+
+
+def _loader_row(state: _Member) -> dict:
     """One loader window (`nnperf.engine.loader`): the feeder alone, as many batches as a
     timed window; the process's first drains what its DataLoader workers hold ready."""
     from nnperf.engine import loader, timing
 
+    request, process, index = state.request, state.process, state.loader_window
     drain = loader.in_flight_batches(request.settings) if index == 0 else 0
-    result = timing.time_loader_window(training, request.training.timed_steps, drain)
+    result = timing.time_loader_window(state.training, request.training.timed_steps, drain)
     images = request.batch_size * request.training.timed_steps
     return {
         "process": process,

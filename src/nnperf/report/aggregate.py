@@ -94,6 +94,8 @@ def process_rows(document: dict, source: str | None = None) -> list[dict]:
         {
             **{key: document.get(key) for key in CONFIG_KEYS},
             **{k: process.get(k) for k in ("process", "round")},
+            # The members it shared its process with (`nnperf.engine.sharing`), as codes.
+            "shared_with": "|".join(process.get("shared_with") or []),
             **shared,
             "process_status": process.get("status"),
             **{k: process.get(k) for k in PROCESS_COLUMNS},

@@ -3,7 +3,8 @@
 Every comparison the report states (precision, variant, batch size, machine, time to
 accuracy) is built here from runs.csv's per-process throughputs with `nnperf.core.ratios`:
 **paired** by `round` where both configurations were interleaved in one job (the same
-`group`) and share two rounds or more, **unpaired** (Fieller) otherwise. `ranking` is the one
+`group`) and share two rounds or more (on the rounds they shared a process in, where there
+are enough: `ratios.pairing_rounds`), **unpaired** (Fieller) otherwise. `ranking` is the one
 tie rule of the report; `comparisons_table` writes comparisons.csv in codes and numbers, the
 table the Speedups section and figure read (`results.write_comparisons` is the file edge).
 """
@@ -25,8 +26,8 @@ from nnperf.report import noise
 from nnperf.report.format import GROUP_KEYS, MEAN, config_text, ok_configs
 
 RATE = noise.RATE
-# Paired intervals need two pairs at least: one pair has no spread to build one from.
-MIN_PAIRS = 2
+MIN_PAIRS = ratios.MIN_PAIRS
+PROCESS_FIELDS = ["rate", "round", "group", "shared_with", "member"]
 
 
 def _value(value) -> str:
@@ -36,19 +37,25 @@ def _value(value) -> str:
 
 def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
     """The measured worker processes of `config` in `runs`: `rate`, `round` and `group` (None
-    before interleaving). Keys `runs` lacks (`machine` in aggregate's table) are not matched."""
+    before interleaving), `shared_with` (the members it shared its process with, a list)
+    and `member` (the configuration's name in its group). Keys `runs` lacks (`machine` in
+    aggregate's table) are not matched."""
     if runs is None or runs.empty or RATE not in runs.columns:
-        return pd.DataFrame(columns=["rate", "round", "group"])
+        return pd.DataFrame(columns=PROCESS_FIELDS)
     match = runs["status"].astype(str).eq("ok") if "status" in runs else runs[RATE].notna()
     for key in ("machine", *CONFIG_KEYS):
         if key in config and key in runs.columns:
             match &= runs[key].map(_value) == _value(config[key])
-    chosen = runs.loc[match].reindex(columns=[RATE, "round", "group"])
-    chosen = (
-        chosen.rename(columns={RATE: "rate"})
-        .apply(pd.to_numeric, errors="coerce")
-        .assign(group=chosen["group"].map(lambda g: None if missing(g) or g == "" else str(g)))
-    )
+    chosen = runs.loc[match].reindex(columns=[RATE, "round", "group", "shared_with"])
+    chosen = chosen.reset_index(drop=True).assign(
+        rate=pd.to_numeric(chosen[RATE], errors="coerce").to_numpy(),
+        round=pd.to_numeric(chosen["round"], errors="coerce").to_numpy(),
+        group=[None if missing(g) or g == "" else str(g) for g in chosen["group"]],
+        shared_with=[
+            [] if missing(s) or s == "" else str(s).split("|") for s in chosen["shared_with"]
+        ],
+        member=layout.member_name(config.get("precision"), config.get("variant")),
+    )[PROCESS_FIELDS]
     chosen = chosen[np.isfinite(chosen["rate"]) & (chosen["rate"] > 0)]
     return chosen.astype({"rate": float}).reset_index(drop=True)
 
@@ -58,15 +65,36 @@ def rates_by_round(rates: pd.DataFrame) -> pd.Series:
     return rates.dropna(subset=["round"]).groupby("round")["rate"].mean()
 
 
-def ratio_of_rates(a: pd.DataFrame, b: pd.DataFrame) -> RatioCI:
-    """A over B from their `process_rates`: paired by round where both ran in one group and
-    share MIN_PAIRS rounds, else unpaired (Fieller)."""
+def partners_by_round(rates: pd.DataFrame) -> dict[int, set[str]]:
+    """The members each round's process was shared with (`process_rates`)."""
+    found: dict[int, set[str]] = {}
+    for row in rates.dropna(subset=["round"]).itertuples():
+        found.setdefault(int(row.round), set()).update(row.shared_with)
+    return found
+
+
+def pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
+    """A's and B's rates in the rounds they are paired on (columns a, b) and the pairs'
+    grain (`ratios.pairing_rounds`); None where they cannot be paired: not interleaved in
+    one group, or fewer than MIN_PAIRS rounds in common."""
     groups = {frozenset(rates["group"].dropna()) for rates in (a, b)}
-    if len(groups) == 1 and len(next(iter(groups))) == 1:
-        pairs = pd.concat([rates_by_round(a), rates_by_round(b)], axis=1, join="inner")
-        if len(pairs) >= MIN_PAIRS:
-            pairs = pairs.sort_index().astype(float)
-            return ratios.paired_ratio(pairs.iloc[:, 0].tolist(), pairs.iloc[:, 1].tolist())
+    if len(groups) != 1 or len(next(iter(groups))) != 1:
+        return None
+    names = [str(rates["member"].iloc[0]) if len(rates) else "" for rates in (a, b)]
+    rounds, grain = ratios.pairing_rounds(partners_by_round(a), partners_by_round(b), *names)
+    if len(rounds) < MIN_PAIRS:
+        return None
+    pairs = pd.concat([rates_by_round(a), rates_by_round(b)], axis=1, keys=["a", "b"])
+    return pairs.loc[rounds].astype(float), grain
+
+
+def ratio_of_rates(a: pd.DataFrame, b: pd.DataFrame) -> RatioCI:
+    """A over B from their `process_rates`: paired (`pairing`) where they can be, else
+    unpaired (Fieller)."""
+    paired = pairing(a, b)
+    if paired is not None:
+        pairs, _ = paired
+        return ratios.paired_ratio(pairs["a"].tolist(), pairs["b"].tolist())
     return ratios.unpaired_ratio(a["rate"].tolist(), b["rate"].tolist())
 
 
@@ -157,11 +185,21 @@ KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
 # `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
 # no_ci), out_of_reach (unresolved, and the engine gave it up: the rounds its members' budgets
 # fit could not resolve it), or not_reached (B never reached the target accuracy).
-RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "verdict", "rounds", "ci_target")
+RATIO_COLUMNS = (
+    "ratio",
+    "ci95_low",
+    "ci95_high",
+    "method",
+    "grain",
+    "verdict",
+    "rounds",
+    "ci_target",
+)
 A_B = (*(f"a_{k}" for k in GROUP_KEYS), *(f"b_{k}" for k in GROUP_KEYS))
 COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
 # `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of
-# the means, no interval), `single` (one training run each).
+# the means, no interval), `single` (one training run each). `grain`, of a paired one: its
+# rounds' processes were shared, windows taking turns (`window`), or each its own (`process`).
 METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: "unpaired"}
 
 
@@ -184,7 +222,8 @@ def _pair(kind: str, pair: str, a: Mapping, b: Mapping, **numbers) -> dict:
 
 def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     """A over B in throughput, with the interval from their processes (`ratio_between`)."""
-    ci = ratio_between(runs, a, b)
+    rates = process_rates(runs, a), process_rates(runs, b)
+    ci, paired = ratio_of_rates(*rates), pairing(*rates)
     method = METHODS.get(ci.method)
     if not math.isfinite(ci.ratio):
         ci, method = RatioCI(float(a[MEAN]) / float(b[MEAN]), None, None, None, 0), "means"
@@ -193,7 +232,8 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     verdict = ci.verdict(target)
     if verdict == "unresolved" and pair == "vs_reference" and _given_up(a, b):
         verdict = ratios.OUT_OF_REACH
-    numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, verdict=verdict)
+    grain = paired[1] if paired is not None and method == "paired" else None
+    numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, grain=grain, verdict=verdict)
     return _pair(kind, pair, a, b, **numbers, rounds=ci.n, ci_target=target)
 
 

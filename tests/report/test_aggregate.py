@@ -629,6 +629,9 @@ def test_touching_intervals_do_not_overlap():
     assert aggregate.find_overlaps(frame) == [(1, 2)]
     cuda = frame.assign(device="cuda", gpu_uuid=["GPU-a", "GPU-b", "GPU-c"])
     assert aggregate.find_overlaps(cuda) == []  # different GPUs of one node run side by side
+    # Members of one shared process (nnperf.engine.sharing) have its pid: not an overlap.
+    assert aggregate.find_overlaps(frame.assign(pid=[7, 9, 9])) == []
+    assert aggregate.find_overlaps(frame.assign(pid=[7, 9, 8])) == [(1, 2)]
 
 
 def test_duplicate_configuration_is_refused_naming_both_files(documents):

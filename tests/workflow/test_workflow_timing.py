@@ -88,6 +88,12 @@ def test_tables_statuses_and_no_overlap(study):
     assert not runs["overlap"].any()
     assert find_overlaps(runs) == []
     check_no_overlap(runs)  # bench_slot=1 serialised the timed jobs
+    # A group's second round ran its measured members in one process (the warm server's
+    # worker, nnperf.engine.sharing): each names the others, and they had one pid.
+    second = runs[(runs["round"] == 1) & (runs["process_status"] == "ok")]
+    for _, members in second.groupby(["batch_size"]):
+        if len(members) > 1:
+            assert members["shared_with"].notna().all() and members["pid"].nunique() == 1
     fp32 = summary[(summary.precision == "fp32") & (summary.variant == "baseline")].iloc[0]
     assert fp32["batch_size"] == 4
     # The ratios the report states are comparisons.csv's rows, each A's mean over B's.

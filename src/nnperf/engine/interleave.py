@@ -24,6 +24,10 @@ rounds both members' budgets still fit, it stops holding them, and its row's ver
 rule (`stopping.unreachable_target`, which keeps its cautious lower bound: judged at the
 measured spread it cut configurations that went on to meet their targets): that is how a
 group on a noisy machine ends once what it can say is said, instead of at its budget.
+
+From the second round on, the members that can share a process run in one, their windows
+taking turns (`nnperf.engine.sharing`, under `timing.pairing: window`): a comparison whose
+members shared two rounds or more is paired on those rounds alone (`paired_rates`).
 """
 
 from __future__ import annotations

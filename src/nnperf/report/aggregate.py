@@ -148,7 +148,8 @@ def windows_table(documents: Documents) -> pd.DataFrame:
 
 def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
     """Index pairs of processes on one machine (the same host for CPU runs, the same GPU for
-    CUDA runs) whose [started, ended] intervals intersect."""
+    CUDA runs) whose [started, ended] intervals intersect. The members of one shared process
+    (`nnperf.engine.sharing`: one pid at one time, their windows taking turns) are not."""
     # object dtype first: read back from CSV, an all-empty column is float NaN.
     gpu = frame["gpu_uuid"].astype(object).where(frame["device"] == "cuda").fillna("")
     machine = frame["hostname"].astype(object).fillna("").astype(str) + "|" + gpu.astype(str)
@@ -160,7 +161,12 @@ def find_overlaps(frame: pd.DataFrame) -> list[tuple[int, int]]:
         # Sorted by start: a later process overlaps one that has not ended when it starts.
         first, later = np.nonzero(np.triu(starts[None, :] < ends[:, None], k=1))
         index = ordered.index.to_numpy()
-        pairs += [tuple(sorted((int(index[a]), int(index[b])))) for a, b in zip(first, later)]
+        pids = ordered["pid"].to_numpy() if "pid" in ordered else np.full(len(ordered), None)
+        pairs += [
+            tuple(sorted((int(index[a]), int(index[b]))))
+            for a, b in zip(first, later)
+            if pd.isna(pids[a]) or pids[a] != pids[b]
+        ]
     return sorted(pairs)
 
 

@@ -15,13 +15,16 @@ host's drift reaches both alike:
 
   process  a worker process per configuration, in balanced order
            (`interleave.balanced_order`), each warming up and timing `--windows` windows:
-           the engine's grain today (at this noise its processes run `min_windows`);
+           the engine's grain under `timing.pairing: process` (at this noise its
+           processes run `min_windows`);
   window   one worker process holding all three trainings (each with its own model,
            optimizer and data feeder, per its variant and precision), warming each up and
            then timing one window of each in balanced order (A B C | C B A ...), for as long
            as the round's process grain took, start-up included: the same wall time. A
-           fresh one each round, as an engine working this way would still run several
-           processes for the absolute throughputs, which only processes replicate.
+           fresh one each round, as the engine's shared processes are (`timing.pairing:
+           window`, `nnperf.engine.sharing`, built on what this benchmark found): several
+           processes are still needed for the absolute throughputs, which only processes
+           replicate.
 
 Workers are forked from a server that has imported torch and the worker's modules
 (`worker.PRELOAD`), as the engine's are; a training is `build_training`, a window
@@ -43,8 +46,9 @@ by the others'. What two trainings in one process share: the heap (glibc malloc'
 torch's CPU allocator), the caches (each switch brings a different model's weights and
 activations into them), torch's intra-op thread pool (one size for all) and the
 process-global switches `build_training` sets (`apply_process_settings`: thread count, the
-TF32 switches, cudnn.benchmark), which this benchmark applies again before each window, as
-an engine doing this would have to. channels_last, the optimizer implementation and the data
+TF32 switches, cudnn.benchmark), which this benchmark applies again before each window (the
+engine shares a process only between trainings whose switches are alike,
+`core.variant.sharing_key`, so it has nothing to set again). channels_last, the optimizer implementation and the data
 path are per model, optimizer and feeder, so variants that differ only in them share a
 process; fp32, bf16 and fp16 set the same switches (TF32 off), tf32 differs from them only in
 switches that can be set before each window. What cannot share one: torch.compile modes (the
@@ -82,6 +86,24 @@ The finer grain cut the pair ratios' spread by 3-4x (13.1% to 3.1%, 14.4% to 4.7
 ratios' intervals from +/-5.4-5.8% to +/-1.4-2.1% for the same pairs, windows and wall time;
 no interference was seen, though a cross-process comparison resolves only differences
 beyond about 5%, and the switch cost within 3%.
+
+Second run, a day later on a VM of the same kind (2026-11-28 05:47 UTC, 1-minute load average
+0.58, nothing else running; 24 rounds), when the default study's steps themselves varied by
+8-12% (its steps.csv):
+
+    comparison              grain                 pairs  ratio  95% CI       +/-   pair CV (95% CI)
+    tuned / baseline, fp32  process (today)          24                      3.3%   7.7%
+    tuned / baseline, fp32  window, by 2 windows     24  1.036  1.009-1.064  2.7%   5.9% (3.6-10.7%)
+    bf16 / fp32, baseline   process (today)          24  1.700  1.625-1.778  4.5%   9.8% (6.6-16.3%)
+    bf16 / fp32, baseline   window, by 2 windows     24  1.730  1.678-1.784  3.1%   7.2% (5.6-9.1%)
+
+    shared/alone: +0.3% (-3.2% to +3.9%), +0.5% (-3.8% to +5.0%), +2.1% (-3.6% to +8.1%);
+    switch 0.982 (0.952-1.013).
+
+The gain was 0.73-0.77x, not 3-4x: that day most of a pair's spread was the windows' own
+(two adjacent windows' ratio varied by 7-9%), which no pairing cancels; what the window grain
+cancels, the host's changes over seconds, was the smaller part. Where the noise sits varies
+from day to day on a shared VM; the window grain never did worse.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ Second run, a day later on a VM of the same kind (2026-11-28 05:47 UTC, 1-minute
 8-12% (its steps.csv):
 
     comparison              grain                 pairs  ratio  95% CI       +/-   pair CV (95% CI)
-    tuned / baseline, fp32  process (today)          24                      3.3%   7.7%
+    tuned / baseline, fp32  process (today)          24  1.034  1.000-1.068  3.3%   7.7% (5.6-10.7%)
     tuned / baseline, fp32  window, by 2 windows     24  1.036  1.009-1.064  2.7%   5.9% (3.6-10.7%)
     bf16 / fp32, baseline   process (today)          24  1.700  1.625-1.778  4.5%   9.8% (6.6-16.3%)
     bf16 / fp32, baseline   window, by 2 windows     24  1.730  1.678-1.784  3.1%   7.2% (5.6-9.1%)

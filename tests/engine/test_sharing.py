@@ -288,3 +288,35 @@ def test_each_member_of_a_shared_process_spends_only_its_own_turns():
     ]
     assert all(0.35 * span < s < 0.55 * span for s in spent)
     assert sum(spent) > 0.9 * span
+
+
+def test_a_member_past_its_deadline_ends_the_shared_process_and_its_partner_goes_on():
+    clock, rng = rehearsal.FakeClock(), np.random.default_rng(1)
+    fast = rehearsal.ProcessTiming(0.1, 0.002, (0.1, 0.1, 0.1), start_s=1.0)
+    # The tuned member's second process hangs: a step far past any deadline.
+    hung = dataclasses.replace(fast, steady_step_s=1000.0)
+    timings = {
+        "baseline": rehearsal.ConfigTiming(processes=(fast,), source="test"),
+        "tuned": rehearsal.ConfigTiming(processes=(fast, hung, fast), source="test"),
+    }
+
+    def start_worker(job):
+        return rehearsal.ReplayWorker(job, timings[job.request.variant], clock, rng)
+
+    group = interleave.run_group(
+        [TUNED, BASE],
+        start_worker=start_worker,
+        start_shared=lambda jobs: [start_worker(job) for job in jobs],
+        method="replay",
+        clock=clock,
+        watch_host=False,
+    )
+    tuned, base = group.measurements
+    # The hung member stopped at its budget, as it would alone.
+    assert tuned.processes[1]["status"] == "killed" and tuned.stop_reason == "budget"
+    assert "process_stopped_at_budget" in [code for code, _ in tuned.notes]
+    # Its partner's process ended with it, with what it had measured; it went on alone.
+    shared_round = base.processes[1]
+    assert shared_round["status"] == "killed" and shared_round.get("shared_with")
+    assert len(base.processes) > 2 and base.status == "ok"
+    assert not any(p.get("shared_with") for p in base.processes[2:])

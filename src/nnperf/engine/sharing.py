@@ -12,7 +12,7 @@ costs was measured beside it: each training's throughput shared over alone was w
 
 Which trainings may share one is `nnperf.core.variant.sharing_key`. A group's first round
 runs every member alone: process 0 records the environment, bounds the one-time steps and
-ends a configuration that cannot fit its budget (`manager._Driver`), all of which assume the
+ends a configuration that cannot fit its budget (`driver.Driver`), all of which assume the
 process is the configuration's own. From the second round on, the members that may share
 run in one process per round: each builds and warms up in turn, then their windows take
 turns in balanced order, every member judged after each of its windows by its own stopping
@@ -77,7 +77,7 @@ class SharedProcess:
 
 class MemberView(Worker):
     """One member's view of a shared process, with the interface of a worker of its own:
-    what the driver (`manager._Driver`) talks to."""
+    what the driver (`driver.Driver`) talks to."""
 
     def __init__(self, shared: SharedProcess, member: int, index: int, started_at_unix: float):
         self.shared, self.member, self.index = shared, member, index

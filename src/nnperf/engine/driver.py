@@ -11,14 +11,9 @@ shared process (`nnperf.engine.sharing`) can take turns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from nnperf.core.contract import RunRequest
 from nnperf.engine import loader, stability, stopping
 from nnperf.engine.processes import Overrun, Worker, raise_for
-
-if TYPE_CHECKING:  # the measurement it fills in; manager imports this module
-    from nnperf.engine.manager import Measurement
 
 # A worker past its deadline gets this much grace before it is killed (seconds, and a share
 # of the budget): a deadline is a projection, and killing a step that was about to end
@@ -42,7 +37,8 @@ class Driver:
     another process costs, which the stopping rule weighs before starting one.
     """
 
-    def __init__(self, request: RunRequest, result: Measurement, clock, watch_host: bool):
+    # `result` is the `manager.Measurement` it fills in (manager imports this module).
+    def __init__(self, request: RunRequest, result, clock, watch_host: bool):
         self.request = request
         self.result = result
         self.clock = clock
@@ -324,7 +320,7 @@ class Driver:
         raise AssertionError("unreachable")
 
 
-def _close_record(record: dict, closing: dict, result: Measurement) -> None:
+def _close_record(record: dict, closing: dict, result) -> None:
     kept = (
         "loss_start",
         "peak_memory_device_bytes",

@@ -30,6 +30,7 @@ it, and they go on in the next round.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 from nnperf.core import layout
@@ -120,15 +121,8 @@ def shared_starter(start_worker: Callable[[WorkerJob], Worker]) -> SharedStarter
 
     def start(jobs: Sequence[WorkerJob]) -> list[Worker]:
         first, *others = jobs
-        job = WorkerJob(
-            request=first.request,
-            process=first.process,
-            collect_environment=False,
-            workflow_dir=first.workflow_dir,
-            model_factory=first.model_factory,
-            data=first.data,
-            partners=tuple((other.request, other.process) for other in others),
-        )
+        partners = tuple((other.request, other.process) for other in others)
+        job = dataclasses.replace(first, collect_environment=False, partners=partners)
         shared = SharedProcess(start_worker(job), len(jobs))
         started = shared.worker.started_at_unix
         return [MemberView(shared, m, j.process, started) for m, j in enumerate(jobs)]

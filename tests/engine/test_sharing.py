@@ -320,3 +320,34 @@ def test_a_member_past_its_deadline_ends_the_shared_process_and_its_partner_goes
     assert shared_round["status"] == "killed" and shared_round.get("shared_with")
     assert len(base.processes) > 2 and base.status == "ok"
     assert not any(p.get("shared_with") for p in base.processes[2:])
+
+
+@linux_only
+def test_an_imagefolder_group_shares_a_process_loading_its_split_once_by_name(tmp_path):
+    """The worker reads the user's ImageFolder and builds the registry's model by name for
+    the first member, and hands both to the others: a group has one model and dataset."""
+    from nnperf.core import contract
+    from nnperf.workload import datasets
+    from imagefolder_data import make_imagefolder
+
+    folder = make_imagefolder(tmp_path / "photos", train_per_class=6, val_per_class=1)
+    dataset = contract.DatasetSettings(name="imagefolder", path=os.fspath(folder), image_size=32)
+    root = tmp_path / "resources/data" / dataset.key
+    datasets.prepare(contract.DatasetRequest(root=os.fspath(root), dataset=dataset))
+    requests = [
+        dataclasses.replace(
+            request,
+            model="resnet18_cifar",
+            dataset=dataset.key,
+            data_root=os.fspath(root),
+            image_size=32,
+            input_size=32,
+        )
+        for request in _members()[:2]
+    ]
+    group = interleave.run_group(requests, method="forkserver")
+    for measurement in group.measurements:
+        assert measurement.status == "ok"
+        assert measurement.data_info["num_classes"] == 3
+        assert [bool(p.get("shared_with")) for p in measurement.processes] == [False, True, True]
+    assert group.comparisons[0]["grain"] == "window"

@@ -306,10 +306,7 @@ def _comparison_rows(
     the rounds it would have needed and the rounds that fit when it was given up; `grain`
     is the pairs' (`ratios.pairing_rounds`)."""
     rows = []
-    members = [
-        Member(layout.member_name(r.precision, r.variant), m)
-        for r, m in zip(requests, measurements)
-    ]
+    members = [Member(n, m) for n, m in zip(sharing.member_names(requests), measurements)]
     for pair in pairs:
         a, b = requests[pair.a], requests[pair.b]
         rates_a, rates_b, grain = paired_rates(members[pair.a], members[pair.b])

@@ -11,6 +11,7 @@ rule ceilings:
         ),
     log:
         layout.log("ceilings"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     threads: measurement_threads

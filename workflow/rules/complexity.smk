@@ -12,6 +12,7 @@ rule complexity:
         ),
     log:
         layout.log("complexity"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     params:

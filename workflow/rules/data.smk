@@ -8,6 +8,7 @@ rule prepare_dataset:
         directory(layout.TEMPLATES["dataset"]),
     log:
         layout.log("dataset"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     params:

@@ -7,6 +7,7 @@ rule profile_request:
         request=layout.TEMPLATES["profile_request"],
     log:
         layout.log("profile_request"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf-report.yaml"
     params:
@@ -26,6 +27,7 @@ rule ncu_profile:
         meta=layout.TEMPLATES["profile_meta"],
     log:
         layout.log("profile_meta"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     resources:

@@ -11,6 +11,7 @@ rule timed_group:
         folder=directory(layout.TEMPLATES["run_group"]),
     log:
         layout.log("run_group"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     # bench_slot: no other measurement overlaps it; threads: see measurement_threads.
@@ -38,6 +39,7 @@ rule timed_run:
         steps=layout.TEMPLATES["run_steps"],
     log:
         layout.log("run"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf-report.yaml"
     params:

@@ -42,6 +42,7 @@ rule operator_profile:
         memory=layout.TEMPLATES["opprofile_memory"],
     log:
         layout.log("opprofile"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     threads: measurement_threads

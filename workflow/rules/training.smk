@@ -17,6 +17,7 @@ rule download_weights:
         "logs/weights/{weights_file}.log",
     wildcard_constraints:
         weights_file=r"[\w.-]+\.pth",
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     params:
@@ -49,6 +50,7 @@ rule train_to_accuracy:
         ),
     log:
         layout.log("training_run"),
+    priority: MEASURING_PRIORITY
     conda:
         "../../envs/nnperf.yaml"
     threads: measurement_threads

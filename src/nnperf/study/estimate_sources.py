@@ -172,8 +172,9 @@ H100 = Machine(
 )
 
 # A 2-vCPU AMD EPYC VM without a GPU: the default study of reports/examples/cpu-default-study
-# (make run at 19b83be: 51 jobs in 9.0 min; its step timings are `rehearsal.cpu_model`), and
-# the import time nnperf.engine.warmserver records there.
+# (at ee07143: 52 jobs in 9.1 min; its step timings are `rehearsal.cpu_model`), the job costs
+# read off the study before it (make run at 19b83be, 9.0 min), and the import time
+# nnperf.engine.warmserver records there.
 CPU = Machine(
     name="cpu",
     description="a 2-core CPU VM without a GPU",

@@ -1,6 +1,8 @@
 """The summary page as a reader meets it: the committed CPU example's tables rendered against
 a golden Markdown file, the headline table on the first screen, every number the committed
-old page held still on the new one, and no confidence interval printed below zero.
+page holds on its render, every number the page before the headline held (an earlier
+example's, kept in tests/report/golden/before-headline with its images left out) still on
+the page its tables give now, and no confidence interval printed below zero.
 
 Regenerate the golden file after an intended change of the page:
 `NNPERF_REGEN_GOLDEN=1 pytest tests/report/test_summary_page.py`, then read its diff.
@@ -26,6 +28,9 @@ EXAMPLE = Path("reports/examples/cpu-default-study")
 GOLDEN = REPO / "tests" / "report" / "golden" / "cpu-default-study.md"
 # The end of the example study's span: its last job ended at 1795855591.3 (summary.csv).
 RENDERED_AT = 1_795_855_600.0
+# The example as it was at 19b83be, whose page was written before the headline existed.
+BEFORE_HEADLINE = Path("tests/report/golden/before-headline")
+BEFORE_HEADLINE_RENDERED_AT = 1_795_790_000.0
 # The sections of the committed page drawn only from the committed tables (summary.csv,
 # runs.csv, training.csv, comparisons.csv); the others (the headline's MFU columns too) read
 # files the example does not keep (roofline points, complexity, operator profiles).
@@ -43,27 +48,36 @@ NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:%|x)?")
 NEGATIVE = re.compile(r"(?<![\w.])[-\u2212]\d")
 
 
-def render_example(out: Path) -> tuple[str, str]:
-    """(HTML, Markdown) of the example's tables, paths as the repository names them."""
+def render_example(folder: Path, out: Path, rendered_at: float) -> tuple[str, str]:
+    """(HTML, Markdown) of an example's tables, paths as the repository names them."""
     tables = {
-        name: EXAMPLE / f"{name}.csv" for name in ("summary", "runs", "training", "comparisons")
+        name: folder / f"{name}.csv" for name in ("summary", "runs", "training", "comparisons")
     }
-    local = results.local_files(tables=tables, ceilings=[EXAMPLE / "cpu.json"])
+    local = results.local_files(tables=tables, ceilings=[folder / "cpu.json"])
     request = ReportRequest(title="CPU smoke study")
     render.render_files(
-        request, local, [], out / "summary.html", out / "summary.md", rendered_at_unix=RENDERED_AT
+        request, local, [], out / "summary.html", out / "summary.md", rendered_at_unix=rendered_at
     )
     return (out / "summary.html").read_text("utf-8"), (out / "summary.md").read_text("utf-8")
 
 
-@pytest.fixture(scope="module")
-def example(tmp_path_factory) -> tuple[str, str]:
+def _render_in_repo(tmp_path_factory, folder: Path, rendered_at: float) -> tuple[str, str]:
     here = Path.cwd()
     os.chdir(REPO)
     try:
-        return render_example(tmp_path_factory.mktemp("example"))
+        return render_example(folder, tmp_path_factory.mktemp("example"), rendered_at)
     finally:
         os.chdir(here)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> tuple[str, str]:
+    return _render_in_repo(tmp_path_factory, EXAMPLE, RENDERED_AT)
+
+
+@pytest.fixture(scope="module")
+def before_headline(tmp_path_factory) -> tuple[str, str]:
+    return _render_in_repo(tmp_path_factory, BEFORE_HEADLINE, BEFORE_HEADLINE_RENDERED_AT)
 
 
 def visible_text(page: str) -> str:
@@ -98,30 +112,53 @@ def test_the_first_screen_is_the_headline_table(example):
     assert page.index("<h2>Environment</h2>") > page.index("<h2>Key findings</h2>") > first
 
 
-def test_every_number_of_the_committed_page_is_on_the_render(example):
-    """The committed summary.html (what the study's own render_report wrote) against the page
-    the committed tables give now: each number of its sections drawn from those tables is
-    still shown, and each configuration's mean and CI in the headline table."""
-    page, _ = example
-    new = visible_text(page)
-    old_page = (REPO / EXAMPLE / "summary.html").read_text(encoding="utf-8")
+def _numbers_kept(old_page: str, new_page: str, sections) -> int:
+    """Assert each number of `old_page`'s `sections` (sources lines left out) is on
+    `new_page`; how many were checked."""
+    new = visible_text(new_page)
     old_sections = dict(re.findall(r'<section id="([^"]+)">(.*?)</section>', old_page, re.S))
     checked = 0
-    for name in FROM_COMMITTED_TABLES:
+    for name in sections:
         body = re.sub(r'<p class="sources">.*?</p>', " ", old_sections[name], flags=re.S)
         for number in set(NUMBER.findall(visible_text(body))):
             assert re.search(rf"(?<![\w.,]){re.escape(number)}(?![\d])", new), (name, number)
             checked += 1
-    assert checked > 150
-    summary = pd.read_csv(REPO / EXAMPLE / "summary.csv")
-    headline = new.split("At a glance", 2)[2].split("Key findings", 1)[0]
-    for row in summary.to_dict("records"):
-        mean = fmt(row["throughput_img_s_mean"])
-        interval = (
-            f"{fmt(row['throughput_img_s_ci95_low'])}–{fmt(row['throughput_img_s_ci95_high'])}"
-        )
-        assert f"{mean} ({interval})" in headline
-        assert f"{mean} ({interval})" in visible_text(old_sections["headline"])
+    return checked
+
+
+def _headline(page: str) -> str:
+    return visible_text(page).split("At a glance", 2)[2].split("Key findings", 1)[0]
+
+
+def _mean_and_interval(row) -> str:
+    interval = f"{fmt(row['throughput_img_s_ci95_low'])}–{fmt(row['throughput_img_s_ci95_high'])}"
+    return f"{fmt(row['throughput_img_s_mean'])} ({interval})"
+
+
+def test_every_number_of_the_committed_page_is_on_the_render(example):
+    """The committed summary.html (what the study's own render_report wrote) against the page
+    the committed tables give now: each number of its sections drawn from those tables, and
+    each configuration's mean and CI in the headline table of both."""
+    page, _ = example
+    committed = (REPO / EXAMPLE / "summary.html").read_text(encoding="utf-8")
+    assert _numbers_kept(committed, page, FROM_COMMITTED_TABLES) > 150
+    for row in pd.read_csv(REPO / EXAMPLE / "summary.csv").to_dict("records"):
+        assert _mean_and_interval(row) in _headline(page)
+        assert _mean_and_interval(row) in _headline(committed)
+
+
+def test_every_number_of_the_page_before_the_headline_is_on_its_render(before_headline):
+    """The page written before the headline existed against the page its tables give now:
+    nothing a user saw was lost when the summary put the answer first."""
+    page, _ = before_headline
+    old_page = (REPO / BEFORE_HEADLINE / "summary.html").read_text(encoding="utf-8")
+    assert _numbers_kept(old_page, page, ("matrix", *FROM_COMMITTED_TABLES)) > 200
+    old_throughput = dict(re.findall(r'<section id="([^"]+)">(.*?)</section>', old_page, re.S))[
+        "throughput"
+    ]
+    for row in pd.read_csv(REPO / BEFORE_HEADLINE / "summary.csv").to_dict("records"):
+        assert _mean_and_interval(row) in _headline(page)
+        assert fmt(row["throughput_img_s_mean"]) in visible_text(old_throughput)
 
 
 def test_no_interval_below_zero_is_printed(tmp_path, monkeypatch):

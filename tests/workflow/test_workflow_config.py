@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from nnperf.core import layout
+from nnperf.core import layout, vocab
 
 from conftest import run_snakemake
 
@@ -211,3 +211,23 @@ def test_config_mapping_keeps_its_types_and_a_changed_setting_reruns(workdir):
     changed = run_snakemake(workdir, "-n", target, "--config", "training={momentum: 0.5}")
     assert changed.returncode == 0, changed.stderr
     assert job_counts(changed.stdout).get("complexity") == 1
+
+
+def test_measuring_jobs_and_their_inputs_run_before_figures(workdir):
+    """Every measuring rule (and every rule a measurement waits for) outranks the tables and
+    figures: on a CPU a measurement needs every core, so a figure started first delays it."""
+    result = run_snakemake(workdir, "-n")
+    assert result.returncode == 0, result.stderr
+    priorities = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule:
+            found = re.search(r"^\s+priority: (\d+)$", block, re.M)
+            priorities[rule[1]] = int(found[1]) if found else 0
+    first = {"prepare_dataset", "complexity", "timed_run"}
+    measuring = vocab.MEASURING_RULES & set(priorities)
+    assert measuring >= {"ceilings", "timed_group", "operator_profile", "train_to_accuracy"}
+    others = set(priorities) - measuring - first - {"all"}
+    assert others >= {"plot_throughput", "aggregate_runs", "plot_operators", "render_report"}
+    lowest_first = min(priorities[rule] for rule in measuring | first)
+    assert lowest_first > max(priorities[rule] for rule in others), priorities

@@ -81,7 +81,7 @@ def test_two_studies_at_once_measure_one_after_the_other(tmp_path, monkeypatch):
         # Both wait for this test's hold, and say so by pid, rule and folder.
         for workdir, _ in calls.values():
             pid, rule, folder = WAITING.search(_job_logs(workdir)).groups()
-            assert (int(pid), rule, folder) == (os.getpid(), "test_holder", str(tmp_path))
+            assert (int(pid), rule, folder) == (os.getpid(), "test_holder", os.getcwd())
     spans = {}
     for name, (workdir, process) in calls.items():
         assert process.wait(timeout=600) == 0, (tmp_path / f"{name}.out").read_text()[-3000:]

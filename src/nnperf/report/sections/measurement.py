@@ -121,9 +121,9 @@ def paired_half_widths(comparisons: pd.DataFrame | None, machine: str) -> pd.Ser
     return ((high - low) / 2 / ratio.where(ratio > 0)).dropna()
 
 
-def _median(values: pd.Series):
+def _median(values: pd.Series, how: str = "median"):
     values = pd.to_numeric(values, errors="coerce").dropna()
-    return None if values.empty else float(values.median())
+    return None if values.empty else float(values.agg(how))
 
 
 def machine_allows_records(
@@ -140,16 +140,15 @@ def machine_allows_records(
         if theirs.empty:
             continue
         paired = paired_half_widths(comparisons, str(machine))
-        half = pd.to_numeric(theirs["ci_half_width_rel"], errors="coerce").dropna()
         numbers = {
             "between_rsd": _median(theirs["between_process_rsd"]),
             "target": _median(theirs["ci_target"]),
             "missed": len(theirs),
             "judged": int(group["target_met"].notna().sum()),
             "processes_needed": _median(theirs.get("stop_processes_needed", pd.Series())),
-            "half_width": None if half.empty else float(half.median()),
-            "half_width_max": None if half.empty else float(half.max()),
-            "paired_half_width": None if paired.empty else float(paired.median()),
+            "half_width": _median(theirs["ci_half_width_rel"]),
+            "half_width_max": _median(theirs["ci_half_width_rel"], "max"),
+            "paired_half_width": _median(paired),
             "paired": len(paired),
         }
         found.append(Finding("machine_allows", {"machine": machine}, numbers))
@@ -202,18 +201,15 @@ def study_cost(
     intervals, `timed_s` the timed windows and their shares of both (None: no job recorded)."""
     windows = None if summary is None else summary.get("timed_window_s")
     timed = 0.0 if windows is None else float(pd.to_numeric(windows, errors="coerce").sum())
-    cost = dict.fromkeys(
-        "first_start span_s busy_s timed_share_of_span timed_share_of_busy".split()
-    )
-    cost.update(jobs=0, rendered_at=rendered_at_unix, timed_s=timed)
+    cost = {"jobs": 0, "rendered_at": rendered_at_unix, "timed_s": timed, "first_start": None}
+    cost |= dict.fromkeys(("span_s", "busy_s", "timed_share_of_span", "timed_share_of_busy"))
     if jobs is None or jobs.empty:
         return cost
     starts, ends = jobs["started_at_unix"].astype(float), jobs["ended_at_unix"].astype(float)
     span, busy = rendered_at_unix - starts.min(), union_seconds(zip(starts, ends))
     cost.update(jobs=len(jobs), first_start=starts.min(), span_s=span, busy_s=busy)
     cost.update(timed_share_of_span=timed / span if span > 0 else None)
-    cost.update(timed_share_of_busy=timed / busy if busy > 0 else None)
-    return cost
+    return cost | {"timed_share_of_busy": timed / busy if busy > 0 else None}
 
 
 def cost_records(cost: Mapping) -> list[Finding]:
@@ -284,10 +280,7 @@ MEASUREMENT_CELLS = {
     "Windows": ("n_windows", int_cell),
     "CI half-width": (None, half_width_cell),
     "Target": ("ci_target", fmt_pct),
-    "Met": (
-        None,
-        lambda r: "n/a" if missing(r["target_met"]) else "yes" if r["target_met"] else "no",
-    ),
+    "Met": (("target_met",), lambda met: "n/a" if missing(met) else "yes" if met else "no"),
     "Min–max (img/s)": (
         ("throughput_img_s_min", "throughput_img_s_max"),
         lambda low, high: "" if missing(low) or missing(high) else f"{fmt(low)}–{fmt(high)}",
@@ -349,13 +342,12 @@ def build(page: Page) -> Section:
     costs = cost_records(cost) if tables.summary is not None or tables.jobs is not None else []
     quality = quality_records(measurement, tables.comparisons)
     # What the machine allows comes first, said once, above the cost and the counts.
-    allows = [f for f in quality if f.kind == "machine_allows"]
-    quality = [f for f in quality if f.kind != "machine_allows"]
+    findings = sorted(costs + quality, key=lambda f: f.kind != "machine_allows")
     return section(
         "measurement",
         "Measurement cost and quality",
         intro=INTRO,
-        findings=allows + costs + quality,
+        findings=findings,
         tables=(
             Table("Measurement per configuration", page.drop(measurement_display(measurement))),
             Table("Wall time per results folder", cells(folders, COST_CELLS)),

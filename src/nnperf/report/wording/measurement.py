@@ -86,22 +86,16 @@ def cause_sentence(code: str, n: Mapping) -> str:
 
 # The numbers a cause's sentence may go without (worded when present): the windows slowed
 # beside load or steal, and the clock's two forms (a range with r², or throttled windows).
+# Without any other number it quotes (a summary.csv written before the causes carried their
+# numbers), a cause is named alone.
 OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
-
-
-def _cause_or_label(code: str, n: Mapping) -> str:
-    """The cause's sentence, or its name alone where the row lacks a number the sentence
-    quotes (a summary.csv written before the cause carried its numbers)."""
-    optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
-    if any(v is None for name, v in n.items() if name not in optional):
-        return f"{CAUSE_LABELS.get(code, code).capitalize()}."
-    return cause_sentence(code, n)
 
 
 def target_sentence(row: Mapping) -> str | None:
     """What the CI target would take at the measured process spread."""
-    target, needed = row.get("ci_target"), row.get("processes_needed")
-    measured = row.get("n_processes")
+    target, needed, measured = (
+        row.get(k) for k in ("ci_target", "processes_needed", "n_processes")
+    )
     if missing(target):
         return None
     if missing(needed):
@@ -129,10 +123,15 @@ def noise_text(row: Mapping) -> str:
     take; empty where the row names none."""
     if missing(row.get("noise_cause")):
         return ""
-    codes = str(row.get("noise_causes") or row["noise_cause"]).split(";")
-    sentences = [_cause_or_label(code, numbers_of(row, code)) for code in codes if code]
-    sentences.append(target_sentence(row) or "")
-    return " ".join(s for s in sentences if s)
+    sentences = []
+    for code in filter(None, str(row.get("noise_causes") or row["noise_cause"]).split(";")):
+        n = numbers_of(row, code)
+        optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
+        if any(v is None for name, v in n.items() if name not in optional):
+            sentences.append(f"{CAUSE_LABELS.get(code, code).capitalize()}.")
+        else:
+            sentences.append(cause_sentence(code, n))
+    return " ".join(s for s in [*sentences, target_sentence(row)] if s)
 
 
 def over_budget(f: Finding, named=None) -> str:
@@ -220,10 +219,23 @@ def ci_missed(f: Finding, named=None) -> str:
     return f"{text}; {why}." + (f" Likely cause: {cause}" if cause else "")
 
 
+# What a machine whose spread put the CI target out of reach allows: its absolute intervals,
+# then its paired comparisons, which cancel what interleaved processes share.
+ALLOWED = (
+    ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their median "
+    "95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
+)
+PAIRED = {
+    True: "; no paired comparison was made on it.",
+    False: ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of {n[paired]}), "
+    "which cancel what interleaved processes share: compare configurations by those.",
+}
+
+
 def machine_allows(f: Finding, named=None) -> str:
-    """What a machine whose processes differ too much for the CI target allows: said once,
-    in place of a missed target per configuration (`sections.measurement.machine_miss`)."""
-    n = f.numbers
+    """Said once, in place of a missed target per configuration
+    (`sections.measurement.machine_miss`)."""
+    n, needed = f.numbers, f.numbers.get("processes_needed")
     text = (
         "On {a[machine]}, worker processes differ by ~{n[between_rsd]:pct} (median relative "
         "standard deviation between processes), too much for a \u00b1{n[target]:pct} CI of "
@@ -233,22 +245,9 @@ def machine_allows(f: Finding, named=None) -> str:
     if missing(n.get("half_width")):
         text += "."
     else:
-        text += (
-            ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their "
-            "median 95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
-        )
-        if missing(n.get("paired_half_width")):
-            text += "; no paired comparison was made on it."
-        else:
-            text += (
-                ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of "
-                "{n[paired]}), which cancel what interleaved processes share: compare "
-                "configurations by those."
-            )
-    needed = n.get("processes_needed")
-    return say(
-        text, f, needed="" if missing(needed) else f" (it would take ~{int(needed)} processes)"
-    )
+        text += ALLOWED + PAIRED[missing(n.get("paired_half_width"))]
+    needed = "" if missing(needed) else f" (it would take ~{int(needed)} processes)"
+    return say(text, f, needed=needed)
 
 
 def dominant_level(f: Finding, named=None) -> str:

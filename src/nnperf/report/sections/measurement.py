@@ -14,6 +14,7 @@ from nnperf.report.findings import Finding
 from nnperf.report.format import GROUP_KEYS, MEAN, cells, fmt, fmt_duration, fmt_pct, fmt_utc
 from nnperf.report.format import int_cell, key_columns, sort_configs, truthy
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.torchprof.analysis import union_length
 
 STOP_LABELS = {
     "ci_target": "CI target reached",
@@ -46,15 +47,6 @@ INTRO = (
     "(and per further process), compile time in the first and in later processes, and "
     "the unstable flag with its reasons."
 )
-
-
-def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
-    """Seconds covered by at least one (start, end) interval: jobs that overlapped once."""
-    total, covered_to = 0.0, -math.inf
-    for start, end in sorted(intervals):
-        total += max(0.0, end - max(start, covered_to))
-        covered_to = max(covered_to, end)
-    return total
 
 
 def target_met(row: Mapping) -> bool | None:
@@ -206,7 +198,7 @@ def study_cost(
     if jobs is None or jobs.empty:
         return cost
     starts, ends = jobs["started_at_unix"].astype(float), jobs["ended_at_unix"].astype(float)
-    span, busy = rendered_at_unix - starts.min(), union_seconds(zip(starts, ends))
+    span, busy = rendered_at_unix - starts.min(), union_length(zip(starts, ends))
     cost.update(jobs=len(jobs), first_start=starts.min(), span_s=span, busy_s=busy)
     cost.update(timed_share_of_span=timed / span if span > 0 else None)
     return cost | {"timed_share_of_busy": timed / busy if busy > 0 else None}
@@ -243,7 +235,7 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
                 "jobs": ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered),
                 "first_start": float(group["started_at_unix"].min()),
                 "last_end": float(group["ended_at_unix"].max()),
-                "busy_s": union_seconds(zip(group["started_at_unix"], group["ended_at_unix"])),
+                "busy_s": union_length(zip(group["started_at_unix"], group["ended_at_unix"])),
                 "timed_s": (
                     math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
                 ),

@@ -25,13 +25,11 @@ def differing(config: Mapping, named: Mapping | None) -> str:
     empty where it is `named`)."""
     if named is None or str(config.get("model")) != str(named.get("model")):
         return config_text(config)
-    keys = [k for k in ("precision", "batch_size", "variant") if k in config]
-    parts = [
+    return " ".join(
         f"batch {int(config[k])}" if k == "batch_size" else str(config[k])
-        for k in keys
-        if str(config.get(k)) != str(named.get(k))
-    ]
-    return " ".join(parts)
+        for k in ("precision", "batch_size", "variant")
+        if k in config and str(config.get(k)) != str(named.get(k))
+    )
 
 
 def _width(c: Mapping) -> str:
@@ -44,8 +42,7 @@ def _width(c: Mapping) -> str:
 def missed_target(configs: Sequence[Mapping], name: Callable[[Mapping], str] = config_text) -> str:
     """`X (±6.7% against ±6.0%) missed its CI target`, the configurations whose interval is
     wider than their target; empty where none did."""
-    met = [c.get("ci_target_met") for c in configs]
-    late = [c for c, m in zip(configs, met) if not missing(m) and not truthy(m)]
+    late = [c for c in configs if not missing(m := c.get("ci_target_met")) and not truthy(m)]
     if not late:
         return ""
     its = "its" if len(late) == 1 else "their"
@@ -131,17 +128,13 @@ def limit(f: Finding, named: Mapping | None = None) -> str:
         head = say("What limits {a:config} on {a[machine]}", f)
     else:
         head = f"What limits {differing(a, named) or 'it'}"
-    reading = (
-        f"no roofline reading (the step lies above the {roof} roof, so that roof is too low; "
-        "see Roofline)"
-        if roof
-        else "no roofline point for it"
-    )
+    reading = "no roofline reading (the step lies above the {a[roof]} roof, so that roof is too "
+    reading += "low; see Roofline)" if roof else ""
     return head + say(
         (LIMITS[f.kind], {} if f.kind in ("limit_input", "limit_unread") else PHASE),
         f,
         kind="compute" if a.get("bound") == "compute" else f"{a.get('level')} bandwidth",
-        reading=reading,
+        reading=say(reading, f) if roof else "no roofline point for it",
     )
 
 
@@ -184,11 +177,9 @@ def speedup(f: Finding, named=None) -> str:
     (baseline) on M: ...`, or `bf16 vs fp32 for ...: not separated ...`."""
     row, column = f.about["row"], f.about["column"]
     ci, a = ci_of(row), side(row, "a")
-    text = (
-        "{subject} is {ratio} than {b} {where}: {means}."
-        if ci.separated
-        else ("{subject} vs {b} {where}: {ratio}; {means}.")
-    )
+    text = "{subject} is {ratio} than {b} {where}: {means}."
+    if not ci.separated:
+        text = "{subject} vs {b} {where}: {ratio}; {means}."
     if row.get("verdict") == "unresolved":
         text += (
             " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 after "
@@ -294,6 +285,5 @@ WORDING = {
         {"judged": "; {n[met]} of {n[judged]} measured configurations reached their CI target"},
         " — see Measurement cost and quality.",
     ),
-    "machine_fastest": machine,
-    "machine_tied": machine,
+    **dict.fromkeys(("machine_fastest", "machine_tied"), machine),
 }

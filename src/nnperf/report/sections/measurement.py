@@ -103,16 +103,6 @@ def machine_miss(row: Mapping) -> bool:
     return str(row.get("stop_reason")) == "target_unreachable"
 
 
-def paired_half_widths(comparisons: pd.DataFrame | None, machine: str) -> pd.Series:
-    """Relative 95% CI half-widths of comparisons.csv's paired ratios made on `machine`."""
-    needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
-    if comparisons is None or comparisons.empty or not set(needed) <= set(comparisons.columns):
-        return pd.Series(dtype=float)
-    mine = (comparisons[needed[:3]].astype(str) == [machine, machine, "paired"]).all(axis=1)
-    ratio, low, high = (pd.to_numeric(comparisons[mine][c], errors="coerce") for c in needed[3:])
-    return ((high - low) / 2 / ratio.where(ratio > 0)).dropna()
-
-
 def _median(values: pd.Series, how: str = "median"):
     values = pd.to_numeric(values, errors="coerce").dropna()
     return None if values.empty else float(values.agg(how))
@@ -123,7 +113,13 @@ def machine_allows_records(
 ) -> list[Finding]:
     """Per machine with `machine_miss`es, one record in their place: their spread between
     processes, the target it put out of reach, the absolute intervals they reached, and the
-    paired comparisons' half-widths there (which cancel what interleaved processes share)."""
+    relative half-widths of the paired ratios made there (which cancel what interleaved
+    processes share)."""
+    needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
+    if comparisons is None or not set(needed) <= set(comparisons.columns):
+        comparisons = pd.DataFrame(columns=needed)
+    ratio, low, high = (pd.to_numeric(comparisons[c], errors="coerce") for c in needed[3:])
+    half_widths = (high - low) / 2 / ratio.where(ratio > 0)
     measured = table[table["status"].astype(str) == "ok"]
     found = []
     for machine, group in measured.groupby("machine", sort=True):
@@ -131,7 +127,8 @@ def machine_allows_records(
         theirs = missed[[machine_miss(row) for row in missed.to_dict("records")]]
         if theirs.empty:
             continue
-        paired = paired_half_widths(comparisons, str(machine))
+        on = [str(machine), str(machine), "paired"]
+        paired = half_widths[(comparisons[needed[:3]].astype(str) == on).all(axis=1)].dropna()
         numbers = {
             "between_rsd": _median(theirs["between_process_rsd"]),
             "target": _median(theirs["ci_target"]),
@@ -171,16 +168,12 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
         }
         found.append(Finding("dominant_level", {"machine": machine}, numbers))
     for machine, group in table.groupby("machine", sort=True):
-        fixed, compiled = group["fixed_cost_s"].dropna(), group["compile_time_s"].dropna()
+        fixed, compiled = group["fixed_cost_s"].dropna(), group.dropna(subset=["compile_time_s"])
+        first, later = compiled["compile_time_s"], compiled["compile_time_s_later"].median()
         process = group["process_fixed_cost_s"].median()
-        later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
         costs = {
             "fixed_cost": {"fixed_s": fixed.median(), "count": len(fixed), "process_s": process},
-            "compile_cost": {
-                "first_s": compiled.median(),
-                "count": len(compiled),
-                "later_s": later,
-            },
+            "compile_cost": {"first_s": first.median(), "count": len(first), "later_s": later},
         }
         found += [Finding(k, {"machine": machine}, n) for k, n in costs.items() if n["count"]]
     return allows + found

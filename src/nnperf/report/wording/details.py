@@ -27,31 +27,6 @@ UNDER = {
     "overcounted",
     None: "the profile's peak_sustained x clock is too low, or the FLOPs are overcounted",
 }
-
-
-def above_roof(f: Finding, named=None) -> str:
-    a, n = f.about, f.numbers
-    if a["against"] == "bandwidth":
-        what, why = f"{a['roof']} {a['level']} bandwidth roof at its intensity", UNDER["bandwidth"]
-    else:
-        what = f"{a['roof']} {a['precision']} {'GEMM roof' if a['roof'] == 'measured' else 'peak'}"
-        why = UNDER.get(a["roof"], UNDER[None])
-    why = say(
-        why,
-        f,
-        gemm=f"a {n['gemm_size']}³ GEMM" if n.get("gemm_size") else "the ceilings stage's GEMM",
-        used=say(" ({n[clock_hz]:ghz}, {a[clock_source]})", f) if n.get("clock_hz") else "",
-    )
-    return say(
-        "{a:config} on {a[machine]} reached {n[performance_flop_s]:si:FLOP/s}, "
-        "{n[above_fraction]:pct} of the {n[above_value]:si:FLOP/s} {what}: the roof is "
-        "under-measured ({why}).",
-        f,
-        what=what,
-        why=why,
-    )
-
-
 # What in this study supports the host-bound remedies: a larger batch or a compiled variant
 # already runs faster.
 EVIDENCE = {
@@ -80,6 +55,107 @@ SLOWER = (
     "flushes caches before each kernel; memory-bound kernels gain less from the clock than the "
     "scaling assumes)."
 )
+# What to try, by the remedy code of a `profile_bound` record (sentences end with it).
+REMEDIES = {
+    analysis.HOST_BOUND: (
+        "faster kernels cannot help until the host issues work faster: a larger batch, "
+        "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
+    ),
+    analysis.DEVICE_BOUND: (
+        "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
+    ),
+    analysis.MIXED: "both the kernels and the host's dispatch matter",
+    analysis.OPERATOR_BOUND: (
+        "faster kernels, a precision the CPU computes natively or less work help, not less "
+        "overhead"
+    ),
+    analysis.OVERHEAD_BOUND: (
+        "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
+    ),
+    # A compiled variant already fuses operators (and replays CUDA graphs).
+    "compiled": "a larger batch helps more than faster kernels",
+    "input": "the input pipeline comes first: it alone takes {n[input_share]:pct} of the step",
+}
+# A profile's own notes (`nnperf.torchprof.profile.NOTE_CODES`).
+PROFILE_NOTES = {
+    "mps_no_kernels": "torch.profiler records no MPS kernels: device time, device busy share "
+    "and host-bound/device-bound are not available on mps",
+    "no_cuda_kernels": "the profiler recorded no CUDA kernels (CUPTI unavailable or failed to "
+    "initialise: see the job's log); device time and busy share are missing",
+    "layers_fused": "compiled model: operators are not grouped by layer (layers are fused)",
+    "steps_cut": "cut to {warmup_steps} warm-up and {profiled_steps} profiled steps to fit "
+    "operator_profile.max_seconds = {max_seconds:g} s",
+}
+# Why no profile ran, by its status.
+MISSING = {
+    "unsupported": "the profiler cannot run there ({a[error]}).",
+    "over_budget": "{a[error]}; raise operator_profile.max_seconds to profile it.",
+    "oom": "it ran out of memory ({a[error]}).",
+    None: "status {a[status]} ({a[error]}).",
+}
+# How a profile is bound, by where its busy share was measured (the host's operators on the CPU,
+# the device's kernels elsewhere); `profile_bound` adds the remedy.
+BOUND = {
+    analysis.BUSY_HOST: "On {machine}, {a:config} spends {n[share]:pct} of its step inside "
+    "operators ({n[busy_time_s]:ms} of {n[step_time_s_mean]:ms} per profiled step, on average); "
+    "the rest is Python and framework work between them, or waiting for data: the step is "
+    "{a[verdict]}; ",
+    None: "{a:where} is {a[verdict]}: the device is {busy} {n[share]:pct} of the step "
+    "({n[device_busy_time_s]:ms} of kernels in a {n[step_s]:ms} {a[step_source]} step), and the "
+    "host spends {n[host_dispatch_time_s]:ms} per step issuing work ({n[launch_time_s]:ms} of it "
+    "in launch calls); ",
+}
+# Whether a larger batch than the profiled one fits in the device's memory.
+FITS = {
+    True: ". Of the device's {n[device_total_bytes]:si:B}, a batch of about {n[max_batch_size]:n} "
+    "({times}x this one) would fit, if everything but parameters, gradients, optimizer state and "
+    "buffers grows with the batch ({n[per_image_bytes]:si:B} per image)",
+    False: ". No larger batch fits in the device's {n[device_total_bytes]:si:B}",
+}
+# Why it is undetermined whether data loading limits a configuration.
+UNDETERMINED = {
+    "no_rate": "no loader rate was measured",
+    "unsettled": "the loader's interval does not settle it",
+}
+# Why a faster-but-later ratio has no interval.
+NO_INTERVAL = {
+    "one_run": "one training run each: no interval",
+    "no_runs": "no interval: the timed runs' processes are not at hand",
+}
+WORDING = {
+    "null_peak": "{a[where]}: no {a[origin]} {a[precision]} peak, {a[reason]}.",
+    "kernel_kind": "{a:config} on {a[machine]}: {a[kind]} kernels take {n[share]:pct} of the "
+    "profiled step.",
+    "largest_phase": "On {a[machine]}, {a[phase]:phase} is the largest phase in {n[count]} of "
+    "{n[total]} configurations (e.g. {n[share]:pct} of the step for {a:config}).",
+    "waits_on_input": "{a:config} on {a[machine]} waits on input for {n[input_share]:pct} of each "
+    "step (data wait {n[data_wait_share]:pct}, host-to-device {n[h2d_share]:pct}).",
+    "more_waiting": "… and {n[count]} more input-bound configurations on {a[machine]} (see the "
+    "table).",
+}
+
+
+def above_roof(f: Finding, named=None) -> str:
+    a, n = f.about, f.numbers
+    if a["against"] == "bandwidth":
+        what, why = f"{a['roof']} {a['level']} bandwidth roof at its intensity", UNDER["bandwidth"]
+    else:
+        what = f"{a['roof']} {a['precision']} {'GEMM roof' if a['roof'] == 'measured' else 'peak'}"
+        why = UNDER.get(a["roof"], UNDER[None])
+    why = say(
+        why,
+        f,
+        gemm=f"a {n['gemm_size']}³ GEMM" if n.get("gemm_size") else "the ceilings stage's GEMM",
+        used=say(" ({n[clock_hz]:ghz}, {a[clock_source]})", f) if n.get("clock_hz") else "",
+    )
+    return say(
+        "{a:config} on {a[machine]} reached {n[performance_flop_s]:si:FLOP/s}, "
+        "{n[above_fraction]:pct} of the {n[above_value]:si:FLOP/s} {what}: the roof is "
+        "under-measured ({why}).",
+        f,
+        what=what,
+        why=why,
+    )
 
 
 def gpu_busy(f: Finding, named=None) -> str:
@@ -123,67 +199,10 @@ def above_peak(f: Finding, named=None) -> str:
     )
 
 
-# What to try, by the remedy code of a `profile_bound` record (sentences end with it).
-REMEDIES = {
-    analysis.HOST_BOUND: (
-        "faster kernels cannot help until the host issues work faster: a larger batch, "
-        "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
-    ),
-    analysis.DEVICE_BOUND: (
-        "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
-    ),
-    analysis.MIXED: "both the kernels and the host's dispatch matter",
-    analysis.OPERATOR_BOUND: (
-        "faster kernels, a precision the CPU computes natively or less work help, not less "
-        "overhead"
-    ),
-    analysis.OVERHEAD_BOUND: (
-        "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
-    ),
-    # A compiled variant already fuses operators (and replays CUDA graphs).
-    "compiled": "a larger batch helps more than faster kernels",
-    "input": "the input pipeline comes first: it alone takes {n[input_share]:pct} of the step",
-}
-
-# A profile's own notes (`nnperf.torchprof.profile.NOTE_CODES`).
-PROFILE_NOTES = {
-    "mps_no_kernels": "torch.profiler records no MPS kernels: device time, device busy share "
-    "and host-bound/device-bound are not available on mps",
-    "no_cuda_kernels": "the profiler recorded no CUDA kernels (CUPTI unavailable or failed to "
-    "initialise: see the job's log); device time and busy share are missing",
-    "layers_fused": "compiled model: operators are not grouped by layer (layers are fused)",
-    "steps_cut": "cut to {warmup_steps} warm-up and {profiled_steps} profiled steps to fit "
-    "operator_profile.max_seconds = {max_seconds:g} s",
-}
-
-
-# Why no profile ran, by its status.
-MISSING = {
-    "unsupported": "the profiler cannot run there ({a[error]}).",
-    "over_budget": "{a[error]}; raise operator_profile.max_seconds to profile it.",
-    "oom": "it ran out of memory ({a[error]}).",
-    None: "status {a[status]} ({a[error]}).",
-}
-
-
 def profile_missing(f: Finding, named=None) -> str:
     return say(
         "No operator profile for {a:where}: " + MISSING.get(f.about["status"], MISSING[None]), f
     )
-
-
-# How a profile is bound, by where its busy share was measured (the host's operators on the CPU,
-# the device's kernels elsewhere); `profile_bound` adds the remedy.
-BOUND = {
-    analysis.BUSY_HOST: "On {machine}, {a:config} spends {n[share]:pct} of its step inside "
-    "operators ({n[busy_time_s]:ms} of {n[step_time_s_mean]:ms} per profiled step, on average); "
-    "the rest is Python and framework work between them, or waiting for data: the step is "
-    "{a[verdict]}; ",
-    None: "{a:where} is {a[verdict]}: the device is {busy} {n[share]:pct} of the step "
-    "({n[device_busy_time_s]:ms} of kernels in a {n[step_s]:ms} {a[step_source]} step), and the "
-    "host spends {n[host_dispatch_time_s]:ms} per step issuing work ({n[launch_time_s]:ms} of it "
-    "in launch calls); ",
-}
 
 
 def profile_bound(f: Finding, named=None) -> str:
@@ -222,15 +241,6 @@ def profile_memory(f: Finding, named=None) -> str:
     return say(text + ".", f, parts=parts, times=fmt(largest / batch) if largest else "")
 
 
-# Whether a larger batch than the profiled one fits in the device's memory.
-FITS = {
-    True: ". Of the device's {n[device_total_bytes]:si:B}, a batch of about {n[max_batch_size]:n} "
-    "({times}x this one) would fit, if everything but parameters, gradients, optimizer state and "
-    "buffers grows with the batch ({n[per_image_bytes]:si:B} per image)",
-    False: ". No larger batch fits in the device's {n[device_total_bytes]:si:B}",
-}
-
-
 def profile_input(f: Finding, named=None) -> str:
     """What feeding the step costs; flagged when it is a quarter of the step or more."""
     workers = f.numbers["workers"]
@@ -261,13 +271,6 @@ def loader_text(row: Mapping) -> str:
     if missing(rate):
         return "not measured"
     return throughput_text(rate, low, high, n_windows=windows, n_processes=processes, method=method)
-
-
-# Why it is undetermined whether data loading limits a configuration.
-UNDETERMINED = {
-    "no_rate": "no loader rate was measured",
-    "unsettled": "the loader's interval does not settle it",
-}
 
 
 def input_verdicts(f: Finding, named=None) -> str:
@@ -303,13 +306,6 @@ def input_verdicts(f: Finding, named=None) -> str:
     return text[0].upper() + text[1:] + "."
 
 
-# Why a faster-but-later ratio has no interval.
-NO_INTERVAL = {
-    "one_run": "one training run each: no interval",
-    "no_runs": "no interval: the timed runs' processes are not at hand",
-}
-
-
 def faster_but_later(f: Finding, named=None) -> str:
     """`X trains 1.5x as many images per second as Y (...) but reaches 90% later` (or not
     at all); `about['ci']` the timed runs' ratio, None where it has no interval."""
@@ -339,16 +335,3 @@ def faster_but_later(f: Finding, named=None) -> str:
         epochs_run=count_of(0 if missing(n["epochs_run"]) else n["epochs_run"], "epoch"),
         where=f"recipe {a['recipe']} on {a['device']}",
     )
-
-
-WORDING = {
-    "null_peak": "{a[where]}: no {a[origin]} {a[precision]} peak, {a[reason]}.",
-    "kernel_kind": "{a:config} on {a[machine]}: {a[kind]} kernels take {n[share]:pct} of the "
-    "profiled step.",
-    "largest_phase": "On {a[machine]}, {a[phase]:phase} is the largest phase in {n[count]} of "
-    "{n[total]} configurations (e.g. {n[share]:pct} of the step for {a:config}).",
-    "waits_on_input": "{a:config} on {a[machine]} waits on input for {n[input_share]:pct} of each "
-    "step (data wait {n[data_wait_share]:pct}, host-to-device {n[h2d_share]:pct}).",
-    "more_waiting": "… and {n[count]} more input-bound configurations on {a[machine]} (see the "
-    "table).",
-}

@@ -19,6 +19,40 @@ from nnperf.report.format import GROUP_KEYS, config_text, estimate_text, fmt, fm
 from nnperf.report.format import truthy
 from nnperf.report.wording.templates import say
 
+# What limits the fastest configuration, by kind (after "What limits X"), then its largest
+# phase where the record names one.
+PHASE = {"phase": " The largest phase is {a[phase]:phase} ({n[phase_share]:pct})."}
+LIMITS = {
+    "limit_input": ": the input pipeline — data wait and host-to-device copies take "
+    "{n[input_share]:pct} of each step ({n[step_s]:ms}); a device-resident dataset or more "
+    "DataLoader workers attack that share first.",
+    "limit_overheads": ": overheads, not the roofs — the step reaches only "
+    "{n[fraction_of_roof]:pct} of the {a[roof]} {kind} roof above it "
+    "({n[performance_flop_s]:si:FLOP/s} of {n[attainable_flop_s]:si:FLOP/s} attainable), so "
+    "launch latency, small kernels and framework time dominate; larger batches, torch.compile "
+    "or CUDA graphs address that.",
+    "limit_compute": ": compute — the step is right of the ridge point and reaches "
+    "{n[fraction_of_peak]:pct} of the {a[roof]} {a[precision]} peak; a faster precision or "
+    "fewer FLOPs help most.",
+    "limit_memory": ": memory bandwidth at {a[level]} — the step is left of the ridge point and "
+    "reaches {n[fraction_of_roof]:pct} of the {a[roof]} bandwidth roof; fusing kernels, "
+    "channels-last or lower precision (fewer bytes) help most.",
+    "limit_unread": ": {reading}; the largest phase is {a[phase]:phase} ({n[phase_share]:pct} of "
+    "{n[step_s]:ms} per step).",
+}
+# What each count of `flagged_counts` says.
+COUNTED = {
+    "oom": "ran out of memory",
+    "over_budget": "took too long per step to measure within the time budget",
+    "host_busy": "had too few clean windows on a busy host",
+    "unstable": "flagged unstable",
+    "high_variance": "flagged for high variance",
+}
+# A batch size whose throughput is, over its whole 95% interval, at least this fraction of
+# the top batch size's counts as saturated (a run-to-run spread of a few percent is normal,
+# see the CV flag), so larger batches are not worth their memory.
+SATURATION = 0.95
+
 
 def differing(config: Mapping, named: Mapping | None) -> str:
     """`config` named by the keys in which it differs from `named` (all of them without;
@@ -99,29 +133,6 @@ def best_setting(f: Finding, named: Mapping | None = None) -> str:
     return _with_missed(text, [top, second], name)
 
 
-# What limits the fastest configuration, by kind (after "What limits X"), then its largest
-# phase where the record names one.
-PHASE = {"phase": " The largest phase is {a[phase]:phase} ({n[phase_share]:pct})."}
-LIMITS = {
-    "limit_input": ": the input pipeline — data wait and host-to-device copies take "
-    "{n[input_share]:pct} of each step ({n[step_s]:ms}); a device-resident dataset or more "
-    "DataLoader workers attack that share first.",
-    "limit_overheads": ": overheads, not the roofs — the step reaches only "
-    "{n[fraction_of_roof]:pct} of the {a[roof]} {kind} roof above it "
-    "({n[performance_flop_s]:si:FLOP/s} of {n[attainable_flop_s]:si:FLOP/s} attainable), so "
-    "launch latency, small kernels and framework time dominate; larger batches, torch.compile "
-    "or CUDA graphs address that.",
-    "limit_compute": ": compute — the step is right of the ridge point and reaches "
-    "{n[fraction_of_peak]:pct} of the {a[roof]} {a[precision]} peak; a faster precision or "
-    "fewer FLOPs help most.",
-    "limit_memory": ": memory bandwidth at {a[level]} — the step is left of the ridge point and "
-    "reaches {n[fraction_of_roof]:pct} of the {a[roof]} bandwidth roof; fusing kernels, "
-    "channels-last or lower precision (fewer bytes) help most.",
-    "limit_unread": ": {reading}; the largest phase is {a[phase]:phase} ({n[phase_share]:pct} of "
-    "{n[step_s]:ms} per step).",
-}
-
-
 def limit(f: Finding, named: Mapping | None = None) -> str:
     a, roof = f.about, f.about.get("roof")
     if named is None:
@@ -138,16 +149,6 @@ def limit(f: Finding, named: Mapping | None = None) -> str:
     )
 
 
-# What each count of `flagged_counts` says.
-COUNTED = {
-    "oom": "ran out of memory",
-    "over_budget": "took too long per step to measure within the time budget",
-    "host_busy": "had too few clean windows on a busy host",
-    "unstable": "flagged unstable",
-    "high_variance": "flagged for high variance",
-}
-
-
 def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
     counts = [
         f"{n} configuration{'s' if n != 1 else ''} {COUNTED[k]}"
@@ -159,12 +160,6 @@ def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
         counts.append(f"{roofs} roof{'s lie' if roofs != 1 else ' lies'} below measured points")
     text = "; ".join(counts)
     return text[0].upper() + text[1:] + " — see Notes."
-
-
-# A batch size whose throughput is, over its whole 95% interval, at least this fraction of
-# the top batch size's counts as saturated (a run-to-run spread of a few percent is normal,
-# see the CV flag), so larger batches are not worth their memory.
-SATURATION = 0.95
 
 
 def side(row: Mapping, side: str) -> dict:

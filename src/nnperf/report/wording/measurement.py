@@ -19,15 +19,6 @@ from nnperf.report.wording.templates import CAUSE_LABELS, say
 from nnperf.report.wording.findings import missed_target
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
 
-
-def numbers_of(row: Mapping, code: str) -> dict:
-    """One cause's numbers from a summary row's `{cause}_{number}` columns (None: unknown)."""
-    return {
-        n: None if missing(row.get(f"{code}_{n}")) else row.get(f"{code}_{n}")
-        for n in CAUSE_NUMBERS.get(code, ())
-    }
-
-
 # Each cause's sentence from its numbers (`numbers_of`); a clock cause without a clock range
 # is worded by its throttled windows (`clock_throttled`).
 CAUSES = {
@@ -61,6 +52,105 @@ SLOWED = {
     "host_load": f"beside more than {OVERLOAD_TOLERANCE_CORES} of a core",
     "steal": f"with more than {fmt_pct(STEAL_LIMIT)} steal",
 }
+# The numbers a cause's sentence may go without (worded when present): the windows slowed
+# beside load or steal, and the clock's two forms (a range with r², or throttled windows).
+# Without any other number it quotes (a summary.csv written before the causes carried their
+# numbers), a cause is named alone.
+OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
+# The Notes (`findings.NOTE_KINDS`) worded by template; `over_budget` by a function.
+NOTES_WORDING = {
+    "oom": ("Out of memory: {a:where}", {"error": ": {a[error]}"}, "."),
+    "host_busy": (
+        "Host busy: {a:where} was not measured",
+        {
+            "discarded_windows": ": {n[discarded_windows]:count:window} ran beside other load "
+            "and {n[discarded_windows]:pick:was|were} left out, {n[n_windows]:count:clean "
+            "window} remained"
+        },
+        "; it has no point on a figure, no roofline point and no speedup. Run it again on a "
+        "quieter machine.",
+    ),
+    "unstable": "Unstable: {a:where} — {a:unstable}; its throughput is marked unstable wherever "
+    "it is quoted, and comparisons with it need care.",
+    "high_variance": (
+        "High variance: {a:where} — throughput CV {a[throughput_img_s_cv]:pct} across "
+        "{a[n_windows]:count:window} of {a[n_processes]:count:process} (threshold "
+        "{n[threshold]:pct})",
+        {"noise_cause": ", likely cause: {a[noise_cause]:cause} (see Measurement)"},
+        "; treat its numbers and speedups with care.",
+    ),
+    "roof_too_low": "Roof too low: {n[points]} {a[precision]} step "
+    "point{n[points]:pick: lies|s lie} above the {a[roof]} roofs on {a[machine]} (worst: "
+    "{a[worst]:config} at {a[worst][performance_flop_s]:si:FLOP/s}, "
+    "{a[worst][fraction_of_roof]:x} the {a[worst][attainable_flop_s]:si:FLOP/s} roof); check the "
+    "{a[roof]} {a[precision]} ceiling of {a[device]}.",
+    "profile_unchecked": "Profile unchecked: {a:where} — its export holds no calibration GEMM, "
+    "so neither its FLOP counters nor its roof could be checked; profile again with `nnperf step`.",
+    "flop_counters_off": "FLOP counters off: {a:where} — the calibration GEMM counted "
+    "{a[calibration_ratio]:x} its known FLOPs (allowed: within "
+    + fmt_pct(CALIBRATION_TOLERANCE)
+    + "); the profile's FLOPs and every point made from them are suspect.",
+    "profile_roof_flagged": "Profile roof flagged: {a:where} — its calibration GEMM reached "
+    "{a[calibration_roof_fraction]:pct} of the profile's {a[precision]} compute roof "
+    "({a[calibration_roof_flop_s]:si:FLOP/s} at {a[calibration_clock_hz]:ghz}; allowed "
+    + "–".join(map(fmt_pct, CALIBRATION_ROOF_RANGE))
+    + "), so that roof ({a[roof_basis]}) is wrong for this GPU and no bound is read from it; "
+    "the measured and datasheet roofs still apply.",
+    "no_timed_runs": "No timed runs: results/tables/summary.csv was not part of this report, so "
+    "there are no throughput, speedup or breakdown numbers.",
+    "no_kernels": "No per-kernel table (kernels.csv) although CUDA runs were timed: Nsight "
+    "Compute (ncu) was not part of this run, so CUDA rooflines are analytic.",
+    "no_roofline_points": "No roofline points (roofline_points.csv) were part of this report.",
+    "no_ceilings": "No ceilings JSON: there are no measured or datasheet roofs to read the "
+    "roofline points against.",
+}
+# What a machine whose spread put the CI target out of reach allows: its absolute intervals,
+# then its paired comparisons, which cancel what interleaved processes share.
+ALLOWED = (
+    ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their median "
+    "95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
+)
+PAIRED = {
+    True: "; no paired comparison was made on it.",
+    False: ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of {n[paired]}), "
+    "which cancel what interleaved processes share: compare configurations by those.",
+}
+WORDING = {
+    **NOTES_WORDING,
+    "study_span": "The study spans {n[span_s]:dur}, from its first recorded job start "
+    "({n[first_start]:utc}) to this report ({n[rendered_at]:utc}); its {n[jobs]} recorded "
+    "job{n[jobs]:pick: was|s were} busy for {n[busy_s]:dur} (the union of their intervals).",
+    "study_span_unknown": "No job recorded when it ran (results from before jobs kept their start "
+    "and end times), so the study's wall time is unknown; its timed windows took "
+    "{n[timed_s]:dur}.",
+    "duty_cycle": "The timed windows took {n[timed_s]:dur}: {n[timed_share_of_span]:pct} of the "
+    "span and {n[timed_share_of_busy]:pct} of the busy time (the duty cycle); the rest went to "
+    "starting processes, warm-up, compilation, the stages that time nothing (ceilings, "
+    "complexity, profiles) and the gaps between jobs.",
+    "fixed_cost": (
+        "On {a[machine]}, a configuration's fixed cost — its job's start to the first warm-up "
+        "step — is {n[fixed_s]:n:s} (median of {n[count]})",
+        {
+            "process_s": ", and a worker process needs {n[process_s]:n:s} from its start to its "
+            "first step"
+        },
+        ".",
+    ),
+    "compile_cost": (
+        "On {a[machine]}, compilation took {n[first_s]:n:s} in the first process (median of "
+        "{n[count]} compiled configuration{n[count]:pick:|s})",
+        {"later_s": " and {n[later_s]:n:s} in later processes, which reuse the first one's caches"},
+        ".",
+    ),
+}
+
+
+def numbers_of(row: Mapping, code: str) -> dict:
+    """One cause's numbers from a summary row's `{cause}_{number}` columns (None: unknown)."""
+    return {
+        n: None if missing(row.get(f"{code}_{n}")) else row.get(f"{code}_{n}")
+        for n in CAUSE_NUMBERS.get(code, ())
+    }
 
 
 def cause_sentence(code: str, n: Mapping) -> str:
@@ -82,13 +172,6 @@ def cause_sentence(code: str, n: Mapping) -> str:
         change=fmt_pct(abs(change)) if change is not None else "",
         throttled=f", {n['throttled']} windows throttled" if n.get("throttled") else "",
     )
-
-
-# The numbers a cause's sentence may go without (worded when present): the windows slowed
-# beside load or steal, and the clock's two forms (a range with r², or throttled windows).
-# Without any other number it quotes (a summary.csv written before the causes carried their
-# numbers), a cause is named alone.
-OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
 
 
 def target_sentence(row: Mapping) -> str | None:
@@ -145,54 +228,6 @@ def over_budget(f: Finding, named=None) -> str:
     return text + "; raise timing.max_seconds to measure it."
 
 
-NOTES_WORDING = {
-    "oom": ("Out of memory: {a:where}", {"error": ": {a[error]}"}, "."),
-    "host_busy": (
-        "Host busy: {a:where} was not measured",
-        {
-            "discarded_windows": ": {n[discarded_windows]:count:window} ran beside other load "
-            "and {n[discarded_windows]:pick:was|were} left out, {n[n_windows]:count:clean "
-            "window} remained"
-        },
-        "; it has no point on a figure, no roofline point and no speedup. Run it again on a "
-        "quieter machine.",
-    ),
-    "unstable": "Unstable: {a:where} — {a:unstable}; its throughput is marked unstable wherever "
-    "it is quoted, and comparisons with it need care.",
-    "high_variance": (
-        "High variance: {a:where} — throughput CV {a[throughput_img_s_cv]:pct} across "
-        "{a[n_windows]:count:window} of {a[n_processes]:count:process} (threshold "
-        "{n[threshold]:pct})",
-        {"noise_cause": ", likely cause: {a[noise_cause]:cause} (see Measurement)"},
-        "; treat its numbers and speedups with care.",
-    ),
-    "roof_too_low": "Roof too low: {n[points]} {a[precision]} step "
-    "point{n[points]:pick: lies|s lie} above the {a[roof]} roofs on {a[machine]} (worst: "
-    "{a[worst]:config} at {a[worst][performance_flop_s]:si:FLOP/s}, "
-    "{a[worst][fraction_of_roof]:x} the {a[worst][attainable_flop_s]:si:FLOP/s} roof); check the "
-    "{a[roof]} {a[precision]} ceiling of {a[device]}.",
-    "profile_unchecked": "Profile unchecked: {a:where} — its export holds no calibration GEMM, "
-    "so neither its FLOP counters nor its roof could be checked; profile again with `nnperf step`.",
-    "flop_counters_off": "FLOP counters off: {a:where} — the calibration GEMM counted "
-    "{a[calibration_ratio]:x} its known FLOPs (allowed: within "
-    + fmt_pct(CALIBRATION_TOLERANCE)
-    + "); the profile's FLOPs and every point made from them are suspect.",
-    "profile_roof_flagged": "Profile roof flagged: {a:where} — its calibration GEMM reached "
-    "{a[calibration_roof_fraction]:pct} of the profile's {a[precision]} compute roof "
-    "({a[calibration_roof_flop_s]:si:FLOP/s} at {a[calibration_clock_hz]:ghz}; allowed "
-    + "–".join(map(fmt_pct, CALIBRATION_ROOF_RANGE))
-    + "), so that roof ({a[roof_basis]}) is wrong for this GPU and no bound is read from it; "
-    "the measured and datasheet roofs still apply.",
-    "no_timed_runs": "No timed runs: results/tables/summary.csv was not part of this report, so "
-    "there are no throughput, speedup or breakdown numbers.",
-    "no_kernels": "No per-kernel table (kernels.csv) although CUDA runs were timed: Nsight "
-    "Compute (ncu) was not part of this run, so CUDA rooflines are analytic.",
-    "no_roofline_points": "No roofline points (roofline_points.csv) were part of this report.",
-    "no_ceilings": "No ceilings JSON: there are no measured or datasheet roofs to read the "
-    "roofline points against.",
-}
-
-
 def ci_target_count(f: Finding, named=None) -> str:
     met, judged = f.numbers["met"], f.numbers["judged"]
     return say(
@@ -217,19 +252,6 @@ def ci_missed(f: Finding, named=None) -> str:
     why = stop_sentence(row.get("stop_reason"), f.numbers) or "no stop reason was recorded"
     cause = noise_text(row)
     return f"{text}; {why}." + (f" Likely cause: {cause}" if cause else "")
-
-
-# What a machine whose spread put the CI target out of reach allows: its absolute intervals,
-# then its paired comparisons, which cancel what interleaved processes share.
-ALLOWED = (
-    ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their median "
-    "95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
-)
-PAIRED = {
-    True: "; no paired comparison was made on it.",
-    False: ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of {n[paired]}), "
-    "which cancel what interleaved processes share: compare configurations by those.",
-}
 
 
 def machine_allows(f: Finding, named=None) -> str:
@@ -277,33 +299,3 @@ def shared_settings(f: Finding, named=None) -> str:
     """`Every variant and precision ran with tf32 False, data path dataloader, ...`."""
     listed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in f.about.items())
     return f"Every variant and precision ran with {listed}; the table shows what differs."
-
-
-WORDING = {
-    **NOTES_WORDING,
-    "study_span": "The study spans {n[span_s]:dur}, from its first recorded job start "
-    "({n[first_start]:utc}) to this report ({n[rendered_at]:utc}); its {n[jobs]} recorded "
-    "job{n[jobs]:pick: was|s were} busy for {n[busy_s]:dur} (the union of their intervals).",
-    "study_span_unknown": "No job recorded when it ran (results from before jobs kept their start "
-    "and end times), so the study's wall time is unknown; its timed windows took "
-    "{n[timed_s]:dur}.",
-    "duty_cycle": "The timed windows took {n[timed_s]:dur}: {n[timed_share_of_span]:pct} of the "
-    "span and {n[timed_share_of_busy]:pct} of the busy time (the duty cycle); the rest went to "
-    "starting processes, warm-up, compilation, the stages that time nothing (ceilings, "
-    "complexity, profiles) and the gaps between jobs.",
-    "fixed_cost": (
-        "On {a[machine]}, a configuration's fixed cost — its job's start to the first warm-up "
-        "step — is {n[fixed_s]:n:s} (median of {n[count]})",
-        {
-            "process_s": ", and a worker process needs {n[process_s]:n:s} from its start to its "
-            "first step"
-        },
-        ".",
-    ),
-    "compile_cost": (
-        "On {a[machine]}, compilation took {n[first_s]:n:s} in the first process (median of "
-        "{n[count]} compiled configuration{n[count]:pick:|s})",
-        {"later_s": " and {n[later_s]:n:s} in later processes, which reuse the first one's caches"},
-        ".",
-    ),
-}

@@ -16,13 +16,13 @@ from nnperf.report.format import int_cell, key_columns, sort_configs, truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.torchprof.analysis import union_length
 
+# Why measurement stopped, as the table says it (`nnperf.engine.stopping`).
 STOP_LABELS = {
     "ci_target": "CI target reached",
     "budget": "time budget (timing.max_seconds)",
     "max_processes": "process limit (timing.max_processes)",
     "target_unreachable": "target out of reach (process spread)",
 }
-
 # What the section reads of summary.csv, numbers after `MEASUREMENT_COLUMNS[7]`: a column an
 # older summary lacks is added empty (the page shows a dash).
 MEASUREMENT_COLUMNS = (
@@ -32,7 +32,8 @@ MEASUREMENT_COLUMNS = (
     "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process "
     "flagged_windows windows_recorded"
 ).split()
-
+# How the wall-time table names each kind of job, in this order.
+JOB_NOUNS = {"run": "timed run", "ceilings": "ceilings job", "complexity": "complexity job"}
 INTRO = (
     "What measuring cost and how far the numbers can be trusted. The study's span "
     "runs from the first recorded job start to this report; busy time is the union of the "
@@ -201,10 +202,6 @@ def cost_records(cost: Mapping) -> list[Finding]:
     if cost["first_start"] is None:
         return [Finding("study_span_unknown", {}, cost)]
     return [Finding("study_span", {}, cost), Finding("duty_cycle", {}, cost)]
-
-
-# How the wall-time table names each kind of job, in this order.
-JOB_NOUNS = {"run": "timed run", "ceilings": "ceilings job", "complexity": "complexity job"}
 
 
 def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame:

@@ -20,6 +20,8 @@ from nnperf.report.sections.roofline import profiled_configs, roof_names
 
 # The statuses a configuration ends with when it was not measured.
 ENDED = ("oom", "over_budget", "host_busy")
+# What the key findings count (`flag_counts`).
+COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
 
 def status_notes(
@@ -131,9 +133,6 @@ def records(page: Page) -> list[Finding]:
         *profile_check_notes(tables.profiles),
         *missing_input_notes(page),
     ]
-
-
-COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
 
 def flag_counts(page: Page) -> Finding | None:

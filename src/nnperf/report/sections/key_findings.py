@@ -1,12 +1,8 @@
-"""The Key findings: the short list a newcomer reads first, above the sections.
-
-Per machine and model the fastest configuration (by `comparisons.ranking`, the report's one
-tie rule: named only where the ratio's 95% interval against the runner-up excludes 1), then
-records the sections give about it: what limits it (Time breakdown), what its operator
-profile says (Operators), the best precision and variant and its batch scaling (Speedups);
-then the input pipeline, the host-bound profiles, the runs that train faster but reach the
-target later, the machine comparison, what the study cost and how many results the notes flag.
-"""
+"""The Key findings: the short list a newcomer reads first, above the sections. Per machine and
+model the fastest configuration (by `comparisons.ranking`, the report's one tie rule: named only
+where the ratio's 95% interval against the runner-up excludes 1), then what the sections say
+about it; then the study-wide findings, what the study cost and how many results the notes
+flag."""
 
 from __future__ import annotations
 

@@ -65,8 +65,7 @@ def target_met(row: Mapping) -> bool | None:
 def measurement_table(
     summary: pd.DataFrame | None, windows: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Per configuration (every status): how it was measured and how well, with how many
-    windows windows.csv flagged where it is given."""
+    """Per configuration (every status): how it was measured and how well."""
     if summary is None or summary.empty:
         return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
     frame = summary.reindex(
@@ -112,9 +111,8 @@ def _median(values: pd.Series, how: str = "median"):
 def machine_allows_records(
     table: pd.DataFrame, comparisons: pd.DataFrame | None = None
 ) -> list[Finding]:
-    """Per machine with `machine_miss`es, one record in their place: their spread between
-    processes, the target it put out of reach, the absolute intervals they reached, and the
-    relative half-widths of the paired ratios made there (which cancel what interleaved
+    """Per machine with `machine_miss`es, one record in their place: the spread, the target it
+    put out of reach, the intervals reached, absolute and paired (which cancel what interleaved
     processes share)."""
     needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
     if comparisons is None or not set(needed) <= set(comparisons.columns):
@@ -146,9 +144,8 @@ def machine_allows_records(
 
 
 def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None) -> list[Finding]:
-    """`machine_allows_records` first (standing for those misses), how many reached their CI
-    target, each other miss (with why it stopped), and per machine the dominant variance
-    level and the fixed and compile costs."""
+    """`machine_allows_records` first (standing for those misses), then the CI target counts,
+    every other miss, and per machine the dominant variance level and fixed and compile costs."""
     allows = machine_allows_records(table, comparisons)
     folded = {str(f.about["machine"]) for f in allows}
     met, judged = ci_target_counts(table)

@@ -1,9 +1,6 @@
 """The Notes section: the notes given to the report (config report.notes, the workflow's),
-then one record (`findings.NOTE_KINDS`) per configuration that ran out of memory, ran over
-its time budget, was left without enough clean windows on a busy host, or was flagged
-unstable or for high variance; per roof that step points exceed; per profile whose
-calibration GEMM contradicts it; and for what the report lacks.
-"""
+then a record (`findings.NOTE_KINDS`) per configuration not measured or flagged, per roof that
+step points exceed, per profile its calibration GEMM contradicts, and per input it lacks."""
 
 from __future__ import annotations
 
@@ -27,11 +24,9 @@ COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof
 def status_notes(
     summary: pd.DataFrame | None, runs: pd.DataFrame | None, status: str
 ) -> list[Finding]:
-    """Each configuration that ended with `status` (runs.csv only without a summary): out of
-    memory with its error; over budget (too slow to measure in `timing.max_seconds`) with its
-    stop numbers or, from older results, its step time, a lower bound when the worker was
-    stopped mid-step; host busy with the windows its disturbed ones left out, and the clean
-    ones left."""
+    """Each configuration that ended with `status` (runs.csv only without a summary). An over
+    budget one quotes its stop numbers or, from older results, its step time (a lower bound
+    when the worker was stopped mid-step)."""
     frame = summary if summary is not None and "status" in summary.columns else runs
     if frame is None or frame.empty or "status" not in frame.columns:
         return []

@@ -1,11 +1,7 @@
-"""The key findings and comparisons.csv's ratios in words (`nnperf.report.findings.KEY_KINDS`;
-a precision or variant against its reference, batch-size scaling and machine against machine,
-whose `about["row"]` or `rows` are comparisons.csv rows). A finding that follows its machine's
-and model's first finding names only what differs from the configuration that one named
-(`differing`), so a configuration is named once per list; a ratio and its interval are worded
-by `comparisons.ratio_text` everywhere. "Missed its CI target" is worded here only
-(`missed_target`).
-"""
+"""The key findings and comparisons.csv's ratios in words (`findings.KEY_KINDS`). A finding
+after its machine's and model's first names only what differs from the configuration that one
+named (`differing`); ratios are worded by `comparisons.ratio_text` everywhere, and "missed its
+CI target" here only (`missed_target`)."""
 
 from __future__ import annotations
 
@@ -105,11 +101,8 @@ def fastest(f: Finding, named: Mapping | None = None) -> str:
         return _with_missed(f"Only configuration measured on {machine}: {text}", [top], config_text)
     second = a["order"][1]
     short = lambda c: differing(c, top)  # noqa: E731 - the runner-up named against the top
-    ratio = ratio_text(a["ci"])
-    text = (
-        f"Fastest configuration on {machine}: {text}; {ratio} than the runner-up, {short(second)}"
-    )
-    return _with_missed(text, [top, second], short)
+    text = f"Fastest configuration on {machine}: {text}; {ratio_text(a['ci'])} than the runner-up"
+    return _with_missed(f"{text}, {short(second)}", [top, second], short)
 
 
 def best_setting(f: Finding, named: Mapping | None = None) -> str:

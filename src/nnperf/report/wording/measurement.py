@@ -1,9 +1,6 @@
-"""The Measurement, Environment and Notes sections in words: what the study cost, what a
-machine whose processes differ too much for the CI target allows, which configurations reached
-their CI target and why one missed it (its noise causes: summary.csv's noise columns, from
-`nnperf.report.noise`, one sentence per cause, then what the target would take), what dominates
-the variance, the fixed costs, the settings every run shared; then what was skipped, what was
-flagged and what the report lacks."""
+"""The Measurement, Environment and Notes sections in words: cost, CI targets and why one was
+missed (the noise causes of `nnperf.report.noise` in summary.csv, one sentence each, then what
+the target would take), the variance, the settings every run shared, and the Notes."""
 
 from __future__ import annotations
 
@@ -157,11 +154,8 @@ def cause_sentence(code: str, n: Mapping) -> str:
     """One cause's sentence from its numbers (`numbers_of`)."""
     slower, change = "", n.get("change")
     if code in SLOWED and n["slower"] is not None and n["windows"] is not None:
-        slower = say(
-            "; the {n[windows]:count:window} {past} ran {n[slower]:pct} slower",
-            n=n,
-            past=SLOWED[code],
-        )
+        slower = "; the {n[windows]:count:window} " + SLOWED[code] + " ran {n[slower]:pct} slower"
+        slower = say(slower, n=n)
     if code == "clock" and n["low_mhz"] is None:
         code = "clock_throttled"
     return say(
@@ -176,9 +170,8 @@ def cause_sentence(code: str, n: Mapping) -> str:
 
 def target_sentence(row: Mapping) -> str | None:
     """What the CI target would take at the measured process spread."""
-    target, needed, measured = (
-        row.get(k) for k in ("ci_target", "processes_needed", "n_processes")
-    )
+    target, needed = row.get("ci_target"), row.get("processes_needed")
+    measured = row.get("n_processes")
     if missing(target):
         return None
     if missing(needed):

@@ -2,8 +2,7 @@
 section's list when the page is rendered. After a leader (the fastest configuration of a
 machine and model, `findings.LEADERS`) the findings on the same machine and model name only
 what differs from the configuration it named, so a list names each configuration once. Plain
-strings (notes given to the report) pass through.
-"""
+strings (notes given to the report) pass through."""
 
 from __future__ import annotations
 

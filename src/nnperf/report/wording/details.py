@@ -27,6 +27,12 @@ UNDER = {
     "overcounted",
     None: "the profile's peak_sustained x clock is too low, or the FLOPs are overcounted",
 }
+# What to check of a peak a benchmark beat, by where the peak came from.
+PEAK_TOO_LOW = {
+    "derived": "its clock is below the clock the cores ran at (boost), or the FLOP/cycle table "
+    "under-counts this core",
+    None: "check its config/peaks.yaml entry (dense vs sparse figure, the board variant)",
+}
 # What in this study supports the host-bound remedies: a larger batch or a compiled variant
 # already runs faster.
 EVIDENCE = {
@@ -185,17 +191,11 @@ def gpu_busy(f: Finding, named=None) -> str:
 
 def above_peak(f: Finding, named=None) -> str:
     """A benchmark cannot beat the device's peak: the peak is too low."""
-    why = (
-        "its clock is below the clock the cores ran at (boost), or the FLOP/cycle table "
-        "under-counts this core"
-        if f.about["origin"] == "derived"
-        else "check its config/peaks.yaml entry (dense vs sparse figure, the board variant)"
-    )
     return say(
         "{a[machine]}: the measured {a[roof]} ({n[measured]:si:{a[unit]}}) is {n[ratio]:pct} of "
         "the {a[origin]} peak ({n[peak]:si:{a[unit]}}): that peak is too low — {why}.",
         f,
-        why=why,
+        why=PEAK_TOO_LOW.get(f.about["origin"], PEAK_TOO_LOW[None]),
     )
 
 

@@ -148,8 +148,7 @@ def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
         for k, n in f.numbers.items()
         if k in COUNTED and n
     ]
-    roofs = f.numbers.get("roof_too_low")
-    if roofs:
+    if roofs := f.numbers.get("roof_too_low"):
         counts.append(f"{roofs} roof{'s lie' if roofs != 1 else ' lies'} below measured points")
     text = "; ".join(counts)
     return text[0].upper() + text[1:] + " — see Notes."

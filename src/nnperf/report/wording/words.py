@@ -16,14 +16,9 @@ from nnperf.report.wording.templates import say
 # or a function that words several kinds).
 FAMILIES = (findings, measurement, details)
 WORDING = {
-    **{
-        kind: getattr(family, kind)
-        for family in FAMILIES
-        for kind in KINDS
-        if hasattr(family, kind)
-    },
-    **{kind: words for family in FAMILIES for kind, words in family.WORDING.items()},
+    kind: getattr(family, kind) for family in FAMILIES for kind in KINDS if hasattr(family, kind)
 }
+WORDING |= {kind: words for family in FAMILIES for kind, words in family.WORDING.items()}
 
 
 def sentence(f: Finding, named: Mapping | None = None) -> str:

@@ -123,6 +123,13 @@ UNDETERMINED = {
     "no_rate": "no loader rate was measured",
     "unsettled": "the loader's interval does not settle it",
 }
+# A faster run that reaches the target later, and one that does not reach it.
+LATER = {
+    True: "reaches {n[target]:pct} test top-1 later: after {n[time_s]:n:s} of training (epoch "
+    "{epochs}) against {n[first_time_s]:n:s} (epoch {first_epochs}), {where}.",
+    False: "does not reach {n[target]:pct} test top-1 in {epochs_run} (best {n[best]:pct}), "
+    "while {a[first]:config} reaches it in {n[first_time_s]:n:s} of training, {where}.",
+}
 # Why a faster-but-later ratio has no interval.
 NO_INTERVAL = {
     "one_run": "one training run each: no interval",
@@ -315,18 +322,8 @@ def faster_but_later(f: Finding, named=None) -> str:
         "{a[run]:config} trains {rate:x} as many images per second as {a[first]:config} "
         "({n[rate]:n:img/s} vs {n[first_rate]:n:img/s}; {interval}) but "
     )
-    if n["time_s"] is not None:
-        text += (
-            "reaches {n[target]:pct} test top-1 later: after {n[time_s]:n:s} of training (epoch "
-            "{epochs}) against {n[first_time_s]:n:s} (epoch {first_epochs}), {where}."
-        )
-    else:
-        text += (
-            "does not reach {n[target]:pct} test top-1 in {epochs_run} (best {n[best]:pct}), "
-            "while {a[first]:config} reaches it in {n[first_time_s]:n:s} of training, {where}."
-        )
     return say(
-        text,
+        text + LATER[n["time_s"] is not None],
         f,
         rate=n["rate"] / n["first_rate"],
         interval=interval,

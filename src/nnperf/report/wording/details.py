@@ -155,19 +155,14 @@ def above_roof(f: Finding, named=None) -> str:
     else:
         what = f"{a['roof']} {a['precision']} {'GEMM roof' if a['roof'] == 'measured' else 'peak'}"
         why = UNDER.get(a["roof"], UNDER[None])
-    why = say(
-        why,
-        f,
-        gemm=f"a {n['gemm_size']}³ GEMM" if n.get("gemm_size") else "the ceilings stage's GEMM",
-        used=say(" ({n[clock_hz]:ghz}, {a[clock_source]})", f) if n.get("clock_hz") else "",
-    )
     return say(
         "{a:config} on {a[machine]} reached {n[performance_flop_s]:si:FLOP/s}, "
         "{n[above_fraction]:pct} of the {n[above_value]:si:FLOP/s} {what}: the roof is "
-        "under-measured ({why}).",
+        "under-measured (" + why + ").",
         f,
         what=what,
-        why=why,
+        gemm=f"a {n['gemm_size']}³ GEMM" if n.get("gemm_size") else "the ceilings stage's GEMM",
+        used=say(" ({n[clock_hz]:ghz}, {a[clock_source]})", f) if n.get("clock_hz") else "",
     )
 
 

@@ -164,9 +164,10 @@ def speedup(f: Finding, named=None) -> str:
     (baseline) on M: ...`, or `bf16 vs fp32 for ...: not separated ...`."""
     row, column = f.about["row"], f.about["column"]
     ci, a = ci_of(row), side(row, "a")
-    text = "{subject} is {ratio} than {b} {where}: {means}."
+    means = "{row[a_value]:n:img/s} vs {row[b_value]:n:img/s}."
+    text = "{subject} is {ratio} than {b} {where}: " + means
     if not ci.separated:
-        text = "{subject} vs {b} {where}: {ratio}; {means}."
+        text = "{subject} vs {b} {where}: {ratio}; " + means
     if row.get("verdict") == "unresolved":
         text += (
             " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 after "
@@ -182,7 +183,6 @@ def speedup(f: Finding, named=None) -> str:
         b=row[f"b_{column}"],
         where=f"for {config_text(a, **{column: False})} on {a['machine']}",
         ratio=ratio_text(ci),
-        means=say("{r[a_value]:n:img/s} vs {r[b_value]:n:img/s}", r=row),
         per="rounds" if row.get("method") == "paired" else "processes",
     )
 
@@ -196,8 +196,7 @@ def _best_batch(tops: list[Mapping], largest: int) -> str:
     closest = min(tops, key=lambda r: float(r["ratio"]))
     ratio = f"batch {top} vs {int(closest['b_batch_size'])}: {ratio_text(ci_of(closest))}"
     if len(tied) > 1:
-        listed = ", ".join(str(b) for b in tied[:-1])
-        return f"; no best batch size: batch {listed} and {tied[-1]} are tied ({ratio})"
+        return f"; no best batch size: batch {names(tied, str)} are tied ({ratio})"
     if top == largest:
         return f"; it is still rising at the largest batch size that ran ({ratio})"
     return f"; batch {top} is the best, at {fmt(tops[0]['a_value'], 'img/s')} ({ratio})"

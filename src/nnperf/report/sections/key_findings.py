@@ -33,13 +33,13 @@ def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: Mapping) -> 
         if p.document.get("status") == "ok"
         and all(str(p.document.get(k)) == str(best[k]) for k in ("machine", "device", "model"))
     ]
-    keys = group[list(GROUP_KEYS)].astype(str)
-
-    def speed(document: dict) -> float:
-        match = group[(keys == [str(document.get(k)) for k in GROUP_KEYS]).all(axis=1)]
-        return float(match[MEAN].iloc[0]) if not match.empty else -1.0
-
-    return max(candidates, key=speed) if candidates else None
+    configs = group[list(GROUP_KEYS)].astype(str).itertuples(index=False, name=None)
+    speeds = dict(zip(configs, group[MEAN]))
+    return max(
+        candidates,
+        key=lambda d: float(speeds.get(tuple(str(d.get(k)) for k in GROUP_KEYS), -1.0)),
+        default=None,
+    )
 
 
 def ranking_record(ranked: comparisons.Ranking, about: Mapping, kinds: Sequence[str]) -> Finding:
@@ -109,8 +109,7 @@ def fastest_findings(page: Page) -> list[Finding | str]:
         findings.append(breakdown.limit_record(best, phases, verdicts))
         profile = profile_to_quote(page.tables.opprofiles, group, best)
         findings.append(profile and operators.bound_record(profile, machine))
-        for records in stated:
-            findings += best_setting(best, records, ok, runs)
+        findings += [r for records in stated for r in best_setting(best, records, ok, runs)]
         keys = ("machine", "device", "model", "precision", "variant")
         findings += [r for r in scaling if all(r.about[k] == best[k] for k in keys)][:1]
     return [f for f in findings if f is not None]

@@ -103,7 +103,8 @@ def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
     return found
 
 
-def missing_input_notes(page: Page) -> list[Finding]:
+def records(page: Page) -> list[Finding]:
+    """The section's records, ending with what the report lacks."""
     tables, summary = page.tables, page.tables.summary
     cuda_ran = any(
         frame is not None and "device" in frame and (frame["device"] == "cuda").any()
@@ -115,18 +116,13 @@ def missing_input_notes(page: Page) -> list[Finding]:
         "no_roofline_points": summary is not None and tables.roofline_points is None,
         "no_ceilings": tables.roofline_points is not None and not tables.ceilings,
     }
-    return [Finding(kind) for kind, lacks in lacking.items() if lacks]
-
-
-def records(page: Page) -> list[Finding]:
-    tables, summary = page.tables, page.tables.summary
     return [
         *(f for status in ENDED for f in status_notes(summary, tables.runs, status)),
         *unstable_notes(summary),
         *variance_notes(summary, page.cv_threshold),
         *roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings),
         *profile_check_notes(tables.profiles),
-        *missing_input_notes(page),
+        *(Finding(kind) for kind, lacks in lacking.items() if lacks),
     ]
 
 

@@ -55,29 +55,22 @@ BUSY = {
     "no_clock": "the timed windows recorded no SM clock (NVML, package nvidia-ml-py), so only an "
     "upper estimate is known: the GPU is busy at most {n[busy_share_at_profiled_clock]:pct} of "
     "the step.",
+    # Kernels that ran slower under the profiler than in the timed runs.
+    "slower": " A share above 100% means the profiled kernels ran slower than in the timed runs "
+    "(ncu flushes caches before each kernel; memory-bound kernels gain less from the clock than "
+    "the scaling assumes).",
 }
-SLOWER = (
-    " A share above 100% means the profiled kernels ran slower than in the timed runs (ncu "
-    "flushes caches before each kernel; memory-bound kernels gain less from the clock than the "
-    "scaling assumes)."
-)
 # What to try, by the remedy code of a `profile_bound` record (sentences end with it).
 REMEDIES = {
-    analysis.HOST_BOUND: (
-        "faster kernels cannot help until the host issues work faster: a larger batch, "
-        "CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do"
-    ),
-    analysis.DEVICE_BOUND: (
-        "only faster kernels (precision, memory layout, algorithms) or less work make it faster"
-    ),
+    analysis.HOST_BOUND: "faster kernels cannot help until the host issues work faster: a "
+    "larger batch, CUDA graphs (compile mode reduce-overhead) or fewer, fused operators do",
+    analysis.DEVICE_BOUND: "only faster kernels (precision, memory layout, algorithms) or less "
+    "work make it faster",
     analysis.MIXED: "both the kernels and the host's dispatch matter",
-    analysis.OPERATOR_BOUND: (
-        "faster kernels, a precision the CPU computes natively or less work help, not less "
-        "overhead"
-    ),
-    analysis.OVERHEAD_BOUND: (
-        "a larger batch or fewer, fused operators (torch.compile) help more than faster kernels"
-    ),
+    analysis.OPERATOR_BOUND: "faster kernels, a precision the CPU computes natively or less work "
+    "help, not less overhead",
+    analysis.OVERHEAD_BOUND: "a larger batch or fewer, fused operators (torch.compile) help more "
+    "than faster kernels",
     # A compiled variant already fuses operators (and replays CUDA graphs).
     "compiled": "a larger batch helps more than faster kernels",
     "input": "the input pipeline comes first: it alone takes {n[input_share]:pct} of the step",
@@ -187,7 +180,7 @@ def gpu_busy(f: Finding, named=None) -> str:
         "{a:config} on {a[machine]}: " + text,
         f,
         evidence="; in this study " + " and ".join(found) if found else "",
-        slower=SLOWER if not missing(share) and float(share) > 1 else "",
+        slower=BUSY["slower"] if not missing(share) and float(share) > 1 else "",
     )
 
 

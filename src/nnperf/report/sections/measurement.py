@@ -32,6 +32,10 @@ MEASUREMENT_COLUMNS = (
     "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process "
     "flagged_windows windows_recorded"
 ).split()
+# The stop reason of a missed target the machine is to blame for: the processes the target
+# needs at the machine's spread do not fit (`nnperf.engine.stopping.unreachable_target`). A
+# budget that ran out first says nothing about the machine, and that miss keeps its own line.
+MACHINE_MISS = "target_unreachable"
 # How the wall-time table names each kind of job, in this order.
 JOB_NOUNS = {"run": "timed run", "ceilings": "ceilings job", "complexity": "complexity job"}
 INTRO = (
@@ -96,13 +100,6 @@ def ci_target_counts(table: pd.DataFrame) -> tuple[int, int]:
     return int(known.sum()), len(known)
 
 
-def machine_miss(row: Mapping) -> bool:
-    """Whether the engine stopped a configuration because the processes its CI target needs at
-    the machine's spread do not fit (`nnperf.engine.stopping.unreachable_target`). A budget
-    that ran out first says nothing about the machine, and that miss keeps its own line."""
-    return str(row.get("stop_reason")) == "target_unreachable"
-
-
 def _median(values: pd.Series, how: str = "median"):
     values = pd.to_numeric(values, errors="coerce").dropna()
     return None if values.empty else float(values.agg(how))
@@ -111,7 +108,7 @@ def _median(values: pd.Series, how: str = "median"):
 def machine_allows_records(
     table: pd.DataFrame, comparisons: pd.DataFrame | None = None
 ) -> list[Finding]:
-    """Per machine with `machine_miss`es, one record in their place: the spread, the target it
+    """Per machine with `MACHINE_MISS`es, one record in their place: the spread, the target it
     put out of reach, the intervals reached, absolute and paired (which cancel what interleaved
     processes share)."""
     needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
@@ -123,7 +120,7 @@ def machine_allows_records(
     found = []
     for machine, group in measured.groupby("machine", sort=True):
         missed = group[group["target_met"].fillna(True).eq(False)]
-        theirs = missed[[machine_miss(row) for row in missed.to_dict("records")]]
+        theirs = missed[missed["stop_reason"].astype(str) == MACHINE_MISS]
         if theirs.empty:
             continue
         on = [str(machine), str(machine), "paired"]
@@ -152,7 +149,7 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
     found = [Finding("ci_target_count", {}, {"met": met, "judged": judged})] if judged else []
     measured = table[table["status"].astype(str) == "ok"]
     for row in measured[measured["target_met"].fillna(True).eq(False)].to_dict("records"):
-        if str(row["machine"]) in folded and machine_miss(row):
+        if str(row["machine"]) in folded and str(row["stop_reason"]) == MACHINE_MISS:
             continue
         found.append(Finding("ci_missed", {"row": row}, stop_numbers_of(row)))
     levels = measured[measured["dominant_level"].isin(["process", "window"])]

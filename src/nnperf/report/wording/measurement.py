@@ -249,7 +249,7 @@ def ci_missed(f: Finding, named=None) -> str:
 
 def machine_allows(f: Finding, named=None) -> str:
     """Said once, in place of a missed target per configuration
-    (`sections.measurement.machine_miss`)."""
+    (`sections.measurement.MACHINE_MISS`)."""
     n, needed = f.numbers, f.numbers.get("processes_needed")
     text = (
         "On {a[machine]}, worker processes differ by ~{n[between_rsd]:pct} (median relative "

@@ -5,7 +5,7 @@ per results folder `cost_by_folder`) and how far the numbers can be trusted, per
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import pandas as pd
 
@@ -226,9 +226,8 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
             }
         )
     frame = pd.DataFrame(rows, columns=columns)
-    return frame.assign(
-        timed_share_of_busy=frame["timed_s"] / frame["busy_s"].where(lambda b: b > 0)
-    )
+    frame["timed_share_of_busy"] = frame["timed_s"] / frame["busy_s"].where(frame["busy_s"] > 0)
+    return frame
 
 
 def half_width_cell(row) -> str:

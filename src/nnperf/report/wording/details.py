@@ -174,8 +174,7 @@ def gpu_busy(f: Finding, named=None) -> str:
             "{n[kernel_time_s]:ms} at the profiled {n[profiled_sm_clock_hz]:ghz}, in a "
             "{n[step_time_s]:ms} step)" + BUSY.get(a["verdict"], BUSY["partly"])
         )
-    found = [say(t, f) for k, t in EVIDENCE.items() if a.get(k)]
-    share = n.get("busy_share")
+    found, share = [say(t, f) for k, t in EVIDENCE.items() if a.get(k)], n.get("busy_share")
     return say(
         "{a:config} on {a[machine]}: " + text,
         f,

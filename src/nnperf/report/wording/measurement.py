@@ -54,8 +54,19 @@ SLOWED = {
 # Without any other number it quotes (a summary.csv written before the causes carried their
 # numbers), a cause is named alone.
 OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
-# The Notes (`findings.NOTE_KINDS`) worded by template; `over_budget` by a function.
-NOTES_WORDING = {
+# What a machine whose spread put the CI target out of reach allows: its absolute intervals,
+# then its paired comparisons, which cancel what interleaved processes share.
+ALLOWED = (
+    ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their median "
+    "95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
+)
+PAIRED = {
+    True: "; no paired comparison was made on it.",
+    False: ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of {n[paired]}), "
+    "which cancel what interleaved processes share: compare configurations by those.",
+}
+# The kinds worded by template, the Notes' first (`findings.NOTE_KINDS`).
+WORDING = {
     "oom": ("Out of memory: {a:where}", {"error": ": {a[error]}"}, "."),
     "host_busy": (
         "Host busy: {a:where} was not measured",
@@ -100,20 +111,7 @@ NOTES_WORDING = {
     "no_roofline_points": "No roofline points (roofline_points.csv) were part of this report.",
     "no_ceilings": "No ceilings JSON: there are no measured or datasheet roofs to read the "
     "roofline points against.",
-}
-# What a machine whose spread put the CI target out of reach allows: its absolute intervals,
-# then its paired comparisons, which cancel what interleaved processes share.
-ALLOWED = (
-    ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their median "
-    "95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
-)
-PAIRED = {
-    True: "; no paired comparison was made on it.",
-    False: ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of {n[paired]}), "
-    "which cancel what interleaved processes share: compare configurations by those.",
-}
-WORDING = {
-    **NOTES_WORDING,
+    # The Measurement and Environment sections'.
     "study_span": "The study spans {n[span_s]:dur}, from its first recorded job start "
     "({n[first_start]:utc}) to this report ({n[rendered_at]:utc}); its {n[jobs]} recorded "
     "job{n[jobs]:pick: was|s were} busy for {n[busy_s]:dur} (the union of their intervals).",

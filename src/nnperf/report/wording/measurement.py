@@ -49,10 +49,9 @@ SLOWED = {
     "host_load": f"beside more than {OVERLOAD_TOLERANCE_CORES} of a core",
     "steal": f"with more than {fmt_pct(STEAL_LIMIT)} steal",
 }
-# The numbers a cause's sentence may go without (worded when present): the windows slowed
-# beside load or steal, and the clock's two forms (a range with r², or throttled windows).
-# Without any other number it quotes (a summary.csv written before the causes carried their
-# numbers), a cause is named alone.
+# The numbers a cause's sentence may go without: the windows slowed beside load or steal, and
+# the clock's two forms (a range with r², or throttled windows). Lacking any other (a summary.csv
+# from before causes carried their numbers), a cause is named alone.
 OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
 # What a machine whose spread put the CI target out of reach allows: its absolute intervals,
 # then its paired comparisons, which cancel what interleaved processes share.

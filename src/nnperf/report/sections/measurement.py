@@ -105,22 +105,22 @@ def _median(values: pd.Series, how: str = "median"):
     return None if values.empty else float(values.agg(how))
 
 
-def machine_allows_records(
-    table: pd.DataFrame, comparisons: pd.DataFrame | None = None
-) -> list[Finding]:
+def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None) -> list[Finding]:
     """Per machine with `MACHINE_MISS`es, one record in their place: the spread, the target it
     put out of reach, the intervals reached, absolute and paired (which cancel what interleaved
-    processes share)."""
+    processes share). Then the CI target counts, every other miss, and per machine the dominant
+    variance level and the fixed and compile costs."""
     needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
     if comparisons is None or not set(needed) <= set(comparisons.columns):
         comparisons = pd.DataFrame(columns=needed)
     ratio, low, high = (pd.to_numeric(comparisons[c], errors="coerce") for c in needed[3:])
     half_widths = (high - low) / 2 / ratio.where(ratio > 0)
     measured = table[table["status"].astype(str) == "ok"]
-    found = []
+    missed = measured[measured["target_met"].fillna(True).eq(False)]
+    by_machine = missed["stop_reason"].astype(str) == MACHINE_MISS
+    allows = []
     for machine, group in measured.groupby("machine", sort=True):
-        missed = group[group["target_met"].fillna(True).eq(False)]
-        theirs = missed[missed["stop_reason"].astype(str) == MACHINE_MISS]
+        theirs = missed[by_machine & (missed["machine"] == machine)]
         if theirs.empty:
             continue
         on = [str(machine), str(machine), "paired"]
@@ -136,21 +136,11 @@ def machine_allows_records(
             "paired_half_width": _median(paired),
             "paired": len(paired),
         }
-        found.append(Finding("machine_allows", {"machine": machine}, numbers))
-    return found
-
-
-def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None) -> list[Finding]:
-    """`machine_allows_records` first (standing for those misses), then the CI target counts,
-    every other miss, and per machine the dominant variance level and fixed and compile costs."""
-    allows = machine_allows_records(table, comparisons)
-    folded = {str(f.about["machine"]) for f in allows}
+        allows.append(Finding("machine_allows", {"machine": machine}, numbers))
     met, judged = ci_target_counts(table)
     found = [Finding("ci_target_count", {}, {"met": met, "judged": judged})] if judged else []
-    measured = table[table["status"].astype(str) == "ok"]
-    for row in measured[measured["target_met"].fillna(True).eq(False)].to_dict("records"):
-        if str(row["machine"]) in folded and str(row["stop_reason"]) == MACHINE_MISS:
-            continue
+    # Every machine with a miss of its own has its record above, standing for those misses.
+    for row in missed[~by_machine].to_dict("records"):
         found.append(Finding("ci_missed", {"row": row}, stop_numbers_of(row)))
     levels = measured[measured["dominant_level"].isin(["process", "window"])]
     for machine, group in levels.groupby("machine", sort=True):

@@ -202,6 +202,7 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
         kinds = group["kind"].value_counts()
         ordered = [k for k in JOB_NOUNS if k in kinds] + sorted(set(kinds.index) - set(JOB_NOUNS))
         timed = mine.get("timed_window_s")
+        timed = math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
         rows.append(
             {
                 "results_dir": folder,
@@ -210,9 +211,7 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
                 "first_start": float(group["started_at_unix"].min()),
                 "last_end": float(group["ended_at_unix"].max()),
                 "busy_s": union_length(zip(group["started_at_unix"], group["ended_at_unix"])),
-                "timed_s": (
-                    math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
-                ),
+                "timed_s": timed,
             }
         )
     frame = pd.DataFrame(rows, columns=columns)

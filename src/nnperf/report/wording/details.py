@@ -1,6 +1,5 @@
-"""The detail sections' findings in words (`nnperf.report.findings.DETAIL_KINDS`): the Roofline,
-Ceilings and Top kernels sections', an operator profile's (torch.profiler), and the Input
-pipeline, Time breakdown and Time to accuracy sections'."""
+"""The detail sections' findings in words (`findings.DETAIL_KINDS`): the Roofline, Ceilings, Top
+kernels, Operators, Input pipeline, Time breakdown and Time to accuracy sections'."""
 
 from __future__ import annotations
 
@@ -226,10 +225,8 @@ def profile_memory(f: Finding, named=None) -> str:
     text = "{a:where} peaks at {n[peak_allocated_bytes]:si:B} allocated"
     text += (" during its {a[phase]} phase" if a.get("phase") else "") + ": {parts}"
     if not missing(n["estimate_bytes"]):
-        text += (
-            "; the complexity stage counts {n[estimate_bytes]:si:B} of saved activations at "
-            "this batch size (fp32)"
-        )
+        text += "; the complexity stage counts {n[estimate_bytes]:si:B} of saved activations at "
+        text += "this batch size (fp32)"
     if not missing(largest) and n["device_total_bytes"]:
         text += FITS[int(largest) > batch]
     return say(text + ".", f, parts=parts, times=fmt(largest / batch) if largest else "")
@@ -283,10 +280,8 @@ def input_verdicts(f: Finding, named=None) -> str:
     if bound > len(a["named"]):
         listed.append(f"{bound - len(a['named'])} more (see Input pipeline)")
     parts = [f"Data loading limits {bound} of {configs}: {names(listed, str)}"] if bound else []
-    margin = (
-        f"the loader alone delivers at least {fmt_times(n['headroom'])} the training rate and "
-        f"the step waits for data at most {fmt_pct(n['wait'])} of its time"
-    )
+    margin = f"the loader alone delivers at least {fmt_times(n['headroom'])} the training rate "
+    margin += f"and the step waits for data at most {fmt_pct(n['wait'])} of its time"
     if free and bound:
         parts.append(f"it does not limit the other {free} ({margin})")
     elif free == total:

@@ -119,10 +119,8 @@ def best_setting(f: Finding, named: Mapping | None = None) -> str:
     if f.kind == "best_setting_tied":
         return _tied(f, f"best {column} {where}", name)
     top, second = a["order"][0], a["order"][1]
-    text = (
-        f"Best {column} {where}: {top[column]}, {ratio_text(a['ci'])} than "
-        f"{second[column]} ({estimate_text(top)} vs {estimate_text(second)})"
-    )
+    text = f"Best {column} {where}: {top[column]}, {ratio_text(a['ci'])} than {second[column]} "
+    text += f"({estimate_text(top)} vs {estimate_text(second)})"
     return _with_missed(text, [top, second], name)
 
 
@@ -169,10 +167,8 @@ def speedup(f: Finding, named=None) -> str:
     if not ci.separated:
         text = "{subject} vs {b} {where}: {ratio}; " + means
     if row.get("verdict") == "unresolved":
-        text += (
-            " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 after "
-            "{row[rounds]:int} {per}."
-        )
+        text += " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 "
+        text += "after {row[rounds]:int} {per}."
     if row.get("verdict") == OUT_OF_REACH:
         text += " Unresolved (its CI reaches beyond the ±{row[ci_target]:pct} target around 1), "
         text += f"and {out_of_reach_sentence(row.get('rounds'))}."
@@ -252,10 +248,8 @@ def machine(f: Finding, named=None) -> str:
             f"Across machines, {config} has no single fastest machine: {names(tied, str)} are "
             f"{ratio_text(ci_of(top))}."
         )
-    text = (
-        f"Across machines, {config} runs fastest on {_at(top, 'a')}, {ratio_text(ci_of(slow))} "
-        f"than the slowest machine, {slow['b_machine']}, at {fmt(slow['b_value'], 'img/s')}"
-    )
+    text = f"Across machines, {config} runs fastest on {_at(top, 'a')}, {ratio_text(ci_of(slow))} "
+    text += f"than the slowest machine, {slow['b_machine']}, at {fmt(slow['b_value'], 'img/s')}"
     if len(rows) > 1:
         text += f"; {ratio_text(ci_of(top))} than the runner-up, {top['b_machine']}"
     return text + "."

@@ -263,8 +263,7 @@ def machine_allows(f: Finding, named=None) -> str:
 
 
 def dominant_level(f: Finding, named=None) -> str:
-    n = f.numbers
-    by_process, by_window = n["by_process"], n["by_window"]
+    by_process, by_window = f.numbers["by_process"], f.numbers["by_window"]
     if by_window == 0 or by_process == 0:
         level = "processes" if by_window == 0 else "windows of one process"
         counts = "the spread between " + level + " dominates in all {total} configurations"

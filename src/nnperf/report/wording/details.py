@@ -300,10 +300,8 @@ def faster_but_later(f: Finding, named=None) -> str:
     at all); `about['ci']` the timed runs' ratio, None where it has no interval."""
     a, n = f.about, f.numbers
     interval = NO_INTERVAL.get(a["interval"]) or f"95% CI of the ratio {interval_cell(a['ci'])}"
-    text = (
-        "{a[run]:config} trains {rate:x} as many images per second as {a[first]:config} "
-        "({n[rate]:n:img/s} vs {n[first_rate]:n:img/s}; {interval}) but "
-    )
+    text = "{a[run]:config} trains {rate:x} as many images per second as {a[first]:config} "
+    text += "({n[rate]:n:img/s} vs {n[first_rate]:n:img/s}; {interval}) but "
     return say(
         text + LATER[n["time_s"] is not None],
         f,

@@ -220,11 +220,9 @@ def batch_scaling(f: Finding, named=None) -> str:
     configuration, only what differs from it."""
     a, gain, tops = f.about, f.about["gain"], list(f.about["tops"])
     largest = int(gain["a_batch_size"])
-    against = (
-        f"batch {largest} against batch {int(gain['b_batch_size'])} "
-        f"({fmt(gain['a_value'], 'img/s')} vs {fmt(gain['b_value'], 'img/s')}): "
-        f"{ratio_text(ci_of(gain), 'higher')}"
-    )
+    against = f"batch {largest} against batch {int(gain['b_batch_size'])} "
+    against += f"({fmt(gain['a_value'], 'img/s')} vs {fmt(gain['b_value'], 'img/s')}): "
+    against += ratio_text(ci_of(gain), "higher")
     if named is None:
         text = f"For {config_text(a, batch=False)} on {a['machine']}, {against}"
     else:

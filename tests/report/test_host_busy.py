@@ -9,7 +9,7 @@ from matplotlib.collections import LineCollection
 from nnperf.report import aggregate
 from nnperf.report.comparisons import comparisons_table
 from nnperf.report.plots import runs as plots
-from nnperf.report.sections.notes import host_busy_notes
+from nnperf.report.sections.notes import status_notes
 from nnperf.report.wording.words import sentences
 from nnperf.roofline import points as roofline
 from test_aggregate import run_document, study
@@ -72,7 +72,7 @@ def test_host_busy_is_noted_with_its_discarded_windows():
     documents, _ = _busy_study()
     _, summary = _tables(documents)
     summary["machine"] = "box"
-    (note,) = sentences(host_busy_notes(summary))
+    (note,) = sentences(status_notes(summary, None, "host_busy"))
     assert note.startswith("Host busy: tiny bf16 at batch 64 (baseline) on box was not measured")
     assert "7 windows ran beside other load and were left out, 3 clean windows remained" in note
     assert "no point on a figure, no roofline point and no speedup" in note

@@ -32,17 +32,16 @@ from nnperf.report.sections.measurement import (
     measurement_table,
     quality_records,
     study_cost,
-    union_seconds,
 )
 from nnperf.report.sections.notes import (
-    oom_notes,
-    over_budget_notes,
     profile_check_notes,
     roof_violation_notes,
+    status_notes,
     unstable_notes,
     variance_notes,
 )
 from nnperf.report.format import cells
+from nnperf.torchprof.analysis import union_length as union_seconds
 from nnperf.report.sections.roofline import READING_COLUMNS, above_roof, busy_record
 from nnperf.report.comparisons import comparisons_table
 from nnperf.report.sections.speedups import pairs, scaling, stated
@@ -343,13 +342,15 @@ def test_top_kernels_sum_launches_and_leave_out_the_calibration_gemm():
 
 def test_oom_and_variance_notes():
     summary = labelled(summary_rows(laptop_configs()), I7)
-    assert sentences(oom_notes(summary)) == [
+    assert sentences(status_notes(summary, None, "oom")) == [
         f"Out of memory: resnet18_cifar fp32 at batch 128 (baseline) on {I7}: "
         "DefaultCPUAllocator: not enough memory."
     ]
     # Without a summary, runs.csv (one row per process; one for the oom configuration) says it.
     runs = labelled(runs_rows(laptop_configs(), "laptop", LAPTOP[1]), I7)
-    assert sentences(oom_notes(None, runs)) == sentences(oom_notes(summary))
+    assert sentences(status_notes(None, runs, "oom")) == sentences(
+        status_notes(summary, None, "oom")
+    )
     notes = sentences(variance_notes(laptop_summary(), 0.05))
     # CV across the 12 windows: sqrt((8 x 0.08^2 + 12 x 0.04^2) / 11) = 8%.
     assert notes == [
@@ -363,7 +364,7 @@ def test_oom_and_variance_notes():
 
 def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     summary = labelled(summary_rows(laptop_configs() + [over_budget_config()]), I7)
-    assert sentences(over_budget_notes(summary)) == [
+    assert sentences(status_notes(summary, None, "over_budget")) == [
         f"Over budget: resnet18_cifar bf16 at batch 256 (baseline) on {I7} was not measured — "
         "one step takes at least 13.2 s, so the 19 steps still needed (warm-up and 2 windows "
         "of 8 steps) need at least 251 s, more than the 55 s left of timing.max_seconds 60 s; "
@@ -374,8 +375,11 @@ def test_over_budget_is_noted_with_its_step_time_and_never_gets_a_number():
     # lower bound, and a summary without the flag reads as measured.
     stops = [c for c in summary.columns if c.startswith("stop_")]
     exact = summary.drop(columns=["single_step_time_is_lower_bound", *stops])
-    assert "one training step takes 13.2 s;" in sentences(over_budget_notes(exact))[0]
-    assert sentences(over_budget_notes(labelled(summary_rows(laptop_configs()), I7))) == []
+    assert (
+        "one training step takes 13.2 s;" in sentences(status_notes(exact, None, "over_budget"))[0]
+    )
+    measured = labelled(summary_rows(laptop_configs()), I7)
+    assert sentences(status_notes(measured, None, "over_budget")) == []
 
 
 def test_a_single_window_has_no_ci_and_says_so():

@@ -24,10 +24,7 @@ KEY_KINDS = LEADERS + tuple(
     "best_setting best_setting_tied limit_input limit_overheads limit_compute limit_memory "
     "limit_unread measuring_cost flagged_counts".split()
 )
-# What the detail sections find, worded by `nnperf.report.wording.details`: a step point
-# above a roof, a profile's GPU-busy share, null and above-peak roofs, the largest kernel kind,
-# the operator profile's bound, memory, input and notes, the input verdicts, the largest
-# phase, steps waiting on input, faster yet later to accuracy.
+# What the detail sections find, worded by `nnperf.report.wording.details`.
 DETAIL_KINDS = tuple(
     "above_roof gpu_busy null_peak above_peak kernel_kind profile_missing profile_bound "
     "profile_memory profile_input profile_note input_verdicts largest_phase waits_on_input "

@@ -1,12 +1,8 @@
-"""The Key findings: the short list a newcomer reads first, above the sections.
-
-Per machine and model the fastest configuration (by `comparisons.ranking`, the report's one
-tie rule: named only where the ratio's 95% interval against the runner-up excludes 1), then
-records the sections give about it: what limits it (Time breakdown), what its operator
-profile says (Operators), the best precision and variant and its batch scaling (Speedups);
-then the input pipeline, the host-bound profiles, the runs that train faster but reach the
-target later, the machine comparison, what the study cost and how many results the notes flag.
-"""
+"""The Key findings: the short list a newcomer reads first, above the sections. Per machine and
+model the fastest configuration (by `comparisons.ranking`, the report's one tie rule: named only
+where the ratio's 95% interval against the runner-up excludes 1), then what the sections say
+about it; then the study-wide findings, what the study cost and how many results the notes
+flag."""
 
 from __future__ import annotations
 
@@ -19,35 +15,31 @@ from nnperf.core.vocab import REFERENCE_VARIANT
 from nnperf.report import comparisons
 from nnperf.report.bounds import roofline_verdicts, study_readings
 from nnperf.report.format import GROUP_KEYS, MEAN, match_config, ok_configs, sort_configs
-from nnperf.report.findings import Finding
+from nnperf.report.findings import LEADERS, Finding
 from nnperf.report.outline import Page
 from nnperf.report.sections import accuracy, breakdown, input_pipeline, machines_compared
 from nnperf.report.sections import measurement, notes, operators, roofline, speedups
 
 # When nothing was measured, the key findings say so instead of staying empty.
 NO_RESULTS = "No timed results yet: only the sections below with data were written."
-# A ranking's kind with one candidate, one separated from the rest, a tie.
-FASTEST = ("only_configuration", "fastest", "fastest_tied")
 
 
 def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: Mapping) -> dict | None:
     """The operator profile quoted for a machine and model (`group`): the profiled
     configuration that trained fastest."""
-    same = ("machine", "device", "model")
     candidates = [
         p.document
         for p in profiles
         if p.document.get("status") == "ok"
-        and all(str(p.document.get(k)) == str(best[k]) for k in same)
+        and all(str(p.document.get(k)) == str(best[k]) for k in ("machine", "device", "model"))
     ]
-
-    def speed(document: dict) -> float:
-        match = group
-        for k in GROUP_KEYS:
-            match = match[match[k].astype(str) == str(document.get(k))]
-        return float(match[MEAN].iloc[0]) if not match.empty else -1.0
-
-    return max(candidates, key=speed) if candidates else None
+    configs = group[list(GROUP_KEYS)].astype(str).itertuples(index=False, name=None)
+    speeds = dict(zip(configs, group[MEAN]))
+    return max(
+        candidates,
+        key=lambda d: float(speeds.get(tuple(str(d.get(k)) for k in GROUP_KEYS), -1.0)),
+        default=None,
+    )
 
 
 def ranking_record(ranked: comparisons.Ranking, about: Mapping, kinds: Sequence[str]) -> Finding:
@@ -70,9 +62,9 @@ def best_setting(best: Mapping, stated: Sequence[Finding], ok: pd.DataFrame, run
     rows = pd.DataFrame([f.about["row"] for f in stated])
     rows = rows[(rows["machine"] == best["machine"]) & (rows["model"] == best["model"])]
     rows = rows[rows["batch_size"] == rows["batch_size"].max()]
-    fixed, value = ("variant", REFERENCE_VARIANT) if column == "precision" else ("precision", None)
-    if (rows[fixed] == (value or best["precision"])).any():
-        rows = rows[rows[fixed] == (value or best["precision"])]
+    fixed = "variant" if column == "precision" else "precision"
+    value = REFERENCE_VARIANT if column == "precision" else best["precision"]
+    rows = rows[rows[fixed] == value] if (rows[fixed] == value).any() else rows
     if rows.empty:
         return []
     point = rows.iloc[0].to_dict()
@@ -86,23 +78,17 @@ def best_setting(best: Mapping, stated: Sequence[Finding], ok: pd.DataFrame, run
     lead, second = ranked[:2]
     if lead == 0:  # the reference leads: the runner-up's record, turned over
         ci = comparisons.ci_of(rows[second - 1])
-        ci = dataclasses.replace(
-            ci, ratio=1 / ci.ratio, low=_inverse(ci.high), high=_inverse(ci.low)
-        )
+        turned = {"low": ci.high and 1 / ci.high, "high": ci.low and 1 / ci.low}
+        ci = dataclasses.replace(ci, ratio=1 / ci.ratio, **turned)
     elif second == 0:
         ci = comparisons.ci_of(rows[lead - 1])
     else:
         ci = comparisons.ratio_between(runs, configs[lead], configs[second])
-    separated = ci.separated and ci.ratio > 1
     order = tuple(configs[i] for i in ranked)
-    tied = order[:1] if separated else order[:2]
+    tied = order[:1] if ci.separated and ci.ratio > 1 else order[:2]
     about = {"column": column, "point": point, **{k: point[k] for k in GROUP_KEYS}}
     kinds = ("best_setting", "best_setting", "best_setting_tied")
     return [ranking_record(comparisons.Ranking(order, tied, ci), about, kinds)]
-
-
-def _inverse(bound):
-    return None if bound is None else 1 / bound
 
 
 def fastest_findings(page: Page) -> list[Finding | str]:
@@ -119,12 +105,11 @@ def fastest_findings(page: Page) -> list[Finding | str]:
         ranked = comparisons.ranking(group, runs)
         best = ranked.top
         about = {**{k: best[k] for k in GROUP_KEYS}, "machine": machine}
-        findings.append(ranking_record(ranked, about, FASTEST))
+        findings.append(ranking_record(ranked, about, LEADERS))
         findings.append(breakdown.limit_record(best, phases, verdicts))
         profile = profile_to_quote(page.tables.opprofiles, group, best)
         findings.append(profile and operators.bound_record(profile, machine))
-        for records in stated:
-            findings += best_setting(best, records, ok, runs)
+        findings += [r for records in stated for r in best_setting(best, records, ok, runs)]
         keys = ("machine", "device", "model", "precision", "variant")
         findings += [r for r in scaling if all(r.about[k] == best[k] for k in keys)][:1]
     return [f for f in findings if f is not None]

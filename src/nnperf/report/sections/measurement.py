@@ -5,7 +5,7 @@ per results folder `cost_by_folder`) and how far the numbers can be trusted, per
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import pandas as pd
 
@@ -14,14 +14,15 @@ from nnperf.report.findings import Finding
 from nnperf.report.format import GROUP_KEYS, MEAN, cells, fmt, fmt_duration, fmt_pct, fmt_utc
 from nnperf.report.format import int_cell, key_columns, sort_configs, truthy
 from nnperf.report.outline import Page, Section, Table, section
+from nnperf.torchprof.analysis import union_length
 
+# Why measurement stopped, as the table says it (`nnperf.engine.stopping`).
 STOP_LABELS = {
     "ci_target": "CI target reached",
     "budget": "time budget (timing.max_seconds)",
     "max_processes": "process limit (timing.max_processes)",
     "target_unreachable": "target out of reach (process spread)",
 }
-
 # What the section reads of summary.csv, numbers after `MEASUREMENT_COLUMNS[7]`: a column an
 # older summary lacks is added empty (the page shows a dash).
 MEASUREMENT_COLUMNS = (
@@ -31,7 +32,12 @@ MEASUREMENT_COLUMNS = (
     "timed_window_s elapsed_s duty_cycle variance_between_processes variance_within_process "
     "flagged_windows windows_recorded"
 ).split()
-
+# The stop reason of a missed target the machine is to blame for: the processes the target
+# needs at the machine's spread do not fit (`nnperf.engine.stopping.unreachable_target`). A
+# budget that ran out first says nothing about the machine, and that miss keeps its own line.
+MACHINE_MISS = "target_unreachable"
+# How the wall-time table names each kind of job, in this order.
+JOB_NOUNS = {"run": "timed run", "ceilings": "ceilings job", "complexity": "complexity job"}
 INTRO = (
     "What measuring cost and how far the numbers can be trusted. The study's span "
     "runs from the first recorded job start to this report; busy time is the union of the "
@@ -46,15 +52,6 @@ INTRO = (
     "(and per further process), compile time in the first and in later processes, and "
     "the unstable flag with its reasons."
 )
-
-
-def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
-    """Seconds covered by at least one (start, end) interval: jobs that overlapped once."""
-    total, covered_to = 0.0, -math.inf
-    for start, end in sorted(intervals):
-        total += max(0.0, end - max(start, covered_to))
-        covered_to = max(covered_to, end)
-    return total
 
 
 def target_met(row: Mapping) -> bool | None:
@@ -72,8 +69,7 @@ def target_met(row: Mapping) -> bool | None:
 def measurement_table(
     summary: pd.DataFrame | None, windows: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Per configuration (every status): how it was measured and how well, with how many
-    windows windows.csv flagged where it is given."""
+    """Per configuration (every status): how it was measured and how well."""
     if summary is None or summary.empty:
         return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
     frame = summary.reindex(
@@ -104,70 +100,47 @@ def ci_target_counts(table: pd.DataFrame) -> tuple[int, int]:
     return int(known.sum()), len(known)
 
 
-def machine_miss(row: Mapping) -> bool:
-    """Whether the engine stopped a configuration because the processes its CI target needs at
-    the machine's spread do not fit (`nnperf.engine.stopping.unreachable_target`). A budget
-    that ran out first says nothing about the machine, and that miss keeps its own line."""
-    return str(row.get("stop_reason")) == "target_unreachable"
-
-
-def paired_half_widths(comparisons: pd.DataFrame | None, machine: str) -> pd.Series:
-    """Relative 95% CI half-widths of comparisons.csv's paired ratios made on `machine`."""
-    needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
-    if comparisons is None or comparisons.empty or not set(needed) <= set(comparisons.columns):
-        return pd.Series(dtype=float)
-    mine = (comparisons[needed[:3]].astype(str) == [machine, machine, "paired"]).all(axis=1)
-    ratio, low, high = (pd.to_numeric(comparisons[mine][c], errors="coerce") for c in needed[3:])
-    return ((high - low) / 2 / ratio.where(ratio > 0)).dropna()
-
-
-def _median(values: pd.Series):
+def _median(values: pd.Series, how: str = "median"):
     values = pd.to_numeric(values, errors="coerce").dropna()
-    return None if values.empty else float(values.median())
+    return None if values.empty else float(values.agg(how))
 
 
-def machine_allows_records(
-    table: pd.DataFrame, comparisons: pd.DataFrame | None = None
-) -> list[Finding]:
-    """Per machine with `machine_miss`es, one record in their place: their spread between
-    processes, the target it put out of reach, the absolute intervals they reached, and the
-    paired comparisons' half-widths there (which cancel what interleaved processes share)."""
+def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None) -> list[Finding]:
+    """Per machine with `MACHINE_MISS`es, one record in their place: the spread, the target it
+    put out of reach, the intervals reached, absolute and paired (which cancel what interleaved
+    processes share). Then the CI target counts, every other miss, and per machine the dominant
+    variance level and the fixed and compile costs."""
+    needed = ["a_machine", "b_machine", "method", "ratio", "ci95_low", "ci95_high"]
+    if comparisons is None or not set(needed) <= set(comparisons.columns):
+        comparisons = pd.DataFrame(columns=needed)
+    ratio, low, high = (pd.to_numeric(comparisons[c], errors="coerce") for c in needed[3:])
+    half_widths = (high - low) / 2 / ratio.where(ratio > 0)
     measured = table[table["status"].astype(str) == "ok"]
-    found = []
+    missed = measured[measured["target_met"].fillna(True).eq(False)]
+    by_machine = missed["stop_reason"].astype(str) == MACHINE_MISS
+    allows = []
     for machine, group in measured.groupby("machine", sort=True):
-        missed = group[group["target_met"].fillna(True).eq(False)]
-        theirs = missed[[machine_miss(row) for row in missed.to_dict("records")]]
+        theirs = missed[by_machine & (missed["machine"] == machine)]
         if theirs.empty:
             continue
-        paired = paired_half_widths(comparisons, str(machine))
-        half = pd.to_numeric(theirs["ci_half_width_rel"], errors="coerce").dropna()
+        on = [str(machine), str(machine), "paired"]
+        paired = half_widths[(comparisons[needed[:3]].astype(str) == on).all(axis=1)].dropna()
         numbers = {
             "between_rsd": _median(theirs["between_process_rsd"]),
             "target": _median(theirs["ci_target"]),
             "missed": len(theirs),
             "judged": int(group["target_met"].notna().sum()),
             "processes_needed": _median(theirs.get("stop_processes_needed", pd.Series())),
-            "half_width": None if half.empty else float(half.median()),
-            "half_width_max": None if half.empty else float(half.max()),
-            "paired_half_width": None if paired.empty else float(paired.median()),
+            "half_width": _median(theirs["ci_half_width_rel"]),
+            "half_width_max": _median(theirs["ci_half_width_rel"], "max"),
+            "paired_half_width": _median(paired),
             "paired": len(paired),
         }
-        found.append(Finding("machine_allows", {"machine": machine}, numbers))
-    return found
-
-
-def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None) -> list[Finding]:
-    """`machine_allows_records` first (standing for those misses), how many reached their CI
-    target, each other miss (with why it stopped), and per machine the dominant variance
-    level and the fixed and compile costs."""
-    allows = machine_allows_records(table, comparisons)
-    folded = {str(f.about["machine"]) for f in allows}
+        allows.append(Finding("machine_allows", {"machine": machine}, numbers))
     met, judged = ci_target_counts(table)
     found = [Finding("ci_target_count", {}, {"met": met, "judged": judged})] if judged else []
-    measured = table[table["status"].astype(str) == "ok"]
-    for row in measured[measured["target_met"].fillna(True).eq(False)].to_dict("records"):
-        if str(row["machine"]) in folded and machine_miss(row):
-            continue
+    # Every machine with a miss of its own has its record above, standing for those misses.
+    for row in missed[~by_machine].to_dict("records"):
         found.append(Finding("ci_missed", {"row": row}, stop_numbers_of(row)))
     levels = measured[measured["dominant_level"].isin(["process", "window"])]
     for machine, group in levels.groupby("machine", sort=True):
@@ -180,16 +153,12 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
         }
         found.append(Finding("dominant_level", {"machine": machine}, numbers))
     for machine, group in table.groupby("machine", sort=True):
-        fixed, compiled = group["fixed_cost_s"].dropna(), group["compile_time_s"].dropna()
+        fixed, compiled = group["fixed_cost_s"].dropna(), group.dropna(subset=["compile_time_s"])
+        first, later = compiled["compile_time_s"], compiled["compile_time_s_later"].median()
         process = group["process_fixed_cost_s"].median()
-        later = group.dropna(subset=["compile_time_s"])["compile_time_s_later"].median()
         costs = {
             "fixed_cost": {"fixed_s": fixed.median(), "count": len(fixed), "process_s": process},
-            "compile_cost": {
-                "first_s": compiled.median(),
-                "count": len(compiled),
-                "later_s": later,
-            },
+            "compile_cost": {"first_s": first.median(), "count": len(first), "later_s": later},
         }
         found += [Finding(k, {"machine": machine}, n) for k, n in costs.items() if n["count"]]
     return allows + found
@@ -202,28 +171,21 @@ def study_cost(
     intervals, `timed_s` the timed windows and their shares of both (None: no job recorded)."""
     windows = None if summary is None else summary.get("timed_window_s")
     timed = 0.0 if windows is None else float(pd.to_numeric(windows, errors="coerce").sum())
-    cost = dict.fromkeys(
-        "first_start span_s busy_s timed_share_of_span timed_share_of_busy".split()
-    )
-    cost.update(jobs=0, rendered_at=rendered_at_unix, timed_s=timed)
+    cost = {"jobs": 0, "rendered_at": rendered_at_unix, "timed_s": timed, "first_start": None}
+    cost |= dict.fromkeys(("span_s", "busy_s", "timed_share_of_span", "timed_share_of_busy"))
     if jobs is None or jobs.empty:
         return cost
     starts, ends = jobs["started_at_unix"].astype(float), jobs["ended_at_unix"].astype(float)
-    span, busy = rendered_at_unix - starts.min(), union_seconds(zip(starts, ends))
+    span, busy = rendered_at_unix - starts.min(), union_length(zip(starts, ends))
     cost.update(jobs=len(jobs), first_start=starts.min(), span_s=span, busy_s=busy)
     cost.update(timed_share_of_span=timed / span if span > 0 else None)
-    cost.update(timed_share_of_busy=timed / busy if busy > 0 else None)
-    return cost
+    return cost | {"timed_share_of_busy": timed / busy if busy > 0 else None}
 
 
 def cost_records(cost: Mapping) -> list[Finding]:
     if cost["first_start"] is None:
         return [Finding("study_span_unknown", {}, cost)]
     return [Finding("study_span", {}, cost), Finding("duty_cycle", {}, cost)]
-
-
-# How the wall-time table names each kind of job, in this order.
-JOB_NOUNS = {"run": "timed run", "ceilings": "ceilings job", "complexity": "complexity job"}
 
 
 def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame:
@@ -240,6 +202,7 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
         kinds = group["kind"].value_counts()
         ordered = [k for k in JOB_NOUNS if k in kinds] + sorted(set(kinds.index) - set(JOB_NOUNS))
         timed = mine.get("timed_window_s")
+        timed = math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
         rows.append(
             {
                 "results_dir": folder,
@@ -247,16 +210,13 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
                 "jobs": ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered),
                 "first_start": float(group["started_at_unix"].min()),
                 "last_end": float(group["ended_at_unix"].max()),
-                "busy_s": union_seconds(zip(group["started_at_unix"], group["ended_at_unix"])),
-                "timed_s": (
-                    math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
-                ),
+                "busy_s": union_length(zip(group["started_at_unix"], group["ended_at_unix"])),
+                "timed_s": timed,
             }
         )
     frame = pd.DataFrame(rows, columns=columns)
-    return frame.assign(
-        timed_share_of_busy=frame["timed_s"] / frame["busy_s"].where(lambda b: b > 0)
-    )
+    frame["timed_share_of_busy"] = frame["timed_s"] / frame["busy_s"].where(frame["busy_s"] > 0)
+    return frame
 
 
 def half_width_cell(row) -> str:
@@ -284,10 +244,7 @@ MEASUREMENT_CELLS = {
     "Windows": ("n_windows", int_cell),
     "CI half-width": (None, half_width_cell),
     "Target": ("ci_target", fmt_pct),
-    "Met": (
-        None,
-        lambda r: "n/a" if missing(r["target_met"]) else "yes" if r["target_met"] else "no",
-    ),
+    "Met": (("target_met",), lambda met: "n/a" if missing(met) else "yes" if met else "no"),
     "Min–max (img/s)": (
         ("throughput_img_s_min", "throughput_img_s_max"),
         lambda low, high: "" if missing(low) or missing(high) else f"{fmt(low)}–{fmt(high)}",
@@ -349,13 +306,12 @@ def build(page: Page) -> Section:
     costs = cost_records(cost) if tables.summary is not None or tables.jobs is not None else []
     quality = quality_records(measurement, tables.comparisons)
     # What the machine allows comes first, said once, above the cost and the counts.
-    allows = [f for f in quality if f.kind == "machine_allows"]
-    quality = [f for f in quality if f.kind != "machine_allows"]
+    findings = sorted(costs + quality, key=lambda f: f.kind != "machine_allows")
     return section(
         "measurement",
         "Measurement cost and quality",
         intro=INTRO,
-        findings=allows + costs + quality,
+        findings=findings,
         tables=(
             Table("Measurement per configuration", page.drop(measurement_display(measurement))),
             Table("Wall time per results folder", cells(folders, COST_CELLS)),

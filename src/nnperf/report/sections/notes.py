@@ -1,9 +1,6 @@
 """The Notes section: the notes given to the report (config report.notes, the workflow's),
-then one record (`findings.NOTE_KINDS`) per configuration that ran out of memory, ran over
-its time budget, was left without enough clean windows on a busy host, or was flagged
-unstable or for high variance; per roof that step points exceed; per profile whose
-calibration GEMM contradicts it; and for what the report lacks.
-"""
+then a record (`findings.NOTE_KINDS`) per configuration not measured or flagged, per roof that
+step points exceed, per profile its calibration GEMM contradicts, and per input it lacks."""
 
 from __future__ import annotations
 
@@ -18,52 +15,37 @@ from nnperf.report.format import GROUP_KEYS, ok_configs, sort_configs, truthy
 from nnperf.report.outline import Page, Section, section
 from nnperf.report.sections.roofline import profiled_configs, roof_names
 
+# The statuses a configuration ends with when it was not measured.
+ENDED = ("oom", "over_budget", "host_busy")
+# What the key findings count (`flag_counts`).
+COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
-def configs_with_status(
+
+def status_notes(
     summary: pd.DataFrame | None, runs: pd.DataFrame | None, status: str
-) -> list[dict]:
-    """Each configuration that ended with `status` (runs.csv only without a summary)."""
+) -> list[Finding]:
+    """Each configuration that ended with `status` (runs.csv only without a summary). An over
+    budget one quotes its stop numbers or, from older results, its step time (a lower bound
+    when the worker was stopped mid-step)."""
     frame = summary if summary is not None and "status" in summary.columns else runs
     if frame is None or frame.empty or "status" not in frame.columns:
         return []
     chosen = frame[frame["status"].astype(str) == status]
-    return sort_configs(chosen.drop_duplicates(list(GROUP_KEYS))).to_dict("records")
-
-
-def oom_notes(summary: pd.DataFrame | None, runs: pd.DataFrame | None = None) -> list[Finding]:
-    rows = configs_with_status(summary, runs, "oom")
-    errors = [r.get("error") if isinstance(r.get("error"), str) else "" for r in rows]
-    return [
-        Finding("oom", {**r, "error": e.strip().rstrip(".") or None}) for r, e in zip(rows, errors)
-    ]
-
-
-def over_budget_notes(
-    summary: pd.DataFrame | None, runs: pd.DataFrame | None = None
-) -> list[Finding]:
-    """Each configuration too slow to measure in `timing.max_seconds`: its stop numbers or
-    (older results) its step time, a lower bound when the worker was stopped mid-step."""
     found = []
-    for row in configs_with_status(summary, runs, "over_budget"):
-        step, lower = row.get("single_step_time_s"), row.get("single_step_time_is_lower_bound")
-        about = {"phase": row.get("over_budget_phase"), "step_s": None if missing(step) else step}
-        about = {**row, **about, "lower_bound": truthy(lower)}
-        found.append(Finding("over_budget", about, stop_numbers_of(row)))
-    return found
-
-
-def host_busy_notes(
-    summary: pd.DataFrame | None, runs: pd.DataFrame | None = None
-) -> list[Finding]:
-    """Each configuration whose disturbed windows left too few clean ones for an estimate:
-    how many windows were discarded, and the clean ones left."""
-    found = []
-    for row in configs_with_status(summary, runs, "host_busy"):
-        numbers = {
-            name: None if missing(row.get(name)) else row.get(name)
-            for name in ("discarded_windows", "n_windows", "n_processes")
-        }
-        found.append(Finding("host_busy", row, numbers))
+    for row in sort_configs(chosen.drop_duplicates(list(GROUP_KEYS))).to_dict("records"):
+        about, numbers, step = row, {}, row.get("single_step_time_s")
+        if status == "oom":
+            error = row.get("error") if isinstance(row.get("error"), str) else ""
+            about = {**row, "error": error.strip().rstrip(".") or None}
+        elif status == "over_budget":
+            lower = truthy(row.get("single_step_time_is_lower_bound"))
+            about = {**row, "phase": row.get("over_budget_phase"), "lower_bound": lower}
+            about["step_s"] = None if missing(step) else step
+            numbers = stop_numbers_of(row)
+        else:
+            windows = ("discarded_windows", "n_windows", "n_processes")
+            numbers = {k: None if missing(row.get(k)) else row.get(k) for k in windows}
+        found.append(Finding(status, about, numbers))
     return found
 
 
@@ -121,7 +103,8 @@ def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
     return found
 
 
-def missing_input_notes(page: Page) -> list[Finding]:
+def records(page: Page) -> list[Finding]:
+    """The section's records, ending with what the report lacks."""
     tables, summary = page.tables, page.tables.summary
     cuda_ran = any(
         frame is not None and "device" in frame and (frame["device"] == "cuda").any()
@@ -133,24 +116,14 @@ def missing_input_notes(page: Page) -> list[Finding]:
         "no_roofline_points": summary is not None and tables.roofline_points is None,
         "no_ceilings": tables.roofline_points is not None and not tables.ceilings,
     }
-    return [Finding(kind) for kind, lacks in lacking.items() if lacks]
-
-
-def records(page: Page) -> list[Finding]:
-    tables, summary = page.tables, page.tables.summary
     return [
-        *oom_notes(summary, tables.runs),
-        *over_budget_notes(summary, tables.runs),
-        *host_busy_notes(summary, tables.runs),
+        *(f for status in ENDED for f in status_notes(summary, tables.runs, status)),
         *unstable_notes(summary),
         *variance_notes(summary, page.cv_threshold),
         *roof_violation_notes(roofline_verdicts(study_readings(tables)), tables.ceilings),
         *profile_check_notes(tables.profiles),
-        *missing_input_notes(page),
+        *(Finding(kind) for kind, lacks in lacking.items() if lacks),
     ]
-
-
-COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
 
 def flag_counts(page: Page) -> Finding | None:

@@ -1,11 +1,7 @@
-"""The key findings and comparisons.csv's ratios in words (`nnperf.report.findings.KEY_KINDS`;
-a precision or variant against its reference, batch-size scaling and machine against machine,
-whose `about["row"]` or `rows` are comparisons.csv rows). A finding that follows its machine's
-and model's first finding names only what differs from the configuration that one named
-(`differing`), so a configuration is named once per list; a ratio and its interval are worded
-by `comparisons.ratio_text` everywhere. "Missed its CI target" is worded here only
-(`missed_target`).
-"""
+"""The key findings and comparisons.csv's ratios in words (`findings.KEY_KINDS`). A finding
+after its machine's and model's first names only what differs from the configuration that one
+named (`differing`); ratios are worded by `comparisons.ratio_text` everywhere, and "missed its
+CI target" here only (`missed_target`)."""
 
 from __future__ import annotations
 
@@ -19,19 +15,51 @@ from nnperf.report.format import GROUP_KEYS, config_text, estimate_text, fmt, fm
 from nnperf.report.format import truthy
 from nnperf.report.wording.templates import say
 
+# What limits the fastest configuration, by kind (after "What limits X"), then its largest
+# phase where the record names one.
+PHASE = {"phase": " The largest phase is {a[phase]:phase} ({n[phase_share]:pct})."}
+LIMITS = {
+    "limit_input": ": the input pipeline — data wait and host-to-device copies take "
+    "{n[input_share]:pct} of each step ({n[step_s]:ms}); a device-resident dataset or more "
+    "DataLoader workers attack that share first.",
+    "limit_overheads": ": overheads, not the roofs — the step reaches only "
+    "{n[fraction_of_roof]:pct} of the {a[roof]} {kind} roof above it "
+    "({n[performance_flop_s]:si:FLOP/s} of {n[attainable_flop_s]:si:FLOP/s} attainable), so "
+    "launch latency, small kernels and framework time dominate; larger batches, torch.compile "
+    "or CUDA graphs address that.",
+    "limit_compute": ": compute — the step is right of the ridge point and reaches "
+    "{n[fraction_of_peak]:pct} of the {a[roof]} {a[precision]} peak; a faster precision or "
+    "fewer FLOPs help most.",
+    "limit_memory": ": memory bandwidth at {a[level]} — the step is left of the ridge point and "
+    "reaches {n[fraction_of_roof]:pct} of the {a[roof]} bandwidth roof; fusing kernels, "
+    "channels-last or lower precision (fewer bytes) help most.",
+    "limit_unread": ": {reading}; the largest phase is {a[phase]:phase} ({n[phase_share]:pct} of "
+    "{n[step_s]:ms} per step).",
+}
+# What each count of `flagged_counts` says.
+COUNTED = {
+    "oom": "ran out of memory",
+    "over_budget": "took too long per step to measure within the time budget",
+    "host_busy": "had too few clean windows on a busy host",
+    "unstable": "flagged unstable",
+    "high_variance": "flagged for high variance",
+}
+# A batch size whose throughput is, over its whole 95% interval, at least this fraction of
+# the top batch size's counts as saturated (a run-to-run spread of a few percent is normal,
+# see the CV flag), so larger batches are not worth their memory.
+SATURATION = 0.95
+
 
 def differing(config: Mapping, named: Mapping | None) -> str:
     """`config` named by the keys in which it differs from `named` (all of them without;
     empty where it is `named`)."""
     if named is None or str(config.get("model")) != str(named.get("model")):
         return config_text(config)
-    keys = [k for k in ("precision", "batch_size", "variant") if k in config]
-    parts = [
+    return " ".join(
         f"batch {int(config[k])}" if k == "batch_size" else str(config[k])
-        for k in keys
-        if str(config.get(k)) != str(named.get(k))
-    ]
-    return " ".join(parts)
+        for k in ("precision", "batch_size", "variant")
+        if k in config and str(config.get(k)) != str(named.get(k))
+    )
 
 
 def _width(c: Mapping) -> str:
@@ -44,8 +72,7 @@ def _width(c: Mapping) -> str:
 def missed_target(configs: Sequence[Mapping], name: Callable[[Mapping], str] = config_text) -> str:
     """`X (±6.7% against ±6.0%) missed its CI target`, the configurations whose interval is
     wider than their target; empty where none did."""
-    met = [c.get("ci_target_met") for c in configs]
-    late = [c for c, m in zip(configs, met) if not missing(m) and not truthy(m)]
+    late = [c for c in configs if not missing(m := c.get("ci_target_met")) and not truthy(m)]
     if not late:
         return ""
     its = "its" if len(late) == 1 else "their"
@@ -74,11 +101,8 @@ def fastest(f: Finding, named: Mapping | None = None) -> str:
         return _with_missed(f"Only configuration measured on {machine}: {text}", [top], config_text)
     second = a["order"][1]
     short = lambda c: differing(c, top)  # noqa: E731 - the runner-up named against the top
-    ratio = ratio_text(a["ci"])
-    text = (
-        f"Fastest configuration on {machine}: {text}; {ratio} than the runner-up, {short(second)}"
-    )
-    return _with_missed(text, [top, second], short)
+    text = f"Fastest configuration on {machine}: {text}; {ratio_text(a['ci'])} than the runner-up"
+    return _with_missed(f"{text}, {short(second)}", [top, second], short)
 
 
 def best_setting(f: Finding, named: Mapping | None = None) -> str:
@@ -95,34 +119,9 @@ def best_setting(f: Finding, named: Mapping | None = None) -> str:
     if f.kind == "best_setting_tied":
         return _tied(f, f"best {column} {where}", name)
     top, second = a["order"][0], a["order"][1]
-    text = (
-        f"Best {column} {where}: {top[column]}, {ratio_text(a['ci'])} than "
-        f"{second[column]} ({estimate_text(top)} vs {estimate_text(second)})"
-    )
+    text = f"Best {column} {where}: {top[column]}, {ratio_text(a['ci'])} than {second[column]} "
+    text += f"({estimate_text(top)} vs {estimate_text(second)})"
     return _with_missed(text, [top, second], name)
-
-
-# What limits the fastest configuration, by kind (after "What limits X"), then its largest
-# phase where the record names one.
-PHASE = {"phase": " The largest phase is {a[phase]:phase} ({n[phase_share]:pct})."}
-LIMITS = {
-    "limit_input": ": the input pipeline — data wait and host-to-device copies take "
-    "{n[input_share]:pct} of each step ({n[step_s]:ms}); a device-resident dataset or more "
-    "DataLoader workers attack that share first.",
-    "limit_overheads": ": overheads, not the roofs — the step reaches only "
-    "{n[fraction_of_roof]:pct} of the {a[roof]} {kind} roof above it "
-    "({n[performance_flop_s]:si:FLOP/s} of {n[attainable_flop_s]:si:FLOP/s} attainable), so "
-    "launch latency, small kernels and framework time dominate; larger batches, torch.compile "
-    "or CUDA graphs address that.",
-    "limit_compute": ": compute — the step is right of the ridge point and reaches "
-    "{n[fraction_of_peak]:pct} of the {a[roof]} {a[precision]} peak; a faster precision or "
-    "fewer FLOPs help most.",
-    "limit_memory": ": memory bandwidth at {a[level]} — the step is left of the ridge point and "
-    "reaches {n[fraction_of_roof]:pct} of the {a[roof]} bandwidth roof; fusing kernels, "
-    "channels-last or lower precision (fewer bytes) help most.",
-    "limit_unread": ": {reading}; the largest phase is {a[phase]:phase} ({n[phase_share]:pct} of "
-    "{n[step_s]:ms} per step).",
-}
 
 
 def limit(f: Finding, named: Mapping | None = None) -> str:
@@ -131,28 +130,14 @@ def limit(f: Finding, named: Mapping | None = None) -> str:
         head = say("What limits {a:config} on {a[machine]}", f)
     else:
         head = f"What limits {differing(a, named) or 'it'}"
-    reading = (
-        f"no roofline reading (the step lies above the {roof} roof, so that roof is too low; "
-        "see Roofline)"
-        if roof
-        else "no roofline point for it"
-    )
+    reading = "no roofline reading (the step lies above the {a[roof]} roof, so that roof is too "
+    reading += "low; see Roofline)" if roof else ""
     return head + say(
         (LIMITS[f.kind], {} if f.kind in ("limit_input", "limit_unread") else PHASE),
         f,
         kind="compute" if a.get("bound") == "compute" else f"{a.get('level')} bandwidth",
-        reading=reading,
+        reading=say(reading, f) if roof else "no roofline point for it",
     )
-
-
-# What each count of `flagged_counts` says.
-COUNTED = {
-    "oom": "ran out of memory",
-    "over_budget": "took too long per step to measure within the time budget",
-    "host_busy": "had too few clean windows on a busy host",
-    "unstable": "flagged unstable",
-    "high_variance": "flagged for high variance",
-}
 
 
 def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
@@ -161,17 +146,10 @@ def flagged_counts(f: Finding, named: Mapping | None = None) -> str:
         for k, n in f.numbers.items()
         if k in COUNTED and n
     ]
-    roofs = f.numbers.get("roof_too_low")
-    if roofs:
+    if roofs := f.numbers.get("roof_too_low"):
         counts.append(f"{roofs} roof{'s lie' if roofs != 1 else ' lies'} below measured points")
     text = "; ".join(counts)
     return text[0].upper() + text[1:] + " — see Notes."
-
-
-# A batch size whose throughput is, over its whole 95% interval, at least this fraction of
-# the top batch size's counts as saturated (a run-to-run spread of a few percent is normal,
-# see the CV flag), so larger batches are not worth their memory.
-SATURATION = 0.95
 
 
 def side(row: Mapping, side: str) -> dict:
@@ -184,16 +162,13 @@ def speedup(f: Finding, named=None) -> str:
     (baseline) on M: ...`, or `bf16 vs fp32 for ...: not separated ...`."""
     row, column = f.about["row"], f.about["column"]
     ci, a = ci_of(row), side(row, "a")
-    text = (
-        "{subject} is {ratio} than {b} {where}: {means}."
-        if ci.separated
-        else ("{subject} vs {b} {where}: {ratio}; {means}.")
-    )
+    means = "{row[a_value]:n:img/s} vs {row[b_value]:n:img/s}."
+    text = "{subject} is {ratio} than {b} {where}: " + means
+    if not ci.separated:
+        text = "{subject} vs {b} {where}: {ratio}; " + means
     if row.get("verdict") == "unresolved":
-        text += (
-            " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 after "
-            "{row[rounds]:int} {per}."
-        )
+        text += " Unresolved: its CI reaches beyond the ±{row[ci_target]:pct} target around 1 "
+        text += "after {row[rounds]:int} {per}."
     if row.get("verdict") == OUT_OF_REACH:
         text += " Unresolved (its CI reaches beyond the ±{row[ci_target]:pct} target around 1), "
         text += f"and {out_of_reach_sentence(row.get('rounds'))}."
@@ -204,7 +179,6 @@ def speedup(f: Finding, named=None) -> str:
         b=row[f"b_{column}"],
         where=f"for {config_text(a, **{column: False})} on {a['machine']}",
         ratio=ratio_text(ci),
-        means=say("{r[a_value]:n:img/s} vs {r[b_value]:n:img/s}", r=row),
         per="rounds" if row.get("method") == "paired" else "processes",
     )
 
@@ -218,8 +192,7 @@ def _best_batch(tops: list[Mapping], largest: int) -> str:
     closest = min(tops, key=lambda r: float(r["ratio"]))
     ratio = f"batch {top} vs {int(closest['b_batch_size'])}: {ratio_text(ci_of(closest))}"
     if len(tied) > 1:
-        listed = ", ".join(str(b) for b in tied[:-1])
-        return f"; no best batch size: batch {listed} and {tied[-1]} are tied ({ratio})"
+        return f"; no best batch size: batch {names(tied, str)} are tied ({ratio})"
     if top == largest:
         return f"; it is still rising at the largest batch size that ran ({ratio})"
     return f"; batch {top} is the best, at {fmt(tops[0]['a_value'], 'img/s')} ({ratio})"
@@ -247,11 +220,9 @@ def batch_scaling(f: Finding, named=None) -> str:
     configuration, only what differs from it."""
     a, gain, tops = f.about, f.about["gain"], list(f.about["tops"])
     largest = int(gain["a_batch_size"])
-    against = (
-        f"batch {largest} against batch {int(gain['b_batch_size'])} "
-        f"({fmt(gain['a_value'], 'img/s')} vs {fmt(gain['b_value'], 'img/s')}): "
-        f"{ratio_text(ci_of(gain), 'higher')}"
-    )
+    against = f"batch {largest} against batch {int(gain['b_batch_size'])} "
+    against += f"({fmt(gain['a_value'], 'img/s')} vs {fmt(gain['b_value'], 'img/s')}): "
+    against += ratio_text(ci_of(gain), "higher")
     if named is None:
         text = f"For {config_text(a, batch=False)} on {a['machine']}, {against}"
     else:
@@ -275,10 +246,8 @@ def machine(f: Finding, named=None) -> str:
             f"Across machines, {config} has no single fastest machine: {names(tied, str)} are "
             f"{ratio_text(ci_of(top))}."
         )
-    text = (
-        f"Across machines, {config} runs fastest on {_at(top, 'a')}, {ratio_text(ci_of(slow))} "
-        f"than the slowest machine, {slow['b_machine']}, at {fmt(slow['b_value'], 'img/s')}"
-    )
+    text = f"Across machines, {config} runs fastest on {_at(top, 'a')}, {ratio_text(ci_of(slow))} "
+    text += f"than the slowest machine, {slow['b_machine']}, at {fmt(slow['b_value'], 'img/s')}"
     if len(rows) > 1:
         text += f"; {ratio_text(ci_of(top))} than the runner-up, {top['b_machine']}"
     return text + "."
@@ -294,6 +263,5 @@ WORDING = {
         {"judged": "; {n[met]} of {n[judged]} measured configurations reached their CI target"},
         " — see Measurement cost and quality.",
     ),
-    "machine_fastest": machine,
-    "machine_tied": machine,
+    **dict.fromkeys(("machine_fastest", "machine_tied"), machine),
 }

@@ -1,9 +1,6 @@
-"""The Measurement, Environment and Notes sections in words: what the study cost, what a
-machine whose processes differ too much for the CI target allows, which configurations reached
-their CI target and why one missed it (its noise causes: summary.csv's noise columns, from
-`nnperf.report.noise`, one sentence per cause, then what the target would take), what dominates
-the variance, the fixed costs, the settings every run shared; then what was skipped, what was
-flagged and what the report lacks."""
+"""The Measurement, Environment and Notes sections in words: cost, CI targets and why one was
+missed (the noise causes of `nnperf.report.noise` in summary.csv, one sentence each, then what
+the target would take), the variance, the settings every run shared, and the Notes."""
 
 from __future__ import annotations
 
@@ -18,15 +15,6 @@ from nnperf.report.noise import CAUSE_NUMBERS
 from nnperf.report.wording.templates import CAUSE_LABELS, say
 from nnperf.report.wording.findings import missed_target
 from nnperf.roofline.points import CALIBRATION_ROOF_RANGE
-
-
-def numbers_of(row: Mapping, code: str) -> dict:
-    """One cause's numbers from a summary row's `{cause}_{number}` columns (None: unknown)."""
-    return {
-        n: None if missing(row.get(f"{code}_{n}")) else row.get(f"{code}_{n}")
-        for n in CAUSE_NUMBERS.get(code, ())
-    }
-
 
 # Each cause's sentence from its numbers (`numbers_of`); a clock cause without a clock range
 # is worded by its throttled windows (`clock_throttled`).
@@ -61,92 +49,23 @@ SLOWED = {
     "host_load": f"beside more than {OVERLOAD_TOLERANCE_CORES} of a core",
     "steal": f"with more than {fmt_pct(STEAL_LIMIT)} steal",
 }
-
-
-def cause_sentence(code: str, n: Mapping) -> str:
-    """One cause's sentence from its numbers (`numbers_of`)."""
-    slower, change = "", n.get("change")
-    if code in SLOWED and n["slower"] is not None and n["windows"] is not None:
-        slower = say(
-            "; the {n[windows]:count:window} {past} ran {n[slower]:pct} slower",
-            n=n,
-            past=SLOWED[code],
-        )
-    if code == "clock" and n["low_mhz"] is None:
-        code = "clock_throttled"
-    return say(
-        CAUSES.get(code, CAUSES[None]),
-        n=n,
-        slower=slower,
-        way="fell" if change is not None and change < 0 else "rose",
-        change=fmt_pct(abs(change)) if change is not None else "",
-        throttled=f", {n['throttled']} windows throttled" if n.get("throttled") else "",
-    )
-
-
-# The numbers a cause's sentence may go without (worded when present): the windows slowed
-# beside load or steal, and the clock's two forms (a range with r², or throttled windows).
+# The numbers a cause's sentence may go without: the windows slowed beside load or steal, and
+# the clock's two forms (a range with r², or throttled windows). Lacking any other (a summary.csv
+# from before causes carried their numbers), a cause is named alone.
 OPTIONAL_NUMBERS = {"slower", "windows", "throttled", "low_mhz", "high_mhz", "r2"}
-
-
-def _cause_or_label(code: str, n: Mapping) -> str:
-    """The cause's sentence, or its name alone where the row lacks a number the sentence
-    quotes (a summary.csv written before the cause carried its numbers)."""
-    optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
-    if any(v is None for name, v in n.items() if name not in optional):
-        return f"{CAUSE_LABELS.get(code, code).capitalize()}."
-    return cause_sentence(code, n)
-
-
-def target_sentence(row: Mapping) -> str | None:
-    """What the CI target would take at the measured process spread."""
-    target, needed = row.get("ci_target"), row.get("processes_needed")
-    measured = row.get("n_processes")
-    if missing(target):
-        return None
-    if missing(needed):
-        return (
-            f"The {fmt_pct(target)} target needs at least two processes: with "
-            f"{count_of(measured, 'process')} the process spread is unmeasured."
-        )
-    needed = int(needed)
-    text = (
-        f"At the process spread (RSD {fmt_pct(row.get('process_rsd'))}) the "
-        f"{fmt_pct(target)} target would take {needed} processes"
-    )
-    if missing(measured) or needed <= int(measured):
-        return text + ", no more than measured: the windows within them are the noise."
-    more = needed - int(measured)
-    text += f", {more} more than the {int(measured)} measured"
-    cost = row.get("process_cost_s")
-    if not missing(cost) and cost > 0:
-        text += f" (about {fmt_duration(more * cost)} at {fmt_duration(cost)} per process)"
-    return text + "."
-
-
-def noise_text(row: Mapping) -> str:
-    """Every cause a summary row names (`noise_causes`, ranked), then what the target would
-    take; empty where the row names none."""
-    if missing(row.get("noise_cause")):
-        return ""
-    codes = str(row.get("noise_causes") or row["noise_cause"]).split(";")
-    sentences = [_cause_or_label(code, numbers_of(row, code)) for code in codes if code]
-    sentences.append(target_sentence(row) or "")
-    return " ".join(s for s in sentences if s)
-
-
-def over_budget(f: Finding, named=None) -> str:
-    a, step = f.about, f.about.get("step_s")
-    text = say("Over budget: {a:where} was not measured", f)
-    if f.numbers:
-        text += " — " + stop_sentence("over_budget", f.numbers, a.get("phase"))
-    elif step is not None:
-        least = "at least " if a["lower_bound"] else ""
-        text += f" — one training step takes {least}{fmt(step, 's')}"
-    return text + "; raise timing.max_seconds to measure it."
-
-
-NOTES_WORDING = {
+# What a machine whose spread put the CI target out of reach allows: its absolute intervals,
+# then its paired comparisons, which cancel what interleaved processes share.
+ALLOWED = (
+    ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their median "
+    "95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
+)
+PAIRED = {
+    True: "; no paired comparison was made on it.",
+    False: ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of {n[paired]}), "
+    "which cancel what interleaved processes share: compare configurations by those.",
+}
+# The kinds worded by template, the Notes' first (`findings.NOTE_KINDS`).
+WORDING = {
     "oom": ("Out of memory: {a:where}", {"error": ": {a[error]}"}, "."),
     "host_busy": (
         "Host busy: {a:where} was not measured",
@@ -191,7 +110,112 @@ NOTES_WORDING = {
     "no_roofline_points": "No roofline points (roofline_points.csv) were part of this report.",
     "no_ceilings": "No ceilings JSON: there are no measured or datasheet roofs to read the "
     "roofline points against.",
+    # The Measurement and Environment sections'.
+    "study_span": "The study spans {n[span_s]:dur}, from its first recorded job start "
+    "({n[first_start]:utc}) to this report ({n[rendered_at]:utc}); its {n[jobs]} recorded "
+    "job{n[jobs]:pick: was|s were} busy for {n[busy_s]:dur} (the union of their intervals).",
+    "study_span_unknown": "No job recorded when it ran (results from before jobs kept their start "
+    "and end times), so the study's wall time is unknown; its timed windows took "
+    "{n[timed_s]:dur}.",
+    "duty_cycle": "The timed windows took {n[timed_s]:dur}: {n[timed_share_of_span]:pct} of the "
+    "span and {n[timed_share_of_busy]:pct} of the busy time (the duty cycle); the rest went to "
+    "starting processes, warm-up, compilation, the stages that time nothing (ceilings, "
+    "complexity, profiles) and the gaps between jobs.",
+    "fixed_cost": (
+        "On {a[machine]}, a configuration's fixed cost — its job's start to the first warm-up "
+        "step — is {n[fixed_s]:n:s} (median of {n[count]})",
+        {
+            "process_s": ", and a worker process needs {n[process_s]:n:s} from its start to its "
+            "first step"
+        },
+        ".",
+    ),
+    "compile_cost": (
+        "On {a[machine]}, compilation took {n[first_s]:n:s} in the first process (median of "
+        "{n[count]} compiled configuration{n[count]:pick:|s})",
+        {"later_s": " and {n[later_s]:n:s} in later processes, which reuse the first one's caches"},
+        ".",
+    ),
 }
+
+
+def numbers_of(row: Mapping, code: str) -> dict:
+    """One cause's numbers from a summary row's `{cause}_{number}` columns (None: unknown)."""
+    return {
+        n: None if missing(row.get(f"{code}_{n}")) else row.get(f"{code}_{n}")
+        for n in CAUSE_NUMBERS.get(code, ())
+    }
+
+
+def cause_sentence(code: str, n: Mapping) -> str:
+    """One cause's sentence from its numbers (`numbers_of`)."""
+    slower, change = "", n.get("change")
+    if code in SLOWED and n["slower"] is not None and n["windows"] is not None:
+        slower = "; the {n[windows]:count:window} " + SLOWED[code] + " ran {n[slower]:pct} slower"
+        slower = say(slower, n=n)
+    if code == "clock" and n["low_mhz"] is None:
+        code = "clock_throttled"
+    return say(
+        CAUSES.get(code, CAUSES[None]),
+        n=n,
+        slower=slower,
+        way="fell" if change is not None and change < 0 else "rose",
+        change=fmt_pct(abs(change)) if change is not None else "",
+        throttled=f", {n['throttled']} windows throttled" if n.get("throttled") else "",
+    )
+
+
+def target_sentence(row: Mapping) -> str | None:
+    """What the CI target would take at the measured process spread."""
+    target, needed = row.get("ci_target"), row.get("processes_needed")
+    measured = row.get("n_processes")
+    if missing(target):
+        return None
+    if missing(needed):
+        return (
+            f"The {fmt_pct(target)} target needs at least two processes: with "
+            f"{count_of(measured, 'process')} the process spread is unmeasured."
+        )
+    needed = int(needed)
+    text = (
+        f"At the process spread (RSD {fmt_pct(row.get('process_rsd'))}) the "
+        f"{fmt_pct(target)} target would take {needed} processes"
+    )
+    if missing(measured) or needed <= int(measured):
+        return text + ", no more than measured: the windows within them are the noise."
+    more = needed - int(measured)
+    text += f", {more} more than the {int(measured)} measured"
+    cost = row.get("process_cost_s")
+    if not missing(cost) and cost > 0:
+        text += f" (about {fmt_duration(more * cost)} at {fmt_duration(cost)} per process)"
+    return text + "."
+
+
+def noise_text(row: Mapping) -> str:
+    """Every cause a summary row names (`noise_causes`, ranked), then what the target would
+    take; empty where the row names none."""
+    if missing(row.get("noise_cause")):
+        return ""
+    sentences = []
+    for code in filter(None, str(row.get("noise_causes") or row["noise_cause"]).split(";")):
+        n = numbers_of(row, code)
+        optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
+        if any(v is None for name, v in n.items() if name not in optional):
+            sentences.append(f"{CAUSE_LABELS.get(code, code).capitalize()}.")
+        else:
+            sentences.append(cause_sentence(code, n))
+    return " ".join(s for s in [*sentences, target_sentence(row)] if s)
+
+
+def over_budget(f: Finding, named=None) -> str:
+    a, step = f.about, f.about.get("step_s")
+    text = say("Over budget: {a:where} was not measured", f)
+    if f.numbers:
+        text += " — " + stop_sentence("over_budget", f.numbers, a.get("phase"))
+    elif step is not None:
+        least = "at least " if a["lower_bound"] else ""
+        text += f" — one training step takes {least}{fmt(step, 's')}"
+    return text + "; raise timing.max_seconds to measure it."
 
 
 def ci_target_count(f: Finding, named=None) -> str:
@@ -221,9 +245,9 @@ def ci_missed(f: Finding, named=None) -> str:
 
 
 def machine_allows(f: Finding, named=None) -> str:
-    """What a machine whose processes differ too much for the CI target allows: said once,
-    in place of a missed target per configuration (`sections.measurement.machine_miss`)."""
-    n = f.numbers
+    """Said once, in place of a missed target per configuration
+    (`sections.measurement.MACHINE_MISS`)."""
+    n, needed = f.numbers, f.numbers.get("processes_needed")
     text = (
         "On {a[machine]}, worker processes differ by ~{n[between_rsd]:pct} (median relative "
         "standard deviation between processes), too much for a \u00b1{n[target]:pct} CI of "
@@ -233,27 +257,13 @@ def machine_allows(f: Finding, named=None) -> str:
     if missing(n.get("half_width")):
         text += "."
     else:
-        text += (
-            ". What this machine allows: absolute throughput to \u00b1{n[half_width]:pct} (their "
-            "median 95% CI half-width; widest \u00b1{n[half_width_max]:pct})"
-        )
-        if missing(n.get("paired_half_width")):
-            text += "; no paired comparison was made on it."
-        else:
-            text += (
-                ", the paired comparisons to \u00b1{n[paired_half_width]:pct} (median of "
-                "{n[paired]}), which cancel what interleaved processes share: compare "
-                "configurations by those."
-            )
-    needed = n.get("processes_needed")
-    return say(
-        text, f, needed="" if missing(needed) else f" (it would take ~{int(needed)} processes)"
-    )
+        text += ALLOWED + PAIRED[missing(n.get("paired_half_width"))]
+    needed = "" if missing(needed) else f" (it would take ~{int(needed)} processes)"
+    return say(text, f, needed=needed)
 
 
 def dominant_level(f: Finding, named=None) -> str:
-    n = f.numbers
-    by_process, by_window = n["by_process"], n["by_window"]
+    by_process, by_window = f.numbers["by_process"], f.numbers["by_window"]
     if by_window == 0 or by_process == 0:
         level = "processes" if by_window == 0 else "windows of one process"
         counts = "the spread between " + level + " dominates in all {total} configurations"
@@ -278,33 +288,3 @@ def shared_settings(f: Finding, named=None) -> str:
     """`Every variant and precision ran with tf32 False, data path dataloader, ...`."""
     listed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in f.about.items())
     return f"Every variant and precision ran with {listed}; the table shows what differs."
-
-
-WORDING = {
-    **NOTES_WORDING,
-    "study_span": "The study spans {n[span_s]:dur}, from its first recorded job start "
-    "({n[first_start]:utc}) to this report ({n[rendered_at]:utc}); its {n[jobs]} recorded "
-    "job{n[jobs]:pick: was|s were} busy for {n[busy_s]:dur} (the union of their intervals).",
-    "study_span_unknown": "No job recorded when it ran (results from before jobs kept their start "
-    "and end times), so the study's wall time is unknown; its timed windows took "
-    "{n[timed_s]:dur}.",
-    "duty_cycle": "The timed windows took {n[timed_s]:dur}: {n[timed_share_of_span]:pct} of the "
-    "span and {n[timed_share_of_busy]:pct} of the busy time (the duty cycle); the rest went to "
-    "starting processes, warm-up, compilation, the stages that time nothing (ceilings, "
-    "complexity, profiles) and the gaps between jobs.",
-    "fixed_cost": (
-        "On {a[machine]}, a configuration's fixed cost — its job's start to the first warm-up "
-        "step — is {n[fixed_s]:n:s} (median of {n[count]})",
-        {
-            "process_s": ", and a worker process needs {n[process_s]:n:s} from its start to its "
-            "first step"
-        },
-        ".",
-    ),
-    "compile_cost": (
-        "On {a[machine]}, compilation took {n[first_s]:n:s} in the first process (median of "
-        "{n[count]} compiled configuration{n[count]:pick:|s})",
-        {"later_s": " and {n[later_s]:n:s} in later processes, which reuse the first one's caches"},
-        ".",
-    ),
-}

@@ -2,8 +2,7 @@
 section's list when the page is rendered. After a leader (the fastest configuration of a
 machine and model, `findings.LEADERS`) the findings on the same machine and model name only
 what differs from the configuration it named, so a list names each configuration once. Plain
-strings (notes given to the report) pass through.
-"""
+strings (notes given to the report) pass through."""
 
 from __future__ import annotations
 
@@ -17,14 +16,9 @@ from nnperf.report.wording.templates import say
 # or a function that words several kinds).
 FAMILIES = (findings, measurement, details)
 WORDING = {
-    **{
-        kind: getattr(family, kind)
-        for family in FAMILIES
-        for kind in KINDS
-        if hasattr(family, kind)
-    },
-    **{kind: words for family in FAMILIES for kind, words in family.WORDING.items()},
+    kind: getattr(family, kind) for family in FAMILIES for kind in KINDS if hasattr(family, kind)
 }
+WORDING |= {kind: words for family in FAMILIES for kind, words in family.WORDING.items()}
 
 
 def sentence(f: Finding, named: Mapping | None = None) -> str:

@@ -219,7 +219,11 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     # codes: comparisons.csv is built from the runs, and says `out_of_reach` by this.
     row["comparisons_out_of_reach"] = "|".join(doc("comparisons_out_of_reach") or [])
     row.update(copied("over_budget_phase", "error", "n_processes", "n_windows"))
-    row.update(discarded_columns(document))
+    # Disturbed windows left out of the estimate and measured again, by cause; 0 for a
+    # document from before windows were discarded.
+    causes = doc("discarded_causes") or {}
+    row["discarded_windows"] = doc("discarded_windows") or 0
+    row.update({f"discarded_{cause}": causes.get(cause, 0) for cause in DISCARD_CAUSES})
     row["throughput_img_s_mean"] = doc("throughput_img_s")
     row.update(
         copied("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel")
@@ -251,17 +255,6 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
         **copied("process_started_at_unix", "started_at_unix", "ended_at_unix"),
     )
     return row
-
-
-def discarded_columns(document: dict) -> dict:
-    """summary.csv's `discarded_windows` (disturbed windows left out of the estimate and
-    measured again) and `discarded_<cause>` (`vocab.DISCARD_CAUSES`); 0 for a document from
-    before windows were discarded."""
-    causes = document.get("discarded_causes") or {}
-    return {
-        "discarded_windows": document.get("discarded_windows") or 0,
-        **{f"discarded_{cause}": causes.get(cause, 0) for cause in DISCARD_CAUSES},
-    }
 
 
 def summary_table(

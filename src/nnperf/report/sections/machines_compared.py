@@ -28,12 +28,9 @@ CONFIG = ["a_model", "a_precision", "a_batch_size", "a_variant"]
 
 
 def machine_rows(table: pd.DataFrame | None) -> pd.DataFrame:
-    empty = table is None or table.empty
-    return (
-        pd.DataFrame(columns=list(comparisons.COLUMNS))
-        if empty
-        else table[table["kind"] == "machine"]
-    )
+    if table is None or table.empty:
+        return pd.DataFrame(columns=list(comparisons.COLUMNS))
+    return table[table["kind"] == "machine"]
 
 
 def stated(rows: pd.DataFrame) -> pd.DataFrame:
@@ -60,10 +57,7 @@ def machine_record(rows: pd.DataFrame) -> Finding:
 
 
 def machine_comparison_findings(table: pd.DataFrame | None) -> list[Finding]:
-    return [
-        machine_record(stated(group))
-        for _, group in machine_rows(table).groupby("a_model", sort=True)
-    ]
+    return [machine_record(stated(g)) for _, g in machine_rows(table).groupby("a_model", sort=True)]
 
 
 def build(page: Page) -> Section | None:

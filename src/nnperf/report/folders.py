@@ -78,14 +78,13 @@ def _relative(kind: str, **keys: str) -> str:
 
 
 def _files(root: Path, kind: str, **keys: str) -> list[Path]:
-    """The files of `kind` in `root`: the layout path's glob, where every key fits its pattern
-    (a wildcard also matches a group's folder)."""
+    """The files of `kind` in `root` whose keys fit their patterns (a glob's wildcard also
+    matches a group's folder)."""
     found = sorted(root.glob(_relative(kind, **keys)))
     return [p for p in found if layout.matches(kind, f"{RESULTS_DIR}/{p.relative_to(root)}")]
 
 
 def datasets_in(results_dir: str | os.PathLike) -> list[str]:
-    """The datasets whose studies left tables or runs in `results_dir`."""
     root = Path(results_dir)
     found = {
         path.name
@@ -97,8 +96,7 @@ def datasets_in(results_dir: str | os.PathLike) -> list[str]:
 
 
 def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
-    """The pipeline's files in `results_dir` of the study of `dataset` (None: the folder's
-    only one), where `nnperf.core.layout` puts them."""
+    """The files in `results_dir` of the study of `dataset` (None: the folder's only one)."""
     root, name = Path(results_dir), os.fspath(results_dir)
     if not root.is_dir():
         raise NnperfError(
@@ -162,8 +160,7 @@ def local_files(
 def with_extra_results(
     local: FolderFiles, extra_results: Iterable[str | os.PathLike]
 ) -> list[FolderFiles]:
-    """This machine's files, then every folder of config `report.extra_results`, read for
-    the same dataset as this machine's (`extra_folder`)."""
+    """This machine's files, then each `report.extra_results` folder's, of the same dataset."""
     return [local, *(extra_folder(path, local.dataset) for path in extra_results)]
 
 
@@ -196,7 +193,6 @@ def extra_folder(path: str | os.PathLike, dataset: str | None) -> FolderFiles:
 
 
 def read_files(folder: FolderFiles) -> list[str]:
-    """Every file of `folder` that `nnperf.report.results.load` reads."""
     paths = [path for path in folder.tables.values() if path is not None]
     paths += [*folder.complexity, *folder.ceilings, *folder.run_jsons]
     for document in folder.opprofiles:
@@ -213,8 +209,7 @@ def extra_results_inputs(extra_results: Iterable[str | os.PathLike], dataset: st
 
 
 def figures(folders: Iterable[FolderFiles]) -> list[str]:
-    """Every PNG under the `figures/` of each folder, folder by folder, except those of
-    another dataset's study."""
+    """Every PNG under each folder's `figures/`, except those of another dataset's study."""
     return [
         os.fspath(path)
         for folder in folders

@@ -1,7 +1,5 @@
-"""The files of a `results/` folder (this machine's or another's) that the report reads,
-where `nnperf.core.layout` puts them. A `report.extra_results` folder without a study of the
-dataset is refused (it would read as a machine without results). No pandas here: the
-workflow calls this module while it builds the DAG (`extra_results_inputs`).
+"""The files of a `results/` folder (this machine's or another's) that the report reads. No
+pandas here: the workflow calls this module while it builds the DAG (`extra_results_inputs`).
 """
 
 from __future__ import annotations
@@ -135,9 +133,8 @@ def local_files(
     dataset: str | None = None,
     opprofiles: Iterable[str | os.PathLike] = (),
 ) -> FolderFiles:
-    """This machine's files of the study of `dataset`: those found in `results_dir` (none
-    when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
-    each of which must exist."""
+    """This machine's files of the study of `dataset`: those found in `results_dir`, then the
+    ones named (a None table is not there), each of which must exist."""
     folder = FolderFiles(RESULTS_DIR, dataset)
     if results_dir is not None:
         folder = discover(results_dir, dataset)

@@ -39,12 +39,10 @@ def _prefixed(value, units, unit: str) -> str:
 
 
 def fmt_si(value, unit: str) -> str:
-    """`1.23 TFLOP/s`: a decimal SI prefix."""
     return _prefixed(value, [(s, p + unit) for s, p in SI_PREFIXES], unit)
 
 
 def fmt_bytes(value) -> str:
-    """`48 KiB`, `1 GiB`."""
     return _prefixed(value, BINARY_UNITS, "B")
 
 
@@ -56,7 +54,6 @@ def fmt_pct(value) -> str:
 
 
 def fmt_ghz(hz) -> str:
-    """`1.98 GHz` from a clock in Hz."""
     return "n/a" if missing(hz) else f"{float(hz) / 1e9:.2f} GHz"
 
 

@@ -1,7 +1,5 @@
-"""The files of a `results/` folder (this machine's or another's) that the report reads,
-where `nnperf.core.layout` puts them. A `report.extra_results` folder without a study of the
-dataset is refused (it would read as a machine without results). No pandas here: the
-workflow calls this module while it builds the DAG (`extra_results_inputs`).
+"""The files of a `results/` folder (this machine's or another's) that the report reads. No
+pandas here: the workflow calls this module while it builds the DAG (`extra_results_inputs`).
 """
 
 from __future__ import annotations
@@ -78,14 +76,13 @@ def _relative(kind: str, **keys: str) -> str:
 
 
 def _files(root: Path, kind: str, **keys: str) -> list[Path]:
-    """The files of `kind` in `root`: the layout path's glob, where every key fits its pattern
-    (a wildcard also matches a group's folder)."""
+    """The files of `kind` in `root` whose keys fit their patterns (a glob's wildcard also
+    matches a group's folder)."""
     found = sorted(root.glob(_relative(kind, **keys)))
     return [p for p in found if layout.matches(kind, f"{RESULTS_DIR}/{p.relative_to(root)}")]
 
 
 def datasets_in(results_dir: str | os.PathLike) -> list[str]:
-    """The datasets whose studies left tables or runs in `results_dir`."""
     root = Path(results_dir)
     found = {
         path.name
@@ -97,8 +94,7 @@ def datasets_in(results_dir: str | os.PathLike) -> list[str]:
 
 
 def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
-    """The pipeline's files in `results_dir` of the study of `dataset` (None: the folder's
-    only one), where `nnperf.core.layout` puts them."""
+    """The files in `results_dir` of the study of `dataset` (None: the folder's only one)."""
     root, name = Path(results_dir), os.fspath(results_dir)
     if not root.is_dir():
         raise NnperfError(
@@ -137,9 +133,8 @@ def local_files(
     dataset: str | None = None,
     opprofiles: Iterable[str | os.PathLike] = (),
 ) -> FolderFiles:
-    """This machine's files of the study of `dataset`: those found in `results_dir` (none
-    when None), then the ones named (`tables` by TABLE_NAMES; a None entry is not there),
-    each of which must exist."""
+    """This machine's files of the study of `dataset`: those found in `results_dir`, then the
+    ones named (a None table is not there), each of which must exist."""
     folder = FolderFiles(RESULTS_DIR, dataset)
     if results_dir is not None:
         folder = discover(results_dir, dataset)
@@ -162,8 +157,7 @@ def local_files(
 def with_extra_results(
     local: FolderFiles, extra_results: Iterable[str | os.PathLike]
 ) -> list[FolderFiles]:
-    """This machine's files, then every folder of config `report.extra_results`, read for
-    the same dataset as this machine's (`extra_folder`)."""
+    """This machine's files, then each `report.extra_results` folder's, of the same dataset."""
     return [local, *(extra_folder(path, local.dataset) for path in extra_results)]
 
 
@@ -196,7 +190,6 @@ def extra_folder(path: str | os.PathLike, dataset: str | None) -> FolderFiles:
 
 
 def read_files(folder: FolderFiles) -> list[str]:
-    """Every file of `folder` that `nnperf.report.results.load` reads."""
     paths = [path for path in folder.tables.values() if path is not None]
     paths += [*folder.complexity, *folder.ceilings, *folder.run_jsons]
     for document in folder.opprofiles:
@@ -213,8 +206,7 @@ def extra_results_inputs(extra_results: Iterable[str | os.PathLike], dataset: st
 
 
 def figures(folders: Iterable[FolderFiles]) -> list[str]:
-    """Every PNG under the `figures/` of each folder, folder by folder, except those of
-    another dataset's study."""
+    """Every PNG under each folder's `figures/`, except those of another dataset's study."""
     return [
         os.fspath(path)
         for folder in folders

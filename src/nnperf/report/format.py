@@ -1,14 +1,6 @@
-"""How the report writes numbers and names configurations: every number and configuration
-in the summary goes through these.
-
-Numbers readable rather than exact (three significant digits, thousands separators, SI
-prefixes), because the exact values are in the tables each section names as its source. A
-configuration: the keys that name one (`GROUP_KEYS`), its headline estimate's columns
-(`ESTIMATE`), the measured ones of a summary (`ok_configs`), the report's order
-(`sort_configs`), how a sentence quotes its throughput (`estimate_text`) and how a display
-table shows its keys (`key_columns`). Not the place for what the numbers mean (each
-section's module in `nnperf.report.sections`).
-"""
+"""How the report writes every number and configuration: numbers readable rather than exact
+(the exact values are in the tables each section names as its source), configurations in
+the report's order and wording."""
 
 from __future__ import annotations
 
@@ -39,8 +31,6 @@ BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
 
 
 def _prefixed(value, units, unit: str) -> str:
-    """`value` in the largest of `units` ((scale, name), largest first) it reaches, else
-    in `unit`: three significant digits."""
     if missing(value):
         return "n/a"
     x = float(value)
@@ -49,12 +39,10 @@ def _prefixed(value, units, unit: str) -> str:
 
 
 def fmt_si(value, unit: str) -> str:
-    """`1.23 TFLOP/s`: a decimal SI prefix."""
     return _prefixed(value, [(s, p + unit) for s, p in SI_PREFIXES], unit)
 
 
 def fmt_bytes(value) -> str:
-    """`48 KiB`, `1 GiB`."""
     return _prefixed(value, BINARY_UNITS, "B")
 
 
@@ -66,7 +54,6 @@ def fmt_pct(value) -> str:
 
 
 def fmt_ghz(hz) -> str:
-    """`1.98 GHz` from a clock in Hz."""
     return "n/a" if missing(hz) else f"{float(hz) / 1e9:.2f} GHz"
 
 
@@ -81,10 +68,9 @@ def fmt_times(value) -> str:
 def ci_interval(
     low, high, *, n_windows=None, n_processes=None, method=None
 ) -> tuple[str | None, str]:
-    """(`"1,200–1,260"`, "") for an interval that may be printed, else (None, why not): one
-    sample at the level it was computed over has no spread (`n/a, 1 window`, `n/a, 1
-    process`), a zero width claims a certainty no measurement has (`n/a`), and one reaching
-    zero (old t-intervals over scattered processes) reads `too few clean processes`."""
+    """(`"1,200–1,260"`, "") or (None, why not): one sample has no spread, a zero width claims
+    a certainty no measurement has, and one reaching zero (old t-intervals over scattered
+    processes) reads `too few clean processes`."""
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     for count, noun in (counts.get(str(method), (n_windows, "window")), (n_windows, "window")):
         if not missing(count) and int(count) < 2:
@@ -97,8 +83,7 @@ def ci_interval(
 
 
 def throughput_text(mean, low=None, high=None, *, unstable=False, **counts) -> str:
-    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not (from the
-    `counts`, `ci_interval`'s)."""
+    """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not."""
     if missing(mean):
         return fmt(mean, "img/s")
     interval, why = ci_interval(low, high, **counts)
@@ -149,11 +134,9 @@ def truthy(value) -> bool:
 
 
 def cells(frame, spec: Mapping[str, tuple], first: Mapping | None = None):
-    """A displayed table from a spec, {header: (column, format)}: the `first` columns as they
-    are (a configuration's keys), then each header's column through its format. A tuple of
-    columns is passed to the format in that order, None passes the whole row. A missing
-    value, or a column the frame lacks (an older folder), stays missing: the page shows a
-    dash. An empty frame gives an empty table."""
+    """A displayed table from {header: (column, format)} after the `first` columns as they
+    are; a tuple of columns is passed in order, None passes the whole row. A missing value,
+    or a column an older folder lacks, stays missing: the page shows a dash."""
     if frame is None or frame.empty:
         return pd.DataFrame()
     columns = dict(first) if first is not None else {}
@@ -169,7 +152,6 @@ def cells(frame, spec: Mapping[str, tuple], first: Mapping | None = None):
 
 
 def si(unit: str) -> Callable:
-    """The format of a column in `unit` with an SI prefix (`fmt_si`)."""
     return lambda value: fmt_si(value, unit)
 
 
@@ -198,8 +180,8 @@ ESTIMATE = (MEAN, CI_LOW, CI_HIGH, "n_windows", "n_processes", "ci_method", "uns
 
 
 def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Measured configurations (status ok, a positive mean throughput), with the ESTIMATE
-    columns numeric (`unstable` a bool) whether or not the table had them."""
+    """Measured configurations (status ok, a positive mean), the ESTIMATE columns numeric
+    whether or not the table had them."""
     if summary is None or summary.empty or MEAN not in summary.columns:
         return pd.DataFrame(columns=[*GROUP_KEYS, *ESTIMATE])
     frame = summary.assign(
@@ -214,8 +196,7 @@ def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def estimate_text(row: Mapping) -> str:
-    """The throughput of `row` as a sentence quotes it: mean, 95% CI (or why there is none)
-    and the unstable flag."""
+    """The throughput of `row` as a sentence quotes it."""
     return throughput_text(
         *(row.get(c) for c in (MEAN, CI_LOW, CI_HIGH)),
         n_windows=row.get("n_windows"),
@@ -235,7 +216,6 @@ def in_report_order(column: pd.Series) -> pd.Series:
 
 
 def sort_configs(frame: pd.DataFrame) -> pd.DataFrame:
-    """By machine, device, model, precision, batch and variant, in the report's order."""
     keys = [k for k in GROUP_KEYS if k in frame.columns]
     return frame.sort_values(keys, key=in_report_order, kind="stable") if keys else frame
 

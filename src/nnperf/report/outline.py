@@ -1,10 +1,5 @@
-"""The parts of the written summary, and what every section builder reads.
-
-A `Document` is its `Section`s, each with findings (records, worded at render), display
-`Table`s, `Figure`s (a large family folded into a `FigureGroup`) and the files its numbers
-came from. `Page` is what a section builder reads: the study's tables, its machines, the
-figures placed in each section and the report's settings.
-"""
+"""The parts of the written summary (`Document`, its `Section`s), and what every section
+builder reads (`Page`); findings are records, worded at render."""
 
 from __future__ import annotations
 
@@ -80,11 +75,9 @@ class Page:
     top_n_kernels: int
 
     def drop(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """`frame` without its Machine column when the report has one machine."""
         return frame.drop(columns=["Machine"], errors="ignore") if len(self.machines) < 2 else frame
 
     def sources(self, *kinds: str) -> list[str]:
-        """The files of these kinds (`ResultSet.sources`) the section's numbers came from."""
         return list(dict.fromkeys(p for kind in kinds for p in self.tables.sources.get(kind, [])))
 
     def figures_of(self, section_id: str) -> list[Figure]:

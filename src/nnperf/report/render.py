@@ -1,11 +1,6 @@
-"""The written summary: built from a study's tables, rendered, and rule render_report's edge.
-
-`build_document` makes the `Document` answer first (`SECTIONS`: the headline table per
-device, the key findings, the sections that carry the figures, how the numbers were
-measured, the environment last), each figure in the section its path names. `render` fills a
-template of `templates/` with it, its findings worded, and each figure's source (a data URI
-in the self-contained HTML, a relative path in Markdown); `render_files` (rule
-`render_report`, `nnperf render-report`) reads the results folders and writes both files.
+"""The written summary: built from a study's tables (`build_document`, answer first, each
+figure in the section its path names), rendered from `templates/` (`render`: figures as data
+URIs in the self-contained HTML, relative paths in Markdown) and written (`render_files`).
 """
 
 from __future__ import annotations
@@ -89,19 +84,16 @@ def figure_section(path: str) -> str:
 FOLD_AFTER = 6
 
 
-def figure_kind(path: str) -> str:
-    """The folder right below `figures/` (throughput, roofline, ...)."""
-    parts = path.replace("\\", "/").split("/")
-    if "figures" in parts and parts.index("figures") + 2 < len(parts):
-        return parts[parts.index("figures") + 1]
-    return "figures"
-
-
 def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, list]:
-    """(shown, folded groups): kinds with more than `limit` figures are folded whole."""
+    """(shown, folded groups): kinds (the folder below `figures/`) with more than `limit`
+    figures are folded whole."""
     kinds: dict[str, list[Figure]] = {}
     for figure in figures:
-        kinds.setdefault(figure_kind(figure.path), []).append(figure)
+        parts = figure.path.replace("\\", "/").split("/")
+        deep = "figures" in parts and parts.index("figures") + 2 < len(parts)
+        kinds.setdefault(parts[parts.index("figures") + 1] if deep else "figures", []).append(
+            figure
+        )
     shown = [f for group in kinds.values() if len(group) <= limit for f in group]
     folded = [
         FigureGroup(f"{len(group)} {kind.replace('_', ' ')} figures", group)
@@ -119,41 +111,29 @@ def figure_caption(path: str) -> str:
     return " / ".join(parts).removesuffix(".png")
 
 
-def machines_of(tables: results.ResultSet) -> list[str]:
-    """Every machine the summary, environment or roofline points name, sorted."""
-    return sorted(
-        {
-            m
-            for frame in (tables.summary, tables.environment, tables.roofline_points)
-            if frame is not None and "machine" in frame
-            for m in frame["machine"].dropna()
-        }
-    )
-
-
-def figures_by_section(paths: Sequence[str]) -> dict[str, list[Figure]]:
-    """Each figure in the section its path names (`figure_section`), in the given order."""
-    figures: dict[str, list[Figure]] = {}
-    for path in paths:
-        figures.setdefault(figure_section(path), []).append(Figure(path, figure_caption(path)))
-    return figures
-
-
 def build_document(
     tables: results.ResultSet, request: ReportRequest, figures: Sequence[str], rendered_at: float
 ) -> Document:
-    """Every section of the summary, written from `tables`, with the `figures` (paths) in
-    their sections and the request's notes first under Notes; `rendered_at` (Unix seconds)
-    ends the study's span."""
+    """Every section of the summary, the `figures` (paths) in their sections; `rendered_at`
+    (Unix seconds) ends the study's span."""
     page = Page(
         tables=tables,
-        machines=machines_of(tables),
-        figures=figures_by_section(figures),
+        machines=sorted(
+            {
+                m
+                for frame in (tables.summary, tables.environment, tables.roofline_points)
+                if frame is not None and "machine" in frame
+                for m in frame["machine"].dropna()
+            }
+        ),
+        figures={},
         notes=list(request.notes),
         cv_threshold=request.cv_threshold,
         rendered_at=rendered_at,
         top_n_kernels=DEFAULT_TOP_KERNELS,
     )
+    for path in figures:
+        page.figures.setdefault(figure_section(path), []).append(Figure(path, figure_caption(path)))
     sections = [section for build in SECTIONS if (section := build(page)) is not None]
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)
@@ -231,12 +211,6 @@ def data_uri(path: str | os.PathLike) -> str:
     return f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
 
 
-def relative_link(path: str | os.PathLike, document: str | os.PathLike) -> str:
-    """`path` relative to the folder of `document`, with forward slashes (Markdown links)."""
-    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(Path(document).parent))
-    return Path(relative).as_posix()
-
-
 def render_files(
     request: ReportRequest,
     local: results.FolderFiles,
@@ -261,7 +235,10 @@ def render_files(
     document = build_document(loaded, request, shown, now)
     origin = "the files listed under Sources in each section"
     html = render(document, True, data_uri, origin)
-    markdown = render(document, False, lambda path: relative_link(path, out_md), origin)
+    # Markdown links: relative to the page's folder, with forward slashes.
+    folder = os.path.abspath(Path(out_md).parent)
+    relative = lambda path: Path(os.path.relpath(os.path.abspath(path), folder)).as_posix()
+    markdown = render(document, False, relative, origin)
     for path, text in ((out_html, html), (out_md, markdown)):
         with files.atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")

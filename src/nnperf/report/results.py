@@ -1,13 +1,7 @@
-"""Reading `results/` folders (this machine's and others') into the tables the report reads.
-
-The files are found by `nnperf.report.folders` (re-exported here). Every table goes through
-`read_table()`, which names the file, the columns missing and the rule that writes it again,
-so a damaged table stops the report with one line instead of blank cells. Other machines'
-folders are read for the same dataset; every file read is kept in `ResultSet.sources` so a
-section can say where its numbers came from, and the documents' start and end times in
-`ResultSet.jobs` (the study's cost in wall time: from the JSONs, else summary.csv's copies of
-them, else runs.csv's worker processes). This module only reads.
-"""
+"""Reading `results/` folders (this machine's and others') into the report's tables. A damaged
+table stops the report with one line (`read_table`); every file read is kept in
+`ResultSet.sources` so a section can say where its numbers came from, and when each job ran
+in `ResultSet.jobs` (the study's cost in wall time)."""
 
 from __future__ import annotations
 
@@ -32,9 +26,8 @@ from nnperf.report.folders import figures, local_files, opprofile_table_paths, w
 def read_table(
     path: str | os.PathLike, columns: Iterable[str] = (), needed_by: str = "the report", **options
 ) -> pd.DataFrame:
-    """A table the pipeline wrote, with the `columns` `needed_by` needs: else one NnperfError
-    line naming the file, the columns missing, what needs them and the rule that writes it
-    again. The one reader of tables in the report (and its figures)."""
+    """A table the pipeline wrote, with the `columns` `needed_by` needs: else one line naming
+    the file, the columns missing and the rule that writes it again."""
     rule = TABLES.get(Path(path).stem, (None,))[0]
     hint = f"write it again with rule {rule} (snakemake --forcerun {rule})"
     hint = hint if rule else "write it again with the rule that made it"
@@ -68,8 +61,6 @@ class ResultSet:
 
 @dataclass
 class OperatorProfileFiles:
-    """One operator profile as the report reads it."""
-
     document: dict
     tables: dict[str, pd.DataFrame | None]
 
@@ -115,8 +106,8 @@ def load(folders: list[FolderFiles]) -> ResultSet:
 
 
 def _read_folder(folder: FolderFiles, result: ResultSet, jobs: list[dict]) -> dict:
-    """One folder's tables by name (None: absent), its environment from the run JSONs or
-    runs.csv where it has no environment.csv, and its run jobs."""
+    """One folder's tables by name (None: absent), the environment from the run JSONs or
+    runs.csv where it has no environment.csv."""
     documents = dict(read_runs(folder.run_jsons))
     frames = {}
     for name, path in folder.tables.items():
@@ -153,7 +144,6 @@ def _add_job(result: ResultSet, jobs: list[dict], row: dict | None, path) -> Non
 
 
 def _document(result: ResultSet, jobs: list, kind: str, folder: FolderFiles, path) -> dict:
-    """A complexity or ceilings JSON, remembered as a source and a job."""
     document = files.read_json(path)
     result.add_source(kind, path)
     _add_job(result, jobs, job_row(document, kind, folder.results_dir, path), path)
@@ -161,7 +151,6 @@ def _document(result: ResultSet, jobs: list, kind: str, folder: FolderFiles, pat
 
 
 def _labelled(document: dict, mapping: pd.DataFrame, results_dir: str) -> dict:
-    """A document with the machine its device ran on."""
     device = pd.DataFrame([{"device": document.get("device")}])
     machine = machines.attach_machine(device, mapping, results_dir)["machine"].iloc[0]
     return {**document, "machine": machine}
@@ -210,9 +199,8 @@ def _table_jobs(table: pd.DataFrame | None, name: str, folder: FolderFiles) -> l
 
 
 def write_comparisons(local, extra_results, out_csv: str | os.PathLike) -> pd.DataFrame:
-    """comparisons.csv of this machine's tables (`local`, a `FolderFiles`) and those
-    of the `extra_results` folders (rule `comparisons_table`): machines are compared on
-    every machine's runs."""
+    """comparisons.csv (rule `comparisons_table`) of this machine's and the `extra_results`
+    folders' tables: machines are compared on every machine's runs."""
     loaded = load(with_extra_results(local, extra_results))
     table = comparisons.comparisons_table(loaded.summary, loaded.runs, loaded.training)
     files.write_csv(out_csv, table)

@@ -37,13 +37,9 @@ INTRO = (
 def faster_but_later(
     table: pd.DataFrame, throughput_column: str = "throughput_img_s", runs=None
 ) -> list[Finding]:
-    """Each run that trains faster per image than the first to reach the target, yet reaches
-    it later or not at all (per machine, model, recipe, device and dataset).
-
-    `throughput_column`: the training runs' own images/s or the timed runs'
-    (`TIMED_THROUGHPUT`); with the timed runs' processes (`runs`), "faster" is said only where
-    the ratio's 95% CI separates the two; from one training run each there is no interval.
-    """
+    """Each run faster per image than the first to reach the target, yet later or never. With
+    the timed runs' processes (`runs`), "faster" is said only where the ratio's 95% CI
+    separates the two; from one training run each there is no interval."""
     records = []
     usable = table[
         table["status"].isin(MEASURED_STATUSES)
@@ -129,7 +125,6 @@ def throughput_column(table: pd.DataFrame) -> str:
 
 
 def build(page: Page) -> Section | None:
-    """Time to a target accuracy next to throughput, and where they disagree."""
     table = page.tables.training
     if table is None or table.empty:
         return None

@@ -38,9 +38,9 @@ SHARE_COLUMNS = [
 
 
 def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Per measured configuration: each phase's median time (summary.csv `<phase>_s_median`,
-    over every timed step of every process) and its share of the summed phases;
-    `input_share` is data wait + host-to-device: the input pipeline."""
+    """Per measured configuration: each phase's median time (over every timed step of every
+    process) and its share of their sum; `input_share` (data wait + host-to-device) is the
+    input pipeline's."""
     source = ok_configs(summary)
     medians = [f"{p}_s_median" for p in PHASES]
     if source.empty or not set(medians) & set(source.columns):
@@ -102,9 +102,8 @@ def limit_record(config: Mapping, phases: pd.DataFrame, verdicts: pd.DataFrame) 
     if verdict is not None:
         about.update(roof=verdict["roof"], bound=verdict["bound"])
         about["level"] = LEVEL_LABELS.get(verdict["limit"], verdict["limit"])
-        for name in ("fraction_of_roof", "fraction_of_peak", "performance_flop_s"):
-            numbers[name] = float(verdict[name])
-        numbers["attainable_flop_s"] = float(verdict["attainable_flop_s"])
+        read = ("fraction_of_roof", "fraction_of_peak", "performance_flop_s", "attainable_flop_s")
+        numbers.update({name: float(verdict[name]) for name in read})
         if verdict["fraction_of_roof"] <= ROOF_TOLERANCE:
             if verdict["fraction_of_roof"] < FAR_FROM_ROOF:
                 return Finding("limit_overheads", about, numbers)

@@ -27,7 +27,6 @@ INTRO = (
 
 
 def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
-    """Per machine and device: measured vs datasheet compute (per dtype) and bandwidth."""
     rows = []
     for c in sorted(ceilings, key=lambda c: (str(c.get("machine")), str(c.get("device")))):
         measured, sheet = c.get("measured") or {}, c.get("datasheet") or {}

@@ -21,7 +21,6 @@ INTRO = (
 
 
 def complexity_table(documents: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per model from its complexity JSON."""
     rows = []
     for d in sorted(documents, key=lambda d: str(d.get("model"))):
         traffic = (d.get("traffic") or {}).get(REFERENCE_PRECISION) or {}

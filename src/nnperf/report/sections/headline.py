@@ -25,7 +25,7 @@ INTRO = (
 
 
 def throughput_cell(row: Mapping) -> str:
-    """`105 (103–108)`: the CI rule is `format.ci_interval`'s; unstable is a flag here."""
+    """`105 (103–108)`; unstable is a flag here."""
     text = estimate_text({**row, "unstable": False}).replace(" img/s", "")
     return text.replace("95% CI ", "") if str(row.get("status", "ok")) == "ok" else "—"
 

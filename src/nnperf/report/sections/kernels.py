@@ -32,8 +32,8 @@ def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
-    """Per configuration, the `n` kernels (by name) that took the most time in the step:
-    launches of one kernel name summed, `share` of the profiled step's kernel time."""
+    """Per configuration, the `n` kernels (launches of one name summed) that took the most of
+    the profiled step's kernel time."""
     step, keys = step_kernels(kernels), list(GROUP_KEYS)
     if step is None:
         return pd.DataFrame(columns=TOP_COLUMNS)
@@ -60,7 +60,6 @@ def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> p
 
 
 def kernel_kind_shares(kernels: pd.DataFrame | None) -> pd.DataFrame:
-    """Per configuration and kernel kind: summed duration and share of the step."""
     columns, step = [*GROUP_KEYS, "kind", "duration_s", "share"], step_kernels(kernels)
     if step is None:
         return pd.DataFrame(columns=columns)
@@ -87,7 +86,6 @@ KERNEL_COLUMNS = {
 
 
 def kind_records(kinds: pd.DataFrame) -> list[Finding]:
-    """Per configuration, the kernel kind that takes the largest share of its step."""
     first = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
     return [
         Finding("kernel_kind", {k: r[k] for k in (*GROUP_KEYS, "kind")}, {"share": r["share"]})

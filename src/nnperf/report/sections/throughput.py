@@ -3,8 +3,6 @@ CI are the headline's; processes, windows and CI half-width the measurement sect
 
 from __future__ import annotations
 
-import pandas as pd
-
 from nnperf.report.format import cells, fmt, fmt_pct, key_columns, ok_configs, sort_configs
 from nnperf.report.outline import Page, Section, Table, section
 
@@ -14,22 +12,23 @@ INTRO = (
 )
 
 
-def spread_display(summary: pd.DataFrame | None) -> pd.DataFrame:
-    ok = sort_configs(ok_configs(summary))
-    spread = {
-        "Median (img/s)": ("throughput_img_s_median", fmt),
-        "IQR (img/s)": ("throughput_img_s_iqr", fmt),
-        "CV": ("throughput_img_s_cv", fmt_pct),
-    }
-    return cells(ok, spread, key_columns(ok))
+# The spread of each configuration's windows.
+SPREAD_COLUMNS = {
+    "Median (img/s)": ("throughput_img_s_median", fmt),
+    "IQR (img/s)": ("throughput_img_s_iqr", fmt),
+    "CV": ("throughput_img_s_cv", fmt_pct),
+}
 
 
 def build(page: Page) -> Section:
+    ok = sort_configs(ok_configs(page.tables.summary))
     return section(
         "throughput",
         "Throughput",
         intro=INTRO,
-        tables=[Table("Spread over windows", page.drop(spread_display(page.tables.summary)))],
+        tables=[
+            Table("Spread over windows", page.drop(cells(ok, SPREAD_COLUMNS, key_columns(ok))))
+        ],
         figures=page.figures_of("throughput"),
         sources=page.sources("summary"),
     )

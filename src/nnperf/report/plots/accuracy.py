@@ -33,8 +33,8 @@ EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 
 
 def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The rows in the shared order, accuracy in percent, with a curve label: `bf16 bs256
-    baseline`, led by the model and followed by the recipe when the figure holds several."""
+    """The rows in the shared order, accuracy in percent, a label per curve (with model and
+    recipe when the figure holds several)."""
     curve = style.config_labels(epochs)
     if epochs["recipe"].nunique() > 1:
         curve += ", recipe " + epochs["recipe"].astype(str)
@@ -48,8 +48,7 @@ def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
 def accuracy_figure(
     epochs: pd.DataFrame, target: float | None = None, title: str | None = None
 ) -> Figure:
-    """Test top-1 vs epoch (left) and vs cumulative training time (right), one line per run;
-    `target` (a fraction) as a dashed line, each run's first epoch at it as a ring."""
+    """Test top-1 vs epoch and vs training time, one line per run; `target`: a fraction."""
     if epochs.empty:
         raise NnperfError("the per-epoch table is empty; allowed: the rows of a training run")
     frame = _curves(epochs)

@@ -21,7 +21,6 @@ CACHE_TEXT |= {"textcoords": "offset points", "va": "top", "fontsize": "small", 
 
 
 def sweep_figure(ceilings_doc: dict) -> Figure:
-    """Read bandwidth vs working-set size, caches marked, main-memory roofs as reference."""
     measured = ceilings_doc["measured"]
     frame = pd.DataFrame(measured["sweep"]).set_index("working_set_bytes") / 1e9
     fig, ax = style.figure(7.5, 4.5)

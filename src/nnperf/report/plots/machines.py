@@ -31,7 +31,7 @@ from nnperf.report.plots import style  # noqa: E402
 LOG_AXIS_RATIO = 20
 TITLE = "Training throughput per machine (mean of worker processes; whiskers: 95% CI)"
 # seaborn's error bars come only from the data it aggregates: given three rows per bar (CI
-# low, mean, CI high; `_bars_with_interval`), the median is the mean and the full percentile
+# low, mean, CI high), the median is the mean and the full percentile
 # interval is exactly the recorded CI. A bar without an interval has its mean row only.
 BARS = {"kind": "bar", "estimator": "median", "errorbar": ("pi", 100), "sharey": False}
 BARS |= {"height": 4, "aspect": 1.6, "legend_out": False}
@@ -45,8 +45,7 @@ def compare_machines(
     out_csv: str | os.PathLike,
     out_figure: str | os.PathLike,
 ) -> pd.DataFrame:
-    """This machine's summary merged with `request.extra_results`' and the figure of
-    throughput per machine. Returns the merged summary."""
+    """This machine's summary merged with `request.extra_results`', and its figure."""
     loaded = results.load(results.with_extra_results(local, request.extra_results))
     if loaded.summary is None:
         raise NnperfError(
@@ -67,38 +66,29 @@ def compare_machines(
 
 
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:
-    """`data` with a `configuration` label column, sorted on the configuration's keys alone
-    (machines and models do not order the bars)."""
+    """`data` labelled and sorted on the configuration's keys alone (not machine or model)."""
     labelled = data.reset_index(drop=True).astype({"batch_size": int})
     labelled = labelled.assign(configuration=style.config_labels(labelled))
     return labelled.loc[sort_configs(labelled[["precision", "batch_size", "variant"]]).index]
 
 
 def _ok(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """The rows of measured configurations with a `column`."""
     ok = frame[frame["status"].astype(str) == "ok"] if "status" in frame else frame
     return ok.dropna(subset=[column])
 
 
-def _bars_with_interval(summary: pd.DataFrame) -> pd.DataFrame:
-    """Three rows per configuration and machine, `throughput_img_s` = CI low, mean, CI high
-    (see BARS)."""
-    ok = _ok(summary, MEAN)
-    points = [column for column in (CI_LOW, MEAN, CI_HIGH) if column in ok.columns]
-    rows = ok.melt([c for c in ok if c not in points], points, "_point", "throughput_img_s")
-    return rows.astype({"throughput_img_s": float}).dropna(subset=["throughput_img_s"])
-
-
 def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = None):
-    """The seaborn FacetGrid of mean throughput per configuration with its 95% CI, one colour
-    per machine, one panel per model, a log axis when machines differ by more than
-    LOG_AXIS_RATIO; the per-process throughputs of `runs` (runs.csv), when given, as points."""
+    """The FacetGrid of mean throughput with its 95% CI, a colour per machine, a panel per
+    model, and the per-process throughputs of `runs` as points."""
     if MEAN not in summary.columns:
         raise NnperfError(
             f"summary table has no {MEAN} column; allowed: summary.csv written by rule "
             "aggregate_runs (nnperf.report.aggregate)"
         )
-    data = _bars_with_interval(summary)
+    ok = _ok(summary, MEAN)
+    points = [column for column in (CI_LOW, MEAN, CI_HIGH) if column in ok.columns]
+    data = ok.melt([c for c in ok if c not in points], points, "_point", "throughput_img_s")
+    data = data.astype({"throughput_img_s": float}).dropna(subset=["throughput_img_s"])
     if data.empty:
         raise NnperfError("no successful runs in any results folder: nothing to compare")
     data = configuration_order(data)

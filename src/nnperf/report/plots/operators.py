@@ -62,8 +62,7 @@ def _note_figure(document: Mapping, what: str) -> Figure:
 
 
 def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP) -> Figure:
-    """Host and device self time per step of the `n` operators with the most time (device
-    time where the device was seen, else host time)."""
+    """Host and device self time per step of the `n` operators with the most time."""
     if document.get("status") != "ok" or table is None or table.empty:
         return _note_figure(document, "top operators")
     column = analysis.time_column(table)
@@ -90,9 +89,8 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
 
 
 def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
-    """The peak allocated memory split by category (stacked bar) beside the complexity
-    stage's estimate of the same categories; the estimate's bar is missing categories it
-    does not count ("other")."""
+    """The peak allocated memory by category beside the complexity stage's estimate (which
+    does not count "other")."""
     memory = document.get("memory") or {}
     if document.get("status") != "ok" or table is None or table.empty:
         return _note_figure(document, "peak memory")
@@ -139,8 +137,7 @@ def draw(
     table_path: str | os.PathLike,
     out_png: str | os.PathLike,
 ) -> None:
-    """One figure of an operator profile: its document and table (the operators CSV for
-    `operators`, the memory CSV for `memory`) in, a PNG out."""
+    """One figure of an operator profile, from its document and table to a PNG."""
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)
     done = f"{kind} figure of the operator profile of {config_text(document)}"

@@ -113,16 +113,14 @@ def themed():
 
 
 def _span(values, default: float) -> tuple[float, float]:
-    """The least and the greatest of the positive finite `values` (`default` if none)."""
     values = np.array(values, dtype=float)
     values = values[(values > 0) & np.isfinite(values)]
     return (values.min(), values.max()) if len(values) else (default, default)
 
 
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
-    """The axes of a roofline figure with its roofs drawn, the points a log-log plot can show (an empty
-    table read from CSV has text columns, hence the conversion) and limits that hold every
-    point, roof and ridge point."""
+    """The axes with the roofs drawn and the points a log-log plot can show (an empty CSV
+    table has text columns, hence the conversion)."""
     ax = Figure(figsize=(10, 6)).subplots()
     x, y = (pd.to_numeric(points[c], errors="coerce") for c in (X, Y))
     visible = points[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)].copy()
@@ -166,7 +164,6 @@ def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
 
 
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
-    """The rows whose key columns equal `keys` (batch_size compared as a number)."""
     typed = {key: int if key == "batch_size" else str for key in keys}
     return frame[(frame[list(keys)].astype(typed) == pd.Series(keys)).all(axis=1)]
 
@@ -320,7 +317,6 @@ KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
 
 
 def _markers(ax) -> list[Bbox]:
-    """The box (pixels) of every point drawn by a scatter on `ax`."""
     boxes = []
     for collection in ax.collections:
         if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):

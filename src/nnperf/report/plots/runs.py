@@ -55,8 +55,7 @@ RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
 
 
 def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.DataFrame:
-    """The rows of `device` and `model` in the report's order (batch size, precision,
-    variant)."""
+    """The rows of `device` and `model` in the report's order."""
     chosen = frame[(frame["device"] == device) & (frame["model"] == model)]
     if chosen.empty:
         pairs = sorted({f"{d}/{m}" for d, m in zip(frame["device"], frame["model"])})
@@ -67,8 +66,7 @@ def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.Data
 
 
 def _whiskers(ax, x, y, low, high, colour, **errorbar) -> None:
-    """A 95% CI from `low` to `high` around each `y` (a bound on the wrong side of its `y`
-    draws no whisker on that side)."""
+    """A 95% CI around each `y` (a bound on the wrong side of `y` draws no whisker)."""
     yerr = [np.maximum(y - low, 0), np.maximum(high - y, 0)]
     ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=colour, capsize=3, lw=1, **errorbar)
 
@@ -93,8 +91,7 @@ def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
 
 
 def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
-    """A labelled marker on the x axis at every batch size with configurations without a
-    number, and their notes above it."""
+    """A marker on the x axis at each batch size without a number, its notes above it."""
     for status, rows in unmeasured.groupby("status"):
         label, _, marker, colour = UNMEASURED[status]
         sizes = sorted(rows["batch_size"].astype(int).unique())
@@ -108,9 +105,8 @@ def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
 def throughput_figure(
     summary: pd.DataFrame, device: str, model: str, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """Mean throughput vs batch size with its 95% CI; hue precision, style variant; the
-    per-process throughputs (from `runs`, when given) as faint points; no-number
-    configurations marked on the axis."""
+    """Mean throughput vs batch size with its 95% CI, the per-process throughputs of `runs`
+    as faint points."""
     chosen = _select(summary, device, model, "summary table")
     ok = chosen[chosen["status"] == "ok"]
     ok = ok.astype({c: float for c in ok.columns if c.startswith("throughput_img_s_")})
@@ -146,8 +142,7 @@ def throughput_figure(
 
 
 def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
-    """Stacked bars of the median per-phase time of a step, one bar per configuration;
-    configurations without a number get a note in place of their bar."""
+    """Stacked bars of the median per-phase step time, a note in place of a missing bar."""
     chosen = _select(summary, device, model, "summary table").reset_index(drop=True)
     labels = "bs" + chosen["batch_size"].astype(str) + " " + chosen["precision"]
     labels += " " + chosen["variant"]
@@ -193,9 +188,7 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
 
 
 def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure:
-    """Two panels from comparisons.csv: each precision vs fp32, and each variant vs baseline,
-    per batch size (whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars whose verdict
-    is neither faster nor slower)."""
+    """Two panels from comparisons.csv: each precision vs fp32, each variant vs baseline."""
     chosen = comparisons.query("a_device == @device and a_model == @model")
     chosen = chosen[chosen["pair"] == "vs_reference"]
     label = chosen["a_precision"] + " / " + chosen["a_variant"]
@@ -241,9 +234,7 @@ def draw(
     out_png: str | os.PathLike,
     runs_path: str | os.PathLike | None = None,
 ) -> None:
-    """One figure of the timed runs, from summary.csv (comparisons.csv for the speedups; and
-    runs.csv for the per-process points of the throughput figure) to a PNG (the `plot_*`
-    rules of the timing stage)."""
+    """One figure of the timed runs as a PNG (the timing stage's `plot_*` rules)."""
     figure_name = f"the {request.kind} figure"
     summary = read_table(table_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
     runs = read_table(runs_path, RUNS_COLUMNS, figure_name) if runs_path is not None else None

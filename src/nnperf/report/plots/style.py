@@ -19,13 +19,11 @@ def figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots
 
 
 def palette(levels) -> dict:
-    """One colour per level, in order, from seaborn's colour-blind-safe palette."""
     levels = list(levels)
     return dict(zip(levels, sns.color_palette("colorblind", len(levels))))
 
 
 def config_labels(frame: pd.DataFrame) -> pd.Series:
-    """`bf16 bs256 baseline` for each row of `frame`."""
     batch = " bs" + frame["batch_size"].astype(int).astype(str) + " "
     return frame["precision"].astype(str) + batch + frame["variant"].astype(str)
 

@@ -25,25 +25,14 @@ ROOF_TOLERANCE = 1.05
 
 # A memory level as the page names it: `algorithmic` is the no-reuse traffic of an analytic
 # point, main-memory traffic, which the ceilings JSON's bandwidth bounds.
-LEVEL_LABELS = {
-    "dram": "DRAM",
-    "l2": "L2",
-    "l1": "L1",
-    "algorithmic": "main memory",
-    "compute": "compute",
-}
+LEVEL_LABELS = dict(dram="DRAM", l2="L2", l1="L1", algorithmic="main memory", compute="compute")
 
 ROOF_ORIGINS = ("profile", "measured", "datasheet")
 KEYS = [*GROUP_KEYS, "source", "roof"]
 FRACTIONS = ["attainable_flop_s", "fraction_of_roof", "fraction_of_peak"]
 # What a reading and a verdict say of the step against its roof.
-NUMBERS = [
-    "arithmetic_intensity_flop_per_byte",
-    "ridge_flop_per_byte",
-    "performance_flop_s",
-    "peak_flop_s",
-    *FRACTIONS,
-]
+NUMBERS = ["arithmetic_intensity_flop_per_byte", "ridge_flop_per_byte", "performance_flop_s"]
+NUMBERS += ["peak_flop_s", *FRACTIONS]
 READING_COLUMNS = [*KEYS, "memory_level", "bandwidth_bytes_s", "bound", *NUMBERS]
 VERDICT_COLUMNS = [*KEYS, "limit", "bound", *NUMBERS, "levels"]
 
@@ -53,7 +42,6 @@ def positive(value) -> float | None:
 
 
 def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[float | None, dict]:
-    """(compute roof for `precision`, {memory level: bandwidth}) from a ceilings JSON."""
     section = (ceiling or {}).get(origin) or {}
     flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
     bandwidth = positive(section.get("memory_bandwidth_bytes_s"))
@@ -76,9 +64,7 @@ def profile_roofs(kernels: pd.DataFrame | None, profiles: pd.DataFrame | None = 
             continue
         medians = group.apply(pd.to_numeric, errors="coerce").median()
         column = compute_peak_column(key[GROUP_KEYS.index("precision")])
-        levels = {
-            level: positive(medians.get(f"peak_bytes_s_{level}")) for level in ("dram", "l2", "l1")
-        }
+        levels = {lv: positive(medians.get(f"peak_bytes_s_{lv}")) for lv in ("dram", "l2", "l1")}
         result[key] = (positive(medians.get(column)), {k: v for k, v in levels.items() if v})
     return result
 
@@ -89,10 +75,8 @@ def roofline_readings(
     kernels: pd.DataFrame | None = None,
     profiles: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per step-level roofline point and roof origin: the compute peak for the run's
-    precision, the bandwidth at the point's memory level, the ridge point, the bound (left
-    of the ridge: memory), the attainable min(peak, intensity x bandwidth) and the fractions
-    of it and of the peak that the step reached."""
+    """One row per step-level roofline point and roof origin: its peak, bandwidth, ridge,
+    bound, attainable min(peak, intensity x bandwidth) and the fractions of both reached."""
     if points is None or points.empty:
         return pd.DataFrame(columns=READING_COLUMNS)
     if "granularity" in points:

@@ -82,7 +82,6 @@ def memory_record(document: Mapping, machine: str | None = None) -> Finding | No
 
 
 def input_record(document: Mapping, machine: str | None = None) -> Finding | None:
-    """What feeding the step costs (data wait, host-to-device), per step and as its share."""
     summary = document.get("summary") or {}
     if document.get("status") != "ok" or missing(summary.get("input_time_s")):
         return None
@@ -97,7 +96,6 @@ def input_record(document: Mapping, machine: str | None = None) -> Finding | Non
 
 
 def profile_records(document: Mapping, machine: str | None = None) -> list[Finding]:
-    """Every finding of one profile; one `profile_missing` for a profile that did not run."""
     status = document.get("status")
     if status != "ok":
         error = str(document.get("error") or "").rstrip(".")
@@ -165,8 +163,7 @@ TOP_COLUMNS = {
 
 
 def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.DataFrame:
-    """`spec` over each profile's document, summary and memory (`with_memory`: only those
-    that recorded their memory)."""
+    """`spec` over each profile's document, summary and memory."""
     rows = [
         {**p.document, **(p.document.get("summary") or {}), **(p.document.get("memory") or {})}
         for p in profiles

@@ -1,10 +1,5 @@
-"""What binds each training step: its roofline readings and verdicts.
-
-`roofline_readings` reads every step-level roofline point against every roof origin (the
-profile's own peaks, the ceilings stage's measured roofs, the datasheet's);
-`roofline_verdicts` takes, per configuration, point source and origin, the lowest roof as
-the one the step runs under; `preferred_verdict` is the one a finding quotes.
-"""
+"""What binds each training step: every step-level roofline point read against every roof
+origin (profile, measured, datasheet), and the lowest roof as the one the step runs under."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The figure of the training runs: test top-1 after each epoch against the epoch (learning
-per pass over the data) and against cumulative training time (learning per second, what time
-to accuracy ranks), the target as a dashed line and each run's first epoch at it ringed on
-both panels, so a run ahead on one panel and behind on the other stands out. Input: the
-per-epoch tables of `nnperf.training.to_accuracy` (epoch 0 is the model before training)."""
+"""Test top-1 of the training runs against the epoch (learning per pass) and against training
+time (what time to accuracy ranks), each run's first epoch at the target ringed on both
+panels, so a run ahead on one and behind on the other stands out."""
 
 from __future__ import annotations
 

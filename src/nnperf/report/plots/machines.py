@@ -1,11 +1,6 @@
-"""The figure of throughput per machine and rule compare_machines' edge (`nnperf
-compare-machines`, `compare_machines`): the merged summary of several results folders
-(`nnperf.report.results.load`, a `machine` column on every row) and that figure.
-
-Bars are summary.csv's headline `throughput_img_s_mean`, whiskers its recorded 95% CI, so the
-figure and the tables agree; runs.csv's per-process throughputs, when given, are points on
-their bars. Configurations are ordered as every table orders them: precision in the shared
-order (`nnperf.core.vocab`), batch size, then the reference variant first.
+"""Throughput per machine (rule compare_machines, `nnperf compare-machines`): the merged
+summary of several results folders and its figure. Bars and whiskers are summary.csv's mean
+and recorded 95% CI, so the figure and the tables agree; bars in the tables' order.
 """
 
 from __future__ import annotations

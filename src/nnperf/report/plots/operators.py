@@ -1,8 +1,6 @@
-"""Figures of one configuration's operator profile: its top operators (host self time beside
-device self time; host only on the CPU) from `nnperf.torchprof.analysis`' table, and its peak
-memory by category beside the complexity stage's estimate (`nnperf.torchprof.memory`). A
-profile that did not run gets a figure with its reason, so every configuration has one.
-What the numbers mean is `nnperf.report.sections.operators`'."""
+"""Figures of one configuration's operator profile: its top operators and its peak memory by
+category. A profile that did not run gets a figure with its reason, so every configuration
+has one."""
 
 from __future__ import annotations
 

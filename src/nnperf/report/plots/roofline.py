@@ -1,10 +1,8 @@
 """Roofline figures: a hierarchical roofline per config and a step-level roofline per device.
 
-Roof styles by origin (ncu profile dash-dot, measured solid, datasheet dashed, a CPU's
-derived peak dotted and labelled "derived"). A step point above one of its roofs gets a red
-ring and "above roof" in its label: a point cannot beat its roof, so that roof is
-under-measured. Labels never overlap (`place_labels`). A roof the ceilings JSON leaves null
-with a reason is not drawn; the legend says why. `write_figure` is the workflow's edge.
+A step point above one of its roofs gets a red ring and "above roof" in its label: a point
+cannot beat its roof, so that roof is under-measured. A roof the ceilings JSON leaves null
+with a reason is not drawn; the legend says why.
 """
 
 from __future__ import annotations
@@ -67,10 +65,8 @@ NOTE_WIDTH = 48
 
 
 def roofs_from_ncu(profile: pd.DataFrame, precision: str | None) -> list[dict]:
-    """The roofs the kernels of a profile (`nnperf.roofline.points.ncu_ceilings`) measure, as
-    roof dicts: fp32, fp16 and the tensor roof of `precision`, or, with no `precision`, one
-    tensor roof per profiled precision for figures that mix precisions. Tensor roofs are the
-    dense rate (`nnperf.ncu.metrics.kernel_quantities`): their labels say so."""
+    """The roofs a profile's kernels measure: fp32, fp16 and the tensor roof of `precision`
+    (None: one per profiled precision). Tensor roofs are the dense rate: their labels say so."""
     if profile.empty:
         return []
     ceilings = roofline_points.ncu_ceilings(profile)
@@ -169,9 +165,8 @@ def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
 
 
 def clocks_line(profile: Mapping | None) -> str:
-    """The clocks beside a profiled step: ncu's, the timed runs' and the GPU's busy share of
-    the timed step (a profiles.csv row), so nobody compares points at different clocks
-    unawares."""
+    """A profiles.csv row's clocks and GPU busy share, so nobody compares points at different
+    clocks unawares."""
     if not profile:
         return ""
     text = (
@@ -196,11 +191,8 @@ def config_figure(
     request: FigureRequest,
     profiles: pd.DataFrame | None = None,
 ) -> Figure:
-    """Hierarchical roofline of the configuration `request` names: its kernel and step
-    points (any source), its profile's own roofs (kernels.csv), the ceilings JSON's, legend
-    lines for roofs left out, and its profiles.csv row's clocks and GPU busy share under the
-    title. A configuration that ran out of memory has no point: that is a result, drawn as an
-    empty roofline with its roofs."""
+    """Hierarchical roofline of the configuration `request` names. One that ran out of memory
+    has no point: that is a result, drawn as an empty roofline with its roofs."""
     keys = {key: getattr(request, key) for key in CONFIG_KEYS}
     absent = [key for key, value in keys.items() if value is None]
     if absent:
@@ -244,9 +236,7 @@ def device_figure(
     points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
 ) -> Figure:
     """Step-level roofline of every configuration on `device`: ncu's step at DRAM (the
-    measured level closest to algorithmic traffic) and the analytic one, with one ncu tensor
-    roof per profiled precision. Colour = model / precision, marker = source; each point
-    labelled with its batch size and variant."""
+    measured level closest to algorithmic traffic) and the analytic one."""
     device_points = points[points["device"].astype(str) == device]
     source, level = device_points["source"], device_points["memory_level"]
     shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")
@@ -275,9 +265,7 @@ def write_figure(
     out: str | os.PathLike,
     profiles: str | os.PathLike | None = None,
 ) -> None:
-    """Draw the roofline figure `request` names from roofline_points.csv, the device's
-    ceilings JSON, kernels.csv and profiles.csv (None: no configuration was profiled), and
-    save it."""
+    """Draw and save the roofline figure `request` names (`profiles` None: none profiled)."""
     if request.kind not in KINDS:
         raise NnperfError(f"figure kind {request.kind!r} is not a roofline; allowed: {KINDS}")
     table = roofline_tables.read_points(points)
@@ -331,12 +319,9 @@ def _markers(ax) -> list[Bbox]:
 
 
 def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float) -> None:
-    """Label each point of `steps` with its text (no two label boxes overlapping, none on a
-    drawn point, all inside the axes), once the axes' limits and the figure's layout are
-    final: placement is in display coordinates. A label without room becomes `[1]` beside
-    its point, written out in a key under the axes (or, with no room even for the number, the
-    key gives the point's coordinates). `marker_pt`: the markers' width (a leader line stops
-    at a marker's edge)."""
+    """Label each point of `steps` once the layout is final (placement is in display pixels).
+    A label without room becomes `[1]`, written out in a key under the axes. `marker_pt`: the
+    markers' width (a leader line stops at a marker's edge)."""
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
     taken = _markers(ax)
     scale = ax.figure.dpi / 72.0  # pixels per point
@@ -344,7 +329,6 @@ def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float
     frame = ax.get_window_extent(renderer).padded(-pad)
 
     def place(x: float, y: float, text: str) -> bool:
-        """Annotate (x, y) with `text` at the nearest free offset, its box then taken."""
         probe = ax.text(0, 0, text, fontsize=LABEL_STYLE["fontsize"], transform=IdentityTransform())
         width, height = probe.get_window_extent(renderer).size
         probe.remove()

@@ -1,11 +1,8 @@
-"""Figures of the timed runs, one per (device, model): throughput vs batch size, phase
-breakdown, speedups.
+"""Figures of the timed runs, one per (device, model): throughput, phase breakdown, speedups.
 
-Throughput is summary.csv's mean over worker processes with the engine's 95% CI, so figure
-and table agree, and runs.csv's per-process throughputs beside it, so the spread behind the
-interval is visible. A configuration without a number (`oom`, `over_budget`) is marked with
-a note, never drawn as a value. Speedups are comparisons.csv's ratios with their CI; a bar
-whose verdict is neither faster nor slower is marked not separated. `draw()` is the edge.
+Throughput is summary.csv's mean with its 95% CI, so figure and table agree, and runs.csv's
+per-process throughputs beside it, so the spread behind the interval is visible. A
+configuration without a number is marked with a note, never drawn as a value.
 """
 
 from __future__ import annotations
@@ -167,9 +164,7 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
 
 
 def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
-    """Each bar's 95% CI of the ratio as a whisker, and NOT_SEPARATED above a bar whose
-    verdict is neither faster nor slower: no bar reads as a win or a loss the data does not
-    separate."""
+    """Whiskers and NOT_SEPARATED marks: no bar reads as a win the data does not separate."""
     # seaborn draws one container per hue level, its bars in the order of the x levels.
     for container, level in zip(ax.containers, hue_order):
         rows = shown[shown[HUE] == level].sort_values("a_batch_size")

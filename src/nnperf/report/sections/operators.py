@@ -26,9 +26,8 @@ PROFILER_SLOWDOWN_NOTE = 1.25
 
 
 def _remedy(document: Mapping, verdict: str) -> str:
-    """What to try for a step with this verdict (`wording.details.REMEDIES`): the input
-    pipeline first when it takes a quarter of a step the host waits on; a larger batch for
-    a compiled variant that is still host- or overhead-bound."""
+    """What to try: the input pipeline first when it takes a quarter of a step the host waits
+    on; a larger batch for a compiled variant still host- or overhead-bound."""
     waiting = verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND, analysis.MIXED)
     input_share = (document.get("summary") or {}).get("input_share")
     if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:

@@ -115,14 +115,9 @@ def study_readings(t: ResultSet) -> pd.DataFrame:
 
 
 def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration, point source and roof origin: what binds the step.
-
-    Of the compute peak and every memory level's intensity x bandwidth, the lowest is the
-    roof the step runs under: `limit` is `compute` or that memory level, `fraction_of_roof`
-    the step's performance over it, `fraction_of_peak` over the compute peak (model FLOP
-    utilisation). A compute peak without any bandwidth roof reads no bound (limit
-    `unknown`), but the fraction of the peak still.
-    """
+    """Per configuration, point source and roof origin: the lowest of the compute peak and
+    every level's intensity x bandwidth binds the step (`limit`). A compute peak without any
+    bandwidth roof reads no bound (limit `unknown`), but the fraction of the peak still."""
     if readings.empty:
         return pd.DataFrame(columns=VERDICT_COLUMNS)
     readings = readings.assign(
@@ -140,10 +135,8 @@ def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
     )
     peaks_only = readings[~readings.set_index(KEYS).index.isin(lowest.set_index(KEYS).index)]
     peaks_only = peaks_only.dropna(subset=["peak_flop_s", "performance_flop_s"])
-    peaks_only = peaks_only.groupby(KEYS, sort=False).head(1)
-    peaks_only = peaks_only.assign(
-        limit="unknown", bound=None, ridge_flop_per_byte=np.nan, levels=""
-    )
+    unknown = dict(limit="unknown", bound=None, ridge_flop_per_byte=np.nan, levels="")
+    peaks_only = peaks_only.groupby(KEYS, sort=False).head(1).assign(**unknown)
     verdicts = pd.concat([lowest, peaks_only]).assign(
         fraction_of_roof=lambda f: f["performance_flop_s"] / f["attainable_flop_s"],
         fraction_of_peak=lambda f: f["performance_flop_s"] / f["peak_flop_s"],

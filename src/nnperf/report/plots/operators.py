@@ -37,7 +37,6 @@ FIGURES = tuple(TABLE_COLUMNS)
 
 
 def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
-    """`text`, or its start and end around an ellipsis when longer than `limit`."""
     if len(text) <= limit:
         return text
     head = (limit - 1) // 2
@@ -120,7 +119,6 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
 
 
 def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = None) -> Figure:
-    """The figure `kind` (`FIGURES`) of one profile."""
     if kind == "operators":
         top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)
         return top_operators_figure(document, table, top)

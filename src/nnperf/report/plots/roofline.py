@@ -219,9 +219,8 @@ def config_figure(
     steps = visible[visible["granularity"] == "step"]
     level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
     analytic = steps["source"] == "analytic"
-    for (is_analytic, memory_level, text), group in steps.groupby(
-        [analytic, "memory_level", level]
-    ):
+    groups = steps.groupby([analytic, "memory_level", level])
+    for (is_analytic, memory_level, text), group in groups:
         label = "analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})"
         colour = STEP_COLOURS.get(memory_level, "grey")
         marker = "X" if is_analytic else "*"
@@ -283,16 +282,11 @@ def write_figure(
 
 
 # --- Labels beside the step points that never overlap -------------------------------------
-# matplotlib puts text exactly where it is told, and adjustText, the usual add-on, is not a
-# dependency of nnperf (its iterative repulsion does not promise disjoint boxes either). Each
-# label tries offsets around its point, nearest first, and takes the first whose box (display
-# pixels, once the layout is final) stays inside the axes and clear of every drawn point and
-# every label placed before; one that finds no room becomes a number and a line of a key.
+# adjustText's repulsion does not promise disjoint boxes: each label takes the nearest offset
+# whose box stays inside the axes and clear of every point and label placed before.
 
-# Offsets tried around a point, nearest first, upper right first.
 LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
 LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
-# Clear space kept between a label's box and anything else.
 LABEL_PAD_PT = 1.5
 # A label whose anchor is more than this beyond its point's marker gets a leader line; labels
 # sit on a white patch above the lines, so a leader passing behind one does not cross its text.

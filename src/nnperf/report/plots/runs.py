@@ -210,13 +210,11 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
 def figure(
     request: FigureRequest, summary: pd.DataFrame, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """The figure `request.kind` names, of its device and model."""
     if request.model is None:
         raise NnperfError(f"{request.kind} figure: model is missing; allowed: a model name")
     if request.kind not in FIGURE_KINDS:
-        raise NnperfError(
-            f"figure kind {request.kind!r} is unknown; allowed: {', '.join(FIGURE_KINDS)}"
-        )
+        allowed = ", ".join(FIGURE_KINDS)
+        raise NnperfError(f"figure kind {request.kind!r} is unknown; allowed: {allowed}")
     if request.kind == "throughput":
         return throughput_figure(summary, request.device, request.model, runs)
     drawer = breakdown_figure if request.kind == "breakdown" else speedup_figure

@@ -13,7 +13,7 @@ FIGURE_DPI = 150
 
 
 def figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots):
-    """A figure (never pyplot: no global backend state), constrained layout, and its axes."""
+    """A figure (never pyplot: no global backend state) and its axes."""
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.subplots(rows, cols, **subplots)
 
@@ -34,7 +34,6 @@ def legend_right(ax, **legend) -> None:
 
 
 def note(ax, text: str) -> None:
-    """`text` centred on the panel, where there is nothing to draw."""
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
 
 

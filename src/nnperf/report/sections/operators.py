@@ -154,10 +154,11 @@ MEMORY_COLUMNS = {
     **{label.capitalize(): (f"{c}_bytes", MIB) for c, label in CATEGORY_LABELS.items()},
     "Saved activations, complexity estimate": ("saved_activation_estimate_bytes", MIB),
 }
-TOP_COLUMNS = {
-    "Host (ms)": ("host_time", MS),
-    "Device (ms)": ("device_time", MS),
-    "Share": ("share", fmt_pct),
+TOP_COLUMNS = {"Host (ms)": ("host_time", MS), "Device (ms)": ("device_time", MS)}
+TOP_COLUMNS["Share"] = ("share", fmt_pct)
+TOP_EXTRA_COLUMNS = {
+    "operators": {"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)},
+    "layers": {"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)},
 }
 
 
@@ -200,11 +201,7 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
                 }
             )
     frame = pd.DataFrame(rows)
-    spec = {**TOP_COLUMNS}
-    if table == "operators":
-        spec.update({"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)})
-    else:
-        spec.update({"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)})
+    spec = {**TOP_COLUMNS, **TOP_EXTRA_COLUMNS[table]}
     first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
     return cells(frame, spec, frame[first] if not frame.empty else None)
 

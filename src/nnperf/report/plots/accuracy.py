@@ -4,7 +4,6 @@ panels, so a run ahead on one and behind on the other stands out."""
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 import numpy as np
@@ -72,8 +71,8 @@ def accuracy_figure(
 
 
 def draw(
-    epochs_paths: Sequence[str | os.PathLike],
-    out_png: str | os.PathLike,
+    epochs_paths: Sequence[style.Path],
+    out_png: style.Path,
     target: float | None = None,
     title: str | None = None,
 ) -> None:

@@ -4,7 +4,6 @@ has one."""
 
 from __future__ import annotations
 
-import os
 from typing import Mapping
 
 import numpy as np
@@ -127,12 +126,7 @@ def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = No
     raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
 
 
-def draw(
-    kind: str,
-    document_path: str | os.PathLike,
-    table_path: str | os.PathLike,
-    out_png: str | os.PathLike,
-) -> None:
+def draw(kind: str, document_path: style.Path, table_path: style.Path, out_png: style.Path) -> None:
     """One figure of an operator profile, from its document and table to a PNG."""
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)

@@ -7,8 +7,6 @@ configuration without a number is marked with a note, never drawn as a value.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -223,9 +221,9 @@ def figure(
 
 def draw(
     request: FigureRequest,
-    table_path: str | os.PathLike,
-    out_png: str | os.PathLike,
-    runs_path: str | os.PathLike | None = None,
+    table_path: style.Path,
+    out_png: style.Path,
+    runs_path: style.Path | None = None,
 ) -> None:
     """One figure of the timed runs as a PNG (the timing stage's `plot_*` rules)."""
     figure_name = f"the {request.kind} figure"

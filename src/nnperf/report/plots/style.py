@@ -2,12 +2,16 @@
 written, and the few ways an axes is finished alike (legend right of the panel, a note in
 place of data, a text above a point)."""
 
+import os
+
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.files import atomic_path
 
+# A path argument, as the workflow passes it (a str) or as Python code does.
+Path = str | os.PathLike
 # Every figure at one resolution, so they sit side by side at one scale.
 FIGURE_DPI = 150
 

@@ -85,18 +85,6 @@ def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
     return frame[factor.notna()].copy().assign(_x=frame["batch_size"].astype(float) * factor)
 
 
-def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
-    """A marker on the x axis at each batch size without a number, its notes above it."""
-    for status, rows in unmeasured.groupby("status"):
-        label, _, marker, colour = UNMEASURED[status]
-        sizes = sorted(rows["batch_size"].astype(int).unique())
-        ax.scatter(sizes, [0] * len(sizes), marker=marker, s=60, color=colour, label=label)
-    for size, group in unmeasured.groupby("batch_size", sort=True):
-        notes = "\n".join(dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows()))
-        colour = UNMEASURED[group["status"].iloc[0]][3]
-        style.above(ax, notes, (int(size), 0), 8, color=colour, fontsize="small")
-
-
 def throughput_figure(
     summary: pd.DataFrame, device: str, model: str, runs: pd.DataFrame | None = None
 ) -> Figure:
@@ -123,7 +111,16 @@ def throughput_figure(
         for precision, rows in ok.dropna(subset=[CI_LOW]).groupby("precision"):
             interval = rows[MEAN], rows[CI_LOW], rows[CI_HIGH]
             _whiskers(ax, rows["_x"], *interval, palette[precision], zorder=2.5)
-    _mark_unmeasured(ax, chosen[chosen["status"].isin(list(UNMEASURED))])
+    # A marker on the x axis at each batch size without a number, its notes above it.
+    unmeasured = chosen[chosen["status"].isin(list(UNMEASURED))]
+    for status, rows in unmeasured.groupby("status"):
+        label, _, marker, colour = UNMEASURED[status]
+        sizes = sorted(rows["batch_size"].astype(int).unique())
+        ax.scatter(sizes, [0] * len(sizes), marker=marker, s=60, color=colour, label=label)
+    for size, group in unmeasured.groupby("batch_size", sort=True):
+        notes = "\n".join(dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows()))
+        colour = UNMEASURED[group["status"].iloc[0]][3]
+        style.above(ax, notes, (int(size), 0), 8, color=colour, fontsize="small")
     if ax.get_legend_handles_labels()[0]:
         style.legend_right(ax, fontsize="small")
     sizes = sorted(set(chosen["batch_size"].astype(int)))

@@ -91,7 +91,16 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         data, x="configuration", y="throughput_img_s", col="model", col_wrap=wrap, **hues, **BARS
     )
     if runs is not None and {"throughput_img_s", "machine"} <= set(runs.columns):
-        _add_process_points(grid, runs, hues)
+        # Each worker process's throughput as a dot on its bar (dodged like the bars).
+        processes = _ok(runs, "throughput_img_s")
+        processes = processes[processes["machine"].isin(hues["hue_order"])]
+        if not processes.empty:
+            processes = configuration_order(processes)
+            processes = processes[processes["configuration"].isin(order)]
+        dots = {"palette": ["black"] * len(hues["hue_order"]), **hues, **PROCESS_DOTS}
+        for model, chosen in processes.groupby("model"):
+            ax = grid.axes_dict[model]
+            sns.stripplot(chosen, x="configuration", y="throughput_img_s", ax=ax, **dots)
     spread = data[data["_point"] == MEAN].groupby("machine")["throughput_img_s"].median()
     if len(spread) > 1 and spread.max() > LOG_AXIS_RATIO * spread.min():
         grid.set(yscale="log")
@@ -105,16 +114,3 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
     # bbox_inches="tight" keeps it in the image).
     sns.move_legend(grid, "upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     return grid
-
-
-def _add_process_points(grid, runs: pd.DataFrame, hues: dict) -> None:
-    """Each worker process's throughput as a dot on its bar (dodged like the bars)."""
-    points = _ok(runs, "throughput_img_s")
-    points = points[points["machine"].isin(hues["hue_order"])]
-    if points.empty:
-        return
-    points = configuration_order(points)
-    dots = {"palette": ["black"] * len(hues["hue_order"]), **hues, **PROCESS_DOTS}
-    for model, chosen in points[points["configuration"].isin(hues["order"])].groupby("model"):
-        ax = grid.axes_dict[model]
-        sns.stripplot(chosen, x="configuration", y="throughput_img_s", ax=ax, **dots)

@@ -48,7 +48,6 @@ def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
 
 
 def _note_figure(document: Mapping, what: str) -> Figure:
-    """The figure of a profile that did not run: its status and reason, centred."""
     fig, ax = style.figure(8.0, 2.4)
     ax.set_axis_off()
     reason = short_label(str(document.get("error") or "no data"), 110)

@@ -137,8 +137,7 @@ def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
 
 
 def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
-    """Ring the `steps` above one of their roofs (one legend entry says what a ring means),
-    list the absent roofs' notes in the legend, and label each step with its text."""
+    """Ring the `steps` above a roof, list the absent roofs' notes, label each step."""
     above = [bool(roofline_points.roofs_exceeded(row, roofs)) for row in steps.to_dict("records")]
     if any(above):
         ax.scatter(steps[X][above], steps[Y][above], s=marker_s * 2.2, **RING)

@@ -43,8 +43,7 @@ def _about(document: Mapping, machine: str | None, **more) -> dict:
 
 
 def bound_record(document: Mapping, machine: str | None = None) -> Finding | None:
-    """Host- or device-bound (on the CPU: operator- or overhead-bound), with the busy share,
-    the host's dispatch time and the check against the timed runs."""
+    """Host- or device-bound (on the CPU: operator- or overhead-bound), and the evidence."""
     summary = document.get("summary") or {}
     verdict, share = summary.get("bound"), summary.get("bound_share")
     if document.get("status") != "ok" or verdict is None or missing(share):
@@ -174,8 +173,7 @@ def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.Data
 
 
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
-    """The top rows of each profile's `operators` or `layers` table, by device time where
-    there is any, else by host time (`nnperf.torchprof.analysis.time_column`)."""
+    """The top rows of each profile's `operators` or `layers` table, by device time if any."""
     name = "operator" if table == "operators" else "layer"
     rows = []
     for profile in profiles:

@@ -30,8 +30,7 @@ EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 
 
 def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The rows in the shared order, accuracy in percent, a label per curve (with model and
-    recipe when the figure holds several)."""
+    """The rows in the shared order, accuracy in percent, and a label per curve."""
     curve = style.config_labels(epochs)
     if epochs["recipe"].nunique() > 1:
         curve += ", recipe " + epochs["recipe"].astype(str)

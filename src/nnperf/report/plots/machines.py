@@ -70,8 +70,7 @@ def _ok(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = None):
-    """The FacetGrid of mean throughput with its 95% CI, a colour per machine, a panel per
-    model, and the per-process throughputs of `runs` as points."""
+    """The FacetGrid of mean throughput with its 95% CI, a colour per machine, per model."""
     if MEAN not in summary.columns:
         raise NnperfError(
             f"summary table has no {MEAN} column; allowed: summary.csv written by rule "

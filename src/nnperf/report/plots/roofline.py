@@ -114,8 +114,7 @@ def _span(values, default: float) -> tuple[float, float]:
 
 
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
-    """The axes with the roofs drawn and the points a log-log plot can show (an empty CSV
-    table has text columns, hence the conversion)."""
+    """The axes, roofs drawn, and the points a log plot shows (an empty CSV reads as text)."""
     ax = Figure(figsize=(10, 6)).subplots()
     x, y = (pd.to_numeric(points[c], errors="coerce") for c in (X, Y))
     visible = points[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)].copy()
@@ -163,8 +162,7 @@ def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
 
 
 def clocks_line(profile: Mapping | None) -> str:
-    """A profiles.csv row's clocks and GPU busy share, so nobody compares points at different
-    clocks unawares."""
+    """A profile's clocks, so nobody compares points at different clocks unawares."""
     if not profile:
         return ""
     text = (

@@ -88,8 +88,7 @@ def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
 def throughput_figure(
     summary: pd.DataFrame, device: str, model: str, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """Mean throughput vs batch size with its 95% CI, the per-process throughputs of `runs`
-    as faint points."""
+    """Mean throughput vs batch size with its 95% CI, each process's (`runs`) as a point."""
     chosen = _select(summary, device, model, "summary table")
     ok = chosen[chosen["status"] == "ok"]
     ok = ok.astype({c: float for c in ok.columns if c.startswith("throughput_img_s_")})

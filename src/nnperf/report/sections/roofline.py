@@ -115,8 +115,7 @@ BUSY_NUMBERS = (
 
 
 def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Finding:
-    """What the GPU's busy share says of a profiles.csv row: host-bound (with the evidence for
-    its remedies), device-bound, partly, or unknown."""
+    """What the GPU's busy share says of a profiles.csv row, with a host-bound step's remedies."""
     verdict = str(profile.get("busy_verdict"))
     if missing(profile.get("busy_share_at_profiled_clock")):
         verdict = "unknown"

@@ -45,8 +45,7 @@ def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[fl
 
 
 def profile_roofs(kernels: pd.DataFrame | None, profiles: pd.DataFrame | None = None) -> dict:
-    """Per configuration: the profile's own roofs (median over its kernels, kernels.csv),
-    leaving out those whose calibration GEMM contradicts the roof (profiles.csv `roof_ok`)."""
+    """Per configuration: the profile's own roofs, less those its calibration GEMM contradicts."""
     if kernels is None or kernels.empty:
         return {}
     flagged = set()

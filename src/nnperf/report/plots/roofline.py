@@ -230,8 +230,7 @@ def config_figure(
 def device_figure(
     points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
 ) -> Figure:
-    """Step-level roofline of every configuration on `device`: ncu's step at DRAM (the
-    measured level closest to algorithmic traffic) and the analytic one."""
+    """Step-level roofline of `device`: ncu's step at DRAM (closest to algorithmic traffic)."""
     device_points = points[points["device"].astype(str) == device]
     source, level = device_points["source"], device_points["memory_level"]
     shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")

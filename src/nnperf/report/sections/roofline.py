@@ -85,8 +85,7 @@ def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
 
 
 def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dict, dict]:
-    """What this study measured for a host-bound step's remedies: the same configuration at a
-    larger batch (`larger`) or compiled (`compiled`) going faster ((about, numbers))."""
+    """(about, numbers) of the same configuration going faster at a larger batch or compiled."""
     ok = ok_configs(summary)
     base = match_config(ok, profile)
     if base is None:

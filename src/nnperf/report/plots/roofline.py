@@ -230,7 +230,7 @@ def config_figure(
 def device_figure(
     points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
 ) -> Figure:
-    """Step-level roofline of `device`: ncu's step at DRAM (closest to algorithmic traffic)."""
+    """Step-level roofline of `device`: analytic steps and ncu's at DRAM (closest to them)."""
     device_points = points[points["device"].astype(str) == device]
     source, level = device_points["source"], device_points["memory_level"]
     shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")

@@ -1,10 +1,5 @@
-"""What binds each training step: its roofline readings and verdicts.
-
-`roofline_readings` reads every step-level roofline point against every roof origin (the
-profile's own peaks, the ceilings stage's measured roofs, the datasheet's);
-`roofline_verdicts` takes, per configuration, point source and origin, the lowest roof as
-the one the step runs under; `preferred_verdict` is the one a finding quotes.
-"""
+"""What binds each training step: every step-level roofline point read against every roof
+origin (profile, measured, datasheet), and the lowest roof as the one the step runs under."""
 
 from __future__ import annotations
 
@@ -25,25 +20,14 @@ ROOF_TOLERANCE = 1.05
 
 # A memory level as the page names it: `algorithmic` is the no-reuse traffic of an analytic
 # point, main-memory traffic, which the ceilings JSON's bandwidth bounds.
-LEVEL_LABELS = {
-    "dram": "DRAM",
-    "l2": "L2",
-    "l1": "L1",
-    "algorithmic": "main memory",
-    "compute": "compute",
-}
+LEVEL_LABELS = dict(dram="DRAM", l2="L2", l1="L1", algorithmic="main memory", compute="compute")
 
 ROOF_ORIGINS = ("profile", "measured", "datasheet")
 KEYS = [*GROUP_KEYS, "source", "roof"]
 FRACTIONS = ["attainable_flop_s", "fraction_of_roof", "fraction_of_peak"]
 # What a reading and a verdict say of the step against its roof.
-NUMBERS = [
-    "arithmetic_intensity_flop_per_byte",
-    "ridge_flop_per_byte",
-    "performance_flop_s",
-    "peak_flop_s",
-    *FRACTIONS,
-]
+NUMBERS = ["arithmetic_intensity_flop_per_byte", "ridge_flop_per_byte", "performance_flop_s"]
+NUMBERS += ["peak_flop_s", *FRACTIONS]
 READING_COLUMNS = [*KEYS, "memory_level", "bandwidth_bytes_s", "bound", *NUMBERS]
 VERDICT_COLUMNS = [*KEYS, "limit", "bound", *NUMBERS, "levels"]
 
@@ -53,7 +37,6 @@ def positive(value) -> float | None:
 
 
 def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[float | None, dict]:
-    """(compute roof for `precision`, {memory level: bandwidth}) from a ceilings JSON."""
     section = (ceiling or {}).get(origin) or {}
     flop_s = section.get("gemm_flop_s" if origin == "measured" else "flop_s") or {}
     bandwidth = positive(section.get("memory_bandwidth_bytes_s"))
@@ -62,8 +45,7 @@ def json_roofs(ceiling: Mapping | None, precision: str, origin: str) -> tuple[fl
 
 
 def profile_roofs(kernels: pd.DataFrame | None, profiles: pd.DataFrame | None = None) -> dict:
-    """Per configuration: the profile's own roofs (median over its kernels, kernels.csv),
-    leaving out those whose calibration GEMM contradicts the roof (profiles.csv `roof_ok`)."""
+    """Per configuration: the profile's own roofs, less those its calibration GEMM contradicts."""
     if kernels is None or kernels.empty:
         return {}
     flagged = set()
@@ -76,9 +58,7 @@ def profile_roofs(kernels: pd.DataFrame | None, profiles: pd.DataFrame | None = 
             continue
         medians = group.apply(pd.to_numeric, errors="coerce").median()
         column = compute_peak_column(key[GROUP_KEYS.index("precision")])
-        levels = {
-            level: positive(medians.get(f"peak_bytes_s_{level}")) for level in ("dram", "l2", "l1")
-        }
+        levels = {lv: positive(medians.get(f"peak_bytes_s_{lv}")) for lv in ("dram", "l2", "l1")}
         result[key] = (positive(medians.get(column)), {k: v for k, v in levels.items() if v})
     return result
 
@@ -89,10 +69,8 @@ def roofline_readings(
     kernels: pd.DataFrame | None = None,
     profiles: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per step-level roofline point and roof origin: the compute peak for the run's
-    precision, the bandwidth at the point's memory level, the ridge point, the bound (left
-    of the ridge: memory), the attainable min(peak, intensity x bandwidth) and the fractions
-    of it and of the peak that the step reached."""
+    """One row per step-level roofline point and roof origin: its peak, bandwidth, ridge,
+    bound, attainable min(peak, intensity x bandwidth) and the fractions of both reached."""
     if points is None or points.empty:
         return pd.DataFrame(columns=READING_COLUMNS)
     if "granularity" in points:
@@ -136,14 +114,9 @@ def study_readings(t: ResultSet) -> pd.DataFrame:
 
 
 def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration, point source and roof origin: what binds the step.
-
-    Of the compute peak and every memory level's intensity x bandwidth, the lowest is the
-    roof the step runs under: `limit` is `compute` or that memory level, `fraction_of_roof`
-    the step's performance over it, `fraction_of_peak` over the compute peak (model FLOP
-    utilisation). A compute peak without any bandwidth roof reads no bound (limit
-    `unknown`), but the fraction of the peak still.
-    """
+    """Per configuration, point source and roof origin: the lowest of the compute peak and
+    every level's intensity x bandwidth binds the step (`limit`). A compute peak without any
+    bandwidth roof reads no bound (limit `unknown`), but the fraction of the peak still."""
     if readings.empty:
         return pd.DataFrame(columns=VERDICT_COLUMNS)
     readings = readings.assign(
@@ -161,10 +134,8 @@ def roofline_verdicts(readings: pd.DataFrame) -> pd.DataFrame:
     )
     peaks_only = readings[~readings.set_index(KEYS).index.isin(lowest.set_index(KEYS).index)]
     peaks_only = peaks_only.dropna(subset=["peak_flop_s", "performance_flop_s"])
-    peaks_only = peaks_only.groupby(KEYS, sort=False).head(1)
-    peaks_only = peaks_only.assign(
-        limit="unknown", bound=None, ridge_flop_per_byte=np.nan, levels=""
-    )
+    unknown = dict(limit="unknown", bound=None, ridge_flop_per_byte=np.nan, levels="")
+    peaks_only = peaks_only.groupby(KEYS, sort=False).head(1).assign(**unknown)
     verdicts = pd.concat([lowest, peaks_only]).assign(
         fraction_of_roof=lambda f: f["performance_flop_s"] / f["attainable_flop_s"],
         fraction_of_peak=lambda f: f["performance_flop_s"] / f["peak_flop_s"],

@@ -1,12 +1,9 @@
-"""The figure of the training runs: test top-1 after each epoch against the epoch (learning
-per pass over the data) and against cumulative training time (learning per second, what time
-to accuracy ranks), the target as a dashed line and each run's first epoch at it ringed on
-both panels, so a run ahead on one panel and behind on the other stands out. Input: the
-per-epoch tables of `nnperf.training.to_accuracy` (epoch 0 is the model before training)."""
+"""Test top-1 of the training runs against the epoch (learning per pass) and against training
+time (what time to accuracy ranks), each run's first epoch at the target ringed on both
+panels, so a run ahead on one and behind on the other stands out."""
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 import numpy as np
@@ -33,8 +30,7 @@ EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 
 
 def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The rows in the shared order, accuracy in percent, with a curve label: `bf16 bs256
-    baseline`, led by the model and followed by the recipe when the figure holds several."""
+    """The rows in the shared order, accuracy in percent, and a label per curve."""
     curve = style.config_labels(epochs)
     if epochs["recipe"].nunique() > 1:
         curve += ", recipe " + epochs["recipe"].astype(str)
@@ -48,8 +44,7 @@ def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
 def accuracy_figure(
     epochs: pd.DataFrame, target: float | None = None, title: str | None = None
 ) -> Figure:
-    """Test top-1 vs epoch (left) and vs cumulative training time (right), one line per run;
-    `target` (a fraction) as a dashed line, each run's first epoch at it as a ring."""
+    """Test top-1 vs epoch and vs training time, one line per run; `target`: a fraction."""
     if epochs.empty:
         raise NnperfError("the per-epoch table is empty; allowed: the rows of a training run")
     frame = _curves(epochs)
@@ -75,8 +70,8 @@ def accuracy_figure(
 
 
 def draw(
-    epochs_paths: Sequence[str | os.PathLike],
-    out_png: str | os.PathLike,
+    epochs_paths: Sequence[style.Path],
+    out_png: style.Path,
     target: float | None = None,
     title: str | None = None,
 ) -> None:

@@ -1,8 +1,5 @@
-"""The working-set sweep of a ceilings document: read bandwidth against working-set size (log
-x), the device's caches marked and the main-memory roofs for reference. `draw(json, png)` is
-rule `plot_ceilings`. The roofs of the roofline figures are `plots.roofline`'s.
-Not here: measuring (`nnperf.roofline.ceilings`).
-"""
+"""The working-set sweep of a ceilings document (rule `plot_ceilings`): read bandwidth against
+working-set size, the device's caches marked and the main-memory roofs for reference."""
 
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ CACHE_TEXT |= {"textcoords": "offset points", "va": "top", "fontsize": "small", 
 
 
 def sweep_figure(ceilings_doc: dict) -> Figure:
-    """Read bandwidth vs working-set size, caches marked, main-memory roofs as reference."""
     measured = ceilings_doc["measured"]
     frame = pd.DataFrame(measured["sweep"]).set_index("working_set_bytes") / 1e9
     fig, ax = style.figure(7.5, 4.5)

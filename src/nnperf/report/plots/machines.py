@@ -1,11 +1,6 @@
-"""The figure of throughput per machine and rule compare_machines' edge (`nnperf
-compare-machines`, `compare_machines`): the merged summary of several results folders
-(`nnperf.report.results.load`, a `machine` column on every row) and that figure.
-
-Bars are summary.csv's headline `throughput_img_s_mean`, whiskers its recorded 95% CI, so the
-figure and the tables agree; runs.csv's per-process throughputs, when given, are points on
-their bars. Configurations are ordered as every table orders them: precision in the shared
-order (`nnperf.core.vocab`), batch size, then the reference variant first.
+"""Throughput per machine (rule compare_machines, `nnperf compare-machines`): the merged
+summary of several results folders and its figure. Bars and whiskers are summary.csv's mean
+and recorded 95% CI, so the figure and the tables agree; bars in the tables' order.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from nnperf.report.plots import style  # noqa: E402
 LOG_AXIS_RATIO = 20
 TITLE = "Training throughput per machine (mean of worker processes; whiskers: 95% CI)"
 # seaborn's error bars come only from the data it aggregates: given three rows per bar (CI
-# low, mean, CI high; `_bars_with_interval`), the median is the mean and the full percentile
+# low, mean, CI high), the median is the mean and the full percentile
 # interval is exactly the recorded CI. A bar without an interval has its mean row only.
 BARS = {"kind": "bar", "estimator": "median", "errorbar": ("pi", 100), "sharey": False}
 BARS |= {"height": 4, "aspect": 1.6, "legend_out": False}
@@ -40,13 +35,9 @@ PROCESS_DOTS = {"dodge": True, "jitter": False, "size": 2.5, "alpha": 0.5, "lege
 
 
 def compare_machines(
-    request: ReportRequest,
-    local: results.FolderFiles,
-    out_csv: str | os.PathLike,
-    out_figure: str | os.PathLike,
+    request: ReportRequest, local: results.FolderFiles, out_csv: style.Path, out_figure: style.Path
 ) -> pd.DataFrame:
-    """This machine's summary merged with `request.extra_results`' and the figure of
-    throughput per machine. Returns the merged summary."""
+    """This machine's summary merged with `request.extra_results`', and its figure."""
     loaded = results.load(results.with_extra_results(local, request.extra_results))
     if loaded.summary is None:
         raise NnperfError(
@@ -67,38 +58,28 @@ def compare_machines(
 
 
 def configuration_order(data: pd.DataFrame) -> pd.DataFrame:
-    """`data` with a `configuration` label column, sorted on the configuration's keys alone
-    (machines and models do not order the bars)."""
+    """`data` labelled and sorted on the configuration's keys alone (not machine or model)."""
     labelled = data.reset_index(drop=True).astype({"batch_size": int})
     labelled = labelled.assign(configuration=style.config_labels(labelled))
     return labelled.loc[sort_configs(labelled[["precision", "batch_size", "variant"]]).index]
 
 
 def _ok(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """The rows of measured configurations with a `column`."""
     ok = frame[frame["status"].astype(str) == "ok"] if "status" in frame else frame
     return ok.dropna(subset=[column])
 
 
-def _bars_with_interval(summary: pd.DataFrame) -> pd.DataFrame:
-    """Three rows per configuration and machine, `throughput_img_s` = CI low, mean, CI high
-    (see BARS)."""
-    ok = _ok(summary, MEAN)
-    points = [column for column in (CI_LOW, MEAN, CI_HIGH) if column in ok.columns]
-    rows = ok.melt([c for c in ok if c not in points], points, "_point", "throughput_img_s")
-    return rows.astype({"throughput_img_s": float}).dropna(subset=["throughput_img_s"])
-
-
 def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = None):
-    """The seaborn FacetGrid of mean throughput per configuration with its 95% CI, one colour
-    per machine, one panel per model, a log axis when machines differ by more than
-    LOG_AXIS_RATIO; the per-process throughputs of `runs` (runs.csv), when given, as points."""
+    """The FacetGrid of mean throughput with its 95% CI, a colour per machine, per model."""
     if MEAN not in summary.columns:
         raise NnperfError(
             f"summary table has no {MEAN} column; allowed: summary.csv written by rule "
             "aggregate_runs (nnperf.report.aggregate)"
         )
-    data = _bars_with_interval(summary)
+    ok = _ok(summary, MEAN)
+    points = [column for column in (CI_LOW, MEAN, CI_HIGH) if column in ok.columns]
+    data = ok.melt([c for c in ok if c not in points], points, "_point", "throughput_img_s")
+    data = data.astype({"throughput_img_s": float}).dropna(subset=["throughput_img_s"])
     if data.empty:
         raise NnperfError("no successful runs in any results folder: nothing to compare")
     data = configuration_order(data)
@@ -109,7 +90,16 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         data, x="configuration", y="throughput_img_s", col="model", col_wrap=wrap, **hues, **BARS
     )
     if runs is not None and {"throughput_img_s", "machine"} <= set(runs.columns):
-        _add_process_points(grid, runs, hues)
+        # Each worker process's throughput as a dot on its bar (dodged like the bars).
+        processes = _ok(runs, "throughput_img_s")
+        processes = processes[processes["machine"].isin(hues["hue_order"])]
+        if not processes.empty:
+            processes = configuration_order(processes)
+            processes = processes[processes["configuration"].isin(order)]
+        dots = {"palette": ["black"] * len(hues["hue_order"]), **hues, **PROCESS_DOTS}
+        for model, chosen in processes.groupby("model"):
+            ax = grid.axes_dict[model]
+            sns.stripplot(chosen, x="configuration", y="throughput_img_s", ax=ax, **dots)
     spread = data[data["_point"] == MEAN].groupby("machine")["throughput_img_s"].median()
     if len(spread) > 1 and spread.max() > LOG_AXIS_RATIO * spread.min():
         grid.set(yscale="log")
@@ -123,16 +113,3 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
     # bbox_inches="tight" keeps it in the image).
     sns.move_legend(grid, "upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     return grid
-
-
-def _add_process_points(grid, runs: pd.DataFrame, hues: dict) -> None:
-    """Each worker process's throughput as a dot on its bar (dodged like the bars)."""
-    points = _ok(runs, "throughput_img_s")
-    points = points[points["machine"].isin(hues["hue_order"])]
-    if points.empty:
-        return
-    points = configuration_order(points)
-    dots = {"palette": ["black"] * len(hues["hue_order"]), **hues, **PROCESS_DOTS}
-    for model, chosen in points[points["configuration"].isin(hues["order"])].groupby("model"):
-        ax = grid.axes_dict[model]
-        sns.stripplot(chosen, x="configuration", y="throughput_img_s", ax=ax, **dots)

@@ -1,12 +1,9 @@
-"""Figures of one configuration's operator profile: its top operators (host self time beside
-device self time; host only on the CPU) from `nnperf.torchprof.analysis`' table, and its peak
-memory by category beside the complexity stage's estimate (`nnperf.torchprof.memory`). A
-profile that did not run gets a figure with its reason, so every configuration has one.
-What the numbers mean is `nnperf.report.sections.operators`'."""
+"""Figures of one configuration's operator profile: its top operators and its peak memory by
+category. A profile that did not run gets a figure with its reason, so every configuration
+has one."""
 
 from __future__ import annotations
 
-import os
 from typing import Mapping
 
 import numpy as np
@@ -39,7 +36,6 @@ FIGURES = tuple(TABLE_COLUMNS)
 
 
 def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
-    """`text`, or its start and end around an ellipsis when longer than `limit`."""
     if len(text) <= limit:
         return text
     head = (limit - 1) // 2
@@ -52,7 +48,6 @@ def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
 
 
 def _note_figure(document: Mapping, what: str) -> Figure:
-    """The figure of a profile that did not run: its status and reason, centred."""
     fig, ax = style.figure(8.0, 2.4)
     ax.set_axis_off()
     reason = short_label(str(document.get("error") or "no data"), 110)
@@ -62,8 +57,7 @@ def _note_figure(document: Mapping, what: str) -> Figure:
 
 
 def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP) -> Figure:
-    """Host and device self time per step of the `n` operators with the most time (device
-    time where the device was seen, else host time)."""
+    """Host and device self time per step of the `n` operators with the most time."""
     if document.get("status") != "ok" or table is None or table.empty:
         return _note_figure(document, "top operators")
     column = analysis.time_column(table)
@@ -90,9 +84,8 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
 
 
 def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
-    """The peak allocated memory split by category (stacked bar) beside the complexity
-    stage's estimate of the same categories; the estimate's bar is missing categories it
-    does not count ("other")."""
+    """The peak allocated memory by category beside the complexity stage's estimate (which
+    does not count "other")."""
     memory = document.get("memory") or {}
     if document.get("status") != "ok" or table is None or table.empty:
         return _note_figure(document, "peak memory")
@@ -124,7 +117,6 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
 
 
 def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = None) -> Figure:
-    """The figure `kind` (`FIGURES`) of one profile."""
     if kind == "operators":
         top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)
         return top_operators_figure(document, table, top)
@@ -133,14 +125,8 @@ def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = No
     raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
 
 
-def draw(
-    kind: str,
-    document_path: str | os.PathLike,
-    table_path: str | os.PathLike,
-    out_png: str | os.PathLike,
-) -> None:
-    """One figure of an operator profile: its document and table (the operators CSV for
-    `operators`, the memory CSV for `memory`) in, a PNG out."""
+def draw(kind: str, document_path: style.Path, table_path: style.Path, out_png: style.Path) -> None:
+    """One figure of an operator profile, from its document and table to a PNG."""
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)
     done = f"{kind} figure of the operator profile of {config_text(document)}"

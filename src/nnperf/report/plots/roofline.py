@@ -1,17 +1,14 @@
 """Roofline figures: a hierarchical roofline per config and a step-level roofline per device.
 
-Roof styles by origin (ncu profile dash-dot, measured solid, datasheet dashed, a CPU's
-derived peak dotted and labelled "derived"). A step point above one of its roofs gets a red
-ring and "above roof" in its label: a point cannot beat its roof, so that roof is
-under-measured. Labels never overlap (`place_labels`). A roof the ceilings JSON leaves null
-with a reason is not drawn; the legend says why. `write_figure` is the workflow's edge.
+A step point above one of its roofs gets a red ring and "above roof" in its label: a point
+cannot beat its roof, so that roof is under-measured. A roof the ceilings JSON leaves null
+with a reason is not drawn; the legend says why.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
 import textwrap
 from contextlib import contextmanager
 from typing import Mapping, Sequence
@@ -34,7 +31,7 @@ from nnperf.ncu import metrics
 from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
-from nnperf.report.plots.style import save_png
+from nnperf.report.plots.style import Path, save_png
 from nnperf.report.results import read_table
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline_points
@@ -67,10 +64,8 @@ NOTE_WIDTH = 48
 
 
 def roofs_from_ncu(profile: pd.DataFrame, precision: str | None) -> list[dict]:
-    """The roofs the kernels of a profile (`nnperf.roofline.points.ncu_ceilings`) measure, as
-    roof dicts: fp32, fp16 and the tensor roof of `precision`, or, with no `precision`, one
-    tensor roof per profiled precision for figures that mix precisions. Tensor roofs are the
-    dense rate (`nnperf.ncu.metrics.kernel_quantities`): their labels say so."""
+    """The roofs a profile's kernels measure: fp32, fp16 and the tensor roof of `precision`
+    (None: one per profiled precision). Tensor roofs are the dense rate: their labels say so."""
     if profile.empty:
         return []
     ceilings = roofline_points.ncu_ceilings(profile)
@@ -113,16 +108,13 @@ def themed():
 
 
 def _span(values, default: float) -> tuple[float, float]:
-    """The least and the greatest of the positive finite `values` (`default` if none)."""
     values = np.array(values, dtype=float)
     values = values[(values > 0) & np.isfinite(values)]
     return (values.min(), values.max()) if len(values) else (default, default)
 
 
 def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
-    """The axes of a roofline figure with its roofs drawn, the points a log-log plot can show (an empty
-    table read from CSV has text columns, hence the conversion) and limits that hold every
-    point, roof and ridge point."""
+    """The axes, roofs drawn, and the points a log plot shows (an empty CSV reads as text)."""
     ax = Figure(figsize=(10, 6)).subplots()
     x, y = (pd.to_numeric(points[c], errors="coerce") for c in (X, Y))
     visible = points[(x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)].copy()
@@ -144,8 +136,7 @@ def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
 
 
 def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
-    """Ring the `steps` above one of their roofs (one legend entry says what a ring means),
-    list the absent roofs' notes in the legend, and label each step with its text."""
+    """Ring the `steps` above a roof, list the absent roofs' notes, label each step."""
     above = [bool(roofline_points.roofs_exceeded(row, roofs)) for row in steps.to_dict("records")]
     if any(above):
         ax.scatter(steps[X][above], steps[Y][above], s=marker_s * 2.2, **RING)
@@ -166,15 +157,12 @@ def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
 
 
 def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
-    """The rows whose key columns equal `keys` (batch_size compared as a number)."""
     typed = {key: int if key == "batch_size" else str for key in keys}
     return frame[(frame[list(keys)].astype(typed) == pd.Series(keys)).all(axis=1)]
 
 
 def clocks_line(profile: Mapping | None) -> str:
-    """The clocks beside a profiled step: ncu's, the timed runs' and the GPU's busy share of
-    the timed step (a profiles.csv row), so nobody compares points at different clocks
-    unawares."""
+    """A profile's clocks, so nobody compares points at different clocks unawares."""
     if not profile:
         return ""
     text = (
@@ -199,11 +187,8 @@ def config_figure(
     request: FigureRequest,
     profiles: pd.DataFrame | None = None,
 ) -> Figure:
-    """Hierarchical roofline of the configuration `request` names: its kernel and step
-    points (any source), its profile's own roofs (kernels.csv), the ceilings JSON's, legend
-    lines for roofs left out, and its profiles.csv row's clocks and GPU busy share under the
-    title. A configuration that ran out of memory has no point: that is a result, drawn as an
-    empty roofline with its roofs."""
+    """Hierarchical roofline of the configuration `request` names. One that ran out of memory
+    has no point: that is a result, drawn as an empty roofline with its roofs."""
     keys = {key: getattr(request, key) for key in CONFIG_KEYS}
     absent = [key for key, value in keys.items() if value is None]
     if absent:
@@ -230,9 +215,8 @@ def config_figure(
     steps = visible[visible["granularity"] == "step"]
     level = steps["memory_level"].map(LEVEL_LABELS).fillna(steps["memory_level"])
     analytic = steps["source"] == "analytic"
-    for (is_analytic, memory_level, text), group in steps.groupby(
-        [analytic, "memory_level", level]
-    ):
+    groups = steps.groupby([analytic, "memory_level", level])
+    for (is_analytic, memory_level, text), group in groups:
         label = "analytic step (algorithmic bytes)" if is_analytic else f"ncu step ({text})"
         colour = STEP_COLOURS.get(memory_level, "grey")
         marker = "X" if is_analytic else "*"
@@ -246,10 +230,7 @@ def config_figure(
 def device_figure(
     points: pd.DataFrame, kernels: pd.DataFrame, ceilings: Mapping, device: str
 ) -> Figure:
-    """Step-level roofline of every configuration on `device`: ncu's step at DRAM (the
-    measured level closest to algorithmic traffic) and the analytic one, with one ncu tensor
-    roof per profiled precision. Colour = model / precision, marker = source; each point
-    labelled with its batch size and variant."""
+    """Step-level roofline of `device`: analytic steps and ncu's at DRAM (closest to them)."""
     device_points = points[points["device"].astype(str) == device]
     source, level = device_points["source"], device_points["memory_level"]
     shown = ((source == "ncu") & (level == "dram")) | (source == "analytic")
@@ -272,15 +253,13 @@ def device_figure(
 
 def write_figure(
     request: FigureRequest,
-    points: str | os.PathLike,
-    ceilings: str | os.PathLike | None,
-    kernels: str | os.PathLike | None,
-    out: str | os.PathLike,
-    profiles: str | os.PathLike | None = None,
+    points: Path,
+    ceilings: Path | None,
+    kernels: Path | None,
+    out: Path,
+    profiles: Path | None = None,
 ) -> None:
-    """Draw the roofline figure `request` names from roofline_points.csv, the device's
-    ceilings JSON, kernels.csv and profiles.csv (None: no configuration was profiled), and
-    save it."""
+    """Draw and save the roofline figure `request` names (`profiles` None: none profiled)."""
     if request.kind not in KINDS:
         raise NnperfError(f"figure kind {request.kind!r} is not a roofline; allowed: {KINDS}")
     table = roofline_tables.read_points(points)
@@ -298,16 +277,11 @@ def write_figure(
 
 
 # --- Labels beside the step points that never overlap -------------------------------------
-# matplotlib puts text exactly where it is told, and adjustText, the usual add-on, is not a
-# dependency of nnperf (its iterative repulsion does not promise disjoint boxes either). Each
-# label tries offsets around its point, nearest first, and takes the first whose box (display
-# pixels, once the layout is final) stays inside the axes and clear of every drawn point and
-# every label placed before; one that finds no room becomes a number and a line of a key.
+# adjustText's repulsion does not promise disjoint boxes: each label takes the nearest offset
+# whose box stays inside the axes and clear of every point and label placed before.
 
-# Offsets tried around a point, nearest first, upper right first.
 LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
 LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
-# Clear space kept between a label's box and anything else.
 LABEL_PAD_PT = 1.5
 # A label whose anchor is more than this beyond its point's marker gets a leader line; labels
 # sit on a white patch above the lines, so a leader passing behind one does not cross its text.
@@ -320,7 +294,6 @@ KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
 
 
 def _markers(ax) -> list[Bbox]:
-    """The box (pixels) of every point drawn by a scatter on `ax`."""
     boxes = []
     for collection in ax.collections:
         if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
@@ -335,12 +308,9 @@ def _markers(ax) -> list[Bbox]:
 
 
 def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float) -> None:
-    """Label each point of `steps` with its text (no two label boxes overlapping, none on a
-    drawn point, all inside the axes), once the axes' limits and the figure's layout are
-    final: placement is in display coordinates. A label without room becomes `[1]` beside
-    its point, written out in a key under the axes (or, with no room even for the number, the
-    key gives the point's coordinates). `marker_pt`: the markers' width (a leader line stops
-    at a marker's edge)."""
+    """Label each point of `steps` once the layout is final (placement is in display pixels).
+    A label without room becomes `[1]`, written out in a key under the axes. `marker_pt`: the
+    markers' width (a leader line stops at a marker's edge)."""
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
     taken = _markers(ax)
     scale = ax.figure.dpi / 72.0  # pixels per point
@@ -348,7 +318,6 @@ def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float
     frame = ax.get_window_extent(renderer).padded(-pad)
 
     def place(x: float, y: float, text: str) -> bool:
-        """Annotate (x, y) with `text` at the nearest free offset, its box then taken."""
         probe = ax.text(0, 0, text, fontsize=LABEL_STYLE["fontsize"], transform=IdentityTransform())
         width, height = probe.get_window_extent(renderer).size
         probe.remove()

@@ -1,16 +1,11 @@
-"""Figures of the timed runs, one per (device, model): throughput vs batch size, phase
-breakdown, speedups.
+"""Figures of the timed runs, one per (device, model): throughput, phase breakdown, speedups.
 
-Throughput is summary.csv's mean over worker processes with the engine's 95% CI, so figure
-and table agree, and runs.csv's per-process throughputs beside it, so the spread behind the
-interval is visible. A configuration without a number (`oom`, `over_budget`) is marked with
-a note, never drawn as a value. Speedups are comparisons.csv's ratios with their CI; a bar
-whose verdict is neither faster nor slower is marked not separated. `draw()` is the edge.
+Throughput is summary.csv's mean with its 95% CI, so figure and table agree, and runs.csv's
+per-process throughputs beside it, so the spread behind the interval is visible. A
+configuration without a number is marked with a note, never drawn as a value.
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pandas as pd
@@ -55,8 +50,7 @@ RUNS_COLUMNS = (*_KEYS, "throughput_img_s")
 
 
 def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.DataFrame:
-    """The rows of `device` and `model` in the report's order (batch size, precision,
-    variant)."""
+    """The rows of `device` and `model` in the report's order."""
     chosen = frame[(frame["device"] == device) & (frame["model"] == model)]
     if chosen.empty:
         pairs = sorted({f"{d}/{m}" for d, m in zip(frame["device"], frame["model"])})
@@ -67,8 +61,7 @@ def _select(frame: pd.DataFrame, device: str, model: str, table: str) -> pd.Data
 
 
 def _whiskers(ax, x, y, low, high, colour, **errorbar) -> None:
-    """A 95% CI from `low` to `high` around each `y` (a bound on the wrong side of its `y`
-    draws no whisker on that side)."""
+    """A 95% CI around each `y` (a bound on the wrong side of `y` draws no whisker)."""
     yerr = [np.maximum(y - low, 0), np.maximum(high - y, 0)]
     ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=colour, capsize=3, lw=1, **errorbar)
 
@@ -84,33 +77,18 @@ def _unmeasured_note(row) -> str:
 
 
 def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
-    """The rows of `groups` ((precision, variant) pairs) with `_x`: the batch size times a
-    factor per group, centred on it, so groups sharing a batch size stay apart."""
+    """The rows of `groups` with `_x`: the batch size shifted per group, so groups sharing a
+    batch size stay apart."""
     octaves = DODGE_OCTAVES * (np.arange(len(groups)) - (len(groups) - 1) / 2)
     shift = dict(zip(groups, 2.0 ** (octaves / max(len(groups) - 1, 1))))
     factor = pd.Series(list(zip(frame["precision"], frame["variant"])), frame.index).map(shift)
     return frame[factor.notna()].copy().assign(_x=frame["batch_size"].astype(float) * factor)
 
 
-def _mark_unmeasured(ax, unmeasured: pd.DataFrame) -> None:
-    """A labelled marker on the x axis at every batch size with configurations without a
-    number, and their notes above it."""
-    for status, rows in unmeasured.groupby("status"):
-        label, _, marker, colour = UNMEASURED[status]
-        sizes = sorted(rows["batch_size"].astype(int).unique())
-        ax.scatter(sizes, [0] * len(sizes), marker=marker, s=60, color=colour, label=label)
-    for size, group in unmeasured.groupby("batch_size", sort=True):
-        notes = "\n".join(dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows()))
-        colour = UNMEASURED[group["status"].iloc[0]][3]
-        style.above(ax, notes, (int(size), 0), 8, color=colour, fontsize="small")
-
-
 def throughput_figure(
     summary: pd.DataFrame, device: str, model: str, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """Mean throughput vs batch size with its 95% CI; hue precision, style variant; the
-    per-process throughputs (from `runs`, when given) as faint points; no-number
-    configurations marked on the axis."""
+    """Mean throughput vs batch size with its 95% CI, each process's (`runs`) as a point."""
     chosen = _select(summary, device, model, "summary table")
     ok = chosen[chosen["status"] == "ok"]
     ok = ok.astype({c: float for c in ok.columns if c.startswith("throughput_img_s_")})
@@ -132,7 +110,16 @@ def throughput_figure(
         for precision, rows in ok.dropna(subset=[CI_LOW]).groupby("precision"):
             interval = rows[MEAN], rows[CI_LOW], rows[CI_HIGH]
             _whiskers(ax, rows["_x"], *interval, palette[precision], zorder=2.5)
-    _mark_unmeasured(ax, chosen[chosen["status"].isin(list(UNMEASURED))])
+    # A marker on the x axis at each batch size without a number, its notes above it.
+    unmeasured = chosen[chosen["status"].isin(list(UNMEASURED))]
+    for status, rows in unmeasured.groupby("status"):
+        label, _, marker, colour = UNMEASURED[status]
+        sizes = sorted(rows["batch_size"].astype(int).unique())
+        ax.scatter(sizes, [0] * len(sizes), marker=marker, s=60, color=colour, label=label)
+    for size, group in unmeasured.groupby("batch_size", sort=True):
+        notes = "\n".join(dict.fromkeys(_unmeasured_note(row) for _, row in group.iterrows()))
+        colour = UNMEASURED[group["status"].iloc[0]][3]
+        style.above(ax, notes, (int(size), 0), 8, color=colour, fontsize="small")
     if ax.get_legend_handles_labels()[0]:
         style.legend_right(ax, fontsize="small")
     sizes = sorted(set(chosen["batch_size"].astype(int)))
@@ -146,8 +133,7 @@ def throughput_figure(
 
 
 def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
-    """Stacked bars of the median per-phase time of a step, one bar per configuration;
-    configurations without a number get a note in place of their bar."""
+    """Stacked bars of the median per-phase step time, a note in place of a missing bar."""
     chosen = _select(summary, device, model, "summary table").reset_index(drop=True)
     labels = "bs" + chosen["batch_size"].astype(str) + " " + chosen["precision"]
     labels += " " + chosen["variant"]
@@ -172,9 +158,7 @@ def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
 
 
 def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
-    """Each bar's 95% CI of the ratio as a whisker, and NOT_SEPARATED above a bar whose
-    verdict is neither faster nor slower: no bar reads as a win or a loss the data does not
-    separate."""
+    """Whiskers and NOT_SEPARATED marks: no bar reads as a win the data does not separate."""
     # seaborn draws one container per hue level, its bars in the order of the x levels.
     for container, level in zip(ax.containers, hue_order):
         rows = shown[shown[HUE] == level].sort_values("a_batch_size")
@@ -193,9 +177,7 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
 
 
 def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure:
-    """Two panels from comparisons.csv: each precision vs fp32, and each variant vs baseline,
-    per batch size (whiskers at each ratio's 95% CI, NOT_SEPARATED on the bars whose verdict
-    is neither faster nor slower)."""
+    """Two panels from comparisons.csv: each precision vs fp32, each variant vs baseline."""
     chosen = comparisons.query("a_device == @device and a_model == @model")
     chosen = chosen[chosen["pair"] == "vs_reference"]
     label = chosen["a_precision"] + " / " + chosen["a_variant"]
@@ -222,13 +204,11 @@ def speedup_figure(comparisons: pd.DataFrame, device: str, model: str) -> Figure
 def figure(
     request: FigureRequest, summary: pd.DataFrame, runs: pd.DataFrame | None = None
 ) -> Figure:
-    """The figure `request.kind` names, of its device and model."""
     if request.model is None:
         raise NnperfError(f"{request.kind} figure: model is missing; allowed: a model name")
     if request.kind not in FIGURE_KINDS:
-        raise NnperfError(
-            f"figure kind {request.kind!r} is unknown; allowed: {', '.join(FIGURE_KINDS)}"
-        )
+        allowed = ", ".join(FIGURE_KINDS)
+        raise NnperfError(f"figure kind {request.kind!r} is unknown; allowed: {allowed}")
     if request.kind == "throughput":
         return throughput_figure(summary, request.device, request.model, runs)
     drawer = breakdown_figure if request.kind == "breakdown" else speedup_figure
@@ -237,13 +217,11 @@ def figure(
 
 def draw(
     request: FigureRequest,
-    table_path: str | os.PathLike,
-    out_png: str | os.PathLike,
-    runs_path: str | os.PathLike | None = None,
+    table_path: style.Path,
+    out_png: style.Path,
+    runs_path: style.Path | None = None,
 ) -> None:
-    """One figure of the timed runs, from summary.csv (comparisons.csv for the speedups; and
-    runs.csv for the per-process points of the throughput figure) to a PNG (the `plot_*`
-    rules of the timing stage)."""
+    """One figure of the timed runs as a PNG (the timing stage's `plot_*` rules)."""
     figure_name = f"the {request.kind} figure"
     summary = read_table(table_path, SUMMARY_COLUMNS.get(request.kind, ()), figure_name)
     runs = read_table(runs_path, RUNS_COLUMNS, figure_name) if runs_path is not None else None

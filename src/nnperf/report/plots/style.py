@@ -2,30 +2,32 @@
 written, and the few ways an axes is finished alike (legend right of the panel, a note in
 place of data, a text above a point)."""
 
+import os
+
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
 from nnperf.core.files import atomic_path
 
+# A path argument, as the workflow passes it (a str) or as Python code does.
+Path = str | os.PathLike
 # Every figure at one resolution, so they sit side by side at one scale.
 FIGURE_DPI = 150
 
 
 def figure(width: float, height: float, rows: int = 1, cols: int = 1, **subplots):
-    """A figure (never pyplot: no global backend state), constrained layout, and its axes."""
+    """A figure (never pyplot: no global backend state) and its axes."""
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.subplots(rows, cols, **subplots)
 
 
 def palette(levels) -> dict:
-    """One colour per level, in order, from seaborn's colour-blind-safe palette."""
     levels = list(levels)
     return dict(zip(levels, sns.color_palette("colorblind", len(levels))))
 
 
 def config_labels(frame: pd.DataFrame) -> pd.Series:
-    """`bf16 bs256 baseline` for each row of `frame`."""
     batch = " bs" + frame["batch_size"].astype(int).astype(str) + " "
     return frame["precision"].astype(str) + batch + frame["variant"].astype(str)
 
@@ -36,7 +38,6 @@ def legend_right(ax, **legend) -> None:
 
 
 def note(ax, text: str) -> None:
-    """`text` centred on the panel, where there is nothing to draw."""
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
 
 

@@ -26,9 +26,8 @@ PROFILER_SLOWDOWN_NOTE = 1.25
 
 
 def _remedy(document: Mapping, verdict: str) -> str:
-    """What to try for a step with this verdict (`wording.details.REMEDIES`): the input
-    pipeline first when it takes a quarter of a step the host waits on; a larger batch for
-    a compiled variant that is still host- or overhead-bound."""
+    """What to try: the input pipeline first when it takes a quarter of a step the host waits
+    on; a larger batch for a compiled variant still host- or overhead-bound."""
     waiting = verdict in (analysis.HOST_BOUND, analysis.OVERHEAD_BOUND, analysis.MIXED)
     input_share = (document.get("summary") or {}).get("input_share")
     if waiting and not missing(input_share) and float(input_share) >= INPUT_BOUND_SHARE:
@@ -44,8 +43,7 @@ def _about(document: Mapping, machine: str | None, **more) -> dict:
 
 
 def bound_record(document: Mapping, machine: str | None = None) -> Finding | None:
-    """Host- or device-bound (on the CPU: operator- or overhead-bound), with the busy share,
-    the host's dispatch time and the check against the timed runs."""
+    """Host- or device-bound (on the CPU: operator- or overhead-bound), and the evidence."""
     summary = document.get("summary") or {}
     verdict, share = summary.get("bound"), summary.get("bound_share")
     if document.get("status") != "ok" or verdict is None or missing(share):
@@ -82,7 +80,6 @@ def memory_record(document: Mapping, machine: str | None = None) -> Finding | No
 
 
 def input_record(document: Mapping, machine: str | None = None) -> Finding | None:
-    """What feeding the step costs (data wait, host-to-device), per step and as its share."""
     summary = document.get("summary") or {}
     if document.get("status") != "ok" or missing(summary.get("input_time_s")):
         return None
@@ -97,7 +94,6 @@ def input_record(document: Mapping, machine: str | None = None) -> Finding | Non
 
 
 def profile_records(document: Mapping, machine: str | None = None) -> list[Finding]:
-    """Every finding of one profile; one `profile_missing` for a profile that did not run."""
     status = document.get("status")
     if status != "ok":
         error = str(document.get("error") or "").rstrip(".")
@@ -157,16 +153,16 @@ MEMORY_COLUMNS = {
     **{label.capitalize(): (f"{c}_bytes", MIB) for c, label in CATEGORY_LABELS.items()},
     "Saved activations, complexity estimate": ("saved_activation_estimate_bytes", MIB),
 }
-TOP_COLUMNS = {
-    "Host (ms)": ("host_time", MS),
-    "Device (ms)": ("device_time", MS),
-    "Share": ("share", fmt_pct),
+TOP_COLUMNS = {"Host (ms)": ("host_time", MS), "Device (ms)": ("device_time", MS)}
+TOP_COLUMNS["Share"] = ("share", fmt_pct)
+TOP_EXTRA_COLUMNS = {
+    "operators": {"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)},
+    "layers": {"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)},
 }
 
 
 def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.DataFrame:
-    """`spec` over each profile's document, summary and memory (`with_memory`: only those
-    that recorded their memory)."""
+    """`spec` over each profile's document, summary and memory."""
     rows = [
         {**p.document, **(p.document.get("summary") or {}), **(p.document.get("memory") or {})}
         for p in profiles
@@ -177,8 +173,7 @@ def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.Data
 
 
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
-    """The top rows of each profile's `operators` or `layers` table, by device time where
-    there is any, else by host time (`nnperf.torchprof.analysis.time_column`)."""
+    """The top rows of each profile's `operators` or `layers` table, by device time if any."""
     name = "operator" if table == "operators" else "layer"
     rows = []
     for profile in profiles:
@@ -204,11 +199,7 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
                 }
             )
     frame = pd.DataFrame(rows)
-    spec = {**TOP_COLUMNS}
-    if table == "operators":
-        spec.update({"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)})
-    else:
-        spec.update({"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)})
+    spec = {**TOP_COLUMNS, **TOP_EXTRA_COLUMNS[table]}
     first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
     return cells(frame, spec, frame[first] if not frame.empty else None)
 

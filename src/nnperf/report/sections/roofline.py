@@ -45,8 +45,8 @@ def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
 
 
 def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
-    """The verdicts with `roof_name`, `above_roof` (the step beat the roof above it or its
-    compute peak), `above_fraction` (1.09: by 9%) and `above_value` (the FLOP/s it beat)."""
+    """The verdicts with `roof_name`, `above_roof` (the step beat its roof or its peak),
+    `above_fraction` (1.09: by 9%) and `above_value` (the FLOP/s it beat)."""
     if verdicts.empty:
         return verdicts.assign(roof_name=[], above_roof=[], above_fraction=[], above_value=[])
     of_roof = pd.to_numeric(verdicts["fraction_of_roof"], errors="coerce")
@@ -64,7 +64,6 @@ def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
 
 
 def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
-    """Every point above its roof, with what says why that roof is under-measured."""
     by_device = {(c.get("machine"), c.get("device")): c for c in ceilings}
     records = []
     for row in flagged[flagged["above_roof"]].to_dict("records"):
@@ -86,8 +85,7 @@ def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
 
 
 def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dict, dict]:
-    """What this study measured for a host-bound step's remedies: the same configuration at a
-    larger batch (`larger`) or compiled (`compiled`) going faster ((about, numbers))."""
+    """(about, numbers) of the same configuration going faster at a larger batch or compiled."""
     ok = ok_configs(summary)
     base = match_config(ok, profile)
     if base is None:
@@ -116,8 +114,7 @@ BUSY_NUMBERS = (
 
 
 def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Finding:
-    """What the GPU's busy share says of a profiles.csv row: host-bound (with the evidence for
-    its remedies), device-bound, partly, or unknown."""
+    """What the GPU's busy share says of a profiles.csv row, with a host-bound step's remedies."""
     verdict = str(profile.get("busy_verdict"))
     if missing(profile.get("busy_share_at_profiled_clock")):
         verdict = "unknown"
@@ -202,12 +199,10 @@ PROFILE_COLUMNS = {
 
 
 def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame:
-    """profiles.csv in the report's order (empty: no profile)."""
     return pd.DataFrame() if profiles is None else sort_configs(profiles)
 
 
 def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[Finding]:
-    """Every point above one of its roofs, then what each profile's busy share says."""
     rows = profiled.to_dict("records") if profiled is not None else []
     flagged = above_roof_records(above_roof(verdicts, ceilings), ceilings)
     return flagged + [busy_record(row, summary) for row in rows]

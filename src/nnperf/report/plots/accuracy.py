@@ -70,8 +70,8 @@ def accuracy_figure(
 
 
 def draw(
-    epochs_paths: Sequence[style.Path],
-    out_png: style.Path,
+    epochs_paths: Sequence[style.PathArg],
+    out_png: style.PathArg,
     target: float | None = None,
     title: str | None = None,
 ) -> None:

@@ -35,7 +35,10 @@ PROCESS_DOTS = {"dodge": True, "jitter": False, "size": 2.5, "alpha": 0.5, "lege
 
 
 def compare_machines(
-    request: ReportRequest, local: results.FolderFiles, out_csv: style.Path, out_figure: style.Path
+    request: ReportRequest,
+    local: results.FolderFiles,
+    out_csv: style.PathArg,
+    out_figure: style.PathArg,
 ) -> pd.DataFrame:
     """This machine's summary merged with `request.extra_results`', and its figure."""
     loaded = results.load(results.with_extra_results(local, request.extra_results))

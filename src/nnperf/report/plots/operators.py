@@ -125,7 +125,9 @@ def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = No
     raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
 
 
-def draw(kind: str, document_path: style.Path, table_path: style.Path, out_png: style.Path) -> None:
+def draw(
+    kind: str, document_path: style.PathArg, table_path: style.PathArg, out_png: style.PathArg
+) -> None:
     """One figure of an operator profile, from its document and table to a PNG."""
     document = load_json(document_path, what="operator profile document")
     table = read_table(table_path, TABLE_COLUMNS.get(kind, ()), f"the {kind} figure", empty_ok=True)

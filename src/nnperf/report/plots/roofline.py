@@ -31,7 +31,7 @@ from nnperf.ncu import metrics
 from nnperf.ncu.kernels import KIND_LABELS
 from nnperf.report.bounds import LEVEL_LABELS
 from nnperf.report.format import fmt_ghz, fmt_pct, fmt_si, truthy
-from nnperf.report.plots.style import Path, save_png
+from nnperf.report.plots.style import PathArg, save_png
 from nnperf.report.results import read_table
 from nnperf.roofline import peaks
 from nnperf.roofline import points as roofline_points
@@ -253,11 +253,11 @@ def device_figure(
 
 def write_figure(
     request: FigureRequest,
-    points: Path,
-    ceilings: Path | None,
-    kernels: Path | None,
-    out: Path,
-    profiles: Path | None = None,
+    points: PathArg,
+    ceilings: PathArg | None,
+    kernels: PathArg | None,
+    out: PathArg,
+    profiles: PathArg | None = None,
 ) -> None:
     """Draw and save the roofline figure `request` names (`profiles` None: none profiled)."""
     if request.kind not in KINDS:

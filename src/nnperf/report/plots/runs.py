@@ -217,9 +217,9 @@ def figure(
 
 def draw(
     request: FigureRequest,
-    table_path: style.Path,
-    out_png: style.Path,
-    runs_path: style.Path | None = None,
+    table_path: style.PathArg,
+    out_png: style.PathArg,
+    runs_path: style.PathArg | None = None,
 ) -> None:
     """One figure of the timed runs as a PNG (the timing stage's `plot_*` rules)."""
     figure_name = f"the {request.kind} figure"

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from nnperf.core.files import atomic_path
 
 # A path argument, as the workflow passes it (a str) or as Python code does.
-Path = str | os.PathLike
+PathArg = str | os.PathLike
 # Every figure at one resolution, so they sit side by side at one scale.
 FIGURE_DPI = 150
 

@@ -65,6 +65,14 @@ def rates_by_round(rates: pd.DataFrame) -> pd.Series:
     return rates.dropna(subset=["round"]).groupby("round")["rate"].mean()
 
 
+def partners_by_round(rates: pd.DataFrame) -> dict[int, set[str]]:
+    """The members each round's process was shared with (`process_rates`)."""
+    found: dict[int, set[str]] = {}
+    for row in rates.dropna(subset=["round"]).itertuples():
+        found.setdefault(int(row.round), set()).update(row.shared_with)
+    return found
+
+
 def pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
     """A's and B's rates in the rounds they are paired on (columns a, b) and the pairs'
     grain (`ratios.pairing_rounds`); None where they cannot be paired: not interleaved in
@@ -73,12 +81,7 @@ def pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str] | None
     if len(groups) != 1 or len(next(iter(groups))) != 1:
         return None
     names = [str(rates["member"].iloc[0]) if len(rates) else "" for rates in (a, b)]
-    # The members each round's process was shared with.
-    partners = [{} for _ in (a, b)]
-    for found, rates in zip(partners, (a, b)):
-        for row in rates.dropna(subset=["round"]).itertuples():
-            found.setdefault(int(row.round), set()).update(row.shared_with)
-    rounds, grain = ratios.pairing_rounds(*partners, *names)
+    rounds, grain = ratios.pairing_rounds(partners_by_round(a), partners_by_round(b), *names)
     if len(rounds) < MIN_PAIRS:
         return None
     pairs = pd.concat([rates_by_round(a), rates_by_round(b)], axis=1, keys=["a", "b"])

@@ -78,7 +78,7 @@ def best_setting(best: Mapping, stated: Sequence[Finding], ok: pd.DataFrame, run
     lead, second = ranked[:2]
     if lead == 0:  # the reference leads: the runner-up's record, turned over
         ci = comparisons.ci_of(rows[second - 1])
-        turned = {"low": ci.high and 1 / ci.high, "high": ci.low and 1 / ci.low}
+        turned = {k: None if b is None else 1 / b for k, b in (("low", ci.high), ("high", ci.low))}
         ci = dataclasses.replace(ci, ratio=1 / ci.ratio, **turned)
     elif second == 0:
         ci = comparisons.ci_of(rows[lead - 1])

@@ -1,15 +1,18 @@
-"""Does a neighbour's load still reach the numbers? The same small study three times.
+"""Does a neighbour's load still reach the numbers? The same small study four times.
 
-  quiet      nothing else runs;
-  keep       a busy loop holds one core for part of the measurement, and disturbed windows
-             are flagged but averaged in (`timing.disturbed_windows: keep`, the old way);
-  remeasure  the same load, disturbed windows measured again (the default).
+  quiet        nothing else runs;
+  keep         a busy loop holds one core for part of the measurement, and disturbed
+               windows are flagged but averaged in (`timing.disturbed_windows: keep`);
+  remeasure    the same load, disturbed windows measured again (the default);
+  quiet_again  nothing else runs, minutes after `quiet`.
 
 For each configuration it prints status, discarded windows, throughput with its 95% CI, and
-against the quiet study: whether the quiet estimate lies inside the loaded one's interval,
-and how much wider that interval is. Issue 31 asks that what `remeasure` reports `ok` agrees
+against both quiet studies: whether each estimate lies inside the other's interval, and how
+much wider the loaded interval is. Issue 31 asks that what `remeasure` reports `ok` agrees
 with the quiet study within its interval and is at most half again as wide, and that the
-rest ends `host_busy`.
+rest ends `host_busy`. `quiet_again` against `quiet` is the same question asked of two
+studies with no load at all: how far the machine itself moves over the same minutes. Last,
+each study's paired tuned/baseline ratio, which that drift cancels out of.
 
 Not a test (its numbers are the machine's): run it on an otherwise quiet machine. Once on a
 quiet 2-vCPU VM (AMD EPYC), a 15 s loop, fp32 batch 16: `keep` reported baseline at 33.2
@@ -76,28 +79,59 @@ def study(folder: Path, policy: str, batch: int, loaded_s: float | None) -> pd.D
     )
 
 
+def tuned_over_baseline(folder: Path) -> pd.Series:
+    """The study's paired tuned/baseline ratio (its comparisons.csv row)."""
+    table = pd.read_csv(folder / TABLES / "comparisons.csv")
+    row = table[(table.a_variant == "tuned") & (table.b_variant == "baseline")]
+    return row.iloc[0]
+
+
+def judged(row, calm) -> str:
+    """A loaded (or later) study's row against a quiet one's: both ways in the CIs, widths."""
+    width, calm_width = row.ci_high - row.ci_low, calm.ci_high - calm.ci_low
+    inside = row.ci_low <= calm.throughput_img_s_mean <= row.ci_high
+    agrees = calm.ci_low <= row.throughput_img_s_mean <= calm.ci_high
+    return (
+        f"{calm.throughput_img_s_mean:6.1f} [{calm.ci_low:.1f}, {calm.ci_high:.1f}]: "
+        f"it in its CI {agrees!s:5s} it in ours {inside!s:5s} width x{width / calm_width:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loaded-seconds", type=float, default=15.0)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="busy-neighbour-"))
-    quiet = study(root / "quiet", "remeasure", args.batch_size, None)
-    for policy in ("keep", "remeasure"):
-        loaded = study(root / policy, policy, args.batch_size, args.loaded_seconds)
-        print(f"\n{policy}: a busy loop for {args.loaded_seconds:.0f} s of the measurement")
-        for variant, row in loaded.iterrows():
-            calm = quiet.loc[variant]
-            width, calm_width = row.ci_high - row.ci_low, calm.ci_high - calm.ci_low
-            inside = row.ci_low <= calm.throughput_img_s_mean <= row.ci_high
-            agrees = calm.ci_low <= row.throughput_img_s_mean <= calm.ci_high
+    folders = {name: root / name for name in ("quiet", "keep", "remeasure", "quiet_again")}
+    studies = {
+        name: study(
+            folder,
+            "keep" if name == "keep" else "remeasure",
+            args.batch_size,
+            args.loaded_seconds if name in ("keep", "remeasure") else None,
+        )
+        for name, folder in folders.items()
+    }
+    before, after = studies["quiet"], studies["quiet_again"]
+    print(f"(keep and remeasure: a busy loop for {args.loaded_seconds:.0f} s of the measurement)")
+    for name in ("keep", "remeasure", "quiet_again"):
+        print(f"\n{name}")
+        for variant, row in studies[name].iterrows():
             print(
                 f"  {variant:9s} {row.status:9s} discarded {int(row.discarded_windows):2d}  "
-                f"{row.throughput_img_s_mean:7.1f} img/s [{row.ci_low:.1f}, {row.ci_high:.1f}]"
-                f"  quiet {calm.throughput_img_s_mean:7.1f} [{calm.ci_low:.1f}, "
-                f"{calm.ci_high:.1f}]  quiet in its CI: {inside}, it in quiet's CI: {agrees}, "
-                f"width x{width / calm_width:.2f}"
+                f"{row.throughput_img_s_mean:6.1f} img/s [{row.ci_low:.1f}, {row.ci_high:.1f}]"
             )
+            print(f"    against quiet       {judged(row, before.loc[variant])}")
+            if name != "quiet_again":
+                print(f"    against quiet_again {judged(row, after.loc[variant])}")
+    print("\ntuned/baseline, paired (a ratio the machine's drift cancels out of)")
+    for name, folder in folders.items():
+        ratio = tuned_over_baseline(folder)
+        print(
+            f"  {name:11s} {ratio.ratio:.3f} [{ratio.ci95_low:.3f}, {ratio.ci95_high:.3f}] "
+            f"{ratio.verdict} over {int(ratio.rounds)} rounds"
+        )
     print(f"\nstudies kept in {root}")
 
 

@@ -85,24 +85,21 @@ KERNEL_COLUMNS = {
 }
 
 
-def kind_records(kinds: pd.DataFrame) -> list[Finding]:
-    first = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
-    return [
-        Finding("kernel_kind", {k: r[k] for k in (*GROUP_KEYS, "kind")}, {"share": r["share"]})
-        for r in first.sort_values(list(GROUP_KEYS), kind="stable").to_dict("records")
-    ]
-
-
 def build(page: Page) -> Section:
     kernels = page.tables.kernels
     kinds = kernel_kind_shares(kernels)
     top = top_kernels(kernels, page.top_n_kernels)
+    largest = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
+    largest = largest.sort_values(list(GROUP_KEYS), kind="stable").to_dict("records")
     return section(
         "kernels",
         "Top kernels",
         intro=f"The {page.top_n_kernels} kernels that took the most time in the profiled step of "
         "each configuration (launches of one kernel summed), and the time per kernel kind.",
-        findings=kind_records(kinds),
+        findings=[
+            Finding("kernel_kind", {k: r[k] for k in (*GROUP_KEYS, "kind")}, {"share": r["share"]})
+            for r in largest
+        ],
         tables=(
             Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
             Table(

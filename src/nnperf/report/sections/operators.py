@@ -117,11 +117,6 @@ INTRO = (
 )
 
 
-def sorted_opprofiles(profiles: Sequence) -> list:
-    keys = pd.DataFrame([p.document for p in profiles], columns=list(GROUP_KEYS))
-    return [profiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
-
-
 def _profile_keys(document: dict) -> dict:
     return {KEY_LABELS[k]: document.get(k) for k in GROUP_KEYS}
 
@@ -207,7 +202,10 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
 def build(page: Page) -> Section | None:
     if not page.tables.opprofiles:
         return None
-    profiles = sorted_opprofiles(page.tables.opprofiles)
+    keys = pd.DataFrame([p.document for p in page.tables.opprofiles], columns=list(GROUP_KEYS))
+    profiles = [
+        page.tables.opprofiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index
+    ]
     documents = [p.document for p in profiles]
     return section(
         "operators",

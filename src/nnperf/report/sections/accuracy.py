@@ -85,7 +85,6 @@ def _time_to_target(row: Mapping) -> str:
     return "n/a" if missing(row.get("target_accuracy")) else "not reached"
 
 
-# One row per training run: its time to the target next to its throughput.
 TRAINING_COLUMNS = {
     "Recipe": ("recipe", str),
     "Status": ("status", lambda status: str(status).replace("_", " ")),

@@ -119,10 +119,8 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
     missed = measured[measured["target_met"].fillna(True).eq(False)]
     by_machine = missed["stop_reason"].astype(str) == MACHINE_MISS
     allows = []
-    for machine, group in measured.groupby("machine", sort=True):
-        theirs = missed[by_machine & (missed["machine"] == machine)]
-        if theirs.empty:
-            continue
+    for machine, theirs in missed[by_machine].groupby("machine", sort=True):
+        group = measured[measured["machine"] == machine]
         on = [str(machine), str(machine), "paired"]
         paired = half_widths[(comparisons[needed[:3]].astype(str) == on).all(axis=1)].dropna()
         numbers = {

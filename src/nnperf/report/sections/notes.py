@@ -17,7 +17,6 @@ from nnperf.report.sections.roofline import profiled_configs, roof_names
 
 # The statuses a configuration ends with when it was not measured.
 ENDED = ("oom", "over_budget", "host_busy")
-# What the key findings count (`flag_counts`).
 COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
 

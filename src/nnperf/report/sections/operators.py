@@ -58,7 +58,6 @@ def bound_record(document: Mapping, machine: str | None = None) -> Finding | Non
     return Finding("profile_bound", about, numbers)
 
 
-# What a `profile_bound` record quotes of a profile's summary.
 BOUND_NUMBERS = (
     *("busy_time_s", "step_time_s_mean", "device_busy_time_s", "host_dispatch_time_s"),
     *("launch_time_s", "input_share", "profiled_over_timed"),
@@ -127,8 +126,6 @@ def _busy(kind, share) -> str | None:
     return f"{'device' if kind == 'device' else 'operators'} {fmt_pct(share)}"
 
 
-# One row per operator profile: how its step splits between busy and waiting, what that
-# makes of it, and its peak memory and batch headroom.
 STEP_COLUMNS = {
     "Status": ("status", lambda status: str(status).replace("_", " ")),
     "Profiled steps": ("profiled_steps", int),
@@ -141,8 +138,6 @@ STEP_COLUMNS = {
     "Peak memory (MiB)": ("peak_allocated_bytes", MIB),
     "Largest batch that fits": ("max_batch_size", int),
 }
-# Each profile's peak memory by category (MiB), beside the complexity stage's
-# saved-activation estimate.
 MEMORY_COLUMNS = {
     "Peak (MiB)": ("peak_allocated_bytes", MIB),
     **{label.capitalize(): (f"{c}_bytes", MIB) for c, label in CATEGORY_LABELS.items()},

@@ -106,7 +106,6 @@ def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dic
     return about, numbers
 
 
-# What a profiles.csv row's busy-share finding quotes.
 BUSY_NUMBERS = (
     *("kernel_time_s", "profiled_sm_clock_hz", "run_sm_clock_hz", "kernel_time_at_run_clock_s"),
     *("step_time_s", "busy_share", "busy_share_at_profiled_clock"),
@@ -144,8 +143,6 @@ def above_roof_text(above, above_value, peak_flop_s, above_fraction) -> str:
     return f"yes, {fmt_pct(above_fraction)} of {of}: roof under-measured"
 
 
-# The reading per configuration, point source and roof origin (a derived peak named
-# `derived`, a point above its roof flagged: `above_roof`).
 READING_COLUMNS = {
     "Point": ("source", str),
     "Roofs": ("roof_name", str),
@@ -179,8 +176,6 @@ def _calibration_gemm(fraction, roof_ok) -> str:
     return f"{fmt_pct(fraction)} of roof: {verdict}"
 
 
-# One row per profiled configuration: the GPU's busy share of the timed step with both
-# clocks beside it, and the checks the calibration GEMM made of the profile.
 PROFILE_COLUMNS = {
     "Kernels": ("kernels", int),
     "Kernel time (ms) at profiled clock": ("kernel_time_s", MS),

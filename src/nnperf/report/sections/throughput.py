@@ -12,7 +12,6 @@ INTRO = (
 )
 
 
-# The spread of each configuration's windows.
 SPREAD_COLUMNS = {
     "Median (img/s)": ("throughput_img_s_median", fmt),
     "IQR (img/s)": ("throughput_img_s_iqr", fmt),

@@ -146,7 +146,10 @@ MEMORY_COLUMNS = {
 TOP_COLUMNS = {"Host (ms)": ("host_time", MS), "Device (ms)": ("device_time", MS)}
 TOP_COLUMNS["Share"] = ("share", fmt_pct)
 TOP_EXTRA_COLUMNS = {
-    "operators": {"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)},
+    "operators": {
+        "Calls per step": ("calls_per_step", fmt),
+        "Input shapes": (("input_shapes",), lambda shapes: shorten(str(shapes or ""), 60)),
+    },
     "layers": {"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)},
 }
 
@@ -165,32 +168,25 @@ def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.Data
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
     """The top rows of each profile's `operators` or `layers` table, by device time if any."""
     name = "operator" if table == "operators" else "layer"
-    rows = []
+    tops = []
     for profile in profiles:
         d, frame = profile.document, profile.tables.get(table)
         if frame is None or frame.empty:
             continue
         n = limit or int((d.get("settings") or {}).get("top_operators", 10))
         column = analysis.time_column(frame)
-        share = column.replace("_time_s", "_share")
-        for rank, row in enumerate(analysis.top(frame, n, column).to_dict("records"), 1):
-            rows.append(
-                {
-                    **_profile_keys(d),
-                    "#": rank,
-                    name.capitalize(): shorten(str(row[name]), 60),
-                    "host_time": row.get("host_self_time_s", row.get("host_time_s")),
-                    "device_time": row.get("device_self_time_s", row.get("device_time_s")),
-                    "share": row.get(share),
-                    "calls": row.get("calls_per_step"),
-                    "shapes": shorten(str(row.get("input_shapes") or ""), 60),
-                    "forward": row.get("forward_" + column),
-                    "backward": row.get("backward_" + column),
-                }
-            )
-    frame = pd.DataFrame(rows)
-    spec = {**TOP_COLUMNS, **TOP_EXTRA_COLUMNS[table]}
+        top = analysis.top(frame, n, column)
+        # An operator's own time (self), not its children's; a layer's all of it.
+        own = "_self" if "host_self_time_s" in frame else ""
+        times = {"host_time": f"host{own}_time_s", "device_time": f"device{own}_time_s"}
+        times.update(share=column.replace("_time_s", "_share"), forward=f"forward_{column}")
+        times["backward"] = f"backward_{column}"
+        ranked = {**_profile_keys(d), "#": range(1, len(top) + 1)}
+        ranked[name.capitalize()] = top[name].map(lambda v: shorten(str(v), 60))
+        tops.append(top.assign(**ranked, **{k: top.get(c) for k, c in times.items()}))
+    frame = pd.concat(tops, ignore_index=True) if tops else pd.DataFrame()
     first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
+    spec = {**TOP_COLUMNS, **TOP_EXTRA_COLUMNS[table]}
     return cells(frame, spec, frame[first] if not frame.empty else None)
 
 

@@ -35,9 +35,8 @@ def mfu_cell(verdicts: pd.DataFrame, row: Mapping, roof: str) -> str:
     best = match_config(match.sort_values("source", key=lambda s: s.astype(str) != "ncu"), row)
     if best is None:
         return "—"
-    return fmt_pct(best["fraction_of_peak"]) + (
-        " (derived)" if best["roof_name"] == "derived" else ""
-    )
+    derived = " (derived)" if best["roof_name"] == "derived" else ""
+    return fmt_pct(best["fraction_of_peak"]) + derived
 
 
 def limit_cell(row: Mapping, verdicts: pd.DataFrame, profiles: pd.DataFrame | None) -> str:

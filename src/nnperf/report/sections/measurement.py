@@ -73,10 +73,10 @@ def measurement_table(
     if summary is None or summary.empty:
         return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
     frame = summary.reindex(
-        columns=[*summary.columns, *(c for c in MEASUREMENT_COLUMNS if c not in summary)]
+        columns=[*summary, *(c for c in MEASUREMENT_COLUMNS if c not in summary)]
     )
-    for name in (*MEASUREMENT_COLUMNS[7:], MEAN):
-        frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
+    numeric = [*MEASUREMENT_COLUMNS[7:], MEAN]
+    frame[numeric] = frame.reindex(columns=numeric).apply(pd.to_numeric, errors="coerce")
     frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
     # Kalibera & Jones' between-process estimate may be negative: a spread of 0.
     mean = frame[MEAN].where(frame[MEAN] > 0)

@@ -114,9 +114,8 @@ BUSY_NUMBERS = (
 
 def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Finding:
     """What the GPU's busy share says of a profiles.csv row, with a host-bound step's remedies."""
-    verdict = str(profile.get("busy_verdict"))
-    if missing(profile.get("busy_share_at_profiled_clock")):
-        verdict = "unknown"
+    unread = missing(profile.get("busy_share_at_profiled_clock"))
+    verdict = "unknown" if unread else str(profile.get("busy_verdict"))
     about = {**{k: profile[k] for k in GROUP_KEYS}, "verdict": verdict}
     numbers = {k: profile.get(k) for k in BUSY_NUMBERS}
     if verdict == "host-bound":

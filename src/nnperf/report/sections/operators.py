@@ -48,8 +48,7 @@ def bound_record(document: Mapping, machine: str | None = None) -> Finding | Non
     verdict, share = summary.get("bound"), summary.get("bound_share")
     if document.get("status") != "ok" or verdict is None or missing(share):
         return None
-    timed = summary.get("timed_step_time_s")
-    ratio = summary.get("profiled_over_timed")
+    timed, ratio = summary.get("timed_step_time_s"), summary.get("profiled_over_timed")
     about = _about(document, machine, verdict=verdict, busy_kind=summary.get("busy_kind"))
     about.update(remedy=_remedy(document, verdict), step_source="timed" if timed else "profiled")
     about["slowed"] = not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE

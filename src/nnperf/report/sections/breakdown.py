@@ -120,14 +120,13 @@ PHASE_COLUMNS = {
 
 def build(page: Page) -> Section:
     phases = phase_shares(page.tables.summary)
+    shares = page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases)))
     return section(
         "breakdown",
         "Time breakdown",
         intro=INTRO,
         findings=breakdown_records(phases),
-        tables=[
-            Table("Phase shares", page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases))))
-        ],
+        tables=[Table("Phase shares", shares)],
         figures=page.figures_of("breakdown"),
         sources=page.sources("summary"),
     )

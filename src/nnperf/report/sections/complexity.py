@@ -57,13 +57,12 @@ COMPLEXITY_COLUMNS = {
 
 
 def build(page: Page) -> Section:
+    table = cells(complexity_table(page.tables.complexity), COMPLEXITY_COLUMNS)
     return section(
         "complexity",
         "Model complexity",
         intro=INTRO,
-        tables=[
-            Table("Complexity", cells(complexity_table(page.tables.complexity), COMPLEXITY_COLUMNS))
-        ],
+        tables=[Table("Complexity", table)],
         figures=page.figures_of("complexity"),
         sources=page.sources("complexity"),
     )

@@ -89,6 +89,7 @@ def build(page: Page) -> Section:
     kernels = page.tables.kernels
     kinds = kernel_kind_shares(kernels)
     top = top_kernels(kernels, page.top_n_kernels)
+    by_kind = page.drop(cells(kinds, KIND_COLUMNS, key_columns(kinds)))
     largest = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
     largest = largest.sort_values(list(GROUP_KEYS), kind="stable").to_dict("records")
     return section(
@@ -102,9 +103,7 @@ def build(page: Page) -> Section:
         ],
         tables=(
             Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
-            Table(
-                "Time per kernel kind", page.drop(cells(kinds, KIND_COLUMNS, key_columns(kinds)))
-            ),
+            Table("Time per kernel kind", by_kind),
         ),
         figures=page.figures_of("kernels"),
         sources=page.sources("kernels"),

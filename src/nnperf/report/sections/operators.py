@@ -197,6 +197,7 @@ def build(page: Page) -> Section | None:
         page.tables.opprofiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index
     ]
     documents = [p.document for p in profiles]
+    memory = page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True))
     return section(
         "operators",
         "Operators, layers and memory",
@@ -206,10 +207,7 @@ def build(page: Page) -> Section | None:
             Table("Where each profiled step goes", page.drop(profile_rows(profiles, STEP_COLUMNS))),
             Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),
             Table("Top layers", page.drop(top_operators_display(profiles, "layers"))),
-            Table(
-                "Peak memory by category (MiB)",
-                page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True)),
-            ),
+            Table("Peak memory by category (MiB)", memory),
         ),
         figures=page.figures_of("operators"),
         sources=page.sources("opprofiles"),

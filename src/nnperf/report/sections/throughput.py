@@ -21,13 +21,12 @@ SPREAD_COLUMNS = {
 
 def build(page: Page) -> Section:
     ok = sort_configs(ok_configs(page.tables.summary))
+    spread = page.drop(cells(ok, SPREAD_COLUMNS, key_columns(ok)))
     return section(
         "throughput",
         "Throughput",
         intro=INTRO,
-        tables=[
-            Table("Spread over windows", page.drop(cells(ok, SPREAD_COLUMNS, key_columns(ok))))
-        ],
+        tables=[Table("Spread over windows", spread)],
         figures=page.figures_of("throughput"),
         sources=page.sources("summary"),
     )

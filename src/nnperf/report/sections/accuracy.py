@@ -43,11 +43,8 @@ def faster_but_later(
     timed = throughput_column == TIMED_THROUGHPUT
     interval = ("ci" if runs is not None else "no_runs") if timed else "one_run"
     records = []
-    usable = table[
-        table["status"].isin(MEASURED_STATUSES)
-        & table["target_accuracy"].notna()
-        & table[throughput_column].notna()
-    ]
+    measured = table[table["status"].isin(MEASURED_STATUSES)]
+    usable = measured.dropna(subset=["target_accuracy", throughput_column])
     keys = [key for key in ("machine", *COMPARISON_KEYS) if key in usable.columns]
     for _, group in usable.groupby(keys, sort=False, dropna=False):
         reached = group[[_reached(row) for row in group.to_dict("records")]]

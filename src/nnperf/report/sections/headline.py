@@ -15,7 +15,7 @@ from nnperf.report.format import cells, estimate_text, fmt_pct, match_config, so
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.measurement import target_met
 from nnperf.report.sections.notes import high_cv
-from nnperf.report.sections.roofline import roof_names
+from nnperf.report.sections.roofline import above_roof
 
 INTRO = (
     "Limit: compute or memory (roofline), host (GPU idle most of the step) or input (data "
@@ -91,8 +91,7 @@ def build(page: Page) -> Section | None:
     summary = page.tables.summary
     if summary is None or summary.empty:
         return None
-    verdicts = roofline_verdicts(study_readings(page.tables))
-    verdicts = verdicts.assign(roof_name=roof_names(verdicts, page.tables.ceilings))
+    verdicts = above_roof(roofline_verdicts(study_readings(page.tables)), page.tables.ceilings)
     groups = sort_configs(summary).groupby(["machine", "device"], sort=False)
     profiles, cv = page.tables.profiles, page.cv_threshold
     tables = [

@@ -60,8 +60,7 @@ def input_record(summary: pd.DataFrame | None) -> Finding | None:
     if table.empty:
         return None
     verdicts = table["input_bound"].astype(str)
-    bound = table[verdicts == INPUT_BOUND]
-    free = table[verdicts == NOT_INPUT_BOUND]
+    bound, free = (table[verdicts == verdict] for verdict in (INPUT_BOUND, NOT_INPUT_BOUND))
     unknown = table[~verdicts.isin([INPUT_BOUND, NOT_INPUT_BOUND])]
     rates = pd.to_numeric(unknown.get("loader_rate_img_s", pd.Series(dtype=float)), errors="coerce")
     ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")

@@ -28,13 +28,8 @@ INTRO = (
     "host-to-device copy, forward, backward, optimizer) as a share of their sum."
 )
 
-SHARE_COLUMNS = [
-    *GROUP_KEYS,
-    *(f"{p}_s" for p in PHASES),
-    "phase_total_s",
-    *(f"{p}_share" for p in PHASES),
-    "input_share",
-]
+SECONDS, SHARES = [f"{p}_s" for p in PHASES], [f"{p}_share" for p in PHASES]
+SHARE_COLUMNS = [*GROUP_KEYS, *SECONDS, "phase_total_s", *SHARES, "input_share"]
 
 
 def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
@@ -46,9 +41,9 @@ def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
     if source.empty or not set(medians) & set(source.columns):
         return pd.DataFrame(columns=SHARE_COLUMNS)
     seconds = source.reindex(columns=medians, fill_value=0.0).apply(pd.to_numeric, errors="coerce")
-    seconds.columns = [f"{p}_s" for p in PHASES]
+    seconds.columns = SECONDS
     total = seconds.fillna(0.0).sum(axis=1)
-    shares = seconds.fillna(0.0).div(total, axis=0).set_axis([f"{p}_share" for p in PHASES], axis=1)
+    shares = seconds.fillna(0.0).div(total, axis=0).set_axis(SHARES, axis=1)
     frame = pd.concat(
         [source[list(GROUP_KEYS)], seconds, total.rename("phase_total_s"), shares], axis=1
     )

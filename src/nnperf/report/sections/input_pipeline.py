@@ -68,15 +68,10 @@ def input_record(summary: pd.DataFrame | None) -> Finding | None:
         "named": ordered.head(NAMED_AT_MOST).to_dict("records"),
         "why": "no_rate" if rates.isna().all() else "unsettled",
     }
-    numbers = {
-        "total": len(table),
-        "bound": len(bound),
-        "free": len(free),
-        "unknown": len(unknown),
-        "machines": table["machine"].nunique(),
-        "headroom": pd.to_numeric(free["loader_headroom"], errors="coerce").min(),
-        "wait": pd.to_numeric(free["data_wait_share"], errors="coerce").max(),
-    }
+    numbers = {"total": len(table), "bound": len(bound), "free": len(free), "unknown": len(unknown)}
+    numbers["machines"] = table["machine"].nunique()
+    numbers["headroom"] = pd.to_numeric(free["loader_headroom"], errors="coerce").min()
+    numbers["wait"] = pd.to_numeric(free["data_wait_share"], errors="coerce").max()
     return Finding("input_verdicts", about, numbers)
 
 

@@ -13,6 +13,8 @@ from nnperf.report.format import sort_configs
 from nnperf.report.outline import Page, Section, Table, section
 
 DEFAULT_TOP_KERNELS = 10
+# What kernels.csv measures per launch, summed over a kernel's launches.
+SUMMED = ("duration_s", "flops_total", "bytes_dram")
 TOP_COLUMNS = [
     *GROUP_KEYS,
     *("rank", "kernel_name", "kind", "launches", "duration_s", "share", "flops_total"),
@@ -25,10 +27,7 @@ def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
     if kernels is None or kernels.empty:
         return None
     step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
-    numeric = ("duration_s", "flops_total", "bytes_dram")
-    return step.assign(
-        **{c: pd.to_numeric(step.get(c, math.nan), errors="coerce") for c in numeric}
-    )
+    return step.assign(**{c: pd.to_numeric(step.get(c, math.nan), errors="coerce") for c in SUMMED})
 
 
 def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
@@ -39,12 +38,7 @@ def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> p
         return pd.DataFrame(columns=TOP_COLUMNS)
     per_name = (
         step.groupby([*keys, "kernel_name", "kind"], sort=False, dropna=False)
-        .agg(
-            launches=("duration_s", "size"),
-            duration_s=("duration_s", "sum"),
-            flops_total=("flops_total", "sum"),
-            bytes_dram=("bytes_dram", "sum"),
-        )
+        .agg(launches=("duration_s", "size"), **{c: (c, "sum") for c in SUMMED})
         .reset_index()
         .sort_values([*keys, "duration_s"], ascending=[True] * len(keys) + [False], kind="stable")
     )

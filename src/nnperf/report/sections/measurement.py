@@ -143,12 +143,9 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
     levels = measured[measured["dominant_level"].isin(["process", "window"])]
     for machine, group in levels.groupby("machine", sort=True):
         by_process = int((group["dominant_level"] == "process").sum())
-        numbers = {
-            "by_process": by_process,
-            "by_window": len(group) - by_process,
-            "between_rsd": group["between_process_rsd"].median(),
-            "within_rsd": group["within_process_rsd"].median(),
-        }
+        numbers = {"by_process": by_process, "by_window": len(group) - by_process}
+        numbers["between_rsd"] = group["between_process_rsd"].median()
+        numbers["within_rsd"] = group["within_process_rsd"].median()
         found.append(Finding("dominant_level", {"machine": machine}, numbers))
     for machine, group in table.groupby("machine", sort=True):
         fixed, compiled = group["fixed_cost_s"].dropna(), group.dropna(subset=["compile_time_s"])

@@ -72,9 +72,8 @@ def measurement_table(
     """Per configuration (every status): how it was measured and how well."""
     if summary is None or summary.empty:
         return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
-    frame = summary.reindex(
-        columns=[*summary, *(c for c in MEASUREMENT_COLUMNS if c not in summary)]
-    )
+    added = [c for c in MEASUREMENT_COLUMNS if c not in summary]
+    frame = summary.reindex(columns=[*summary, *added])
     numeric = [*MEASUREMENT_COLUMNS[7:], MEAN]
     frame[numeric] = frame.reindex(columns=numeric).apply(pd.to_numeric, errors="coerce")
     frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
@@ -85,12 +84,10 @@ def measurement_table(
     frame["unstable"] = frame["unstable"].map(truthy)
     if windows is not None and not windows.empty and set(GROUP_KEYS) <= set(windows.columns):
         flagged = windows.get("flagged", pd.Series(False, windows.index)).map(truthy)
-        counts = flagged.groupby([windows[k] for k in GROUP_KEYS], sort=False).agg(
-            flagged_windows="sum", windows_recorded="size"
-        )
-        frame = frame.drop(columns=list(counts.columns)).merge(
-            counts.reset_index(), on=list(GROUP_KEYS), how="left"
-        )
+        by = [windows[k] for k in GROUP_KEYS]
+        counts = flagged.groupby(by, sort=False).agg(flagged_windows="sum", windows_recorded="size")
+        frame = frame.drop(columns=list(counts.columns))
+        frame = frame.merge(counts.reset_index(), on=list(GROUP_KEYS), how="left")
     return sort_configs(frame).reset_index(drop=True)
 
 

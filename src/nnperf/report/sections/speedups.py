@@ -60,10 +60,9 @@ def scaling(table: pd.DataFrame | None) -> list[Finding]:
             entry["gain"] = row
         else:
             entry["tops"].append(row)
-    found = sort_configs(
-        pd.DataFrame(list(groups.values()), columns=[*SCALING_KEYS, "gain", "tops"])
-    )
-    return [Finding("batch_scaling", r) for r in found.to_dict("records") if r["gain"] is not None]
+    found = pd.DataFrame(list(groups.values()), columns=[*SCALING_KEYS, "gain", "tops"])
+    rows = sort_configs(found).to_dict("records")
+    return [Finding("batch_scaling", r) for r in rows if r["gain"] is not None]
 
 
 def ratio_display(table: pd.DataFrame, column: str) -> pd.DataFrame:

@@ -44,9 +44,8 @@ def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
     seconds.columns = SECONDS
     total = seconds.fillna(0.0).sum(axis=1)
     shares = seconds.fillna(0.0).div(total, axis=0).set_axis(SHARES, axis=1)
-    frame = pd.concat(
-        [source[list(GROUP_KEYS)], seconds, total.rename("phase_total_s"), shares], axis=1
-    )
+    parts = [source[list(GROUP_KEYS)], seconds, total.rename("phase_total_s"), shares]
+    frame = pd.concat(parts, axis=1)
     frame["input_share"] = frame["data_wait_share"] + frame["h2d_share"]
     return sort_configs(frame[frame["phase_total_s"] > 0][SHARE_COLUMNS]).reset_index(drop=True)
 

@@ -78,14 +78,11 @@ def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = (
     verdicts = verdicts.assign(roof=roof_names(verdicts, list(ceilings)))
     above = verdicts[verdicts["fraction_of_roof"] > ROOF_TOLERANCE]
     keys = ["machine", "device", "roof", "precision"]
-    return [
-        Finding(
-            "roof_too_low",
-            {**dict(zip(keys, key)), "worst": group.loc[group["fraction_of_roof"].idxmax()]},
-            {"points": len(group)},
-        )
-        for key, group in above.groupby(keys, sort=True)
-    ]
+    found = []
+    for key, group in above.groupby(keys, sort=True):
+        about = {**dict(zip(keys, key)), "worst": group.loc[group["fraction_of_roof"].idxmax()]}
+        found.append(Finding("roof_too_low", about, {"points": len(group)}))
+    return found
 
 
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:

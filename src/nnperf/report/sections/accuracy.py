@@ -63,11 +63,9 @@ def faster_but_later(
             about = {"run": row.to_dict(), "first": first.to_dict(), "interval": interval}
             about.update(ci=ci, recipe=row["recipe"], device=row["device"])
             numbers = {"rate": rate, "first_rate": first_rate, "target": first["target_accuracy"]}
-            numbers.update(
-                time_s=time_s, epochs=row["epochs_to_target"], best=row["best_test_top1"]
-            )
-            numbers.update(first_time_s=first["time_to_target_s"], epochs_run=row["epochs_run"])
-            numbers.update(first_epochs=first["epochs_to_target"])
+            numbers.update(time_s=time_s, first_time_s=first["time_to_target_s"])
+            numbers.update(epochs=row["epochs_to_target"], first_epochs=first["epochs_to_target"])
+            numbers.update(epochs_run=row["epochs_run"], best=row["best_test_top1"])
             records.append(Finding("faster_but_later", about, numbers))
     return records
 

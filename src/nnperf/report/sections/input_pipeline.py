@@ -64,10 +64,8 @@ def input_record(summary: pd.DataFrame | None) -> Finding | None:
     unknown = table[~verdicts.isin([INPUT_BOUND, NOT_INPUT_BOUND])]
     rates = pd.to_numeric(unknown.get("loader_rate_img_s", pd.Series(dtype=float)), errors="coerce")
     ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
-    about = {
-        "named": ordered.head(NAMED_AT_MOST).to_dict("records"),
-        "why": "no_rate" if rates.isna().all() else "unsettled",
-    }
+    about = {"named": ordered.head(NAMED_AT_MOST).to_dict("records")}
+    about["why"] = "no_rate" if rates.isna().all() else "unsettled"
     numbers = {"total": len(table), "bound": len(bound), "free": len(free), "unknown": len(unknown)}
     numbers["machines"] = table["machine"].nunique()
     numbers["headroom"] = pd.to_numeric(free["loader_headroom"], errors="coerce").min()

@@ -195,17 +195,11 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
         ordered = [k for k in JOB_NOUNS if k in kinds] + sorted(set(kinds.index) - set(JOB_NOUNS))
         timed = mine.get("timed_window_s")
         timed = math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
-        rows.append(
-            {
-                "results_dir": folder,
-                "machines": ", ".join(sorted(mine.get("machine", pd.Series()).dropna().unique())),
-                "jobs": ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered),
-                "first_start": float(group["started_at_unix"].min()),
-                "last_end": float(group["ended_at_unix"].max()),
-                "busy_s": union_length(zip(group["started_at_unix"], group["ended_at_unix"])),
-                "timed_s": timed,
-            }
-        )
+        machines = ", ".join(sorted(mine.get("machine", pd.Series()).dropna().unique()))
+        counted = ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered)
+        started, ended = group["started_at_unix"], group["ended_at_unix"]
+        span = float(started.min()), float(ended.max()), union_length(zip(started, ended))
+        rows.append((folder, machines, counted, *span, timed))
     frame = pd.DataFrame(rows, columns=columns)
     frame["timed_share_of_busy"] = frame["timed_s"] / frame["busy_s"].where(frame["busy_s"] > 0)
     return frame

@@ -190,12 +190,11 @@ def top_operators_display(profiles: Sequence, table: str, limit: int | None = No
 
 
 def build(page: Page) -> Section | None:
-    if not page.tables.opprofiles:
+    opprofiles = page.tables.opprofiles
+    if not opprofiles:
         return None
-    keys = pd.DataFrame([p.document for p in page.tables.opprofiles], columns=list(GROUP_KEYS))
-    profiles = [
-        page.tables.opprofiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index
-    ]
+    keys = pd.DataFrame([p.document for p in opprofiles], columns=list(GROUP_KEYS))
+    profiles = [opprofiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
     documents = [p.document for p in profiles]
     memory = page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True))
     return section(

@@ -31,8 +31,7 @@ def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
-    """Per configuration, the `n` kernels (launches of one name summed) that took the most of
-    the profiled step's kernel time."""
+    """Per configuration, the `n` kernels (launches of one name summed) with the most step time."""
     step, keys = step_kernels(kernels), list(GROUP_KEYS)
     if step is None:
         return pd.DataFrame(columns=TOP_COLUMNS)

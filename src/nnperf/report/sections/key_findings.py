@@ -25,8 +25,7 @@ NO_RESULTS = "No timed results yet: only the sections below with data were writt
 
 
 def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: Mapping) -> dict | None:
-    """The operator profile quoted for a machine and model (`group`): the profiled
-    configuration that trained fastest."""
+    """The profile quoted for a machine and model (`group`): its fastest profiled configuration."""
     ok = [p.document for p in profiles if p.document.get("status") == "ok"]
     where = ("machine", "device", "model")
     same = [d for d in ok if all(str(d.get(k)) == str(best[k]) for k in where)]

@@ -181,8 +181,7 @@ def cost_records(cost: Mapping) -> list[Finding]:
 
 
 def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Per results folder (one run of the study on one machine): its machines, the jobs that
-    recorded when they ran, first start, last end, busy time and timed-window seconds."""
+    """Per results folder (one run of the study on one machine): what its recorded jobs cost."""
     columns = "results_dir machines jobs first_start last_end busy_s timed_s".split()
     if jobs is None or jobs.empty:
         return pd.DataFrame(columns=[*columns, "timed_share_of_busy"])

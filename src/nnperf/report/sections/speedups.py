@@ -37,8 +37,7 @@ def pairs(table: pd.DataFrame | None, kind: str) -> pd.DataFrame:
 
 
 def stated(table: pd.DataFrame, column: str) -> list[Finding]:
-    """Every pair at its largest batch size, and below it those left unresolved (or given
-    up as out of reach)."""
+    """Every pair at its largest batch size, and below it those unresolved or out of reach."""
     if table.empty:
         return []
     most = table.groupby(SCALING_KEYS, dropna=False)["batch_size"].transform("max")

@@ -160,8 +160,7 @@ def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.Data
         for p in profiles
     ]
     rows = [r for r in rows if r.get("peak_allocated_bytes") or not with_memory]
-    frame = pd.DataFrame(rows)
-    return cells(frame, spec, pd.DataFrame([_profile_keys(r) for r in rows]))
+    return cells(pd.DataFrame(rows), spec, pd.DataFrame([_profile_keys(r) for r in rows]))
 
 
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:

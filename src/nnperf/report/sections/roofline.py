@@ -68,13 +68,10 @@ def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
         sheet = ceiling.get("datasheet") or {}
         gemm = ((ceiling.get("measured") or {}).get("gemm") or {}).get(row["precision"]) or {}
         memory = row.get("bound") == "memory" and row["above_value"] != row["peak_flop_s"]
-        about = {
-            **{k: row[k] for k in GROUP_KEYS},
-            "roof": row["roof_name"],
-            "against": "bandwidth" if memory else "compute",
-            "level": LEVEL_LABELS.get(row["limit"], row["limit"]),
-            "clock_source": sheet.get("clock_source"),
-        }
+        about = {k: row[k] for k in GROUP_KEYS} | {"roof": row["roof_name"]}
+        about["against"] = "bandwidth" if memory else "compute"
+        about["level"] = LEVEL_LABELS.get(row["limit"], row["limit"])
+        about["clock_source"] = sheet.get("clock_source")
         numbers = {k: row[k] for k in ("performance_flop_s", "above_fraction", "above_value")}
         numbers.update(gemm_size=gemm.get("best_size"), clock_hz=sheet.get("clock_hz"))
         records.append(Finding("above_roof", about, numbers))

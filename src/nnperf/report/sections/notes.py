@@ -13,7 +13,7 @@ from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readin
 from nnperf.report.findings import Finding
 from nnperf.report.format import GROUP_KEYS, ok_configs, sort_configs, truthy
 from nnperf.report.outline import Page, Section, section
-from nnperf.report.sections.roofline import profiled_configs, roof_names
+from nnperf.report.sections.roofline import roof_names
 
 # The statuses a configuration ends with when it was not measured.
 ENDED = ("oom", "over_budget", "host_busy")
@@ -88,7 +88,7 @@ def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = (
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
     """Per profile whose calibration GEMM is absent or contradicts its FLOPs or its roof."""
     found = []
-    for row in profiled_configs(profiles).to_dict("records"):
+    for row in [] if profiles is None else sort_configs(profiles).to_dict("records"):
         unchecked = missing(row.get("calibration_flops_measured"))
         kinds = {
             "profile_unchecked": unchecked,

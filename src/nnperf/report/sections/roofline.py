@@ -186,10 +186,6 @@ PROFILE_COLUMNS = {
 }
 
 
-def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame:
-    return pd.DataFrame() if profiles is None else sort_configs(profiles)
-
-
 def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[Finding]:
     rows = profiled.to_dict("records") if profiled is not None else []
     flagged = above_roof_records(above_roof(verdicts, ceilings), ceilings)
@@ -199,7 +195,8 @@ def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) ->
 def build(page: Page) -> Section:
     verdicts = roofline_verdicts(study_readings(page.tables))
     flagged = above_roof(verdicts, page.tables.ceilings)
-    profiled = profiled_configs(page.tables.profiles)
+    profiles = page.tables.profiles
+    profiled = pd.DataFrame() if profiles is None else sort_configs(profiles)
     readings = page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged)))
     checks = page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled)))
     return section(

@@ -15,8 +15,7 @@ from nnperf.report.outline import Page, Section, Table, section
 from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
 TABLE_COLUMNS = (
-    *("machine", "device", "roof", "unit", "measured", "datasheet", "peak_origin"),
-    "measured_over_datasheet",
+    "machine device roof unit measured datasheet peak_origin measured_over_datasheet".split()
 )
 INTRO = (
     "The roofs: the ceilings stage's measured GEMM throughput per dtype and "

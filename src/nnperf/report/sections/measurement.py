@@ -55,8 +55,7 @@ INTRO = (
 
 
 def target_met(row: Mapping) -> bool | None:
-    """Whether the CI reached its target (`ci_target_met`; from the half-width and the
-    target where the table lacks it), None where neither says."""
+    """`ci_target_met`, or from the half-width where the table lacks it; None where neither says."""
     value = row.get("ci_target_met")
     if not missing(value):
         return truthy(value)

@@ -84,9 +84,8 @@ def input_record(document: Mapping, machine: str | None = None) -> Finding | Non
     settings = document.get("variant_settings") or {}
     loader = settings.get("data_path", "dataloader") == "dataloader"
     share = summary.get("input_share")
-    numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s")}
-    workers = int(settings.get("num_workers") or 0) if loader else None
-    numbers.update(input_share=share, workers=workers)
+    numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s", "input_share")}
+    numbers["workers"] = int(settings.get("num_workers") or 0) if loader else None
     bound = not missing(share) and float(share) >= INPUT_BOUND_SHARE
     return Finding("profile_input", _about(document, machine, input_bound=bound), numbers)
 

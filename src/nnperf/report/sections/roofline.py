@@ -129,11 +129,11 @@ def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
     return f"memory ({LEVEL_LABELS.get(limit, limit)})"
 
 
-def above_roof_text(above, above_value, peak_flop_s, above_fraction) -> str:
-    if not truthy(above):
+def above_roof_text(row: Mapping) -> str:
+    if not truthy(row.get("above_roof")):
         return ""
-    of = "peak" if above_value == peak_flop_s else "roof"
-    return f"yes, {fmt_pct(above_fraction)} of {of}: roof under-measured"
+    of = "peak" if row.get("above_value") == row.get("peak_flop_s") else "roof"
+    return f"yes, {fmt_pct(row.get('above_fraction'))} of {of}: roof under-measured"
 
 
 READING_COLUMNS = {
@@ -147,10 +147,7 @@ READING_COLUMNS = {
     "Of roof": ("fraction_of_roof", fmt_pct),
     "Of peak": ("fraction_of_peak", fmt_pct),
     "Peak": ("peak_flop_s", si("FLOP/s")),
-    "Above roof": (
-        ("above_roof", "above_value", "peak_flop_s", "above_fraction"),
-        above_roof_text,
-    ),
+    "Above roof": (None, above_roof_text),
     "Levels with a roof": ("levels", str),
 }
 

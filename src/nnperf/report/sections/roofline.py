@@ -120,13 +120,11 @@ def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Findin
 
 
 def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
-    if bound is None or missing(bound):
+    if missing(bound):
         return "n/a (no bandwidth roof)"
     if fraction_of_roof > ROOF_TOLERANCE:
         return "void (point above the roof)"
-    if bound == "compute":
-        return "compute"
-    return f"memory ({LEVEL_LABELS.get(limit, limit)})"
+    return "compute" if bound == "compute" else f"memory ({LEVEL_LABELS.get(limit, limit)})"
 
 
 def above_roof_text(row: Mapping) -> str:

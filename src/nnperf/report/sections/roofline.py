@@ -35,10 +35,8 @@ def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
     """Each verdict's roof origin: `derived` where the datasheet entry is a CPU's derived peak."""
     cpus = [c for c in ceilings if peak_origin(c.get("datasheet")) == "derived"]
     derived = {(c.get("machine"), c.get("device")) for c in cpus}
-    return [
-        "derived" if r == "datasheet" and key in derived else r
-        for r, key in zip(verdicts["roof"], zip(verdicts["machine"], verdicts["device"]))
-    ]
+    roofs, devices = verdicts["roof"], zip(verdicts["machine"], verdicts["device"])
+    return ["derived" if r == "datasheet" and d in derived else r for r, d in zip(roofs, devices)]
 
 
 def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:

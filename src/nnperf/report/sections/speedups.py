@@ -76,8 +76,7 @@ def ratio_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
             "95% CI": [interval_cell(ci_of(r)) for r in records],
             "CI from": table["method"].tolist(),
             "Verdict": table["verdict"].tolist(),
-            "A (img/s)": [fmt(v) for v in table["a_value"]],
-            "B (img/s)": [fmt(v) for v in table["b_value"]],
+            **{f"{s} (img/s)": [fmt(v) for v in table[f"{s.lower()}_value"]] for s in "AB"},
         }
     )
 

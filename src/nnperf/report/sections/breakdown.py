@@ -1,7 +1,6 @@
-"""The Time breakdown section: each phase's median time (data wait, host-to-device copy,
-forward, backward, optimizer) as a share of their sum (`phase_shares`), the largest phase per
-machine and the input-bound configurations; and what limits a configuration (`limit_record`,
-its phases read beside its roofline verdict), the key finding on the fastest."""
+"""The Time breakdown section: each phase's median time as a share of their sum (`phase_shares`),
+the largest phase per machine, the input-bound configurations; and what limits a configuration
+(`limit_record`, its phases beside its roofline verdict), the key finding on the fastest."""
 
 from __future__ import annotations
 

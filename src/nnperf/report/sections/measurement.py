@@ -272,8 +272,7 @@ def measurement_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_record(page: Page) -> Finding | None:
-    """What measuring cost and how many reached their CI target: the key finding this
-    section gives (None before any job was recorded)."""
+    """The key finding this section gives: what measuring cost, how many met their CI target."""
     cost = study_cost(page.tables.jobs, page.tables.summary, page.rendered_at)
     if cost["first_start"] is None:
         return None

@@ -39,13 +39,12 @@ def faster_but_later(
 ) -> list[Finding]:
     """Each run faster per image than the first to reach the target, yet later or never. With
     the timed runs' processes (`runs`), "faster" is said only where the ratio's 95% CI
-    separates the two; from one training run each there is no interval."""
+    separates the two; from one training run each there is no interval (`one_run`)."""
+    timed = throughput_column == TIMED_THROUGHPUT
+    interval = ("ci" if runs is not None else "no_runs") if timed else "one_run"
     records = []
-    usable = table[
-        table["status"].isin(MEASURED_STATUSES)
-        & table["target_accuracy"].notna()
-        & table[throughput_column].notna()
-    ]
+    measured = table[table["status"].isin(MEASURED_STATUSES)]
+    usable = measured.dropna(subset=["target_accuracy", throughput_column])
     keys = [key for key in ("machine", *COMPARISON_KEYS) if key in usable.columns]
     for _, group in usable.groupby(keys, sort=False, dropna=False):
         reached = group[[_reached(row) for row in group.to_dict("records")]]
@@ -58,30 +57,17 @@ def faster_but_later(
             later = time_s is None or time_s > float(first["time_to_target_s"])
             if index == first.name or rate <= first_rate or not later:
                 continue
-            interval, ci = _interval(row, first, throughput_column, runs)
-            if interval is None:
+            ci = comparisons.ratio_between(runs, row, first) if interval == "ci" else None
+            if ci is not None and not ci.separated:
                 continue
             about = {"run": row.to_dict(), "first": first.to_dict(), "interval": interval}
             about.update(ci=ci, recipe=row["recipe"], device=row["device"])
             numbers = {"rate": rate, "first_rate": first_rate, "target": first["target_accuracy"]}
-            numbers.update(time_s=time_s, epochs=row["epochs_to_target"])
-            numbers.update(
-                first_time_s=first["time_to_target_s"], first_epochs=first["epochs_to_target"]
-            )
+            numbers.update(time_s=time_s, first_time_s=first["time_to_target_s"])
+            numbers.update(epochs=row["epochs_to_target"], first_epochs=first["epochs_to_target"])
             numbers.update(epochs_run=row["epochs_run"], best=row["best_test_top1"])
             records.append(Finding("faster_but_later", about, numbers))
     return records
-
-
-def _interval(row: Mapping, first: Mapping, throughput_column: str, runs) -> tuple:
-    """How the ratio's interval is stated (`one_run`, `no_runs`, or `ci` with the interval),
-    or (None, None) where the timed runs do not separate the two (then nobody is faster)."""
-    if throughput_column != TIMED_THROUGHPUT:
-        return "one_run", None
-    if runs is None:
-        return "no_runs", None
-    ci = comparisons.ratio_between(runs, row, first)
-    return ("ci", ci) if ci.separated else (None, None)
 
 
 def _reached(row: Mapping) -> bool:
@@ -94,7 +80,6 @@ def _time_to_target(row: Mapping) -> str:
     return "n/a" if missing(row.get("target_accuracy")) else "not reached"
 
 
-# One row per training run: its time to the target next to its throughput.
 TRAINING_COLUMNS = {
     "Recipe": ("recipe", str),
     "Status": ("status", lambda status: str(status).replace("_", " ")),

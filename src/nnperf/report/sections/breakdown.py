@@ -1,7 +1,6 @@
-"""The Time breakdown section: each phase's median time (data wait, host-to-device copy,
-forward, backward, optimizer) as a share of their sum (`phase_shares`), the largest phase per
-machine and the input-bound configurations; and what limits a configuration (`limit_record`,
-its phases read beside its roofline verdict), the key finding on the fastest."""
+"""The Time breakdown section: each phase's median time as a share of their sum (`phase_shares`),
+the largest phase per machine, the input-bound configurations; and what limits a configuration
+(`limit_record`, its phases beside its roofline verdict), the key finding on the fastest."""
 
 from __future__ import annotations
 
@@ -28,13 +27,8 @@ INTRO = (
     "host-to-device copy, forward, backward, optimizer) as a share of their sum."
 )
 
-SHARE_COLUMNS = [
-    *GROUP_KEYS,
-    *(f"{p}_s" for p in PHASES),
-    "phase_total_s",
-    *(f"{p}_share" for p in PHASES),
-    "input_share",
-]
+SECONDS, SHARES = [f"{p}_s" for p in PHASES], [f"{p}_share" for p in PHASES]
+SHARE_COLUMNS = [*GROUP_KEYS, *SECONDS, "phase_total_s", *SHARES, "input_share"]
 
 
 def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
@@ -46,12 +40,11 @@ def phase_shares(summary: pd.DataFrame | None) -> pd.DataFrame:
     if source.empty or not set(medians) & set(source.columns):
         return pd.DataFrame(columns=SHARE_COLUMNS)
     seconds = source.reindex(columns=medians, fill_value=0.0).apply(pd.to_numeric, errors="coerce")
-    seconds.columns = [f"{p}_s" for p in PHASES]
+    seconds.columns = SECONDS
     total = seconds.fillna(0.0).sum(axis=1)
-    shares = seconds.fillna(0.0).div(total, axis=0).set_axis([f"{p}_share" for p in PHASES], axis=1)
-    frame = pd.concat(
-        [source[list(GROUP_KEYS)], seconds, total.rename("phase_total_s"), shares], axis=1
-    )
+    shares = seconds.fillna(0.0).div(total, axis=0).set_axis(SHARES, axis=1)
+    parts = [source[list(GROUP_KEYS)], seconds, total.rename("phase_total_s"), shares]
+    frame = pd.concat(parts, axis=1)
     frame["input_share"] = frame["data_wait_share"] + frame["h2d_share"]
     return sort_configs(frame[frame["phase_total_s"] > 0][SHARE_COLUMNS]).reset_index(drop=True)
 
@@ -120,14 +113,13 @@ PHASE_COLUMNS = {
 
 def build(page: Page) -> Section:
     phases = phase_shares(page.tables.summary)
+    shares = page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases)))
     return section(
         "breakdown",
         "Time breakdown",
         intro=INTRO,
         findings=breakdown_records(phases),
-        tables=[
-            Table("Phase shares", page.drop(cells(phases, PHASE_COLUMNS, key_columns(phases))))
-        ],
+        tables=[Table("Phase shares", shares)],
         figures=page.figures_of("breakdown"),
         sources=page.sources("summary"),
     )

@@ -15,8 +15,7 @@ from nnperf.report.outline import Page, Section, Table, section
 from nnperf.roofline.peaks import null_peak_reason, peak_origin
 
 TABLE_COLUMNS = (
-    *("machine", "device", "roof", "unit", "measured", "datasheet", "peak_origin"),
-    "measured_over_datasheet",
+    "machine device roof unit measured datasheet peak_origin measured_over_datasheet".split()
 )
 INTRO = (
     "The roofs: the ceilings stage's measured GEMM throughput per dtype and "
@@ -31,10 +30,8 @@ def ceilings_table(ceilings: Sequence[Mapping]) -> pd.DataFrame:
     for c in sorted(ceilings, key=lambda c: (str(c.get("machine")), str(c.get("device")))):
         measured, sheet = c.get("measured") or {}, c.get("datasheet") or {}
         gemm, peaks = measured.get("gemm_flop_s") or {}, sheet.get("flop_s") or {}
-        roofs = [
-            (f"{dtype} GEMM", "FLOP/s", gemm.get(dtype), peaks.get(dtype))
-            for dtype in sorted({*gemm, *peaks}, key=precision_rank)
-        ]
+        dtypes = sorted({*gemm, *peaks}, key=precision_rank)
+        roofs = [(f"{d} GEMM", "FLOP/s", gemm.get(d), peaks.get(d)) for d in dtypes]
         bandwidth = "memory_bandwidth_bytes_s"
         roofs.append(("memory bandwidth", "B/s", measured.get(bandwidth), sheet.get(bandwidth)))
         for roof, unit, m, s in roofs:

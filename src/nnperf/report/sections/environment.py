@@ -20,9 +20,7 @@ INTRO = (
 
 def settings_display(table: pd.DataFrame) -> pd.DataFrame:
     """Column names as words: `cudnn_benchmark` -> `Cudnn benchmark`."""
-    return table.rename(
-        columns=lambda c: "Machine" if c == "machine" else c.replace("_", " ").capitalize()
-    )
+    return table.rename(columns=lambda c: c.replace("_", " ").capitalize())
 
 
 def build(page: Page) -> Section:

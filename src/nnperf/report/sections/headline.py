@@ -11,12 +11,11 @@ import pandas as pd
 from nnperf.core.vocab import INPUT_VERDICTS
 from nnperf.core.wording import missing
 from nnperf.report.bounds import preferred_verdict, roofline_verdicts, study_readings
-from nnperf.report.format import estimate_text, fmt_pct, match_config, sort_configs
-from nnperf.report.format import truthy
+from nnperf.report.format import cells, estimate_text, fmt_pct, match_config, sort_configs, truthy
 from nnperf.report.outline import Page, Section, Table, section
 from nnperf.report.sections.measurement import target_met
 from nnperf.report.sections.notes import high_cv
-from nnperf.report.sections.roofline import roof_names
+from nnperf.report.sections.roofline import above_roof
 
 INTRO = (
     "Limit: compute or memory (roofline), host (GPU idle most of the step) or input (data "
@@ -36,9 +35,8 @@ def mfu_cell(verdicts: pd.DataFrame, row: Mapping, roof: str) -> str:
     best = match_config(match.sort_values("source", key=lambda s: s.astype(str) != "ncu"), row)
     if best is None:
         return "—"
-    return fmt_pct(best["fraction_of_peak"]) + (
-        " (derived)" if best["roof_name"] == "derived" else ""
-    )
+    derived = " (derived)" if best["roof_name"] == "derived" else ""
+    return fmt_pct(best["fraction_of_peak"]) + derived
 
 
 def limit_cell(row: Mapping, verdicts: pd.DataFrame, profiles: pd.DataFrame | None) -> str:
@@ -66,39 +64,31 @@ def flags(row: Mapping, cv_threshold: float) -> list[str]:
     status = str(row.get("status", "ok"))
     if status != "ok":
         return [status]
-    flagged = {
-        "ci-missed": target_met(row) is False,
-        "unstable": truthy(row.get("unstable")),
-        "high-cv": high_cv(row, cv_threshold),
-    }
+    flagged = {"ci-missed": target_met(row) is False, "unstable": truthy(row.get("unstable"))}
+    flagged["high-cv"] = high_cv(row, cv_threshold)
     return [flag for flag, set_ in flagged.items() if set_]
 
 
 def headline_table(rows: pd.DataFrame, verdicts, profiles, cv_threshold: float) -> pd.DataFrame:
-    records = rows.to_dict("records")
-    return pd.DataFrame(
-        {
-            # `resnet18_cifar bf16 bs32 tuned`
-            "Configuration": [
-                f"{r['model']} {r['precision']} bs{int(r['batch_size'])} {r['variant']}"
-                for r in records
-            ],
-            "img/s (95% CI)": [throughput_cell(r) for r in records],
-            "MFU, datasheet": [mfu_cell(verdicts, r, "datasheet") for r in records],
-            "MFU, measured": [mfu_cell(verdicts, r, "measured") for r in records],
-            "Limit": [limit_cell(r, verdicts, profiles) for r in records],
-            "Data wait": [fmt_pct(data_wait_share(r)) for r in records],
-            "Flags": [" ".join(flags(r, cv_threshold)) for r in records],
-        }
-    )
+    spec = {
+        "img/s (95% CI)": throughput_cell,
+        "MFU, datasheet": lambda r: mfu_cell(verdicts, r, "datasheet"),
+        "MFU, measured": lambda r: mfu_cell(verdicts, r, "measured"),
+        "Limit": lambda r: limit_cell(r, verdicts, profiles),
+        "Data wait": lambda r: fmt_pct(data_wait_share(r)),
+        "Flags": lambda r: " ".join(flags(r, cv_threshold)),
+    }
+    # `resnet18_cifar bf16 bs32 tuned`
+    config = rows["model"].astype(str) + " " + rows["precision"].astype(str) + " bs"
+    config += rows["batch_size"].astype(int).astype(str) + " " + rows["variant"].astype(str)
+    return cells(rows, {h: (None, cell) for h, cell in spec.items()}, {"Configuration": config})
 
 
 def build(page: Page) -> Section | None:
     summary = page.tables.summary
     if summary is None or summary.empty:
         return None
-    verdicts = roofline_verdicts(study_readings(page.tables))
-    verdicts = verdicts.assign(roof_name=roof_names(verdicts, page.tables.ceilings))
+    verdicts = above_roof(roofline_verdicts(study_readings(page.tables)), page.tables.ceilings)
     groups = sort_configs(summary).groupby(["machine", "device"], sort=False)
     profiles, cv = page.tables.profiles, page.cv_threshold
     tables = [

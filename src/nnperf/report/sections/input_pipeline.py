@@ -60,24 +60,16 @@ def input_record(summary: pd.DataFrame | None) -> Finding | None:
     if table.empty:
         return None
     verdicts = table["input_bound"].astype(str)
-    bound = table[verdicts == INPUT_BOUND]
-    free = table[verdicts == NOT_INPUT_BOUND]
+    bound, free = (table[verdicts == verdict] for verdict in (INPUT_BOUND, NOT_INPUT_BOUND))
     unknown = table[~verdicts.isin([INPUT_BOUND, NOT_INPUT_BOUND])]
     rates = pd.to_numeric(unknown.get("loader_rate_img_s", pd.Series(dtype=float)), errors="coerce")
     ordered = bound.sort_values("data_wait_share", ascending=False, na_position="last")
-    about = {
-        "named": ordered.head(NAMED_AT_MOST).to_dict("records"),
-        "why": "no_rate" if rates.isna().all() else "unsettled",
-    }
-    numbers = {
-        "total": len(table),
-        "bound": len(bound),
-        "free": len(free),
-        "unknown": len(unknown),
-        "machines": table["machine"].nunique(),
-        "headroom": pd.to_numeric(free["loader_headroom"], errors="coerce").min(),
-        "wait": pd.to_numeric(free["data_wait_share"], errors="coerce").max(),
-    }
+    about = {"named": ordered.head(NAMED_AT_MOST).to_dict("records")}
+    about["why"] = "no_rate" if rates.isna().all() else "unsettled"
+    numbers = {"total": len(table), "bound": len(bound), "free": len(free), "unknown": len(unknown)}
+    numbers["machines"] = table["machine"].nunique()
+    numbers["headroom"] = pd.to_numeric(free["loader_headroom"], errors="coerce").min()
+    numbers["wait"] = pd.to_numeric(free["data_wait_share"], errors="coerce").max()
     return Finding("input_verdicts", about, numbers)
 
 

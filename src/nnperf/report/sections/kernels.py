@@ -13,11 +13,10 @@ from nnperf.report.format import sort_configs
 from nnperf.report.outline import Page, Section, Table, section
 
 DEFAULT_TOP_KERNELS = 10
-TOP_COLUMNS = [
-    *GROUP_KEYS,
-    *("rank", "kernel_name", "kind", "launches", "duration_s", "share", "flops_total"),
-    *("bytes_dram", "arithmetic_intensity_dram_flop_per_byte", "performance_flop_s"),
-]
+# What kernels.csv measures per launch, summed over a kernel's launches.
+SUMMED = ("duration_s", "flops_total", "bytes_dram")
+TOP_COLUMNS = [*GROUP_KEYS, *"rank kernel_name kind launches duration_s share flops_total".split()]
+TOP_COLUMNS += ["bytes_dram", "arithmetic_intensity_dram_flop_per_byte", "performance_flop_s"]
 
 
 def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -25,26 +24,17 @@ def step_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
     if kernels is None or kernels.empty:
         return None
     step = kernels[kernels["phase"].astype(str) != "calibration"] if "phase" in kernels else kernels
-    numeric = ("duration_s", "flops_total", "bytes_dram")
-    return step.assign(
-        **{c: pd.to_numeric(step.get(c, math.nan), errors="coerce") for c in numeric}
-    )
+    return step.assign(**{c: pd.to_numeric(step.get(c, math.nan), errors="coerce") for c in SUMMED})
 
 
 def top_kernels(kernels: pd.DataFrame | None, n: int = DEFAULT_TOP_KERNELS) -> pd.DataFrame:
-    """Per configuration, the `n` kernels (launches of one name summed) that took the most of
-    the profiled step's kernel time."""
+    """Per configuration, the `n` kernels (launches of one name summed) with the most step time."""
     step, keys = step_kernels(kernels), list(GROUP_KEYS)
     if step is None:
         return pd.DataFrame(columns=TOP_COLUMNS)
     per_name = (
         step.groupby([*keys, "kernel_name", "kind"], sort=False, dropna=False)
-        .agg(
-            launches=("duration_s", "size"),
-            duration_s=("duration_s", "sum"),
-            flops_total=("flops_total", "sum"),
-            bytes_dram=("bytes_dram", "sum"),
-        )
+        .agg(launches=("duration_s", "size"), **{c: (c, "sum") for c in SUMMED})
         .reset_index()
         .sort_values([*keys, "duration_s"], ascending=[True] * len(keys) + [False], kind="stable")
     )
@@ -85,29 +75,25 @@ KERNEL_COLUMNS = {
 }
 
 
-def kind_records(kinds: pd.DataFrame) -> list[Finding]:
-    first = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
-    return [
-        Finding("kernel_kind", {k: r[k] for k in (*GROUP_KEYS, "kind")}, {"share": r["share"]})
-        for r in first.sort_values(list(GROUP_KEYS), kind="stable").to_dict("records")
-    ]
-
-
 def build(page: Page) -> Section:
     kernels = page.tables.kernels
     kinds = kernel_kind_shares(kernels)
     top = top_kernels(kernels, page.top_n_kernels)
+    by_kind = page.drop(cells(kinds, KIND_COLUMNS, key_columns(kinds)))
+    largest = kinds.groupby(list(GROUP_KEYS), sort=True).head(1)
+    largest = largest.sort_values(list(GROUP_KEYS), kind="stable").to_dict("records")
     return section(
         "kernels",
         "Top kernels",
         intro=f"The {page.top_n_kernels} kernels that took the most time in the profiled step of "
         "each configuration (launches of one kernel summed), and the time per kernel kind.",
-        findings=kind_records(kinds),
+        findings=[
+            Finding("kernel_kind", {k: r[k] for k in (*GROUP_KEYS, "kind")}, {"share": r["share"]})
+            for r in largest
+        ],
         tables=(
             Table("Top kernels by time", page.drop(cells(top, KERNEL_COLUMNS, key_columns(top)))),
-            Table(
-                "Time per kernel kind", page.drop(cells(kinds, KIND_COLUMNS, key_columns(kinds)))
-            ),
+            Table("Time per kernel kind", by_kind),
         ),
         figures=page.figures_of("kernels"),
         sources=page.sources("kernels"),

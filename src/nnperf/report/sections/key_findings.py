@@ -25,21 +25,17 @@ NO_RESULTS = "No timed results yet: only the sections below with data were writt
 
 
 def profile_to_quote(profiles: Sequence, group: pd.DataFrame, best: Mapping) -> dict | None:
-    """The operator profile quoted for a machine and model (`group`): the profiled
-    configuration that trained fastest."""
-    candidates = [
-        p.document
-        for p in profiles
-        if p.document.get("status") == "ok"
-        and all(str(p.document.get(k)) == str(best[k]) for k in ("machine", "device", "model"))
-    ]
+    """The profile quoted for a machine and model (`group`): its fastest profiled configuration."""
+    ok = [p.document for p in profiles if p.document.get("status") == "ok"]
+    where = ("machine", "device", "model")
+    same = [d for d in ok if all(str(d.get(k)) == str(best[k]) for k in where)]
     configs = group[list(GROUP_KEYS)].astype(str).itertuples(index=False, name=None)
     speeds = dict(zip(configs, group[MEAN]))
-    return max(
-        candidates,
-        key=lambda d: float(speeds.get(tuple(str(d.get(k)) for k in GROUP_KEYS), -1.0)),
-        default=None,
-    )
+
+    def speed(document: Mapping) -> float:
+        return float(speeds.get(tuple(str(document.get(k)) for k in GROUP_KEYS), -1.0))
+
+    return max(same, key=speed, default=None)
 
 
 def ranking_record(ranked: comparisons.Ranking, about: Mapping, kinds: Sequence[str]) -> Finding:

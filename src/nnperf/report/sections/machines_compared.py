@@ -36,15 +36,13 @@ def machine_rows(table: pd.DataFrame | None) -> pd.DataFrame:
 def stated(rows: pd.DataFrame) -> pd.DataFrame:
     """Of one model's rows, those of the configuration most machines ran: fp32 first, then
     the baseline, then the largest batch."""
-    first = (
-        rows.assign(
-            _others=rows.groupby(CONFIG)["kind"].transform("size"),
-            _fp32=rows["a_precision"] != REFERENCE_PRECISION,
-            _base=rows["a_variant"] != REFERENCE_VARIANT,
-        )
-        .sort_values(["_others", "_fp32", "_base", "a_batch_size"], ascending=[0, 1, 1, 0])
-        .iloc[0]
+    ranked = rows.assign(
+        _others=rows.groupby(CONFIG)["kind"].transform("size"),
+        _fp32=rows["a_precision"] != REFERENCE_PRECISION,
+        _base=rows["a_variant"] != REFERENCE_VARIANT,
     )
+    order = ["_others", "_fp32", "_base", "a_batch_size"]
+    first = ranked.sort_values(order, ascending=[0, 1, 1, 0]).iloc[0]
     return rows[(rows[CONFIG] == first[CONFIG]).all(axis=1)]
 
 

@@ -55,8 +55,7 @@ INTRO = (
 
 
 def target_met(row: Mapping) -> bool | None:
-    """Whether the CI reached its target (`ci_target_met`; from the half-width and the
-    target where the table lacks it), None where neither says."""
+    """`ci_target_met`, or from the half-width where the table lacks it; None where neither says."""
     value = row.get("ci_target_met")
     if not missing(value):
         return truthy(value)
@@ -72,11 +71,10 @@ def measurement_table(
     """Per configuration (every status): how it was measured and how well."""
     if summary is None or summary.empty:
         return pd.DataFrame(columns=[*GROUP_KEYS, *MEASUREMENT_COLUMNS, "target_met"])
-    frame = summary.reindex(
-        columns=[*summary.columns, *(c for c in MEASUREMENT_COLUMNS if c not in summary)]
-    )
-    for name in (*MEASUREMENT_COLUMNS[7:], MEAN):
-        frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else math.nan
+    added = [c for c in MEASUREMENT_COLUMNS if c not in summary]
+    frame = summary.reindex(columns=[*summary, *added])
+    numeric = [*MEASUREMENT_COLUMNS[7:], MEAN]
+    frame[numeric] = frame.reindex(columns=numeric).apply(pd.to_numeric, errors="coerce")
     frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
     # Kalibera & Jones' between-process estimate may be negative: a spread of 0.
     mean = frame[MEAN].where(frame[MEAN] > 0)
@@ -85,12 +83,10 @@ def measurement_table(
     frame["unstable"] = frame["unstable"].map(truthy)
     if windows is not None and not windows.empty and set(GROUP_KEYS) <= set(windows.columns):
         flagged = windows.get("flagged", pd.Series(False, windows.index)).map(truthy)
-        counts = flagged.groupby([windows[k] for k in GROUP_KEYS], sort=False).agg(
-            flagged_windows="sum", windows_recorded="size"
-        )
-        frame = frame.drop(columns=list(counts.columns)).merge(
-            counts.reset_index(), on=list(GROUP_KEYS), how="left"
-        )
+        by = [windows[k] for k in GROUP_KEYS]
+        counts = flagged.groupby(by, sort=False).agg(flagged_windows="sum", windows_recorded="size")
+        frame = frame.drop(columns=list(counts.columns))
+        frame = frame.merge(counts.reset_index(), on=list(GROUP_KEYS), how="left")
     return sort_configs(frame).reset_index(drop=True)
 
 
@@ -119,10 +115,8 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
     missed = measured[measured["target_met"].fillna(True).eq(False)]
     by_machine = missed["stop_reason"].astype(str) == MACHINE_MISS
     allows = []
-    for machine, group in measured.groupby("machine", sort=True):
-        theirs = missed[by_machine & (missed["machine"] == machine)]
-        if theirs.empty:
-            continue
+    for machine, theirs in missed[by_machine].groupby("machine", sort=True):
+        group = measured[measured["machine"] == machine]
         on = [str(machine), str(machine), "paired"]
         paired = half_widths[(comparisons[needed[:3]].astype(str) == on).all(axis=1)].dropna()
         numbers = {
@@ -145,12 +139,9 @@ def quality_records(table: pd.DataFrame, comparisons: pd.DataFrame | None = None
     levels = measured[measured["dominant_level"].isin(["process", "window"])]
     for machine, group in levels.groupby("machine", sort=True):
         by_process = int((group["dominant_level"] == "process").sum())
-        numbers = {
-            "by_process": by_process,
-            "by_window": len(group) - by_process,
-            "between_rsd": group["between_process_rsd"].median(),
-            "within_rsd": group["within_process_rsd"].median(),
-        }
+        numbers = {"by_process": by_process, "by_window": len(group) - by_process}
+        numbers["between_rsd"] = group["between_process_rsd"].median()
+        numbers["within_rsd"] = group["within_process_rsd"].median()
         found.append(Finding("dominant_level", {"machine": machine}, numbers))
     for machine, group in table.groupby("machine", sort=True):
         fixed, compiled = group["fixed_cost_s"].dropna(), group.dropna(subset=["compile_time_s"])
@@ -189,8 +180,7 @@ def cost_records(cost: Mapping) -> list[Finding]:
 
 
 def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame:
-    """Per results folder (one run of the study on one machine): its machines, the jobs that
-    recorded when they ran, first start, last end, busy time and timed-window seconds."""
+    """Per results folder (one run of the study on one machine): what its recorded jobs cost."""
     columns = "results_dir machines jobs first_start last_end busy_s timed_s".split()
     if jobs is None or jobs.empty:
         return pd.DataFrame(columns=[*columns, "timed_share_of_busy"])
@@ -203,17 +193,11 @@ def cost_by_folder(jobs: pd.DataFrame | None, summary: pd.DataFrame | None) -> p
         ordered = [k for k in JOB_NOUNS if k in kinds] + sorted(set(kinds.index) - set(JOB_NOUNS))
         timed = mine.get("timed_window_s")
         timed = math.nan if timed is None else pd.to_numeric(timed, errors="coerce").sum()
-        rows.append(
-            {
-                "results_dir": folder,
-                "machines": ", ".join(sorted(mine.get("machine", pd.Series()).dropna().unique())),
-                "jobs": ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered),
-                "first_start": float(group["started_at_unix"].min()),
-                "last_end": float(group["ended_at_unix"].max()),
-                "busy_s": union_length(zip(group["started_at_unix"], group["ended_at_unix"])),
-                "timed_s": timed,
-            }
-        )
+        machines = ", ".join(sorted(mine.get("machine", pd.Series()).dropna().unique()))
+        counted = ", ".join(count_of(kinds[k], JOB_NOUNS.get(k, k)) for k in ordered)
+        started, ended = group["started_at_unix"], group["ended_at_unix"]
+        span = float(started.min()), float(ended.max()), union_length(zip(started, ended))
+        rows.append((folder, machines, counted, *span, timed))
     frame = pd.DataFrame(rows, columns=columns)
     frame["timed_share_of_busy"] = frame["timed_s"] / frame["busy_s"].where(frame["busy_s"] > 0)
     return frame
@@ -288,8 +272,7 @@ def measurement_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_record(page: Page) -> Finding | None:
-    """What measuring cost and how many reached their CI target: the key finding this
-    section gives (None before any job was recorded)."""
+    """The key finding this section gives: what measuring cost, how many met their CI target."""
     cost = study_cost(page.tables.jobs, page.tables.summary, page.rendered_at)
     if cost["first_start"] is None:
         return None

@@ -13,11 +13,10 @@ from nnperf.report.bounds import ROOF_TOLERANCE, roofline_verdicts, study_readin
 from nnperf.report.findings import Finding
 from nnperf.report.format import GROUP_KEYS, ok_configs, sort_configs, truthy
 from nnperf.report.outline import Page, Section, section
-from nnperf.report.sections.roofline import profiled_configs, roof_names
+from nnperf.report.sections.roofline import roof_names
 
 # The statuses a configuration ends with when it was not measured.
 ENDED = ("oom", "over_budget", "host_busy")
-# What the key findings count (`flag_counts`).
 COUNTED = ("oom", "over_budget", "host_busy", "unstable", "high_variance", "roof_too_low")
 
 
@@ -79,20 +78,17 @@ def roof_violation_notes(verdicts: pd.DataFrame, ceilings: Iterable[Mapping] = (
     verdicts = verdicts.assign(roof=roof_names(verdicts, list(ceilings)))
     above = verdicts[verdicts["fraction_of_roof"] > ROOF_TOLERANCE]
     keys = ["machine", "device", "roof", "precision"]
-    return [
-        Finding(
-            "roof_too_low",
-            {**dict(zip(keys, key)), "worst": group.loc[group["fraction_of_roof"].idxmax()]},
-            {"points": len(group)},
-        )
-        for key, group in above.groupby(keys, sort=True)
-    ]
+    found = []
+    for key, group in above.groupby(keys, sort=True):
+        about = {**dict(zip(keys, key)), "worst": group.loc[group["fraction_of_roof"].idxmax()]}
+        found.append(Finding("roof_too_low", about, {"points": len(group)}))
+    return found
 
 
 def profile_check_notes(profiles: pd.DataFrame | None) -> list[Finding]:
     """Per profile whose calibration GEMM is absent or contradicts its FLOPs or its roof."""
     found = []
-    for row in profiled_configs(profiles).to_dict("records"):
+    for row in [] if profiles is None else sort_configs(profiles).to_dict("records"):
         unchecked = missing(row.get("calibration_flops_measured"))
         kinds = {
             "profile_unchecked": unchecked,

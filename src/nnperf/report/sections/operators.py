@@ -48,8 +48,7 @@ def bound_record(document: Mapping, machine: str | None = None) -> Finding | Non
     verdict, share = summary.get("bound"), summary.get("bound_share")
     if document.get("status") != "ok" or verdict is None or missing(share):
         return None
-    timed = summary.get("timed_step_time_s")
-    ratio = summary.get("profiled_over_timed")
+    timed, ratio = summary.get("timed_step_time_s"), summary.get("profiled_over_timed")
     about = _about(document, machine, verdict=verdict, busy_kind=summary.get("busy_kind"))
     about.update(remedy=_remedy(document, verdict), step_source="timed" if timed else "profiled")
     about["slowed"] = not missing(ratio) and float(ratio) >= PROFILER_SLOWDOWN_NOTE
@@ -58,7 +57,6 @@ def bound_record(document: Mapping, machine: str | None = None) -> Finding | Non
     return Finding("profile_bound", about, numbers)
 
 
-# What a `profile_bound` record quotes of a profile's summary.
 BOUND_NUMBERS = (
     *("busy_time_s", "step_time_s_mean", "device_busy_time_s", "host_dispatch_time_s"),
     *("launch_time_s", "input_share", "profiled_over_timed"),
@@ -86,9 +84,8 @@ def input_record(document: Mapping, machine: str | None = None) -> Finding | Non
     settings = document.get("variant_settings") or {}
     loader = settings.get("data_path", "dataloader") == "dataloader"
     share = summary.get("input_share")
-    numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s")}
-    workers = int(settings.get("num_workers") or 0) if loader else None
-    numbers.update(input_share=share, workers=workers)
+    numbers = {k: summary.get(k) for k in ("input_time_s", "data_wait_s", "h2d_s", "input_share")}
+    numbers["workers"] = int(settings.get("num_workers") or 0) if loader else None
     bound = not missing(share) and float(share) >= INPUT_BOUND_SHARE
     return Finding("profile_input", _about(document, machine, input_bound=bound), numbers)
 
@@ -117,11 +114,6 @@ INTRO = (
 )
 
 
-def sorted_opprofiles(profiles: Sequence) -> list:
-    keys = pd.DataFrame([p.document for p in profiles], columns=list(GROUP_KEYS))
-    return [profiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
-
-
 def _profile_keys(document: dict) -> dict:
     return {KEY_LABELS[k]: document.get(k) for k in GROUP_KEYS}
 
@@ -132,8 +124,6 @@ def _busy(kind, share) -> str | None:
     return f"{'device' if kind == 'device' else 'operators'} {fmt_pct(share)}"
 
 
-# One row per operator profile: how its step splits between busy and waiting, what that
-# makes of it, and its peak memory and batch headroom.
 STEP_COLUMNS = {
     "Status": ("status", lambda status: str(status).replace("_", " ")),
     "Profiled steps": ("profiled_steps", int),
@@ -146,8 +136,6 @@ STEP_COLUMNS = {
     "Peak memory (MiB)": ("peak_allocated_bytes", MIB),
     "Largest batch that fits": ("max_batch_size", int),
 }
-# Each profile's peak memory by category (MiB), beside the complexity stage's
-# saved-activation estimate.
 MEMORY_COLUMNS = {
     "Peak (MiB)": ("peak_allocated_bytes", MIB),
     **{label.capitalize(): (f"{c}_bytes", MIB) for c, label in CATEGORY_LABELS.items()},
@@ -156,7 +144,10 @@ MEMORY_COLUMNS = {
 TOP_COLUMNS = {"Host (ms)": ("host_time", MS), "Device (ms)": ("device_time", MS)}
 TOP_COLUMNS["Share"] = ("share", fmt_pct)
 TOP_EXTRA_COLUMNS = {
-    "operators": {"Calls per step": ("calls", fmt), "Input shapes": ("shapes", str)},
+    "operators": {
+        "Calls per step": ("calls_per_step", fmt),
+        "Input shapes": (("input_shapes",), lambda shapes: shorten(str(shapes or ""), 60)),
+    },
     "layers": {"Forward (ms)": ("forward", MS), "Backward (ms)": ("backward", MS)},
 }
 
@@ -168,47 +159,42 @@ def profile_rows(profiles: Sequence, spec, with_memory: bool = False) -> pd.Data
         for p in profiles
     ]
     rows = [r for r in rows if r.get("peak_allocated_bytes") or not with_memory]
-    frame = pd.DataFrame(rows)
-    return cells(frame, spec, pd.DataFrame([_profile_keys(r) for r in rows]))
+    return cells(pd.DataFrame(rows), spec, pd.DataFrame([_profile_keys(r) for r in rows]))
 
 
 def top_operators_display(profiles: Sequence, table: str, limit: int | None = None) -> pd.DataFrame:
     """The top rows of each profile's `operators` or `layers` table, by device time if any."""
     name = "operator" if table == "operators" else "layer"
-    rows = []
+    tops = []
     for profile in profiles:
         d, frame = profile.document, profile.tables.get(table)
         if frame is None or frame.empty:
             continue
         n = limit or int((d.get("settings") or {}).get("top_operators", 10))
         column = analysis.time_column(frame)
-        share = column.replace("_time_s", "_share")
-        for rank, row in enumerate(analysis.top(frame, n, column).to_dict("records"), 1):
-            rows.append(
-                {
-                    **_profile_keys(d),
-                    "#": rank,
-                    name.capitalize(): shorten(str(row[name]), 60),
-                    "host_time": row.get("host_self_time_s", row.get("host_time_s")),
-                    "device_time": row.get("device_self_time_s", row.get("device_time_s")),
-                    "share": row.get(share),
-                    "calls": row.get("calls_per_step"),
-                    "shapes": shorten(str(row.get("input_shapes") or ""), 60),
-                    "forward": row.get("forward_" + column),
-                    "backward": row.get("backward_" + column),
-                }
-            )
-    frame = pd.DataFrame(rows)
-    spec = {**TOP_COLUMNS, **TOP_EXTRA_COLUMNS[table]}
+        top = analysis.top(frame, n, column)
+        # An operator's own time (self), not its children's; a layer's all of it.
+        own = "_self" if "host_self_time_s" in frame else ""
+        times = {"host_time": f"host{own}_time_s", "device_time": f"device{own}_time_s"}
+        times.update(share=column.replace("_time_s", "_share"), forward=f"forward_{column}")
+        times["backward"] = f"backward_{column}"
+        ranked = {**_profile_keys(d), "#": range(1, len(top) + 1)}
+        ranked[name.capitalize()] = top[name].map(lambda v: shorten(str(v), 60))
+        tops.append(top.assign(**ranked, **{k: top.get(c) for k, c in times.items()}))
+    frame = pd.concat(tops, ignore_index=True) if tops else pd.DataFrame()
     first = [*(KEY_LABELS[k] for k in GROUP_KEYS), "#", name.capitalize()]
+    spec = {**TOP_COLUMNS, **TOP_EXTRA_COLUMNS[table]}
     return cells(frame, spec, frame[first] if not frame.empty else None)
 
 
 def build(page: Page) -> Section | None:
-    if not page.tables.opprofiles:
+    opprofiles = page.tables.opprofiles
+    if not opprofiles:
         return None
-    profiles = sorted_opprofiles(page.tables.opprofiles)
+    keys = pd.DataFrame([p.document for p in opprofiles], columns=list(GROUP_KEYS))
+    profiles = [opprofiles[i] for i in sort_configs(keys.astype({"batch_size": int})).index]
     documents = [p.document for p in profiles]
+    memory = page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True))
     return section(
         "operators",
         "Operators, layers and memory",
@@ -218,10 +204,7 @@ def build(page: Page) -> Section | None:
             Table("Where each profiled step goes", page.drop(profile_rows(profiles, STEP_COLUMNS))),
             Table("Top operators", page.drop(top_operators_display(profiles, "operators"))),
             Table("Top layers", page.drop(top_operators_display(profiles, "layers"))),
-            Table(
-                "Peak memory by category (MiB)",
-                page.drop(profile_rows(profiles, MEMORY_COLUMNS, with_memory=True)),
-            ),
+            Table("Peak memory by category (MiB)", memory),
         ),
         figures=page.figures_of("operators"),
         sources=page.sources("opprofiles"),

@@ -33,15 +33,10 @@ INTRO = (
 
 def roof_names(verdicts: pd.DataFrame, ceilings) -> list[str]:
     """Each verdict's roof origin: `derived` where the datasheet entry is a CPU's derived peak."""
-    derived = {
-        (c.get("machine"), c.get("device"))
-        for c in ceilings
-        if peak_origin(c.get("datasheet")) == "derived"
-    }
-    return [
-        "derived" if r == "datasheet" and key in derived else r
-        for r, key in zip(verdicts["roof"], zip(verdicts["machine"], verdicts["device"]))
-    ]
+    cpus = [c for c in ceilings if peak_origin(c.get("datasheet")) == "derived"]
+    derived = {(c.get("machine"), c.get("device")) for c in cpus}
+    roofs, devices = verdicts["roof"], zip(verdicts["machine"], verdicts["device"])
+    return ["derived" if r == "datasheet" and d in derived else r for r, d in zip(roofs, devices)]
 
 
 def above_roof(verdicts: pd.DataFrame, ceilings=()) -> pd.DataFrame:
@@ -71,13 +66,10 @@ def above_roof_records(flagged: pd.DataFrame, ceilings=()) -> list[Finding]:
         sheet = ceiling.get("datasheet") or {}
         gemm = ((ceiling.get("measured") or {}).get("gemm") or {}).get(row["precision"]) or {}
         memory = row.get("bound") == "memory" and row["above_value"] != row["peak_flop_s"]
-        about = {
-            **{k: row[k] for k in GROUP_KEYS},
-            "roof": row["roof_name"],
-            "against": "bandwidth" if memory else "compute",
-            "level": LEVEL_LABELS.get(row["limit"], row["limit"]),
-            "clock_source": sheet.get("clock_source"),
-        }
+        about = {k: row[k] for k in GROUP_KEYS} | {"roof": row["roof_name"]}
+        about["against"] = "bandwidth" if memory else "compute"
+        about["level"] = LEVEL_LABELS.get(row["limit"], row["limit"])
+        about["clock_source"] = sheet.get("clock_source")
         numbers = {k: row[k] for k in ("performance_flop_s", "above_fraction", "above_value")}
         numbers.update(gemm_size=gemm.get("best_size"), clock_hz=sheet.get("clock_hz"))
         records.append(Finding("above_roof", about, numbers))
@@ -106,7 +98,6 @@ def remedy_evidence(profile: Mapping, summary: pd.DataFrame | None) -> tuple[dic
     return about, numbers
 
 
-# What a profiles.csv row's busy-share finding quotes.
 BUSY_NUMBERS = (
     *("kernel_time_s", "profiled_sm_clock_hz", "run_sm_clock_hz", "kernel_time_at_run_clock_s"),
     *("step_time_s", "busy_share", "busy_share_at_profiled_clock"),
@@ -115,9 +106,8 @@ BUSY_NUMBERS = (
 
 def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Finding:
     """What the GPU's busy share says of a profiles.csv row, with a host-bound step's remedies."""
-    verdict = str(profile.get("busy_verdict"))
-    if missing(profile.get("busy_share_at_profiled_clock")):
-        verdict = "unknown"
+    unread = missing(profile.get("busy_share_at_profiled_clock"))
+    verdict = "unknown" if unread else str(profile.get("busy_verdict"))
     about = {**{k: profile[k] for k in GROUP_KEYS}, "verdict": verdict}
     numbers = {k: profile.get(k) for k in BUSY_NUMBERS}
     if verdict == "host-bound":
@@ -128,24 +118,20 @@ def busy_record(profile: Mapping, summary: pd.DataFrame | None = None) -> Findin
 
 
 def roofline_bound_text(bound, fraction_of_roof, limit) -> str:
-    if bound is None or missing(bound):
+    if missing(bound):
         return "n/a (no bandwidth roof)"
     if fraction_of_roof > ROOF_TOLERANCE:
         return "void (point above the roof)"
-    if bound == "compute":
-        return "compute"
-    return f"memory ({LEVEL_LABELS.get(limit, limit)})"
+    return "compute" if bound == "compute" else f"memory ({LEVEL_LABELS.get(limit, limit)})"
 
 
-def above_roof_text(above, above_value, peak_flop_s, above_fraction) -> str:
-    if not truthy(above):
+def above_roof_text(row: Mapping) -> str:
+    if not truthy(row.get("above_roof")):
         return ""
-    of = "peak" if above_value == peak_flop_s else "roof"
-    return f"yes, {fmt_pct(above_fraction)} of {of}: roof under-measured"
+    of = "peak" if row.get("above_value") == row.get("peak_flop_s") else "roof"
+    return f"yes, {fmt_pct(row.get('above_fraction'))} of {of}: roof under-measured"
 
 
-# The reading per configuration, point source and roof origin (a derived peak named
-# `derived`, a point above its roof flagged: `above_roof`).
 READING_COLUMNS = {
     "Point": ("source", str),
     "Roofs": ("roof_name", str),
@@ -157,10 +143,7 @@ READING_COLUMNS = {
     "Of roof": ("fraction_of_roof", fmt_pct),
     "Of peak": ("fraction_of_peak", fmt_pct),
     "Peak": ("peak_flop_s", si("FLOP/s")),
-    "Above roof": (
-        ("above_roof", "above_value", "peak_flop_s", "above_fraction"),
-        above_roof_text,
-    ),
+    "Above roof": (None, above_roof_text),
     "Levels with a roof": ("levels", str),
 }
 
@@ -179,8 +162,6 @@ def _calibration_gemm(fraction, roof_ok) -> str:
     return f"{fmt_pct(fraction)} of roof: {verdict}"
 
 
-# One row per profiled configuration: the GPU's busy share of the timed step with both
-# clocks beside it, and the checks the calibration GEMM made of the profile.
 PROFILE_COLUMNS = {
     "Kernels": ("kernels", int),
     "Kernel time (ms) at profiled clock": ("kernel_time_s", MS),
@@ -198,10 +179,6 @@ PROFILE_COLUMNS = {
 }
 
 
-def profiled_configs(profiles: pd.DataFrame | None) -> pd.DataFrame:
-    return pd.DataFrame() if profiles is None else sort_configs(profiles)
-
-
 def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) -> list[Finding]:
     rows = profiled.to_dict("records") if profiled is not None else []
     flagged = above_roof_records(above_roof(verdicts, ceilings), ceilings)
@@ -211,7 +188,8 @@ def roofline_findings(verdicts: pd.DataFrame, profiled, summary, ceilings=()) ->
 def build(page: Page) -> Section:
     verdicts = roofline_verdicts(study_readings(page.tables))
     flagged = above_roof(verdicts, page.tables.ceilings)
-    profiled = profiled_configs(page.tables.profiles)
+    profiles = page.tables.profiles
+    profiled = pd.DataFrame() if profiles is None else sort_configs(profiles)
     readings = page.drop(cells(flagged, READING_COLUMNS, key_columns(flagged)))
     checks = page.drop(cells(profiled, PROFILE_COLUMNS, key_columns(profiled)))
     return section(

@@ -37,8 +37,7 @@ def pairs(table: pd.DataFrame | None, kind: str) -> pd.DataFrame:
 
 
 def stated(table: pd.DataFrame, column: str) -> list[Finding]:
-    """Every pair at its largest batch size, and below it those left unresolved (or given
-    up as out of reach)."""
+    """Every pair at its largest batch size, and below it those unresolved or out of reach."""
     if table.empty:
         return []
     most = table.groupby(SCALING_KEYS, dropna=False)["batch_size"].transform("max")
@@ -60,10 +59,9 @@ def scaling(table: pd.DataFrame | None) -> list[Finding]:
             entry["gain"] = row
         else:
             entry["tops"].append(row)
-    found = sort_configs(
-        pd.DataFrame(list(groups.values()), columns=[*SCALING_KEYS, "gain", "tops"])
-    )
-    return [Finding("batch_scaling", r) for r in found.to_dict("records") if r["gain"] is not None]
+    found = pd.DataFrame(list(groups.values()), columns=[*SCALING_KEYS, "gain", "tops"])
+    rows = sort_configs(found).to_dict("records")
+    return [Finding("batch_scaling", r) for r in rows if r["gain"] is not None]
 
 
 def ratio_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -78,8 +76,7 @@ def ratio_display(table: pd.DataFrame, column: str) -> pd.DataFrame:
             "95% CI": [interval_cell(ci_of(r)) for r in records],
             "CI from": table["method"].tolist(),
             "Verdict": table["verdict"].tolist(),
-            "A (img/s)": [fmt(v) for v in table["a_value"]],
-            "B (img/s)": [fmt(v) for v in table["b_value"]],
+            **{f"{s} (img/s)": [fmt(v) for v in table[f"{s.lower()}_value"]] for s in "AB"},
         }
     )
 

@@ -12,7 +12,6 @@ INTRO = (
 )
 
 
-# The spread of each configuration's windows.
 SPREAD_COLUMNS = {
     "Median (img/s)": ("throughput_img_s_median", fmt),
     "IQR (img/s)": ("throughput_img_s_iqr", fmt),
@@ -22,13 +21,12 @@ SPREAD_COLUMNS = {
 
 def build(page: Page) -> Section:
     ok = sort_configs(ok_configs(page.tables.summary))
+    spread = page.drop(cells(ok, SPREAD_COLUMNS, key_columns(ok)))
     return section(
         "throughput",
         "Throughput",
         intro=INTRO,
-        tables=[
-            Table("Spread over windows", page.drop(cells(ok, SPREAD_COLUMNS, key_columns(ok))))
-        ],
+        tables=[Table("Spread over windows", spread)],
         figures=page.figures_of("throughput"),
         sources=page.sources("summary"),
     )

@@ -7,7 +7,6 @@ with a reason is not drawn; the legend says why.
 
 from __future__ import annotations
 
-import itertools
 import math
 import textwrap
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
-from matplotlib.transforms import Bbox, IdentityTransform
+from matplotlib.transforms import Bbox
 
 from nnperf.core import files
 from nnperf.core.contract import FigureRequest
@@ -278,10 +277,13 @@ def write_figure(
 
 # --- Labels beside the step points that never overlap -------------------------------------
 # adjustText's repulsion does not promise disjoint boxes: each label takes the nearest offset
-# whose box stays inside the axes and clear of every point and label placed before.
-
-LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
-LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+# whose box stays inside the axes and clear of every point and label placed before. An offset
+# is (dx, dy, radius) in points; the label sits on the far side of its anchor from the point.
+LABEL_OFFSETS_PT = [
+    (r * math.cos(math.radians(a)), r * math.sin(math.radians(a)), r)
+    for r in (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
+    for a in (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+]
 LABEL_PAD_PT = 1.5
 # A label whose anchor is more than this beyond its point's marker gets a leader line; labels
 # sit on a white patch above the lines, so a leader passing behind one does not cross its text.
@@ -295,15 +297,12 @@ KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
 
 def _markers(ax) -> list[Bbox]:
     boxes = []
-    for collection in ax.collections:
-        if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
-            continue
-        offsets = np.ma.getdata(collection.get_offsets()).astype(float)
-        centres = collection.get_offset_transform().transform(offsets)
+    for dots in (c for c in ax.collections if isinstance(c, PathCollection)):
+        offsets = np.ma.getdata(dots.get_offsets()).astype(float)
+        centres = dots.get_offset_transform().transform(offsets)
         # A scatter's size is the marker's area in points^2: its side is sqrt(size).
-        sides = np.broadcast_to(np.sqrt(collection.get_sizes()), (len(centres),))
-        sides = sides * ax.figure.dpi / 72.0
-        boxes += [Bbox.from_bounds(x - s / 2, y - s / 2, s, s) for (x, y), s in zip(centres, sides)]
+        sides = np.broadcast_to(np.sqrt(dots.get_sizes()) * ax.figure.dpi / 72, len(centres))
+        boxes += [Bbox([xy - s / 2, xy + s / 2]) for xy, s in zip(centres, sides)]
     return boxes
 
 
@@ -313,33 +312,26 @@ def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float
     markers' width (a leader line stops at a marker's edge)."""
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
     taken = _markers(ax)
-    scale = ax.figure.dpi / 72.0  # pixels per point
-    pad = LABEL_PAD_PT * scale
+    pad = LABEL_PAD_PT * ax.figure.dpi / 72
     frame = ax.get_window_extent(renderer).padded(-pad)
 
     def place(x: float, y: float, text: str) -> bool:
-        probe = ax.text(0, 0, text, fontsize=LABEL_STYLE["fontsize"], transform=IdentityTransform())
-        width, height = probe.get_window_extent(renderer).size
-        probe.remove()
-        px, py = ax.transData.transform((x, y))
-        for radius, angle in itertools.product(LABEL_RADII_PT, LABEL_ANGLES_DEG):
-            dx, dy = radius * math.cos(math.radians(angle)), radius * math.sin(math.radians(angle))
-            # The label sits on the far side of its anchor from the point.
-            ha = "left" if dx > 0.3 * radius else "right" if dx < -0.3 * radius else "center"
-            va = "bottom" if dy > 0.3 * radius else "top" if dy < -0.3 * radius else "center"
-            left = px + dx * scale - {"left": 0, "center": width / 2, "right": width}[ha]
-            bottom = py + dy * scale - {"bottom": 0, "center": height / 2, "top": height}[va]
-            box = Bbox.from_bounds(left, bottom, width, height)
-            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
-            if not (inside and box.y1 <= frame.y1) or box.padded(pad).count_overlaps(taken):
-                continue
-            taken.append(box)
-            leader = radius - marker_pt / 2 > LEADER_GAP_PT
-            arrow = {**LEADER_STYLE, "shrinkB": marker_pt / 2 + 1} if leader else None
-            ax.annotate(
-                text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **LABEL_STYLE
-            )
-            return True
+        label = ax.annotate(text, (x, y), (0, 0), **LABEL_STYLE)
+        for dx, dy, radius in LABEL_OFFSETS_PT:
+            # Alignment by side: True - False indexes the middle, the start or the end.
+            ha = ("center", "left", "right")[(dx > 0.3 * radius) - (dx < -0.3 * radius)]
+            va = ("center", "bottom", "top")[(dy > 0.3 * radius) - (dy < -0.3 * radius)]
+            label.set(position=(dx, dy), ha=ha, va=va)
+            box = label.get_window_extent(renderer)
+            inside = (frame.min <= box.min).all() and (box.max <= frame.max).all()
+            if inside and not box.padded(pad).count_overlaps(taken):
+                taken.append(box)
+                label.remove()
+                leader = {**LEADER_STYLE, "shrinkB": marker_pt / 2 + 1}
+                arrow = leader if radius - marker_pt / 2 > LEADER_GAP_PT else None
+                ax.annotate(text, (x, y), (dx, dy), ha=ha, va=va, arrowprops=arrow, **LABEL_STYLE)
+                return True
+        label.remove()
         return False
 
     unplaced = [point for point in zip(steps[X], steps[Y], texts) if not place(*point)]

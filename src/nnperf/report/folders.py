@@ -83,14 +83,9 @@ def _files(root: Path, kind: str, **keys: str) -> list[Path]:
 
 
 def datasets_in(results_dir: str | os.PathLike) -> list[str]:
-    root = Path(results_dir)
-    found = {
-        path.name
-        for stage in ("tables", "runs")
-        for path in (root / stage).glob("*")
-        if path.is_dir() and re.fullmatch(DATASET_KEY_PATTERN, path.name)
-    }
-    return sorted(found)
+    paths = [p for stage in ("tables", "runs") for p in Path(results_dir, stage).glob("*")]
+    names = {p.name for p in paths if p.is_dir()}
+    return sorted(n for n in names if re.fullmatch(DATASET_KEY_PATTERN, n))
 
 
 def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:

@@ -55,29 +55,24 @@ SECTIONS = (
 SHOWN = ("key-findings", "notes")
 
 
-# Where a figure goes: the first keyword its path holds, else More figures.
-FIGURE_SECTIONS = (
-    ("figures/accuracy/", "accuracy"),
-    ("figures/operators/", "operators"),
-    ("figures/memory/", "operators"),
-    ("machines", "machines"),
-    ("speedup", "speedups"),
-    ("breakdown", "breakdown"),
-    ("phase", "breakdown"),
-    ("sweep", "ceilings"),
-    ("ceiling", "ceilings"),
-    ("roofline", "roofline"),
-    ("flops", "roofline"),
-    ("kernel", "kernels"),
-    ("throughput", "throughput"),
-    ("complexity", "complexity"),
-    ("environment", "environment"),
-)
+# Where a figure goes: the section of the first keyword its path holds, else More figures.
+FIGURE_SECTIONS = {
+    "accuracy": ("figures/accuracy/",),
+    "operators": ("figures/operators/", "figures/memory/"),
+    "machines": ("machines",),
+    "speedups": ("speedup",),
+    "breakdown": ("breakdown", "phase"),
+    "ceilings": ("sweep", "ceiling"),
+    "roofline": ("roofline", "flops"),
+    "kernels": ("kernel",),
+    **{name: (name,) for name in ("throughput", "complexity", "environment")},
+}
 
 
 def figure_section(path: str) -> str:
     lowered = path.replace("\\", "/").lower()
-    return next((section for keyword, section in FIGURE_SECTIONS if keyword in lowered), "figures")
+    found = (name for name, words in FIGURE_SECTIONS.items() for word in words if word in lowered)
+    return next(found, "figures")
 
 
 # A section shows at most this many figures of one kind inline; more are folded.
@@ -91,9 +86,8 @@ def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, 
     for figure in figures:
         parts = figure.path.replace("\\", "/").split("/")
         deep = "figures" in parts and parts.index("figures") + 2 < len(parts)
-        kinds.setdefault(parts[parts.index("figures") + 1] if deep else "figures", []).append(
-            figure
-        )
+        kind = parts[parts.index("figures") + 1] if deep else "figures"
+        kinds.setdefault(kind, []).append(figure)
     shown = [f for group in kinds.values() if len(group) <= limit for f in group]
     folded = [
         FigureGroup(f"{len(group)} {kind.replace('_', ' ')} figures", group)
@@ -116,16 +110,12 @@ def build_document(
 ) -> Document:
     """Every section of the summary, the `figures` (paths) in their sections; `rendered_at`
     (Unix seconds) ends the study's span."""
+    frames = [
+        f for f in (tables.summary, tables.environment, tables.roofline_points) if f is not None
+    ]
     page = Page(
         tables=tables,
-        machines=sorted(
-            {
-                m
-                for frame in (tables.summary, tables.environment, tables.roofline_points)
-                if frame is not None and "machine" in frame
-                for m in frame["machine"].dropna()
-            }
-        ),
+        machines=sorted({m for f in frames if "machine" in f for m in f["machine"].dropna()}),
         figures={},
         notes=list(request.notes),
         cv_threshold=request.cv_threshold,

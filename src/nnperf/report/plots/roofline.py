@@ -189,8 +189,7 @@ def config_figure(
     """Hierarchical roofline of the configuration `request` names. One that ran out of memory
     has no point: that is a result, drawn as an empty roofline with its roofs."""
     keys = {key: getattr(request, key) for key in CONFIG_KEYS}
-    absent = [key for key, value in keys.items() if value is None]
-    if absent:
+    if absent := [key for key, value in keys.items() if value is None]:
         raise NnperfError(f"a {request.kind} figure needs {', '.join(absent)}")
     selected = _matching(points, keys)
     profile = roofline_points.step_kernels(_matching(kernels, keys))

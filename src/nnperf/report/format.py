@@ -26,24 +26,19 @@ def fmt(value, unit: str = "") -> str:
 
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-# Binary units, as caches and memories are sized.
-BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+# Binary prefixes, as caches and memories are sized.
+BINARY_PREFIXES = ((1024**3, "Gi"), (1024**2, "Mi"), (1024, "Ki"))
 
 
-def _prefixed(value, units, unit: str) -> str:
+def fmt_si(value, unit: str, prefixes=SI_PREFIXES) -> str:
     if missing(value):
         return "n/a"
-    x = float(value)
-    scale, name = next(((s, n) for s, n in units if abs(x) >= s), (1, unit))
-    return f"{x / scale:.3g} {name}"
-
-
-def fmt_si(value, unit: str) -> str:
-    return _prefixed(value, [(s, p + unit) for s, p in SI_PREFIXES], unit)
+    scale, prefix = next(((s, p) for s, p in prefixes if abs(float(value)) >= s), (1, ""))
+    return f"{float(value) / scale:.3g} {prefix}{unit}"
 
 
 def fmt_bytes(value) -> str:
-    return _prefixed(value, BINARY_UNITS, "B")
+    return fmt_si(value, "B", BINARY_PREFIXES)
 
 
 def fmt_pct(value) -> str:
@@ -118,13 +113,10 @@ def config_text(
     row: Mapping, *, precision: bool = True, batch: bool = True, variant: bool = True
 ) -> str:
     """`resnet18_cifar bf16 at batch 256 (baseline)`."""
-    parts = (
-        (True, row["model"]),
-        (precision, row.get("precision")),
-        (batch, batch and f"at batch {int(row['batch_size'])}"),
-        (variant, f"({row.get('variant')})"),
-    )
-    return " ".join(str(text) for shown, text in parts if shown)
+    parts = [row["model"], precision and row.get("precision")]
+    parts += [batch and f"at batch {int(row['batch_size'])}", variant and f"({row.get('variant')})"]
+    # A part left out is False; one shown stays even if missing (`None`).
+    return " ".join(str(text) for text in parts if text is not False)
 
 
 def truthy(value) -> bool:

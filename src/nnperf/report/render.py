@@ -6,7 +6,6 @@ URIs in the self-contained HTML, relative paths in Markdown) and written (`rende
 from __future__ import annotations
 
 import base64
-import dataclasses
 import mimetypes
 import os
 import re
@@ -130,14 +129,14 @@ def build_document(
     shown = [
         s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
+    for section in shown:
+        section.findings = sentences(section.findings)
     return Document(request.title, request.description, shown, page.machines)
 
 
 def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Every cell as text, missing values as a dash (not `nan`/`None`)."""
-    return frame.astype(object).apply(
-        lambda column: ["—" if missing(v) else str(v) for v in column]
-    )
+    return frame.astype(object).map(lambda value: "—" if missing(value) else str(value))
 
 
 def table_html(frame: pd.DataFrame) -> str:
@@ -161,15 +160,7 @@ def md_escape(text: str) -> str:
     return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")
 
 
-def worded(document: Document) -> Document:
-    """`document` with every section's findings in words."""
-    sections = [dataclasses.replace(s, findings=sentences(s.findings)) for s in document.sections]
-    return dataclasses.replace(document, sections=sections)
-
-
-def render(
-    document: Document, html: bool, figure_src: Callable[[str], str], generated_from: str
-) -> str:
+def render(document: Document, html: bool, figure_src: Callable[[str], str]) -> str:
     """The HTML (`html`) or Markdown summary; `figure_src(path)` gives each image's source."""
     import jinja2
 
@@ -183,8 +174,8 @@ def render(
     )
     template = environment.get_template("summary.html.j2" if html else "summary.md.j2")
     return template.render(
-        doc=worded(document),
-        generated_from=generated_from,
+        doc=document,
+        generated_from="the files listed under Sources in each section",
         table=table_html if html else table_markdown,
         figure_src=figure_src,
         md=md_escape,
@@ -223,17 +214,15 @@ def render_files(
         loaded.sources["notes"] = list(note_sources)
     now = time.time() if rendered_at_unix is None else rendered_at_unix
     document = build_document(loaded, request, shown, now)
-    origin = "the files listed under Sources in each section"
-    html = render(document, True, data_uri, origin)
     # Markdown links: relative to the page's folder, with forward slashes.
     folder = os.path.abspath(Path(out_md).parent)
     relative = lambda path: Path(os.path.relpath(os.path.abspath(path), folder)).as_posix()
-    markdown = render(document, False, relative, origin)
-    for path, text in ((out_html, html), (out_md, markdown)):
+    pages = {out_html: render(document, True, data_uri), out_md: render(document, False, relative)}
+    for path, text in pages.items():
         with files.atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
     print(
         f"render-report: {len(document.sections)} sections, {len(shown)} figures, "
         f"{len(document.machines)} machine(s) -> {os.fspath(out_html)}, {os.fspath(out_md)}"
     )
-    return worded(document)
+    return document

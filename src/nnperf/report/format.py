@@ -189,13 +189,9 @@ def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
 
 def estimate_text(row: Mapping) -> str:
     """The throughput of `row` as a sentence quotes it."""
-    return throughput_text(
-        *(row.get(c) for c in (MEAN, CI_LOW, CI_HIGH)),
-        n_windows=row.get("n_windows"),
-        n_processes=row.get("n_processes"),
-        method=row.get("ci_method"),
-        unstable=truthy(row.get("unstable")),
-    )
+    counts = {key: row.get(key) for key in ("n_windows", "n_processes")}
+    flags = {"method": row.get("ci_method"), "unstable": truthy(row.get("unstable"))}
+    return throughput_text(*(row.get(c) for c in (MEAN, CI_LOW, CI_HIGH)), **counts, **flags)
 
 
 def in_report_order(column: pd.Series) -> pd.Series:

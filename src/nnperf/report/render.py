@@ -160,18 +160,17 @@ def md_escape(text: str) -> str:
     return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")
 
 
+# Block tags take no line of their own in the page; it ends with a newline as the template does.
+TEMPLATE_OPTIONS = {"trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": True}
+
+
 def render(document: Document, html: bool, figure_src: Callable[[str], str]) -> str:
     """The HTML (`html`) or Markdown summary; `figure_src(path)` gives each image's source."""
     import jinja2
 
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("nnperf.report", "templates"),
-        autoescape=html,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    loader = jinja2.PackageLoader("nnperf.report", "templates")
+    options = {"autoescape": html, "undefined": jinja2.StrictUndefined, **TEMPLATE_OPTIONS}
+    environment = jinja2.Environment(loader=loader, **options)
     template = environment.get_template("summary.html.j2" if html else "summary.md.j2")
     return template.render(
         doc=document,

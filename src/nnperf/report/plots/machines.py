@@ -93,7 +93,6 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         data, x="configuration", y="throughput_img_s", col="model", col_wrap=wrap, **hues, **BARS
     )
     if runs is not None and {"throughput_img_s", "machine"} <= set(runs.columns):
-        # Each worker process's throughput as a dot on its bar (dodged like the bars).
         processes = _ok(runs, "throughput_img_s")
         processes = processes[processes["machine"].isin(hues["hue_order"])]
         if not processes.empty:

@@ -334,14 +334,13 @@ def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float
         return False
 
     unplaced = [point for point in zip(steps[X], steps[Y], texts) if not place(*point)]
-    numbered, lost = [], []
+    key, lost = ["Points labelled by number:"], []
     for x, y, text in unplaced:
-        if place(x, y, f"[{len(numbered) + 1}]"):
-            numbered.append(f"[{len(numbered) + 1}] {text}")
+        if place(x, y, f"[{len(key)}]"):
+            key.append(f"[{len(key)}] {text}")
         else:
             lost.append(
                 f"{text}: at {x:.3g} FLOP/byte, {fmt_si(y, 'FLOP/s')} (no room for a label)"
             )
     if unplaced:
-        key = "\n".join(["Points labelled by number:", *numbered, *lost])
-        ax.annotate(key, (0.0, 0.0), **KEY_STYLE)
+        ax.annotate("\n".join(key + lost), (0.0, 0.0), **KEY_STYLE)

@@ -96,14 +96,6 @@ def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, 
     return shown, folded
 
 
-def figure_caption(path: str) -> str:
-    """The figure's path below `figures/`, which names its experiment (keys in order)."""
-    parts = path.replace("\\", "/").split("/")
-    if "figures" in parts:
-        parts = parts[parts.index("figures") + 1 :]
-    return " / ".join(parts).removesuffix(".png")
-
-
 def build_document(
     tables: results.ResultSet, request: ReportRequest, figures: Sequence[str], rendered_at: float
 ) -> Document:
@@ -122,7 +114,11 @@ def build_document(
         top_n_kernels=DEFAULT_TOP_KERNELS,
     )
     for path in figures:
-        page.figures.setdefault(figure_section(path), []).append(Figure(path, figure_caption(path)))
+        # A figure's caption is its path below `figures/`, which names its experiment.
+        parts = path.replace("\\", "/").split("/")
+        parts = parts[parts.index("figures") + 1 :] if "figures" in parts else parts
+        caption = " / ".join(parts).removesuffix(".png")
+        page.figures.setdefault(figure_section(path), []).append(Figure(path, caption))
     sections = [section for build in SECTIONS if (section := build(page)) is not None]
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)

@@ -60,29 +60,26 @@ def fmt_times(value) -> str:
     return f"{value:.0f}x" if abs(value) >= 100 else f"{value:.2f}x"
 
 
-def ci_interval(
-    low, high, *, n_windows=None, n_processes=None, method=None
-) -> tuple[str | None, str]:
-    """(`"1,200–1,260"`, "") or (None, why not): one sample has no spread, a zero width claims
-    a certainty no measurement has, and one reaching zero (old t-intervals over scattered
-    processes) reads `too few clean processes`."""
+def ci_interval(low, high, *, n_windows=None, n_processes=None, method=None) -> str:
+    """`1,200–1,260`, or why not: one sample has no spread, a zero width claims a certainty no
+    measurement has, and one reaching zero (old t-intervals over scattered processes) reads
+    `too few clean processes`."""
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     for count, noun in (counts.get(str(method), (n_windows, "window")), (n_windows, "window")):
         if not missing(count) and int(count) < 2:
-            return None, f"n/a, {count_of(count, noun)}"
+            return f"n/a, {count_of(count, noun)}"
     if missing(low) or missing(high) or not float(low) < float(high):
-        return None, "n/a"
+        return "n/a"
     if float(low) <= 0:
-        return None, "too few clean processes"
-    return f"{fmt(low)}–{fmt(high)}", ""
+        return "too few clean processes"
+    return f"{fmt(low)}–{fmt(high)}"
 
 
 def throughput_text(mean, low=None, high=None, *, unstable=False, **counts) -> str:
     """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not."""
     if missing(mean):
         return fmt(mean, "img/s")
-    interval, why = ci_interval(low, high, **counts)
-    notes = [f"95% CI {interval or why}", *(["unstable"] if unstable else [])]
+    notes = [f"95% CI {ci_interval(low, high, **counts)}", *(["unstable"] if unstable else [])]
     return f"{fmt(mean, 'img/s')} ({'; '.join(notes)})"
 
 

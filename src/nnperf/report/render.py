@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from nnperf.core import files
 from nnperf.core.contract import ReportRequest
@@ -136,10 +138,7 @@ def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_html(frame: pd.DataFrame) -> str:
-    import markupsafe
-
-    html = display_cells(frame).to_html(index=False, escape=True, border=0, classes="data")
-    return markupsafe.Markup(html)
+    return Markup(display_cells(frame).to_html(index=False, escape=True, border=0, classes="data"))
 
 
 def table_markdown(frame: pd.DataFrame) -> str:
@@ -162,8 +161,6 @@ TEMPLATE_OPTIONS = {"trim_blocks": True, "lstrip_blocks": True, "keep_trailing_n
 
 def render(document: Document, html: bool, figure_src: Callable[[str], str]) -> str:
     """The HTML (`html`) or Markdown summary; `figure_src(path)` gives each image's source."""
-    import jinja2
-
     loader = jinja2.PackageLoader("nnperf.report", "templates")
     options = {"autoescape": html, "undefined": jinja2.StrictUndefined, **TEMPLATE_OPTIONS}
     environment = jinja2.Environment(loader=loader, **options)

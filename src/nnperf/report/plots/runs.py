@@ -77,8 +77,7 @@ def _unmeasured_note(row) -> str:
 
 
 def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
-    """The rows of `groups` with `_x`: the batch size shifted per group, so groups sharing a
-    batch size stay apart."""
+    """The rows of `groups`, `_x` their batch size shifted so groups sharing one stay apart."""
     octaves = DODGE_OCTAVES * (np.arange(len(groups)) - (len(groups) - 1) / 2)
     shift = dict(zip(groups, 2.0 ** (octaves / max(len(groups) - 1, 1))))
     factor = pd.Series(list(zip(frame["precision"], frame["variant"])), frame.index).map(shift)

@@ -36,10 +36,8 @@ FIGURES = tuple(TABLE_COLUMNS)
 
 
 def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
-    if len(text) <= limit:
-        return text
     head = (limit - 1) // 2
-    return text[:head] + "…" + text[-(limit - 1 - head) :]
+    return text if len(text) <= limit else text[:head] + "…" + text[-(limit - 1 - head) :]
 
 
 def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
@@ -104,8 +102,7 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
         ax.text(mib.sum(), position, f" {mib.sum():,.1f} MiB", va="center", fontsize="small")
     handles = [Patch(color=colours[c], label=CATEGORY_LABELS[c]) for c in MEMORY_CATEGORIES]
     ax.set_yticks(positions, list(bars))
-    ax.set_xlabel("allocated memory (MiB)")
-    ax.margins(x=0.15)
+    ax.set(xlabel="allocated memory (MiB)", xmargin=0.15)
     style.legend_right(ax, handles=handles, fontsize="small")
     subtitle = f"peak {memory.get('peak_allocated_bytes', 0) / MIB:,.1f} MiB"
     subtitle += f" (in {memory['peak_phase']})" if memory.get("peak_phase") else ""

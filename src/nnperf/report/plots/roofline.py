@@ -39,8 +39,6 @@ from nnperf.roofline import tables as roofline_tables
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
 X, Y = "arithmetic_intensity_flop_per_byte", "performance_flop_s"
-AXES = {"xscale": "log", "yscale": "log", "xlabel": "Arithmetic intensity (FLOP/byte)"}
-AXES |= {"ylabel": "Performance (FLOP/s)"}
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
 LEVELS = ("dram", "l2", "l1")  # the memory levels ncu measures a roof of
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
@@ -130,7 +128,8 @@ def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
             ax.axhline(roof["value"], **line)
         else:
             ax.plot(lines, np.minimum(lines * roof["value"], max(compute, default=np.inf)), **line)
-    ax.set(xlim=xlim, ylim=ylim, **AXES)
+    ax.set(xlim=xlim, ylim=ylim, xscale="log", yscale="log", ylabel="Performance (FLOP/s)")
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
     return ax, visible
 
 
@@ -235,16 +234,15 @@ def device_figure(
     steps = device_points[(device_points["granularity"] == "step") & shown]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    roofs = roofs_from_ncu(profile, None)
-    roofs += roofline_points.json_ceilings(ceilings, precisions)
+    roofs = roofs_from_ncu(profile, None) + roofline_points.json_ceilings(ceilings, precisions)
     ax, visible = _axes(steps, roofs)
     if not visible.empty:
         visible["source"] = np.where(visible["source"] == "analytic", ANALYTIC_STEP, NCU_STEP)
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
         sns.scatterplot(data=visible, x=X, y=Y, ax=ax, **DEVICE_STEPS)
     texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
-    sources = sorted(set(steps["source"])) if not steps.empty else []
-    title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
+    sources = ", ".join(sorted(set(steps["source"]))) or "no points"
+    title = f"{device}: training-step roofline ({sources})"
     notes = null_roof_notes(ceilings, precisions)
     return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], notes)
 

@@ -133,12 +133,12 @@ def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
     return ax, visible
 
 
-def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
-    """Ring the `steps` above a roof, list the absent roofs' notes, label each step."""
+def _finish(ax, title, steps, texts, roofs, marker_s, ceilings, precisions) -> Figure:
+    """Ring the `steps` above a roof, list why a roof of `precisions` is absent, label each step."""
     above = [bool(roofline_points.roofs_exceeded(row, roofs)) for row in steps.to_dict("records")]
     if any(above):
         ax.scatter(steps[X][above], steps[Y][above], s=marker_s * 2.2, **RING)
-    for note in notes:
+    for note in null_roof_notes(ceilings, precisions):
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
     ax.set_title(title)
@@ -219,8 +219,7 @@ def config_figure(
         marker = "X" if is_analytic else "*"
         ax.scatter(group[X], group[Y], marker=marker, color=colour, label=label, **CONFIG_STEP)
     texts = np.where(analytic, "step, analytic", "step, " + level)
-    notes = null_roof_notes(ceilings, [precision])
-    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP["s"], notes)
+    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP["s"], ceilings, [precision])
 
 
 @themed()
@@ -243,8 +242,7 @@ def device_figure(
     texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
     sources = ", ".join(sorted(set(steps["source"]))) or "no points"
     title = f"{device}: training-step roofline ({sources})"
-    notes = null_roof_notes(ceilings, precisions)
-    return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], notes)
+    return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], ceilings, precisions)
 
 
 def write_figure(

@@ -159,10 +159,8 @@ def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
     return frame[(frame[list(keys)].astype(typed) == pd.Series(keys)).all(axis=1)]
 
 
-def clocks_line(profile: Mapping | None) -> str:
+def clocks_line(profile: Mapping) -> str:
     """A profile's clocks, so nobody compares points at different clocks unawares."""
-    if not profile:
-        return ""
     text = (
         f"profiled at {fmt_ghz(profile.get('profiled_sm_clock_hz'))} SM clock "
         f"(ncu clock control {profile.get('clock_control', '?')}); timed runs at "
@@ -195,9 +193,9 @@ def config_figure(
     sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
     name = " ".join(f"bs{v}" if k == "batch_size" else str(v) for k, v in keys.items())
     title = f"{name}: hierarchical roofline ({sources})"
-    match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
-    clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
-    title += f"\n{clocks}" if clocks else ""
+    match = _matching(profiles, keys) if profiles is not None and not profiles.empty else []
+    if len(match):
+        title += f"\n{clocks_line(match.iloc[0].to_dict())}"
     precision = request.precision
     roofs = roofs_from_ncu(profile, precision)
     if precision in PRECISIONS:

@@ -105,8 +105,7 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         grid.set(yscale="log")
     grid.set_axis_labels("precision, batch size, variant", "throughput (images/s)")
     grid.set_titles("{col_name}")
-    grid.tick_params(axis="x", rotation=45)
-    grid.set_xticklabels(ha="right")
+    grid.set_xticklabels(rotation=45, ha="right")
     grid.figure.suptitle(TITLE, y=1.02)
     grid.figure.tight_layout()
     # Machine names are long: the legend sits right of the panels, outside them.

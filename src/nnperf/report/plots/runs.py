@@ -163,9 +163,7 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
         rows = shown[shown[HUE] == level].sort_values("a_batch_size")
         x = np.array([bar.get_x() + bar.get_width() / 2 for bar in container])
         ratio = np.array([bar.get_height() for bar in container])
-        low, high = (
-            pd.to_numeric(rows[c], errors="coerce").to_numpy() for c in ("ci95_low", "ci95_high")
-        )
+        low, high = rows[["ci95_low", "ci95_high"]].apply(pd.to_numeric, errors="coerce").T.values
         bounded = np.isfinite(low) & np.isfinite(high)
         if bounded.any():
             _whiskers(ax, x[bounded], ratio[bounded], low[bounded], high[bounded], "black")

@@ -124,11 +124,10 @@ def build_document(
     sections = [section for build in SECTIONS if (section := build(page)) is not None]
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)
+        section.findings = sentences(section.findings)
     shown = [
         s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
-    for section in shown:
-        section.findings = sentences(section.findings)
     return Document(request.title, request.description, shown, page.machines)
 
 

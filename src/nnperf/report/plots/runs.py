@@ -134,8 +134,7 @@ def throughput_figure(
 def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     """Stacked bars of the median per-phase step time, a note in place of a missing bar."""
     chosen = _select(summary, device, model, "summary table").reset_index(drop=True)
-    labels = "bs" + chosen["batch_size"].astype(str) + " " + chosen["precision"]
-    labels += " " + chosen["variant"]
+    labels = "bs" + chosen[["batch_size", "precision", "variant"]].astype(str).agg(" ".join, axis=1)
     measured = chosen["status"] == "ok"
     phase_ms = chosen.loc[measured, [f"{p}_s_median" for p in PHASES]].astype(float).fillna(0) * 1e3
     bottoms = phase_ms.cumsum(axis=1) - phase_ms

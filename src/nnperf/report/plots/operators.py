@@ -32,7 +32,7 @@ TABLE_COLUMNS = {
     "operators": ("operator", "host_self_time_s"),
     "memory": ("category", "bytes", "estimate_bytes"),
 }
-FIGURES = tuple(TABLE_COLUMNS)
+FIGURES = {"operators": "top operators", "memory": "peak memory"}  # kind: what its title names
 
 
 def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
@@ -56,8 +56,6 @@ def _note_figure(document: Mapping, what: str) -> Figure:
 
 def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP) -> Figure:
     """Host and device self time per step of the `n` operators with the most time."""
-    if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, "top operators")
     column = analysis.time_column(table)
     chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
@@ -76,7 +74,7 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     subtitle += f"; step {step * 1e3:.3g} ms" if step else ""
     if not has_device:
         subtitle += "\nno device time: on the CPU the operators run on the host"
-    _title(ax, document, "top operators", subtitle)
+    _title(ax, document, FIGURES["operators"], subtitle)
     ax.legend(title=None, loc="lower right")
     return fig
 
@@ -85,8 +83,6 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
     """The peak allocated memory by category beside the complexity stage's estimate (which
     does not count "other")."""
     memory = document.get("memory") or {}
-    if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, "peak memory")
     rows = table.set_index("category").reindex(MEMORY_CATEGORIES)
     rows = rows[["bytes", "estimate_bytes"]].apply(pd.to_numeric, errors="coerce")
     bars = {MEASURED_LABEL: "bytes"}
@@ -109,17 +105,20 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
     total, largest = memory.get("device_total_bytes"), memory.get("max_batch_size")
     subtitle += f"; device memory {total / 2**30:,.1f} GiB" if total else ""
     subtitle += f"\na batch of about {int(largest):,} would fit (linear model)" if largest else ""
-    _title(ax, document, "peak memory", subtitle)
+    _title(ax, document, FIGURES["memory"], subtitle)
     return fig
 
 
 def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = None) -> Figure:
-    if kind == "operators":
-        top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)
-        return top_operators_figure(document, table, top)
+    """`kind`'s figure, or the reason of a profile that did not run or recorded nothing."""
+    if kind not in FIGURES:
+        raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
+    if document.get("status") != "ok" or table is None or table.empty:
+        return _note_figure(document, FIGURES[kind])
     if kind == "memory":
         return memory_figure(document, table)
-    raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
+    top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)
+    return top_operators_figure(document, table, top)
 
 
 def draw(

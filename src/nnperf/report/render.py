@@ -163,8 +163,7 @@ def render(document: Document, html: bool, figure_src: Callable[[str], str]) -> 
     loader = jinja2.PackageLoader("nnperf.report", "templates")
     options = {"autoescape": html, "undefined": jinja2.StrictUndefined, **TEMPLATE_OPTIONS}
     environment = jinja2.Environment(loader=loader, **options)
-    template = environment.get_template("summary.html.j2" if html else "summary.md.j2")
-    return template.render(
+    return environment.get_template("summary.html.j2" if html else "summary.md.j2").render(
         doc=document,
         generated_from="the files listed under Sources in each section",
         table=table_html if html else table_markdown,

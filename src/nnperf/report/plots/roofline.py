@@ -189,7 +189,6 @@ def config_figure(
     if absent := [key for key, value in keys.items() if value is None]:
         raise NnperfError(f"a {request.kind} figure needs {', '.join(absent)}")
     selected = _matching(points, keys)
-    profile = roofline_points.step_kernels(_matching(kernels, keys))
     sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
     name = " ".join(f"bs{v}" if k == "batch_size" else str(v) for k, v in keys.items())
     title = f"{name}: hierarchical roofline ({sources})"
@@ -197,7 +196,7 @@ def config_figure(
     if len(match):
         title += f"\n{clocks_line(match.iloc[0].to_dict())}"
     precision = request.precision
-    roofs = roofs_from_ncu(profile, precision)
+    roofs = roofs_from_ncu(roofline_points.step_kernels(_matching(kernels, keys)), precision)
     if precision in PRECISIONS:
         roofs += roofline_points.json_ceilings(ceilings, [precision])
     ax, visible = _axes(selected, roofs)

@@ -287,25 +287,21 @@ KEY_STYLE = {"xycoords": "axes fraction", "xytext": (0, -40), "textcoords": "off
 KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
 
 
-def _markers(ax) -> list[Bbox]:
-    boxes = []
-    for dots in (c for c in ax.collections if isinstance(c, PathCollection)):
-        offsets = np.ma.getdata(dots.get_offsets()).astype(float)
-        centres = dots.get_offset_transform().transform(offsets)
-        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
-        sides = np.broadcast_to(np.sqrt(dots.get_sizes()) * ax.figure.dpi / 72, len(centres))
-        boxes += [Bbox([xy - s / 2, xy + s / 2]) for xy, s in zip(centres, sides)]
-    return boxes
-
-
 def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float) -> None:
     """Label each point of `steps` once the layout is final (placement is in display pixels).
     A label without room becomes `[1]`, written out in a key under the axes. `marker_pt`: the
     markers' width (a leader line stops at a marker's edge)."""
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
-    taken = _markers(ax)
-    pad = LABEL_PAD_PT * ax.figure.dpi / 72
+    pixels_per_pt = ax.figure.dpi / 72
+    pad = LABEL_PAD_PT * pixels_per_pt
     frame = ax.get_window_extent(renderer).padded(-pad)
+    taken = []  # the boxes a label keeps clear of: every marker's, then every label's
+    for dots in (c for c in ax.collections if isinstance(c, PathCollection)):
+        offsets = np.ma.getdata(dots.get_offsets()).astype(float)
+        centres = dots.get_offset_transform().transform(offsets)
+        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
+        sides = np.broadcast_to(np.sqrt(dots.get_sizes()) * pixels_per_pt, len(centres))
+        taken += [Bbox([xy - s / 2, xy + s / 2]) for xy, s in zip(centres, sides)]
 
     def place(x: float, y: float, text: str) -> bool:
         label = ax.annotate(text, (x, y), (0, 0), **LABEL_STYLE)

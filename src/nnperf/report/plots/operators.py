@@ -45,15 +45,6 @@ def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
     ax.set_title(f"{title}\n{subtitle}" if subtitle else title, fontsize="medium")
 
 
-def _note_figure(document: Mapping, what: str) -> Figure:
-    fig, ax = style.figure(8.0, 2.4)
-    ax.set_axis_off()
-    reason = short_label(str(document.get("error") or "no data"), 110)
-    style.note(ax, f"not profiled ({document.get('status')}):\n{reason}")
-    _title(ax, document, what)
-    return fig
-
-
 def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP) -> Figure:
     """Host and device self time per step of the `n` operators with the most time."""
     column = analysis.time_column(table)
@@ -114,7 +105,12 @@ def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = No
     if kind not in FIGURES:
         raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
     if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, FIGURES[kind])
+        fig, ax = style.figure(8.0, 2.4)
+        ax.set_axis_off()
+        reason = short_label(str(document.get("error") or "no data"), 110)
+        style.note(ax, f"not profiled ({document.get('status')}):\n{reason}")
+        _title(ax, document, FIGURES[kind])
+        return fig
     if kind == "memory":
         return memory_figure(document, table)
     top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)

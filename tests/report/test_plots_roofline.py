@@ -365,3 +365,24 @@ def test_a_device_whose_every_configuration_ended_over_budget_still_gets_its_fig
         FigureRequest(kind="roofline_steps", device="cpu"), points, ceilings, None, out
     )
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_profiled_configuration_names_its_clocks_under_the_title(h100):
+    """The profile's clocks (and a flagged roof) sit under the title; another configuration's
+    profile adds nothing."""
+    table, points = h100
+    request = FigureRequest("roofline", **H100_CONFIG)
+    profile = {"profiled_sm_clock_hz": 1.59e9, "clock_control": "base", "run_sm_clock_hz": 1.98e9}
+    profile |= {"busy_share": 0.93, "step_time_s": 0.12, "busy_verdict": "device-bound"}
+    profiles = pd.DataFrame([{**H100_CONFIG, **profile, "roof_ok": False}])
+    titles = {}
+    for name, frame in (("other", profiles.assign(batch_size=128)), ("own", profiles)):
+        figure = plots.config_figure(points, table, JSON_DOC, request, frame)
+        titles[name] = figure.axes[0].get_title()
+        plt.close(figure)
+    assert titles["other"] == "cuda resnet18 bf16 bs256 baseline: hierarchical roofline (ncu)"
+    assert titles["own"] == titles["other"] + "\n" + (
+        "profiled at 1.59 GHz SM clock (ncu clock control base); timed runs at 1.98 GHz; "
+        "GPU busy 93% of the 120 ms timed step (device-bound); "
+        "profile roof FLAGGED by its calibration GEMM"
+    )

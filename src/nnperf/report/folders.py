@@ -83,14 +83,9 @@ def _files(root: Path, kind: str, **keys: str) -> list[Path]:
 
 
 def datasets_in(results_dir: str | os.PathLike) -> list[str]:
-    root = Path(results_dir)
-    found = {
-        path.name
-        for stage in ("tables", "runs")
-        for path in (root / stage).glob("*")
-        if path.is_dir() and re.fullmatch(DATASET_KEY_PATTERN, path.name)
-    }
-    return sorted(found)
+    paths = [p for stage in ("tables", "runs") for p in Path(results_dir, stage).glob("*")]
+    names = {p.name for p in paths if p.is_dir()}
+    return sorted(n for n in names if re.fullmatch(DATASET_KEY_PATTERN, n))
 
 
 def discover(results_dir: str | os.PathLike, dataset: str | None = None) -> FolderFiles:
@@ -189,20 +184,18 @@ def extra_folder(path: str | os.PathLike, dataset: str | None) -> FolderFiles:
     return folder
 
 
-def read_files(folder: FolderFiles) -> list[str]:
-    paths = [path for path in folder.tables.values() if path is not None]
-    paths += [*folder.complexity, *folder.ceilings, *folder.run_jsons]
-    for document in folder.opprofiles:
-        paths.append(document)
-        paths += [table for table in opprofile_table_paths(document).values() if table.is_file()]
-    return [os.fspath(path) for path in paths]
-
-
 def extra_results_inputs(extra_results: Iterable[str | os.PathLike], dataset: str) -> list[str]:
     """Every file of the `report.extra_results` folders the report reads, as Snakemake inputs:
     a folder's time does not change when a file inside does, so editing another machine's
     summary.csv re-runs what reads it only through its files. A bad folder fails the DAG."""
-    return [path for entry in extra_results for path in read_files(extra_folder(entry, dataset))]
+    paths = []
+    for folder in (extra_folder(entry, dataset) for entry in extra_results):
+        paths += [path for path in folder.tables.values() if path is not None]
+        paths += [*folder.complexity, *folder.ceilings, *folder.run_jsons]
+        for document in folder.opprofiles:
+            tables = opprofile_table_paths(document).values()
+            paths += [document, *(table for table in tables if table.is_file())]
+    return [os.fspath(path) for path in paths]
 
 
 def figures(folders: Iterable[FolderFiles]) -> list[str]:

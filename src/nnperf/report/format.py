@@ -26,24 +26,19 @@ def fmt(value, unit: str = "") -> str:
 
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-# Binary units, as caches and memories are sized.
-BINARY_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+# Binary prefixes, as caches and memories are sized.
+BINARY_PREFIXES = ((1024**3, "Gi"), (1024**2, "Mi"), (1024, "Ki"))
 
 
-def _prefixed(value, units, unit: str) -> str:
+def fmt_si(value, unit: str, prefixes=SI_PREFIXES) -> str:
     if missing(value):
         return "n/a"
-    x = float(value)
-    scale, name = next(((s, n) for s, n in units if abs(x) >= s), (1, unit))
-    return f"{x / scale:.3g} {name}"
-
-
-def fmt_si(value, unit: str) -> str:
-    return _prefixed(value, [(s, p + unit) for s, p in SI_PREFIXES], unit)
+    scale, prefix = next(((s, p) for s, p in prefixes if abs(float(value)) >= s), (1, ""))
+    return f"{float(value) / scale:.3g} {prefix}{unit}"
 
 
 def fmt_bytes(value) -> str:
-    return _prefixed(value, BINARY_UNITS, "B")
+    return fmt_si(value, "B", BINARY_PREFIXES)
 
 
 def fmt_pct(value) -> str:
@@ -65,29 +60,26 @@ def fmt_times(value) -> str:
     return f"{value:.0f}x" if abs(value) >= 100 else f"{value:.2f}x"
 
 
-def ci_interval(
-    low, high, *, n_windows=None, n_processes=None, method=None
-) -> tuple[str | None, str]:
-    """(`"1,200–1,260"`, "") or (None, why not): one sample has no spread, a zero width claims
-    a certainty no measurement has, and one reaching zero (old t-intervals over scattered
-    processes) reads `too few clean processes`."""
+def ci_interval(low, high, *, n_windows=None, n_processes=None, method=None) -> str:
+    """`1,200–1,260`, or why not: one sample has no spread, a zero width claims a certainty no
+    measurement has, and one reaching zero (old t-intervals over scattered processes) reads
+    `too few clean processes`."""
     counts = {"processes": (n_processes, "process"), "windows": (n_windows, "window")}
     for count, noun in (counts.get(str(method), (n_windows, "window")), (n_windows, "window")):
         if not missing(count) and int(count) < 2:
-            return None, f"n/a, {count_of(count, noun)}"
+            return f"n/a, {count_of(count, noun)}"
     if missing(low) or missing(high) or not float(low) < float(high):
-        return None, "n/a"
+        return "n/a"
     if float(low) <= 0:
-        return None, "too few clean processes"
-    return f"{fmt(low)}–{fmt(high)}", ""
+        return "too few clean processes"
+    return f"{fmt(low)}–{fmt(high)}"
 
 
 def throughput_text(mean, low=None, high=None, *, unstable=False, **counts) -> str:
     """`1,234 img/s (95% CI 1,200–1,260; unstable)`; without a printable CI, why not."""
     if missing(mean):
         return fmt(mean, "img/s")
-    interval, why = ci_interval(low, high, **counts)
-    notes = [f"95% CI {interval or why}", *(["unstable"] if unstable else [])]
+    notes = [f"95% CI {ci_interval(low, high, **counts)}", *(["unstable"] if unstable else [])]
     return f"{fmt(mean, 'img/s')} ({'; '.join(notes)})"
 
 
@@ -118,13 +110,10 @@ def config_text(
     row: Mapping, *, precision: bool = True, batch: bool = True, variant: bool = True
 ) -> str:
     """`resnet18_cifar bf16 at batch 256 (baseline)`."""
-    parts = (
-        (True, row["model"]),
-        (precision, row.get("precision")),
-        (batch, batch and f"at batch {int(row['batch_size'])}"),
-        (variant, f"({row.get('variant')})"),
-    )
-    return " ".join(str(text) for shown, text in parts if shown)
+    parts = [row["model"], precision and row.get("precision")]
+    parts += [batch and f"at batch {int(row['batch_size'])}", variant and f"({row.get('variant')})"]
+    # A part left out is False; one shown stays even if missing (`None`).
+    return " ".join(str(text) for text in parts if text is not False)
 
 
 def truthy(value) -> bool:
@@ -197,13 +186,9 @@ def ok_configs(summary: pd.DataFrame | None) -> pd.DataFrame:
 
 def estimate_text(row: Mapping) -> str:
     """The throughput of `row` as a sentence quotes it."""
-    return throughput_text(
-        *(row.get(c) for c in (MEAN, CI_LOW, CI_HIGH)),
-        n_windows=row.get("n_windows"),
-        n_processes=row.get("n_processes"),
-        method=row.get("ci_method"),
-        unstable=truthy(row.get("unstable")),
-    )
+    counts = {key: row.get(key) for key in ("n_windows", "n_processes")}
+    flags = {"method": row.get("ci_method"), "unstable": truthy(row.get("unstable"))}
+    return throughput_text(*(row.get(c) for c in (MEAN, CI_LOW, CI_HIGH)), **counts, **flags)
 
 
 def in_report_order(column: pd.Series) -> pd.Series:

@@ -58,14 +58,11 @@ def verdict(throughput, low, high, wait, slowest=None, fastest=None) -> str:
 def summary_columns(document: Mapping) -> dict:
     """summary.csv's input columns from one run document: the loader's rate with its CI, the
     data-wait share, the loader's rate over the training throughput and the verdict."""
-    columns = {name: document.get(name) for name in LOADER_COLUMNS}
+    columns = {name: document.get(name) for name in (*LOADER_COLUMNS, "data_wait_share")}
     throughput = optional_number(document.get("throughput_img_s"))
     rate = optional_number(document.get("loader_rate_img_s"))
     measured = document.get("status") == "ok"
-    columns["data_wait_share"] = document.get("data_wait_share")
     columns["loader_headroom"] = rate / throughput if measured and rate and throughput else None
-    columns["input_bound"] = UNDETERMINED
-    if measured:
-        names = ("throughput_img_s", *LOADER_COLUMNS[1:3], "data_wait_share", *LOADER_COLUMNS[3:5])
-        columns["input_bound"] = verdict(*(document.get(n) for n in names))
+    names = ("throughput_img_s", *LOADER_COLUMNS[1:3], "data_wait_share", *LOADER_COLUMNS[3:5])
+    columns["input_bound"] = verdict(*map(document.get, names)) if measured else UNDETERMINED
     return columns

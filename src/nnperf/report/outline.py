@@ -37,7 +37,6 @@ class Section:
     folded: list["FigureGroup"] = field(default_factory=list)
 
     def __post_init__(self):
-        # A section shows only the tables with rows.
         self.tables = [t for t in self.tables if not t.frame.empty]
         self.findings, self.figures = list(self.findings), list(self.figures)
         self.sources = list(self.sources)

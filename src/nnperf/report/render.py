@@ -6,7 +6,6 @@ URIs in the self-contained HTML, relative paths in Markdown) and written (`rende
 from __future__ import annotations
 
 import base64
-import dataclasses
 import mimetypes
 import os
 import re
@@ -14,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from nnperf.core import files
 from nnperf.core.contract import ReportRequest
@@ -55,29 +56,24 @@ SECTIONS = (
 SHOWN = ("key-findings", "notes")
 
 
-# Where a figure goes: the first keyword its path holds, else More figures.
-FIGURE_SECTIONS = (
-    ("figures/accuracy/", "accuracy"),
-    ("figures/operators/", "operators"),
-    ("figures/memory/", "operators"),
-    ("machines", "machines"),
-    ("speedup", "speedups"),
-    ("breakdown", "breakdown"),
-    ("phase", "breakdown"),
-    ("sweep", "ceilings"),
-    ("ceiling", "ceilings"),
-    ("roofline", "roofline"),
-    ("flops", "roofline"),
-    ("kernel", "kernels"),
-    ("throughput", "throughput"),
-    ("complexity", "complexity"),
-    ("environment", "environment"),
-)
+# Where a figure goes: the section of the first keyword its path holds, else More figures.
+FIGURE_SECTIONS = {
+    "accuracy": ("figures/accuracy/",),
+    "operators": ("figures/operators/", "figures/memory/"),
+    "machines": ("machines",),
+    "speedups": ("speedup",),
+    "breakdown": ("breakdown", "phase"),
+    "ceilings": ("sweep", "ceiling"),
+    "roofline": ("roofline", "flops"),
+    "kernels": ("kernel",),
+    **{name: (name,) for name in ("throughput", "complexity", "environment")},
+}
 
 
 def figure_section(path: str) -> str:
     lowered = path.replace("\\", "/").lower()
-    return next((section for keyword, section in FIGURE_SECTIONS if keyword in lowered), "figures")
+    found = (name for name, words in FIGURE_SECTIONS.items() for word in words if word in lowered)
+    return next(found, "figures")
 
 
 # A section shows at most this many figures of one kind inline; more are folded.
@@ -91,9 +87,8 @@ def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, 
     for figure in figures:
         parts = figure.path.replace("\\", "/").split("/")
         deep = "figures" in parts and parts.index("figures") + 2 < len(parts)
-        kinds.setdefault(parts[parts.index("figures") + 1] if deep else "figures", []).append(
-            figure
-        )
+        kind = parts[parts.index("figures") + 1] if deep else "figures"
+        kinds.setdefault(kind, []).append(figure)
     shown = [f for group in kinds.values() if len(group) <= limit for f in group]
     folded = [
         FigureGroup(f"{len(group)} {kind.replace('_', ' ')} figures", group)
@@ -103,29 +98,17 @@ def fold_figures(figures: list[Figure], limit: int = FOLD_AFTER) -> tuple[list, 
     return shown, folded
 
 
-def figure_caption(path: str) -> str:
-    """The figure's path below `figures/`, which names its experiment (keys in order)."""
-    parts = path.replace("\\", "/").split("/")
-    if "figures" in parts:
-        parts = parts[parts.index("figures") + 1 :]
-    return " / ".join(parts).removesuffix(".png")
-
-
 def build_document(
     tables: results.ResultSet, request: ReportRequest, figures: Sequence[str], rendered_at: float
 ) -> Document:
     """Every section of the summary, the `figures` (paths) in their sections; `rendered_at`
     (Unix seconds) ends the study's span."""
+    frames = [
+        f for f in (tables.summary, tables.environment, tables.roofline_points) if f is not None
+    ]
     page = Page(
         tables=tables,
-        machines=sorted(
-            {
-                m
-                for frame in (tables.summary, tables.environment, tables.roofline_points)
-                if frame is not None and "machine" in frame
-                for m in frame["machine"].dropna()
-            }
-        ),
+        machines=sorted({m for f in frames if "machine" in f for m in f["machine"].dropna()}),
         figures={},
         notes=list(request.notes),
         cv_threshold=request.cv_threshold,
@@ -133,10 +116,15 @@ def build_document(
         top_n_kernels=DEFAULT_TOP_KERNELS,
     )
     for path in figures:
-        page.figures.setdefault(figure_section(path), []).append(Figure(path, figure_caption(path)))
+        # A figure's caption is its path below `figures/`, which names its experiment.
+        parts = path.replace("\\", "/").split("/")
+        parts = parts[parts.index("figures") + 1 :] if "figures" in parts else parts
+        caption = " / ".join(parts).removesuffix(".png")
+        page.figures.setdefault(figure_section(path), []).append(Figure(path, caption))
     sections = [section for build in SECTIONS if (section := build(page)) is not None]
     for section in sections:
         section.figures, section.folded = fold_figures(section.figures)
+        section.findings = sentences(section.findings)
     shown = [
         s for s in sections if s.tables or s.figures or s.folded or s.findings or s.id in SHOWN
     ]
@@ -145,16 +133,11 @@ def build_document(
 
 def display_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Every cell as text, missing values as a dash (not `nan`/`None`)."""
-    return frame.astype(object).apply(
-        lambda column: ["—" if missing(v) else str(v) for v in column]
-    )
+    return frame.astype(object).map(lambda value: "—" if missing(value) else str(value))
 
 
 def table_html(frame: pd.DataFrame) -> str:
-    import markupsafe
-
-    html = display_cells(frame).to_html(index=False, escape=True, border=0, classes="data")
-    return markupsafe.Markup(html)
+    return Markup(display_cells(frame).to_html(index=False, escape=True, border=0, classes="data"))
 
 
 def table_markdown(frame: pd.DataFrame) -> str:
@@ -171,30 +154,18 @@ def md_escape(text: str) -> str:
     return re.sub(r"([*])", r"\\\1", str(text)).replace("<", "&lt;")
 
 
-def worded(document: Document) -> Document:
-    """`document` with every section's findings in words."""
-    sections = [dataclasses.replace(s, findings=sentences(s.findings)) for s in document.sections]
-    return dataclasses.replace(document, sections=sections)
+# Block tags take no line of their own in the page; it ends with a newline as the template does.
+TEMPLATE_OPTIONS = {"trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": True}
 
 
-def render(
-    document: Document, html: bool, figure_src: Callable[[str], str], generated_from: str
-) -> str:
+def render(document: Document, html: bool, figure_src: Callable[[str], str]) -> str:
     """The HTML (`html`) or Markdown summary; `figure_src(path)` gives each image's source."""
-    import jinja2
-
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("nnperf.report", "templates"),
-        autoescape=html,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    template = environment.get_template("summary.html.j2" if html else "summary.md.j2")
-    return template.render(
-        doc=worded(document),
-        generated_from=generated_from,
+    loader = jinja2.PackageLoader("nnperf.report", "templates")
+    options = {"autoescape": html, "undefined": jinja2.StrictUndefined, **TEMPLATE_OPTIONS}
+    environment = jinja2.Environment(loader=loader, **options)
+    return environment.get_template("summary.html.j2" if html else "summary.md.j2").render(
+        doc=document,
+        generated_from="the files listed under Sources in each section",
         table=table_html if html else table_markdown,
         figure_src=figure_src,
         md=md_escape,
@@ -233,17 +204,15 @@ def render_files(
         loaded.sources["notes"] = list(note_sources)
     now = time.time() if rendered_at_unix is None else rendered_at_unix
     document = build_document(loaded, request, shown, now)
-    origin = "the files listed under Sources in each section"
-    html = render(document, True, data_uri, origin)
     # Markdown links: relative to the page's folder, with forward slashes.
     folder = os.path.abspath(Path(out_md).parent)
     relative = lambda path: Path(os.path.relpath(os.path.abspath(path), folder)).as_posix()
-    markdown = render(document, False, relative, origin)
-    for path, text in ((out_html, html), (out_md, markdown)):
+    pages = {out_html: render(document, True, data_uri), out_md: render(document, False, relative)}
+    for path, text in pages.items():
         with files.atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
     print(
         f"render-report: {len(document.sections)} sections, {len(shown)} figures, "
         f"{len(document.machines)} machine(s) -> {os.fspath(out_html)}, {os.fspath(out_md)}"
     )
-    return worded(document)
+    return document

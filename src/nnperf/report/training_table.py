@@ -16,18 +16,8 @@ from nnperf.report.results import read_table
 
 TABLE_COLUMNS = (
     *TRAINING_KEYS,
-    "status",
-    "stop_reason",
-    "target_accuracy",
-    "reached",
-    "time_to_target_s",
-    "epochs_to_target",
-    "best_test_top1",
-    "best_epoch",
-    "final_test_top1",
-    "epochs_run",
-    "max_epochs",
-    "train_time_s",
+    *"status stop_reason target_accuracy reached time_to_target_s epochs_to_target".split(),
+    *"best_test_top1 best_epoch final_test_top1 epochs_run max_epochs train_time_s".split(),
     "throughput_img_s",
 )
 

@@ -29,8 +29,12 @@ TARGET_TEXT |= {"textcoords": "offset points", "color": TARGET_COLOUR}
 EPOCHS_COLUMNS = (*TRAINING_KEYS, "epoch", "test_top1", "train_time_s")
 
 
-def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The rows in the shared order, accuracy in percent, and a label per curve."""
+def accuracy_figure(
+    epochs: pd.DataFrame, target: float | None = None, title: str | None = None
+) -> Figure:
+    """Test top-1 vs epoch and vs training time, one line per run; `target`: a fraction."""
+    if epochs.empty:
+        raise NnperfError("the per-epoch table is empty; allowed: the rows of a training run")
     curve = style.config_labels(epochs)
     if epochs["recipe"].nunique() > 1:
         curve += ", recipe " + epochs["recipe"].astype(str)
@@ -38,16 +42,7 @@ def _curves(epochs: pd.DataFrame) -> pd.DataFrame:
         curve = epochs["model"] + " " + curve
     order = ["model", "recipe", "batch_size", "precision", "variant", "epoch"]
     frame = epochs.assign(curve=curve, test_top1_pct=100.0 * epochs["test_top1"].astype(float))
-    return frame.sort_values(order, key=in_report_order, kind="stable")
-
-
-def accuracy_figure(
-    epochs: pd.DataFrame, target: float | None = None, title: str | None = None
-) -> Figure:
-    """Test top-1 vs epoch and vs training time, one line per run; `target`: a fraction."""
-    if epochs.empty:
-        raise NnperfError("the per-epoch table is empty; allowed: the rows of a training run")
-    frame = _curves(epochs)
+    frame = frame.sort_values(order, key=in_report_order, kind="stable")
     palette = style.palette(dict.fromkeys(frame["curve"]))
     fig, axes = style.figure(10.0, 4.2, 1, 2, sharey=True)
     for ax, (x, xlabel) in zip(axes, PANELS.items()):

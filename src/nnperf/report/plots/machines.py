@@ -88,12 +88,9 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
     data = configuration_order(data)
     order = list(dict.fromkeys(data["configuration"]))
     hues = {"hue": "machine", "hue_order": list(dict.fromkeys(data["machine"])), "order": order}
-    wrap = min(2, data["model"].nunique())
-    grid = sns.catplot(
-        data, x="configuration", y="throughput_img_s", col="model", col_wrap=wrap, **hues, **BARS
-    )
+    columns = {"col": "model", "col_wrap": min(2, data["model"].nunique())}
+    grid = sns.catplot(data, x="configuration", y="throughput_img_s", **columns, **hues, **BARS)
     if runs is not None and {"throughput_img_s", "machine"} <= set(runs.columns):
-        # Each worker process's throughput as a dot on its bar (dodged like the bars).
         processes = _ok(runs, "throughput_img_s")
         processes = processes[processes["machine"].isin(hues["hue_order"])]
         if not processes.empty:
@@ -108,11 +105,9 @@ def throughput_by_machine(summary: pd.DataFrame, runs: pd.DataFrame | None = Non
         grid.set(yscale="log")
     grid.set_axis_labels("precision, batch size, variant", "throughput (images/s)")
     grid.set_titles("{col_name}")
-    grid.tick_params(axis="x", rotation=45)
-    grid.set_xticklabels(ha="right")
+    grid.set_xticklabels(rotation=45, ha="right")
     grid.figure.suptitle(TITLE, y=1.02)
     grid.figure.tight_layout()
-    # Machine names are long: the legend sits right of the panels, outside them (saving with
-    # bbox_inches="tight" keeps it in the image).
+    # Machine names are long: the legend sits right of the panels, outside them.
     sns.move_legend(grid, "upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     return grid

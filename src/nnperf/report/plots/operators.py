@@ -32,14 +32,12 @@ TABLE_COLUMNS = {
     "operators": ("operator", "host_self_time_s"),
     "memory": ("category", "bytes", "estimate_bytes"),
 }
-FIGURES = tuple(TABLE_COLUMNS)
+FIGURES = {"operators": "top operators", "memory": "peak memory"}  # kind: what its title names
 
 
 def short_label(text: str, limit: int = MAX_LABEL_CHARACTERS) -> str:
-    if len(text) <= limit:
-        return text
     head = (limit - 1) // 2
-    return text[:head] + "…" + text[-(limit - 1 - head) :]
+    return text if len(text) <= limit else text[:head] + "…" + text[-(limit - 1 - head) :]
 
 
 def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
@@ -47,19 +45,8 @@ def _title(ax, document: Mapping, what: str, subtitle: str = "") -> None:
     ax.set_title(f"{title}\n{subtitle}" if subtitle else title, fontsize="medium")
 
 
-def _note_figure(document: Mapping, what: str) -> Figure:
-    fig, ax = style.figure(8.0, 2.4)
-    ax.set_axis_off()
-    reason = short_label(str(document.get("error") or "no data"), 110)
-    style.note(ax, f"not profiled ({document.get('status')}):\n{reason}")
-    _title(ax, document, what)
-    return fig
-
-
 def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAULT_TOP) -> Figure:
     """Host and device self time per step of the `n` operators with the most time."""
-    if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, "top operators")
     column = analysis.time_column(table)
     chosen = analysis.top(table, n, column)
     has_device = column.startswith("device")
@@ -78,7 +65,7 @@ def top_operators_figure(document: Mapping, table: pd.DataFrame, n: int = DEFAUL
     subtitle += f"; step {step * 1e3:.3g} ms" if step else ""
     if not has_device:
         subtitle += "\nno device time: on the CPU the operators run on the host"
-    _title(ax, document, "top operators", subtitle)
+    _title(ax, document, FIGURES["operators"], subtitle)
     ax.legend(title=None, loc="lower right")
     return fig
 
@@ -87,8 +74,6 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
     """The peak allocated memory by category beside the complexity stage's estimate (which
     does not count "other")."""
     memory = document.get("memory") or {}
-    if document.get("status") != "ok" or table is None or table.empty:
-        return _note_figure(document, "peak memory")
     rows = table.set_index("category").reindex(MEMORY_CATEGORIES)
     rows = rows[["bytes", "estimate_bytes"]].apply(pd.to_numeric, errors="coerce")
     bars = {MEASURED_LABEL: "bytes"}
@@ -104,25 +89,32 @@ def memory_figure(document: Mapping, table: pd.DataFrame) -> Figure:
         ax.text(mib.sum(), position, f" {mib.sum():,.1f} MiB", va="center", fontsize="small")
     handles = [Patch(color=colours[c], label=CATEGORY_LABELS[c]) for c in MEMORY_CATEGORIES]
     ax.set_yticks(positions, list(bars))
-    ax.set_xlabel("allocated memory (MiB)")
-    ax.margins(x=0.15)
+    ax.set(xlabel="allocated memory (MiB)", xmargin=0.15)
     style.legend_right(ax, handles=handles, fontsize="small")
     subtitle = f"peak {memory.get('peak_allocated_bytes', 0) / MIB:,.1f} MiB"
     subtitle += f" (in {memory['peak_phase']})" if memory.get("peak_phase") else ""
     total, largest = memory.get("device_total_bytes"), memory.get("max_batch_size")
     subtitle += f"; device memory {total / 2**30:,.1f} GiB" if total else ""
     subtitle += f"\na batch of about {int(largest):,} would fit (linear model)" if largest else ""
-    _title(ax, document, "peak memory", subtitle)
+    _title(ax, document, FIGURES["memory"], subtitle)
     return fig
 
 
 def figure(kind: str, document: Mapping, table: pd.DataFrame, n: int | None = None) -> Figure:
-    if kind == "operators":
-        top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)
-        return top_operators_figure(document, table, top)
+    """`kind`'s figure, or the reason of a profile that did not run or recorded nothing."""
+    if kind not in FIGURES:
+        raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
+    if document.get("status") != "ok" or table is None or table.empty:
+        fig, ax = style.figure(8.0, 2.4)
+        ax.set_axis_off()
+        reason = short_label(str(document.get("error") or "no data"), 110)
+        style.note(ax, f"not profiled ({document.get('status')}):\n{reason}")
+        _title(ax, document, FIGURES[kind])
+        return fig
     if kind == "memory":
         return memory_figure(document, table)
-    raise NnperfError(f"figure kind {kind!r} is unknown; allowed: {', '.join(FIGURES)}")
+    top = n or (document.get("settings") or {}).get("top_operators", DEFAULT_TOP)
+    return top_operators_figure(document, table, top)
 
 
 def draw(

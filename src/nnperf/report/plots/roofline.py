@@ -7,7 +7,6 @@ with a reason is not drawn; the legend says why.
 
 from __future__ import annotations
 
-import itertools
 import math
 import textwrap
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
-from matplotlib.transforms import Bbox, IdentityTransform
+from matplotlib.transforms import Bbox
 
 from nnperf.core import files
 from nnperf.core.contract import FigureRequest
@@ -40,8 +39,6 @@ from nnperf.roofline import tables as roofline_tables
 # FigureRequest kinds: one configuration's hierarchical roofline, every step of a device.
 KINDS = ("roofline", "roofline_steps")
 X, Y = "arithmetic_intensity_flop_per_byte", "performance_flop_s"
-AXES = {"xscale": "log", "yscale": "log", "xlabel": "Arithmetic intensity (FLOP/byte)"}
-AXES |= {"ylabel": "Performance (FLOP/s)"}
 LEVEL_MARKERS = {"dram": "o", "l2": "s", "l1": "^", "algorithmic": "X"}
 LEVELS = ("dram", "l2", "l1")  # the memory levels ncu measures a roof of
 ORIGIN_STYLES = {"ncu": "-.", "measured": "-", "datasheet": "--", "derived": ":"}
@@ -131,16 +128,17 @@ def _axes(points: pd.DataFrame, roofs: Sequence[dict]):
             ax.axhline(roof["value"], **line)
         else:
             ax.plot(lines, np.minimum(lines * roof["value"], max(compute, default=np.inf)), **line)
-    ax.set(xlim=xlim, ylim=ylim, **AXES)
+    ax.set(xlim=xlim, ylim=ylim, xscale="log", yscale="log", ylabel="Performance (FLOP/s)")
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
     return ax, visible
 
 
-def _finish(ax, title, steps, texts, roofs, marker_s, notes=()) -> Figure:
-    """Ring the `steps` above a roof, list the absent roofs' notes, label each step."""
+def _finish(ax, title, steps, texts, roofs, marker_s, ceilings, precisions) -> Figure:
+    """Ring the `steps` above a roof, list why a roof of `precisions` is absent, label each step."""
     above = [bool(roofline_points.roofs_exceeded(row, roofs)) for row in steps.to_dict("records")]
     if any(above):
         ax.scatter(steps[X][above], steps[Y][above], s=marker_s * 2.2, **RING)
-    for note in notes:
+    for note in null_roof_notes(ceilings, precisions):
         # A legend entry without a line: the text says which roof is absent and why.
         ax.plot([], [], linestyle="none", label=note)
     ax.set_title(title)
@@ -161,10 +159,8 @@ def _matching(frame: pd.DataFrame, keys: Mapping[str, object]) -> pd.DataFrame:
     return frame[(frame[list(keys)].astype(typed) == pd.Series(keys)).all(axis=1)]
 
 
-def clocks_line(profile: Mapping | None) -> str:
+def clocks_line(profile: Mapping) -> str:
     """A profile's clocks, so nobody compares points at different clocks unawares."""
-    if not profile:
-        return ""
     text = (
         f"profiled at {fmt_ghz(profile.get('profiled_sm_clock_hz'))} SM clock "
         f"(ncu clock control {profile.get('clock_control', '?')}); timed runs at "
@@ -190,19 +186,17 @@ def config_figure(
     """Hierarchical roofline of the configuration `request` names. One that ran out of memory
     has no point: that is a result, drawn as an empty roofline with its roofs."""
     keys = {key: getattr(request, key) for key in CONFIG_KEYS}
-    absent = [key for key, value in keys.items() if value is None]
-    if absent:
+    if absent := [key for key, value in keys.items() if value is None]:
         raise NnperfError(f"a {request.kind} figure needs {', '.join(absent)}")
     selected = _matching(points, keys)
-    profile = roofline_points.step_kernels(_matching(kernels, keys))
     sources = ", ".join(sorted(set(selected["source"]))) or "no points: out of memory or not timed"
     name = " ".join(f"bs{v}" if k == "batch_size" else str(v) for k, v in keys.items())
     title = f"{name}: hierarchical roofline ({sources})"
-    match = _matching(profiles, keys) if profiles is not None and not profiles.empty else None
-    clocks = clocks_line(match.iloc[0].to_dict() if match is not None and len(match) else None)
-    title += f"\n{clocks}" if clocks else ""
+    match = _matching(profiles, keys) if profiles is not None and not profiles.empty else []
+    if len(match):
+        title += f"\n{clocks_line(match.iloc[0].to_dict())}"
     precision = request.precision
-    roofs = roofs_from_ncu(profile, precision)
+    roofs = roofs_from_ncu(roofline_points.step_kernels(_matching(kernels, keys)), precision)
     if precision in PRECISIONS:
         roofs += roofline_points.json_ceilings(ceilings, [precision])
     ax, visible = _axes(selected, roofs)
@@ -222,8 +216,7 @@ def config_figure(
         marker = "X" if is_analytic else "*"
         ax.scatter(group[X], group[Y], marker=marker, color=colour, label=label, **CONFIG_STEP)
     texts = np.where(analytic, "step, analytic", "step, " + level)
-    notes = null_roof_notes(ceilings, [precision])
-    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP["s"], notes)
+    return _finish(ax, title, steps, texts, roofs, CONFIG_STEP["s"], ceilings, [precision])
 
 
 @themed()
@@ -237,18 +230,16 @@ def device_figure(
     steps = device_points[(device_points["granularity"] == "step") & shown]
     profile = roofline_points.step_kernels(kernels[kernels["device"].astype(str) == device])
     precisions = [p for p in sort_precisions(device_points["precision"]) if p in PRECISIONS]
-    roofs = roofs_from_ncu(profile, None)
-    roofs += roofline_points.json_ceilings(ceilings, precisions)
+    roofs = roofs_from_ncu(profile, None) + roofline_points.json_ceilings(ceilings, precisions)
     ax, visible = _axes(steps, roofs)
     if not visible.empty:
         visible["source"] = np.where(visible["source"] == "analytic", ANALYTIC_STEP, NCU_STEP)
         visible["model / precision"] = visible["model"] + " / " + visible["precision"]
         sns.scatterplot(data=visible, x=X, y=Y, ax=ax, **DEVICE_STEPS)
     texts = [f"bs{b} {v}" for b, v in zip(visible["batch_size"], visible["variant"])]
-    sources = sorted(set(steps["source"])) if not steps.empty else []
-    title = f"{device}: training-step roofline ({', '.join(sources) or 'no points'})"
-    notes = null_roof_notes(ceilings, precisions)
-    return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], notes)
+    sources = ", ".join(sorted(set(steps["source"]))) or "no points"
+    title = f"{device}: training-step roofline ({sources})"
+    return _finish(ax, title, visible, texts, roofs, DEVICE_STEPS["s"], ceilings, precisions)
 
 
 def write_figure(
@@ -278,10 +269,13 @@ def write_figure(
 
 # --- Labels beside the step points that never overlap -------------------------------------
 # adjustText's repulsion does not promise disjoint boxes: each label takes the nearest offset
-# whose box stays inside the axes and clear of every point and label placed before.
-
-LABEL_RADII_PT = (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
-LABEL_ANGLES_DEG = (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+# whose box stays inside the axes and clear of every point and label placed before. An offset
+# is (dx, dy, radius) in points; the label sits on the far side of its anchor from the point.
+LABEL_OFFSETS_PT = [
+    (r * math.cos(math.radians(a)), r * math.sin(math.radians(a)), r)
+    for r in (5, 10, 16, 24, 34, 46, 60, 78, 100, 128, 160)
+    for a in (45, 135, -45, -135, 0, 180, 90, -90, 20, 160, -20, -160, 70, 110, -70, -110)
+]
 LABEL_PAD_PT = 1.5
 # A label whose anchor is more than this beyond its point's marker gets a leader line; labels
 # sit on a white patch above the lines, so a leader passing behind one does not cross its text.
@@ -293,64 +287,49 @@ KEY_STYLE = {"xycoords": "axes fraction", "xytext": (0, -40), "textcoords": "off
 KEY_STYLE |= {"ha": "left", "va": "top", "fontsize": LABEL_STYLE["fontsize"]}
 
 
-def _markers(ax) -> list[Bbox]:
-    boxes = []
-    for collection in ax.collections:
-        if not isinstance(collection, PathCollection) or not len(collection.get_offsets()):
-            continue
-        offsets = np.ma.getdata(collection.get_offsets()).astype(float)
-        centres = collection.get_offset_transform().transform(offsets)
-        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
-        sides = np.broadcast_to(np.sqrt(collection.get_sizes()), (len(centres),))
-        sides = sides * ax.figure.dpi / 72.0
-        boxes += [Bbox.from_bounds(x - s / 2, y - s / 2, s, s) for (x, y), s in zip(centres, sides)]
-    return boxes
-
-
 def place_labels(ax, steps: pd.DataFrame, texts: Sequence[str], marker_pt: float) -> None:
     """Label each point of `steps` once the layout is final (placement is in display pixels).
     A label without room becomes `[1]`, written out in a key under the axes. `marker_pt`: the
     markers' width (a leader line stops at a marker's edge)."""
     renderer = FigureCanvasAgg(ax.figure).get_renderer()
-    taken = _markers(ax)
-    scale = ax.figure.dpi / 72.0  # pixels per point
-    pad = LABEL_PAD_PT * scale
+    pixels_per_pt = ax.figure.dpi / 72
+    pad = LABEL_PAD_PT * pixels_per_pt
     frame = ax.get_window_extent(renderer).padded(-pad)
+    taken = []  # the boxes a label keeps clear of: every marker's, then every label's
+    for dots in (c for c in ax.collections if isinstance(c, PathCollection)):
+        offsets = np.ma.getdata(dots.get_offsets()).astype(float)
+        centres = dots.get_offset_transform().transform(offsets)
+        # A scatter's size is the marker's area in points^2: its side is sqrt(size).
+        sides = np.broadcast_to(np.sqrt(dots.get_sizes()) * pixels_per_pt, len(centres))
+        taken += [Bbox([xy - s / 2, xy + s / 2]) for xy, s in zip(centres, sides)]
 
     def place(x: float, y: float, text: str) -> bool:
-        probe = ax.text(0, 0, text, fontsize=LABEL_STYLE["fontsize"], transform=IdentityTransform())
-        width, height = probe.get_window_extent(renderer).size
-        probe.remove()
-        px, py = ax.transData.transform((x, y))
-        for radius, angle in itertools.product(LABEL_RADII_PT, LABEL_ANGLES_DEG):
-            dx, dy = radius * math.cos(math.radians(angle)), radius * math.sin(math.radians(angle))
-            # The label sits on the far side of its anchor from the point.
-            ha = "left" if dx > 0.3 * radius else "right" if dx < -0.3 * radius else "center"
-            va = "bottom" if dy > 0.3 * radius else "top" if dy < -0.3 * radius else "center"
-            left = px + dx * scale - {"left": 0, "center": width / 2, "right": width}[ha]
-            bottom = py + dy * scale - {"bottom": 0, "center": height / 2, "top": height}[va]
-            box = Bbox.from_bounds(left, bottom, width, height)
-            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
-            if not (inside and box.y1 <= frame.y1) or box.padded(pad).count_overlaps(taken):
-                continue
-            taken.append(box)
-            leader = radius - marker_pt / 2 > LEADER_GAP_PT
-            arrow = {**LEADER_STYLE, "shrinkB": marker_pt / 2 + 1} if leader else None
-            ax.annotate(
-                text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **LABEL_STYLE
-            )
-            return True
+        label = ax.annotate(text, (x, y), (0, 0), **LABEL_STYLE)
+        for dx, dy, radius in LABEL_OFFSETS_PT:
+            # Alignment by side: True - False indexes the middle, the start or the end.
+            ha = ("center", "left", "right")[(dx > 0.3 * radius) - (dx < -0.3 * radius)]
+            va = ("center", "bottom", "top")[(dy > 0.3 * radius) - (dy < -0.3 * radius)]
+            label.set(position=(dx, dy), ha=ha, va=va)
+            box = label.get_window_extent(renderer)
+            inside = (frame.min <= box.min).all() and (box.max <= frame.max).all()
+            if inside and not box.padded(pad).count_overlaps(taken):
+                taken.append(box)
+                label.remove()
+                leader = {**LEADER_STYLE, "shrinkB": marker_pt / 2 + 1}
+                arrow = leader if radius - marker_pt / 2 > LEADER_GAP_PT else None
+                ax.annotate(text, (x, y), (dx, dy), ha=ha, va=va, arrowprops=arrow, **LABEL_STYLE)
+                return True
+        label.remove()
         return False
 
     unplaced = [point for point in zip(steps[X], steps[Y], texts) if not place(*point)]
-    numbered, lost = [], []
+    key, lost = ["Points labelled by number:"], []
     for x, y, text in unplaced:
-        if place(x, y, f"[{len(numbered) + 1}]"):
-            numbered.append(f"[{len(numbered) + 1}] {text}")
+        if place(x, y, f"[{len(key)}]"):
+            key.append(f"[{len(key)}] {text}")
         else:
             lost.append(
                 f"{text}: at {x:.3g} FLOP/byte, {fmt_si(y, 'FLOP/s')} (no room for a label)"
             )
     if unplaced:
-        key = "\n".join(["Points labelled by number:", *numbered, *lost])
-        ax.annotate(key, (0.0, 0.0), **KEY_STYLE)
+        ax.annotate("\n".join(key + lost), (0.0, 0.0), **KEY_STYLE)

@@ -77,8 +77,7 @@ def _unmeasured_note(row) -> str:
 
 
 def _dodged(frame: pd.DataFrame, groups: list) -> pd.DataFrame:
-    """The rows of `groups` with `_x`: the batch size shifted per group, so groups sharing a
-    batch size stay apart."""
+    """The rows of `groups`, `_x` their batch size shifted so groups sharing one stay apart."""
     octaves = DODGE_OCTAVES * (np.arange(len(groups)) - (len(groups) - 1) / 2)
     shift = dict(zip(groups, 2.0 ** (octaves / max(len(groups) - 1, 1))))
     factor = pd.Series(list(zip(frame["precision"], frame["variant"])), frame.index).map(shift)
@@ -135,8 +134,7 @@ def throughput_figure(
 def breakdown_figure(summary: pd.DataFrame, device: str, model: str) -> Figure:
     """Stacked bars of the median per-phase step time, a note in place of a missing bar."""
     chosen = _select(summary, device, model, "summary table").reset_index(drop=True)
-    labels = "bs" + chosen["batch_size"].astype(str) + " " + chosen["precision"]
-    labels += " " + chosen["variant"]
+    labels = "bs" + chosen[["batch_size", "precision", "variant"]].astype(str).agg(" ".join, axis=1)
     measured = chosen["status"] == "ok"
     phase_ms = chosen.loc[measured, [f"{p}_s_median" for p in PHASES]].astype(float).fillna(0) * 1e3
     bottoms = phase_ms.cumsum(axis=1) - phase_ms
@@ -164,9 +162,7 @@ def _ratio_marks(ax, shown: pd.DataFrame, hue_order: list) -> None:
         rows = shown[shown[HUE] == level].sort_values("a_batch_size")
         x = np.array([bar.get_x() + bar.get_width() / 2 for bar in container])
         ratio = np.array([bar.get_height() for bar in container])
-        low, high = (
-            pd.to_numeric(rows[c], errors="coerce").to_numpy() for c in ("ci95_low", "ci95_high")
-        )
+        low, high = rows[["ci95_low", "ci95_high"]].apply(pd.to_numeric, errors="coerce").T.values
         bounded = np.isfinite(low) & np.isfinite(high)
         if bounded.any():
             _whiskers(ax, x[bounded], ratio[bounded], low[bounded], high[bounded], "black")

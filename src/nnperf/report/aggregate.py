@@ -229,18 +229,14 @@ def summary_table(
 ) -> pd.DataFrame:
     """summary.csv: one row per configuration, sorted by the keys. `runs` is
     `runs_table(documents)`: a configuration is flagged `overlap` when any of its processes
-    ran at the same time as another process on its machine."""
+    ran at the same time as another process on its machine, and a noisy one's noise columns
+    are led by `shared_slowdown` where its processes rose and fell with the rest of its
+    interleaved group's, round by round."""
     summary = pd.DataFrame([summary_row(doc, cv_threshold) for _, doc in _checked(documents)])
     overlapped = runs.groupby(list(CONFIG_KEYS))["overlap"].any()
     keys = pd.MultiIndex.from_frame(summary[list(CONFIG_KEYS)])
     summary["overlap"] = overlapped.reindex(keys, fill_value=False).to_numpy(dtype=bool)
     summary = summary.sort_values([*CONFIG_KEYS, "dataset"], kind="stable").reset_index(drop=True)
-    return _with_shared_slowdowns(summary, runs)
-
-
-def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """A noisy configuration's noise columns led by `shared_slowdown` where its processes
-    rose and fell with the rest of its interleaved group's, round by round."""
     if "group" not in runs.columns or "noise_cause" not in summary.columns:
         return summary
     for index, row in summary[summary["noise_cause"].map(lambda c: not missing(c))].iterrows():

@@ -29,6 +29,7 @@ from nnperf.core.vocab import DEFAULT_TARGET_CI, OVERLOAD_TOLERANCE_CORES, STEAL
 from nnperf.engine.stopping import processes_for_spread
 from nnperf.report.findings import Finding
 
+RATE = "throughput_img_s"
 # The numbers each cause quotes; summary.csv holds each as `{cause}_{number}`.
 CAUSE_NUMBERS = {
     # r² and p of the regression on the group; the other configurations and shared rounds it
@@ -65,9 +66,6 @@ SPLIT_SHARE_OF_TARGET = 0.5
 FALLBACK_TARGET = DEFAULT_TARGET_CI["cpu"]
 # Fewest windows a regression is read from.
 MIN_WINDOWS = 4
-
-
-RATE = "throughput_img_s"
 
 
 def cause(code: str, share: float, **numbers) -> Finding:

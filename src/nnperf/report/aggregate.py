@@ -146,9 +146,8 @@ def mark_overlaps(frame: pd.DataFrame) -> pd.DataFrame:
     """With `overlapping_processes` (how many others ran beside it on its machine), `overlap`."""
     ends = [i for pair in find_overlaps(frame) for i in pair]
     counts = pd.Series(ends, dtype=object).value_counts().reindex(frame.index, fill_value=0)
-    return frame.assign(
-        overlapping_processes=counts.to_numpy(dtype=int), overlap=counts.to_numpy() > 0
-    )
+    counts = counts.to_numpy(dtype=int)
+    return frame.assign(overlapping_processes=counts, overlap=counts > 0)
 
 
 def check_no_overlap(frame: pd.DataFrame) -> None:

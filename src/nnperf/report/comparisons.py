@@ -132,39 +132,30 @@ def _faster(ci: RatioCI) -> bool:
     return ci.separated and ci.ratio > 1
 
 
-def ranking(
-    candidates: pd.DataFrame | Sequence[Mapping], runs: pd.DataFrame | None, value: str = MEAN
-) -> Ranking:
-    """The tie rule. The leader is the fastest by `value` among the candidates no other is
+def ranking(candidates: pd.DataFrame | Sequence[Mapping], runs: pd.DataFrame | None) -> Ranking:
+    """The tie rule. The leader is the fastest by its mean among the candidates no other is
     separated from and faster than (a paired interval can rank against the means). It is
     best only where its interval against *every* other excludes 1 on the faster side, not
     only against the runner-up; otherwise it ties with each it is not separated from."""
     rows = candidates.to_dict("records") if isinstance(candidates, pd.DataFrame) else candidates
-    by_value = sorted(
-        (dict(r) for r in rows if not missing(r.get(value))),
-        key=lambda r: float(r[value]),
-        reverse=True,
-    )
-    if len(by_value) < 2:
-        return Ranking(tuple(by_value), tuple(by_value), None)
-    rates = [process_rates(runs, candidate) for candidate in by_value]
-    others = range(len(by_value))
-    leader = next(
-        (
-            i
-            for i in others
-            if not any(j != i and _faster(ratio_of_rates(rates[j], rates[i])) for j in others)
-        ),
-        0,  # nobody is unbeaten (intervals need not be transitive): the highest mean leads
-    )
+    by_mean = [dict(r) for r in rows if not missing(r.get(MEAN))]
+    by_mean.sort(key=lambda r: float(r[MEAN]), reverse=True)
+    if len(by_mean) < 2:
+        return Ranking(tuple(by_mean), tuple(by_mean), None)
+    rates = [process_rates(runs, candidate) for candidate in by_mean]
+    others = range(len(by_mean))
+
+    def beaten(i: int) -> bool:
+        return any(j != i and _faster(ratio_of_rates(rates[j], rates[i])) for j in others)
+
+    # Nobody is unbeaten (intervals need not be transitive): the highest mean leads.
+    leader = next((i for i in others if not beaten(i)), 0)
     against = {j: ratio_of_rates(rates[leader], rates[j]) for j in others if j != leader}
-    # Closest first; a ratio without processes behind it (NaN) keeps the order by value.
-    rest = sorted(
-        against,
-        key=lambda j: (against[j].ratio if math.isfinite(against[j].ratio) else math.inf, j),
-    )
-    order = (by_value[leader], *(by_value[j] for j in rest))
-    tied = (by_value[leader], *(by_value[j] for j in rest if not _faster(against[j])))
+    # Closest first; a ratio without processes behind it (NaN) keeps the order by mean.
+    ratio = {j: ci.ratio if math.isfinite(ci.ratio) else math.inf for j, ci in against.items()}
+    rest = sorted(against, key=lambda j: (ratio[j], j))
+    order = (by_mean[leader], *(by_mean[j] for j in rest))
+    tied = (by_mean[leader], *(by_mean[j] for j in rest if not _faster(against[j])))
     return Ranking(order, tied, against[rest[0]])
 
 

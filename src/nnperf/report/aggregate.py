@@ -46,10 +46,9 @@ SUMMARY_TIMES = (
 
 
 def process_rows(document: dict, source: str | None = None) -> list[dict]:
-    """runs.csv's rows of one document, one per worker process. A document without processes
-    (out of memory, or a step too slow for the budget) gives one row for process 0 spanning
-    the job, so the configuration is listed and its time still counts in the overlap check.
-    """
+    """runs.csv's rows of one document. A document without processes (out of memory, a step
+    too slow for the budget) gives one row for process 0 spanning the job, so the
+    configuration is listed and its time still counts in the overlap check."""
     environment = document.get("environment") or {}
     # `group` is the interleaved job (empty before interleaving): processes of one group
     # with the same `round` ran next to each other.
@@ -78,7 +77,6 @@ def process_rows(document: dict, source: str | None = None) -> list[dict]:
 
 
 def _checked(documents: Documents) -> list[tuple[str | None, dict]]:
-    """The documents, refused when there are none or two hold the same configuration."""
     documents = list(documents)
     if not documents:
         raise NnperfError("no run JSON files given; allowed: one or more")
@@ -226,11 +224,9 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
 def summary_table(
     documents: Documents, runs: pd.DataFrame, cv_threshold: float = TablesRequest.cv_threshold
 ) -> pd.DataFrame:
-    """summary.csv: one row per configuration, sorted by the keys. `runs` is
-    `runs_table(documents)`: a configuration is flagged `overlap` when any of its processes
-    ran at the same time as another process on its machine, and a noisy one's noise columns
-    are led by `shared_slowdown` where its processes rose and fell with the rest of its
-    interleaved group's, round by round."""
+    """summary.csv, sorted by the keys. `runs` (`runs_table(documents)`) flags `overlap` and,
+    where a noisy configuration's processes rose and fell with the rest of its interleaved
+    group's round by round, puts `shared_slowdown` first among its noise causes."""
     summary = pd.DataFrame([summary_row(doc, cv_threshold) for _, doc in _checked(documents)])
     overlapped = runs.groupby(list(CONFIG_KEYS))["overlap"].any()
     keys = pd.MultiIndex.from_frame(summary[list(CONFIG_KEYS)])
@@ -294,9 +290,8 @@ def write_tables(
     out_windows: str | os.PathLike,
     out_summary: str | os.PathLike,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """runs.csv, windows.csv and summary.csv from run JSONs. Processes that overlapped in
-    time are flagged and named in a warning, not an error: the tables are still worth
-    reading, and the report shows the flag."""
+    """Processes that overlapped in time are flagged and named in a warning, not an error:
+    the tables are still worth reading, and the report shows the flag."""
     # None would be refused (`_checked`): tables of zero runs would replace finished ones.
     documents = read_runs(run_paths)
     runs = runs_table(documents)

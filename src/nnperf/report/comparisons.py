@@ -35,10 +35,8 @@ def _value(value) -> str:
 
 
 def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
-    """The measured worker processes of `config` in `runs`: `rate`, `round` and `group` (None
-    before interleaving), `shared_with` (the members it shared its process with, a list)
-    and `member` (the configuration's name in its group). Keys `runs` lacks (`machine` in
-    aggregate's table) are not matched."""
+    """The measured worker processes of `config` in `runs` (`group` None before interleaving,
+    `member` its name in its group). Keys `runs` lacks (`machine` in aggregate's) match all."""
     if runs is None or runs.empty or RATE not in runs.columns:
         return pd.DataFrame(columns=PROCESS_FIELDS)
     match = runs["status"].astype(str).eq("ok") if "status" in runs else runs[RATE].notna()

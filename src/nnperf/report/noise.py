@@ -266,9 +266,8 @@ def target_columns(process_rates: Sequence[float], target: float | None) -> dict
     if target is None or not target > 0 or len(rates) < 2:
         return {"process_rsd": None, "processes_needed": None}
     mean, spread = float(np.mean(rates)), float(np.std(rates, ddof=1))
-    return dict(
-        process_rsd=spread / mean, processes_needed=processes_for_spread(spread, mean, target)
-    )
+    needed = processes_for_spread(spread, mean, target)
+    return {"process_rsd": spread / mean, "processes_needed": needed}
 
 
 def noise_columns(document: Mapping) -> dict:

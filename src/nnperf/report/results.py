@@ -70,13 +70,11 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     result, jobs = ResultSet(), []
     raw = {folder.results_dir: _read_folder(folder, result, jobs) for folder in folders}
     mapping = machines.machine_map({d: frames["environment"] for d, frames in raw.items()})
+    dirs = [folder.results_dir for folder in folders]
     for name in TABLE_NAMES:
-        frames = [raw[f.results_dir][name] for f in folders]
+        frames = [raw[d][name] for d in dirs]
         if name != "comparisons":
-            frames = [
-                machines.attach_machine(frame, mapping, f.results_dir)
-                for frame, f in zip(frames, folders)
-            ]
+            frames = [machines.attach_machine(t, mapping, d) for t, d in zip(frames, dirs)]
         setattr(result, name, machines.combine(frames))
     if result.comparisons is not None:
         # The local folder's rows come first and already hold the other machines'.

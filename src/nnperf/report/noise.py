@@ -129,10 +129,9 @@ def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Fi
     threshold) compared with the rest."""
     hit = frame[column] > limit
     slower = _slower_share(frame, hit)
-    numbers = dict(
-        peak=float(frame[column].max()), windows=None if slower is None else int(hit.sum())
-    )
-    return _regression(code, _fit(frame[column], frame[RATE]), -1, **numbers, slower=slower)
+    fit, windows = _fit(frame[column], frame[RATE]), None if slower is None else int(hit.sum())
+    peak = float(frame[column].max())
+    return _regression(code, fit, -1, peak=peak, windows=windows, slower=slower)
 
 
 def clock(frame: pd.DataFrame) -> Finding | None:

@@ -141,10 +141,8 @@ WORDING = {
 
 def numbers_of(row: Mapping, code: str) -> dict:
     """One cause's numbers from a summary row's `{cause}_{number}` columns (None: unknown)."""
-    return {
-        n: None if missing(row.get(f"{code}_{n}")) else row.get(f"{code}_{n}")
-        for n in CAUSE_NUMBERS.get(code, ())
-    }
+    values = {n: row.get(f"{code}_{n}") for n in CAUSE_NUMBERS.get(code, ())}
+    return {n: None if missing(v) else v for n, v in values.items()}
 
 
 def cause_sentence(code: str, n: Mapping) -> str:

@@ -182,13 +182,8 @@ METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: "unpaired"}
 
 
 def _pair(kind: str, pair: str, a: Mapping, b: Mapping, **numbers) -> dict:
-    return {
-        "kind": kind,
-        "pair": pair,
-        **{f"a_{k}": a.get(k) for k in GROUP_KEYS},
-        **{f"b_{k}": b.get(k) for k in GROUP_KEYS},
-        **numbers,
-    }
+    sides = {f"{side}_{k}": row.get(k) for side, row in (("a", a), ("b", b)) for k in GROUP_KEYS}
+    return {"kind": kind, "pair": pair, **sides, **numbers}
 
 
 def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
@@ -272,14 +267,11 @@ def _time_to_accuracy(training: pd.DataFrame | None) -> list[dict]:
 
 
 def comparisons_table(
-    summary: pd.DataFrame | None,
-    runs: pd.DataFrame | None,
-    training: pd.DataFrame | None = None,
+    summary: pd.DataFrame | None, runs: pd.DataFrame | None, training: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """comparisons.csv: every precision against fp32 and variant against the baseline, each
-    batch-size group's leader against the rest and its largest batch against its smallest,
-    each configuration's fastest machine against the others, and the first training run to
-    reach its target against the others. Codes and numbers only; the sections word them."""
+    """comparisons.csv: each precision against fp32 and variant against the baseline, batch
+    sizes and machines by the tie rule (and a group's largest batch against its smallest), and
+    the first training run to reach its target against the others. Codes and numbers only."""
     ok = ok_configs(summary)
     if "machine" not in ok.columns or ok["machine"].isna().all():
         ok = ok.assign(machine="")

@@ -12,7 +12,6 @@ ranked by the share of the window variance each explains (r², eta²). Codes and
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -142,8 +141,8 @@ def clock(frame: pd.DataFrame) -> Finding | None:
     fit = _fit(frame["throttled"].astype(float), frame[RATE])
     if found is not None or fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
         return found
+    # A significant fit means some windows were throttled and some not: `slower` is a number.
     slower = _slower_share(frame, frame["throttled"])
-    slower = math.nan if slower is None else slower
     return cause("clock", fit.rvalue**2, p=fit.pvalue, throttled=throttled, slower=slower)
 
 

@@ -244,10 +244,8 @@ def machine_allows(f: Finding, named=None) -> str:
     text += "standard deviation between processes), too much for a \u00b1{n[target]:pct} CI of "
     text += "absolute throughput in the time budget{needed}: {n[missed]} of {n[judged]} "
     text += "configurations missed that target for this reason"
-    if missing(n.get("half_width")):
-        text += "."
-    else:
-        text += ALLOWED + PAIRED[missing(n.get("paired_half_width"))]
+    paired = PAIRED[missing(n.get("paired_half_width"))]
+    text += "." if missing(n.get("half_width")) else ALLOWED + paired
     needed = "" if missing(needed) else f" (it would take ~{int(needed)} processes)"
     return say(text, f, needed=needed)
 

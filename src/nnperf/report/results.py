@@ -169,14 +169,9 @@ def job_row(document: Mapping, kind: str, results_dir: str, path) -> dict | None
     ended = optional_number(document.get("ended_at_unix"))
     if started is None or ended is None or ended < started:
         return None
-    return {
-        "results_dir": results_dir,
-        "kind": kind,
-        **{key: document.get(key) for key in CONFIG_KEYS},
-        "started_at_unix": started,
-        "ended_at_unix": ended,
-        "source": os.fspath(path) if path is not None else None,
-    }
+    source = os.fspath(path) if path is not None else None
+    keys = [document.get(key) for key in CONFIG_KEYS]
+    return dict(zip(JOB_COLUMNS, (results_dir, kind, *keys, started, ended, source)))
 
 
 def _table_jobs(table: pd.DataFrame | None, name: str, folder: FolderFiles) -> list[dict]:

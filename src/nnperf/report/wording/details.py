@@ -192,9 +192,8 @@ def above_peak(f: Finding, named=None) -> str:
 
 
 def profile_missing(f: Finding, named=None) -> str:
-    return say(
-        "No operator profile for {a:where}: " + MISSING.get(f.about["status"], MISSING[None]), f
-    )
+    why = MISSING.get(f.about["status"], MISSING[None])
+    return say("No operator profile for {a:where}: " + why, f)
 
 
 def profile_bound(f: Finding, named=None) -> str:

@@ -192,10 +192,9 @@ def noise_text(row: Mapping) -> str:
     for code in filter(None, str(row.get("noise_causes") or row["noise_cause"]).split(";")):
         n = numbers_of(row, code)
         optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
-        if any(v is None for name, v in n.items() if name not in optional):
-            sentences.append(f"{CAUSE_LABELS.get(code, code).capitalize()}.")
-        else:
-            sentences.append(cause_sentence(code, n))
+        named_alone = any(v is None for name, v in n.items() if name not in optional)
+        alone = f"{CAUSE_LABELS.get(code, code).capitalize()}."
+        sentences.append(alone if named_alone else cause_sentence(code, n))
     return " ".join(s for s in [*sentences, target_sentence(row)] if s)
 
 

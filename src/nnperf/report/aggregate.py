@@ -30,54 +30,25 @@ Documents = Iterable[tuple[str | None, dict]]
 # Per-process numbers copied from the document's `processes` entries (`loader_*`: the feeder
 # alone, after the timed windows, nnperf.engine.loader).
 PROCESS_COLUMNS = (
-    "seed",
-    "pid",
-    "throughput_img_s",
-    "n_windows",
-    "loader_rate_img_s",
-    "n_loader_windows",
-    "compile_time_s",
-    "first_step_time_s",
-    "warmup_time_s",
-    "fixed_cost_s",
-    "peak_memory_device_bytes",
-    "peak_memory_device_warmup_bytes",
-    "peak_memory_host_bytes",
-    "started_at_unix",
-    "ended_at_unix",
+    *("seed", "pid", "throughput_img_s", "n_windows", "loader_rate_img_s", "n_loader_windows"),
+    *("compile_time_s", "first_step_time_s", "warmup_time_s", "fixed_cost_s"),
+    *("peak_memory_device_bytes", "peak_memory_device_warmup_bytes", "peak_memory_host_bytes"),
+    *("started_at_unix", "ended_at_unix"),
 )
-ENVIRONMENT_COLUMNS = (
-    "device_name",
-    "hostname",
-    "torch",
-    "cuda",
-    "cudnn",
-    "driver",
-    "cpu_threads",
-    "git_commit",
-)
+ENVIRONMENT_COLUMNS = ("device_name", "hostname", "torch", "cuda", "cudnn", "driver")
+ENVIRONMENT_COLUMNS += ("cpu_threads", "git_commit")
 # Scalars of the run document copied into summary.csv under the same name, in this order.
 SUMMARY_TIMES = (
-    "single_step_time_s",
-    "single_step_time_is_lower_bound",
-    "compile_time_s",
-    "compile_time_s_later",
-    "first_step_time_s",
-    "warmup_time_s",
-    "fixed_cost_s",
-    "process_fixed_cost_s",
-    "images_timed",
-    "timed_window_s",
-    "elapsed_s",
-    "duty_cycle",
+    *("single_step_time_s", "single_step_time_is_lower_bound", "compile_time_s"),
+    *("compile_time_s_later", "first_step_time_s", "warmup_time_s", "fixed_cost_s"),
+    *("process_fixed_cost_s", "images_timed", "timed_window_s", "elapsed_s", "duty_cycle"),
 )
 
 
 def process_rows(document: dict, source: str | None = None) -> list[dict]:
-    """runs.csv's rows of one document, one per worker process. A document without processes
-    (out of memory, or a step too slow for the budget) gives one row for process 0 spanning
-    the job, so the configuration is listed and its time still counts in the overlap check.
-    """
+    """runs.csv's rows of one document. A document without processes (out of memory, a step
+    too slow for the budget) gives one row for process 0 spanning the job, so the
+    configuration is listed and its time still counts in the overlap check."""
     environment = document.get("environment") or {}
     # `group` is the interleaved job (empty before interleaving): processes of one group
     # with the same `round` ran next to each other.
@@ -106,7 +77,6 @@ def process_rows(document: dict, source: str | None = None) -> list[dict]:
 
 
 def _checked(documents: Documents) -> list[tuple[str | None, dict]]:
-    """The documents, refused when there are none or two hold the same configuration."""
     documents = list(documents)
     if not documents:
         raise NnperfError("no run JSON files given; allowed: one or more")
@@ -174,9 +144,8 @@ def mark_overlaps(frame: pd.DataFrame) -> pd.DataFrame:
     """With `overlapping_processes` (how many others ran beside it on its machine), `overlap`."""
     ends = [i for pair in find_overlaps(frame) for i in pair]
     counts = pd.Series(ends, dtype=object).value_counts().reindex(frame.index, fill_value=0)
-    return frame.assign(
-        overlapping_processes=counts.to_numpy(dtype=int), overlap=counts.to_numpy() > 0
-    )
+    counts = counts.to_numpy(dtype=int)
+    return frame.assign(overlapping_processes=counts, overlap=counts > 0)
 
 
 def check_no_overlap(frame: pd.DataFrame) -> None:
@@ -202,7 +171,6 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     configuration that missed its CI target the likely cause of its noise (`noise`)."""
     doc = document.get
     stop, variance = stop_numbers_of(document), doc("variance") or {}
-    phases = doc("phase_time_s") or {}
     q1, q3, cv = (doc(f"throughput_img_s_{k}") for k in ("q1", "q3", "cv"))
     # The windows the estimate used: a discarded one (disturbed, measured again) stays in
     # windows.csv and in the noise causes' evidence, not in the spread beside the estimate.
@@ -213,67 +181,57 @@ def summary_row(document: dict, cv_threshold: float = TablesRequest.cv_threshold
     def copied(*names: str) -> dict:
         return {name: doc(name) for name in names}
 
-    row = copied(*CONFIG_KEYS, "dataset", "status", "stop_reason")
-    row.update({f"stop_{name}": stop.get(name) for name in STOP_NUMBERS})
-    # The group members a comparison with was given up (`nnperf.engine.interleave`), "|"-joined
-    # codes: comparisons.csv is built from the runs, and says `out_of_reach` by this.
-    row["comparisons_out_of_reach"] = "|".join(doc("comparisons_out_of_reach") or [])
-    row.update(copied("over_budget_phase", "error", "n_processes", "n_windows"))
-    # Disturbed windows left out of the estimate and measured again, by cause; 0 for a
-    # document from before windows were discarded.
-    causes = doc("discarded_causes") or {}
-    row["discarded_windows"] = doc("discarded_windows") or 0
-    row.update({f"discarded_{cause}": causes.get(cause, 0) for cause in DISCARD_CAUSES})
-    row["throughput_img_s_mean"] = doc("throughput_img_s")
-    row.update(
-        copied("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel")
-    )
-    row["ci_target"] = (doc("timing") or {}).get("target_ci")
-    row.update(copied("ci_target_met", "ci_method", "throughput_img_s_median"))
-    row.update(
-        throughput_img_s_q1=q1,
-        throughput_img_s_q3=q3,
-        throughput_img_s_iqr=q3 - q1 if q1 is not None and q3 is not None else None,
-        throughput_img_s_cv=cv,
-        high_variance=stats.is_high_variance(np.nan if cv is None else cv, cv_threshold),
+    return {
+        **copied(*CONFIG_KEYS, "dataset", "status", "stop_reason"),
+        **{f"stop_{name}": stop.get(name) for name in STOP_NUMBERS},
+        # The group members a comparison with was given up (`nnperf.engine.interleave`), "|"-
+        # joined codes: comparisons.csv is built from the runs, and says `out_of_reach` by this.
+        "comparisons_out_of_reach": "|".join(doc("comparisons_out_of_reach") or []),
+        **copied("over_budget_phase", "error", "n_processes", "n_windows"),
+        # Disturbed windows left out of the estimate and measured again, by cause; 0 for a
+        # document from before windows were discarded.
+        "discarded_windows": doc("discarded_windows") or 0,
+        **{f"discarded_{c}": (doc("discarded_causes") or {}).get(c, 0) for c in DISCARD_CAUSES},
+        "throughput_img_s_mean": doc("throughput_img_s"),
+        **copied("throughput_img_s_ci95_low", "throughput_img_s_ci95_high", "ci_half_width_rel"),
+        "ci_target": (doc("timing") or {}).get("target_ci"),
+        **copied("ci_target_met", "ci_method", "throughput_img_s_median"),
+        "throughput_img_s_q1": q1,
+        "throughput_img_s_q3": q3,
+        "throughput_img_s_iqr": q3 - q1 if q1 is not None and q3 is not None else None,
+        "throughput_img_s_cv": cv,
+        "high_variance": stats.is_high_variance(np.nan if cv is None else cv, cv_threshold),
         **noise.spread_columns(windows),
         **{f"variance_{k}": variance.get(k) for k in ("between_processes", "within_process")},
         **{k: variance.get(k) for k in ("dominant_level", "optimal_windows_per_process")},
-        step_time_s_median=(doc("step_time_s") or {}).get("median"),
-        **{f"{phase}_s_median": phases.get(phase) for phase in PHASES},
+        "step_time_s_median": (doc("step_time_s") or {}).get("median"),
+        **{f"{phase}_s_median": (doc("phase_time_s") or {}).get(phase) for phase in PHASES},
         **copied(*SUMMARY_TIMES),
         # The loader's own rate, the data-wait share and whether input limits the step.
         **input_verdict.summary_columns(document),
-        unstable=bool(doc("unstable")),
+        "unstable": bool(doc("unstable")),
         **unstable_columns(document),
         **noise.noise_columns(document),
         # The timed windows' SM clock (NVML): a profile taken at another clock (ncu locks
         # base clocks) is scaled to it (nnperf.roofline.points.profiles_table).
-        sm_clock_hz_median=float(np.median(clocks)) * 1e6 if len(clocks) else None,
+        "sm_clock_hz_median": float(np.median(clocks)) * 1e6 if len(clocks) else None,
         # The warm-up's peak beside the timed steps' (autotuning and compilation hold memory).
         **{f"{m}_max": doc(m) for m in PROCESS_COLUMNS if m.startswith("peak_memory")},
         **copied("process_started_at_unix", "started_at_unix", "ended_at_unix"),
-    )
-    return row
+    }
 
 
 def summary_table(
     documents: Documents, runs: pd.DataFrame, cv_threshold: float = TablesRequest.cv_threshold
 ) -> pd.DataFrame:
-    """summary.csv: one row per configuration, sorted by the keys. `runs` is
-    `runs_table(documents)`: a configuration is flagged `overlap` when any of its processes
-    ran at the same time as another process on its machine."""
+    """summary.csv, sorted by the keys. `runs` (`runs_table(documents)`) flags `overlap` and,
+    where a noisy configuration's processes rose and fell with the rest of its interleaved
+    group's round by round, puts `shared_slowdown` first among its noise causes."""
     summary = pd.DataFrame([summary_row(doc, cv_threshold) for _, doc in _checked(documents)])
     overlapped = runs.groupby(list(CONFIG_KEYS))["overlap"].any()
     keys = pd.MultiIndex.from_frame(summary[list(CONFIG_KEYS)])
     summary["overlap"] = overlapped.reindex(keys, fill_value=False).to_numpy(dtype=bool)
     summary = summary.sort_values([*CONFIG_KEYS, "dataset"], kind="stable").reset_index(drop=True)
-    return _with_shared_slowdowns(summary, runs)
-
-
-def _with_shared_slowdowns(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """A noisy configuration's noise columns led by `shared_slowdown` where its processes
-    rose and fell with the rest of its interleaved group's, round by round."""
     if "group" not in runs.columns or "noise_cause" not in summary.columns:
         return summary
     for index, row in summary[summary["noise_cause"].map(lambda c: not missing(c))].iterrows():
@@ -332,9 +290,8 @@ def write_tables(
     out_windows: str | os.PathLike,
     out_summary: str | os.PathLike,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """runs.csv, windows.csv and summary.csv from run JSONs. Processes that overlapped in
-    time are flagged and named in a warning, not an error: the tables are still worth
-    reading, and the report shows the flag."""
+    """Processes that overlapped in time are flagged and named in a warning, not an error:
+    the tables are still worth reading, and the report shows the flag."""
     # None would be refused (`_checked`): tables of zero runs would replace finished ones.
     documents = read_runs(run_paths)
     runs = runs_table(documents)

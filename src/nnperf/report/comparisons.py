@@ -26,7 +26,6 @@ from nnperf.report import noise
 from nnperf.report.format import GROUP_KEYS, MEAN, config_text, ok_configs
 
 RATE = noise.RATE
-MIN_PAIRS = ratios.MIN_PAIRS
 PROCESS_FIELDS = ["rate", "round", "group", "shared_with", "member"]
 
 
@@ -36,10 +35,8 @@ def _value(value) -> str:
 
 
 def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
-    """The measured worker processes of `config` in `runs`: `rate`, `round` and `group` (None
-    before interleaving), `shared_with` (the members it shared its process with, a list)
-    and `member` (the configuration's name in its group). Keys `runs` lacks (`machine` in
-    aggregate's table) are not matched."""
+    """The measured worker processes of `config` in `runs` (`group` None before interleaving,
+    `member` its name in its group). Keys `runs` lacks (`machine` in aggregate's) match all."""
     if runs is None or runs.empty or RATE not in runs.columns:
         return pd.DataFrame(columns=PROCESS_FIELDS)
     match = runs["status"].astype(str).eq("ok") if "status" in runs else runs[RATE].notna()
@@ -76,13 +73,13 @@ def partners_by_round(rates: pd.DataFrame) -> dict[int, set[str]]:
 def pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
     """A's and B's rates in the rounds they are paired on (columns a, b) and the pairs'
     grain (`ratios.pairing_rounds`); None where they cannot be paired: not interleaved in
-    one group, or fewer than MIN_PAIRS rounds in common."""
+    one group, or fewer than `ratios.MIN_PAIRS` rounds in common."""
     groups = {frozenset(rates["group"].dropna()) for rates in (a, b)}
     if len(groups) != 1 or len(next(iter(groups))) != 1:
         return None
     names = [str(rates["member"].iloc[0]) if len(rates) else "" for rates in (a, b)]
     rounds, grain = ratios.pairing_rounds(partners_by_round(a), partners_by_round(b), *names)
-    if len(rounds) < MIN_PAIRS:
+    if len(rounds) < ratios.MIN_PAIRS:
         return None
     pairs = pd.concat([rates_by_round(a), rates_by_round(b)], axis=1, keys=["a", "b"])
     return pairs.loc[rounds].astype(float), grain
@@ -91,10 +88,8 @@ def pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str] | None
 def ratio_of_rates(a: pd.DataFrame, b: pd.DataFrame) -> RatioCI:
     """A over B from their `process_rates`: paired (`pairing`) where they can be, else
     unpaired (Fieller)."""
-    paired = pairing(a, b)
-    if paired is not None:
-        pairs, _ = paired
-        return ratios.paired_ratio(pairs["a"].tolist(), pairs["b"].tolist())
+    if (paired := pairing(a, b)) is not None:
+        return ratios.paired_ratio(paired[0]["a"].tolist(), paired[0]["b"].tolist())
     return ratios.unpaired_ratio(a["rate"].tolist(), b["rate"].tolist())
 
 
@@ -135,39 +130,30 @@ def _faster(ci: RatioCI) -> bool:
     return ci.separated and ci.ratio > 1
 
 
-def ranking(
-    candidates: pd.DataFrame | Sequence[Mapping], runs: pd.DataFrame | None, value: str = MEAN
-) -> Ranking:
-    """The tie rule. The leader is the fastest by `value` among the candidates no other is
+def ranking(candidates: pd.DataFrame | Sequence[Mapping], runs: pd.DataFrame | None) -> Ranking:
+    """The tie rule. The leader is the fastest by its mean among the candidates no other is
     separated from and faster than (a paired interval can rank against the means). It is
     best only where its interval against *every* other excludes 1 on the faster side, not
     only against the runner-up; otherwise it ties with each it is not separated from."""
     rows = candidates.to_dict("records") if isinstance(candidates, pd.DataFrame) else candidates
-    by_value = sorted(
-        (dict(r) for r in rows if not missing(r.get(value))),
-        key=lambda r: float(r[value]),
-        reverse=True,
-    )
-    if len(by_value) < 2:
-        return Ranking(tuple(by_value), tuple(by_value), None)
-    rates = [process_rates(runs, candidate) for candidate in by_value]
-    others = range(len(by_value))
-    leader = next(
-        (
-            i
-            for i in others
-            if not any(j != i and _faster(ratio_of_rates(rates[j], rates[i])) for j in others)
-        ),
-        0,  # nobody is unbeaten (intervals need not be transitive): the highest mean leads
-    )
+    by_mean = [dict(r) for r in rows if not missing(r.get(MEAN))]
+    by_mean.sort(key=lambda r: float(r[MEAN]), reverse=True)
+    if len(by_mean) < 2:
+        return Ranking(tuple(by_mean), tuple(by_mean), None)
+    rates = [process_rates(runs, candidate) for candidate in by_mean]
+    others = range(len(by_mean))
+
+    def beaten(i: int) -> bool:
+        return any(j != i and _faster(ratio_of_rates(rates[j], rates[i])) for j in others)
+
+    # Nobody is unbeaten (intervals need not be transitive): the highest mean leads.
+    leader = next((i for i in others if not beaten(i)), 0)
     against = {j: ratio_of_rates(rates[leader], rates[j]) for j in others if j != leader}
-    # Closest first; a ratio without processes behind it (NaN) keeps the order by value.
-    rest = sorted(
-        against,
-        key=lambda j: (against[j].ratio if math.isfinite(against[j].ratio) else math.inf, j),
-    )
-    order = (by_value[leader], *(by_value[j] for j in rest))
-    tied = (by_value[leader], *(by_value[j] for j in rest if not _faster(against[j])))
+    # Closest first; a ratio without processes behind it (NaN) keeps the order by mean.
+    ratio = {j: ci.ratio if math.isfinite(ci.ratio) else math.inf for j, ci in against.items()}
+    rest = sorted(against, key=lambda j: (ratio[j], j))
+    order = (by_mean[leader], *(by_mean[j] for j in rest))
+    tied = (by_mean[leader], *(by_mean[j] for j in rest if not _faster(against[j])))
     return Ranking(order, tied, against[rest[0]])
 
 
@@ -185,16 +171,8 @@ KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
 # `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
 # no_ci), out_of_reach (unresolved, and the engine gave it up: the rounds its members' budgets
 # fit could not resolve it), or not_reached (B never reached the target accuracy).
-RATIO_COLUMNS = (
-    "ratio",
-    "ci95_low",
-    "ci95_high",
-    "method",
-    "grain",
-    "verdict",
-    "rounds",
-    "ci_target",
-)
+RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "grain", "verdict", "rounds")
+RATIO_COLUMNS += ("ci_target",)
 A_B = (*(f"a_{k}" for k in GROUP_KEYS), *(f"b_{k}" for k in GROUP_KEYS))
 COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
 # `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of
@@ -203,21 +181,9 @@ COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RA
 METHODS = {ratios.PAIRED: "paired", ratios.FIELLER: "unpaired"}
 
 
-def _target(a: Mapping, b: Mapping) -> float:
-    """ "No difference" for a pair: the stricter of the two CI targets (as
-    `nnperf.engine.interleave.tolerance`), else the fallback."""
-    known = [float(r["ci_target"]) for r in (a, b) if not missing(r.get("ci_target"))]
-    return min([t for t in known if t > 0], default=noise.FALLBACK_TARGET)
-
-
 def _pair(kind: str, pair: str, a: Mapping, b: Mapping, **numbers) -> dict:
-    return {
-        "kind": kind,
-        "pair": pair,
-        **{f"a_{k}": a.get(k) for k in GROUP_KEYS},
-        **{f"b_{k}": b.get(k) for k in GROUP_KEYS},
-        **numbers,
-    }
+    sides = {f"{side}_{k}": row.get(k) for side, row in (("a", a), ("b", b)) for k in GROUP_KEYS}
+    return {"kind": kind, "pair": pair, **sides, **numbers}
 
 
 def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
@@ -227,23 +193,22 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     method = METHODS.get(ci.method)
     if not math.isfinite(ci.ratio):
         ci, method = RatioCI(float(a[MEAN]) / float(b[MEAN]), None, None, None, 0), "means"
-    target = _target(a, b)
+    # "No difference" for a pair: the stricter of the two CI targets (as
+    # `nnperf.engine.interleave.tolerance`), else the fallback.
+    known = [float(r["ci_target"]) for r in (a, b) if not missing(r.get("ci_target"))]
+    target = min([t for t in known if t > 0], default=noise.FALLBACK_TARGET)
     numbers = dict(quantity=RATE, a_value=float(a[MEAN]), b_value=float(b[MEAN]), ratio=ci.ratio)
     verdict = ci.verdict(target)
-    if verdict == "unresolved" and pair == "vs_reference" and _given_up(a, b):
+    # Where the engine gave up A's comparison with B, its group partner (summary.csv
+    # `comparisons_out_of_reach`, `nnperf.engine.interleave.out_of_reach_with`).
+    codes = a.get("comparisons_out_of_reach")
+    given_up = [] if missing(codes) else str(codes).split("|")
+    b_name = layout.member_name(b.get("precision"), b.get("variant"))
+    if verdict == "unresolved" and pair == "vs_reference" and b_name in given_up:
         verdict = ratios.OUT_OF_REACH
     grain = paired[1] if paired is not None and method == "paired" else None
     numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, grain=grain, verdict=verdict)
     return _pair(kind, pair, a, b, **numbers, rounds=ci.n, ci_target=target)
-
-
-def _given_up(a: Mapping, b: Mapping) -> bool:
-    """Whether the engine gave up A's comparison with B, its group partner (summary.csv
-    `comparisons_out_of_reach`, `nnperf.engine.interleave.out_of_reach_with`)."""
-    codes = a.get("comparisons_out_of_reach")
-    if missing(codes) or not codes:
-        return False
-    return layout.member_name(b.get("precision"), b.get("variant")) in str(codes).split("|")
 
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:
@@ -302,23 +267,18 @@ def _time_to_accuracy(training: pd.DataFrame | None) -> list[dict]:
 
 
 def comparisons_table(
-    summary: pd.DataFrame | None,
-    runs: pd.DataFrame | None,
-    training: pd.DataFrame | None = None,
+    summary: pd.DataFrame | None, runs: pd.DataFrame | None, training: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """comparisons.csv: every precision against fp32 and variant against the baseline, each
-    batch-size group's leader against the rest and its largest batch against its smallest,
-    each configuration's fastest machine against the others, and the first training run to
-    reach its target against the others. Codes and numbers only; the sections word them."""
+    """comparisons.csv: each precision against fp32 and variant against the baseline, batch
+    sizes and machines by the tie rule (and a group's largest batch against its smallest), and
+    the first training run to reach its target against the others. Codes and numbers only."""
     ok = ok_configs(summary)
     if "machine" not in ok.columns or ok["machine"].isna().all():
         ok = ok.assign(machine="")
     rows = _against_reference(ok, runs, "precision", REFERENCE_PRECISION)
     rows += _against_reference(ok, runs, "variant", REFERENCE_VARIANT)
-    within = [k for k in GROUP_KEYS if k != "batch_size"]
-    rows += _across(ok, runs, "batch", "batch_size", within)
-    across_machines = ["model", "precision", "batch_size", "variant"]
-    rows += _across(ok, runs, "machine", "machine", across_machines)
+    rows += _across(ok, runs, "batch", "batch_size", [k for k in GROUP_KEYS if k != "batch_size"])
+    rows += _across(ok, runs, "machine", "machine", ["model", "precision", "batch_size", "variant"])
     rows += _time_to_accuracy(training)
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     table["rounds"] = table["rounds"].astype("Int64")

@@ -1,12 +1,9 @@
 """Which machine produced a result, and the merge of results from several machines.
 
 A machine is its environment record's host name plus the name of the device that ran (a GPU
-model, or the CPU model for `cpu`). `environment_frame` flattens the records into
-environment.csv (one row per configuration); `machine_map` turns the environment tables of
-one or more `results/` folders into `(results_dir, device) -> machine`, and `attach_machine`
-/ `combine` give every other table a `machine` column, so a laptop's, a workstation's and a
-cloud GPU's results sit side by side. `machine_table` and `settings_table` are what the
-environment section shows. `write_environment_table` is the edge of rule `environment_table`.
+model, or the CPU model for `cpu`). The environment tables of one or more `results/` folders
+give every other table a `machine` column (`machine_map`, `attach_machine`), so a laptop's, a
+workstation's and a cloud GPU's results sit side by side.
 """
 
 from __future__ import annotations
@@ -61,17 +58,8 @@ GPU_DEVICE = "cuda"
 
 # Settings that follow the variant and precision, not the machine: the record's own (what
 # torch was set to), then every other toggle of the variant (`variant_<name>` columns).
-SETTING_FIELDS = (
-    "tf32",
-    "cudnn_benchmark",
-    "memory_format",
-    "amp_dtype",
-    "grad_scaler",
-    "compile_mode",
-    "optimizer_impl",
-    "optimizer_impl_resolved",
-    "data_path",
-)
+SETTING_FIELDS = ("tf32", "cudnn_benchmark", "memory_format", "amp_dtype", "grad_scaler")
+SETTING_FIELDS += ("compile_mode", "optimizer_impl", "optimizer_impl_resolved", "data_path")
 # Variant toggles the environment record already shows under its own name.
 RECORDED_TOGGLES = ("channels_last", "compile", "cudnn_benchmark", "optimizer_impl", "data_path")
 VARIANT_PREFIX = "variant_"
@@ -154,16 +142,12 @@ def machine_map(environments: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame
     measured twice) gets the folder added, so the two stay apart in every table and figure.
     """
     rows = [
-        {
-            "results_dir": results_dir,
-            "device": device,
-            "machine": " + ".join(sorted(set(group["machine"].dropna().astype(str))))
-            or f"{device} ({results_dir})",
-        }
-        for results_dir, environment in environments.items()
+        (folder, device, " + ".join(sorted(set(group["machine"].dropna().astype(str)))))
+        for folder, environment in environments.items()
         if environment is not None and not environment.empty
         for device, group in environment.groupby("device", sort=True)
     ]
+    rows = [(folder, device, name or f"{device} ({folder})") for folder, device, name in rows]
     mapping = pd.DataFrame(rows, columns=["results_dir", "device", "machine"])
     clash = mapping.groupby("machine")["results_dir"].transform("nunique") > 1
     mapping.loc[clash, "machine"] += " [" + mapping.loc[clash, "results_dir"] + "]"
@@ -222,7 +206,6 @@ def _seen(group: pd.DataFrame, field: str) -> list[str]:
 
 
 def _machine_column(group: pd.DataFrame) -> list[str | None]:
-    """One machine's cells, in `MACHINE_FIELDS` order."""
     # Without a device column (not written by nnperf) nothing is known: shown as recorded.
     devices = _seen(group, "device") or [GPU_DEVICE]
     values, build = {}, []

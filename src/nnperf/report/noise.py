@@ -1,22 +1,17 @@
 """Why a measurement was noisy: the likely causes of one configuration's spread, ranked.
 
-A configuration that missed its CI target is read through what its windows recorded. Each
-cause is a test significant at `ALPHA`, found as a `Finding` with its numbers
-(`CAUSE_NUMBERS`): `drift` (throughput against time), `host_load`, `steal` and `clock`
-(throughput falling with other processes' cores, the hypervisor's steal, or following the SM
-clock: load too small to flag a window in `nnperf.engine.stability` still shows when it costs
-speed), `bimodal` (process means split by a gap: cuDNN choosing one of two algorithms per
-process), else `process_level` (one-way ANOVA), else `window_noise`. `shared_slowdown`, read
-from the interleaved group, leads where found: the machine's capacity moved under every
-configuration alike, which the paired comparisons cancel and a configuration's own CI cannot.
-Causes are ranked by the share of the window variance each explains (r², eta²); what the
-target would take (processes needed at the measured spread) comes last. Codes and numbers
-only: `nnperf.report.wording.measurement` words them.
+A configuration that missed its CI target is read through what its windows recorded: each
+cause (`CAUSE_NUMBERS`) is a test significant at `ALPHA`. Load too small to flag a window in
+`nnperf.engine.stability` still shows here when it costs speed; process means split by a gap
+are cuDNN choosing one of two algorithms per process. `shared_slowdown`, read from the
+interleaved group, leads where found: the machine's capacity moved under every configuration
+alike, which the paired comparisons cancel and a configuration's own CI cannot. Causes are
+ranked by the share of the window variance each explains (r², eta²). Codes and numbers only:
+`nnperf.report.wording.measurement` words them.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -29,6 +24,7 @@ from nnperf.core.vocab import DEFAULT_TARGET_CI, OVERLOAD_TOLERANCE_CORES, STEAL
 from nnperf.engine.stopping import processes_for_spread
 from nnperf.report.findings import Finding
 
+RATE = "throughput_img_s"
 # The numbers each cause quotes; summary.csv holds each as `{cause}_{number}`.
 CAUSE_NUMBERS = {
     # r² and p of the regression on the group; the other configurations and shared rounds it
@@ -67,25 +63,10 @@ FALLBACK_TARGET = DEFAULT_TARGET_CI["cpu"]
 MIN_WINDOWS = 4
 
 
-RATE = "throughput_img_s"
-
-
 def cause(code: str, share: float, **numbers) -> Finding:
     """One likely cause (`findings.NOISE_CAUSES`) with its numbers and `share`, the share of
     the window variance it accounts for (what ranks it)."""
     return Finding(code, {}, {**numbers, "share": float(share)})
-
-
-def window_frame(windows: Sequence[Mapping]) -> pd.DataFrame:
-    """The windows with a positive throughput, as numbers; `throttled`: a throttle reason."""
-    frame = pd.DataFrame(list(windows))
-    if frame.empty or RATE not in frame:
-        return pd.DataFrame(columns=["process", "window", RATE])
-    for name in (RATE, "started_at_unix", "other_cores", "steal_share", "sm_clock_mhz"):
-        frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else np.nan
-    reasons = frame.get("throttle_reasons", pd.Series(None, index=frame.index))
-    frame["throttled"] = reasons.map(lambda t: isinstance(t, str) and bool(t.strip()))
-    return frame[np.isfinite(frame[RATE]) & (frame[RATE] > 0)].reset_index(drop=True)
 
 
 def _fit(x: pd.Series, y: pd.Series):
@@ -147,10 +128,9 @@ def _falls_with(frame: pd.DataFrame, column: str, limit: float, code: str) -> Fi
     threshold) compared with the rest."""
     hit = frame[column] > limit
     slower = _slower_share(frame, hit)
-    numbers = dict(
-        peak=float(frame[column].max()), windows=None if slower is None else int(hit.sum())
-    )
-    return _regression(code, _fit(frame[column], frame[RATE]), -1, **numbers, slower=slower)
+    fit, windows = _fit(frame[column], frame[RATE]), None if slower is None else int(hit.sum())
+    peak = float(frame[column].max())
+    return _regression(code, fit, -1, peak=peak, windows=windows, slower=slower)
 
 
 def clock(frame: pd.DataFrame) -> Finding | None:
@@ -161,8 +141,8 @@ def clock(frame: pd.DataFrame) -> Finding | None:
     fit = _fit(frame["throttled"].astype(float), frame[RATE])
     if found is not None or fit is None or fit.slope >= 0 or fit.pvalue >= ALPHA:
         return found
+    # A significant fit means some windows were throttled and some not: `slower` is a number.
     slower = _slower_share(frame, frame["throttled"])
-    slower = math.nan if slower is None else slower
     return cause("clock", fit.rvalue**2, p=fit.pvalue, throttled=throttled, slower=slower)
 
 
@@ -214,7 +194,13 @@ def process_causes(frame: pd.DataFrame, target: float) -> list[Finding]:
 def causes(windows: Sequence[Mapping], target: float | None = None) -> list[Finding]:
     """Every likely cause of the windows' spread, the one accounting for most first; window
     noise when no external cause is found; `none` when there are no windows to read."""
-    frame = window_frame(windows)
+    # The windows with a positive throughput, as numbers; `throttled`: a throttle reason.
+    frame = pd.DataFrame(list(windows))
+    for name in (RATE, "started_at_unix", "other_cores", "steal_share", "sm_clock_mhz"):
+        frame[name] = pd.to_numeric(frame[name], errors="coerce") if name in frame else np.nan
+    reasons = frame.get("throttle_reasons", pd.Series(None, index=frame.index))
+    frame["throttled"] = reasons.map(lambda t: isinstance(t, str) and bool(t.strip()))
+    frame = frame[np.isfinite(frame[RATE]) & (frame[RATE] > 0)].reset_index(drop=True)
     target = FALLBACK_TARGET if target is None or not target > 0 else float(target)
     if len(frame) < 2:
         return [cause("none", 0.0)]
@@ -278,9 +264,8 @@ def target_columns(process_rates: Sequence[float], target: float | None) -> dict
     if target is None or not target > 0 or len(rates) < 2:
         return {"process_rsd": None, "processes_needed": None}
     mean, spread = float(np.mean(rates)), float(np.std(rates, ddof=1))
-    return dict(
-        process_rsd=spread / mean, processes_needed=processes_for_spread(spread, mean, target)
-    )
+    needed = processes_for_spread(spread, mean, target)
+    return {"process_rsd": spread / mean, "processes_needed": needed}
 
 
 def noise_columns(document: Mapping) -> dict:

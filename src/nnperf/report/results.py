@@ -70,13 +70,11 @@ def load(folders: list[FolderFiles]) -> ResultSet:
     result, jobs = ResultSet(), []
     raw = {folder.results_dir: _read_folder(folder, result, jobs) for folder in folders}
     mapping = machines.machine_map({d: frames["environment"] for d, frames in raw.items()})
+    dirs = [folder.results_dir for folder in folders]
     for name in TABLE_NAMES:
-        frames = [raw[f.results_dir][name] for f in folders]
+        frames = [raw[d][name] for d in dirs]
         if name != "comparisons":
-            frames = [
-                machines.attach_machine(frame, mapping, f.results_dir)
-                for frame, f in zip(frames, folders)
-            ]
+            frames = [machines.attach_machine(t, mapping, d) for t, d in zip(frames, dirs)]
         setattr(result, name, machines.combine(frames))
     if result.comparisons is not None:
         # The local folder's rows come first and already hold the other machines'.
@@ -171,14 +169,9 @@ def job_row(document: Mapping, kind: str, results_dir: str, path) -> dict | None
     ended = optional_number(document.get("ended_at_unix"))
     if started is None or ended is None or ended < started:
         return None
-    return {
-        "results_dir": results_dir,
-        "kind": kind,
-        **{key: document.get(key) for key in CONFIG_KEYS},
-        "started_at_unix": started,
-        "ended_at_unix": ended,
-        "source": os.fspath(path) if path is not None else None,
-    }
+    source = os.fspath(path) if path is not None else None
+    keys = [document.get(key) for key in CONFIG_KEYS]
+    return dict(zip(JOB_COLUMNS, (results_dir, kind, *keys, started, ended, source)))
 
 
 def _table_jobs(table: pd.DataFrame | None, name: str, folder: FolderFiles) -> list[dict]:

@@ -167,12 +167,11 @@ def gpu_busy(f: Finding, named=None) -> str:
         text += "{n[profiled_sm_clock_hz]:ghz}, but "
         text += BUSY["no_step" if missing(n["step_time_s"]) else "no_clock"]
     else:
-        text = (
-            "the GPU is busy {n[busy_share]:pct} of the timed step "
-            "({n[kernel_time_at_run_clock_s]:ms} of kernels at the runs' {n[run_sm_clock_hz]:ghz}, "
-            "{n[kernel_time_s]:ms} at the profiled {n[profiled_sm_clock_hz]:ghz}, in a "
-            "{n[step_time_s]:ms} step)" + BUSY.get(a["verdict"], BUSY["partly"])
-        )
+        text = "the GPU is busy {n[busy_share]:pct} of the timed step "
+        text += "({n[kernel_time_at_run_clock_s]:ms} of kernels at the runs' "
+        text += "{n[run_sm_clock_hz]:ghz}, {n[kernel_time_s]:ms} at the profiled "
+        text += "{n[profiled_sm_clock_hz]:ghz}, in a {n[step_time_s]:ms} step)"
+        text += BUSY.get(a["verdict"], BUSY["partly"])
     found, share = [say(t, f) for k, t in EVIDENCE.items() if a.get(k)], n.get("busy_share")
     return say(
         "{a:config} on {a[machine]}: " + text,
@@ -193,9 +192,8 @@ def above_peak(f: Finding, named=None) -> str:
 
 
 def profile_missing(f: Finding, named=None) -> str:
-    return say(
-        "No operator profile for {a:where}: " + MISSING.get(f.about["status"], MISSING[None]), f
-    )
+    why = MISSING.get(f.about["status"], MISSING[None])
+    return say("No operator profile for {a:where}: " + why, f)
 
 
 def profile_bound(f: Finding, named=None) -> str:
@@ -236,11 +234,9 @@ def profile_input(f: Finding, named=None) -> str:
     """What feeding the step costs; flagged when it is a quarter of the step or more."""
     workers = f.numbers["workers"]
     how = f"a DataLoader with {count_of(workers, 'worker')}" if workers is not None else ""
-    text = (
-        "The input pipeline of {a:where} ({how}) costs {n[input_time_s]:ms} per step "
-        "({n[input_share]:pct} of the step): {n[data_wait_s]:ms} fetching batches and "
-        "{n[h2d_s]:ms} copying and preparing them"
-    )
+    text = "The input pipeline of {a:where} ({how}) costs {n[input_time_s]:ms} per step "
+    text += "({n[input_share]:pct} of the step): {n[data_wait_s]:ms} fetching batches and "
+    text += "{n[h2d_s]:ms} copying and preparing them"
     if f.about["input_bound"]:
         text += "; the step waits on its input more than on anything a faster kernel can fix"
     return say(text + ".", f, how=how or "batches drawn on the device")
@@ -254,14 +250,11 @@ def profile_note(f: Finding, named=None) -> str:
 
 def loader_text(row: Mapping) -> str:
     """`12,300 img/s (95% CI 11,900–12,700)`, or `not measured`."""
-    rate, low, high, windows, processes, method = (
-        row.get(f"loader_{k}")
-        for k in "rate_img_s rate_img_s_ci95_low rate_img_s_ci95_high n_windows n_processes "
-        "ci_method".split()
-    )
+    rate, low, high = (row.get(f"loader_rate_img_s{k}") for k in ("", "_ci95_low", "_ci95_high"))
     if missing(rate):
         return "not measured"
-    return throughput_text(rate, low, high, n_windows=windows, n_processes=processes, method=method)
+    counts = {k: row.get(f"loader_{k}") for k in ("n_windows", "n_processes")}
+    return throughput_text(rate, low, high, **counts, method=row.get("loader_ci_method"))
 
 
 def input_verdicts(f: Finding, named=None) -> str:

@@ -85,7 +85,6 @@ def _with_missed(text: str, configs: Sequence[Mapping], name) -> str:
 
 
 def _tied(f: Finding, what: str, name: Callable[[Mapping], str]) -> str:
-    """`No single {what}: A at x and B at y are ...`, the tied configurations by `name`."""
     tied, ratio = f.about["tied"], ratio_text(f.about["ci"])
     listed = names([f"{name(c)} at {estimate_text(c)}" for c in tied], str)
     return _with_missed(f"No single {what}: {listed} are {ratio}", tied, name)

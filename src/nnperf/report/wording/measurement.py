@@ -141,14 +141,11 @@ WORDING = {
 
 def numbers_of(row: Mapping, code: str) -> dict:
     """One cause's numbers from a summary row's `{cause}_{number}` columns (None: unknown)."""
-    return {
-        n: None if missing(row.get(f"{code}_{n}")) else row.get(f"{code}_{n}")
-        for n in CAUSE_NUMBERS.get(code, ())
-    }
+    values = {n: row.get(f"{code}_{n}") for n in CAUSE_NUMBERS.get(code, ())}
+    return {n: None if missing(v) else v for n, v in values.items()}
 
 
 def cause_sentence(code: str, n: Mapping) -> str:
-    """One cause's sentence from its numbers (`numbers_of`)."""
     slower, change = "", n.get("change")
     if code in SLOWED and n["slower"] is not None and n["windows"] is not None:
         slower = "; the {n[windows]:count:window} " + SLOWED[code] + " ran {n[slower]:pct} slower"
@@ -166,21 +163,16 @@ def cause_sentence(code: str, n: Mapping) -> str:
 
 
 def target_sentence(row: Mapping) -> str | None:
-    """What the CI target would take at the measured process spread."""
     target, needed = row.get("ci_target"), row.get("processes_needed")
     measured = row.get("n_processes")
     if missing(target):
         return None
     if missing(needed):
-        return (
-            f"The {fmt_pct(target)} target needs at least two processes: with "
-            f"{count_of(measured, 'process')} the process spread is unmeasured."
-        )
+        unmeasured = f"with {count_of(measured, 'process')} the process spread is unmeasured"
+        return f"The {fmt_pct(target)} target needs at least two processes: {unmeasured}."
     needed = int(needed)
-    text = (
-        f"At the process spread (RSD {fmt_pct(row.get('process_rsd'))}) the "
-        f"{fmt_pct(target)} target would take {needed} processes"
-    )
+    text = f"At the process spread (RSD {fmt_pct(row.get('process_rsd'))}) the "
+    text += f"{fmt_pct(target)} target would take {needed} processes"
     if missing(measured) or needed <= int(measured):
         return text + ", no more than measured: the windows within them are the noise."
     more = needed - int(measured)
@@ -200,10 +192,9 @@ def noise_text(row: Mapping) -> str:
     for code in filter(None, str(row.get("noise_causes") or row["noise_cause"]).split(";")):
         n = numbers_of(row, code)
         optional = OPTIONAL_NUMBERS if code == "clock" else OPTIONAL_NUMBERS - {"r2"}
-        if any(v is None for name, v in n.items() if name not in optional):
-            sentences.append(f"{CAUSE_LABELS.get(code, code).capitalize()}.")
-        else:
-            sentences.append(cause_sentence(code, n))
+        named_alone = any(v is None for name, v in n.items() if name not in optional)
+        alone = f"{CAUSE_LABELS.get(code, code).capitalize()}."
+        sentences.append(alone if named_alone else cause_sentence(code, n))
     return " ".join(s for s in [*sentences, target_sentence(row)] if s)
 
 
@@ -248,16 +239,12 @@ def machine_allows(f: Finding, named=None) -> str:
     """Said once, in place of a missed target per configuration
     (`sections.measurement.MACHINE_MISS`)."""
     n, needed = f.numbers, f.numbers.get("processes_needed")
-    text = (
-        "On {a[machine]}, worker processes differ by ~{n[between_rsd]:pct} (median relative "
-        "standard deviation between processes), too much for a \u00b1{n[target]:pct} CI of "
-        "absolute throughput in the time budget{needed}: {n[missed]} of {n[judged]} "
-        "configurations missed that target for this reason"
-    )
-    if missing(n.get("half_width")):
-        text += "."
-    else:
-        text += ALLOWED + PAIRED[missing(n.get("paired_half_width"))]
+    text = "On {a[machine]}, worker processes differ by ~{n[between_rsd]:pct} (median relative "
+    text += "standard deviation between processes), too much for a \u00b1{n[target]:pct} CI of "
+    text += "absolute throughput in the time budget{needed}: {n[missed]} of {n[judged]} "
+    text += "configurations missed that target for this reason"
+    paired = PAIRED[missing(n.get("paired_half_width"))]
+    text += "." if missing(n.get("half_width")) else ALLOWED + paired
     needed = "" if missing(needed) else f" (it would take ~{int(needed)} processes)"
     return say(text, f, needed=needed)
 
@@ -268,23 +255,16 @@ def dominant_level(f: Finding, named=None) -> str:
         level = "processes" if by_window == 0 else "windows of one process"
         counts = "the spread between " + level + " dominates in all {total} configurations"
     else:
-        counts = (
-            "the spread between processes dominates in {n[by_process]} of {total} configurations "
-            "and the spread between windows of one process in {n[by_window]}"
-        )
-    text = (
-        "On {a[machine]}, " + counts + " (median relative standard deviations: "
-        "{n[between_rsd]:pct} between processes, {n[within_rsd]:pct} within one)"
-    )
+        counts = "the spread between processes dominates in {n[by_process]} of {total} "
+        counts += "configurations and the spread between windows of one process in {n[by_window]}"
+    text = "On {a[machine]}, " + counts + " (median relative standard deviations: "
+    text += "{n[between_rsd]:pct} between processes, {n[within_rsd]:pct} within one)"
     if by_process > by_window:
-        text += (
-            "; where processes dominate, more processes narrow the CI, more windows per process "
-            "do not (Kalibera & Jones)"
-        )
+        text += "; where processes dominate, more processes narrow the CI, more windows per "
+        text += "process do not (Kalibera & Jones)"
     return say(text + ".", f, total=by_process + by_window)
 
 
 def shared_settings(f: Finding, named=None) -> str:
-    """`Every variant and precision ran with tf32 False, data path dataloader, ...`."""
     listed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in f.about.items())
     return f"Every variant and precision ran with {listed}; the table shows what differs."

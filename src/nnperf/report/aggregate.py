@@ -35,8 +35,9 @@ PROCESS_COLUMNS = (
     *("peak_memory_device_bytes", "peak_memory_device_warmup_bytes", "peak_memory_host_bytes"),
     *("started_at_unix", "ended_at_unix"),
 )
-ENVIRONMENT_COLUMNS = ("device_name", "hostname", "torch", "cuda", "cudnn", "driver")
-ENVIRONMENT_COLUMNS += ("cpu_threads", "git_commit")
+ENVIRONMENT_COLUMNS = (
+    *("device_name", "hostname", "torch", "cuda", "cudnn", "driver", "cpu_threads", "git_commit"),
+)
 # Scalars of the run document copied into summary.csv under the same name, in this order.
 SUMMARY_TIMES = (
     *("single_step_time_s", "single_step_time_is_lower_bound", "compile_time_s"),

@@ -25,8 +25,10 @@ LEVEL_LABELS = dict(dram="DRAM", l2="L2", l1="L1", algorithmic="main memory", co
 ROOF_ORIGINS = ("profile", "measured", "datasheet")
 KEYS = [*GROUP_KEYS, "source", "roof"]
 # What a reading and a verdict say of the step against its roof.
-NUMBERS = ["arithmetic_intensity_flop_per_byte", "ridge_flop_per_byte", "performance_flop_s"]
-NUMBERS += ["peak_flop_s", "attainable_flop_s", "fraction_of_roof", "fraction_of_peak"]
+NUMBERS = [
+    *("arithmetic_intensity_flop_per_byte", "ridge_flop_per_byte", "performance_flop_s"),
+    *("peak_flop_s", "attainable_flop_s", "fraction_of_roof", "fraction_of_peak"),
+]
 READING_COLUMNS = [*KEYS, "memory_level", "bandwidth_bytes_s", "bound", *NUMBERS]
 VERDICT_COLUMNS = [*KEYS, "limit", "bound", *NUMBERS, "levels"]
 

@@ -171,8 +171,9 @@ KINDS = ("precision", "variant", "batch", "machine", "time_to_accuracy")
 # `verdict`: `RatioCI.verdict`'s codes (faster, slower, tie within the CI target, unresolved,
 # no_ci), out_of_reach (unresolved, and the engine gave it up: the rounds its members' budgets
 # fit could not resolve it), or not_reached (B never reached the target accuracy).
-RATIO_COLUMNS = ("ratio", "ci95_low", "ci95_high", "method", "grain", "verdict", "rounds")
-RATIO_COLUMNS += ("ci_target",)
+RATIO_COLUMNS = (
+    *("ratio", "ci95_low", "ci95_high", "method", "grain", "verdict", "rounds", "ci_target"),
+)
 A_B = (*(f"a_{k}" for k in GROUP_KEYS), *(f"b_{k}" for k in GROUP_KEYS))
 COLUMNS = ("kind", "pair", *A_B, "recipe", "quantity", "a_value", "b_value", *RATIO_COLUMNS)
 # `method`: paired by round, unpaired (Fieller), `means` (no processes at hand: the ratio of

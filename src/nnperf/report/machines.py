@@ -58,8 +58,10 @@ GPU_DEVICE = "cuda"
 
 # Settings that follow the variant and precision, not the machine: the record's own (what
 # torch was set to), then every other toggle of the variant (`variant_<name>` columns).
-SETTING_FIELDS = ("tf32", "cudnn_benchmark", "memory_format", "amp_dtype", "grad_scaler")
-SETTING_FIELDS += ("compile_mode", "optimizer_impl", "optimizer_impl_resolved", "data_path")
+SETTING_FIELDS = (
+    *("tf32", "cudnn_benchmark", "memory_format", "amp_dtype", "grad_scaler"),
+    *("compile_mode", "optimizer_impl", "optimizer_impl_resolved", "data_path"),
+)
 # Variant toggles the environment record already shows under its own name.
 RECORDED_TOGGLES = ("channels_last", "compile", "cudnn_benchmark", "optimizer_impl", "data_path")
 VARIANT_PREFIX = "variant_"

@@ -47,6 +47,11 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
         if key in config and key in runs.columns:
             match &= runs[key].map(_value) == _value(config[key])
     chosen = runs.loc[match].reindex(columns=[RATE, "round", "group", "shared_with"])
+    groups = [str(g) for g in chosen["group"] if not missing(g) and g != ""]
+    precision, variant = config.get("precision"), config.get("variant")
+    member = layout.member_name(precision, variant)
+    if groups:
+        member = layout.name_in_group(groups[0], precision, config.get("batch_size"), variant)
     chosen = chosen.reset_index(drop=True).assign(
         rate=pd.to_numeric(chosen[RATE], errors="coerce").to_numpy(),
         round=pd.to_numeric(chosen["round"], errors="coerce").to_numpy(),
@@ -54,7 +59,7 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
         shared_with=[
             [] if missing(s) or s == "" else str(s).split("|") for s in chosen["shared_with"]
         ],
-        member=layout.member_name(config.get("precision"), config.get("variant")),
+        member=member,
     )[PROCESS_FIELDS]
     chosen = chosen[np.isfinite(chosen["rate"]) & (chosen["rate"] > 0)]
     return chosen.astype({"rate": float}).reset_index(drop=True)
@@ -230,7 +235,7 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     target = _target(a, b)
     numbers = dict(quantity=RATE, a_value=float(a[MEAN]), b_value=float(b[MEAN]), ratio=ci.ratio)
     verdict = ci.verdict(target)
-    if verdict == "unresolved" and pair == "vs_reference" and _given_up(a, b):
+    if verdict == "unresolved" and _given_up(a, b):
         verdict = ratios.OUT_OF_REACH
     grain = paired[1] if paired is not None and method == "paired" else None
     numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, grain=grain, verdict=verdict)
@@ -243,7 +248,10 @@ def _given_up(a: Mapping, b: Mapping) -> bool:
     codes = a.get("comparisons_out_of_reach")
     if missing(codes) or not codes:
         return False
-    return layout.member_name(b.get("precision"), b.get("variant")) in str(codes).split("|")
+    precision, variant = b.get("precision"), b.get("variant")
+    names = {layout.member_name(precision, variant)}  # in a group of one batch size
+    names.add(layout.member_name(precision, variant, int(float(b.get("batch_size")))))
+    return not names.isdisjoint(str(codes).split("|"))
 
 
 def _against_reference(ok: pd.DataFrame, runs, column: str, reference: str) -> list[dict]:

@@ -9,7 +9,7 @@ import pytest
 
 from nnperf.core import ratios
 from nnperf.core.contract import RunRequest, TimingSettings, TrainingSettings
-from nnperf.engine import driver, interleave, manager, rehearsal, runner, stopping
+from nnperf.engine import driver, interleave, manager, rehearsal, runner, sharing, stopping
 
 TRAINING = TrainingSettings(warmup_steps=3, timed_steps=4)
 # Disturbed windows kept: a test runner is never quiet (tests/configs/tiny.yaml says why).
@@ -132,7 +132,7 @@ def test_balanced_order(round_index, expected):
     assert interleave.balanced_order([0, 1, 2], round_index) == expected
 
 
-def test_a_group_is_every_runnable_precision_and_variant_at_its_model_device_and_batch():
+def test_a_group_is_every_batch_size_runnable_precision_and_variant_at_its_model_and_device():
     from nnperf.core.contract import StudyConfig, VariantSettings
     from nnperf.study import job_requests
 
@@ -141,15 +141,54 @@ def test_a_group_is_every_runnable_precision_and_variant_at_its_model_device_and
         batch_sizes=(16, 32),
         variants={"baseline": VariantSettings(), "tuned": VariantSettings(channels_last=True)},
     )
-    members = job_requests.group_members(study, "cpu", "resnet18_cifar", 16)
+    assert job_requests.group_of(study, 32) == job_requests.group_of(study, 16) == [16, 32]
+    members = job_requests.group_members(study, "cpu", "resnet18_cifar", [16, 32])
     # tf32 cannot run on a CPU: left out, as the matrix leaves it out.
-    assert [(k.precision, k.variant) for k in members] == [
-        ("fp32", "baseline"),
-        ("fp32", "tuned"),
-        ("bf16", "baseline"),
-        ("bf16", "tuned"),
+    assert [(k.batch_size, k.precision, k.variant) for k in members] == [
+        (batch, precision, variant)
+        for batch in (16, 32)
+        for precision in ("fp32", "bf16")
+        for variant in ("baseline", "tuned")
     ]
-    assert {k.batch_size for k in members} == {16}
+    # A batch size outside the study (a path asked for by hand) is measured in a group alone.
+    assert job_requests.group_of(study, 64) == [64]
+    assert {k.batch_size for k in job_requests.group_members(study, "cpu", "m", [64])} == {64}
+
+
+def test_a_group_compares_configurations_that_differ_in_one_key():
+    def request(precision, batch_size, variant):
+        return dataclasses.replace(
+            TUNED, precision=precision, batch_size=batch_size, variant=variant
+        )
+
+    requests = [
+        request(precision, batch, variant)
+        for batch in (16, 32, 64)
+        for precision in ("fp32", "bf16")
+        for variant in ("baseline", "tuned")
+    ]
+    found = {
+        (
+            requests[c.a].precision,
+            requests[c.a].batch_size,
+            requests[c.a].variant,
+            c.kind,
+            requests[c.b].precision,
+            requests[c.b].batch_size,
+            requests[c.b].variant,
+        )
+        for c in interleave.comparisons(requests)
+    }
+    at = [(p, b, v) for b in (16, 32, 64) for p in ("fp32", "bf16") for v in ("baseline", "tuned")]
+    expected = {(p, b, "tuned", "variant", p, b, "baseline") for p, b, v in at if v == "tuned"}
+    expected |= {("bf16", b, v, "precision", "fp32", b, v) for p, b, v in at if p == "bf16"}
+    # Each batch size against the group's smallest, at the same precision and variant.
+    expected |= {(p, b, v, "batch_size", p, 16, v) for p, b, v in at if b != 16}
+    assert found == expected
+    # Named with their batch sizes, as their files in the group's folder are.
+    names = sharing.member_names(requests)
+    assert names[:2] == ["fp32_bs16_baseline", "fp32_bs16_tuned"] and len(set(names)) == 12
+    assert sharing.member_names(requests[:2]) == ["fp32_baseline", "fp32_tuned"]
 
 
 def test_a_member_the_group_did_not_measure_is_one_line_naming_its_file(tmp_path):
@@ -191,10 +230,11 @@ def test_a_comparison_out_of_reach_stops_holding_its_members(monkeypatch):
     assert not any(isinstance(v, str) and " " in v for v in row.values())
     # Each member's run JSON names the other (the report's comparisons.csv says it by that),
     # and the job's log line words it.
-    assert interleave.out_of_reach_with(group.comparisons, TUNED) == ["fp32_baseline"]
-    assert interleave.out_of_reach_with(group.comparisons, BASE) == ["fp32_tuned"]
+    name = runner.group_name(requests)
+    assert interleave.out_of_reach_with(group.comparisons, TUNED, name) == ["fp32_baseline"]
+    assert interleave.out_of_reach_with(group.comparisons, BASE, name) == ["fp32_tuned"]
     line = runner.comparison_line(row)
-    assert line.startswith("fp32 tuned vs fp32 baseline: not separated")
+    assert line.startswith("fp32 bs32 tuned vs fp32 bs32 baseline: not separated")
     assert (
         f"out of reach after {row['ratio_n']} rounds: the rounds both budgets still fit could "
         f"not resolve it (~{row['rounds_needed']} needed, {row['rounds_fit']} fit)"

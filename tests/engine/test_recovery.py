@@ -1,7 +1,7 @@
 """Recovery after a kill, done for real as the README's "After a kill or a power loss" says.
 
-A real Snakemake run of a two-configuration study (tests/configs/tiny.yaml cut to fp32 and one
-batch size: the baseline and tuned variants) is killed with SIGKILL on its whole process
+A real Snakemake run of a study of two models (tests/configs/tiny.yaml cut to fp32 and one
+batch size: the baseline and tuned variants of each) is killed with SIGKILL on its whole process
 group, as a `kill -9` of the run or a power cut does: Snakemake gets no chance to clean up.
 Then the recipe: the plain rerun refuses, `snakemake --unlock`, the same command with
 `--rerun-incomplete`, and a dry run with nothing left to do. Two kill moments leave two
@@ -38,15 +38,10 @@ from nnperf.engine import warmserver
 pytestmark = pytest.mark.workflow
 
 # Keys of the configurations; the variants are tiny.yaml's. One timed_group job measures
-# both variants of a batch size together; the study has two such groups.
-CONFIG = {
-    "dataset": "synthetic",
-    "device": "cpu",
-    "model": "resnet18_cifar",
-    "precision": "fp32",
-}
+# every configuration of a model together; the study has two such groups.
+CONFIG = {"dataset": "synthetic", "device": "cpu", "precision": "fp32", "batch_size": 4}
 VARIANTS = ("baseline", "tuned")
-BATCH_SIZES = (4, 8)
+MODELS = ("resnet18_cifar", "mobilenet_v2_cifar")
 RUN_FILES = ("run", "run_windows", "run_steps")  # each configuration's files
 # Goes last on every command line (--config takes every argument after it). A budget of
 # seconds: a configuration may end over budget, which is still a finished run.
@@ -54,8 +49,9 @@ STUDY = (
     "--configfile",
     str(TINY_CONFIG),
     "--config",
+    f"models=[{', '.join(MODELS)}]",
     "precisions=[fp32]",
-    "batch_sizes=[4, 8]",
+    "batch_sizes=[4]",
     "timing={max_seconds: 4}",
 )
 
@@ -73,29 +69,29 @@ def where(kind: str, **keys) -> Path:
     return Path(layout.path(kind, **{name: keys[name] for name in layout.fields(kind)}))
 
 
-def run_paths(variant: str, batch_size: int = BATCH_SIZES[0]) -> list[Path]:
-    return [where(kind, variant=variant, batch_size=batch_size, **CONFIG) for kind in RUN_FILES]
+def run_paths(variant: str, model: str = MODELS[0]) -> list[Path]:
+    return [where(kind, variant=variant, model=model, **CONFIG) for kind in RUN_FILES]
 
 
-def group_paths(batch_size: int) -> list[Path]:
+def group_paths(model: str) -> list[Path]:
     """The files of every configuration a group measures."""
-    return [path for variant in VARIANTS for path in run_paths(variant, batch_size)]
+    return [path for variant in VARIANTS for path in run_paths(variant, model)]
 
 
-def group_folder(batch_size: int) -> Path:
-    return where("run_group", batch_size=batch_size, **CONFIG)
+def group_folder(model: str) -> Path:
+    return where("run_group", model=model, batch_sizes=CONFIG["batch_size"], **CONFIG)
 
 
-def group_measured(batch_size: int) -> Path:
+def group_measured(model: str) -> Path:
     """The group's comparisons, written last by its job: the measurement is complete. (The
     per-configuration copies, `group_paths`, come from timed_run jobs that Snakemake may
     schedule only after the next group has measured.)"""
-    return group_folder(batch_size) / layout.GROUP_COMPARISONS
+    return group_folder(model) / layout.GROUP_COMPARISONS
 
 
-def group_log(batch_size: int) -> Path:
+def group_log(model: str) -> Path:
     """The timed_group job's log: opened when the job starts."""
-    keys = {"batch_size": batch_size, **CONFIG}
+    keys = {"model": model, "batch_sizes": CONFIG["batch_size"], **CONFIG}
     return Path(layout.log("run_group", **{n: keys[n] for n in layout.fields("run_group")}))
 
 
@@ -192,9 +188,9 @@ def test_kill_9_during_a_measurement_loses_only_that_group(tmp_path):
     watch_workers = warmserver.enabled() and Path("/proc/self/cwd").exists()
 
     def one_finished_and_a_later_one_measuring():
-        finished = [b for b in BATCH_SIZES if (study / group_measured(b)).exists()]
-        started = [b for b in BATCH_SIZES if (study / group_log(b)).exists()]
-        measuring = [b for b in started if b not in finished]
+        finished = [m for m in MODELS if (study / group_measured(m)).exists()]
+        started = [m for m in MODELS if (study / group_log(m)).exists()]
+        measuring = [m for m in started if m not in finished]
         if not (finished and measuring):
             return None
         # With the warm server, wait for the worker that runs the measurement itself.
@@ -244,10 +240,10 @@ def test_kill_9_during_a_measurement_loses_only_that_group(tmp_path):
 
     after = fingerprint(study)
     assert {name: after[name] for name in before} == before  # finished: not redone
-    for batch_size in BATCH_SIZES:
+    for model in MODELS:
         for variant in VARIANTS:
-            document = json.loads((study / run_paths(variant, batch_size)[0]).read_text())
-            assert (document["variant"], document["batch_size"]) == (variant, batch_size)
+            document = json.loads((study / run_paths(variant, model)[0]).read_text())
+            assert (document["variant"], document["model"]) == (variant, model)
             assert document["status"] in ("ok", "over_budget"), document["error"]
     summary = (study / target).read_text()
     assert all(variant in summary for variant in VARIANTS)
@@ -259,7 +255,7 @@ def test_kill_9_during_a_measurement_loses_only_that_group(tmp_path):
 def test_kill_9_after_a_run_wrote_its_files_leaves_them_marked_incomplete(tmp_path):
     study = new_study(tmp_path)
     # The measuring job's folder: its comparisons are the last file it writes.
-    target = group_folder(BATCH_SIZES[0])
+    target = group_folder(MODELS[0])
     json_path = target / "fp32_baseline.json"
     last = target / "comparisons.json"
     csv_paths = [target / "fp32_baseline_windows.csv", target / "fp32_baseline_steps.csv"]

@@ -562,3 +562,38 @@ def test_a_comparison_the_engine_gave_up_is_out_of_reach_in_the_csv_and_its_word
     text = " ".join(sentences(speedups.build(page).findings))
     assert "bf16 vs fp32" in text and "not separated" in text
     assert "out of reach after 3 rounds: the rounds both budgets still fit" in text
+
+
+def test_batch_sizes_measured_in_one_group_are_paired_on_their_shared_rounds():
+    # One group of batch 8 and 16 (rule timed_group's folder `bs8-16`): members are named
+    # with their batch size, round 0 alone, rounds 1-3 in one process, windows taking turns.
+    group = "synthetic/cpu/m/bs8-16"
+    small, large = [100.0, 110.0, 121.0, 133.0], [80.0, 120.0, 132.0, 145.0]
+    runs = _runs(
+        [
+            ("box", "fp32", 8, "baseline", small, group),
+            ("box", "fp32", 16, "baseline", large, group),
+        ]
+    )
+    partners = {8: "fp32_bs16_baseline", 16: "fp32_bs8_baseline"}
+    runs["shared_with"] = [
+        "" if row.round == 0 else partners[row.batch_size] for row in runs.itertuples()
+    ]
+    means = [("box", "fp32", b, "baseline", sum(r) / len(r)) for b, r in ((8, small), (16, large))]
+    table = comparisons.comparisons_table(_summary(means), runs)
+    row = table[table["pair"] == "largest_vs_smallest"].iloc[0]
+    assert (row["method"], row["grain"], row["rounds"]) == ("paired", "window", 3)
+    assert row["ratio"] == pytest.approx(ratios.paired_ratio(large[1:], small[1:]).ratio)
+
+    # The engine gave it up: each member's run JSON names the other with its batch size
+    # (interleave.out_of_reach_with), and both rows of the pair say so.
+    wide = _runs(
+        [
+            ("box", "fp32", 8, "baseline", [100.0, 110.0, 95.0], group),
+            ("box", "fp32", 16, "baseline", [105.0, 96.0, 101.0], group),
+        ]
+    )
+    summary = _summary([("box", "fp32", b, "baseline", 100.0) for b in (8, 16)])
+    summary = summary.assign(comparisons_out_of_reach=["fp32_bs16_baseline", "fp32_bs8_baseline"])
+    verdicts = set(comparisons.comparisons_table(summary, wide)["verdict"])
+    assert verdicts == {ratios.OUT_OF_REACH}

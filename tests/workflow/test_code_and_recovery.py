@@ -52,7 +52,8 @@ RUN = layout.path("run", **KEYS)
 WINDOWS = layout.path("run_windows", **KEYS)
 GROUP = layout.path(
     "run_group",
-    **{k: v for k, v in KEYS.items() if k in ("dataset", "device", "model", "batch_size")},
+    **{k: v for k, v in KEYS.items() if k in ("dataset", "device", "model")},
+    batch_sizes="4",
 )
 SUMMARY = layout.path("table", dataset="synthetic", name="summary")
 MEASURING = {
@@ -199,7 +200,7 @@ def test_a_deleted_run_file_is_copied_again(checkout):
     (study / RUN).unlink()
     result = snakemake(home, study)
     assert result.returncode == 0, result.stderr[-3000:]
-    member = layout.group_member(str(study / GROUP), "run", "fp32", "baseline")
+    member = layout.group_member(str(study / GROUP), "run", "fp32", 4, "baseline")
     assert filecmp.cmp(study / RUN, member, shallow=False)
     assert (study / SUMMARY).stat().st_mtime_ns > summary_before
     assert planned(home, study) == {}
@@ -248,7 +249,7 @@ def test_a_group_finished_after_snakemake_took_sigint_is_kept_by_cleanup_metadat
     assert "rule timed_group" not in result.stdout + result.stderr
     assert (study / GROUP / "comparisons.json").read_bytes() == finished
     # A new measurement (its times and windows are another run's), copied out again.
-    member = layout.group_member(str(study / GROUP), "run", "fp32", "baseline")
+    member = layout.group_member(str(study / GROUP), "run", "fp32", 4, "baseline")
     assert (study / RUN).read_bytes() != measured
     assert filecmp.cmp(study / RUN, member, shallow=False)
     assert planned(home, study) == {}

@@ -192,6 +192,7 @@ wildcard_constraints:
     model=layout.KEY_PATTERNS["model"],
     precision=layout.KEY_PATTERNS["precision"],
     batch_size=layout.KEY_PATTERNS["batch_size"],
+    batch_sizes=layout.KEY_PATTERNS["batch_sizes"],
     variant=layout.KEY_PATTERNS["variant"],
     recipe=layout.KEY_PATTERNS["recipe"],
 
@@ -393,7 +394,7 @@ def run_files():
             dataset=DATASET,
             device=key.device,
             model=key.model,
-            batch_size=key.batch_size,
+            batch_sizes=layout.batch_sizes_key(job_requests.group_of(STUDY, key.batch_size)),
         )
         for key in MATRIX
     )
@@ -675,7 +676,7 @@ def group_requests(wildcards):
         wildcards.dataset,
         wildcards.device,
         wildcards.model,
-        int(wildcards.batch_size),
+        layout.group_batch_sizes(wildcards.batch_sizes),
     )
     return [as_param(request) for request in requests]
 
@@ -690,7 +691,10 @@ def group_data(wildcards):
 def group_threads(wildcards):
     """Cores a group's job holds: the most any of its members' variants needs."""
     members = job_requests.group_members(
-        STUDY, wildcards.device, wildcards.model, int(wildcards.batch_size)
+        STUDY,
+        wildcards.device,
+        wildcards.model,
+        layout.group_batch_sizes(wildcards.batch_sizes),
     )
     variants = {key.variant for key in members} or {None}
     return max(
@@ -700,11 +704,13 @@ def group_threads(wildcards):
 
 
 def run_group(wildcards):
-    """The folder of the group that measured a configuration (rule timed_group)."""
+    """The folder of the group that measured a configuration (rule timed_group), which
+    holds every batch size of the study, or this one alone where the study lacks it."""
+    batch_sizes = job_requests.group_of(STUDY, int(wildcards.batch_size))
     return layout.path(
         "run_group",
         dataset=wildcards.dataset,
         device=wildcards.device,
         model=wildcards.model,
-        batch_size=wildcards.batch_size,
+        batch_sizes=layout.batch_sizes_key(batch_sizes),
     )

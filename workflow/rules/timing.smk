@@ -1,4 +1,4 @@
-# One job measures a group: every precision and variant of one model x device x batch size,
+# One job measures a group: every batch size, precision and variant of one model x device,
 # by worker processes forked from the job's warm process that alternate between the
 # configurations (A B B A ...), so drift and neighbours hit the configurations it compares
 # alike; timed windows until each configuration's CI target and each comparison's, or the

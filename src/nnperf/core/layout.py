@@ -34,6 +34,8 @@ KEY_PATTERNS = {
     "model": r"[a-z0-9_]+",
     "precision": "|".join(vocab.PRECISIONS),
     "batch_size": r"\d+",
+    # A group's batch sizes, ascending, joined by "-" (`batch_sizes_key`).
+    "batch_sizes": r"\d+(?:-\d+)*",
     "variant": r"[a-z][a-z0-9_]*",
     "recipe": r"[a-z][a-z0-9_]*",
     "kind": r"[a-z_]+",
@@ -61,10 +63,10 @@ TEMPLATES = {
     "run": f"{RUN_STEM}.json",
     "run_windows": f"{RUN_STEM}_windows.csv",
     "run_steps": f"{RUN_STEM}_steps.csv",
-    # The job that measures a group (one model x device x batch size, every precision and
-    # variant) by interleaved processes writes its members' files and their comparisons here;
-    # each member's files are then copied to its own paths above.
-    "run_group": "results/runs/{dataset}/{device}/{model}/groups/bs{batch_size}",
+    # The job that measures a group (one model x device: every batch size, precision and
+    # variant of the study) by interleaved processes writes its members' files and their
+    # comparisons here; each member's files are then copied to its own paths above.
+    "run_group": "results/runs/{dataset}/{device}/{model}/groups/bs{batch_sizes}",
     "profile_request": f"{PROFILE_STEM}.request.json",
     "profile_report": f"{PROFILE_STEM}.ncu-rep",
     "profile_meta": f"{PROFILE_STEM}.ncu.json",
@@ -90,22 +92,52 @@ TEMPLATES = {
     "summary_md": "reports/{dataset}/summary.md",
 }
 
-# A group's folder holds, per member, `<precision>_<variant>` + one of these suffixes, and
+# A group's folder holds, per member, its `member_name` + one of these suffixes, and
 # GROUP_COMPARISONS.
 GROUP_MEMBER_SUFFIXES = {"run": ".json", "run_windows": "_windows.csv", "run_steps": "_steps.csv"}
 GROUP_COMPARISONS = "comparisons.json"
 
 
-def member_name(precision: str, variant: str) -> str:
-    """A configuration's name in its group (`fp32_tuned`): its files' stem in the group's
-    folder, and how a run JSON names its partners (`comparisons_out_of_reach`)."""
-    return f"{precision}_{variant}"
+def batch_sizes_key(batch_sizes) -> str:
+    """A group's batch sizes as its folder and name carry them: `16-32`."""
+    return "-".join(str(b) for b in sorted({int(b) for b in batch_sizes}))
 
 
-def group_member(folder: str, kind: str, precision: str, variant: str) -> str:
+def group_batch_sizes(key: str) -> list[int]:
+    """`batch_sizes_key` read back from it, or from a group's folder or name ending in it
+    (`.../bs16-32`): the batch sizes the group measures; none for text that names none."""
+    found = re.search(rf"(?:^|/bs)({KEY_PATTERNS['batch_sizes']})/?$", str(key))
+    return [int(b) for b in found.group(1).split("-")] if found else []
+
+
+def group_name(dataset: str, device: str, model: str, batch_sizes) -> str:
+    """What a group is called in run documents and runs.csv: `synthetic/cpu/resnet18_cifar/
+    bs16-32`."""
+    return f"{dataset}/{device}/{model}/bs{batch_sizes_key(batch_sizes)}"
+
+
+def member_name(precision: str, variant: str, batch_size: int | None = None) -> str:
+    """A configuration's name in its group: its files' stem in the group's folder, and how
+    a run JSON names its partners (`shared_with`, `comparisons_out_of_reach`). The batch
+    size is in it (`fp32_bs16_tuned`) where the group measures several; a group of one is
+    named as before batch sizes shared groups (`fp32_tuned`), so the tables of studies made
+    then still pair their rounds."""
+    if batch_size is None:
+        return f"{precision}_{variant}"
+    return f"{precision}_bs{int(batch_size)}_{variant}"
+
+
+def name_in_group(group: str, precision: str, batch_size: int, variant: str) -> str:
+    """A configuration's `member_name` in the group `group` (a `group_name`)."""
+    several = len(group_batch_sizes(group)) > 1
+    return member_name(precision, variant, batch_size if several else None)
+
+
+def group_member(folder: str, kind: str, precision: str, batch_size: int, variant: str) -> str:
     """Where a group's folder holds one member's file of `kind` (a key of
     GROUP_MEMBER_SUFFIXES)."""
-    return f"{folder}/{member_name(precision, variant)}{GROUP_MEMBER_SUFFIXES[kind]}"
+    name = name_in_group(folder, precision, batch_size, variant)
+    return f"{folder}/{name}{GROUP_MEMBER_SUFFIXES[kind]}"
 
 
 # Figures drawn per (device, model) from the run tables (`run_figure`'s kinds).
@@ -137,7 +169,7 @@ def parse(kind: str, text: str) -> dict[str, Any]:
 
 def matches(kind: str, text: str) -> bool:
     """Whether `text` is a path of `kind`, each key within its pattern (KEY_PATTERNS): a
-    group's folder (`.../groups/bs16/comparisons.json`) is not a run."""
+    group's folder (`.../groups/bs16-32/comparisons.json`) is not a run."""
     return _regex(kind).search(str(text).replace("\\", "/")) is not None
 
 

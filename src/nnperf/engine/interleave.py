@@ -7,12 +7,13 @@ two configurations see the same drift and the same neighbours, round by round, a
 of A is paired with process i of B: the paired interval (`nnperf.core.ratios.paired_ratio`)
 cancels what a pair shares.
 
-One job measures a *group*: the configurations of one model x device x batch size, every
-precision and variant of it. Each keeps its own budget (`timing.max_seconds` counts only the
-time its own processes run: `manager.MeasurementRun`), its own stopping rule and its own
-files. The group adds one rule on top (`comparisons`): the comparisons it serves (each
-variant against the baseline at its precision, each precision against fp32 in its variant)
-must each be *resolved* (the ratio's interval excludes 1, or lies within the CI target of 1)
+One job measures a *group*: the configurations of one model x device, every batch size,
+precision and variant of it (a batch size measured apart is only comparable unpaired). Each
+keeps its own budget (`timing.max_seconds` counts only the time its own processes run:
+`manager.MeasurementRun`), its own stopping rule and its own files. The group adds one rule
+on top (`comparisons`): the comparisons it serves (each variant against the baseline, each
+precision against fp32, each batch size against the smallest, the other keys alike) must
+each be *resolved* (the ratio's interval excludes 1, or lies within the CI target of 1)
 before a configuration that met its own target stops for good: while one is not, a
 configuration that met its target measures on, round by round beside its partner, as long
 as a process fits both budgets.
@@ -45,7 +46,7 @@ from nnperf.engine.manager import Measurement, MeasurementRun
 from nnperf.engine.processes import Worker, worker_starter
 from nnperf.engine.worker import WorkerJob, start_method
 
-PRECISION, VARIANT = "precision", "variant"
+PRECISION, VARIANT, BATCH = "precision", "variant", "batch_size"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,26 +59,23 @@ class Comparison:
 
 
 def comparisons(requests: Sequence[RunRequest]) -> list[Comparison]:
-    """The comparisons a group's report states: each variant against the reference variant
-    at the same precision, each precision against the reference precision in the same
-    variant (`nnperf.core.vocab`)."""
+    """The comparisons a group's report states, each between configurations that differ in
+    one key: each variant against the reference variant, each precision against the
+    reference precision (`nnperf.core.vocab`), and each batch size against the group's
+    smallest (for two batch sizes, every batch comparison the report states; beyond two,
+    its leader-against-the-rest rows are still paired by round, but do not hold the group
+    open)."""
+    smallest = min((r.batch_size for r in requests), default=None)
     found = []
     for i, a in enumerate(requests):
         for j, b in enumerate(requests):
-            if i == j:
-                continue
-            if (
-                a.precision == b.precision
-                and b.variant == REFERENCE_VARIANT
-                and a.variant != REFERENCE_VARIANT
-            ):
+            differ = {k for k in (PRECISION, VARIANT, BATCH) if getattr(a, k) != getattr(b, k)}
+            if differ == {VARIANT} and b.variant == REFERENCE_VARIANT:
                 found.append(Comparison(i, j, VARIANT))
-            if (
-                a.variant == b.variant
-                and b.precision == REFERENCE_PRECISION
-                and a.precision != REFERENCE_PRECISION
-            ):
+            if differ == {PRECISION} and b.precision == REFERENCE_PRECISION:
                 found.append(Comparison(i, j, PRECISION))
+            if differ == {BATCH} and b.batch_size == smallest:
+                found.append(Comparison(i, j, BATCH))
     return found
 
 
@@ -200,7 +198,7 @@ def run_group(
     given_up: dict[Comparison, dict] = {}
     round_index = 0
     while True:
-        held = _open_comparisons(runs, pairs, given_up)
+        held = _open_comparisons(runs, names, pairs, given_up)
         _reopen_for_comparisons(runs, held)
         active = [i for i, run in enumerate(runs) if not run.finished]
         if not active:
@@ -226,12 +224,11 @@ def paired_log_ratios(a: Member, b: Member) -> list[float]:
     return [math.log(x / y) for x, y in zip(rates_a, rates_b)]
 
 
-def _member(run: MeasurementRun) -> Member:
-    return Member(layout.member_name(run.request.precision, run.request.variant), run.result)
-
-
 def _open_comparisons(
-    runs: Sequence[MeasurementRun], pairs: Sequence[Comparison], given_up: dict
+    runs: Sequence[MeasurementRun],
+    names: Sequence[str],
+    pairs: Sequence[Comparison],
+    given_up: dict,
 ) -> list[Comparison]:
     """Before each round: the comparisons that still hold their members, unresolved and
     within reach. One that cannot be resolved in the rounds both members' budgets still
@@ -245,12 +242,13 @@ def _open_comparisons(
         if a.result.status != "ok" or b.result.status != "ok":
             continue
         limit = tolerance(a.request, b.request)
-        if ratio_of(_member(a), _member(b)).resolved(limit):
+        member_a, member_b = Member(names[pair.a], a.result), Member(names[pair.b], b.result)
+        if ratio_of(member_a, member_b).resolved(limit):
             given_up.pop(pair, None)
             continue
         left = min(a.processes_left(), b.processes_left())
         if left > 0:
-            logs = paired_log_ratios(_member(a), _member(b))
+            logs = paired_log_ratios(member_a, member_b)
             why = stopping.comparison_out_of_reach(logs, limit, left)
             if why is None:
                 given_up.pop(pair, None)
@@ -281,18 +279,19 @@ def _reopen_for_comparisons(
     return sorted(chosen)
 
 
-def _member_name(key) -> str:
-    return layout.member_name(key["precision"], key["variant"])
-
-
-def out_of_reach_with(rows: Sequence[dict], request: RunRequest) -> list[str]:
+def out_of_reach_with(rows: Sequence[dict], request: RunRequest, group: str) -> list[str]:
     """The members `request` has an `out_of_reach` comparison with (run JSON
-    `comparisons_out_of_reach`): how the report, which builds comparisons.csv from the
-    runs, learns that the engine gave such a comparison up."""
-    own = _member_name(request.key.as_dict())
+    `comparisons_out_of_reach`), named as in `group` (`layout.name_in_group`): how the
+    report, which builds comparisons.csv from the runs, learns that the engine gave such a
+    comparison up."""
+
+    def name(key) -> str:
+        return layout.name_in_group(group, key["precision"], key["batch_size"], key["variant"])
+
+    own = name(request.key.as_dict())
     found = set()
     for row in rows:
-        names = [_member_name(row["a"]), _member_name(row["b"])]
+        names = [name(row["a"]), name(row["b"])]
         if row["verdict"] == ratios.OUT_OF_REACH and own in names:
             found.add(names[1 - names.index(own)])
     return sorted(found)

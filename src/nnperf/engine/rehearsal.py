@@ -394,7 +394,7 @@ class GroupReplay:
 def replay_group(
     requests: Sequence[RunRequest], timings: Sequence[ConfigTiming], seed: int = 0
 ) -> GroupReplay:
-    """Measure a group (`requests`: one model x device x batch size, rule timed_group) as
+    """Measure a group (`requests`: one model x device, rule timed_group) as
     `nnperf.engine.runner.group_to_files` does, with `interleave.run_group`: every member's
     processes interleaved round by round, each member's stopping rule and budget, and the
     extra rounds an unresolved comparison takes, on `timings` (one per request, in order)
@@ -406,10 +406,11 @@ def replay_group(
         raise ValueError(f"{len(requests)} requests but {len(timings)} timings")
     clock = FakeClock()
     rng = np.random.default_rng(seed)
-    by_member = {(r.precision, r.variant): t for r, t in zip(requests, timings)}
+    by_member = {(r.precision, r.batch_size, r.variant): t for r, t in zip(requests, timings)}
 
     def start_worker(job: worker.WorkerJob) -> ReplayWorker:
-        timing = by_member[(job.request.precision, job.request.variant)]
+        request = job.request
+        timing = by_member[(request.precision, request.batch_size, request.variant)]
         return ReplayWorker(job, timing, clock, rng)
 
     started = clock()
@@ -419,7 +420,7 @@ def replay_group(
     documents = []
     for request, result in zip(requests, group.measurements):
         document = run_document(request, result, result.started_at_unix, result.ended_at_unix)
-        document["group"] = group_name(request)
+        document["group"] = group_name(requests)
         documents.append(document)
     return GroupReplay(documents, group.comparisons, group.rounds, clock() - started)
 

@@ -363,9 +363,16 @@ def run_to_files(
     return document
 
 
-def group_name(request: RunRequest) -> str:
-    """What a group is called in run documents: `synthetic/cpu/resnet18_cifar/bs32`."""
-    return f"{request.dataset}/{request.device}/{request.model}/bs{request.batch_size}"
+def group_name(requests: Sequence[RunRequest]) -> str:
+    """What a group is called in run documents (`layout.group_name`); its configurations
+    must share dataset, device and model."""
+    places = {(r.dataset, r.device, r.model) for r in requests}
+    if len(places) != 1:
+        raise NnperfError(
+            "a group's configurations must share dataset, device and model; got "
+            + ", ".join(sorted("/".join(place) for place in places))
+        )
+    return layout.group_name(*places.pop(), [r.batch_size for r in requests])
 
 
 def group_to_files(
@@ -378,12 +385,7 @@ def group_to_files(
     comparisons, in `folder` (`nnperf.core.layout.group_member`)."""
     from nnperf.engine import interleave, warmserver
 
-    groups = {group_name(request) for request in requests}
-    if len(groups) != 1:
-        raise NnperfError(
-            f"a group's configurations must share dataset, device, model and batch size; got "
-            f"{', '.join(sorted(groups))}"
-        )
+    name = group_name(requests)
     process_started_at = worker.process_started_at_unix()
     group = interleave.run_group(
         requests,
@@ -403,13 +405,17 @@ def group_to_files(
             process_started_at if i == 0 else None,
             workflow_dir,
         )
-        document["group"] = group_name(request)
-        document["interleaved_with"] = [name for j, name in enumerate(labels) if j != i]
+        document["group"] = name
+        document["interleaved_with"] = [other for j, other in enumerate(labels) if j != i]
         document["comparisons_out_of_reach"] = interleave.out_of_reach_with(
-            group.comparisons, request
+            group.comparisons, request, name
         )
         member = functools.partial(
-            layout.group_member, folder, precision=request.precision, variant=request.variant
+            layout.group_member,
+            folder,
+            precision=request.precision,
+            batch_size=request.batch_size,
+            variant=request.variant,
         )
         write_csv(member("run_steps"), steps_frame(result.steps))
         write_csv(member("run_windows"), windows_frame(document["windows"]))
@@ -421,7 +427,7 @@ def group_to_files(
         os.path.join(folder, layout.GROUP_COMPARISONS),
         {
             "kind": COMPARISONS_KIND,
-            "group": group_name(requests[0]),
+            "group": name,
             "rounds": group.rounds,
             "members": labels,
             "comparisons": group.comparisons,
@@ -435,7 +441,7 @@ def group_to_files(
 
 def comparison_line(row: Mapping) -> str:
     """A group's comparison (a comparisons.json row) in the job's log."""
-    a, b = (" ".join(str(row[side][k]) for k in ("precision", "variant")) for side in "ab")
+    a, b = ("{precision} bs{batch_size} {variant}".format(**row[side]) for side in "ab")
     line = f"{a} vs {b}: {ratios.ratio_text(ratios.RatioCI.from_dict(row))}"
     if row.get("verdict") == ratios.OUT_OF_REACH:
         numbers = (row["ratio_n"], row.get("rounds_needed"), row.get("rounds_fit"))
@@ -448,7 +454,9 @@ def copy_member(folder: str | os.PathLike, request: RunRequest, outputs: Mapping
     (`outputs`: run, run_windows, run_steps); a member the group did not measure is an error
     naming it."""
     for kind, target in outputs.items():
-        source = layout.group_member(os.fspath(folder), kind, request.precision, request.variant)
+        source = layout.group_member(
+            os.fspath(folder), kind, request.precision, request.batch_size, request.variant
+        )
         if not os.path.isfile(source):
             raise NnperfError(
                 f"{source} is missing: the group {os.fspath(folder)} did not measure "

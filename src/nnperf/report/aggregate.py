@@ -278,8 +278,8 @@ def read_runs(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
         head = "" if len(problems) == 1 else f"{len(problems)} run JSON files are unusable: "
         raise NnperfError(
             f"{head}{' | '.join(problems)} (delete it and run snakemake again to copy it again "
-            "from its group's folder, results/runs/<dataset>/<device>/<model>/groups/bs<batch>; "
-            "delete that folder as well to measure its configurations again)"
+            "from its group's folder, results/runs/<dataset>/<device>/<model>/groups/"
+            "bs<batch sizes>; delete that folder as well to measure its configurations again)"
         )
     return documents
 

@@ -44,6 +44,11 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
         if key in config and key in runs.columns:
             match &= runs[key].map(_value) == _value(config[key])
     chosen = runs.loc[match].reindex(columns=[RATE, "round", "group", "shared_with"])
+    groups = [str(g) for g in chosen["group"] if not missing(g) and g != ""]
+    precision, variant = config.get("precision"), config.get("variant")
+    member = layout.member_name(precision, variant)
+    if groups:
+        member = layout.name_in_group(groups[0], precision, config.get("batch_size"), variant)
     chosen = chosen.reset_index(drop=True).assign(
         rate=pd.to_numeric(chosen[RATE], errors="coerce").to_numpy(),
         round=pd.to_numeric(chosen["round"], errors="coerce").to_numpy(),
@@ -51,7 +56,7 @@ def process_rates(runs: pd.DataFrame | None, config: Mapping) -> pd.DataFrame:
         shared_with=[
             [] if missing(s) or s == "" else str(s).split("|") for s in chosen["shared_with"]
         ],
-        member=layout.member_name(config.get("precision"), config.get("variant")),
+        member=member,
     )[PROCESS_FIELDS]
     chosen = chosen[np.isfinite(chosen["rate"]) & (chosen["rate"] > 0)]
     return chosen.astype({"rate": float}).reset_index(drop=True)
@@ -201,11 +206,16 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     numbers = dict(quantity=RATE, a_value=float(a[MEAN]), b_value=float(b[MEAN]), ratio=ci.ratio)
     verdict = ci.verdict(target)
     # Where the engine gave up A's comparison with B, its group partner (summary.csv
-    # `comparisons_out_of_reach`, `nnperf.engine.interleave.out_of_reach_with`).
+    # `comparisons_out_of_reach`, `nnperf.engine.interleave.out_of_reach_with`): B named as
+    # in a group of one batch size, or of several.
     codes = a.get("comparisons_out_of_reach")
-    given_up = [] if missing(codes) else str(codes).split("|")
-    b_name = layout.member_name(b.get("precision"), b.get("variant"))
-    if verdict == "unresolved" and pair == "vs_reference" and b_name in given_up:
+    given_up = set() if missing(codes) else set(str(codes).split("|"))
+    b_keys = b.get("precision"), b.get("variant")
+    b_names = {
+        layout.member_name(*b_keys),
+        layout.member_name(*b_keys, int(float(b["batch_size"]))),
+    }
+    if verdict == "unresolved" and not given_up.isdisjoint(b_names):
         verdict = ratios.OUT_OF_REACH
     grain = paired[1] if paired is not None and method == "paired" else None
     numbers.update(ci95_low=ci.low, ci95_high=ci.high, method=method, grain=grain, verdict=verdict)

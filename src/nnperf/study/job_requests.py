@@ -11,6 +11,7 @@ variant or recipe the study does not define) fails with one line, while the DAG 
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from nnperf.core import contract, layout, model_names, vocab
 from nnperf.core import config as study_config
@@ -206,15 +207,25 @@ def accuracy_target(study: contract.StudyConfig) -> float | None:
     return targets.pop() if len(targets) == 1 else None
 
 
+def group_of(study: contract.StudyConfig, batch_size: int) -> list[int]:
+    """The batch sizes measured in one group with `batch_size`: every batch size of the
+    study, so that batch-size comparisons are paired round by round as precision and variant
+    ones are; a batch size outside the study (a path asked for by hand) alone."""
+    batch_size = int(batch_size)
+    batches = sorted({int(b) for b in study.batch_sizes})
+    return batches if batch_size in batches else [batch_size]
+
+
 def group_members(
-    study: contract.StudyConfig, device: str, model: str, batch_size: int
+    study: contract.StudyConfig, device: str, model: str, batch_sizes: Sequence[int]
 ) -> list[RunKey]:
     """The configurations one timed job measures together, interleaved
-    (`nnperf.engine.interleave`): every precision the device runs and every variant of the
-    study, at this model, device and batch size (a path outside the study's matrix, asked
-    for by hand, gets the same company)."""
+    (`nnperf.engine.interleave`): at this model and device, every batch size of
+    `batch_sizes` (`group_of`), every precision the device runs and every variant of the
+    study."""
     return [
         RunKey(device, model, precision, int(batch_size), variant)
+        for batch_size in sorted({int(b) for b in batch_sizes})
         for precision in study.precisions
         if vocab.supports(device, precision)
         for variant in study.variants
@@ -222,10 +233,14 @@ def group_members(
 
 
 def group_requests(
-    study: contract.StudyConfig, dataset: str, device: str, model: str, batch_size: int
+    study: contract.StudyConfig,
+    dataset: str,
+    device: str,
+    model: str,
+    batch_sizes: Sequence[int],
 ) -> list[contract.RunRequest]:
     """The RunRequests of a group's members; a group of none is an error naming it."""
-    members = group_members(study, device, model, batch_size)
+    members = group_members(study, device, model, batch_sizes)
     if not members:
         raise NnperfError(
             f"no precision of the study runs on {device} (precisions: "

@@ -218,7 +218,7 @@ class _Planner(ProfileCosts):
         ]
 
     def timed_groups(self, matrix: list[study_config.RunKey]) -> list[JobEstimate]:
-        """One timed_group job per model x device x batch size (rule timed_group): its
+        """One timed_group job per model x device (rule timed_group): its
         members' processes interleaved by the real engine on a fake clock
         (`rehearsal.replay_group`), measuring on until each member's target and each
         comparison's, or the budgets; then each configuration's files copied out of the group
@@ -227,18 +227,18 @@ class _Planner(ProfileCosts):
         jobs = []
         groups: dict[tuple, list[study_config.RunKey]] = {}
         for key in matrix:
-            groups.setdefault((key.device, key.model, key.batch_size), []).append(key)
-        for index, ((device, model, batch), in_matrix) in enumerate(groups.items()):
-            members = [
-                key
-                for key in job_requests.group_members(self.study, device, model, batch)
-                if key in self.requests
-            ] or in_matrix
+            batches = layout.batch_sizes_key(job_requests.group_of(self.study, key.batch_size))
+            groups.setdefault((key.device, key.model, batches), []).append(key)
+        for index, ((device, model, batches), in_matrix) in enumerate(groups.items()):
+            in_group = job_requests.group_members(
+                self.study, device, model, layout.group_batch_sizes(batches)
+            )
+            members = [key for key in in_group if key in self.requests] or in_matrix
             parts = [Part("job start", m.job_start.seconds, m.job_start.source)]
             if index == 0:
                 parts.append(Part("warm server start", m.warm_server.seconds, m.warm_server.source))
             parts += self.group_parts(members)
-            name = f"timed_group {device}/{model}/bs{batch}"
+            name = f"timed_group {device}/{model}/bs{batches}"
             jobs.append(JobEstimate(TIMED_RUNS, name, tuple(parts), device))
             for key in in_matrix:
                 copy = Part("job start", m.job_start.seconds, m.job_start.source, "a copy")
@@ -258,7 +258,8 @@ class _Planner(ProfileCosts):
             [self.requests[key] for key in members], [t for t, _ in timings], seed=0
         )
         statuses = ", ".join(
-            f"{d['precision']} {d['variant']}: {d['n_processes']} processes, {d['stop_reason']}"
+            f"{d['precision']} bs{d['batch_size']} {d['variant']}: {d['n_processes']} processes, "
+            f"{d['stop_reason']}"
             + (
                 f" (+{d['processes_for_comparisons']} for comparisons)"
                 if d.get("processes_for_comparisons")

@@ -124,7 +124,7 @@ def member_name(precision: str, variant: str, batch_size: int | None = None) -> 
     then still pair their rounds."""
     if batch_size is None:
         return f"{precision}_{variant}"
-    return f"{precision}_bs{int(batch_size)}_{variant}"
+    return f"{precision}_bs{int(float(batch_size))}_{variant}"
 
 
 def name_in_group(group: str, precision: str, batch_size: int, variant: str) -> str:

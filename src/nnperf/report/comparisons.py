@@ -211,10 +211,7 @@ def _throughput_row(kind: str, pair: str, a: Mapping, b: Mapping, runs) -> dict:
     codes = a.get("comparisons_out_of_reach")
     given_up = set() if missing(codes) else set(str(codes).split("|"))
     b_keys = b.get("precision"), b.get("variant")
-    b_names = {
-        layout.member_name(*b_keys),
-        layout.member_name(*b_keys, int(float(b["batch_size"]))),
-    }
+    b_names = {layout.member_name(*b_keys), layout.member_name(*b_keys, b["batch_size"])}
     if verdict == "unresolved" and not given_up.isdisjoint(b_names):
         verdict = ratios.OUT_OF_REACH
     grain = paired[1] if paired is not None and method == "paired" else None

@@ -43,14 +43,42 @@ def _runs(shared: bool) -> pd.DataFrame:
 def test_each_stated_comparison_with_its_grain_pairs_and_spread():
     spread = load_benchmark("pair_spread")
     rows = {(r["a"], r["b"]): r for r in spread.spread_rows(_runs(shared=True))}
-    assert set(rows) == {("fp32 tuned", "fp32 baseline"), ("bf16 baseline", "fp32 baseline")}
-    tuned = rows[("fp32 tuned", "fp32 baseline")]
+    tuned_key = ("m fp32 bs16 tuned", "fp32 bs16 baseline")
+    bf16_key = ("m bf16 bs16 baseline", "fp32 bs16 baseline")
+    assert set(rows) == {tuned_key, bf16_key}
+    assert (rows[tuned_key]["kind"], rows[bf16_key]["kind"]) == ("variant", "precision")
+    tuned = rows[tuned_key]
     assert (tuned["grain"], tuned["pairs"]) == ("window", 3)
     assert tuned["ratio"] == pytest.approx(1.1) and tuned["log_ratio_sd"] == pytest.approx(0)
-    bf16 = rows[("bf16 baseline", "fp32 baseline")]
+    bf16 = rows[bf16_key]
     logs = np.log(np.array([144.0, 143.0, 152.0]) / np.array([90.0, 110.0, 95.0]))
     assert bf16["log_ratio_sd"] == pytest.approx(float(np.std(logs, ddof=1)))
     assert not math.isnan(bf16["ci_half_width"])
     alone = {(r["a"], r["b"]): r for r in spread.spread_rows(_runs(shared=False))}
-    assert alone[("bf16 baseline", "fp32 baseline")]["grain"] == "process"
-    assert alone[("bf16 baseline", "fp32 baseline")]["pairs"] == 4
+    assert alone[bf16_key]["grain"] == "process"
+    assert alone[bf16_key]["pairs"] == 4
+
+
+def test_batch_sizes_of_one_group_are_a_comparison_and_of_two_groups_none():
+    spread = load_benchmark("pair_spread")
+    rows = []
+    for batch, values in ((16, [100.0, 90.0, 110.0]), (32, [110.0, 99.0, 121.0])):
+        for round_index, rate in enumerate(values):
+            other = f"fp32_bs{48 - batch}_baseline"
+            rows.append(
+                {"device": "cpu", "model": "m", "batch_size": batch, "precision": "fp32"}
+                | {"variant": "baseline", "status": "ok", "group": "synthetic/cpu/m/bs16-32"}
+                | {"round": round_index, "shared_with": other if round_index else ""}
+                | {"throughput_img_s": rate}
+            )
+    (row,) = spread.spread_rows(pd.DataFrame(rows))
+    assert (row["kind"], row["a"], row["b"]) == (
+        "batch",
+        "m fp32 bs32 baseline",
+        "fp32 bs16 baseline",
+    )
+    assert (row["grain"], row["pairs"], row["ratio"]) == ("window", 2, pytest.approx(1.1))
+    apart = pd.DataFrame(rows).assign(
+        group=lambda f: "synthetic/cpu/m/bs" + f["batch_size"].astype(str)
+    )
+    assert spread.spread_rows(apart) == []

@@ -27,7 +27,7 @@ from report_tables import LAPTOP, Config, ceilings_document, roofline_point, wri
 EXAMPLE = Path("reports/examples/cpu-default-study")
 GOLDEN = REPO / "tests" / "report" / "golden" / "cpu-default-study.md"
 # The end of the example study's span: its last job ended at 1795855591.3 (summary.csv).
-RENDERED_AT = 1_795_855_600.0
+RENDERED_AT = 1_795_868_000.0
 # The example as it was at 19b83be, whose page was written before the headline existed.
 BEFORE_HEADLINE = Path("tests/report/golden/before-headline")
 BEFORE_HEADLINE_RENDERED_AT = 1_795_790_000.0

@@ -533,12 +533,12 @@ def test_the_default_cpu_study_plans_within_a_quarter_of_its_measured_wall_time(
     assert 0.75 * measured <= wall <= 1.25 * measured, plan_text.render(estimate, per_job=True)
     assert wall < estimate.seconds
     # The groups it replays take about what the example's groups took (first process start
-    # to last process end, per batch size), within the same quarter.
+    # to last process end, per group), within the same quarter.
     runs = list(csv.DictReader((CPU_EXAMPLE / "runs.csv").open(encoding="utf-8")))
     spans = {}
     for row in runs:
-        low, high = spans.get(row["batch_size"], (math.inf, -math.inf))
-        spans[row["batch_size"]] = (
+        low, high = spans.get(row["group"], (math.inf, -math.inf))
+        spans[row["group"]] = (
             min(low, float(row["started_at_unix"])),
             max(high, float(row["ended_at_unix"])),
         )

@@ -172,7 +172,7 @@ H100 = Machine(
 )
 
 # A 2-vCPU AMD EPYC VM without a GPU: the default study of reports/examples/cpu-default-study
-# (at ee07143: 52 jobs in 9.1 min; its step timings are `rehearsal.cpu_model`), the job costs
+# (at 86f1d4d: 51 jobs in 8.6 min; its step timings are `rehearsal.cpu_model`), the job costs
 # read off the study before it (make run at 19b83be, 9.0 min), and the import time
 # nnperf.engine.warmserver records there.
 CPU = Machine(

@@ -25,7 +25,15 @@ study and outside its interval. Not the loop: the remeasure study's windows afte
 no load (other cores 0.00-0.04, steal under 1%), ran at 42.0 img/s on average where the quiet
 study's ran at 47.9 and the keep study's clean ones at 47.2, a minute apart. This VM's speed
 moves by ~10% over minutes with nothing a flag can see, so agreement between two studies
-minutes apart is bounded by the machine, not by what was left out.
+minutes apart is bounded by the machine, not by what was left out. A third run, with the
+quiet study repeated after the loaded ones (2026-11-28, batch sizes in one group): `keep`
+reported baseline at 39.8, 11.1-88.6 (9.7x the quiet width); `remeasure` left the loop's 2
+windows out and reported 46.8, 44.0-49.7 and tuned 49.3, 45.0-53.8, each inside both quiet
+studies' intervals with both quiet estimates inside its own, at 0.72x and 0.99x the quiet
+width (1.15x and 2.03x `quiet_again`'s, whose own widths were 0.62x and 0.49x `quiet`'s: an
+interval's width from 5 rounds moves that much between two quiet studies). The paired
+tuned/baseline ratio: quiet 1.062 (1.025-1.100), remeasure 1.068 (1.050-1.086), keep 1.025
+(0.927-1.135, out of reach), quiet_again 1.028 (0.971-1.090, unresolved in its 5 rounds).
 
     PYTHONPATH=src python benchmarks/busy_neighbour.py --loaded-seconds 15
 """
@@ -61,7 +69,7 @@ def study(folder: Path, policy: str, batch: int, loaded_s: float | None) -> pd.D
         f"timing={{min_seconds: 10, max_seconds: 60, max_processes: 6, max_windows: 6, "
         f"disturbed_windows: {policy}}}"
     )
-    command += ["--", f"{TABLES}/summary.csv"]
+    command += ["--", f"{TABLES}/summary.csv", f"{TABLES}/comparisons.csv"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     log = open(folder / "snakemake.log", "w")
     run = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -75,6 +75,7 @@ def measurement_table(
     frame = summary.reindex(columns=[*summary, *added])
     numeric = [*MEASUREMENT_COLUMNS[7:], MEAN]
     frame[numeric] = frame.reindex(columns=numeric).apply(pd.to_numeric, errors="coerce")
+    frame = frame.copy()  # one block per dtype again: pandas warns on columns added to a split one
     frame["target_met"] = pd.array([target_met(r) for r in frame.to_dict("records")], "boolean")
     # Kalibera & Jones' between-process estimate may be negative: a spread of 0.
     mean = frame[MEAN].where(frame[MEAN] > 0)

@@ -1,4 +1,4 @@
-"""Rule timed_group: the configurations of one model x device x batch size, measured by
+"""Rule timed_group: the configurations of one model x device (every batch size), measured by
 interleaved worker processes -> each one's run JSON and CSVs and the group's comparisons, in
 the group's folder (nnperf.engine.runner.group_to_files).
 

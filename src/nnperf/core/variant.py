@@ -111,7 +111,7 @@ def sharing_key(device: str, precision: str, settings: VariantSettings) -> tuple
     Alike: the device and the process-global switches their builds set (the thread count,
     TF32 math, cudnn.benchmark), which would otherwise have to be set again before every
     window. Per model, optimizer or feeder, and so free to differ: channels_last, the
-    optimizer implementation, the data path and the autocast precisions. Never shared: a
+    optimizer implementation, the data path, the autocast precisions and the batch size. Never shared: a
     compiled training (dynamo's caches, recompilation limits and the inductor's threads are
     per process, and CUDA graphs share one memory pool) and one with DataLoader workers
     (they go on loading, on the same cores, through the other's windows).

@@ -142,13 +142,10 @@ def sharing_units(requests: Sequence[RunRequest], members: Sequence[int]) -> lis
 
 
 def member_names(requests: Sequence[RunRequest]) -> list[str]:
-    """The group's members by name (`layout.member_name`: with the batch size where the
+    """The group's members by name (`layout.name_in_group`: with the batch size where the
     group measures several)."""
-    several = len({r.batch_size for r in requests}) > 1
-    return [
-        layout.member_name(r.precision, r.variant, r.batch_size if several else None)
-        for r in requests
-    ]
+    group = layout.batch_sizes_key(r.batch_size for r in requests)
+    return [layout.name_in_group(group, r.precision, r.batch_size, r.variant) for r in requests]
 
 
 def run_shared(
